@@ -1,0 +1,285 @@
+"""Boot benchmark: N servers over M fake hosts through the REST API.
+
+Modes:
+  all-in-one     `nefos up` (SQLite, in-process bus) as a child process
+  multi-process  every service its own process, RabbitMQ + PostgreSQL (URLs from
+                 NEFOS_BENCH_AMQP_URL / NEFOS_BENCH_PG_ADMIN_URL, defaults on 127.0.0.1)
+
+Prints servers/s to ACTIVE, p50/p99 create-request latency, and the time of
+`GET /v2.1/servers/detail?limit=1000` with 10 000 servers in the database.
+
+  python bench/boot.py --servers 1000 --hosts 10 --concurrency 50
+  python bench/boot.py --mode multi-process --servers 300 --hosts 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from nefos.allinone import free_port  # noqa: E402
+
+BIN = Path(sys.executable).parent
+SERVICES = [["identity"], ["image"], ["network"], ["scheduler"], ["conductor"], ["api"]]
+
+
+def percentile(values: list[float], p: float) -> float:
+    values = sorted(values)
+    k = max(0, min(len(values) - 1, round(p / 100 * (len(values) - 1))))
+    return values[k]
+
+
+class Cloud:
+    def __init__(self, args):
+        self.args = args
+        self.state = Path(tempfile.mkdtemp(prefix="nefos-bench-"))
+        self.ports = {n: free_port() for n in ("COMPUTE", "NETWORK", "IMAGE", "IDENTITY")}
+        self.env = dict(os.environ, NEFOS_QUOTA_INSTANCES="-1", NEFOS_QUOTA_CORES="-1",
+                        NEFOS_QUOTA_RAM="-1", NEFOS_QUOTA_PORTS="-1")
+        for name, port in self.ports.items():
+            self.env[f"NEFOS_{name}_API_PORT"] = str(port)
+        self.procs: list[subprocess.Popen] = []
+        self.db_url = f"sqlite:///{self.state / 'nefos.sqlite'}"
+        self.pg_name = None
+
+    def _spawn(self, *args: str) -> None:
+        log = open(self.state / f"{'-'.join(args)[:40]}.log", "w")
+        # --profile: the all-in-one under cProfile (written when it stops on SIGTERM).
+        prefix = ([sys.executable, "-m", "cProfile", "-o", self.args.profile]
+                  if self.args.profile and args[0] == "up" else [])
+        self.procs.append(subprocess.Popen([*prefix, str(BIN / "nefos"), *args, "--state-dir", str(self.state)],
+                                           env=self.env, stdout=log, stderr=subprocess.STDOUT))
+
+    def start(self) -> None:
+        if self.args.mode == "all-in-one":
+            self._spawn("up", "--fake-hosts", str(self.args.hosts), "--driver", "fake")
+        else:
+            import asyncpg  # noqa: F401  (fail early when missing)
+            self.pg_name = f"nefos_bench_{uuid.uuid4().hex[:8]}"
+            admin = os.environ.get("NEFOS_BENCH_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+            asyncio.run(_pg(admin, f'CREATE DATABASE "{self.pg_name}"'))
+            self.db_url = admin.rsplit("/", 1)[0] + f"/{self.pg_name}"
+            self.env.update(NEFOS_DATABASE_URL=self.db_url,
+                            NEFOS_BUS_URL=os.environ.get("NEFOS_BENCH_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"),
+                            NEFOS_HOST=f"bench-{uuid.uuid4().hex[:6]}",
+                            NEFOS_CONTROL_EXCHANGE=f"nefos-bench-{uuid.uuid4().hex[:6]}",
+                            # 16 processes share PostgreSQL's 100 connections.
+                            NEFOS_MAX_POOL_SIZE="4", NEFOS_MAX_OVERFLOW="1")
+            subprocess.run([str(BIN / "nefos"), "db", "upgrade", "--state-dir", str(self.state)],
+                           env=self.env, check=True, capture_output=True)
+            for args in SERVICES:
+                self._spawn(*args)
+            for i in range(self.args.hosts):
+                self._spawn("compute", "--host", f"bench-compute-{i + 1}")
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        if self.pg_name:
+            admin = os.environ.get("NEFOS_BENCH_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+            asyncio.run(_pg(admin, f'DROP DATABASE IF EXISTS "{self.pg_name}" WITH (FORCE)'))
+
+    def url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.ports[name]}"
+
+
+async def _pg(url: str, sql: str) -> None:
+    import asyncpg
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+async def admin_token(cloud: Cloud, client: httpx.AsyncClient) -> str:
+    deadline = time.monotonic() + 90
+    passwords = cloud.state / "passwords.yaml"
+    while not passwords.exists():
+        if time.monotonic() > deadline:
+            raise SystemExit("the cloud did not start; logs in " + str(cloud.state))
+        await asyncio.sleep(0.2)
+    creds = yaml.safe_load(passwords.read_text())
+    password = creds.get("admin") if isinstance(creds.get("admin"), str) else creds["admin"]["password"]
+    body = {"auth": {"identity": {"methods": ["password"], "password": {"user": {
+        "name": "admin", "domain": {"id": "default"}, "password": password}}},
+        "scope": {"project": {"name": "admin", "domain": {"id": "default"}}}}}
+    while True:
+        try:
+            r = await client.post(cloud.url("IDENTITY") + "/v3/auth/tokens", json=body)
+            if r.status_code == 201:
+                return r.headers["x-subject-token"]
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise SystemExit("no token; logs in " + str(cloud.state))
+        await asyncio.sleep(0.3)
+
+
+async def wait_ready(cloud: Cloud, client: httpx.AsyncClient, headers: dict, hosts: int) -> None:
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            r = await client.get(cloud.url("COMPUTE") + "/v2.1/os-hypervisors", headers=headers)
+            if r.status_code == 200 and len(r.json()["hypervisors"]) >= hosts:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise SystemExit("compute hosts did not report; logs in " + str(cloud.state))
+        await asyncio.sleep(0.3)
+
+
+async def count_status(cloud: Cloud, client, headers, status: str) -> int:
+    """Servers whose status is ``status`` (the plain list, following its pages).
+
+    Not os-hypervisors' running_vms: as in Nova, that counts every instance claimed on a
+    host, building ones included."""
+    count, params = 0, {"status": status, "limit": 1000}
+    while True:
+        r = await client.get(cloud.url("COMPUTE") + "/v2.1/servers", headers=headers, params=params)
+        page = r.json()["servers"]
+        count += len(page)
+        if len(page) < params["limit"]:
+            return count
+        params["marker"] = page[-1]["id"]
+
+
+async def boot(args, cloud: Cloud) -> dict:
+    limits = httpx.Limits(max_connections=args.concurrency * 2)
+    async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+        token = await admin_token(cloud, client)
+        headers = {"X-Auth-Token": token}
+        await wait_ready(cloud, client, headers, args.hosts)
+        r = await client.post(cloud.url("NETWORK") + "/v2.0/networks", headers=headers,
+                              json={"network": {"name": "bench", "shared": True}})
+        net = r.json()["network"]["id"]
+        await client.post(cloud.url("NETWORK") + "/v2.0/subnets", headers=headers, json={"subnet": {
+            "network_id": net, "cidr": "10.128.0.0/16", "ip_version": 4}})
+        r = await client.get(cloud.url("IMAGE") + "/v2/images", headers=headers, params={"name": "nefos-tiny"})
+        image = r.json()["images"][0]["id"]
+        latencies: list[float] = []
+        sem = asyncio.Semaphore(args.concurrency)
+        ids: list[str] = []
+
+        async def create(i: int) -> None:
+            async with sem:
+                t = time.perf_counter()
+                r = await client.post(cloud.url("COMPUTE") + "/v2.1/servers", headers=headers, json={"server": {
+                    "name": f"bench-{i}", "imageRef": image, "flavorRef": "42", "networks": [{"uuid": net}]}})
+                latencies.append(time.perf_counter() - t)
+                if r.status_code != 202:
+                    raise SystemExit(f"create failed: {r.status_code} {r.text}")
+                ids.append(r.json()["server"]["id"])
+
+        start = time.perf_counter()
+        await asyncio.gather(*(create(i) for i in range(args.servers)))
+        created = time.perf_counter()
+        while True:
+            active = await count_status(cloud, client, headers, "ACTIVE")
+            if active >= args.servers:
+                break
+            if time.perf_counter() - start > args.timeout:
+                raise SystemExit(f"only {active}/{args.servers} ACTIVE after {args.timeout} s")
+            if await count_status(cloud, client, headers, "ERROR"):
+                raise SystemExit("servers went to ERROR; logs in " + str(cloud.state))
+            await asyncio.sleep(0.25)
+        done = time.perf_counter()
+        r = await client.get(cloud.url("COMPUTE") + "/v2.1/servers/detail", headers=headers,
+                             params={"status": "ERROR"})
+        errors = len(r.json()["servers"])
+        return {"servers": args.servers, "hosts": args.hosts, "errors": errors,
+                "create_phase_s": round(created - start, 2), "total_s": round(done - start, 2),
+                "servers_per_s": round(args.servers / (done - start), 1),
+                "create_p50_ms": round(percentile(latencies, 50) * 1000, 1),
+                "create_p99_ms": round(percentile(latencies, 99) * 1000, 1)}
+
+
+async def list_10k(args, cloud: Cloud) -> dict:
+    """Fill the database up to 10 000 servers, then time the detailed list of 1000."""
+    from sqlalchemy import func, insert, select
+
+    from nefos.db.models import Instance
+    from nefos.db.session import Database
+    db = Database(cloud.db_url)
+    async with httpx.AsyncClient(timeout=120) as client:
+        token = await admin_token(cloud, client)
+        headers = {"X-Auth-Token": token}
+        r = await client.get(cloud.url("COMPUTE") + "/v2.1/servers/detail", headers=headers, params={"limit": 1})
+        template_id = r.json()["servers"][0]["id"]
+        async with db.reader() as s:
+            template = (await s.execute(select(Instance).where(Instance.uuid == template_id))).scalar_one().to_dict()
+            existing = (await s.execute(select(func.count()).select_from(Instance).where(
+                Instance.deleted == 0, Instance.project_id == template["project_id"]))).scalar_one()
+        template.pop("id")
+        rows = []
+        for i in range(max(0, 10000 - existing)):
+            row = dict(template, uuid=str(uuid.uuid4()), display_name=f"filler-{i}")
+            rows.append(row)
+        async with db.transaction() as s:
+            for chunk in range(0, len(rows), 1000):
+                await s.execute(insert(Instance), rows[chunk:chunk + 1000])
+        await db.dispose()
+        timings = []
+        for _ in range(args.list_repeats):
+            t = time.perf_counter()
+            r = await client.get(cloud.url("COMPUTE") + "/v2.1/servers/detail", headers=headers,
+                                 params={"limit": 1000})
+            timings.append(time.perf_counter() - t)
+            assert r.status_code == 200 and len(r.json()["servers"]) == 1000, r.text[:300]
+        return {"servers_in_db": 10000, "list_detail_1000_p50_ms": round(percentile(timings, 50) * 1000, 1),
+                "list_detail_1000_min_ms": round(min(timings) * 1000, 1),
+                "list_detail_1000_each_ms": [round(t * 1000, 1) for t in timings]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mode", choices=["all-in-one", "multi-process"], default="all-in-one")
+    parser.add_argument("--servers", type=int, default=1000)
+    parser.add_argument("--hosts", type=int, default=10)
+    parser.add_argument("--concurrency", type=int, default=50)
+    parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument("--list-repeats", type=int, default=5)
+    parser.add_argument("--skip-list", action="store_true")
+    parser.add_argument("--profile", metavar="FILE",
+                        help="all-in-one only: run the cloud under cProfile, stats written to FILE")
+    args = parser.parse_args()
+    cloud = Cloud(args)
+    cloud.start()
+    try:
+        result = {"date": dt.datetime.now().isoformat(timespec="seconds"), "mode": args.mode,
+                  "machine": f"{platform.node()} {os.cpu_count()} cores {platform.machine()}",
+                  "concurrency": args.concurrency}
+        result.update(asyncio.run(boot(args, cloud)))
+        if not args.skip_list:
+            result.update(asyncio.run(list_10k(args, cloud)))
+        print(json.dumps(result, indent=2))
+    finally:
+        cloud.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,182 @@
+"""External events benchmark: from a port going ACTIVE to the waiting build unblocked.
+
+The whole cloud in this process (Compute API, conductor, scheduler, network
+service with its notifier, compute hosts with the fake driver and fake L2
+agent), on the in-process bus or on RabbitMQ (``--bus amqp://...``), SQLite
+by default (``--db`` for PostgreSQL/MySQL). Servers are booted one after the
+other (``--concurrency`` for more at once); for each build the benchmark
+takes
+
+* ``active``: the moment the port's ACTIVE status committed in the network
+  service (a port change hook, after commit),
+* ``arrived``: the moment the event reached the compute host's waiter,
+* ``unblocked``: the moment the build's wait returned (the guest is resumed next),
+
+and prints p50 / p90 / p99 / max of active -> unblocked (the issue's number),
+split into active -> arrived (notifier, HTTP, Compute API, inbox, bus) and
+arrived -> unblocked (waking the build), plus the whole boot time.
+
+``send_events_interval`` is 0 by default here (the number is the path's
+latency, not the batching window: with the default 2 s, an event that follows
+another within 2 s waits for the window); ``--interval 2`` measures with it.
+
+  python bench/events.py --servers 200
+  python bench/events.py --servers 200 --bus amqp://guest:guest@127.0.0.1:5672/
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from sqlalchemy import event as sa_event  # noqa: E402
+
+from nefos.allinone import Cloud, all_in_one_components, free_port  # noqa: E402
+from nefos.compute import instance_events  # noqa: E402
+from nefos.config import load_config  # noqa: E402
+from nefos.service import Runtime  # noqa: E402
+
+
+def pct(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    k = (len(values) - 1) * p / 100
+    lo, hi = int(k), min(int(k) + 1, len(values) - 1)
+    return values[lo] + (values[hi] - values[lo]) * (k - lo)
+
+
+def summary(name: str, seconds: list[float]) -> dict:
+    ms = [s * 1000 for s in seconds]
+    row = {"n": len(ms), "p50_ms": pct(ms, 50), "p90_ms": pct(ms, 90), "p99_ms": pct(ms, 99),
+           "max_ms": max(ms) if ms else float("nan"), "mean_ms": statistics.fmean(ms) if ms else float("nan")}
+    print(f"  {name:<28} n={row['n']:<5} p50 {row['p50_ms']:8.2f} ms   p90 {row['p90_ms']:8.2f} ms   "
+          f"p99 {row['p99_ms']:8.2f} ms   max {row['max_ms']:8.2f} ms")
+    return row
+
+
+async def run(args) -> dict:
+    state = Path(tempfile.mkdtemp(prefix="nefos-bench-events-"))
+    overrides = dict(state_dir=state, auth_strategy="noauth", compute_api_port=free_port(),
+                     network_api_port=free_port(), image_api_port=free_port(), identity_api_port=free_port(),
+                     send_events_interval=args.interval, fake_l2_agent_delay=args.agent_delay,
+                     sync_power_state_interval=-1, report_interval=5.0, quota_instances=-1, quota_cores=-1,
+                     quota_ram=-1, quota_ports=-1, bus_url=args.bus)
+    if args.db:
+        overrides["database_url"] = args.db
+    cfg = load_config(**overrides)
+    rt = await Runtime.open(cfg, migrate=True)
+    cfg.host = "bench"
+    components = all_in_one_components(rt, fake_hosts=args.hosts)
+    cloud = Cloud(rt, components)
+    await cloud.start()
+    network = next(c for c in components if getattr(c, "notifier", None) is not None)
+    active_at: dict[str, float] = {}
+
+    async def hook(s, ctx, before, after):
+        if after is not None and after["status"] == "ACTIVE" and (before or {}).get("status") != "ACTIVE":
+            port = after["id"]
+            sa_event.listen(s.sync_session, "after_commit",
+                            lambda _s: active_at.__setitem__(port, time.monotonic()), once=True)
+    network.manager.add_port_change_hook(hook)
+    compute = httpx.AsyncClient(base_url=f"http://127.0.0.1:{cfg.compute_api_port}", timeout=60)
+    neutron = httpx.AsyncClient(base_url=f"http://127.0.0.1:{cfg.network_api_port}", timeout=60)
+    try:
+        r = await neutron.post("/v2.0/networks", json={"network": {"name": "bench"}})
+        net = r.json()["network"]
+        await neutron.post("/v2.0/subnets", json={"subnet": {"network_id": net["id"], "cidr": "10.0.0.0/16",
+                                                             "ip_version": 4}})
+        from nefos.image.bootstrap import ensure_default_image
+        image = await ensure_default_image(rt)
+        boot_times: list[float] = []
+        sem = asyncio.Semaphore(args.concurrency)
+
+        async def one(i: int) -> None:
+            async with sem:
+                t0 = time.monotonic()
+                r = await compute.post("/v2.1/servers", json={"server": {
+                    "name": f"b{i}", "imageRef": image, "flavorRef": "1", "networks": [{"uuid": net["id"]}]}})
+                assert r.status_code == 202, r.text
+                sid = r.json()["server"]["id"]
+                while True:
+                    s = (await compute.get(f"/v2.1/servers/{sid}")).json()["server"]
+                    if s["status"] in ("ACTIVE", "ERROR") and s["OS-EXT-STS:task_state"] is None:
+                        break
+                    await asyncio.sleep(0.005)
+                assert s["status"] == "ACTIVE", s
+                boot_times.append(time.monotonic() - t0)
+                if args.spacing:
+                    await asyncio.sleep(args.spacing)
+
+        instance_events.WAIT_METRICS.clear()
+        for i in range(args.warmup):
+            await one(-1 - i)
+        instance_events.WAIT_METRICS.clear()
+        boot_times.clear()
+        started = time.monotonic()
+        await asyncio.gather(*(one(i) for i in range(args.servers)))
+        elapsed = time.monotonic() - started
+        total, transport, wake = [], [], []
+        for m in instance_events.WAIT_METRICS:
+            if m["what"] != "spawn" or m["result"] != "ok":
+                continue
+            for key, arrived in m["events"].items():
+                port = key[len("network-vif-plugged-"):]
+                if port in active_at:
+                    total.append(m["unblocked_at"] - active_at[port])
+                    transport.append(arrived - active_at[port])
+            if m["events"]:
+                wake.append(m["unblocked_at"] - max(m["events"].values()))
+        print(f"\nbus {args.bus}, db {'sqlite' if not args.db else args.db.split(':')[0]}, {args.servers} servers, "
+              f"concurrency {args.concurrency}, {args.hosts} host(s), send_events_interval {args.interval:g} s, "
+              f"agent delay {args.agent_delay:g} s; {elapsed:.1f} s")
+        result = {
+            "bus": args.bus, "servers": args.servers, "concurrency": args.concurrency,
+            "send_events_interval": args.interval, "python": platform.python_version(),
+            "port_active_to_unblocked": summary("port ACTIVE -> unblocked", total),
+            "port_active_to_event_arrived": summary("  ACTIVE -> event at compute", transport),
+            "event_arrived_to_unblocked": summary("  event -> unblocked", wake),
+            "boot": summary("boot (POST -> ACTIVE seen)", boot_times),
+        }
+        return result
+    finally:
+        await compute.aclose()
+        await neutron.aclose()
+        await cloud.stop()
+        await rt.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--servers", type=int, default=200)
+    parser.add_argument("--hosts", type=int, default=1)
+    parser.add_argument("--concurrency", type=int, default=1)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--bus", default="local://")
+    parser.add_argument("--db", default="", help="database URL (default: SQLite in a temp dir)")
+    parser.add_argument("--interval", type=float, default=0.0, help="send_events_interval")
+    parser.add_argument("--agent-delay", type=float, default=0.0, help="fake_l2_agent_delay")
+    parser.add_argument("--spacing", type=float, default=0.0, help="pause after each boot (seconds)")
+    parser.add_argument("--json", help="write the results to this file")
+    parser.add_argument("--debug", action="store_true")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.ERROR)
+    result = asyncio.run(run(args))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Make this Debian 12 machine ready to run real guests (issue 4); as root, idempotent.
+#
+#  * installs libvirt + QEMU and what the guest image is built from, when missing:
+#    libvirt-daemon-system qemu-system-x86 qemu-utils (the hypervisor), libvirt-dev
+#    pkg-config gcc (to build libvirt-python), linux-image-cloud-amd64 busybox-static
+#    (the tiny guest: nothing is downloaded from elsewhere), dnsmasq-base iproute2 (DHCP
+#    for the guests' networks: nefos.network.dhcp_agent);
+#  * makes /dev/kvm access consistent (0666) BEFORE libvirtd starts: when root can
+#    open it but the qemu user cannot, libvirt re-probes QEMU on every domain start
+#    (~44 s each, see shared/notes/hypervisor-on-these-machines.md);
+#  * starts virtlogd and libvirtd (no systemd needed) when qemu:///system does not answer;
+#  * installs libvirt-python into the virtualenv $1 (the `libvirt` extra) when missing.
+#
+# KVM is not forced: the driver (virt_type = auto) uses it only when a KVM guest
+# really boots here, and TCG otherwise.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV="${1:-${NEFOS_VENV:-/opt/nefos-venv}}"
+URI="qemu:///system"
+PACKAGES=(libvirt-daemon-system libvirt-clients qemu-system-x86 qemu-utils libvirt-dev pkg-config gcc
+          linux-image-cloud-amd64 busybox-static dnsmasq-base iproute2)
+
+log() { echo "setup-libvirt: $*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+[ "$(id -u)" -eq 0 ] || die "needs root"
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  log "installing ${missing[*]}"
+  created_policy=""
+  if [ ! -e /usr/sbin/policy-rc.d ]; then  # keep package scripts from starting services
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+    chmod 755 /usr/sbin/policy-rc.d
+    created_policy=1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
+  [ -z "$created_policy" ] || rm -f /usr/sbin/policy-rc.d
+fi
+
+if [ -e /dev/kvm ] && [ "$(stat -c %a /dev/kvm)" != "666" ]; then
+  log "making /dev/kvm usable by every user (consistent KVM capabilities for libvirt)"
+  chmod 0666 /dev/kvm
+fi
+
+if ! virsh -c "$URI" version >/dev/null 2>&1; then
+  log "starting virtlogd and libvirtd"
+  pgrep -x virtlogd >/dev/null || virtlogd -d
+  pgrep -x libvirtd >/dev/null || libvirtd -d
+  deadline=$((SECONDS + 30))
+  until virsh -c "$URI" version >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || die "libvirtd does not answer at $URI within 30 s"
+    sleep 0.5
+  done
+fi
+
+if [ -x "$VENV/bin/python" ] && ! "$VENV/bin/python" -c 'import libvirt, libvirtaio' 2>/dev/null; then
+  log "installing libvirt-python into $VENV (the 'libvirt' extra)"
+  "$VENV/bin/python" -m pip install -q -e '.[libvirt]'
+fi
+log "ready: $(virsh -c "$URI" version 2>/dev/null | grep -i 'running hypervisor' || echo libvirt)"

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Start the all-in-one Nefos cloud on a fresh Debian machine (as root):
+# installs what it needs into a virtualenv once, then runs `nefos up`.
+# Extra arguments go to `nefos up` (e.g. --fake-hosts 3 --state-dir /var/lib/nefos,
+# --driver fake|libvirt|auto). With libvirt usable (scripts/setup-libvirt.sh sets it up)
+# the compute host boots real guests; otherwise it is a fake hypervisor.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV="${NEFOS_VENV:-/opt/nefos-venv}"
+if ! command -v python3 >/dev/null || ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
+  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3 python3-venv python3-pip
+fi
+if [ ! -x "$VENV/bin/nefos" ] || [ pyproject.toml -nt "$VENV/.nefos-installed" ]; then
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q --upgrade pip
+  "$VENV/bin/pip" install -q -e '.[test]'
+  touch "$VENV/.nefos-installed"
+fi
+# Real guests: libvirt + QEMU + the tiny guest's packages (skipped with --driver fake).
+case " $* " in
+  *" --driver fake "*|*" --driver=fake "*) ;;
+  *) if [ "$(id -u)" -eq 0 ]; then
+       bash scripts/setup-libvirt.sh "$VENV" || echo "up.sh: libvirt set-up failed; nefos up will use the fake driver" >&2
+     fi ;;
+esac
+exec "$VENV/bin/nefos" up "$@"

@@ -1,0 +1,85 @@
+"""Helpers the Compute API resources share: links, timestamps, pagination, admin checks."""
+
+from __future__ import annotations
+
+import datetime as dt
+from urllib.parse import urlencode
+
+from fastapi import Request
+
+from nefos import exceptions, policy, rest
+
+MAX_LIMIT = 1000  # Nova's [api] max_limit
+
+
+def base_url(request: Request) -> str:
+    """``http://host:port`` (no trailing slash, no version)."""
+    return str(request.base_url).rstrip("/")
+
+
+def links(request: Request, collection: str, ident) -> list[dict]:
+    """Nova's ``self`` and ``bookmark`` links of one resource."""
+    base = base_url(request)
+    return [{"rel": "self", "href": f"{base}/v2.1/{collection}/{ident}"},
+            {"rel": "bookmark", "href": f"{base}/{collection}/{ident}"}]
+
+
+def iso_micro(value) -> str | None:
+    """Nova's timestamp format outside servers: ``2013-11-14T06:29:00.000000``."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = dt.datetime.fromisoformat(value)
+    if value.tzinfo is not None:
+        value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    return value.strftime("%Y-%m-%dT%H:%M:%S.%f")
+
+
+def require_admin(request: Request, action: str):
+    """The request's context, or 403 with Nova's policy message when policy ``action`` (admin-only
+    by default) does not pass."""
+    return authorize(request, action)
+
+
+def authorize(request: Request, action: str, target: dict | None = None):
+    """The request's context after ``policy.enforce`` of ``action`` on ``target`` (403 otherwise)."""
+    ctx = rest.get_context(request)
+    policy.enforce(ctx, action, target)
+    return ctx
+
+
+def limit_and_marker(request: Request) -> tuple[int, str | None]:
+    """Nova's ``common.get_limit_and_marker``: (min(limit, max_limit), marker)."""
+    params = request.query_params
+    limit = MAX_LIMIT
+    if "limit" in params:
+        try:
+            requested = int(params["limit"])
+        except ValueError:
+            raise exceptions.ValidationError("limit param must be an integer")
+        if requested < 0:
+            raise exceptions.ValidationError("limit param must be positive")
+        limit = min(limit, requested)
+    return limit, params.get("marker")
+
+
+def collection_links(request: Request, items: list[dict], collection: str, id_key: str) -> list[dict]:
+    """A ``next`` link when the page is full (Nova's ``_get_collection_links``)."""
+    params = request.query_params
+    try:
+        max_items = min(int(params.get("limit", MAX_LIMIT)), MAX_LIMIT)
+    except ValueError:
+        max_items = MAX_LIMIT
+    if not max_items or max_items != len(items):
+        return []
+    query = dict(sorted((k, v) for k, v in params.items() if k != "marker"))
+    query["marker"] = items[-1][id_key]
+    return [{"rel": "next", "href": f"{base_url(request)}/v2.1/{collection}?{urlencode(query)}"}]
+
+
+def query_bool(request: Request, name: str, default: bool = False) -> bool:
+    value = request.query_params.get(name)
+    if value is None:
+        return default
+    from nefos.api.validation import bool_from_string
+    return bool_from_string(value, default=default)

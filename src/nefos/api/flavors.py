@@ -1,0 +1,264 @@
+"""``/v2.1/flavors``: list, detail, show, create, delete, extra specs and access (Compute API reference)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from starlette.responses import JSONResponse, Response
+
+from nefos import exceptions, rest
+from nefos.api import common
+from nefos.api.validation import BOOLEAN, MAX_INT, NAME, bool_from_string, validate, validate_integer
+from nefos.compute import flavors as flavors_mod
+
+router = APIRouter()
+
+_FLAVOR_INT = {"type": ["integer", "string"], "pattern": "^[0-9]*$", "minimum": 1, "maximum": MAX_INT}
+_FLAVOR_INT0 = dict(_FLAVOR_INT, minimum=0)
+
+CREATE = {
+    "type": "object",
+    "properties": {
+        "flavor": {
+            "type": "object",
+            "properties": {
+                "name": NAME,
+                "id": {"type": ["string", "number", "null"], "minLength": 1, "maxLength": 255,
+                       "pattern": r"^(?! )[a-zA-Z0-9. _-]+(?<! )$"},
+                "ram": _FLAVOR_INT,
+                "vcpus": _FLAVOR_INT,
+                "disk": _FLAVOR_INT0,
+                "OS-FLV-EXT-DATA:ephemeral": _FLAVOR_INT0,
+                "swap": _FLAVOR_INT0,
+                "rxtx_factor": {"type": ["number", "string"], "pattern": r"^[0-9]+(\.[0-9]+)?$",
+                                "minimum": 0, "exclusiveMinimum": True, "maximum": 3.40282e+38},
+                "os-flavor-access:is_public": BOOLEAN,
+            },
+            "required": ["name", "ram", "vcpus", "disk"],
+            "additionalProperties": False,
+        },
+    },
+    "required": ["flavor"],
+    "additionalProperties": False,
+}
+
+_SPEC_KEY = r"^[a-zA-Z0-9-_:. ]{1,255}$"
+_SPEC_VALUE = {"type": ["string", "number", "boolean"], "minLength": 0, "maxLength": 255}
+EXTRA_SPECS_CREATE = {
+    "type": "object",
+    "properties": {
+        "extra_specs": {"type": "object", "patternProperties": {_SPEC_KEY: _SPEC_VALUE},
+                        "additionalProperties": False},
+    },
+    "required": ["extra_specs"],
+    "additionalProperties": False,
+}
+EXTRA_SPEC_UPDATE = {"type": "object", "patternProperties": {_SPEC_KEY: _SPEC_VALUE},
+                     "additionalProperties": False, "minProperties": 1, "maxProperties": 1}
+
+_TENANT = {"type": "object", "properties": {"tenant": {"type": "string", "minLength": 1, "maxLength": 255}},
+           "required": ["tenant"], "additionalProperties": False}
+ADD_TENANT_ACCESS = {"type": "object", "properties": {"addTenantAccess": _TENANT},
+                     "required": ["addTenantAccess"], "additionalProperties": False}
+REMOVE_TENANT_ACCESS = {"type": "object", "properties": {"removeTenantAccess": _TENANT},
+                        "required": ["removeTenantAccess"], "additionalProperties": False}
+
+_SORT_QUERY = {"type": "object", "properties": {
+    "sort_key": {"type": "string", "enum": flavors_mod.SORT_KEYS},
+    "sort_dir": {"type": "string", "enum": ["asc", "desc"]}}}
+
+
+def _db(request: Request):
+    return request.app.state.rt.db
+
+
+# Views ---------------------------------------------------------------------------
+
+def basic_view(request: Request, flavor: dict) -> dict:
+    view = {"id": flavor["flavorid"], "name": flavor["name"],
+            "links": common.links(request, "flavors", flavor["flavorid"])}
+    if request.state.api_version.matches("2.55"):
+        view["description"] = flavor.get("description")
+    return view
+
+
+def detail_view(request: Request, flavor: dict) -> dict:
+    version = request.state.api_version
+    view = {
+        "id": flavor["flavorid"],
+        "name": flavor["name"],
+        "ram": flavor["memory_mb"],
+        "disk": flavor["root_gb"],
+        "swap": flavor["swap"] if version.matches("2.75") else (flavor["swap"] or ""),
+        "OS-FLV-EXT-DATA:ephemeral": flavor["ephemeral_gb"],
+        "OS-FLV-DISABLED:disabled": flavor["disabled"],
+        "vcpus": flavor["vcpus"],
+        "os-flavor-access:is_public": flavor["is_public"],
+        "rxtx_factor": flavor["rxtx_factor"] or "",
+        "links": common.links(request, "flavors", flavor["flavorid"]),
+    }
+    if version.matches("2.55"):
+        view["description"] = flavor.get("description")
+    if version.matches("2.61"):
+        view["extra_specs"] = flavor.get("extra_specs", {})
+    return view
+
+
+# Flavors -------------------------------------------------------------------------
+
+def _parse_is_public(value: str | None) -> bool | None:
+    if value is None:
+        return True
+    if value.strip().lower() == "none":
+        return None
+    try:
+        return bool_from_string(value, strict=True)
+    except exceptions.ValidationError:
+        raise exceptions.ValidationError(f"Invalid is_public filter [{value}]")
+
+
+async def _list(request: Request, detailed: bool):
+    ctx = rest.get_context(request)
+    params = request.query_params
+    validate({k: params[k] for k in ("sort_key", "sort_dir") if k in params}, _SORT_QUERY)
+    is_public = _parse_is_public(params.get("is_public")) if ctx.is_admin else True
+    filters: dict = {}
+    for param, name in (("minRam", "min_ram"), ("minDisk", "min_disk")):
+        if param in params:
+            try:
+                filters[name] = int(params[param])
+            except ValueError:
+                raise exceptions.ValidationError(f"Invalid {param} filter [{params[param]}]")
+    limit, marker = common.limit_and_marker(request)
+    flavors = await flavors_mod.list_flavors(
+        _db(request), ctx, is_public=is_public, sort_key=params.get("sort_key") or "flavorid",
+        sort_dir=params.get("sort_dir") or "asc", limit=limit, marker=marker, **filters)
+    view = detail_view if detailed else basic_view
+    body: dict = {"flavors": [view(request, f) for f in flavors]}
+    links = common.collection_links(request, [{"id": f["flavorid"]} for f in flavors],
+                                    "flavors/detail" if detailed else "flavors", "id")
+    if links:
+        body["flavors_links"] = links
+    return body
+
+
+@router.get("/v2.1/flavors")
+async def list_flavors(request: Request):
+    return await _list(request, detailed=False)
+
+
+@router.get("/v2.1/flavors/detail")
+async def list_flavors_detail(request: Request):
+    return await _list(request, detailed=True)
+
+
+@router.get("/v2.1/flavors/{flavor_id}")
+async def show_flavor(request: Request, flavor_id: str):
+    flavor = await flavors_mod.get_by_flavor_id(_db(request), flavor_id, rest.get_context(request))
+    return {"flavor": detail_view(request, flavor)}
+
+
+@router.post("/v2.1/flavors")
+async def create_flavor(request: Request):
+    body = await rest.json_body(request)
+    validate(body, CREATE)
+    common.require_admin(request, "os_compute_api:os-flavor-manage:create")
+    spec = body["flavor"]
+    values = {
+        "memory_mb": validate_integer(spec["ram"], "ram", 1, MAX_INT),
+        "vcpus": validate_integer(spec["vcpus"], "vcpus", 1, MAX_INT),
+        "root_gb": validate_integer(spec["disk"], "disk", 0, MAX_INT),
+        "ephemeral_gb": validate_integer(spec.get("OS-FLV-EXT-DATA:ephemeral", 0), "ephemeral", 0, MAX_INT),
+        "swap": validate_integer(spec.get("swap", 0), "swap", 0, MAX_INT),
+    }
+    rxtx = float(spec.get("rxtx_factor", 1.0))
+    if rxtx <= 0 or rxtx > 3.40282e+38:
+        raise exceptions.ValidationError(
+            "Invalid input received: 'rxtx_factor' argument must be a float between 0 and 3.40282e+38")
+    is_public = bool_from_string(spec.get("os-flavor-access:is_public", True), strict=True)
+    flavorid = spec.get("id")
+    if isinstance(flavorid, (int, float)) and not isinstance(flavorid, bool):
+        flavorid = str(flavorid)
+    flavor = await flavors_mod.create(_db(request), name=spec["name"], flavorid=flavorid, rxtx_factor=rxtx,
+                                      is_public=is_public, description=spec.get("description"), **values)
+    return {"flavor": detail_view(request, flavor)}
+
+
+@router.delete("/v2.1/flavors/{flavor_id}")
+async def delete_flavor(request: Request, flavor_id: str):
+    common.require_admin(request, "os_compute_api:os-flavor-manage:delete")
+    await flavors_mod.delete(_db(request), flavor_id)
+    return Response(status_code=202)
+
+
+# Extra specs ---------------------------------------------------------------------
+
+def _spec_values(specs: dict) -> dict[str, str]:
+    return {k: str(v) for k, v in specs.items()}
+
+
+@router.get("/v2.1/flavors/{flavor_id}/os-extra_specs")
+async def list_extra_specs(request: Request, flavor_id: str):
+    ctx = common.authorize(request, "os_compute_api:os-flavor-extra-specs:index")
+    specs = await flavors_mod.get_extra_specs(_db(request), flavor_id, ctx)
+    return {"extra_specs": specs}
+
+
+@router.post("/v2.1/flavors/{flavor_id}/os-extra_specs")
+async def create_extra_specs(request: Request, flavor_id: str):
+    body = await rest.json_body(request)
+    validate(body, EXTRA_SPECS_CREATE)
+    common.require_admin(request, "os_compute_api:os-flavor-extra-specs:create")
+    specs = await flavors_mod.update_extra_specs(_db(request), flavor_id, _spec_values(body["extra_specs"]))
+    return {"extra_specs": specs}
+
+
+@router.get("/v2.1/flavors/{flavor_id}/os-extra_specs/{key}")
+async def show_extra_spec(request: Request, flavor_id: str, key: str):
+    ctx = common.authorize(request, "os_compute_api:os-flavor-extra-specs:show")
+    specs = await flavors_mod.get_extra_specs(_db(request), flavor_id, ctx)
+    if key not in specs:
+        raise exceptions.FlavorExtraSpecsNotFound(flavor_id=flavor_id, extra_specs_key=key)
+    return {key: specs[key]}
+
+
+@router.put("/v2.1/flavors/{flavor_id}/os-extra_specs/{key}")
+async def update_extra_spec(request: Request, flavor_id: str, key: str):
+    body = await rest.json_body(request)
+    validate(body, EXTRA_SPEC_UPDATE)
+    common.require_admin(request, "os_compute_api:os-flavor-extra-specs:update")
+    if key not in body:
+        raise exceptions.ValidationError("Request body and URI mismatch")
+    specs = await flavors_mod.update_extra_specs(_db(request), flavor_id, _spec_values(body))
+    return specs
+
+
+@router.delete("/v2.1/flavors/{flavor_id}/os-extra_specs/{key}")
+async def delete_extra_spec(request: Request, flavor_id: str, key: str):
+    common.require_admin(request, "os_compute_api:os-flavor-extra-specs:delete")
+    await flavors_mod.delete_extra_spec(_db(request), flavor_id, key)
+    return Response(status_code=200)
+
+
+# Access to private flavors -----------------------------------------------------------
+
+@router.get("/v2.1/flavors/{flavor_id}/os-flavor-access")
+async def list_flavor_access(request: Request, flavor_id: str):
+    common.require_admin(request, "os_compute_api:os-flavor-access")
+    return {"flavor_access": await flavors_mod.list_access(_db(request), flavor_id)}
+
+
+@router.post("/v2.1/flavors/{flavor_id}/action")
+async def flavor_action(request: Request, flavor_id: str):
+    body = await rest.json_body(request)
+    if isinstance(body, dict) and "addTenantAccess" in body:
+        validate(body, ADD_TENANT_ACCESS)
+        common.require_admin(request, "os_compute_api:os-flavor-access:add_tenant_access")
+        access = await flavors_mod.add_access(_db(request), flavor_id, body["addTenantAccess"]["tenant"])
+    elif isinstance(body, dict) and "removeTenantAccess" in body:
+        validate(body, REMOVE_TENANT_ACCESS)
+        common.require_admin(request, "os_compute_api:os-flavor-access:remove_tenant_access")
+        access = await flavors_mod.remove_access(_db(request), flavor_id, body["removeTenantAccess"]["tenant"])
+    else:
+        raise exceptions.ValidationError("There is no such action: %s" % (
+            next(iter(body)) if isinstance(body, dict) and body else body))
+    return JSONResponse({"flavor_access": access}, status_code=200)

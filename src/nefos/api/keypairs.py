@@ -1,0 +1,109 @@
+"""``/v2.1/os-keypairs``: list, show, create (generate or import), delete (Compute API reference).
+
+2.2: ``type`` (ssh/x509), create answers 201 and delete 204; 2.10: admins act
+for another user with ``user_id``; 2.35: ``limit``/``marker`` paging.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from fastapi import APIRouter, Request
+from starlette.responses import JSONResponse, Response
+
+from nefos import policy, rest
+from nefos.api import common
+from nefos.api.validation import NAME, validate
+from nefos.compute import keypairs as keypairs_mod
+
+router = APIRouter()
+
+CREATE = {
+    "type": "object",
+    "properties": {
+        "keypair": {
+            "type": "object",
+            "properties": {"name": NAME, "public_key": {"type": "string"}},
+            "required": ["name"],
+            "additionalProperties": False,
+        },
+    },
+    "required": ["keypair"],
+    "additionalProperties": False,
+}
+CREATE_V22 = copy.deepcopy(CREATE)
+CREATE_V22["properties"]["keypair"]["properties"]["type"] = {"type": "string", "enum": ["ssh", "x509"]}
+CREATE_V210 = copy.deepcopy(CREATE_V22)
+CREATE_V210["properties"]["keypair"]["properties"]["user_id"] = {"type": "string"}
+
+
+def _user_id(request: Request, action: str, requested: str | None = None) -> str:
+    """Whose key pairs: the caller's, or (2.10, admins only) another user's."""
+    ctx = rest.get_context(request)
+    if requested is None and request.state.api_version.matches("2.10"):
+        requested = request.query_params.get("user_id")
+    user_id = requested or ctx.user_id
+    policy.enforce(ctx, f"os_compute_api:os-keypairs:{action}", {"user_id": user_id})
+    return user_id
+
+
+def _with_type(request: Request, view: dict, keypair: dict) -> dict:
+    if request.state.api_version.matches("2.2"):
+        view["type"] = keypair["type"]
+    return view
+
+
+@router.get("/v2.1/os-keypairs")
+async def list_keypairs(request: Request):
+    version = request.state.api_version
+    user_id = _user_id(request, "index")
+    limit = marker = None
+    if version.matches("2.35"):
+        limit, marker = common.limit_and_marker(request)
+    keypairs = await keypairs_mod.list_keypairs(request.app.state.rt.db, user_id, limit=limit, marker=marker)
+    body: dict = {"keypairs": [
+        {"keypair": _with_type(request, {"name": k["name"], "public_key": k["public_key"],
+                                         "fingerprint": k["fingerprint"]}, k)}
+        for k in keypairs]}
+    if version.matches("2.35"):
+        links = common.collection_links(request, keypairs, "os-keypairs", "name")
+        if links:
+            body["keypairs_links"] = links
+    return body
+
+
+@router.get("/v2.1/os-keypairs/{name}")
+async def show_keypair(request: Request, name: str):
+    user_id = _user_id(request, "show")
+    k = await keypairs_mod.get_keypair(request.app.state.rt.db, user_id, name)
+    view = {"public_key": k["public_key"], "name": k["name"], "fingerprint": k["fingerprint"],
+            "user_id": k["user_id"], "deleted": False, "created_at": common.iso_micro(k["created_at"]),
+            "updated_at": common.iso_micro(k["updated_at"]), "deleted_at": None, "id": k["id"]}
+    return {"keypair": _with_type(request, view, k)}
+
+
+@router.post("/v2.1/os-keypairs")
+async def create_keypair(request: Request):
+    version = request.state.api_version
+    body = await rest.json_body(request)
+    validate(body, CREATE_V210 if version.matches("2.10") else CREATE_V22 if version.matches("2.2") else CREATE)
+    params = body["keypair"]
+    ctx = rest.get_context(request)
+    user_id = _user_id(request, "create", params.get("user_id"))
+    k = await keypairs_mod.create_keypair(
+        request.app.state.rt.db, request.app.state.rt.cfg, user_id=user_id, project_id=ctx.project_id,
+        name=params["name"], key_type=params.get("type", keypairs_mod.TYPE_SSH),
+        public_key=params.get("public_key"))
+    view = {"name": k["name"], "public_key": k["public_key"], "fingerprint": k["fingerprint"],
+            "user_id": k["user_id"]}
+    if "private_key" in k:
+        view["private_key"] = k["private_key"]
+    _with_type(request, view, k)
+    return JSONResponse({"keypair": view}, status_code=201 if version.matches("2.2") else 200)
+
+
+@router.delete("/v2.1/os-keypairs/{name}")
+async def delete_keypair(request: Request, name: str):
+    user_id = _user_id(request, "delete")
+    await keypairs_mod.delete_keypair(request.app.state.rt.db, user_id, name)
+    return Response(status_code=204 if request.state.api_version.matches("2.2") else 202)

@@ -1,0 +1,96 @@
+"""``/v2.1/os-quota-sets`` (show, defaults, detail, update, delete) and ``/v2.1/os-quota-class-sets`` (show).
+
+2.36 drops the network resources (floating_ips, fixed_ips, security_groups,
+security_group_rules) from views and requests; 2.57 the injected_* ones.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from nefos import exceptions, rest
+from nefos.api import common
+from nefos.api.validation import BOOLEAN, MAX_INT, bool_from_string, validate
+from nefos.compute import quota_sets as qs_mod
+
+router = APIRouter()
+
+_QUOTA = {"type": ["integer", "string"], "pattern": "^-?[0-9]+$", "minimum": -1, "maximum": MAX_INT}
+
+
+def update_schema(version) -> dict:
+    props = {r: _QUOTA for r in qs_mod.resources_for(version, updatable=True)}
+    props["force"] = BOOLEAN
+    return {"type": "object",
+            "properties": {"quota_set": {"type": "object", "properties": props, "additionalProperties": False}},
+            "required": ["quota_set"], "additionalProperties": False}
+
+
+def _rt(request: Request):
+    return request.app.state.rt
+
+
+def _check_project(request: Request, project_id: str, action: str) -> None:
+    common.authorize(request, f"os_compute_api:os-quota-sets:{action}", {"project_id": project_id})
+
+
+def _format(request: Request, values: dict, project_id: str | None) -> dict:
+    body = {r: values[r] for r in qs_mod.resources_for(request.state.api_version)}
+    if project_id is not None:
+        body = {"id": project_id, **body}
+    return body
+
+
+@router.get("/v2.1/os-quota-sets/{project_id}")
+async def show_quota_set(request: Request, project_id: str):
+    _check_project(request, project_id, "show")
+    rt = _rt(request)
+    return {"quota_set": _format(request, await qs_mod.get_limits(rt.db, rt.cfg, project_id), project_id)}
+
+
+@router.get("/v2.1/os-quota-sets/{project_id}/defaults")
+async def show_quota_defaults(request: Request, project_id: str):
+    _check_project(request, project_id, "defaults")
+    return {"quota_set": _format(request, qs_mod.defaults(_rt(request).cfg), project_id)}
+
+
+@router.get("/v2.1/os-quota-sets/{project_id}/detail")
+async def show_quota_detail(request: Request, project_id: str):
+    _check_project(request, project_id, "detail")
+    rt = _rt(request)
+    limits = await qs_mod.get_limits(rt.db, rt.cfg, project_id)
+    used = await qs_mod.get_usages(rt.db, project_id)
+    detail = {r: {"limit": limits[r], "in_use": used.get(r, 0), "reserved": 0} for r in limits}
+    return {"quota_set": _format(request, detail, project_id)}
+
+
+@router.put("/v2.1/os-quota-sets/{project_id}")
+async def update_quota_set(request: Request, project_id: str):
+    body = await rest.json_body(request)
+    validate(body, update_schema(request.state.api_version))
+    _check_project(request, project_id, "update")
+    quota_set = body["quota_set"]
+    if "networks" in quota_set:
+        raise exceptions.ValidationError("The networks quota is disabled")
+    force = bool_from_string(quota_set.get("force", False))
+    values = {k: int(v) for k, v in quota_set.items() if k != "force" and (v or v == 0)}
+    rt = _rt(request)
+    await qs_mod.update(rt.db, rt.cfg, project_id, values, force=force)
+    return {"quota_set": _format(request, await qs_mod.get_limits(rt.db, rt.cfg, project_id), None)}
+
+
+@router.delete("/v2.1/os-quota-sets/{project_id}")
+async def delete_quota_set(request: Request, project_id: str):
+    _check_project(request, project_id, "delete")
+    await qs_mod.reset(_rt(request).db, project_id)
+    return Response(status_code=202)
+
+
+@router.get("/v2.1/os-quota-class-sets/{class_name}")
+async def show_quota_class_set(request: Request, class_name: str):
+    common.require_admin(request, "os_compute_api:os-quota-class-sets:show")
+    version = request.state.api_version
+    values = qs_mod.defaults(_rt(request).cfg)
+    names = qs_mod.quota_class_resources(version)
+    return {"quota_class_set": {"id": class_name, **{n: values[n] for n in names}}}

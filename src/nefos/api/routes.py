@@ -1,0 +1,28 @@
+"""Every Compute API router, in one list so a reader sees the whole surface."""
+
+from __future__ import annotations
+
+import importlib
+
+ROUTERS = [
+    "nefos.api.versions",
+    "nefos.api.servers",
+    "nefos.api.server_actions",
+    "nefos.api.server_metadata",
+    "nefos.api.server_ips",
+    "nefos.api.instance_actions",
+    "nefos.api.flavors",
+    "nefos.api.keypairs",
+    "nefos.api.limits",
+    "nefos.api.availability_zones",
+    "nefos.api.services",
+    "nefos.api.hypervisors",
+    "nefos.api.quota_sets",
+    "nefos.api.server_groups",
+    "nefos.api.server_external_events",
+]
+
+
+def include_all(app) -> None:
+    for name in ROUTERS:
+        app.include_router(importlib.import_module(name).router)

@@ -1,0 +1,72 @@
+"""``POST /v2.1/servers/{id}/action``: power and lock actions, each through its task_state."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from nefos import exceptions, policy, rest
+from nefos.api import server_admin_actions
+from nefos.api.validation import validate
+
+router = APIRouter()
+
+_REBOOT_SCHEMA = {"type": "object", "properties": {"reboot": {
+    "type": "object", "properties": {"type": {"type": "string",
+                                              "enum": ["HARD", "Hard", "hard", "SOFT", "Soft", "soft"]}},
+    "required": ["type"], "additionalProperties": False}}, "required": ["reboot"]}
+_LOCK_SCHEMA = {"type": "object", "properties": {"lock": {
+    "type": ["object", "null"], "properties": {"locked_reason": {"type": "string", "maxLength": 255}},
+    "additionalProperties": False}}}
+
+_POWER_ACTIONS = {"os-start": "start", "os-stop": "stop", "pause": "pause", "unpause": "unpause",
+                  "suspend": "suspend", "resume": "resume"}
+# Each action's policy rule (Nova's names).
+POLICIES = {
+    "os-start": "os_compute_api:servers:start", "os-stop": "os_compute_api:servers:stop",
+    "reboot": "os_compute_api:servers:reboot",
+    "pause": "os_compute_api:os-pause-server:pause", "unpause": "os_compute_api:os-pause-server:unpause",
+    "suspend": "os_compute_api:os-suspend-server:suspend",
+    "resume": "os_compute_api:os-suspend-server:resume",
+    "lock": "os_compute_api:os-lock-server:lock", "unlock": "os_compute_api:os-lock-server:unlock",
+}
+
+
+@router.post("/v2.1/servers/{server_id}/action")
+async def server_action(request: Request, server_id: str):
+    ctx = rest.get_context(request)
+    body = await rest.json_body(request)
+    if not isinstance(body, dict) or len(body) != 1:
+        raise exceptions.ValidationError("Malformed request body: exactly one action is expected.")
+    (name, args), = body.items()
+    if name in POLICIES:
+        policy.enforce(ctx, POLICIES[name])
+    compute_api = request.app.state.compute_api
+    if name in _POWER_ACTIONS:
+        if args is not None and args != {}:
+            raise exceptions.ValidationError(f"Invalid input for field/attribute {name}. "
+                                             f"Value: {args}. None is expected.")
+        await compute_api.power_action(ctx, server_id, _POWER_ACTIONS[name])
+    elif name == "reboot":
+        validate(body, _REBOOT_SCHEMA)
+        kind = "reboot_hard" if body["reboot"]["type"].upper() == "HARD" else "reboot_soft"
+        await compute_api.power_action(ctx, server_id, kind)
+    elif name == "lock":
+        validate(body, _LOCK_SCHEMA)
+        reason = (args or {}).get("locked_reason")
+        if reason is not None and not request.state.api_version.matches("2.73"):
+            raise exceptions.ValidationError("Invalid input for field/attribute lock. "
+                                             "Additional properties are not allowed ('locked_reason' was unexpected)")
+        await compute_api.lock(ctx, server_id, reason)
+    elif name == "unlock":
+        await compute_api.unlock(ctx, server_id)
+    elif name == "os-getConsoleOutput":
+        from nefos.api.console_output import console_output
+        return await console_output(request, ctx, server_id, body)
+    elif name in server_admin_actions.HANDLERS:
+        await server_admin_actions.HANDLERS[name](request, ctx, server_id, body)
+    else:
+        # Nova answers an unknown action with 400 (nova.api.openstack.wsgi), not 404.
+        raise exceptions.ValidationError(f"There is no such action: {name}. Verify the request body "
+                                         "and Content-Type header and try again.")
+    return Response(status_code=202)

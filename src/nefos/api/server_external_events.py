@@ -1,0 +1,27 @@
+"""``POST /v2.1/os-server-external-events``: events about servers from other services (Neutron's notifier).
+
+The body is validated against Nova's schema for the request's microversion
+(400); the caller needs the ``service`` (or ``admin``) role (403); each event
+is then answered on its own: 200 when all were accepted, 207 otherwise
+(``nefos.compute.external_events``).
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from starlette.responses import JSONResponse
+
+from nefos import rest
+from nefos.api.validation import validate
+from nefos.compute import external_events
+
+router = APIRouter()
+
+
+@router.post("/v2.1/os-server-external-events")
+async def create(request: Request):
+    ctx = rest.get_context(request)
+    body = await rest.json_body(request)
+    validate(body, external_events.request_schema(getattr(request.state, "api_version", None)))
+    events, code = await external_events.create(request.app.state.rt, ctx, body["events"])
+    return JSONResponse({"events": events}, status_code=code)

@@ -1,0 +1,111 @@
+"""``/v2.1/os-server-groups``: list, show, create, delete (Compute API reference).
+
+2.13: ``project_id`` and ``user_id`` in the view; 2.15: soft-(anti-)affinity.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from nefos import exceptions, rest
+from nefos.api import common
+from nefos.api.validation import NAME, validate
+from nefos.compute import server_groups as groups_mod
+
+router = APIRouter()
+
+CREATE = {
+    "type": "object",
+    "properties": {
+        "server_group": {
+            "type": "object",
+            "properties": {
+                "name": NAME,
+                "policies": {
+                    "type": "array",
+                    "items": [{"type": "string", "enum": ["anti-affinity", "affinity"]}],
+                    "uniqueItems": True,
+                    "minItems": 1,
+                    "maxItems": 1,
+                    "additionalItems": False,
+                },
+            },
+            "required": ["name", "policies"],
+            "additionalProperties": False,
+        },
+    },
+    "required": ["server_group"],
+    "additionalProperties": False,
+}
+CREATE_V215 = copy.deepcopy(CREATE)
+CREATE_V215["properties"]["server_group"]["properties"]["policies"]["items"][0]["enum"].extend(
+    ["soft-anti-affinity", "soft-affinity"])
+
+
+def view(request: Request, group: dict) -> dict:
+    body = {"id": group["uuid"], "name": group["name"], "policies": [group["policy"]] if group["policy"] else [],
+            "members": group["members"], "metadata": {}}
+    if request.state.api_version.matches("2.13"):
+        body["project_id"] = group["project_id"]
+        body["user_id"] = group["user_id"]
+    return body
+
+
+def _limited(request: Request, items: list) -> list:
+    """Nova's ``common.limited``: ``offset`` and ``limit`` query parameters."""
+    params = request.query_params
+    offset = 0
+    if "offset" in params:
+        try:
+            offset = int(params["offset"])
+        except ValueError:
+            raise exceptions.ValidationError("offset param must be an integer")
+        if offset < 0:
+            raise exceptions.ValidationError("offset param must be positive")
+    limit, _ = common.limit_and_marker(request)
+    return items[offset:offset + limit]
+
+
+async def _get_visible(request: Request, group_id: str, action: str) -> dict:
+    group = await groups_mod.get_group(request.app.state.rt.db, group_id)
+    common.authorize(request, f"os_compute_api:os-server-groups:{action}",
+                     {"project_id": group["project_id"], "user_id": group["user_id"]})
+    return group
+
+
+@router.get("/v2.1/os-server-groups")
+async def list_server_groups(request: Request):
+    ctx = common.authorize(request, "os_compute_api:os-server-groups:index")
+    project_id = ctx.project_id
+    if "all_projects" in request.query_params:
+        common.authorize(request, "os_compute_api:os-server-groups:index:all_projects")
+        project_id = None
+    groups = await groups_mod.list_groups(request.app.state.rt.db, project_id)
+    return {"server_groups": [view(request, g) for g in _limited(request, groups)]}
+
+
+@router.get("/v2.1/os-server-groups/{group_id}")
+async def show_server_group(request: Request, group_id: str):
+    return {"server_group": view(request, await _get_visible(request, group_id, "show"))}
+
+
+@router.post("/v2.1/os-server-groups")
+async def create_server_group(request: Request):
+    body = await rest.json_body(request)
+    validate(body, CREATE_V215 if request.state.api_version.matches("2.15") else CREATE)
+    ctx = common.authorize(request, "os_compute_api:os-server-groups:create")
+    spec = body["server_group"]
+    rt = request.app.state.rt
+    group = await groups_mod.create_group(rt.db, rt.cfg, name=spec["name"], policy=spec["policies"][0],
+                                          project_id=ctx.project_id, user_id=ctx.user_id)
+    return {"server_group": view(request, group)}
+
+
+@router.delete("/v2.1/os-server-groups/{group_id}")
+async def delete_server_group(request: Request, group_id: str):
+    await _get_visible(request, group_id, "delete")
+    await groups_mod.delete_group(request.app.state.rt.db, group_id)
+    return Response(status_code=204)

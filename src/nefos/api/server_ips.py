@@ -1,0 +1,30 @@
+"""``/v2.1/servers/{id}/ips`` and ``/ips/{network_label}``: a server's addresses by network."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+
+from nefos import exceptions, policy, rest
+from nefos.api import server_view
+
+router = APIRouter()
+
+
+async def _addresses(request: Request, server_id: str, rule: str) -> dict:
+    ctx = rest.get_context(request)
+    policy.enforce(ctx, rule)
+    instance = await request.app.state.compute_api.get(ctx, server_id)
+    return server_view.addresses(instance, extended=False)
+
+
+@router.get("/v2.1/servers/{server_id}/ips")
+async def list_ips(request: Request, server_id: str):
+    return {"addresses": await _addresses(request, server_id, "os_compute_api:ips:index")}
+
+
+@router.get("/v2.1/servers/{server_id}/ips/{network_label}")
+async def show_ips(request: Request, server_id: str, network_label: str):
+    addresses = await _addresses(request, server_id, "os_compute_api:ips:show")
+    if network_label not in addresses:
+        raise exceptions.NotFound("Instance is not a member of specified network")
+    return {network_label: addresses[network_label]}

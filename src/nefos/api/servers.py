@@ -1,0 +1,374 @@
+"""``/v2.1/servers``: create, list, show, update, delete (Compute API reference)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from fastapi import APIRouter, Request
+from starlette.responses import JSONResponse, Response
+
+from nefos import exceptions, rest
+from nefos import policy
+from nefos.api import common, server_view
+from nefos.api.validation import is_uuid_like, validate
+
+router = APIRouter()
+
+_NAME = {"type": "string", "minLength": 1, "maxLength": 255,
+         "pattern": r"^(?![\s\u00a0])[\s\S]*(?<![\s\u00a0])$"}
+_UUID_OR_URL = {"type": "string", "maxLength": 2048}
+_COUNT = {"type": ["integer", "string"], "pattern": "^[0-9]*$", "minimum": 1, "minLength": 1}
+_METADATA = {"type": "object",
+             "patternProperties": {r"^[a-zA-Z0-9-_:. ]{1,255}$": {"type": "string", "maxLength": 255}},
+             "additionalProperties": False}
+_NETWORK = {"type": "object", "properties": {
+    "uuid": {"type": "string", "format": "uuid"},
+    "port": {"type": ["string", "null"], "format": "uuid"},
+    "fixed_ip": {"type": "string", "oneOf": [{"format": "ipv4"}, {"format": "ipv6"}]},
+    "tag": {"type": "string", "maxLength": 60}}, "additionalProperties": False}
+
+
+_BDM_V2 = {"type": "array", "items": {"type": "object", "properties": {
+    "uuid": {"type": "string", "minLength": 1, "maxLength": 255},
+    "source_type": {"type": "string", "enum": ["volume", "image", "snapshot", "blank"]},
+    "destination_type": {"type": "string", "enum": ["local", "volume"]},
+    "boot_index": {"type": ["integer", "string", "null"]},
+    "volume_size": {"type": ["integer", "string", "null"]},
+    "guest_format": {"type": ["string", "null"], "maxLength": 255},
+    "device_name": {"type": ["string", "null"], "maxLength": 255},
+    "device_type": {"type": ["string", "null"], "maxLength": 255},
+    "disk_bus": {"type": ["string", "null"], "maxLength": 255},
+    "delete_on_termination": {"type": ["boolean", "string"]},
+    "no_device": {},
+    "tag": {"type": "string", "maxLength": 60},
+}, "additionalProperties": False}}
+
+
+def create_schema(version) -> dict:
+    networks: dict = {"type": "array", "items": _NETWORK}
+    if version.matches("2.37"):
+        networks = {"oneOf": [networks, {"type": "string", "enum": ["none", "auto"]}]}
+    props = {
+        "name": _NAME,
+        "imageRef": {"type": "string", "maxLength": 2048},
+        "flavorRef": {"type": ["string", "integer"], "minLength": 1, "maxLength": 255},
+        "adminPass": {"type": "string", "maxLength": 255},
+        "metadata": _METADATA,
+        "networks": networks,
+        "security_groups": {"type": "array", "items": {
+            "type": "object", "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 255}},
+            "required": ["name"], "additionalProperties": False}},
+        "min_count": _COUNT,
+        "max_count": _COUNT,
+        "return_reservation_id": {"type": ["boolean", "string"],
+                                  "enum": [True, False, "True", "False", "true", "false", "1", "0"]},
+        "availability_zone": {"type": "string", "minLength": 1, "maxLength": 255},
+        "key_name": {"type": "string", "minLength": 1, "maxLength": 255},
+        "user_data": {"type": "string", "format": "base64", "maxLength": 65535},
+        "accessIPv4": {"type": "string", "format": "ipv4"},
+        "accessIPv6": {"type": "string", "format": "ipv6"},
+        "config_drive": {"type": ["boolean", "string"]},
+        "OS-DCF:diskConfig": {"type": "string", "enum": ["AUTO", "MANUAL"]},
+        "personality": {"type": "array"},
+        "block_device_mapping_v2": _BDM_V2,
+    }
+    if version.matches("2.19"):
+        props["description"] = {"type": ["string", "null"], "maxLength": 255}
+    required = ["name", "flavorRef"]
+    if version.matches("2.37"):
+        required.append("networks")
+    return {
+        "type": "object",
+        "properties": {
+            "server": {"type": "object", "properties": props, "required": required,
+                       "additionalProperties": False},
+            "os:scheduler_hints": {"type": "object"},
+            "OS-SCH-HNT:scheduler_hints": {"type": "object"},
+        },
+        "required": ["server"],
+        "additionalProperties": False,
+    }
+
+
+def update_schema(version) -> dict:
+    props = {"name": _NAME, "accessIPv4": {"type": "string", "format": "ipv4"},
+             "accessIPv6": {"type": "string", "format": "ipv6"},
+             "OS-DCF:diskConfig": {"type": "string", "enum": ["AUTO", "MANUAL"]}}
+    if version.matches("2.19"):
+        props["description"] = {"type": ["string", "null"], "maxLength": 255}
+    return {"type": "object", "properties": {
+        "server": {"type": "object", "properties": props, "additionalProperties": False}},
+        "required": ["server"], "additionalProperties": False}
+
+
+def base_url(request: Request) -> str:
+    return str(request.base_url).rstrip("/")
+
+
+def _compute_api(request: Request):
+    return request.app.state.compute_api
+
+
+def _requested_networks(server: dict, version):
+    networks = server.get("networks")
+    if networks is None:
+        return None
+    if isinstance(networks, str):
+        return networks
+    result = []
+    for net in networks:
+        if not net.get("uuid") and not net.get("port"):
+            raise exceptions.ValidationError("Bad network format: missing 'uuid'")
+        result.append({k: net[k] for k in ("uuid", "port", "fixed_ip", "tag") if net.get(k)})
+    return result
+
+
+@router.post("/v2.1/servers")
+async def create_server(request: Request):
+    ctx = common.authorize(request, "os_compute_api:servers:create")
+    version = request.state.api_version
+    body = await rest.json_body(request)
+    validate(body, create_schema(version))
+    server = body["server"]
+    min_count = int(server.get("min_count", 1))
+    max_count = int(server.get("max_count", min_count))
+    if min_count < 1 or max_count < 1:
+        raise exceptions.ValidationError("Invalid input for field/attribute min_count or max_count. "
+                                         "Value must be >= 1")
+    if min_count > max_count:
+        raise exceptions.ValidationError("min_count must be <= max_count")
+    hints = body.get("os:scheduler_hints") or body.get("OS-SCH-HNT:scheduler_hints") or {}
+    image_ref = (server.get("imageRef") or "").rstrip("/").rsplit("/", 1)[-1] or None
+    if image_ref and not is_uuid_like(image_ref):
+        raise exceptions.ValidationError("Invalid imageRef provided.")
+    image_ref, local_disks = _block_devices(server.get("block_device_mapping_v2") or [], image_ref)
+    flavor_ref = str(server["flavorRef"]).rstrip("/").rsplit("/", 1)[-1]
+    requested_networks = _requested_networks(server, version)
+    for key in ("accessIPv4", "accessIPv6"):
+        if server.get(key):
+            server[key] = _normalized_ip(server[key])
+    try:
+        instances, reservation_id = await _compute_api(request).create(
+            ctx, name=server["name"], image_ref=image_ref, flavor_ref=flavor_ref,
+            min_count=min_count, max_count=max_count,
+            requested_networks=requested_networks,
+            security_groups=[sg["name"] for sg in server.get("security_groups") or []] or None,
+            availability_zone=server.get("availability_zone"), metadata=server.get("metadata"),
+            key_name=server.get("key_name"), user_data=server.get("user_data"),
+            admin_pass=server.get("adminPass"), scheduler_hints=hints, local_disks=local_disks,
+            description=server.get("description"), access_ip_v4=server.get("accessIPv4"),
+            access_ip_v6=server.get("accessIPv6"),
+            config_drive="True" if str(server.get("config_drive", "")).lower() in ("true", "1") else None)
+    except exceptions.FlavorNotFound:
+        raise exceptions.ValidationError("Flavor '%s' could not be found." % flavor_ref) from None
+    except exceptions.ImageNotFound:
+        raise exceptions.ValidationError("Can not find requested image") from None
+    except (exceptions.NetworkNotFound, exceptions.PortNotFound, exceptions.SecurityGroupNotFound,
+            exceptions.NetworkRequiresSubnet, exceptions.InvalidIpAddress,
+            exceptions.FixedIpAlreadyInUse) as exc:  # all 400 in Nova's create
+        raise exceptions.ValidationError(str(exc)) from None
+    if str(server.get("return_reservation_id", "")).lower() in ("true", "1"):
+        return JSONResponse({"reservation_id": reservation_id}, status_code=202)
+    first = instances[0]
+    view = {"id": first["uuid"], "links": server_view.links(base_url(request), "servers", first["uuid"]),
+            "OS-DCF:diskConfig": "MANUAL",
+            "security_groups": [{"name": n} for n in first.get("security_groups") or []]}
+    view["adminPass"] = server.get("adminPass") or _generate_password()
+    return JSONResponse({"server": view}, status_code=202,
+                        headers={"Location": f"{base_url(request)}/v2.1/servers/{first['uuid']}"})
+
+
+def _normalized_ip(value: str) -> str:
+    """Nova stores access IPs in their canonical form ('0000:...:babe:220.12.22.2' -> '::babe:dc0c:1602')."""
+    import ipaddress
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        return value
+
+
+def _block_devices(bdms: list[dict], image_ref: str | None) -> tuple[str | None, list[dict] | None]:
+    """Accept the block_device_mapping_v2 forms a cloud without volumes can honour.
+
+    The image booted on a local disk (what the openstack CLI sends with --image)
+    and blank local disks (ephemeral, or swap with guest_format "swap"); volumes
+    are refused, since Nefos has no block storage service.
+    """
+    local_disks = []
+    for bdm in bdms:
+        source, dest = bdm.get("source_type"), bdm.get("destination_type", "local")
+        if dest == "volume" or source in ("volume", "snapshot"):
+            raise exceptions.ValidationError("Block Device Mapping is Invalid: volumes are not "
+                                             "supported by this cloud.")
+        boot_index = bdm.get("boot_index")
+        if source == "image":
+            if str(boot_index) != "0":
+                raise exceptions.ValidationError("Block Device Mapping is Invalid: an image can only "
+                                                 "be the boot disk (boot_index 0).")
+            if image_ref and bdm.get("uuid") != image_ref:
+                raise exceptions.ValidationError("Block Device Mapping is Invalid: the boot image does "
+                                                 "not match imageRef.")
+            image_ref = bdm.get("uuid")
+        elif source == "blank":
+            try:
+                size = int(bdm.get("volume_size") or 0)
+            except (TypeError, ValueError):
+                raise exceptions.ValidationError("Block Device Mapping is Invalid: volume_size must be "
+                                                 "an integer.")
+            if size <= 0:
+                raise exceptions.ValidationError("Block Device Mapping is Invalid: a blank disk needs a "
+                                                 "positive volume_size.")
+            local_disks.append({"size": size, "guest_format": bdm.get("guest_format"),
+                                "device_name": bdm.get("device_name")})
+    return image_ref, (local_disks or None)
+
+
+def _generate_password(length: int = 12) -> str:
+    import secrets
+    import string
+    alphabet = string.ascii_letters + string.digits
+    return "".join(secrets.choice(alphabet) for _ in range(length))
+
+
+_LIST_FILTERS = ("name", "status", "changes-since", "reservation_id", "host", "node", "image", "flavor",
+                 "all_tenants", "project_id", "tenant_id", "deleted", "vm_state", "task_state",
+                 "key_name", "availability_zone", "user_id", "locked", "ip", "ip6")
+_ADMIN_ONLY_FILTERS = {"host", "node", "all_tenants", "project_id", "tenant_id", "deleted",
+                       "user_id"}
+
+
+def _parse_list_query(request: Request, ctx, detailed: bool = False) -> tuple[dict, int | None, str | None]:
+    params = request.query_params
+    filters: dict = {}
+    if "all_tenants" in params and params["all_tenants"].lower() not in ("false", "0", "no", "off"):
+        # As Nova: asking for every project's servers is a policy decision (403), not a dropped filter.
+        policy.enforce(ctx, "os_compute_api:servers:%s:get_all_tenants" % ("detail" if detailed else "index"))
+    admin_filters = policy.check(ctx, "os_compute_api:servers:allow_all_filters")
+    for key in _LIST_FILTERS:
+        if key not in params:
+            continue
+        if key in _ADMIN_ONLY_FILTERS and not admin_filters:
+            continue  # Nova silently drops filters the caller may not use
+        if key == "status":
+            filters["status"] = params.getlist("status")
+        elif key == "changes-since":
+            try:
+                since = dt.datetime.fromisoformat(params[key].replace("Z", "+00:00"))
+            except ValueError:
+                raise exceptions.ValidationError(f"Invalid filter field: changes-since. "
+                                                 f"'{params[key]}' is not an ISO 8601 date-time")
+            if since.tzinfo is not None:
+                since = since.astimezone(dt.timezone.utc).replace(tzinfo=None)
+            filters["changes-since"] = since
+        elif key == "all_tenants":
+            filters["all_tenants"] = params[key].lower() not in ("false", "0", "no", "off")
+        elif key in ("tenant_id", "project_id"):
+            # As Nova: a project filter only counts together with all_tenants (lp:#1185290).
+            filters["project_id"] = params[key]
+        elif key == "deleted":
+            filters["deleted"] = params[key].lower() in ("true", "1")
+        elif key == "locked":
+            filters["locked"] = params[key].lower() in ("true", "1")
+        else:
+            filters[key] = params[key]
+    limit = None
+    if "limit" in params:
+        try:
+            limit = int(params["limit"])
+        except ValueError:
+            raise exceptions.ValidationError("limit param must be an integer")
+        if limit < 0:
+            raise exceptions.ValidationError("limit param must be positive")
+    return filters, limit, params.get("marker")
+
+
+async def _host_statuses(request: Request, instances: list[dict]) -> None:
+    """host_status (2.16): UP, DOWN, MAINTENANCE (disabled) or UNKNOWN, from the compute service."""
+    from sqlalchemy import select
+
+    from nefos.compute.services import is_up
+    from nefos.db.models import Service
+    hosts = {i["host"] for i in instances if i.get("host")}
+    if not hosts:
+        return
+    rt = request.app.state.rt
+    async with rt.db.reader() as s:
+        rows = (await s.execute(select(Service).where(Service.host.in_(hosts), Service.binary == "nefos-compute",
+                                                      Service.deleted == 0))).scalars().all()
+    status = {r.host: ("MAINTENANCE" if r.disabled else "UP") if is_up(r, rt.cfg) else "DOWN" for r in rows}
+    for i in instances:
+        if i.get("host"):
+            i["host_status"] = status.get(i["host"], "UNKNOWN")
+
+
+async def _list(request: Request, detailed: bool):
+    ctx = common.authorize(request, "os_compute_api:servers:%s" % ("detail" if detailed else "index"))
+    version = request.state.api_version
+    filters, limit, marker = _parse_list_query(request, ctx, detailed)
+    instances = await _compute_api(request).list(ctx, filters=filters, limit=limit, marker=marker)
+    base = base_url(request)
+    if detailed:
+        if version.matches("2.16") and policy.check(ctx, "os_compute_api:servers:show:host_status"):
+            await _host_statuses(request, instances)
+        servers = [server_view.detail(i, base, version, ctx) for i in instances]
+    else:
+        servers = [server_view.basic(i, base) for i in instances]
+    body: dict = {"servers": servers}
+    if limit is not None and len(instances) == limit and instances:
+        query = [(k, v) for k, v in request.query_params.multi_items() if k != "marker"]
+        query.append(("marker", instances[-1]["uuid"]))
+        from urllib.parse import urlencode
+        path = "servers/detail" if detailed else "servers"
+        body["servers_links"] = [{"rel": "next", "href": f"{base}/v2.1/{path}?{urlencode(query)}"}]
+    return body
+
+
+@router.get("/v2.1/servers")
+async def list_servers(request: Request):
+    return await _list(request, detailed=False)
+
+
+@router.get("/v2.1/servers/detail")
+async def list_servers_detail(request: Request):
+    return await _list(request, detailed=True)
+
+
+async def show_view(request: Request, server_id: str) -> dict:
+    ctx = common.authorize(request, "os_compute_api:servers:show")
+    version = request.state.api_version
+    instance = await _compute_api(request).get(ctx, server_id)
+    if version.matches("2.16") and policy.check(ctx, "os_compute_api:servers:show:host_status"):
+        await _host_statuses(request, [instance])
+    return server_view.detail(instance, base_url(request), version, ctx)
+
+
+@router.get("/v2.1/servers/{server_id}")
+async def show_server(request: Request, server_id: str):
+    return {"server": await show_view(request, server_id)}
+
+
+@router.put("/v2.1/servers/{server_id}")
+async def update_server(request: Request, server_id: str):
+    ctx = common.authorize(request, "os_compute_api:servers:update")
+    version = request.state.api_version
+    body = await rest.json_body(request)
+    validate(body, update_schema(version))
+    server = body["server"]
+    updates = {}
+    for api_key, key in (("name", "name"), ("description", "description"),
+                         ("accessIPv4", "access_ip_v4"), ("accessIPv6", "access_ip_v6")):
+        if api_key in server:
+            updates[key] = server[api_key]
+            if api_key.startswith("access") and server[api_key]:
+                updates[key] = _normalized_ip(server[api_key])
+    instance = await _compute_api(request).update(ctx, server_id, updates)
+    # Before 2.75 the update answers with the narrower view (no OS-EXT-* attributes).
+    return {"server": server_view.detail(instance, base_url(request), version, ctx,
+                                         extended=version.matches("2.75"))}
+
+
+@router.delete("/v2.1/servers/{server_id}")
+async def delete_server(request: Request, server_id: str):
+    ctx = common.authorize(request, "os_compute_api:servers:delete")
+    await _compute_api(request).delete(ctx, server_id)
+    return Response(status_code=204)

@@ -1,0 +1,267 @@
+"""Request validation for the Compute API: JSON Schema, with Nova's error messages.
+
+``validate(body, schema)`` checks a parsed JSON body (or a query dict) against
+a Draft 4 JSON Schema and raises ``nefos.exceptions.ValidationError`` (400)
+worded as Nova words it, naming the offending field::
+
+    Invalid input for field/attribute flavor. Value: 1. 1 is not of type 'object'
+
+As in Nova, ``minimum``/``maximum`` also apply to numeric strings (``"0"``
+fails ``minimum: 1``), and these formats are checked: ``uuid``, ``ipv4``,
+``ipv6``, ``cidr``, ``uri``, ``date-time``, ``base64``, ``name`` (printable, no leading or
+trailing whitespace), ``name_with_leading_trailing_spaces``.
+
+The ``parameter_types``-like constants below (``NAME``, ``BOOLEAN``, ...) are
+the building blocks Nova's schemas use; ``bool_from_string`` and
+``validate_integer`` convert what passed the schema.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import re
+import unicodedata
+import uuid as uuidlib
+from typing import Any
+
+import jsonschema
+from jsonschema import Draft4Validator, FormatChecker
+
+from nefos import exceptions
+
+MAX_INT = 2147483647
+
+
+class InvalidName(ValueError):
+    """Raised by the ``name`` format checkers; its text becomes the whole error message."""
+
+
+_NAME_MSG = ("An invalid 'name' value was provided. The name must be: printable characters. "
+             "Can not start or end with whitespace.")
+_NAME_SPACES_MSG = ("An invalid 'name' value was provided. The name must be: printable "
+                    "characters with at least one non space character")
+
+
+def _printable(text: str) -> bool:
+    # Nova's valid_name_regex: every character but the C (control/format/...) categories.
+    return all(not unicodedata.category(ch).startswith("C") for ch in text)
+
+
+_checker = FormatChecker()
+
+
+@_checker.checks("name", raises=InvalidName)
+def _check_name(instance) -> bool:
+    if not isinstance(instance, str):
+        return True
+    if not _printable(instance) or (instance and (instance[0].isspace() or instance[-1].isspace())):
+        raise InvalidName(_NAME_MSG)
+    return True
+
+
+@_checker.checks("name_with_leading_trailing_spaces", raises=InvalidName)
+def _check_name_spaces(instance) -> bool:
+    if not isinstance(instance, str):
+        return True
+    if not _printable(instance) or (instance and not instance.strip()):
+        raise InvalidName(_NAME_SPACES_MSG)
+    return True
+
+
+def is_uuid_like(value) -> bool:
+    """Nova's ``uuidutils.is_uuid_like``: hex with or without dashes, any case."""
+    if not isinstance(value, str):
+        return False
+    try:
+        canonical = str(uuidlib.UUID(value)).replace("-", "")
+    except (TypeError, ValueError, AttributeError):
+        return False
+    given = value.lower().removeprefix("urn:uuid:").strip("{}").replace("-", "")
+    return canonical == given
+
+
+@_checker.checks("uuid")
+def _check_uuid(instance) -> bool:
+    return not isinstance(instance, str) or is_uuid_like(instance)
+
+
+@_checker.checks("ipv4")
+def _check_ipv4(instance) -> bool:
+    if not isinstance(instance, str):
+        return True
+    try:
+        ipaddress.IPv4Address(instance)
+        return True
+    except ValueError:
+        return False
+
+
+@_checker.checks("ipv6")
+def _check_ipv6(instance) -> bool:
+    if not isinstance(instance, str):
+        return True
+    try:
+        ipaddress.IPv6Address(instance)
+        return True
+    except ValueError:
+        return False
+
+
+@_checker.checks("cidr")
+def _check_cidr(instance) -> bool:
+    if not isinstance(instance, str):
+        return True
+    try:
+        ipaddress.ip_network(instance, strict=False)
+        return "/" in instance
+    except ValueError:
+        return False
+
+
+@_checker.checks("uri")
+def _check_uri(instance) -> bool:
+    if not isinstance(instance, str):
+        return True
+    return re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://[^\s]+$", instance) is not None
+
+
+@_checker.checks("date-time")
+def _check_date_time(instance) -> bool:
+    if not isinstance(instance, str):
+        return True
+    try:
+        dt.datetime.fromisoformat(instance.replace("Z", "+00:00"))
+        return True
+    except ValueError:
+        return False
+
+
+def is_base64(text: str) -> bool:
+    """Whether ``text`` is base64 (line breaks and other whitespace allowed, as Nova's check)."""
+    import base64
+    import binascii
+    try:
+        base64.b64decode(re.sub(r"\s", "", text), validate=True)
+        return True
+    except (binascii.Error, ValueError):
+        return False
+
+
+@_checker.checks("base64")
+def _check_base64(instance) -> bool:
+    return not isinstance(instance, str) or is_base64(instance)
+
+
+def _number_from_str(instance):
+    if isinstance(instance, bool):
+        return None
+    if isinstance(instance, (int, float)):
+        return instance
+    try:
+        return int(instance)
+    except (TypeError, ValueError):
+        try:
+            return float(instance)
+        except (TypeError, ValueError):
+            return None
+
+
+def _minimum(validator, minimum, instance, schema):
+    number = _number_from_str(instance)
+    if number is None:
+        return
+    yield from Draft4Validator.VALIDATORS["minimum"](validator, minimum, number, schema)
+
+
+def _maximum(validator, maximum, instance, schema):
+    number = _number_from_str(instance)
+    if number is None:
+        return
+    yield from Draft4Validator.VALIDATORS["maximum"](validator, maximum, number, schema)
+
+
+_Validator = jsonschema.validators.extend(Draft4Validator, {"minimum": _minimum, "maximum": _maximum})
+_cache: dict[int, tuple[dict, Any]] = {}
+
+
+def _validator_for(schema: dict):
+    cached = _cache.get(id(schema))
+    if cached is not None and cached[0] is schema:
+        return cached[1]
+    validator = _Validator(schema, format_checker=_checker)
+    if len(_cache) > 512:
+        _cache.clear()
+    _cache[id(schema)] = (schema, validator)
+    return validator
+
+
+def error_message(error: jsonschema.ValidationError) -> str:
+    """Nova's wording of one schema error."""
+    if isinstance(error.cause, InvalidName):
+        return str(error.cause)
+    if len(error.path) > 0:
+        return (f"Invalid input for field/attribute {error.path[-1]}. "
+                f"Value: {error.instance}. {error.message}")
+    return error.message
+
+
+def validate(body: Any, schema: dict) -> None:
+    """Raise ``ValidationError`` (400) naming the first field of ``body`` that breaks ``schema``."""
+    for error in _validator_for(schema).iter_errors(body):
+        raise exceptions.ValidationError(error_message(error))
+
+
+# Conversions of values that passed a schema ------------------------------------
+
+_TRUE = {"1", "t", "true", "on", "y", "yes"}
+_FALSE = {"0", "f", "false", "off", "n", "no"}
+
+
+def bool_from_string(value, strict: bool = False, default: bool = False) -> bool:
+    """oslo's ``strutils.bool_from_string``; strict raises ValidationError on anything unrecognised."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    if strict:
+        raise exceptions.ValidationError(
+            f"Unrecognized value '{value}', acceptable values are: "
+            "'0', '1', 'f', 'false', 'n', 'no', 'off', 'on', 't', 'true', 'y', 'yes'")
+    return default
+
+
+def validate_integer(value, name: str, min_value: int | None = None, max_value: int | None = None) -> int:
+    """Nova's ``utils.validate_integer``: an int within bounds, else 400 with Nova's message."""
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        number = int(str(value))
+    except (ValueError, UnicodeEncodeError):
+        raise exceptions.ValidationError(f"Invalid input received: {name} must be an integer")
+    if min_value is not None and number < min_value:
+        raise exceptions.ValidationError(f"Invalid input received: {name} must be >= {min_value}")
+    if max_value is not None and number > max_value:
+        raise exceptions.ValidationError(f"Invalid input received: {name} must be <= {max_value}")
+    return number
+
+
+# Building blocks (Nova's nova.api.validation.parameter_types) --------------------
+
+NAME = {"type": "string", "minLength": 1, "maxLength": 255, "format": "name"}
+NAME_WITH_SPACES = {"type": "string", "minLength": 1, "maxLength": 255,
+                    "format": "name_with_leading_trailing_spaces"}
+DESCRIPTION = {"type": ["string", "null"], "minLength": 0, "maxLength": 255,
+               "pattern": r"^[^\x00-\x1f\x7f]*$"}
+BOOLEAN = {"type": ["boolean", "string"], "enum": [
+    True, "True", "TRUE", "true", "1", "ON", "On", "on", "YES", "Yes", "yes", "y", "t",
+    False, "False", "FALSE", "false", "0", "OFF", "Off", "off", "NO", "No", "no", "n", "f"]}
+NON_NEGATIVE_INTEGER = {"type": ["integer", "string"], "pattern": "^[0-9]*$", "minimum": 0,
+                        "minLength": 1, "maximum": MAX_INT}
+POSITIVE_INTEGER = {"type": ["integer", "string"], "pattern": "^[0-9]*$", "minimum": 1,
+                    "minLength": 1, "maximum": MAX_INT}
+HOSTNAME = {"type": "string", "minLength": 1, "maxLength": 255, "pattern": r"^[a-zA-Z0-9-._]*$"}
+UUID = {"type": "string", "format": "uuid"}

@@ -1,0 +1,142 @@
+"""What every bus transport shares: the interface, dispatch and error transport."""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import json
+import logging
+import traceback
+import uuid
+from typing import Any, Awaitable, Callable
+
+from nefos import exceptions
+from nefos.context import RequestContext, current_context
+
+LOG = logging.getLogger(__name__)
+
+NotificationCallback = Callable[[dict], Awaitable[None]]
+
+
+class Endpoint:
+    """Marker base for objects whose public async methods are served on a topic.
+
+    A method is called as ``await endpoint.method(ctx, **kwargs)``.
+    """
+
+
+class RemoteError(exceptions.Error):
+    code = 500
+    message = "Remote error: %(exc_type)s %(value)s"
+
+
+def encode(obj: Any) -> bytes:
+    return json.dumps(obj, default=_default, separators=(",", ":")).encode()
+
+
+def decode(data: bytes | str) -> Any:
+    return json.loads(data)
+
+
+def _default(obj):
+    import datetime as dt
+    if isinstance(obj, dt.datetime):
+        return obj.isoformat()
+    if isinstance(obj, (set, frozenset, tuple)):
+        return list(obj)
+    raise TypeError(f"{type(obj).__name__} is not serialisable over the bus")
+
+
+def error_payload(exc: BaseException) -> dict:
+    return {
+        "class": type(exc).__name__,
+        "message": str(exc),
+        "kwargs": getattr(exc, "kwargs", {}) if isinstance(getattr(exc, "kwargs", None), dict) else {},
+        "traceback": "".join(traceback.format_exception(exc)),
+    }
+
+
+def raise_remote(err: dict) -> None:
+    cls = exceptions.error_class(err.get("class", ""))
+    if cls is not None:
+        exc = cls(err.get("message"))
+        exc.kwargs = err.get("kwargs") or {}
+        exc.remote_traceback = err.get("traceback")
+        raise exc
+    raise RemoteError(exc_type=err.get("class"), value=err.get("message"))
+
+
+async def dispatch(endpoint: Endpoint, message: dict) -> Any:
+    """Run ``message`` against ``endpoint`` under the message's context."""
+    method = message["method"]
+    if method.startswith("_"):
+        raise RemoteError(exc_type="NoSuchMethod", value=method)
+    fn = getattr(endpoint, method, None)
+    if fn is None or not asyncio.iscoroutinefunction(fn):
+        raise RemoteError(exc_type="NoSuchMethod", value=method)
+    ctx = RequestContext.from_dict(message.get("context"))
+    token = current_context.set(ctx)
+    try:
+        return await fn(ctx, **message.get("args", {}))
+    finally:
+        current_context.reset(token)
+
+
+def make_message(ctx: RequestContext | None, method: str, kwargs: dict) -> dict:
+    return {"id": uuid.uuid4().hex, "method": method,
+            "context": ctx.to_dict() if ctx else None, "args": kwargs}
+
+
+def target(topic: str, host: str | None) -> str:
+    return f"{topic}.{host}" if host else topic
+
+
+class Bus(abc.ABC):
+    default_timeout: float = 60.0
+
+    @abc.abstractmethod
+    async def start(self) -> None: ...
+
+    @abc.abstractmethod
+    async def stop(self) -> None: ...
+
+    @abc.abstractmethod
+    async def serve(self, topic: str, endpoint: Endpoint, host: str | None = None) -> None:
+        """Serve ``endpoint`` on ``topic`` (shared), ``topic.host`` (direct) and the topic's fanout."""
+
+    @abc.abstractmethod
+    async def unserve(self, endpoint: Endpoint) -> None:
+        """Stop delivering anything to ``endpoint`` (a stopping service)."""
+
+    @abc.abstractmethod
+    async def call(self, ctx: RequestContext | None, topic: str, method: str, *,
+                   host: str | None = None, timeout: float | None = None, **kwargs) -> Any: ...
+
+    @abc.abstractmethod
+    async def cast(self, ctx: RequestContext | None, topic: str, method: str, *,
+                   host: str | None = None, **kwargs) -> None: ...
+
+    @abc.abstractmethod
+    async def fanout(self, ctx: RequestContext | None, topic: str, method: str, **kwargs) -> None: ...
+
+    @abc.abstractmethod
+    async def notify(self, ctx: RequestContext | None, event_type: str, payload: dict, *,
+                     publisher_id: str, priority: str = "INFO") -> None: ...
+
+    @abc.abstractmethod
+    async def listen_notifications(self, callback: NotificationCallback) -> None: ...
+
+
+def notification_envelope(ctx: RequestContext | None, event_type: str, payload: dict,
+                          publisher_id: str, priority: str) -> dict:
+    from nefos.db.models import utcnow
+    return {
+        "message_id": str(uuid.uuid4()),
+        "event_type": event_type,
+        "publisher_id": publisher_id,
+        "priority": priority.upper(),
+        "timestamp": utcnow().isoformat(),
+        "request_id": ctx.request_id if ctx else None,
+        "global_request_id": ctx.global_request_id if ctx else None,
+        "payload": payload,
+    }

@@ -1,0 +1,217 @@
+"""The ``nefos`` command: the all-in-one cloud, each service on its own, and the schema."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import signal
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from nefos.config import Config, load_config
+
+app = typer.Typer(help="Nefos: an OpenStack-compatible compute cloud.", no_args_is_help=True,
+                  add_completion=False)
+db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+console = Console()
+
+ConfigOpt = typer.Option(None, "--config", "-c", help="INI config file (options as in nefos.config.Config).")
+StateDirOpt = typer.Option(None, "--state-dir", help="Where state lives (default ./.nefos).")
+DebugOpt = typer.Option(False, "--debug", help="Debug logging.")
+
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(global_request_id)s %(request_id)s] %(message)s"
+
+
+class RequestIdFilter(logging.Filter):
+    """Each record gets the request id and the global request id (the caller's, e.g. the L2 agent's
+    report that made a port ACTIVE, on the Compute API's and the compute host's lines) of the
+    request being served, as oslo.log prints them: one grep follows a request across services."""
+
+    def filter(self, record):
+        from nefos.context import current_context
+        ctx = current_context.get()
+        record.request_id = ctx.request_id if ctx else "-"
+        record.global_request_id = (ctx.global_request_id or "-") if ctx else "-"
+        return True
+
+
+def setup_logging(debug: bool) -> None:
+    handler = logging.StreamHandler()
+    handler.addFilter(RequestIdFilter())
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if debug else logging.INFO)
+    for noisy in ("aiormq", "aio_pika", "sqlalchemy.engine", "uvicorn.access", "httpx"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _config(config: Optional[Path], state_dir: Optional[Path], **overrides) -> Config:
+    return load_config(config, state_dir=state_dir, **overrides)
+
+
+def _serve_until_signal(open_cloud, announce) -> None:
+    """Run the cloud ``open_cloud()`` returns until SIGINT/SIGTERM, then stop it cleanly."""
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        stopping = asyncio.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stopping.set)
+        cloud = await open_cloud()
+        # Everything loaded at start-up lives as long as the process: keep it out of the garbage
+        # collector's full passes, which otherwise walk it again and again under load (measured:
+        # GET /servers/detail?limit=1000 with 10 000 servers, p50 374 -> 249 ms with both).
+        gc.freeze()
+        gc.set_threshold(50_000, 20, 20)  # fewer young-generation passes (default 700) per request
+        try:
+            await announce(cloud)
+            await stopping.wait()
+        finally:
+            console.print("[bold]Stopping...[/bold]")
+            await cloud.stop()
+            await cloud.rt.close()
+
+    asyncio.run(main())
+
+
+@app.command()
+def up(config: Optional[Path] = ConfigOpt, state_dir: Optional[Path] = StateDirOpt,
+       fake_hosts: int = typer.Option(1, "--fake-hosts", help="Number of fake compute hosts."),
+       driver: Optional[str] = typer.Option(
+           None, "--driver", help="Compute driver: fake, libvirt or auto (libvirt when usable; the "
+                                  "default unless the configuration sets compute_driver)."),
+       debug: bool = DebugOpt) -> None:
+    """Start the whole cloud in one process (SQLite, in-process bus; libvirt/QEMU or a fake hypervisor)."""
+    setup_logging(debug)
+    cfg = _config(config, state_dir)
+    from nefos.allinone import open_cloud
+    hosts = {"count": fake_hosts}
+
+    async def start():
+        from nefos.virt.libvirt.probe import choose_compute_driver
+        try:
+            chosen, why = await choose_compute_driver(cfg, driver)
+        except RuntimeError as exc:
+            console.print(f"[bold red]{exc}[/bold red]")
+            raise typer.Exit(1)
+        cfg.compute_driver = chosen
+        console.print(f"compute driver: [bold]{chosen}[/bold] ({why})")
+        if chosen != "fake" and fake_hosts != 1:
+            console.print(f"  --fake-hosts {fake_hosts} ignored: one {chosen} compute host ({cfg.host})")
+            hosts["count"] = 1
+        with console.status("Starting Nefos (migrating the database, starting services)..."):
+            cloud = await open_cloud(cfg, fake_hosts=hosts["count"])
+        if chosen == "libvirt":
+            from nefos.image.guest.register import ensure_guest_image
+            try:
+                hosts["guest"] = await ensure_guest_image(cloud.rt)
+            except Exception as exc:  # the cloud still runs; images just do not boot a kernel
+                console.print(f"[yellow]the tiny guest image could not be built: {exc}[/yellow]")
+        return cloud
+
+    async def announce(cloud):
+        from nefos.identity.bootstrap import bootstrap, write_clouds_yaml
+        path = write_clouds_yaml(cloud.rt, await bootstrap(cloud.rt)).resolve()
+        console.print("[bold green]Nefos is up.[/bold green]")
+        for name, url in cloud.endpoints().items():
+            console.print(f"  {name:9} {url}")
+        console.print(f"  database  {cfg.effective_database_url}")
+        if cfg.compute_driver == "fake":
+            console.print(f"  hosts     {hosts['count']} fake compute host(s)")
+        else:
+            console.print(f"  hosts     {cfg.host} ({cfg.compute_driver})")
+        if hosts.get("guest"):
+            g = hosts["guest"]
+            console.print(f"  image     nefos-tiny {g['image_id']} boots the tiny guest "
+                          f"(kernel {g['kernel_version']}, busybox initramfs)")
+        console.print(f"\nexport OS_CLIENT_CONFIG_FILE={path}")
+        console.print("openstack --os-cloud nefos server list")
+
+    _serve_until_signal(start, announce)
+
+
+def _run_components(cfg: Config, build) -> None:
+    from nefos.allinone import Cloud
+    from nefos.service import Runtime
+
+    async def start():
+        rt = await Runtime.open(cfg)
+        cloud = Cloud(rt, build(rt))
+        try:
+            await cloud.start()
+        except BaseException:
+            await cloud.stop()
+            await rt.close()
+            raise
+        return cloud
+
+    async def announce(cloud):
+        console.print(f"[green]{', '.join(c.name for c in cloud.components)} started[/green]")
+
+    _serve_until_signal(start, announce)
+
+
+def _service_command(name: str, import_path: str, doc: str):
+    def command(config: Optional[Path] = ConfigOpt, state_dir: Optional[Path] = StateDirOpt,
+                host: Optional[str] = typer.Option(None, "--host", help="This service's host name."),
+                debug: bool = DebugOpt) -> None:
+        setup_logging(debug)
+        cfg = _config(config, state_dir, host=host)
+        module_name, _, attr = import_path.partition(":")
+
+        def build(rt):
+            import importlib
+            return [getattr(importlib.import_module(module_name), attr)(rt)]
+
+        _run_components(cfg, build)
+
+    command.__doc__ = doc
+    app.command(name)(command)
+
+
+_service_command("api", "nefos.api.service:component", "Run the Compute API.")
+_service_command("conductor", "nefos.conductor.service:component", "Run the conductor.")
+_service_command("scheduler", "nefos.scheduler.service:component", "Run the scheduler.")
+_service_command("compute", "nefos.compute.service:component", "Run a compute host (--host NAME).")
+_service_command("network", "nefos.network.service:component", "Run the network service and its API.")
+_service_command("l2-agent", "nefos.network.l2_agent:component",
+                 "Run a compute host's L2 agent (--host NAME: the compute host it serves).")
+_service_command("dhcp-agent", "nefos.network.dhcp_agent:component",
+                 "Run a DHCP agent (dnsmasq per network, in its namespace on the network's bridge).")
+_service_command("image", "nefos.image.service:component", "Run the image service and its API.")
+_service_command("identity", "nefos.identity.service:component", "Run the identity service and its API.")
+
+
+@db_app.command("upgrade")
+def db_upgrade(config: Optional[Path] = ConfigOpt, state_dir: Optional[Path] = StateDirOpt,
+               revision: str = typer.Argument("head")) -> None:
+    """Apply the schema migrations."""
+    cfg = _config(config, state_dir)
+
+    async def run():
+        from nefos.db.migrate import upgrade
+        from nefos.db.session import Database
+        Path(cfg.state_dir).mkdir(parents=True, exist_ok=True)
+        db = Database(cfg.effective_database_url)
+        try:
+            await upgrade(db, revision)
+        finally:
+            await db.dispose()
+
+    asyncio.run(run())
+    console.print(f"database at {revision}: {cfg.effective_database_url}")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,527 @@
+"""The compute API layer (Nova's ``nova.compute.api.API``), between the REST API and the services.
+
+``create`` validates the request against flavors, images, key pairs and
+networks, then in ONE transaction consumes quota and writes the instance
+records, their block device mappings, group memberships and ``create``
+actions — so a failure leaves nothing behind — and finally hands the build
+to the conductor. Actions check vm_state/task_state (409 otherwise), move
+task_state with a compare-and-swap, record the action and cast to the host.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import logging
+import uuid as uuidlib
+
+from sqlalchemy import and_, func, or_, select
+
+from nefos import exceptions
+from nefos.compute import flavors as flavors_mod, server_groups
+from nefos.compute.rpcapi import ComputeRPCAPI
+from nefos.conductor.manager import ConductorAPI
+from nefos.db.models import BlockDeviceMapping, Instance, InstanceAction, InstanceActionEvent, InstanceFault
+from nefos.objects import actions, allocations, instance as instance_obj, quotas, states
+
+LOG = logging.getLogger(__name__)
+
+# Which (vm_state, task_state) each action accepts, and the task_state it sets (Nova's rules).
+_ANY = object()
+ACTION_RULES = {
+    "stop": ([states.ACTIVE, states.ERROR], [None], states.POWERING_OFF),
+    "start": ([states.STOPPED], [None], states.POWERING_ON),
+    "reboot_soft": ([states.ACTIVE], [None], states.REBOOTING),
+    "reboot_hard": ([states.ACTIVE, states.STOPPED, states.PAUSED, states.SUSPENDED, states.ERROR],
+                    [None, states.REBOOTING, states.REBOOT_PENDING, states.REBOOT_STARTED,
+                     states.REBOOTING_HARD, states.REBOOT_PENDING_HARD, states.REBOOT_STARTED_HARD],
+                    states.REBOOTING_HARD),
+    "pause": ([states.ACTIVE], [None], states.PAUSING),
+    "unpause": ([states.PAUSED], [None], states.UNPAUSING),
+    "suspend": ([states.ACTIVE], [None], states.SUSPENDING),
+    "resume": ([states.SUSPENDED], [None], states.RESUMING),
+}
+ACTION_NAMES = {"stop": actions.STOP, "start": actions.START, "reboot_soft": actions.REBOOT,
+                "reboot_hard": actions.REBOOT, "pause": actions.PAUSE, "unpause": actions.UNPAUSE,
+                "suspend": actions.SUSPEND, "resume": actions.RESUME}
+RPC_NAMES = {"stop": "stop", "start": "start", "reboot_soft": "reboot", "reboot_hard": "reboot",
+             "pause": "pause", "unpause": "unpause", "suspend": "suspend", "resume": "resume"}
+
+
+def _visible(ctx, instance: dict) -> bool:
+    return ctx.is_admin or instance.get("project_id") == ctx.project_id
+
+
+class ComputeAPI:
+    def __init__(self, rt, network_api, image_api):
+        self.rt = rt
+        self.network_api = network_api
+        self.image_api = image_api
+        self.conductor = ConductorAPI(rt.bus)
+        self.compute_rpcapi = ComputeRPCAPI(rt.bus)
+
+    # Create ----------------------------------------------------------------------
+    def _parse_availability_zone(self, ctx, az: str | None) -> tuple[str | None, str | None]:
+        if not az:
+            return None, None
+        zone, _, rest = az.partition(":")
+        host = rest.partition(":")[0] or None
+        if host:
+            from nefos import policy
+            policy.enforce(ctx, "os_compute_api:servers:create:forced_host")
+        return zone or None, host
+
+    async def _check_availability_zone(self, zone: str | None, host: str | None) -> None:
+        from nefos.db.models import Service
+        async with self.rt.db.reader() as s:
+            services = (await s.execute(select(Service).where(
+                Service.binary == "nefos-compute", Service.deleted == 0))).scalars().all()
+        zones = {svc.availability_zone or self.rt.cfg.default_availability_zone for svc in services}
+        if zone and zone not in zones:
+            raise exceptions.Invalid(f"The requested availability zone is not available")
+        if host and host not in {svc.host for svc in services}:
+            raise exceptions.Invalid(f"Compute host {host} could not be found.")
+
+    async def _load_group(self, ctx, hints: dict) -> dict | None:
+        group_uuid = (hints or {}).get("group")
+        if not group_uuid:
+            return None
+        try:
+            group = await server_groups.get_group(self.rt.db, group_uuid)
+        except exceptions.NotFound:
+            raise exceptions.Invalid(f"Invalid server group {group_uuid}: not found")
+        if not ctx.is_admin and group.get("project_id") != ctx.project_id:
+            raise exceptions.Invalid(f"Invalid server group {group_uuid}: not found")
+        return group
+
+    async def create(self, ctx, *, name: str, image_ref: str | None, flavor_ref: str,
+                     min_count: int = 1, max_count: int = 1, requested_networks=None,
+                     security_groups: list[str] | None = None, availability_zone: str | None = None,
+                     metadata: dict | None = None, key_name: str | None = None,
+                     user_data: str | None = None, admin_pass: str | None = None,
+                     scheduler_hints: dict | None = None, description: str | None = None,
+                     access_ip_v4: str | None = None, access_ip_v6: str | None = None,
+                     config_drive: str | None = None,
+                     local_disks: list[dict] | None = None) -> tuple[list[dict], str]:
+        flavor = await flavors_mod.get_by_flavor_id(self.rt.db, flavor_ref, ctx)
+        if flavor.get("disabled"):
+            raise exceptions.FlavorNotFound(flavor_id=flavor_ref)
+        if not image_ref:
+            raise exceptions.ValidationError("Block Device Mapping is Invalid: Boot sequence for the "
+                                             "instance and image/block device mapping combination is not valid.")
+        image = await self.image_api.get(ctx, image_ref)
+        if image.get("status") != "active":
+            raise exceptions.Invalid(f"Image {image_ref} is not active.")
+        if flavor["memory_mb"] < (image.get("min_ram") or 0):
+            raise exceptions.Invalid("Flavor's memory is too small for requested image.")
+        if flavor["root_gb"] and flavor["root_gb"] < (image.get("min_disk") or 0):
+            raise exceptions.Invalid("Flavor's disk is too small for requested image.")
+        if local_disks is not None:
+            _check_local_disks(flavor, local_disks)
+        zone, forced_host = self._parse_availability_zone(ctx, availability_zone)
+        await self._check_availability_zone(zone, forced_host)
+        key_data = None
+        if key_name:
+            from nefos.compute import keypairs
+            try:
+                key_data = (await keypairs.get_keypair(self.rt.db, ctx.user_id, key_name))["public_key"]
+            except exceptions.KeypairNotFound:
+                raise exceptions.Invalid(f"Invalid key_name provided.")
+        if user_data:
+            try:
+                base64.b64decode("".join(user_data.split()), validate=True)  # line breaks allowed
+            except ValueError:
+                raise exceptions.ValidationError("Invalid input for field/attribute user_data: "
+                                                 "user data needs to be valid base 64.")
+        metadata = metadata or {}
+        security_groups = security_groups or ["default"]
+        group = await self._load_group(ctx, scheduler_hints or {})
+        if requested_networks not in (None, "auto", "none") and max_count > 1:
+            for req in requested_networks:
+                if req.get("port"):
+                    raise exceptions.Invalid("Unable to launch multiple instances with a single "
+                                             "configured port ID. Please launch your instance one by one "
+                                             "with different ports.")
+                if req.get("fixed_ip"):
+                    raise exceptions.Invalid("max_count cannot be greater than 1 if an fixed_ip is specified.")
+        allowed = await self.network_api.validate_networks(ctx, requested_networks, max_count)
+        await self.network_api.validate_security_groups(ctx, security_groups)
+        if allowed < min_count:
+            raise exceptions.OverQuota("Maximum number of ports exceeded", overs=["ports"])
+        max_count = min(max_count, allowed)
+
+        reservation_id = f"r-{uuidlib.uuid4().hex[:8]}"
+        count = await self._fit_quota(ctx, flavor, min_count, max_count, metadata)
+        flavor_snapshot = {k: flavor[k] for k in ("id", "flavorid", "name", "memory_mb", "vcpus", "root_gb",
+                                                  "ephemeral_gb", "swap", "rxtx_factor", "extra_specs",
+                                                  "description", "is_public")}
+        created: list[dict] = []
+        async with self.rt.db.transaction() as s:
+            member_limit = (await server_groups.member_limit(s, self.rt.cfg, ctx.project_id)
+                            if group is not None else None)
+            deltas = {"instances": count, "cores": count * flavor["vcpus"], "ram": count * flavor["memory_mb"]}
+            await quotas.consume(s, self.rt.cfg, ctx.project_id, deltas)
+            for index in range(count):
+                uuid = str(uuidlib.uuid4())
+                display_name = name if count == 1 else f"{name}-{index + 1}"
+                row = Instance(
+                    uuid=uuid, project_id=ctx.project_id, user_id=ctx.user_id, display_name=display_name,
+                    display_description=description, hostname=_hostname(display_name),
+                    vm_state=states.BUILDING, task_state=states.SCHEDULING, power_state=states.NOSTATE,
+                    availability_zone=zone, instance_type_id=flavor["id"], flavor=flavor_snapshot,
+                    vcpus=flavor["vcpus"], memory_mb=flavor["memory_mb"], root_gb=flavor["root_gb"],
+                    ephemeral_gb=flavor["ephemeral_gb"], image_ref=image["id"], key_name=key_name,
+                    key_data=key_data, user_data=user_data, config_drive=config_drive or "",
+                    metadata_=metadata, system_metadata={}, security_groups=security_groups,
+                    network_info=[], requested_networks=_requested_networks_record(requested_networks),
+                    reservation_id=reservation_id, launch_index=index, access_ip_v4=access_ip_v4,
+                    access_ip_v6=access_ip_v6)
+                s.add(row)
+                for bdm in _block_device_mappings(uuid, image["id"], flavor, local_disks):
+                    s.add(bdm)
+                if group is not None:
+                    await server_groups.add_member(s, group["uuid"], uuid, limit=member_limit)
+                s.add(actions.new_action(ctx, uuid, actions.CREATE))
+                await s.flush()
+                created.append(instance_obj.to_dict(row))
+        if group is not None:
+            # The members known at scheduling time (including these new ones) drive the group filters.
+            group = dict(group, members=[*group.get("members", []), *[i["uuid"] for i in created]])
+        request_spec = {
+            "flavor": flavor_snapshot, "image": {"id": image["id"], "properties": image.get("properties", {})},
+            "project_id": ctx.project_id, "user_id": ctx.user_id, "availability_zone": zone,
+            "force_hosts": [forced_host] if forced_host else [], "scheduler_hints": scheduler_hints or {},
+            "instance_group": group, "num_instances": count,
+        }
+        build_args = {"requested_networks": requested_networks, "security_groups": security_groups,
+                      "admin_password": admin_pass, "image": request_spec["image"]}
+        await self.conductor.build_instances(ctx, [i["uuid"] for i in created], request_spec, build_args)
+        return created, reservation_id
+
+    async def _fit_quota(self, ctx, flavor: dict, min_count: int, max_count: int, metadata: dict) -> int:
+        """How many of min..max instances fit the quota now (the consume re-checks atomically)."""
+        async with self.rt.db.reader() as s:
+            limit = await quotas.limits(s, self.rt.cfg, ctx.project_id)
+            used = await quotas.usages(s, ctx.project_id)
+        if limit["metadata_items"] >= 0 and len(metadata) > limit["metadata_items"]:
+            raise exceptions.OverQuota(f"Quota exceeded for metadata_items: Requested {len(metadata)}, "
+                                       f"but the limit is {limit['metadata_items']}", overs=["metadata_items"])
+        per = {"instances": 1, "cores": flavor["vcpus"], "ram": flavor["memory_mb"]}
+        fit = max_count
+        for resource, amount in per.items():
+            if limit[resource] < 0 or not amount:
+                continue
+            fit = min(fit, (limit[resource] - used[resource]) // amount)
+        return max(min_count, min(fit, max_count))
+
+    # Read ------------------------------------------------------------------------
+    async def get(self, ctx, uuid: str) -> dict:
+        instance = await instance_obj.get(self.rt.db, uuid)
+        if not _visible(ctx, instance):
+            raise exceptions.InstanceNotFound(instance_id=uuid)
+        faults = await self.latest_faults([instance])
+        instance["fault"] = faults.get(uuid)
+        return instance
+
+    async def list(self, ctx, *, filters: dict, limit: int | None, marker: str | None,
+                   sort_keys: list[str] | None = None, sort_dirs: list[str] | None = None) -> list[dict]:
+        q = select(instance_obj.INSTANCES)
+        since = filters.get("changes-since")
+        if filters.get("deleted"):
+            q = q.where(Instance.deleted != 0)
+        elif since is None:
+            # Nova's changes-since also reports servers deleted since then.
+            q = q.where(Instance.deleted == 0)
+        if since is not None:
+            q = q.where(func.coalesce(Instance.updated_at, Instance.created_at) >= since)
+        if not (ctx.is_admin and filters.get("all_tenants")):
+            q = q.where(Instance.project_id == ctx.project_id)
+        elif filters.get("project_id"):
+            q = q.where(Instance.project_id == filters["project_id"])
+        if filters.get("status"):
+            vm_states = []
+            for status in filters["status"]:
+                vm_states += states.states_from_status(status)
+            q = q.where(Instance.vm_state.in_(vm_states or ["__none__"]))
+        for key, column in (("vm_state", Instance.vm_state), ("task_state", Instance.task_state),
+                            ("host", Instance.host), ("node", Instance.node),
+                            ("reservation_id", Instance.reservation_id), ("image", Instance.image_ref),
+                            ("key_name", Instance.key_name), ("availability_zone", Instance.availability_zone),
+                            ("user_id", Instance.user_id)):
+            if filters.get(key) is not None:
+                q = q.where(column == filters[key])
+        if filters.get("flavor"):
+            try:
+                flavor = await flavors_mod.get_by_flavor_id(self.rt.db, filters["flavor"], ctx)
+            except exceptions.FlavorNotFound:
+                return []  # as Nova: an unknown flavor filter matches nothing, it is not an error
+            q = q.where(Instance.instance_type_id == flavor["id"])
+        if filters.get("locked") is not None:
+            q = q.where(Instance.locked == filters["locked"])
+        name_regex = filters.get("name")
+        ip_regexes = {4: filters.get("ip"), 6: filters.get("ip6")}
+        post_filtered = bool(name_regex or ip_regexes[4] or ip_regexes[6])
+        order = [Instance.created_at.desc(), Instance.id.desc()]
+        if marker:
+            async with self.rt.db.reader() as s:
+                mrow = (await s.execute(select(Instance.created_at, Instance.id).where(
+                    Instance.uuid == marker))).one_or_none()
+            if mrow is None:
+                raise exceptions.ValidationError(f"marker [{marker}] not found")
+            q = q.where(or_(Instance.created_at < mrow.created_at,
+                            and_(Instance.created_at == mrow.created_at, Instance.id < mrow.id)))
+        q = q.order_by(*order)
+        if limit is not None and not post_filtered:
+            q = q.limit(limit)
+        async with self.rt.db.reader() as s:
+            rows = (await s.execute(q)).mappings().all()
+        result = [instance_obj.mapping_to_dict(r) for r in rows]
+        if name_regex:
+            import re
+            try:
+                pattern = re.compile(name_regex)
+            except re.error:
+                raise exceptions.ValidationError(f"Invalid regular expression for name: {name_regex}")
+            result = [i for i in result if pattern.search(i.get("display_name") or "")]
+        if ip_regexes[4] or ip_regexes[6]:
+            result = [i for i in result if _ip_matches(i, ip_regexes)]
+        if post_filtered and limit is not None:
+            result = result[:limit]
+        faults = await self.latest_faults([i for i in result if i["vm_state"] == states.ERROR])
+        for i in result:
+            i["fault"] = faults.get(i["uuid"])
+        return result
+
+    async def latest_faults(self, instances: list[dict]) -> dict[str, dict]:
+        uuids = [i["uuid"] for i in instances if i.get("vm_state") == states.ERROR]
+        if not uuids:
+            return {}
+        async with self.rt.db.reader() as s:
+            rows = (await s.execute(select(InstanceFault).where(InstanceFault.instance_uuid.in_(uuids))
+                                    .order_by(InstanceFault.id))).scalars().all()
+        return {r.instance_uuid: r.to_dict() for r in rows}
+
+    # Update / delete -------------------------------------------------------------
+    def _check_lock(self, ctx, instance: dict) -> None:
+        if instance.get("locked") and not ctx.is_admin:
+            raise exceptions.InstanceIsLocked(instance_uuid=instance["uuid"])
+
+    async def update(self, ctx, uuid: str, updates: dict) -> dict:
+        instance = await self.get(ctx, uuid)
+        self._check_lock(ctx, instance)
+        values = {}
+        if "name" in updates:
+            values["display_name"] = updates["name"]
+            values["hostname"] = _hostname(updates["name"])
+        if "description" in updates:
+            values["display_description"] = updates["description"]
+        for key in ("access_ip_v4", "access_ip_v6"):
+            if key in updates:
+                values[key] = updates[key]
+        if values:
+            instance = await instance_obj.save(self.rt.db, uuid, values)
+        return await self.get(ctx, uuid)
+
+    async def delete(self, ctx, uuid: str) -> None:
+        instance = await self.get(ctx, uuid)
+        self._check_lock(ctx, instance)
+        await actions.record_action(self.rt.db, ctx, uuid, actions.DELETE)
+        if instance.get("host") is None:
+            # Not on any host yet: delete here, racing the conductor atomically.
+            if await self._local_delete(ctx, uuid, only_if_unscheduled=True):
+                return
+            instance = await instance_obj.get(self.rt.db, uuid)
+        await instance_obj.save(self.rt.db, uuid, {"task_state": states.DELETING})
+        from nefos.compute.services import is_up
+        if not await self._host_is_up(instance["host"], is_up):
+            await self._local_delete(ctx, uuid)
+            return
+        await self.compute_rpcapi.terminate_instance(ctx, instance["host"], uuid)
+
+    async def _host_is_up(self, host: str, is_up) -> bool:
+        from nefos.db.models import Service
+        async with self.rt.db.reader() as s:
+            svc = (await s.execute(select(Service).where(Service.host == host, Service.binary == "nefos-compute",
+                                                         Service.deleted == 0))).scalar_one_or_none()
+        return svc is not None and is_up(svc, self.rt.cfg)
+
+    async def _local_delete(self, ctx, uuid: str, only_if_unscheduled: bool = False) -> bool:
+        before = await instance_obj.destroy(self.rt.db, uuid, only_if_unscheduled=only_if_unscheduled)
+        if before is None:
+            return False
+        # No compute host does this delete, so the API announces it (as Nova's local delete does).
+        await self._notify_delete(ctx, before, "instance.delete.start")
+        await allocations.release(self.rt.db, uuid)
+        await self.network_api.deallocate_for_instance(ctx, before, before.get("network_info"))
+        await actions.finish_action(self.rt.db, ctx, uuid)
+        await self._notify_delete(ctx, dict(before, vm_state=states.DELETED, task_state=None,
+                                            power_state=states.NOSTATE), "instance.delete.end")
+        return True
+
+    async def _notify_delete(self, ctx, instance: dict, event_type: str) -> None:
+        from nefos import notifications
+        await notifications.notify_instance(self.rt.bus, ctx, instance, event_type, host=self.rt.cfg.host,
+                                            binary="nefos-api")
+
+    # Actions ---------------------------------------------------------------------
+    async def power_action(self, ctx, uuid: str, action: str) -> None:
+        """stop, start, reboot_soft, reboot_hard, pause, unpause, suspend, resume."""
+        vm_ok, task_ok, new_task = ACTION_RULES[action]
+        instance = await self.get(ctx, uuid)
+        self._check_lock(ctx, instance)
+        nova_action = ACTION_NAMES[action]
+        if instance["vm_state"] not in vm_ok:
+            raise exceptions.InstanceInvalidState(action=nova_action, instance_uuid=uuid,
+                                                  attr="vm_state", state=instance["vm_state"])
+        if instance["task_state"] not in task_ok:
+            raise exceptions.InstanceInvalidState(action=nova_action, instance_uuid=uuid,
+                                                  attr="task_state", state=instance["task_state"])
+        try:
+            await instance_obj.save(self.rt.db, uuid, {"task_state": new_task},
+                                    expected_task_state=task_ok, expected_vm_state=vm_ok)
+        except (exceptions.UnexpectedTaskStateError, exceptions.InstanceInvalidState):
+            current = await instance_obj.get(self.rt.db, uuid)
+            raise exceptions.InstanceInvalidState(action=nova_action, instance_uuid=uuid,
+                                                  attr="task_state", state=current["task_state"])
+        await actions.record_action(self.rt.db, ctx, uuid, nova_action)
+        kwargs = {"reboot_type": "HARD" if action == "reboot_hard" else "SOFT"} if action.startswith("reboot") else {}
+        await self.compute_rpcapi.power_action(ctx, instance["host"], RPC_NAMES[action], uuid, **kwargs)
+
+    async def get_console_output(self, ctx, uuid: str, tail_length: int | None = None) -> str:
+        """The guest's serial console log from its compute host (os-getConsoleOutput)."""
+        instance = await self.get(ctx, uuid)
+        if not instance.get("host"):
+            raise exceptions.InstanceNotReady(instance_id=uuid)
+        return await self.compute_rpcapi.get_console_output(ctx, instance["host"], uuid, tail_length)
+
+    async def lock(self, ctx, uuid: str, reason: str | None = None) -> None:
+        await self.get(ctx, uuid)
+        await actions.record_action(self.rt.db, ctx, uuid, actions.LOCK)
+        await instance_obj.save(self.rt.db, uuid, {"locked": True, "locked_reason": reason,
+                                                   "locked_by": "admin" if ctx.is_admin else "owner"})
+        await actions.finish_action(self.rt.db, ctx, uuid)
+
+    async def unlock(self, ctx, uuid: str) -> None:
+        instance = await self.get(ctx, uuid)
+        if instance.get("locked") and instance.get("locked_by") == "admin" and not ctx.is_admin:
+            from nefos import policy
+            policy.enforce(ctx, "os_compute_api:os-lock-server:unlock:unlock_override")
+        await actions.record_action(self.rt.db, ctx, uuid, actions.UNLOCK)
+        await instance_obj.save(self.rt.db, uuid, {"locked": False, "locked_reason": None, "locked_by": None})
+        await actions.finish_action(self.rt.db, ctx, uuid)
+
+    # Metadata --------------------------------------------------------------------
+    async def update_metadata(self, ctx, uuid: str, metadata: dict, *, replace: bool) -> dict:
+        instance = await self.get(ctx, uuid)
+        self._check_lock(ctx, instance)
+        new = dict(metadata) if replace else {**(instance.get("metadata") or {}), **metadata}
+        async with self.rt.db.reader() as s:
+            limit = (await quotas.limits(s, self.rt.cfg, instance["project_id"]))["metadata_items"]
+        if limit >= 0 and len(new) > limit:
+            raise exceptions.OverQuota(f"Quota exceeded for metadata_items: the limit is {limit}",
+                                       overs=["metadata_items"])
+        saved = await instance_obj.save(self.rt.db, uuid, {"metadata": new})
+        return saved["metadata"]
+
+    async def delete_metadata_item(self, ctx, uuid: str, key: str) -> None:
+        instance = await self.get(ctx, uuid)
+        self._check_lock(ctx, instance)
+        metadata = dict(instance.get("metadata") or {})
+        if key not in metadata:
+            raise exceptions.NotFound("Metadata item was not found")
+        metadata.pop(key)
+        await instance_obj.save(self.rt.db, uuid, {"metadata": metadata})
+
+    # Instance actions ------------------------------------------------------------
+    async def list_actions(self, ctx, uuid: str) -> list[dict]:
+        await self._get_even_deleted(ctx, uuid)
+        async with self.rt.db.reader() as s:
+            rows = (await s.execute(select(InstanceAction).where(InstanceAction.instance_uuid == uuid)
+                                    .order_by(InstanceAction.start_time.desc(), InstanceAction.id.desc()))).scalars().all()
+        return [r.to_dict() for r in rows]
+
+    async def get_action(self, ctx, uuid: str, request_id: str) -> dict:
+        await self._get_even_deleted(ctx, uuid)
+        async with self.rt.db.reader() as s:
+            action = (await s.execute(select(InstanceAction).where(
+                InstanceAction.instance_uuid == uuid, InstanceAction.request_id == request_id))).scalars().first()
+            if action is None:
+                raise exceptions.InstanceActionNotFound(request_id=request_id, instance_uuid=uuid)
+            events = (await s.execute(select(InstanceActionEvent).where(
+                InstanceActionEvent.action_id == action.id).order_by(InstanceActionEvent.id))).scalars().all()
+        result = action.to_dict()
+        result["events"] = [e.to_dict() for e in events]
+        return result
+
+    async def _get_even_deleted(self, ctx, uuid: str) -> dict:
+        instance = await instance_obj.get(self.rt.db, uuid, read_deleted=True)
+        if not _visible(ctx, instance):
+            raise exceptions.InstanceNotFound(instance_id=uuid)
+        return instance
+
+
+def _ip_matches(instance: dict, regexes: dict) -> bool:
+    """Nova's ip/ip6 filters: a regular expression matched at the start of any fixed IP of that version."""
+    import re
+    compiled = {}
+    for version, regex in regexes.items():
+        if regex:
+            try:
+                compiled[version] = re.compile(str(regex))
+            except re.error:
+                raise exceptions.ValidationError(f"Invalid regular expression for ip: {regex}")
+    for vif in instance.get("network_info") or []:
+        for subnet in (vif.get("network") or {}).get("subnets") or []:
+            for ip in subnet.get("ips") or []:
+                address = ip.get("address") or ""
+                version = ip.get("version") or (6 if ":" in address else 4)
+                pattern = compiled.get(version)
+                if pattern is not None and pattern.match(address):
+                    return True
+    return False
+
+
+def _hostname(name: str) -> str:
+    import re
+    host = re.sub(r"[^a-z0-9-]+", "-", (name or "").lower()).strip("-")
+    return host[:63] or "server"
+
+
+def _requested_networks_record(requested_networks):
+    if requested_networks in (None, "auto", "none"):
+        return [{"special": requested_networks}] if requested_networks else None
+    return list(requested_networks)
+
+
+def _check_local_disks(flavor: dict, local_disks: list[dict]) -> None:
+    """Requested blank local disks must fit the flavor (as Nova checks ephemeral and swap)."""
+    swaps = [d for d in local_disks if d.get("guest_format") == "swap"]
+    ephemerals = [d for d in local_disks if d.get("guest_format") != "swap"]
+    if len(swaps) > 1:
+        raise exceptions.ValidationError("Block Device Mapping is Invalid: only one swap disk is allowed.")
+    if swaps and swaps[0]["size"] > flavor.get("swap", 0):  # swap sizes are MiB, as the flavor's
+        raise exceptions.ValidationError("Block Device Mapping is Invalid: swap size is greater than "
+                                         "allowed by the flavor.")
+    if sum(d["size"] for d in ephemerals) > flavor.get("ephemeral_gb", 0):
+        raise exceptions.ValidationError("Block Device Mapping is Invalid: total size of the ephemeral "
+                                         "disks is greater than allowed by the flavor.")
+
+
+def _block_device_mappings(uuid: str, image_id: str, flavor: dict,
+                           local_disks: list[dict] | None = None) -> list[BlockDeviceMapping]:
+    """The root disk from the image, then the ephemeral and swap disks (requested, or the flavor's)."""
+    bdms = [BlockDeviceMapping(instance_uuid=uuid, source_type="image", destination_type="local",
+                               device_name="/dev/vda", boot_index=0, image_id=image_id,
+                               volume_size=flavor["root_gb"] or None, delete_on_termination=True)]
+    if local_disks is None:
+        local_disks = []
+        if flavor.get("ephemeral_gb"):
+            local_disks.append({"size": flavor["ephemeral_gb"], "guest_format": None})
+        if flavor.get("swap"):
+            local_disks.append({"size": flavor["swap"], "guest_format": "swap"})
+    for index, disk in enumerate(local_disks):
+        bdms.append(BlockDeviceMapping(
+            instance_uuid=uuid, source_type="blank", destination_type="local",
+            device_name=disk.get("device_name") or f"/dev/vd{chr(ord('b') + index)}", boot_index=-1,
+            guest_format=disk.get("guest_format"), volume_size=disk["size"], delete_on_termination=True))
+    return bdms

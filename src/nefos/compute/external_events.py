@@ -1,0 +1,192 @@
+"""The Compute API layer of ``POST /v2.1/os-server-external-events`` (Nova's ``external_instance_event``).
+
+Per the Compute API reference: each event of the batch is answered on its
+own — ``code`` 200 (accepted; ``status`` "completed"), 404 (no such server),
+422 (the server is on no host yet), 400 (a ``volume-extended`` /
+``volume-reimaged`` event without a tag) — and the response is 200 when every
+event was accepted, 207 otherwise. Accepting is not processing: an accepted
+event is stored in the durable inbox (``instance_external_events``, stamped
+with the instance's current operation, a duplicate updating its row),
+recorded as an ``external_instance_event`` instance action of the server, and
+cast to the server's compute host, which records how it processed it
+(``nefos.compute.instance_events``). The cast never fails the request: the
+compute host also reads its inbox.
+
+Policy (current Nova's default): the caller needs the ``service`` role (the
+``admin`` role is accepted too).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from sqlalchemy import insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from nefos import exceptions
+from nefos.context import RequestContext
+from nefos.db.models import Instance, InstanceEventOperation, InstanceExternalEvent, utcnow
+from nefos.objects import actions
+
+LOG = logging.getLogger(__name__)
+
+ACTION = "external_instance_event"
+POLICY = "os_compute_api:os-server-external-events:create"
+ALLOWED_ROLES = ("service", "admin")
+TAG_REQUIRED = ("volume-extended", "volume-reimaged")
+
+# Event names by the microversion that introduced them (Nova's schemas).
+NAMES_BY_VERSION = (
+    ("2.1", ("network-changed", "network-vif-plugged", "network-vif-unplugged", "network-vif-deleted")),
+    ("2.51", ("volume-extended",)),
+    ("2.76", ("power-update",)),
+    ("2.82", ("accelerator-request-bound",)),
+    ("2.93", ("volume-reimaged",)),
+)
+STATUSES = ("failed", "completed", "in-progress")
+
+
+def event_names(version) -> list[str]:
+    names: list[str] = []
+    for since, added in NAMES_BY_VERSION:
+        if version is None or version.matches(since):
+            names.extend(added)
+    return names
+
+
+def request_schema(version) -> dict:
+    return {
+        "type": "object",
+        "properties": {
+            "events": {
+                "type": "array", "minItems": 1,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "server_uuid": {"type": "string", "format": "uuid"},
+                        "name": {"type": "string", "enum": event_names(version)},
+                        "status": {"type": "string", "enum": list(STATUSES)},
+                        "tag": {"type": "string", "maxLength": 255},
+                    },
+                    "required": ["server_uuid", "name"],
+                    "additionalProperties": False,
+                },
+            },
+        },
+        "required": ["events"],
+        "additionalProperties": False,
+    }
+
+
+def check_policy(ctx: RequestContext) -> None:
+    try:
+        from nefos import policy
+    except ImportError:  # no policy engine: the default rule itself
+        policy = None
+    if policy is not None and hasattr(policy, "enforce"):
+        policy.enforce(ctx, POLICY, {})
+        return
+    roles = {r.lower() for r in ctx.roles or []}
+    if not (roles & set(ALLOWED_ROLES)):
+        raise exceptions.PolicyNotAuthorized(f"Policy doesn't allow {POLICY} to be performed.")
+
+
+def _upsert(s, rows: list[dict]):
+    """One INSERT of the inbox rows, a duplicate key updating its row (the dialect's own upsert)."""
+    columns = ("instance_uuid", "name", "tag", "operation")
+    dialect = s.bind.dialect.name if s.bind is not None else ""
+    if dialect in ("sqlite", "postgresql"):
+        module = __import__(f"sqlalchemy.dialects.{dialect}", fromlist=["insert"])
+        stmt = module.insert(InstanceExternalEvent).values(rows)
+        return stmt.on_conflict_do_update(index_elements=list(columns), set_={
+            "status": stmt.excluded.status, "host": stmt.excluded.host, "received_at": stmt.excluded.received_at})
+    if dialect in ("mysql", "mariadb"):
+        from sqlalchemy.dialects.mysql import insert as mysql_insert
+        stmt = mysql_insert(InstanceExternalEvent).values(rows)
+        return stmt.on_duplicate_key_update(status=stmt.inserted.status, host=stmt.inserted.host,
+                                            received_at=stmt.inserted.received_at)
+    return None
+
+
+async def _store(s, rows: list[dict]) -> None:
+    # The last of duplicates in one batch wins (one statement must not touch a row twice).
+    unique = list({(r["instance_uuid"], r["name"], r["tag"], r["operation"]): r for r in rows}.values())
+    stmt = _upsert(s, unique)
+    if stmt is not None:
+        await s.execute(stmt)
+        return
+    for row in unique:  # any other database: update, else insert
+        key = [getattr(InstanceExternalEvent, c) == row[c] for c in ("instance_uuid", "name", "tag", "operation")]
+        values = {k: row[k] for k in ("status", "host", "received_at")}
+        if (await s.execute(update(InstanceExternalEvent).where(*key).values(**values))).rowcount:
+            continue
+        try:
+            async with s.begin_nested():
+                await s.execute(insert(InstanceExternalEvent).values(**row))
+        except IntegrityError:
+            await s.execute(update(InstanceExternalEvent).where(*key).values(**values))
+
+
+async def create(rt, ctx: RequestContext, events: list[dict]) -> tuple[list[dict], int]:
+    """Accept a validated batch; (the per-event answers, 200 or 207)."""
+    check_policy(ctx)
+    uuids = list(dict.fromkeys(e["server_uuid"] for e in events))
+    async with rt.db.reader() as s:
+        found = (await s.execute(select(Instance.uuid, Instance.host, InstanceEventOperation.operation)
+                                 .outerjoin(InstanceEventOperation,
+                                            InstanceEventOperation.instance_uuid == Instance.uuid)
+                                 .where(Instance.uuid.in_(uuids), Instance.deleted == 0))).all()
+    hosts = {u: h for u, h, _op in found}
+    operations = {u: op or "" for u, _h, op in found}
+    response: list[dict] = []
+    accepted: list[dict] = []
+    result = 200
+    for given in events:
+        answer = dict(given)
+        response.append(answer)
+        uuid, name, tag = given["server_uuid"], given["name"], given.get("tag")
+        status = given.get("status", "completed")
+        if uuid not in hosts:
+            LOG.debug("dropping event %s:%s for unknown instance %s", name, tag, uuid)
+            answer.update(status="failed", code=404)
+            result = 207
+            continue
+        if name in TAG_REQUIRED and tag is None:
+            LOG.debug("event tag is missing for instance %s; dropping event %s", uuid, name)
+            answer.update(status="failed", code=400)
+            result = 207
+            continue
+        if not hosts[uuid]:
+            LOG.debug("unable to find a host for instance %s; dropping event %s", uuid, name)
+            answer.update(status="failed", code=422)
+            result = 207
+            continue
+        LOG.info("creating event %s:%s for instance %s on %s", name, tag, uuid, hosts[uuid])
+        answer.update(status="completed", code=200)
+        accepted.append({"instance_uuid": uuid, "name": name, "tag": tag or "", "status": status,
+                         "host": hosts[uuid]})
+    if not accepted:
+        return response, result
+    instance_uuids = list(dict.fromkeys(e["instance_uuid"] for e in accepted))
+    now = utcnow()
+    for event in accepted:
+        # The operation the instance is in now: its compute host started it (and wrote it) before
+        # anything that can cause this event, so an event of an earlier operation never counts.
+        event["operation"] = operations.get(event["instance_uuid"], "")
+    async with rt.db.transaction() as s:
+        await _store(s, [{"instance_uuid": e["instance_uuid"], "name": e["name"], "tag": e["tag"],
+                          "operation": e["operation"], "status": e["status"], "host": e["host"],
+                          "received_at": now} for e in accepted])
+        for uuid in instance_uuids:
+            await actions.record_action(rt.db, ctx, uuid, ACTION, session=s)
+    by_host: dict[str, list[dict]] = {}
+    for event in accepted:
+        by_host.setdefault(event["host"], []).append(
+            {k: event[k] for k in ("instance_uuid", "name", "tag", "status", "operation")})
+    for host, host_events in by_host.items():
+        try:
+            await rt.bus.cast(ctx, "compute", "external_instance_event", host=host, events=host_events)
+        except Exception as exc:  # the host is down: the event waits in the inbox
+            LOG.warning("cannot cast %d external event(s) to compute host %s (%s); they stay in its inbox",
+                        len(host_events), host, exc)
+    return response, result

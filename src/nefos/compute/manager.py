@@ -1,0 +1,377 @@
+"""The compute manager (nova-compute): builds, runs and tears down this host's guests.
+
+Every operation on an instance holds that instance's lock, so a delete
+queued behind a build runs after the build has noticed the delete and
+cleaned up. Every state transition is a compare-and-swap on task_state
+(``nefos.objects.instance.save``): a delete sets task_state ``deleting``,
+the build's next save fails with ``UnexpectedDeletingTaskStateError`` and
+the build aborts without leaking its claim, ports or guest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import traceback
+
+from sqlalchemy import select
+
+from nefos import exceptions, notifications
+from nefos.bus import Endpoint
+from nefos.conductor.manager import ConductorAPI
+from nefos.db.models import BlockDeviceMapping, utcnow
+from nefos.objects import actions, allocations, instance as instance_obj, states
+from nefos.compute.resource_tracker import ResourceTracker
+from nefos.compute import build_timeout, init_host as host_init, instance_events, lifecycle, power_sync
+
+LOG = logging.getLogger(__name__)
+
+BUILD_EVENT = "compute__do_build_and_run_instance"
+BUILDING_TASK_STATES = list(states.BUILD_TASK_STATES)
+
+
+class BuildAborted(Exception):
+    """The instance was deleted during its build; cleanup done, nothing more to do."""
+
+
+class ComputeManager(Endpoint):
+    def __init__(self, rt, host: str, driver, network_api):
+        self.rt = rt
+        self.host = host
+        self.driver = driver
+        self.network_api = network_api
+        self.conductor = ConductorAPI(rt.bus)
+        self.resource_tracker = ResourceTracker(rt, host, driver)
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._lock_users: dict[str, int] = {}
+        self.lifecycle = lifecycle.LifecycleEventHandler(self)  # the driver's event listener
+        self.instance_events = instance_events.InstanceEvents(self)  # external events (issue 3)
+
+    # Plumbing ----------------------------------------------------------------
+    @contextlib.asynccontextmanager
+    async def instance_lock(self, uuid: str):
+        lock = self._locks.setdefault(uuid, asyncio.Lock())
+        self._lock_users[uuid] = self._lock_users.get(uuid, 0) + 1
+        try:
+            async with lock:
+                yield
+        finally:
+            self._lock_users[uuid] -= 1
+            if not self._lock_users[uuid]:
+                del self._lock_users[uuid]
+                del self._locks[uuid]
+
+    async def _notify(self, ctx, instance: dict, event_type: str) -> None:
+        await notifications.notify_instance(self.rt.bus, ctx, instance, event_type, host=self.host)
+
+    async def init_host(self) -> None:
+        """Listen to the driver, recover this host's instances, sync power states (compute/init_host.py)."""
+        await host_init.init_host(self)
+
+    async def cleanup_host(self) -> None:
+        """Stop listening to the driver first: a host shutting down must not record its guests as stopped."""
+        await self.lifecycle.stop()
+        await self.driver.cleanup_host()
+
+    async def periodic_sync_power_states(self) -> None:
+        await power_sync.sync_power_states(self)
+
+    async def periodic_check_instance_build_time(self) -> None:
+        await build_timeout.reap_stuck_builds(self)
+
+    async def periodic_update_available_resource(self) -> None:
+        await self.resource_tracker.update_available_resource()
+
+    # Build -------------------------------------------------------------------
+    async def build_and_run_instance(self, ctx, instance_uuid: str, request_spec: dict,
+                                     build_args: dict, node: str) -> None:
+        async with self.instance_lock(instance_uuid):
+            event_id = await actions.event_start(self.rt.db, ctx, instance_uuid, BUILD_EVENT, self.host)
+            try:
+                await self._build_and_run_instance(ctx, instance_uuid, request_spec, build_args, node)
+            except BuildAborted as exc:
+                await actions.event_finish(self.rt.db, event_id, result="Error", details=str(exc)[:255])
+            except Exception as exc:
+                await actions.event_finish(self.rt.db, event_id, result="Error",
+                                           traceback="".join(traceback.format_exception(exc)),
+                                           details=str(exc)[:255])
+                await self._handle_build_failure(ctx, instance_uuid, request_spec, build_args, node, exc)
+            else:
+                await actions.event_finish(self.rt.db, event_id)
+
+    async def _build_and_run_instance(self, ctx, uuid: str, spec: dict, args: dict, node: str) -> None:
+        try:
+            instance = await instance_obj.save(
+                self.rt.db, uuid, {"vm_state": states.BUILDING, "task_state": None},
+                expected_task_state=[states.SCHEDULING, None])
+        except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
+            await allocations.release(self.rt.db, uuid)
+            raise BuildAborted(f"instance {uuid} was deleted before its build started")
+        network_task: asyncio.Task | None = None
+        try:
+            async with actions.step(self.rt.db, ctx, uuid, "compute_claim_resources", self.host,
+                                    show_in_progress=False):
+                await self.resource_tracker.instance_claim(instance, node)
+                await self._check_group_policy(instance, spec)
+            await self._notify(ctx, instance, "instance.create.start")
+            await self.instance_events.begin_operation(uuid)  # before the ports are bound (issue 3)
+            instance = await instance_obj.save(self.rt.db, uuid, {"task_state": states.NETWORKING},
+                                               expected_task_state=[None])
+            # Networks are allocated in the background while block devices are prepared.
+            network_task = asyncio.create_task(self._allocate_network(ctx, instance, args))
+            async with actions.step(self.rt.db, ctx, uuid, "compute_prep_block_device", self.host,
+                                    show_in_progress=False):
+                instance = await instance_obj.save(
+                    self.rt.db, uuid, {"task_state": states.BLOCK_DEVICE_MAPPING},
+                    expected_task_state=[states.NETWORKING])
+                block_device_info = await self._prep_block_device(instance)
+            instance = await instance_obj.save(self.rt.db, uuid, {"task_state": states.SPAWNING},
+                                               expected_task_state=[states.BLOCK_DEVICE_MAPPING])
+            try:
+                network_info = await network_task
+            except (exceptions.InstanceNotFound, exceptions.UnexpectedDeletingTaskStateError):
+                raise
+            except Exception as exc:
+                raise exceptions.BuildAbortException(
+                    instance_uuid=uuid,
+                    reason=f"Failed to allocate the network(s), not rescheduling. ({exc})")
+            instance = await instance_obj.save(self.rt.db, uuid, {"network_info": network_info},
+                                               expected_task_state=[states.SPAWNING])
+            # Issue 3: spawn paused, wait for network-vif-plugged, resume (compute/instance_events.py).
+            await self.instance_events.spawn(ctx, instance, args.get("image") or {}, network_info,
+                                             block_device_info)
+            power_state = (await self.driver.get_info(instance))["power_state"]
+            instance = await instance_obj.save(
+                self.rt.db, uuid,
+                {"vm_state": states.ACTIVE, "task_state": None, "power_state": power_state,
+                 "launched_at": utcnow().isoformat()},
+                expected_task_state=[states.SPAWNING])
+        except (exceptions.InstanceNotFound, exceptions.UnexpectedDeletingTaskStateError) as exc:
+            await self._cleanup_build(ctx, uuid, network_task)
+            raise BuildAborted(f"instance {uuid} was deleted during its build: {exc}")
+        except BaseException:
+            if network_task is not None and not network_task.done():
+                network_task.cancel()
+            raise
+        await self.resource_tracker.record_build_result(node, success=True)
+        await self._notify(ctx, instance, "instance.create.end")
+
+    async def _check_group_policy(self, instance: dict, spec: dict) -> None:
+        """Seed 004's late check: a race between two boots becomes a reschedule, never a violation.
+
+        Only members placed before this one count (their claims are older): of two boots the
+        scheduler placed without seeing each other, the later one yields and is rescheduled,
+        the earlier one stays, whichever of the two hosts checks first.
+        """
+        group = spec.get("instance_group")
+        if not group or group.get("policy") not in ("affinity", "anti-affinity"):
+            return
+        from nefos.compute.server_groups import member_placements
+        placements = await member_placements(self.rt.db, group["uuid"])
+        mine = next((p["claim_id"] for p in placements if p["uuid"] == instance["uuid"]), None)
+        hosts = {p["host"] for p in placements if p["uuid"] != instance["uuid"]
+                 and (p["claim_id"] is None or mine is None or p["claim_id"] < mine)}
+        if group["policy"] == "anti-affinity" and self.host in hosts:
+            raise exceptions.RescheduledException(
+                instance_uuid=instance["uuid"], reason="Anti-affinity instance group policy was violated.")
+        if group["policy"] == "affinity" and hosts and hosts != {self.host}:
+            raise exceptions.RescheduledException(
+                instance_uuid=instance["uuid"], reason="Affinity instance group policy was violated.")
+
+    async def _allocate_network(self, ctx, instance: dict, args: dict) -> list[dict]:
+        """allocate_for_instance with ``network_allocate_retries`` and backoff 1, 2, 4 ... 30 s."""
+        retries = max(self.rt.cfg.network_allocate_retries, 0)
+        attempts = retries + 1
+        delay = 1.0
+        async with actions.step(self.rt.db, ctx, instance["uuid"], "compute_allocate_network", self.host):
+            for attempt in range(1, attempts + 1):
+                try:
+                    return await self.network_api.allocate_for_instance(
+                        ctx, instance, args.get("requested_networks"), args.get("security_groups") or [])
+                except (exceptions.InstanceNotFound, exceptions.UnexpectedDeletingTaskStateError):
+                    raise
+                except Exception as exc:
+                    if attempt == attempts:
+                        LOG.error("instance %s: network allocation failed after %d attempt(s): %s",
+                                  instance["uuid"], attempts, exc)
+                        raise
+                    LOG.warning("instance %s: network allocation attempt %d/%d failed (%s); "
+                                "retrying in %.0f s", instance["uuid"], attempt, attempts, exc, delay)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, self.rt.cfg.network_allocate_backoff_max)
+        return []
+
+    async def _prep_block_device(self, instance: dict) -> dict:
+        async with self.rt.db.reader() as s:
+            bdms = [b.to_dict() for b in (await s.execute(select(BlockDeviceMapping).where(
+                BlockDeviceMapping.instance_uuid == instance["uuid"]))).scalars()]
+        info: dict = {"root_device_name": "/dev/vda", "ephemerals": [], "swap": None,
+                      "block_device_mapping": []}
+        for bdm in bdms:
+            if bdm["guest_format"] == "swap":
+                info["swap"] = {"device_name": bdm["device_name"], "swap_size": bdm["volume_size"]}
+            elif bdm["source_type"] == "blank" and bdm["destination_type"] == "local":
+                info["ephemerals"].append({"device_name": bdm["device_name"], "size": bdm["volume_size"]})
+            elif bdm["boot_index"] == 0:
+                info["root_device_name"] = bdm["device_name"] or "/dev/vda"
+        return info
+
+    async def _cleanup_build(self, ctx, uuid: str, network_task: asyncio.Task | None) -> None:
+        """Undo what a failed or aborted build did on this host: guest, ports, claim."""
+        if network_task is not None and not network_task.done():
+            network_task.cancel()
+            with contextlib.suppress(BaseException):
+                await network_task
+        try:
+            instance = await instance_obj.get(self.rt.db, uuid, read_deleted=True)
+        except exceptions.InstanceNotFound:
+            instance = {"uuid": uuid, "network_info": []}
+        with contextlib.suppress(exceptions.InstanceNotFound):
+            await self.driver.destroy(ctx, instance, instance.get("network_info"))
+        await self.network_api.deallocate_for_instance(ctx, instance, instance.get("network_info"))
+        await allocations.release(self.rt.db, uuid)
+
+    async def _handle_build_failure(self, ctx, uuid: str, spec: dict, args: dict, node: str,
+                                    exc: Exception) -> None:
+        await self._cleanup_build(ctx, uuid, None)
+        try:
+            if isinstance(exc, exceptions.BuildAbortException):
+                # ERROR and its fault in one transaction: nobody sees ERROR without the fault.
+                async with self.rt.db.transaction() as s:
+                    instance = await instance_obj.save(self.rt.db, uuid,
+                                                       {"vm_state": states.ERROR, "task_state": None,
+                                                        "network_info": []},
+                                                       expected_task_state=BUILDING_TASK_STATES,
+                                                       expected_vm_state=[states.BUILDING], session=s)
+                    await instance_obj.add_fault(self.rt.db, uuid, exc, host=self.host,
+                                                 details="".join(traceback.format_exception(exc)), session=s)
+                await self._notify(ctx, instance, "instance.create.error")
+                return
+            await self.resource_tracker.record_build_result(node, success=False)
+            LOG.warning("build of %s failed on %s (%s); rescheduling", uuid, self.host, exc)
+            await instance_obj.save(self.rt.db, uuid,
+                                    {"host": None, "node": None, "task_state": states.SCHEDULING,
+                                     "vm_state": states.BUILDING, "network_info": []},
+                                    expected_task_state=BUILDING_TASK_STATES,
+                                    expected_vm_state=[states.BUILDING])
+        except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError,
+                exceptions.InstanceInvalidState):
+            LOG.info("instance %s was deleted or put in ERROR after its build failed", uuid)
+            return
+        await self.conductor.build_instances(ctx, [uuid], dict(spec, last_error=str(exc)), args)
+
+    # Console (os-getConsoleOutput) ----------------------------------------------
+    async def get_console_output(self, ctx, instance_uuid: str, tail_length: int | None = None) -> str:
+        """The guest's serial console log; its last ``tail_length`` lines when given (Nova's _tail_log)."""
+        instance = await instance_obj.get(self.rt.db, instance_uuid)
+        try:
+            output = await self.driver.get_console_output(instance)
+        except NotImplementedError:
+            raise exceptions.NotSupported(f"the {type(self.driver).__name__} has no console log")
+        if tail_length is not None:
+            output = "\n".join(output.split("\n")[-tail_length:]) if tail_length > 0 else ""
+        return output
+
+    # External events (issue 3) ------------------------------------------------
+    async def external_instance_event(self, ctx, events: list[dict]) -> None:
+        """Events the Compute API accepted for this host's instances (compute/instance_events.py)."""
+        await self.instance_events.external_instance_event(ctx, events)
+
+    # Delete ------------------------------------------------------------------
+    async def terminate_instance(self, ctx, instance_uuid: str) -> None:
+        # A build waiting for its network-vif-plugged events holds the lock: wake it now.
+        self.instance_events.abort_waits(instance_uuid, exceptions.UnexpectedDeletingTaskStateError(
+            instance_uuid=instance_uuid, expected="not deleting", actual=states.DELETING))
+        async with self.instance_lock(instance_uuid):
+            try:
+                instance = await instance_obj.get(self.rt.db, instance_uuid)
+            except exceptions.InstanceNotFound:
+                await allocations.release(self.rt.db, instance_uuid)
+                return
+            await self._notify(ctx, instance, "instance.delete.start")
+            async with actions.step(self.rt.db, ctx, instance_uuid, "compute_terminate_instance", self.host):
+                with contextlib.suppress(exceptions.InstanceNotFound):
+                    await self.driver.destroy(ctx, instance, instance.get("network_info"))
+                await self.network_api.deallocate_for_instance(ctx, instance, instance.get("network_info"))
+                await allocations.release(self.rt.db, instance_uuid)
+                await instance_obj.destroy(self.rt.db, instance_uuid)
+            await actions.finish_action(self.rt.db, ctx, instance_uuid)
+            self.instance_events.forget(instance_uuid)
+            instance.update(vm_state=states.DELETED, task_state=None, power_state=states.NOSTATE)
+            await self._notify(ctx, instance, "instance.delete.end")
+
+    # Power operations ----------------------------------------------------------
+    async def _power_op(self, ctx, uuid: str, *, event: str, expected: list, final_vm_state: str,
+                        notification: str, op) -> None:
+        async with self.instance_lock(uuid):
+            try:
+                instance = await instance_obj.get(self.rt.db, uuid)
+            except exceptions.InstanceNotFound:
+                return
+            try:
+                async with actions.step(self.rt.db, ctx, uuid, event, self.host):
+                    await self._notify(ctx, instance, f"instance.{notification}.start")
+                    await op(instance)
+                    power_state = (await self.driver.get_info(instance))["power_state"]
+                    instance = await instance_obj.save(
+                        self.rt.db, uuid, {"vm_state": final_vm_state, "task_state": None,
+                                           "power_state": power_state},
+                        expected_task_state=expected)
+                    await self._notify(ctx, instance, f"instance.{notification}.end")
+            except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
+                return  # deleted or superseded meanwhile
+            except Exception as exc:
+                LOG.error("instance %s: %s failed: %s", uuid, event, exc)
+                # Revert the task state so the server can be acted on again, and record why.
+                with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
+                    await instance_obj.save(self.rt.db, uuid, {"task_state": None}, expected_task_state=expected)
+                    await instance_obj.add_fault(self.rt.db, uuid, exc, host=self.host,
+                                                 details="".join(traceback.format_exception(exc)))
+            finally:
+                await actions.finish_action(self.rt.db, ctx, uuid)
+
+    async def stop_instance(self, ctx, instance_uuid: str) -> None:
+        await self._power_op(ctx, instance_uuid, event="compute_stop_instance",
+                             expected=[states.POWERING_OFF], final_vm_state=states.STOPPED,
+                             notification="power_off",
+                             op=lambda i: self.driver.power_off(i, self.rt.cfg.shutdown_timeout))
+
+    async def start_instance(self, ctx, instance_uuid: str) -> None:
+        await self._power_op(ctx, instance_uuid, event="compute_start_instance",
+                             expected=[states.POWERING_ON], final_vm_state=states.ACTIVE,
+                             notification="power_on",
+                             op=lambda i: self.instance_events.replug(
+                                 ctx, i, lambda nw: self.driver.power_on(ctx, i, nw), what="start"))
+
+    async def reboot_instance(self, ctx, instance_uuid: str, reboot_type: str = "SOFT") -> None:
+        expected = ([states.REBOOTING_HARD, states.REBOOT_PENDING_HARD, states.REBOOT_STARTED_HARD]
+                    if reboot_type == "HARD" else
+                    [states.REBOOTING, states.REBOOT_PENDING, states.REBOOT_STARTED])
+        await self._power_op(ctx, instance_uuid, event="compute_reboot_instance", expected=expected,
+                             final_vm_state=states.ACTIVE, notification="reboot",
+                             op=lambda i: self.instance_events.replug(
+                                 ctx, i, lambda nw: self.driver.reboot(ctx, i, nw, reboot_type), what="hard reboot")
+                             if reboot_type == "HARD" else
+                             self.driver.reboot(ctx, i, i.get("network_info") or [], reboot_type))
+
+    async def pause_instance(self, ctx, instance_uuid: str) -> None:
+        await self._power_op(ctx, instance_uuid, event="compute_pause_instance",
+                             expected=[states.PAUSING], final_vm_state=states.PAUSED,
+                             notification="pause", op=self.driver.pause)
+
+    async def unpause_instance(self, ctx, instance_uuid: str) -> None:
+        await self._power_op(ctx, instance_uuid, event="compute_unpause_instance",
+                             expected=[states.UNPAUSING], final_vm_state=states.ACTIVE,
+                             notification="unpause", op=self.driver.unpause)
+
+    async def suspend_instance(self, ctx, instance_uuid: str) -> None:
+        await self._power_op(ctx, instance_uuid, event="compute_suspend_instance",
+                             expected=[states.SUSPENDING], final_vm_state=states.SUSPENDED,
+                             notification="suspend", op=lambda i: self.driver.suspend(ctx, i))
+
+    async def resume_instance(self, ctx, instance_uuid: str) -> None:
+        await self._power_op(ctx, instance_uuid, event="compute_resume_instance",
+                             expected=[states.RESUMING], final_vm_state=states.ACTIVE,
+                             notification="resume",
+                             op=lambda i: self.driver.resume(ctx, i, i.get("network_info") or []))

@@ -1,0 +1,102 @@
+"""Quota sets as the Compute API shows them, over ``nefos.objects.quotas``.
+
+Limits live in ``quotas`` (a row overrides the configured default); usage in
+``quota_usages``. Nova also shows resources Nefos does not enforce (floating
+and fixed IPs, injected files): they have Nova's defaults, and a set value is
+stored and shown like any other.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import delete, select
+from sqlalchemy.exc import IntegrityError
+
+from nefos import exceptions
+from nefos.db.models import Quota
+from nefos.objects import quotas
+
+# Resources only the Compute API knows, with Nova's defaults.
+NOVA_ONLY_DEFAULTS = {
+    "floating_ips": 10,
+    "fixed_ips": -1,
+    "injected_files": 5,
+    "injected_file_content_bytes": 10240,
+    "injected_file_path_bytes": 255,
+}
+_BASE = ["instances", "cores", "ram", "metadata_items", "key_pairs", "server_groups", "server_group_members"]
+_NETWORK = ["floating_ips", "fixed_ips", "security_groups", "security_group_rules"]
+_INJECTED = ["injected_files", "injected_file_content_bytes", "injected_file_path_bytes"]
+
+
+def resources_for(version, *, updatable: bool = False) -> list[str]:
+    """The quota resources a request at ``version`` shows (or, ``updatable``, may set)."""
+    names = list(_BASE)
+    if not version.matches("2.36"):
+        names += _NETWORK
+        if updatable:
+            names.append("networks")
+    if not version.matches("2.57"):
+        names += _INJECTED
+    return names
+
+
+def quota_class_resources(version) -> list[str]:
+    """Quota classes hide nothing before 2.50 but the server group resources; then as quota sets."""
+    if not version.matches("2.50"):
+        return [r for r in _BASE if r not in ("server_groups", "server_group_members")] + _NETWORK + _INJECTED
+    names = list(_BASE)
+    if not version.matches("2.57"):
+        names += _INJECTED
+    return names
+
+
+def defaults(cfg) -> dict[str, int]:
+    result = {r: getattr(cfg, f"quota_{r}") for r in quotas.RESOURCES}
+    result.update(NOVA_ONLY_DEFAULTS)
+    return result
+
+
+async def get_limits(db, cfg, project_id: str) -> dict[str, int]:
+    result = defaults(cfg)
+    async with db.reader() as s:
+        result.update(await quotas.limits(s, cfg, project_id))
+    return result
+
+
+async def get_usages(db, project_id: str) -> dict[str, int]:
+    async with db.reader() as s:
+        used = await quotas.usages(s, project_id)
+    return {**{r: 0 for r in NOVA_ONLY_DEFAULTS}, **used}
+
+
+async def update(db, cfg, project_id: str, values: dict[str, int], force: bool = False) -> None:
+    """Set limits; unless ``force``, a limit below what is in use is refused (400)."""
+    try:
+        await _update(db, project_id, values, force)
+    except IntegrityError:  # a concurrent update created one of the rows first
+        await _update(db, project_id, values, force)
+
+
+async def _update(db, project_id: str, values: dict[str, int], force: bool) -> None:
+    async with db.transaction() as s:
+        if not force:
+            used = await quotas.usages(s, project_id)
+            for resource, limit in values.items():
+                in_use = used.get(resource, 0)
+                if limit != -1 and limit < in_use:
+                    raise exceptions.ValidationError(
+                        f"Quota limit {limit} for {resource} must be greater than or equal to "
+                        f"already used and reserved {in_use}.")
+        existing = {r.resource: r for r in (await s.execute(select(Quota).where(
+            Quota.project_id == project_id, Quota.resource.in_(list(values))))).scalars()}
+        for resource, limit in values.items():
+            if resource in existing:
+                existing[resource].hard_limit = limit
+            else:
+                s.add(Quota(project_id=project_id, resource=resource, hard_limit=limit))
+
+
+async def reset(db, project_id: str) -> None:
+    """Back to the defaults: drop every per-project limit."""
+    async with db.transaction() as s:
+        await s.execute(delete(Quota).where(Quota.project_id == project_id))

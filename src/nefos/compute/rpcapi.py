@@ -1,0 +1,26 @@
+"""The client for a compute host's manager, over the bus (topic ``compute.<host>``)."""
+
+from __future__ import annotations
+
+
+class ComputeRPCAPI:
+    def __init__(self, bus):
+        self.bus = bus
+
+    async def build_and_run_instance(self, ctx, host: str, *, instance_uuid: str, request_spec: dict,
+                                     build_args: dict, node: str) -> None:
+        await self.bus.cast(ctx, "compute", "build_and_run_instance", host=host,
+                            instance_uuid=instance_uuid, request_spec=request_spec,
+                            build_args=build_args, node=node)
+
+    async def terminate_instance(self, ctx, host: str, instance_uuid: str) -> None:
+        await self.bus.cast(ctx, "compute", "terminate_instance", host=host, instance_uuid=instance_uuid)
+
+    async def get_console_output(self, ctx, host: str, instance_uuid: str, tail_length: int | None) -> str:
+        return await self.bus.call(ctx, "compute", "get_console_output", host=host,
+                                   instance_uuid=instance_uuid, tail_length=tail_length)
+
+    async def power_action(self, ctx, host: str, action: str, instance_uuid: str, **kwargs) -> None:
+        """Cast one of stop/start/reboot/pause/unpause/suspend/resume_instance."""
+        await self.bus.cast(ctx, "compute", f"{action}_instance", host=host,
+                            instance_uuid=instance_uuid, **kwargs)

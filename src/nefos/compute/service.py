@@ -1,0 +1,44 @@
+"""A compute host as a component: its manager on ``compute.<host>``, its driver, its periodic tasks."""
+
+from __future__ import annotations
+
+from nefos.compute import build_timeout
+from nefos.compute.manager import ComputeManager
+from nefos.service import Component, Service
+from nefos.virt import load_driver
+
+
+class ComputeComponent(Component):
+    def __init__(self, rt, host: str, driver=None):
+        from nefos.network.client import NetworkAPI
+        self.name = f"compute:{host}"
+        self.host = host
+        self.driver = driver or load_driver(rt.cfg.compute_driver, rt.cfg, host)
+        self.manager = ComputeManager(rt, host, self.driver, NetworkAPI(rt))
+        from nefos.network import fake_agent
+        self.l2_agent = fake_agent.attach(rt, host, self.driver)  # fake driver: its fake L2 agent
+        self.service = Service(rt, "nefos-compute", "compute", host, endpoint=self.manager)
+        self.service.add_periodic("update_available_resource", 60.0,
+                                  self.manager.periodic_update_available_resource)
+        self.service.add_periodic("sync_power_states", rt.cfg.sync_power_state_interval,
+                                  self.manager.periodic_sync_power_states)
+        self.service.add_periodic("check_instance_build_time", build_timeout.check_interval(rt.cfg),
+                                  self.manager.periodic_check_instance_build_time)
+
+    async def start(self) -> None:
+        if self.l2_agent is not None:
+            await self.l2_agent.start()
+        await self.manager.init_host()
+        await self.service.start()
+        # The service row exists now: apply the driver's connection state to it (seed 003).
+        await self.manager.lifecycle.apply_connection_state()
+
+    async def stop(self) -> None:
+        await self.manager.cleanup_host()
+        await self.service.stop()
+        if self.l2_agent is not None:
+            await self.l2_agent.stop()
+
+
+def component(rt, host: str | None = None, driver=None) -> Component:
+    return ComputeComponent(rt, host or rt.cfg.host, driver)

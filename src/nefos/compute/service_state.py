@@ -1,0 +1,53 @@
+"""A compute host disables and re-enables its own service as its hypervisor connection
+drops and returns (seed 003, ``_set_host_enabled``).
+
+Automation marks what it does: ``disabled_by = "auto"`` and a reason starting
+with ``AUTO: ``. It re-enables only a service it disabled itself; an
+operator's disable (``disabled_by = "operator"``, set by os-services) is never
+overridden. Each change is ONE conditional UPDATE, so an operator acting at
+the same moment wins whichever statement commits first.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from sqlalchemy import or_, update
+
+from nefos.compute.services import COMPUTE_BINARY
+from nefos.db.models import Service, utcnow
+
+LOG = logging.getLogger(__name__)
+
+DISABLE_PREFIX = "AUTO: "
+DISABLED_BY_AUTO = "auto"
+DISABLE_REASON_UNDEFINED = "None"
+
+
+def auto_reason(reason: str | None) -> str:
+    return (DISABLE_PREFIX + (reason or DISABLE_REASON_UNDEFINED))[:255]
+
+
+async def set_host_enabled(db, host: str, enabled: bool, reason: str | None = None) -> bool:
+    """Enable (only if automation disabled it) or disable (unless an operator did) the
+    compute service of ``host``. Returns whether the row changed."""
+    q = update(Service).where(Service.host == host, Service.binary == COMPUTE_BINARY, Service.deleted == 0)
+    if enabled:
+        q = q.where(Service.disabled.is_(True), Service.disabled_by == DISABLED_BY_AUTO,
+                    Service.disabled_reason.startswith(DISABLE_PREFIX, autoescape=True)).values(
+            disabled=False, disabled_reason=None, disabled_by=None, updated_at=utcnow())
+    else:
+        # Enabled, or already disabled by automation (then only the reason changes).
+        q = q.where(or_(Service.disabled.is_(False), Service.disabled_by == DISABLED_BY_AUTO)).values(
+            disabled=True, disabled_reason=auto_reason(reason), disabled_by=DISABLED_BY_AUTO,
+            updated_at=utcnow())
+    async with db.transaction() as s:
+        result = await s.execute(q.execution_options(synchronize_session=False))
+    changed = result.rowcount == 1
+    if changed:
+        LOG.warning("compute service on %s %s%s", host, "enabled" if enabled else "disabled",
+                    "" if enabled else f" ({auto_reason(reason)})")
+    else:
+        LOG.debug("compute service on %s: not %s (manually disabled, already in that state, "
+                  "or not registered yet)", host, "enabling" if enabled else "disabling")
+    return changed

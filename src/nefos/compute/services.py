@@ -1,0 +1,136 @@
+"""Services (rows in ``services``): liveness, enable/disable, forced down, delete.
+
+``is_up`` is the one definition of "this service is alive" that the API, the
+scheduler and the compute API share: not forced down, and a heartbeat
+(``last_seen_up``, else the row's ``updated_at``/``created_at``) no older than
+``service_down_time``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import select, update
+
+from nefos import exceptions
+from nefos.db.models import ComputeNode, Instance, Service, utcnow
+
+COMPUTE_BINARY = "nefos-compute"
+INTERNAL_ZONE = "internal"
+
+
+def _field(obj, name):
+    if isinstance(obj, dict):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+def _as_naive_utc(value) -> dt.datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if value.tzinfo is not None:
+        value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    return value
+
+
+def last_heartbeat(service) -> dt.datetime | None:
+    return _as_naive_utc(_field(service, "last_seen_up") or _field(service, "updated_at")
+                         or _field(service, "created_at"))
+
+
+def is_up(service, cfg) -> bool:
+    """Whether ``service`` (a ``services`` row or its dict) is alive (Nova's servicegroup DB driver)."""
+    if _field(service, "forced_down"):
+        return False
+    last = last_heartbeat(service)
+    if last is None:
+        return False
+    elapsed = (utcnow() - last).total_seconds()
+    return abs(elapsed) <= cfg.service_down_time
+
+
+def is_compute(service) -> bool:
+    return _field(service, "binary") == COMPUTE_BINARY or _field(service, "topic") == "compute"
+
+
+def zone_of(service, cfg) -> str:
+    """The availability zone Nova reports: compute hosts' zone, ``internal`` for the rest."""
+    if is_compute(service):
+        return _field(service, "availability_zone") or cfg.default_availability_zone
+    return INTERNAL_ZONE
+
+
+def to_dict(row: Service, cfg) -> dict:
+    d = row.to_dict()
+    d["zone"] = zone_of(row, cfg)
+    d["state"] = "up" if is_up(row, cfg) else "down"
+    d["status"] = "disabled" if row.disabled else "enabled"
+    d["updated_at"] = max((t for t in (_as_naive_utc(row.updated_at), _as_naive_utc(row.last_seen_up)) if t),
+                          default=None)
+    return d
+
+
+async def list_services(db, cfg, *, host: str | None = None, binary: str | None = None) -> list[dict]:
+    q = select(Service).where(Service.deleted == 0).order_by(Service.id)
+    if host is not None:
+        q = q.where(Service.host == host)
+    if binary is not None:
+        q = q.where(Service.binary == binary)
+    async with db.reader() as s:
+        rows = (await s.execute(q)).scalars().all()
+    return [to_dict(r, cfg) for r in rows]
+
+
+async def get_service(db, cfg, service_id: int | str) -> dict:
+    """By integer id or uuid."""
+    column = Service.uuid if isinstance(service_id, str) and not service_id.isdigit() else Service.id
+    value = service_id if column is Service.uuid else int(service_id)
+    async with db.reader() as s:
+        row = (await s.execute(select(Service).where(column == value, Service.deleted == 0))).scalar_one_or_none()
+    if row is None:
+        raise exceptions.ServiceNotFound(service_id=service_id)
+    return to_dict(row, cfg)
+
+
+async def update_by_host_and_binary(db, host: str, binary: str, values: dict) -> None:
+    """Set ``values`` (disabled, disabled_reason, disabled_by, forced_down) on one service."""
+    async with db.transaction() as s:
+        result = await s.execute(
+            update(Service).where(Service.host == host, Service.binary == binary, Service.deleted == 0)
+            .values(**values).execution_options(synchronize_session=False))
+        if result.rowcount != 1:
+            raise exceptions.HostBinaryNotFound(binary=binary, host=host)
+
+
+async def set_disabled(db, host: str, binary: str, disabled: bool, reason: str | None = None,
+                       by: str = "operator") -> None:
+    """Disable (recording who did, and why) or enable (clearing both) a service."""
+    values = ({"disabled": True, "disabled_reason": reason, "disabled_by": by} if disabled
+              else {"disabled": False, "disabled_reason": None, "disabled_by": None})
+    await update_by_host_and_binary(db, host, binary, values)
+
+
+async def set_forced_down(db, host: str, binary: str, forced_down: bool) -> None:
+    await update_by_host_and_binary(db, host, binary, {"forced_down": forced_down})
+
+
+async def delete_service(db, service_id: int | str) -> None:
+    """Soft-delete a service (and a compute service's nodes); 409 while it hosts instances."""
+    column = Service.uuid if isinstance(service_id, str) and not service_id.isdigit() else Service.id
+    value = service_id if column is Service.uuid else int(service_id)
+    async with db.transaction() as s:
+        row = (await s.execute(select(Service).where(column == value, Service.deleted == 0))).scalar_one_or_none()
+        if row is None:
+            raise exceptions.ServiceNotFound(service_id=service_id)
+        if is_compute(row):
+            hosting = (await s.execute(select(Instance.id).where(
+                Instance.host == row.host, Instance.deleted == 0).limit(1))).first()
+            if hosting:
+                raise exceptions.ServiceInUse(
+                    reason="Unable to delete compute service that is hosting instances. "
+                           "Migrate or delete the instances first.")
+            await s.execute(update(ComputeNode).where(ComputeNode.host == row.host, ComputeNode.deleted == 0)
+                            .values(deleted=ComputeNode.id).execution_options(synchronize_session=False))
+        row.deleted = row.id

@@ -1,0 +1,1 @@
+"""The conductor: builds request specs, asks the scheduler, hands builds to computes, reschedules."""

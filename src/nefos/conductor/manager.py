@@ -1,0 +1,92 @@
+"""``build_instances``: schedule, record the destination, cast the build (seed 004).
+
+Also the reschedule path: a compute whose build failed casts the build back
+here with the hosts already tried in ``request_spec["retry"]``; after
+``max_attempts`` the instance goes to ERROR with a MaxRetriesExceeded fault.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+
+from nefos import exceptions
+from nefos.bus import Endpoint
+from nefos.objects import actions, allocations, instance as instance_obj, states
+from nefos.compute.rpcapi import ComputeRPCAPI
+from nefos.scheduler.manager import SchedulerAPI
+
+LOG = logging.getLogger(__name__)
+
+SCHEDULE_EVENT = "conductor_schedule_and_build_instances"
+
+
+class ConductorManager(Endpoint):
+    def __init__(self, rt):
+        self.rt = rt
+        self.scheduler = SchedulerAPI(rt.bus)
+        self.compute_rpcapi = ComputeRPCAPI(rt.bus)
+
+    async def _set_error(self, ctx, uuids: list[str], exc: BaseException) -> None:
+        for uuid in uuids:
+            try:
+                await instance_obj.save(self.rt.db, uuid, {"vm_state": states.ERROR, "task_state": None},
+                                        expected_task_state=[states.SCHEDULING, None])
+                await instance_obj.add_fault(self.rt.db, uuid, exc, host=None,
+                                             details="".join(traceback.format_exception(exc)))
+            except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
+                LOG.info("instance %s was deleted while scheduling", uuid)
+
+    async def build_instances(self, ctx, instance_uuids: list[str], request_spec: dict,
+                              build_args: dict) -> None:
+        spec = dict(request_spec)
+        retry = dict(spec.get("retry") or {"num_attempts": 0, "hosts": []})
+        retry["num_attempts"] += 1
+        spec["retry"] = retry
+        event_ids = {u: await actions.event_start(self.rt.db, ctx, u, SCHEDULE_EVENT, None)
+                     for u in instance_uuids}
+        try:
+            if retry["num_attempts"] > self.rt.cfg.max_attempts:
+                raise exceptions.MaxRetriesExceeded(
+                    reason=f"Exceeded max scheduling attempts {self.rt.cfg.max_attempts} for "
+                           f"instance {instance_uuids[0]}. Last exception: {spec.get('last_error', '')}")
+            selections = await self.scheduler.select_destinations(ctx, spec, instance_uuids)
+        except exceptions.NoValidHost as exc:
+            LOG.warning("no valid host for %s: %s", instance_uuids, exc)
+            for uuid in instance_uuids:
+                await actions.event_finish(self.rt.db, event_ids[uuid], result="Error",
+                                           traceback="".join(traceback.format_exception(exc)))
+            await self._set_error(ctx, instance_uuids, exc)
+            return
+        for uuid, selection in zip(instance_uuids, selections):
+            try:
+                await instance_obj.save(self.rt.db, uuid,
+                                        {"host": selection["host"], "node": selection["node"],
+                                         "launched_on": selection["host"],
+                                         "availability_zone": selection["availability_zone"]},
+                                        expected_task_state=[states.SCHEDULING])
+            except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
+                LOG.info("instance %s deleted while scheduling; releasing its claim", uuid)
+                await allocations.release(self.rt.db, uuid)
+                await actions.event_finish(self.rt.db, event_ids[uuid], result="Error",
+                                           details="instance deleted while scheduling")
+                continue
+            await actions.event_finish(self.rt.db, event_ids[uuid])
+            instance_spec = dict(spec, retry={
+                "num_attempts": retry["num_attempts"],
+                "hosts": [*retry["hosts"], [selection["host"], selection["node"]]]})
+            await self.compute_rpcapi.build_and_run_instance(
+                ctx, selection["host"], instance_uuid=uuid, request_spec=instance_spec,
+                build_args=build_args, node=selection["node"])
+
+
+class ConductorAPI:
+    """The client the compute API and compute managers use."""
+
+    def __init__(self, bus):
+        self.bus = bus
+
+    async def build_instances(self, ctx, instance_uuids: list[str], request_spec: dict,
+                              build_args: dict) -> None:
+        await self.bus.cast(ctx, "conductor", "build_instances", instance_uuids=instance_uuids,
+                            request_spec=request_spec, build_args=build_args)

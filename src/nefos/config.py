@@ -1,0 +1,148 @@
+"""Configuration: one typed object, loaded from an INI file and the environment.
+
+Option names follow Nova's where Nova has one, so operators recognise them
+(``vif_plugging_timeout``, ``network_allocate_retries``, ...). The INI file may
+use sections (``[DEFAULT]``, ``[compute]``, ...); section names are ignored and
+every key must be a field below.
+"""
+
+from __future__ import annotations
+
+import configparser
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Config(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    # Where state lives (SQLite database, image files, clouds.yaml).
+    state_dir: Path = Path(".nefos")
+    database_url: str = ""  # default: sqlite in state_dir
+    max_pool_size: int = 20  # database connections kept open per process (oslo.db's name)
+    max_overflow: int = 40  # extra connections a busy process may open (MySQL quota rows need a 2nd)
+    bus_url: str = "local://"  # local:// (in-process) or amqp://user:pw@host:port/vhost
+    control_exchange: str = "nefos"  # names this cloud's queues on a shared broker (oslo.messaging's name)
+    host: str = "localhost"  # this service's host name (compute hosts must differ)
+    bind_host: str = "127.0.0.1"
+    compute_api_port: int = 8774
+    network_api_port: int = 9696
+    image_api_port: int = 9292
+    identity_api_port: int = 5000
+
+    # Service liveness.
+    report_interval: float = 10.0
+    service_down_time: float = 60.0
+
+    # Bus.
+    rpc_response_timeout: float = 60.0
+
+    # Scheduler.
+    max_attempts: int = 3
+    ram_allocation_ratio: float = 1.5
+    cpu_allocation_ratio: float = 16.0
+    disk_allocation_ratio: float = 1.0
+    ram_weight_multiplier: float = 1.0
+    build_failure_weight_multiplier: float = 1000000.0
+    # Soft (anti-)affinity: above ram_weight_multiplier, so a group's preference wins over the
+    # RAM spread when the two disagree (Nova's default of 1.0 makes that a tie).
+    soft_affinity_weight_multiplier: float = 2.0
+    soft_anti_affinity_weight_multiplier: float = 2.0
+    default_availability_zone: str = "nova"
+
+    # Compute.
+    compute_driver: str = "fake"
+    network_allocate_retries: int = 0
+    network_allocate_backoff_max: float = 30.0
+    vif_plugging_timeout: float = 300.0
+    vif_plugging_is_fatal: bool = True
+    sync_power_state_interval: float = 600.0  # seconds between power-state sync passes; <= 0 disables
+    sync_power_state_pool_size: int = 1000
+    handle_virt_lifecycle_events: bool = True  # act on the driver's lifecycle events (else: periodic sync only)
+    lifecycle_stopped_delay: float = 15.0  # seconds a "stopped" event is held (a later event drops it)
+    shutdown_timeout: float = 60.0
+    instance_build_timeout: float = 3600.0  # builds still BUILDING after this go to ERROR (0 = never; Nova: 0)
+    resume_guests_state_on_host_boot: bool = False
+
+    # External events: the network service tells the Compute API about ports (issue 3).
+    notify_nova_on_port_status_changes: bool = True  # network-vif-plugged / -unplugged
+    notify_nova_on_port_data_changes: bool = True  # network-changed (fixed IPs, MAC) / network-vif-deleted
+    send_events_interval: float = 2.0  # at most one batch per interval (the first at once); 0: no batching
+
+    # libvirt driver (compute_driver = "libvirt"; nefos.virt.libvirt).
+    virt_type: str = "auto"  # qemu (TCG), kvm, or auto: kvm only when a KVM guest really boots here
+    connection_uri: str = "qemu:///system"
+    instances_path: str = ""  # guests' disks and console logs; default: <state_dir>/instances
+    dhcp_agent_sync_interval: float = 0.5  # seconds between the DHCP agent's looks at the ports
+
+    # Fake driver.
+    fake_spawn_delay: float = 0.0
+    fake_power_delay: float = 0.0
+    fake_vcpus: int = 32
+    fake_memory_mb: int = 131072
+    fake_local_gb: int = 2048
+    fake_l2_agent: bool = True  # a fake L2 agent beside each fake compute host (reports plugged VIFs up)
+    fake_l2_agent_delay: float = 0.05  # seconds from a VIF plug/unplug to the agent's report
+
+    # Quotas (defaults per project; -1 is unlimited).
+    quota_instances: int = 10
+    quota_cores: int = 20
+    quota_ram: int = 51200
+    quota_key_pairs: int = 100
+    quota_server_groups: int = 10
+    quota_server_group_members: int = 10
+    quota_metadata_items: int = 128
+    quota_networks: int = 100
+    quota_subnets: int = 100
+    quota_ports: int = 500
+    quota_security_groups: int = 10
+    quota_security_group_rules: int = 100
+
+    # Identity (Keystone v3 subset) and API authentication.
+    auth_strategy: str = "keystone"  # "keystone" (tokens required) or "noauth" (trust X-Project-Id/X-Roles)
+    token_expiration: int = 3600  # seconds
+    fernet_key: str = ""  # comma-separated Fernet keys (first one signs); default: <state_dir>/fernet.key
+    revocation_cache_time: float = 5.0  # seconds a "not revoked" answer is reused per token
+    endpoint_host: str = ""  # host in catalog URLs; default: bind_host (or `host` when binding a wildcard)
+    region_name: str = "RegionOne"
+    password_hash_rounds: int = 15  # scrypt cost, log2(N)
+    lockout_failure_attempts: int = 0  # failed logins before a user is locked out; 0 disables lockout
+    lockout_duration: float = 1800.0  # seconds a locked-out user stays locked
+    admin_password: str = ""  # bootstrap passwords; empty: generated once into <state_dir>/passwords.yaml
+    demo_password: str = ""
+    service_password: str = ""
+    # Policy overrides (YAML: rule name -> oslo.policy check string); empty: <state_dir>/policy.yaml if it exists.
+    policy_file: str = ""
+
+    extra: dict[str, str] = Field(default_factory=dict, exclude=True)
+
+    @property
+    def effective_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite+aiosqlite:///{Path(self.state_dir).resolve() / 'nefos.sqlite'}"
+
+
+ENV_PREFIX = "NEFOS_"
+
+
+def load_config(path: str | os.PathLike | None = None, **overrides) -> Config:
+    """Build the configuration: defaults < INI file < NEFOS_* environment < overrides."""
+    values: dict[str, object] = {}
+    if path:
+        parser = configparser.ConfigParser(interpolation=None)
+        if not parser.read(path):
+            raise FileNotFoundError(f"config file {path} not found")
+        for section in [parser.defaults(), *[parser[s] for s in parser.sections()]]:
+            for key, value in section.items():
+                values[key] = value
+    fields = Config.model_fields
+    for key, value in os.environ.items():
+        if key.startswith(ENV_PREFIX):
+            name = key[len(ENV_PREFIX):].lower()
+            if name in fields:
+                values[name] = value
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return Config(**values)

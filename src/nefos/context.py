@@ -1,0 +1,57 @@
+"""The request context: who asks, for which project, under which request id.
+
+It travels with every bus message (``to_dict``/``from_dict``) so that the
+request id that the API returned shows up in every service's logs and in
+notifications.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import uuid
+from dataclasses import asdict, dataclass, field
+
+DEFAULT_PROJECT_ID = "00000000000000000000000000000001"
+DEFAULT_USER_ID = "00000000000000000000000000000001"
+
+
+def new_request_id() -> str:
+    return f"req-{uuid.uuid4()}"
+
+
+@dataclass
+class RequestContext:
+    project_id: str | None = DEFAULT_PROJECT_ID
+    user_id: str | None = DEFAULT_USER_ID
+    roles: list[str] = field(default_factory=lambda: ["admin", "member", "reader"])
+    request_id: str = field(default_factory=new_request_id)
+    global_request_id: str | None = None
+    is_admin: bool = True
+    read_deleted: str = "no"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict | None) -> "RequestContext":
+        if not data:
+            return cls()
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+    def elevated(self) -> "RequestContext":
+        ctx = RequestContext(**self.to_dict())
+        ctx.is_admin = True
+        if "admin" not in ctx.roles:
+            ctx.roles = [*ctx.roles, "admin"]
+        return ctx
+
+
+def admin_context() -> RequestContext:
+    return RequestContext(project_id=None, user_id=None, roles=["admin"], is_admin=True)
+
+
+# The context of the request being served, so log records can carry its id.
+current_context: contextvars.ContextVar[RequestContext | None] = contextvars.ContextVar(
+    "nefos_current_context", default=None
+)

@@ -1,0 +1,482 @@
+"""Errors that cross layers, each carrying the HTTP status it maps to.
+
+Services raise these; the APIs turn them into the OpenStack error body of
+their flavour (Nova's ``{"itemNotFound": {...}}`` or Neutron's
+``{"NeutronError": {...}}``); the bus carries them by class name so that a
+caller of a remote method gets the same typed error back.
+"""
+
+from __future__ import annotations
+
+
+class NefosError(Exception):
+    code = 500
+    message = "An unknown error occurred."
+
+    def __init__(self, message: str | None = None, **kwargs):
+        self.kwargs = kwargs
+        if message is None:
+            try:
+                message = self.message % kwargs if kwargs else self.message
+            except (KeyError, TypeError, ValueError):
+                message = self.message
+        super().__init__(message)
+
+    @property
+    def msg(self) -> str:
+        return str(self)
+
+
+_registry: dict[str, type[NefosError]] = {}
+
+
+def error_class(name: str) -> type[NefosError] | None:
+    """The error class of this name, for re-raising errors that came over the bus."""
+    return _registry.get(name)
+
+
+class _Meta(type):
+    def __init__(cls, name, bases, ns):
+        super().__init__(name, bases, ns)
+        _registry[name] = cls
+
+
+class Error(NefosError, metaclass=_Meta):
+    """Base for every registered error."""
+
+
+class Invalid(Error):
+    code = 400
+    message = "Unacceptable parameters."
+
+
+class ValidationError(Invalid):
+    message = "Invalid input: %(detail)s"
+
+
+class NotAuthorized(Error):
+    code = 403
+    message = "Not authorized."
+
+
+class PolicyNotAuthorized(NotAuthorized):
+    message = "Policy doesn't allow %(action)s to be performed."
+
+
+class Unauthorized(Error):
+    code = 401
+    message = "The request you have made requires authentication."
+
+
+class NotFound(Error):
+    code = 404
+    message = "Resource could not be found."
+
+
+class Conflict(Error):
+    code = 409
+    message = "Conflict."
+
+
+class OverQuota(Error):
+    code = 403
+    message = "Quota exceeded for %(overs)s."
+
+
+class NotAcceptable(Error):
+    code = 406
+    message = "Not acceptable."
+
+
+class ServiceUnavailable(Error):
+    code = 503
+    message = "Service unavailable."
+
+
+# Compute ---------------------------------------------------------------------
+
+class InstanceNotFound(NotFound):
+    message = "Instance %(instance_id)s could not be found."
+
+
+class FlavorNotFound(NotFound):
+    message = "Flavor %(flavor_id)s could not be found."
+
+
+class ImageNotFound(NotFound):
+    message = "Image %(image_id)s could not be found."
+
+
+class KeypairNotFound(NotFound):
+    message = "Keypair %(name)s not found for user %(user_id)s"
+
+
+class ServiceNotFound(NotFound):
+    message = "Service %(service_id)s could not be found."
+
+
+class ComputeHostNotFound(NotFound):
+    message = "Compute host %(host)s could not be found."
+
+
+class InstanceActionNotFound(NotFound):
+    message = "Action for request_id %(request_id)s on instance %(instance_uuid)s not found"
+
+
+class InstanceGroupNotFound(NotFound):
+    message = "Instance group %(group_uuid)s could not be found."
+
+
+class InstanceInvalidState(Conflict):
+    message = ("Cannot '%(action)s' instance %(instance_uuid)s while it is in "
+               "%(attr)s %(state)s")
+
+
+class InstanceIsLocked(Conflict):
+    message = "Instance %(instance_uuid)s is locked"
+
+
+class UnexpectedTaskStateError(Conflict):
+    message = ("Conflict updating instance %(instance_uuid)s. "
+               "Expected: %(expected)s. Actual: %(actual)s")
+
+
+class UnexpectedDeletingTaskStateError(UnexpectedTaskStateError):
+    pass
+
+
+class InstanceExists(Conflict):
+    message = "Instance %(name)s already exists."
+
+
+class KeyPairExists(Conflict):
+    message = "Key pair '%(key_name)s' already exists."
+
+
+class FlavorExists(Conflict):
+    message = "Flavor with %(what)s %(value)s already exists."
+
+
+class NoValidHost(Error):
+    code = 500
+    message = "No valid host was found. %(reason)s"
+
+
+class MaxRetriesExceeded(NoValidHost):
+    message = "Exceeded maximum number of retries. %(reason)s"
+
+
+class RescheduledException(Error):
+    message = "Build of instance %(instance_uuid)s was re-scheduled: %(reason)s"
+
+
+class BuildAbortException(Error):
+    message = "Build of instance %(instance_uuid)s aborted: %(reason)s"
+
+
+class ComputeResourcesUnavailable(Error):
+    message = "Insufficient compute resources: %(reason)s."
+
+
+class RescheduledByPolicyException(RescheduledException):
+    message = "Build of instance %(instance_uuid)s was re-scheduled: %(reason)s"
+
+
+class VirtualInterfaceCreateException(Error):
+    message = "Virtual Interface creation failed"
+
+
+class InstanceDeployFailure(Error):
+    message = "Failed to deploy instance: %(reason)s"
+
+
+class InstanceBuildTimeout(Error):
+    message = "Instance build timed out after %(timeout)s seconds (instance_build_timeout). Set to error state."
+
+
+class HypervisorUnavailable(Error):
+    message = "Connection to the hypervisor is broken on host: %(host)s"
+
+
+class InstanceNotReady(Conflict):
+    message = "Instance %(instance_id)s has not been scheduled to a host yet."
+
+
+class ConsoleNotAvailable(NotFound):
+    message = "Guest does not have a console available."
+
+
+class NotSupported(Error):
+    code = 501
+    message = "Action is not supported."
+
+
+class QuotaError(OverQuota):
+    pass
+
+
+class MarkerNotFound(Invalid):
+    message = "Marker %(marker)s could not be found."
+
+
+class FlavorExtraSpecsNotFound(NotFound):
+    message = "Flavor %(flavor_id)s has no extra specs with key %(extra_specs_key)s."
+
+
+class FlavorAccessExists(Conflict):
+    message = ("Flavor access already exists for flavor %(flavor_id)s and project "
+               "%(project_id)s combination.")
+
+
+class FlavorAccessNotFound(NotFound):
+    message = "Flavor access not found for %(flavor_id)s / %(project_id)s combination."
+
+
+class InvalidKeypair(Invalid):
+    message = "Keypair data is invalid: %(reason)s"
+
+
+class KeypairLimitExceeded(OverQuota):
+    message = "Quota exceeded, too many key pairs."
+
+
+class HostBinaryNotFound(NotFound):
+    message = "Could not find binary %(binary)s on host %(host)s."
+
+
+class HypervisorNotFound(NotFound):
+    message = "Hypervisor with ID '%(id)s' could not be found."
+
+
+class ServiceInUse(Conflict):
+    message = "%(reason)s"
+
+
+class ServerGroupLimitExceeded(OverQuota):
+    message = "Quota exceeded, too many server groups."
+
+
+class ServerGroupMembersLimitExceeded(OverQuota):
+    message = "Quota exceeded, too many servers in group"
+
+
+# Network ---------------------------------------------------------------------
+
+class NetworkNotFound(NotFound):
+    message = "Network %(net_id)s could not be found."
+
+
+class SubnetNotFound(NotFound):
+    message = "Subnet %(subnet_id)s could not be found."
+
+
+class PortNotFound(NotFound):
+    message = "Port %(port_id)s could not be found."
+
+
+class SecurityGroupNotFound(NotFound):
+    message = "Security group %(id)s does not exist"
+
+
+class SecurityGroupRuleNotFound(NotFound):
+    message = "Security group rule %(id)s does not exist"
+
+
+class NetworkAmbiguous(Conflict):
+    message = ("Multiple possible networks found, use a Network ID to be more "
+               "specific.")
+
+
+class NetworkRequiresSubnet(Invalid):
+    message = ("Network %(network_uuid)s requires a subnet in order to boot "
+               "instances on.")
+
+
+class PortInUse(Conflict):
+    message = "Port %(port_id)s is still in use."
+
+
+class PortNotUsable(Invalid):
+    message = "Port %(port_id)s not usable for instance %(instance)s."
+
+
+class FixedIpAlreadyInUse(Conflict):
+    message = ("Fixed IP address %(address)s is already in use on network "
+               "%(net_id)s.")
+
+
+class IpAddressGenerationFailure(Conflict):
+    message = "No more IP addresses available on network %(net_id)s."
+
+
+class InvalidIpAddress(Invalid):
+    message = "Invalid IP address: %(address)s"
+
+
+class MacAddressInUse(Conflict):
+    message = "Unable to complete operation for network %(net_id)s. The mac address %(mac)s is in use."
+
+
+class SecurityGroupAmbiguous(Conflict):
+    message = ("Multiple security groups found matching '%(name)s'. Use an ID "
+               "to be more specific.")
+
+
+class InUse(Conflict):
+    message = "%(what)s %(id)s is in use."
+
+
+class ExternalNetworkAttachForbidden(NotAuthorized):
+    message = "It is not allowed to create an interface on external network %(network_uuid)s"
+
+
+# Neutron's own error types (the class name is the NeutronError "type"). Where Nova has a
+# name for the same failure, the Neutron class subclasses it so compute callers can catch
+# the Nova name and the Networking API still renders Neutron's.
+
+class InvalidInput(Invalid):
+    message = "Invalid input for operation: %(error_message)s."
+
+
+class NetworkInUse(InUse):
+    message = ("Unable to complete operation on network %(net_id)s. There are one or more "
+               "ports still in use on the network.")
+
+
+class SubnetInUse(InUse):
+    message = ("Unable to complete operation on subnet %(subnet_id)s: One or more ports have "
+               "an IP allocation from this subnet.")
+
+
+class SecurityGroupInUse(InUse):
+    message = "Security Group %(id)s in use."
+
+
+class SecurityGroupCannotRemoveDefault(Conflict):
+    message = "Insufficient rights for removing default security group."
+
+
+class SecurityGroupDefaultAlreadyExists(Conflict):
+    message = "Default security group already exists."
+
+
+class SecurityGroupRuleExists(Conflict):
+    message = "Security group rule already exists. Rule id is %(rule_id)s."
+
+
+class SecurityGroupRuleParameterConflict(Invalid):
+    message = "Conflicting value ethertype %(ethertype)s for CIDR %(cidr)s"
+
+
+class SecurityGroupRemoteGroupAndRemoteIpPrefix(Invalid):
+    message = "Only remote_ip_prefix or remote_group_id may be provided."
+
+
+class SecurityGroupProtocolRequiredWithPorts(Invalid):
+    message = "Must also specify protocol if port range is given."
+
+
+class SecurityGroupInvalidPortRange(Invalid):
+    message = "For TCP/UDP protocols, port_range_min must be <= port_range_max"
+
+
+class SecurityGroupInvalidPortValue(Invalid):
+    message = "Invalid value for port %(port)s"
+
+
+class SecurityGroupInvalidIcmpValue(Invalid):
+    message = "Invalid value for ICMP %(field)s (%(attr)s) %(value)s. It must be 0 to 255."
+
+
+class SecurityGroupRuleInvalidProtocol(Invalid):
+    message = ("Security group rule protocol %(protocol)s not supported. Only protocol values "
+               "%(values)s and integer representations [0 to 255] are supported.")
+
+
+class SecurityGroupCannotBeApplied(Invalid):
+    message = ("Network requires port_security_enabled and subnet associated in order to "
+               "apply security groups.")
+
+
+class PortSecurityAndIPRequiredForSecurityGroups(Invalid):
+    message = ("Port security must be enabled and port must have an IP address in order to "
+               "use security groups.")
+
+
+class IpAddressInUse(FixedIpAlreadyInUse):
+    message = ("Unable to complete operation for network %(net_id)s. The IP address "
+               "%(ip_address)s is in use.")
+
+
+class InvalidIpForNetwork(InvalidIpAddress):
+    message = ("IP address %(ip_address)s is not a valid IP for any of the subnets on the "
+               "specified network.")
+
+
+class InvalidIpForSubnet(InvalidIpAddress):
+    message = "IP address %(ip_address)s is not a valid IP for the specified subnet."
+
+
+class GatewayConflictWithAllocationPools(Conflict):
+    message = "Gateway ip %(ip_address)s conflicts with allocation pool %(pool)s."
+
+
+class OverlappingAllocationPools(Conflict):
+    message = "Found overlapping allocation pools: %(pool_1)s %(pool_2)s for subnet %(subnet_cidr)s."
+
+
+class OutOfBoundsAllocationPool(Invalid):
+    message = "The allocation pool %(pool)s spans beyond the subnet cidr %(subnet_cidr)s."
+
+
+class InvalidAllocationPool(Invalid):
+    message = "The allocation pool %(pool)s is not valid."
+
+
+class InvalidSharedSetting(Conflict):
+    message = ("Unable to reconfigure sharing settings for network %(network)s. Multiple "
+               "tenants are using it.")
+
+
+class PortRequiresFixedIP(Invalid):
+    message = "Port %(port_id)s requires a FixedIP in order to be used."
+
+
+class UnableToAutoAllocateNetwork(Invalid):
+    message = "Unable to automatically allocate a network for project %(project_id)s"
+
+
+# Image -----------------------------------------------------------------------
+
+class RequestEntityTooLarge(Error):
+    code = 413
+    message = "Request entity too large."
+
+
+class ImageSizeLimitExceeded(RequestEntityTooLarge):
+    message = "The provided image is too large (the limit is %(limit)s bytes)."
+
+
+class ImageLimitExceeded(RequestEntityTooLarge):
+    message = "Attempted to exceed the limit of %(limit)s %(what)s on an image."
+
+
+class UnsupportedMediaType(Error):
+    code = 415
+    message = "Unsupported Content-Type %(content_type)s."
+
+
+class ImageForbidden(NotAuthorized):
+    message = "%(reason)s"
+
+
+class ImageProtected(NotAuthorized):
+    message = "Image %(image_id)s is protected and cannot be deleted."
+
+
+class ImageConflict(Conflict):
+    message = "%(reason)s"
+
+
+class ImageUnacceptable(Invalid):
+    message = "Image %(image_id)s is unacceptable: %(reason)s"

@@ -1,0 +1,1 @@
+"""Identity: a Keystone v3 subset (tokens, catalog, domains, projects, users, roles)."""

@@ -1,0 +1,1003 @@
+"""The Identity API: a Keystone v3 subset (tokens, catalog, domains, projects, users, roles, grants).
+
+Every route except the version documents and ``POST /v3/auth/tokens`` needs a
+valid ``X-Auth-Token`` (checked here whatever ``auth_strategy`` says: the
+identity service is the authority). Writes need the admin role; a user may
+read themselves, their projects and their own token.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from sqlalchemy import delete, select
+from sqlalchemy.exc import IntegrityError
+from starlette.responses import JSONResponse, Response
+
+from nefos import exceptions, policy, rest
+from nefos.db.models import (
+    IdentityDomain, IdentityProject, IdentityRole, IdentityRoleAssignment, IdentityUser,
+)
+from nefos.identity import catalog, core, passwords, tokens
+from nefos.identity.core import bad_request, write
+from nefos.identity.tokens import TokenData
+
+VERSION_ID = "v3.14"
+VERSION_UPDATED = "2020-04-07T00:00:00Z"
+MEDIA_TYPES = [{"base": "application/json", "type": "application/vnd.openstack.identity-v3+json"}]
+
+_TITLES = {
+    400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
+    405: "Method Not Allowed", 406: "Not Acceptable", 409: "Conflict", 413: "Request Entity Too Large",
+    415: "Unsupported Media Type", 500: "Internal Server Error", 501: "Not Implemented",
+    503: "Service Unavailable",
+}
+
+
+def keystone_error_body(status: int, message: str, kind: str) -> dict:
+    return {"error": {"code": status, "message": message, "title": _TITLES.get(status, "Error")}}
+
+
+def www_authenticate(cfg) -> str:
+    return f'Keystone uri="{catalog.identity_base_url(cfg)}"'
+
+
+router = APIRouter()
+
+
+# Helpers ---------------------------------------------------------------------
+
+def _rt(request: Request):
+    return request.app.state.rt
+
+
+def _base(request: Request) -> str:
+    return str(request.base_url).rstrip("/")
+
+
+def _self_link(request: Request, path: str) -> dict:
+    return {"self": f"{_base(request)}/v3/{path}"}
+
+
+def _list_links(request: Request) -> dict:
+    return {"self": str(request.url), "previous": None, "next": None}
+
+
+def _qbool(value: str | None) -> bool:
+    return value is not None and value.strip().lower() not in ("0", "false", "no", "off")
+
+
+def _forbidden(action: str) -> exceptions.NotAuthorized:
+    return exceptions.NotAuthorized(
+        f"You are not authorized to perform the requested action: identity:{action}.")
+
+
+def credentials(tok: TokenData) -> dict:
+    """What Keystone's policy rules test about a token (``policy.credentials`` for the identity API)."""
+    names = [n.lower() for n in tok.role_names]
+    return {"roles": names, "user_id": tok.user_id, "project_id": tok.project_id,
+            "domain_id": tok.domain_id, "is_admin": "admin" in names,
+            "token": {"user": {"domain": {"id": tok.user_domain_id}},
+                      "project": {"domain": {"id": tok.project_domain_id}},
+                      "domain": {"id": tok.domain_id}}}
+
+
+def allowed(tok: TokenData, action: str, target: dict | None = None) -> bool:
+    return policy.check(credentials(tok), f"identity:{action}", target)
+
+
+def authorize(tok: TokenData, action: str, target: dict | None = None) -> None:
+    """403 in Keystone's words unless policy ``identity:<action>`` passes for ``tok`` on ``target``."""
+    policy.enforce(credentials(tok), f"identity:{action}", target, api="identity")
+
+
+def require_admin(tok: TokenData, action: str) -> None:
+    authorize(tok, action)
+
+
+async def auth(request: Request) -> TokenData:
+    """The caller's validated token (401 when missing or invalid)."""
+    token = request.headers.get("x-auth-token")
+    if not token:
+        raise exceptions.Unauthorized("The request you have made requires authentication.")
+    return await tokens.validate(_rt(request), token)
+
+
+async def _body(request: Request, key: str) -> dict:
+    body = await rest.json_body(request)
+    if not isinstance(body, dict) or not isinstance(body.get(key), dict):
+        raise bad_request(f"Expecting to find {key} in request body.")
+    return body[key]
+
+
+def _name(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not value.strip() or len(value) > 255:
+        raise bad_request(f"Invalid input for field 'name': a {what} name must be a non-empty "
+                          f"string of at most 255 characters.")
+    return value
+
+
+def _bool(value: Any, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise bad_request(f"Invalid input for field '{field}': {value!r} is not a boolean.")
+    return value
+
+
+def _text(value: Any, field: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise bad_request(f"Invalid input for field '{field}': {value!r} is not a string.")
+    return value
+
+
+def _tags(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if (not isinstance(value, list) or not all(isinstance(t, str) and 0 < len(t) <= 255 for t in value)
+            or len(value) > 80):
+        raise bad_request("Invalid input for field 'tags': expected a list of strings.")
+    return list(dict.fromkeys(value))
+
+
+def _password(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) > 4096:
+        raise bad_request("Invalid input for field 'password': expected a string.")
+    return value
+
+
+def _conflict(kind: str, field: str, value: str) -> exceptions.Conflict:
+    return exceptions.Conflict(
+        f"Conflict occurred attempting to store {kind} - Duplicate entry found with {field} {value}.")
+
+
+def _default_domain(tok: TokenData) -> str:
+    return tok.domain_id or tok.project_domain_id or "default"
+
+
+# Documents -------------------------------------------------------------------
+
+def domain_doc(request: Request, d: IdentityDomain) -> dict:
+    return {"id": d.id, "name": d.name, "description": d.description or "", "enabled": d.enabled,
+            "tags": d.tags or [], "options": {}, "links": _self_link(request, f"domains/{d.id}")}
+
+
+def project_doc(request: Request, p: IdentityProject) -> dict:
+    return {"id": p.id, "name": p.name, "domain_id": p.domain_id, "description": p.description or "",
+            "enabled": p.enabled, "parent_id": p.parent_id or p.domain_id, "is_domain": False,
+            "tags": p.tags or [], "options": {}, "links": _self_link(request, f"projects/{p.id}")}
+
+
+def user_doc(request: Request, u: IdentityUser) -> dict:
+    doc = dict(u.extra or {})
+    doc.update({"id": u.id, "name": u.name, "domain_id": u.domain_id, "enabled": u.enabled,
+                "password_expires_at": None, "options": {},
+                "links": _self_link(request, f"users/{u.id}")})
+    if u.default_project_id:
+        doc["default_project_id"] = u.default_project_id
+    if u.description:
+        doc["description"] = u.description
+    return doc
+
+
+def role_doc(request: Request, r: IdentityRole) -> dict:
+    return {"id": r.id, "name": r.name, "domain_id": None, "description": r.description or "",
+            "options": {}, "links": _self_link(request, f"roles/{r.id}")}
+
+
+# Versions --------------------------------------------------------------------
+
+def _version(request: Request) -> dict:
+    return {"id": VERSION_ID, "status": "stable", "updated": VERSION_UPDATED,
+            "links": [{"rel": "self", "href": f"{_base(request)}/v3/"}], "media-types": MEDIA_TYPES}
+
+
+@router.get("/")
+async def versions(request: Request):
+    return JSONResponse({"versions": {"values": [_version(request)]}}, status_code=300)
+
+
+@router.get("/v3")
+@router.get("/v3/")
+async def version_v3(request: Request):
+    return {"version": _version(request)}
+
+
+# Tokens ----------------------------------------------------------------------
+
+@router.post("/v3/auth/tokens")
+async def issue_token(request: Request):
+    rt = _rt(request)
+    body = await rest.json_body(request)
+    data = await core.authenticate(rt, body)
+    token = tokens.issue(rt.cfg, data)
+    doc = await core.token_body(rt, data, include_catalog=not _qbool(request.query_params.get("nocatalog")))
+    return JSONResponse(doc, status_code=201, headers={"X-Subject-Token": token})
+
+
+async def _subject(request: Request, tok: TokenData, action: str, allow_expired: bool = False) -> TokenData:
+    subject = request.headers.get("x-subject-token")
+    if not subject:
+        raise bad_request("Expecting to find X-Subject-Token in the request headers.")
+    privileged = allowed(tok, f"{action}:other_user") or "service" in tok.role_names
+    if allow_expired and not privileged:
+        allow_expired = False
+    try:
+        data = await tokens.validate(_rt(request), subject, allow_expired=allow_expired)
+    except exceptions.Unauthorized:
+        raise exceptions.NotFound(f"Could not find token: {subject}.")
+    if not privileged and data.user_id != tok.user_id:
+        raise _forbidden(action)
+    return data
+
+
+@router.api_route("/v3/auth/tokens", methods=["GET", "HEAD"])
+async def validate_token(request: Request, tok: TokenData = Depends(auth)):
+    allow_expired = _qbool(request.query_params.get("allow_expired"))
+    data = await _subject(request, tok, "validate_token", allow_expired)
+    subject = request.headers["x-subject-token"]
+    if request.method == "HEAD":
+        return Response(status_code=200, headers={"X-Subject-Token": subject})
+    doc = await core.token_body(_rt(request), data,
+                                include_catalog=not _qbool(request.query_params.get("nocatalog")))
+    return JSONResponse(doc, headers={"X-Subject-Token": subject})
+
+
+@router.delete("/v3/auth/tokens", status_code=204)
+async def revoke_token(request: Request, tok: TokenData = Depends(auth)):
+    data = await _subject(request, tok, "revoke_token")
+    async with write(_rt(request)) as s:
+        tokens.add_revocation_event(s, audit_id=data.audit_ids[0])
+    return Response(status_code=204)
+
+
+@router.get("/v3/auth/catalog")
+async def auth_catalog(request: Request, tok: TokenData = Depends(auth)):
+    if tok.scope == "unscoped":
+        raise exceptions.NotAuthorized("A scoped token is required to get the service catalog.")
+    return {"catalog": catalog.catalog(_rt(request).cfg), "links": _list_links(request)}
+
+
+@router.get("/v3/auth/projects")
+async def auth_projects(request: Request, tok: TokenData = Depends(auth)):
+    async with _rt(request).db.reader() as s:
+        rows = await core.user_projects(s, tok.user_id)
+    return {"projects": [project_doc(request, p) for p in rows if p.enabled], "links": _list_links(request)}
+
+
+@router.get("/v3/auth/domains")
+async def auth_domains(request: Request, tok: TokenData = Depends(auth)):
+    async with _rt(request).db.reader() as s:
+        rows = await core.user_domains(s, tok.user_id)
+    return {"domains": [domain_doc(request, d) for d in rows if d.enabled], "links": _list_links(request)}
+
+
+# Domains ---------------------------------------------------------------------
+
+@router.get("/v3/domains")
+async def list_domains(request: Request, tok: TokenData = Depends(auth)):
+    require_admin(tok, "list_domains")
+    q = select(IdentityDomain).order_by(IdentityDomain.name)
+    params = request.query_params
+    if "name" in params:
+        q = q.where(IdentityDomain.name == params["name"])
+    if "enabled" in params:
+        q = q.where(IdentityDomain.enabled == _qbool(params["enabled"]))
+    async with _rt(request).db.reader() as s:
+        rows = (await s.execute(q)).scalars().all()
+    return {"domains": [domain_doc(request, d) for d in rows], "links": _list_links(request)}
+
+
+@router.post("/v3/domains", status_code=201)
+async def create_domain(request: Request, tok: TokenData = Depends(auth)):
+    require_admin(tok, "create_domain")
+    body = await _body(request, "domain")
+    row = IdentityDomain(id=core.new_id(), name=_name(body.get("name"), "domain"),
+                         description=_text(body.get("description"), "description"),
+                         enabled=_bool(body.get("enabled", True), "enabled"), tags=_tags(body.get("tags")))
+    try:
+        async with write(_rt(request)) as s:
+            if (await s.execute(select(IdentityDomain.id).where(IdentityDomain.name == row.name))).first():
+                raise _conflict("domain", "name", row.name)
+            s.add(row)
+    except IntegrityError:
+        raise _conflict("domain", "name", row.name)
+    return JSONResponse({"domain": domain_doc(request, row)}, status_code=201)
+
+
+@router.get("/v3/domains/{domain_id}")
+async def show_domain(request: Request, domain_id: str, tok: TokenData = Depends(auth)):
+    authorize(tok, "get_domain", {"target.domain.id": domain_id})
+    async with _rt(request).db.reader() as s:
+        row = await core.get_domain(s, domain_id)
+    return {"domain": domain_doc(request, row)}
+
+
+@router.patch("/v3/domains/{domain_id}")
+async def update_domain(request: Request, domain_id: str, tok: TokenData = Depends(auth)):
+    require_admin(tok, "update_domain")
+    body = await _body(request, "domain")
+    try:
+        async with write(_rt(request)) as s:
+            row = await core.get_domain(s, domain_id)
+            if "name" in body and body["name"] != row.name:
+                name = _name(body["name"], "domain")
+                if (await s.execute(select(IdentityDomain.id).where(IdentityDomain.name == name))).first():
+                    raise _conflict("domain", "name", name)
+                row.name = name
+            if "description" in body:
+                row.description = _text(body["description"], "description")
+            if "tags" in body:
+                row.tags = _tags(body["tags"])
+            if "enabled" in body:
+                enabled = _bool(body["enabled"], "enabled")
+                if row.enabled and not enabled:
+                    tokens.add_revocation_event(s, domain_id=row.id)
+                row.enabled = enabled
+            await s.flush()
+    except IntegrityError:
+        raise _conflict("domain", "name", str(body.get("name")))
+    return {"domain": domain_doc(request, row)}
+
+
+@router.delete("/v3/domains/{domain_id}", status_code=204)
+async def delete_domain(request: Request, domain_id: str, tok: TokenData = Depends(auth)):
+    require_admin(tok, "delete_domain")
+    async with write(_rt(request)) as s:
+        row = await core.get_domain(s, domain_id)
+        if row.enabled:
+            raise exceptions.NotAuthorized("Cannot delete a domain that is enabled, please disable it first.")
+        projects = select(IdentityProject.id).where(IdentityProject.domain_id == domain_id)
+        users = select(IdentityUser.id).where(IdentityUser.domain_id == domain_id)
+        A = IdentityRoleAssignment
+        await s.execute(delete(A).where(A.target_type == "project", A.target_id.in_(projects)))
+        await s.execute(delete(A).where(A.target_type == "domain", A.target_id == domain_id))
+        await s.execute(delete(A).where(A.actor_id.in_(users)))
+        await s.execute(delete(IdentityProject).where(IdentityProject.domain_id == domain_id))
+        await s.execute(delete(IdentityUser).where(IdentityUser.domain_id == domain_id))
+        await s.delete(row)
+        tokens.add_revocation_event(s, domain_id=domain_id)
+    return Response(status_code=204)
+
+
+# Projects --------------------------------------------------------------------
+
+@router.get("/v3/projects")
+async def list_projects(request: Request, tok: TokenData = Depends(auth)):
+    require_admin(tok, "list_projects")
+    P = IdentityProject
+    q = select(P).order_by(P.name)
+    params = request.query_params
+    if _qbool(params.get("is_domain")):
+        return {"projects": [], "links": _list_links(request)}
+    if "name" in params:
+        q = q.where(P.name == params["name"])
+    if "domain_id" in params:
+        q = q.where(P.domain_id == params["domain_id"])
+    if "enabled" in params:
+        q = q.where(P.enabled == _qbool(params["enabled"]))
+    if "parent_id" in params:
+        parent = params["parent_id"]
+        async with _rt(request).db.reader() as s:
+            is_domain = await s.get(IdentityDomain, parent) is not None
+        q = q.where(P.parent_id.is_(None), P.domain_id == parent) if is_domain else q.where(P.parent_id == parent)
+    async with _rt(request).db.reader() as s:
+        rows = (await s.execute(q)).scalars().all()
+    return {"projects": [project_doc(request, p) for p in rows], "links": _list_links(request)}
+
+
+@router.post("/v3/projects", status_code=201)
+async def create_project(request: Request, tok: TokenData = Depends(auth)):
+    require_admin(tok, "create_project")
+    body = await _body(request, "project")
+    if body.get("is_domain"):
+        raise bad_request("Projects acting as domains are not supported; create a domain instead.")
+    name = _name(body.get("name"), "project")
+    parent_id = body.get("parent_id")
+    domain_id = body.get("domain_id")
+    if domain_id is not None and not isinstance(domain_id, str):
+        raise bad_request("Invalid input for field 'domain_id'.")
+    if parent_id is not None and not isinstance(parent_id, str):
+        raise bad_request("Invalid input for field 'parent_id'.")
+    row = IdentityProject(id=core.new_id(), name=name,
+                          description=_text(body.get("description"), "description"),
+                          enabled=_bool(body.get("enabled", True), "enabled"), tags=_tags(body.get("tags")))
+    try:
+        async with write(_rt(request)) as s:
+            if parent_id and await s.get(IdentityDomain, parent_id) is not None:
+                domain_id = domain_id or parent_id  # a domain as parent: a top-level project
+                parent_id = None
+            if parent_id:
+                parent = await s.get(IdentityProject, parent_id)
+                if parent is None:
+                    raise bad_request(f"Could not find parent project: {parent_id}.")
+                if domain_id and domain_id != parent.domain_id:
+                    raise bad_request("Cannot create a child project in a different domain than its parent.")
+                domain_id = parent.domain_id
+            domain_id = domain_id or _default_domain(tok)
+            if await s.get(IdentityDomain, domain_id) is None:
+                raise bad_request(f"Could not find domain: {domain_id}.")
+            if (await s.execute(select(IdentityProject.id).where(
+                    IdentityProject.domain_id == domain_id, IdentityProject.name == name))).first():
+                raise _conflict("project", "name", name)
+            row.domain_id, row.parent_id = domain_id, parent_id
+            s.add(row)
+    except IntegrityError:
+        raise _conflict("project", "name", name)
+    return JSONResponse({"project": project_doc(request, row)}, status_code=201)
+
+
+@router.get("/v3/projects/{project_id}")
+async def show_project(request: Request, project_id: str, tok: TokenData = Depends(auth)):
+    async with _rt(request).db.reader() as s:
+        if not allowed(tok, "get_project", {"target.project.id": project_id}):
+            if not await core.direct_roles(s, tok.user_id, "project", project_id):
+                raise _forbidden("get_project")
+        row = await core.get_project(s, project_id)
+    return {"project": project_doc(request, row)}
+
+
+@router.patch("/v3/projects/{project_id}")
+async def update_project(request: Request, project_id: str, tok: TokenData = Depends(auth)):
+    require_admin(tok, "update_project")
+    body = await _body(request, "project")
+    try:
+        async with write(_rt(request)) as s:
+            row = await core.get_project(s, project_id)
+            if "domain_id" in body and body["domain_id"] != row.domain_id:
+                raise bad_request("Update of `domain_id` is not allowed.")
+            if "parent_id" in body and body["parent_id"] not in (row.parent_id, row.domain_id):
+                raise bad_request("Update of `parent_id` is not allowed.")
+            if body.get("is_domain"):
+                raise bad_request("Update of `is_domain` is not allowed.")
+            if "name" in body and body["name"] != row.name:
+                name = _name(body["name"], "project")
+                if (await s.execute(select(IdentityProject.id).where(
+                        IdentityProject.domain_id == row.domain_id, IdentityProject.name == name))).first():
+                    raise _conflict("project", "name", name)
+                row.name = name
+            if "description" in body:
+                row.description = _text(body["description"], "description")
+            if "tags" in body:
+                row.tags = _tags(body["tags"])
+            if "enabled" in body:
+                enabled = _bool(body["enabled"], "enabled")
+                if row.enabled and not enabled:
+                    tokens.add_revocation_event(s, project_id=row.id)
+                row.enabled = enabled
+            await s.flush()
+    except IntegrityError:
+        raise _conflict("project", "name", str(body.get("name")))
+    return {"project": project_doc(request, row)}
+
+
+@router.delete("/v3/projects/{project_id}", status_code=204)
+async def delete_project(request: Request, project_id: str, tok: TokenData = Depends(auth)):
+    require_admin(tok, "delete_project")
+    async with write(_rt(request)) as s:
+        row = await core.get_project(s, project_id)
+        if (await s.execute(select(IdentityProject.id).where(IdentityProject.parent_id == project_id))).first():
+            raise exceptions.NotAuthorized(
+                f"Cannot delete the project {project_id} since it is not a leaf in the hierarchy.")
+        A = IdentityRoleAssignment
+        await s.execute(delete(A).where(A.target_type == "project", A.target_id == project_id))
+        await s.delete(row)
+        tokens.add_revocation_event(s, project_id=project_id)
+    return Response(status_code=204)
+
+
+# Users -----------------------------------------------------------------------
+
+_USER_FIELDS = {"id", "name", "domain_id", "password", "enabled", "default_project_id", "description",
+                "options", "federated", "links", "password_expires_at"}
+
+
+@router.get("/v3/users")
+async def list_users(request: Request, tok: TokenData = Depends(auth)):
+    require_admin(tok, "list_users")
+    U = IdentityUser
+    q = select(U).order_by(U.name)
+    params = request.query_params
+    if "name" in params:
+        q = q.where(U.name == params["name"])
+    if "domain_id" in params:
+        q = q.where(U.domain_id == params["domain_id"])
+    if "enabled" in params:
+        q = q.where(U.enabled == _qbool(params["enabled"]))
+    async with _rt(request).db.reader() as s:
+        rows = (await s.execute(q)).scalars().all()
+    return {"users": [user_doc(request, u) for u in rows], "links": _list_links(request)}
+
+
+def _user_extra(body: dict, current: dict | None = None) -> dict:
+    extra = dict(current or {})
+    for key, value in body.items():
+        if key not in _USER_FIELDS:
+            extra[key] = value
+    return extra
+
+
+async def _check_default_project(s, project_id: Any) -> str | None:
+    if project_id is None:
+        return None
+    if not isinstance(project_id, str) or await s.get(IdentityProject, project_id) is None:
+        raise bad_request(f"Could not find project: {project_id}.")
+    return project_id
+
+
+@router.post("/v3/users", status_code=201)
+async def create_user(request: Request, tok: TokenData = Depends(auth)):
+    require_admin(tok, "create_user")
+    rt = _rt(request)
+    body = await _body(request, "user")
+    name = _name(body.get("name"), "user")
+    domain_id = body.get("domain_id") or _default_domain(tok)
+    if not isinstance(domain_id, str):
+        raise bad_request("Invalid input for field 'domain_id'.")
+    password = _password(body.get("password"))
+    row = IdentityUser(id=core.new_id(), name=name, enabled=_bool(body.get("enabled", True), "enabled"),
+                       description=_text(body.get("description"), "description"), extra=_user_extra(body))
+    # The KDF runs before the transaction, so no write lock is held while it works.
+    row.password_hash = (await passwords.hash_password(password, rt.cfg.password_hash_rounds)
+                         if password is not None else None)
+    try:
+        async with write(rt) as s:
+            if await s.get(IdentityDomain, domain_id) is None:
+                raise bad_request(f"Could not find domain: {domain_id}.")
+            row.domain_id = domain_id
+            row.default_project_id = await _check_default_project(s, body.get("default_project_id"))
+            if (await s.execute(select(IdentityUser.id).where(
+                    IdentityUser.domain_id == domain_id, IdentityUser.name == name))).first():
+                raise _conflict("user", "name", name)
+            s.add(row)
+    except IntegrityError:
+        raise _conflict("user", "name", name)
+    return JSONResponse({"user": user_doc(request, row)}, status_code=201)
+
+
+@router.get("/v3/users/{user_id}")
+async def show_user(request: Request, user_id: str, tok: TokenData = Depends(auth)):
+    authorize(tok, "get_user", {"target.user.id": user_id})
+    async with _rt(request).db.reader() as s:
+        row = await core.get_user(s, user_id)
+    return {"user": user_doc(request, row)}
+
+
+@router.patch("/v3/users/{user_id}")
+async def update_user(request: Request, user_id: str, tok: TokenData = Depends(auth)):
+    require_admin(tok, "update_user")
+    rt = _rt(request)
+    body = await _body(request, "user")
+    new_hash = None
+    if "password" in body:
+        password = _password(body["password"])
+        new_hash = (await passwords.hash_password(password, rt.cfg.password_hash_rounds)
+                    if password is not None else "")
+    try:
+        async with write(rt) as s:
+            row = await core.get_user(s, user_id)
+            if "domain_id" in body and body["domain_id"] != row.domain_id:
+                raise bad_request("Update of `domain_id` is not allowed.")
+            if "name" in body and body["name"] != row.name:
+                name = _name(body["name"], "user")
+                if (await s.execute(select(IdentityUser.id).where(
+                        IdentityUser.domain_id == row.domain_id, IdentityUser.name == name))).first():
+                    raise _conflict("user", "name", name)
+                row.name = name
+            if "description" in body:
+                row.description = _text(body["description"], "description")
+            if "default_project_id" in body:
+                row.default_project_id = await _check_default_project(s, body["default_project_id"])
+            revoke = False
+            if "enabled" in body:
+                enabled = _bool(body["enabled"], "enabled")
+                revoke = row.enabled and not enabled
+                row.enabled = enabled
+            if new_hash is not None:
+                row.password_hash = new_hash or None
+                row.failed_auth_count, row.failed_auth_at = 0, None
+                revoke = True
+            row.extra = _user_extra(body, row.extra)
+            if revoke:
+                tokens.add_revocation_event(s, user_id=row.id)
+            await s.flush()
+    except IntegrityError:
+        raise _conflict("user", "name", str(body.get("name")))
+    return {"user": user_doc(request, row)}
+
+
+@router.delete("/v3/users/{user_id}", status_code=204)
+async def delete_user(request: Request, user_id: str, tok: TokenData = Depends(auth)):
+    require_admin(tok, "delete_user")
+    async with write(_rt(request)) as s:
+        row = await core.get_user(s, user_id)
+        await s.execute(delete(IdentityRoleAssignment).where(IdentityRoleAssignment.actor_id == user_id))
+        await s.delete(row)
+        tokens.add_revocation_event(s, user_id=user_id)
+    return Response(status_code=204)
+
+
+@router.get("/v3/users/{user_id}/projects")
+async def list_user_projects(request: Request, user_id: str, tok: TokenData = Depends(auth)):
+    authorize(tok, "list_user_projects", {"target.user.id": user_id})
+    async with _rt(request).db.reader() as s:
+        await core.get_user(s, user_id)
+        rows = await core.user_projects(s, user_id)
+    params = request.query_params
+    if "name" in params:
+        rows = [p for p in rows if p.name == params["name"]]
+    if "domain_id" in params:
+        rows = [p for p in rows if p.domain_id == params["domain_id"]]
+    if "enabled" in params:
+        rows = [p for p in rows if p.enabled == _qbool(params["enabled"])]
+    return {"projects": [project_doc(request, p) for p in rows], "links": _list_links(request)}
+
+
+@router.post("/v3/users/{user_id}/password", status_code=204)
+async def change_password(request: Request, user_id: str, tok: TokenData = Depends(auth)):
+    authorize(tok, "change_password", {"target.user.id": user_id})
+    rt = _rt(request)
+    body = await _body(request, "user")
+    original, password = body.get("original_password"), body.get("password")
+    if not isinstance(original, str) or not isinstance(password, str) or not password:
+        raise bad_request("Expecting to find original_password and password in user.")
+    async with rt.db.reader() as s:
+        row = await core.get_user(s, user_id)
+        stored = row.password_hash
+    if not await passwords.verify_password(original, stored, rt.cfg.password_hash_rounds):
+        raise exceptions.Unauthorized("The request you have made requires authentication.")
+    new_hash = await passwords.hash_password(password, rt.cfg.password_hash_rounds)
+    async with write(rt) as s:
+        row = await core.get_user(s, user_id)
+        row.password_hash = new_hash
+        tokens.add_revocation_event(s, user_id=user_id)
+    return Response(status_code=204)
+
+
+# Roles -----------------------------------------------------------------------
+
+@router.get("/v3/roles")
+async def list_roles(request: Request, tok: TokenData = Depends(auth)):
+    require_admin(tok, "list_roles")
+    params = request.query_params
+    if params.get("domain_id"):
+        return {"roles": [], "links": _list_links(request)}  # no domain-specific roles
+    q = select(IdentityRole).order_by(IdentityRole.name)
+    if "name" in params:
+        q = q.where(IdentityRole.name == params["name"])
+    async with _rt(request).db.reader() as s:
+        rows = (await s.execute(q)).scalars().all()
+    return {"roles": [role_doc(request, r) for r in rows], "links": _list_links(request)}
+
+
+@router.post("/v3/roles", status_code=201)
+async def create_role(request: Request, tok: TokenData = Depends(auth)):
+    require_admin(tok, "create_role")
+    body = await _body(request, "role")
+    if body.get("domain_id"):
+        raise bad_request("Domain-specific roles are not supported.")
+    name = _name(body.get("name"), "role")
+    row = IdentityRole(id=core.new_id(), name=name, description=_text(body.get("description"), "description"))
+    try:
+        async with write(_rt(request)) as s:
+            if (await s.execute(select(IdentityRole.id).where(IdentityRole.name == name))).first():
+                raise _conflict("role", "name", name)
+            s.add(row)
+    except IntegrityError:
+        raise _conflict("role", "name", name)
+    return JSONResponse({"role": role_doc(request, row)}, status_code=201)
+
+
+@router.get("/v3/roles/{role_id}")
+async def show_role(request: Request, role_id: str, tok: TokenData = Depends(auth)):
+    require_admin(tok, "get_role")
+    async with _rt(request).db.reader() as s:
+        row = await core.get_role(s, role_id)
+    return {"role": role_doc(request, row)}
+
+
+@router.patch("/v3/roles/{role_id}")
+async def update_role(request: Request, role_id: str, tok: TokenData = Depends(auth)):
+    require_admin(tok, "update_role")
+    body = await _body(request, "role")
+    try:
+        async with write(_rt(request)) as s:
+            row = await core.get_role(s, role_id)
+            if "name" in body and body["name"] != row.name:
+                name = _name(body["name"], "role")
+                if (await s.execute(select(IdentityRole.id).where(IdentityRole.name == name))).first():
+                    raise _conflict("role", "name", name)
+                row.name = name
+                tokens.add_revocation_event(s, role_id=row.id)  # tokens carry role names
+            if "description" in body:
+                row.description = _text(body["description"], "description")
+            await s.flush()
+    except IntegrityError:
+        raise _conflict("role", "name", str(body.get("name")))
+    return {"role": role_doc(request, row)}
+
+
+@router.delete("/v3/roles/{role_id}", status_code=204)
+async def delete_role(request: Request, role_id: str, tok: TokenData = Depends(auth)):
+    require_admin(tok, "delete_role")
+    async with write(_rt(request)) as s:
+        row = await core.get_role(s, role_id)
+        await s.execute(delete(IdentityRoleAssignment).where(IdentityRoleAssignment.role_id == role_id))
+        await s.delete(row)
+        tokens.add_revocation_event(s, role_id=role_id)
+    return Response(status_code=204)
+
+
+# Grants ----------------------------------------------------------------------
+
+async def _grant_parts(s, target_type: str, target_id: str, user_id: str, role_id: str | None = None):
+    if target_type == "project":
+        await core.get_project(s, target_id)
+    else:
+        await core.get_domain(s, target_id)
+    await core.get_user(s, user_id)
+    if role_id is not None:
+        await core.get_role(s, role_id)
+
+
+def _grant_query(target_type: str, target_id: str, user_id: str, role_id: str):
+    A = IdentityRoleAssignment
+    return select(A).where(A.target_type == target_type, A.target_id == target_id,
+                           A.actor_id == user_id, A.role_id == role_id)
+
+
+async def _list_grants(request: Request, target_type: str, target_id: str, user_id: str, tok: TokenData):
+    require_admin(tok, "list_grants")
+    async with _rt(request).db.reader() as s:
+        await _grant_parts(s, target_type, target_id, user_id)
+        rows = await core.direct_roles(s, user_id, target_type, target_id)
+    return {"roles": [role_doc(request, r) for r in sorted(rows, key=lambda r: r.name)],
+            "links": _list_links(request)}
+
+
+async def _put_grant(request: Request, target_type: str, target_id: str, user_id: str, role_id: str,
+                     tok: TokenData):
+    require_admin(tok, "create_grant")
+    try:
+        async with write(_rt(request)) as s:
+            await _grant_parts(s, target_type, target_id, user_id, role_id)
+            if (await s.execute(_grant_query(target_type, target_id, user_id, role_id))).first() is None:
+                s.add(IdentityRoleAssignment(actor_id=user_id, target_type=target_type,
+                                             target_id=target_id, role_id=role_id))
+    except IntegrityError:
+        pass  # granted concurrently: the same outcome
+    return Response(status_code=204)
+
+
+async def _check_grant(request: Request, target_type: str, target_id: str, user_id: str, role_id: str,
+                       tok: TokenData):
+    authorize(tok, "check_grant", {"target.user.id": user_id})
+    async with _rt(request).db.reader() as s:
+        await _grant_parts(s, target_type, target_id, user_id, role_id)
+        if (await s.execute(_grant_query(target_type, target_id, user_id, role_id))).first() is None:
+            raise exceptions.NotFound(f"Could not find role assignment with role: {role_id}, "
+                                      f"user: {user_id}, {target_type}: {target_id}.")
+    return Response(status_code=204)
+
+
+async def _delete_grant(request: Request, target_type: str, target_id: str, user_id: str, role_id: str,
+                        tok: TokenData):
+    require_admin(tok, "revoke_grant")
+    async with write(_rt(request)) as s:
+        await _grant_parts(s, target_type, target_id, user_id, role_id)
+        row = (await s.execute(_grant_query(target_type, target_id, user_id, role_id))).scalar_one_or_none()
+        if row is None:
+            raise exceptions.NotFound(f"Could not find role assignment with role: {role_id}, "
+                                      f"user: {user_id}, {target_type}: {target_id}.")
+        await s.delete(row)
+        if target_type == "project":
+            tokens.add_revocation_event(s, user_id=user_id, project_id=target_id)
+        else:
+            tokens.add_revocation_event(s, user_id=user_id, domain_id=target_id)
+    return Response(status_code=204)
+
+
+def _grant_routes(target_type: str, collection: str) -> None:
+    base = f"/v3/{collection}/{{target_id}}/users/{{user_id}}/roles"
+
+    @router.get(base)
+    async def list_grants(request: Request, target_id: str, user_id: str, tok: TokenData = Depends(auth)):
+        return await _list_grants(request, target_type, target_id, user_id, tok)
+
+    @router.put(base + "/{role_id}", status_code=204)
+    async def put_grant(request: Request, target_id: str, user_id: str, role_id: str,
+                        tok: TokenData = Depends(auth)):
+        return await _put_grant(request, target_type, target_id, user_id, role_id, tok)
+
+    @router.api_route(base + "/{role_id}", methods=["GET", "HEAD"], status_code=204)
+    async def check_grant(request: Request, target_id: str, user_id: str, role_id: str,
+                          tok: TokenData = Depends(auth)):
+        return await _check_grant(request, target_type, target_id, user_id, role_id, tok)
+
+    @router.delete(base + "/{role_id}", status_code=204)
+    async def delete_grant(request: Request, target_id: str, user_id: str, role_id: str,
+                           tok: TokenData = Depends(auth)):
+        return await _delete_grant(request, target_type, target_id, user_id, role_id, tok)
+
+
+_grant_routes("project", "projects")
+_grant_routes("domain", "domains")
+
+
+@router.get("/v3/role_assignments")
+async def list_role_assignments(request: Request, tok: TokenData = Depends(auth)):
+    params = request.query_params
+    user_id = params.get("user.id")
+    project_id = params.get("scope.project.id")
+    domain_id = params.get("scope.domain.id")
+    role_id = params.get("role.id")
+    if not allowed(tok, "list_role_assignments") and not allowed(
+            tok, "list_role_assignments:own", {"target.user.id": user_id, "target.project.id": project_id}):
+        raise _forbidden("list_role_assignments")
+    links = _list_links(request)
+    if "group.id" in params or "scope.system" in params or (project_id and domain_id):
+        return {"role_assignments": [], "links": links}
+    effective = "effective" in params and (params["effective"] == "" or _qbool(params["effective"]))
+    include_names = "include_names" in params and (params["include_names"] == ""
+                                                   or _qbool(params["include_names"]))
+    A = IdentityRoleAssignment
+    q = select(A).order_by(A.id)
+    if user_id:
+        q = q.where(A.actor_id == user_id)
+    if project_id:
+        q = q.where(A.target_type == "project", A.target_id == project_id)
+    if domain_id:
+        q = q.where(A.target_type == "domain", A.target_id == domain_id)
+    async with _rt(request).db.reader() as s:
+        rows = (await s.execute(q)).scalars().all()
+        roles = {r.id: r for r in (await s.execute(select(IdentityRole))).scalars()}
+        # (user, target_type, target_id, role, prior role or None)
+        entries: list[tuple[str, str, str, IdentityRole, IdentityRole | None]] = []
+        seen = set()
+        for a in rows:
+            role = roles.get(a.role_id)
+            if role is None:
+                continue
+            key = (a.actor_id, a.target_type, a.target_id, role.id)
+            if key not in seen:
+                seen.add(key)
+                entries.append((*key[:3], role, None))
+        if effective:
+            by_name = {r.name: r for r in roles.values()}
+            for user, ttype, tid, role, _prior in list(entries):
+                frontier = [role]
+                while frontier:
+                    prior = frontier.pop()
+                    for implied_name in core.ROLE_IMPLIES.get(prior.name, ()):
+                        implied = by_name.get(implied_name)
+                        if implied is None or (user, ttype, tid, implied.id) in seen:
+                            continue
+                        seen.add((user, ttype, tid, implied.id))
+                        entries.append((user, ttype, tid, implied, prior))
+                        frontier.append(implied)
+        if role_id:
+            entries = [e for e in entries if e[3].id == role_id]
+        names: dict[tuple[str, str], Any] = {}
+        if include_names:
+            for user, ttype, tid, _r, _p in entries:
+                if ("user", user) not in names:
+                    names[("user", user)] = await s.get(IdentityUser, user)
+                kind = "project" if ttype == "project" else "domain"
+                if (kind, tid) not in names:
+                    names[(kind, tid)] = await (s.get(IdentityProject, tid) if kind == "project"
+                                                else s.get(IdentityDomain, tid))
+            for (kind, _id), obj in list(names.items()):
+                if obj is not None and kind in ("user", "project") and ("domain", obj.domain_id) not in names:
+                    names[("domain", obj.domain_id)] = await s.get(IdentityDomain, obj.domain_id)
+
+    def dom(domain_id: str) -> dict:
+        d = names.get(("domain", domain_id))
+        return {"id": domain_id, "name": d.name if d else domain_id}
+
+    out = []
+    base = _base(request)
+    for user, ttype, tid, role, prior in entries:
+        role_ref = {"id": role.id}
+        user_ref: dict = {"id": user}
+        target_ref: dict = {"id": tid}
+        if include_names:
+            role_ref["name"] = role.name
+            u = names.get(("user", user))
+            if u is not None:
+                user_ref.update(name=u.name, domain=dom(u.domain_id))
+            t = names.get((ttype, tid))
+            if t is not None:
+                target_ref["name"] = t.name
+                if ttype == "project":
+                    target_ref["domain"] = dom(t.domain_id)
+        collection = "projects" if ttype == "project" else "domains"
+        assigned = prior.id if prior is not None else role.id
+        link = {"assignment": f"{base}/v3/{collection}/{tid}/users/{user}/roles/{assigned}"}
+        if prior is not None:
+            link["prior_role"] = f"{base}/v3/roles/{prior.id}"
+        out.append({"role": role_ref, "user": user_ref, "scope": {ttype: target_ref}, "links": link})
+    return {"role_assignments": out, "links": links}
+
+
+@router.get("/v3/groups")
+async def list_groups(request: Request, tok: TokenData = Depends(auth)):
+    require_admin(tok, "list_groups")
+    return {"groups": [], "links": _list_links(request)}  # groups are not supported: there are none
+
+
+# Catalog resources (read-only, derived from configuration) --------------------
+
+@router.get("/v3/services")
+async def list_services(request: Request, tok: TokenData = Depends(auth)):
+    require_admin(tok, "list_services")
+    rows = catalog.services(_rt(request).cfg)
+    if "type" in request.query_params:
+        rows = [r for r in rows if r["type"] == request.query_params["type"]]
+    return {"services": [{**r, "links": _self_link(request, f"services/{r['id']}")} for r in rows],
+            "links": _list_links(request)}
+
+
+@router.get("/v3/services/{service_id}")
+async def show_service(request: Request, service_id: str, tok: TokenData = Depends(auth)):
+    require_admin(tok, "get_service")
+    for r in catalog.services(_rt(request).cfg):
+        if r["id"] == service_id:
+            return {"service": {**r, "links": _self_link(request, f"services/{r['id']}")}}
+    raise exceptions.NotFound(f"Could not find service: {service_id}.")
+
+
+@router.get("/v3/endpoints")
+async def list_endpoints(request: Request, tok: TokenData = Depends(auth)):
+    require_admin(tok, "list_endpoints")
+    rows = catalog.endpoints(_rt(request).cfg)
+    for key in ("interface", "service_id", "region_id"):
+        if key in request.query_params:
+            rows = [r for r in rows if r[key] == request.query_params[key]]
+    return {"endpoints": [{**r, "links": _self_link(request, f"endpoints/{r['id']}")} for r in rows],
+            "links": _list_links(request)}
+
+
+@router.get("/v3/endpoints/{endpoint_id}")
+async def show_endpoint(request: Request, endpoint_id: str, tok: TokenData = Depends(auth)):
+    require_admin(tok, "get_endpoint")
+    for r in catalog.endpoints(_rt(request).cfg):
+        if r["id"] == endpoint_id:
+            return {"endpoint": {**r, "links": _self_link(request, f"endpoints/{r['id']}")}}
+    raise exceptions.NotFound(f"Could not find endpoint: {endpoint_id}.")
+
+
+def _region(request: Request) -> dict:
+    name = _rt(request).cfg.region_name
+    return {"id": name, "description": "", "parent_region_id": None,
+            "links": _self_link(request, f"regions/{name}")}
+
+
+@router.get("/v3/regions")
+async def list_regions(request: Request, tok: TokenData = Depends(auth)):
+    return {"regions": [_region(request)], "links": _list_links(request)}
+
+
+@router.get("/v3/regions/{region_id}")
+async def show_region(request: Request, region_id: str, tok: TokenData = Depends(auth)):
+    if region_id != _rt(request).cfg.region_name:
+        raise exceptions.NotFound(f"Could not find region: {region_id}.")
+    return {"region": _region(request)}
+
+
+# The app ---------------------------------------------------------------------
+
+def create_app(rt):
+    """The Identity API over ``rt`` (config, database)."""
+    app = rest.make_app("Nefos Identity API", keystone_error_body)
+    app.state.rt = rt
+
+    @app.exception_handler(exceptions.Unauthorized)
+    async def _unauthorized(request: Request, exc: exceptions.Unauthorized):
+        return JSONResponse(keystone_error_body(401, str(exc), type(exc).__name__), status_code=401,
+                            headers={"WWW-Authenticate": www_authenticate(rt.cfg)})
+
+    app.include_router(router)
+    return app

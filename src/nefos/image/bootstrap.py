@@ -1,0 +1,84 @@
+"""The default image every fresh cloud has, so a server can boot right away.
+
+Its id is derived from its name (a UUIDv5), so every process and every
+restart agrees on it without storing anything beside the database; creating
+it twice is a primary-key conflict, which we treat as "already there".
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import logging
+import uuid
+
+from sqlalchemy import update
+from sqlalchemy.exc import IntegrityError
+
+from nefos import exceptions
+from nefos.context import admin_context
+from nefos.db.models import Image, utcnow
+from nefos.image import images
+
+LOG = logging.getLogger(__name__)
+
+DEFAULT_IMAGE_NAME = "nefos-tiny"
+DEFAULT_IMAGE_ID = str(uuid.uuid5(uuid.NAMESPACE_URL, "https://nefos.invalid/images/nefos-tiny"))
+DEFAULT_IMAGE_SIZE = 16 * 1024
+STALE_SAVING = dt.timedelta(minutes=5)
+
+
+def default_image_bytes() -> bytes:
+    """A small deterministic placeholder (a later change replaces it with a bootable disk)."""
+    header = b"NEFOS-TINY placeholder disk image (raw)\n"
+    out = bytearray(header)
+    block = hashlib.sha256(header).digest()
+    while len(out) < DEFAULT_IMAGE_SIZE:
+        out += block
+        block = hashlib.sha256(block).digest()
+    return bytes(out[:DEFAULT_IMAGE_SIZE])
+
+
+async def _chunks(data: bytes, size: int = 4096):
+    for i in range(0, len(data), size):
+        yield data[i:i + size]
+
+
+async def ensure_default_image(rt) -> str:
+    """Register (once) the public ``nefos-tiny`` raw image and make sure its data is stored; returns its id."""
+    image_id = DEFAULT_IMAGE_ID
+    ctx = admin_context()
+    async with rt.db.reader() as s:
+        row = await images._load(s, image_id)
+    if row is None:
+        now = utcnow()
+        try:
+            async with rt.db.transaction() as s:
+                s.add(Image(id=image_id, name=DEFAULT_IMAGE_NAME, status="queued", visibility="public",
+                            owner=None, container_format="bare", disk_format="raw", min_disk=0,
+                            min_ram=0, protected=False, os_hidden=False, properties={}, tags=[],
+                            created_at=now, updated_at=now))
+        except IntegrityError:
+            pass  # another process registered it first
+    elif row.status == "deleted":
+        LOG.info("default image %s was deleted; registering it again", image_id)
+        async with rt.db.transaction() as s:
+            await s.execute(update(Image).where(Image.id == image_id, Image.status == "deleted").values(
+                status="queued", size=None, virtual_size=None, checksum=None, os_hash_algo=None,
+                os_hash_value=None, location=None, updated_at=utcnow()))
+    elif row.status == "saving" and utcnow() - (row.updated_at or row.created_at) > STALE_SAVING:
+        LOG.warning("default image %s was left saving; uploading it again", image_id)
+        await images._transition(rt, image_id, "saving", "queued")
+
+    async with rt.db.reader() as s:
+        row = await images._load(s, image_id)
+    store = images.store_for(rt)
+    if row.status == "queued":
+        try:
+            await images.upload(rt, ctx, image_id, _chunks(default_image_bytes()))
+        except exceptions.ImageConflict:
+            pass  # another process is uploading it
+    elif row.status == "active" and not store.exists(image_id):
+        LOG.info("default image %s has no data in this store; writing it", image_id)
+        await store.write(image_id, _chunks(default_image_bytes()), disk_format="raw")
+    return image_id

@@ -1,0 +1,274 @@
+"""Build the tiny guest: Debian's cloud kernel plus a busybox initramfs.
+
+The initramfs (a gzip'ed newc cpio archive, written here in Python) holds
+``busybox-static`` with a link per applet, the few kernel modules the guest
+needs from the same kernel (virtio PCI + virtio-net for its NIC, the ACPI
+button + evdev so busybox ``acpid`` sees the power button) and this init:
+
+* busybox ``init`` runs ``/etc/init.d/rcS``: mounts proc, sys, devtmpfs,
+  loads the modules, prints ``NEFOS-BOOT: ...`` to the console, starts
+  ``acpid`` (power button -> ``poweroff``), brings ``lo`` and ``eth0`` up and
+  runs ``udhcpc`` on eth0 in the background;
+* udhcpc's script configures the lease and prints ``NEFOS-IP: <addr>/<prefix>``
+  (``NEFOS-DHCP: no lease`` while it has none) to the serial console;
+* ``poweroff`` (from acpid or a user) goes through busybox init, which powers
+  the machine off (ACPI), so the domain stops.
+
+Nothing is downloaded: the inputs are files Debian packages installed.
+The result is cached: the output names carry a hash of the inputs.
+"""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+BUSYBOX = "/bin/busybox"  # busybox-static
+MODULES = ["virtio_net", "virtio_pci", "button", "evdev"]  # plus their dependencies
+VERSION = "1"  # bump when the init changes
+DEFAULT_CMDLINE = "console=ttyS0 panic=-1"
+
+INITTAB = """\
+::sysinit:/etc/init.d/rcS
+::ctrlaltdel:/sbin/poweroff
+::shutdown:/bin/echo NEFOS-SHUTDOWN: powering off
+"""
+
+RCS = r"""#!/bin/sh
+export PATH=/sbin:/bin:/usr/sbin:/usr/bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev 2>/dev/null
+mkdir -p /dev/pts /run /tmp /var/run
+mount -t tmpfs tmpfs /run
+for m in $(cat /etc/modules.order); do insmod "/lib/modules/$m.ko" 2>/dev/null; done
+hostname nefos-guest
+echo "NEFOS-BOOT: $(uname -r) up after $(cut -d' ' -f1 /proc/uptime) s"
+acpid -c /etc/acpi -l /dev/null
+ip link set lo up
+if [ -e /sys/class/net/eth0 ]; then
+    echo "NEFOS-MAC: $(cat /sys/class/net/eth0/address)"
+    ip link set eth0 up
+    udhcpc -i eth0 -s /etc/udhcpc.script -b -t 30 -T 1 -A 2 -S >/dev/null 2>&1
+else
+    echo "NEFOS-NET: no eth0"
+fi
+"""
+
+UDHCPC_SCRIPT = r"""#!/bin/sh
+case "$1" in
+    deconfig)
+        ip addr flush dev "$interface"
+        ip link set "$interface" up
+        ;;
+    leasefail|nak)
+        echo "NEFOS-DHCP: no lease on $interface" > /dev/console
+        ;;
+    bound|renew)
+        ip addr flush dev "$interface"
+        ip addr add "$ip/${mask:-24}" dev "$interface"
+        if [ -n "$router" ]; then
+            for r in $router; do ip route add default via "$r" dev "$interface" 2>/dev/null; break; done
+        fi
+        : > /etc/resolv.conf
+        for d in $dns; do echo "nameserver $d" >> /etc/resolv.conf; done
+        echo "NEFOS-IP: $ip/${mask:-24} on $interface (router ${router:-none})" > /dev/console
+        ;;
+esac
+exit 0
+"""
+
+POWER_BUTTON = """#!/bin/sh
+echo "NEFOS-ACPI: power button, powering off" > /dev/console
+sync
+poweroff -f
+"""
+
+
+@dataclass
+class GuestImage:
+    kernel: Path
+    ramdisk: Path
+    kernel_version: str
+    cmdline: str = DEFAULT_CMDLINE
+
+    def as_dict(self) -> dict:
+        return {"kernel": str(self.kernel), "ramdisk": str(self.ramdisk),
+                "kernel_version": self.kernel_version, "cmdline": self.cmdline}
+
+
+class GuestImageUnavailable(RuntimeError):
+    """The Debian packages the guest is built from are not installed."""
+
+
+def find_kernel() -> tuple[Path, str]:
+    """Debian's cloud kernel (``/boot/vmlinuz-*-cloud-amd64``), newest first; its version."""
+    candidates = sorted(glob.glob("/boot/vmlinuz-*-cloud-amd64"), key=_version_key, reverse=True)
+    for path in candidates:
+        version = Path(path).name[len("vmlinuz-"):]
+        if Path(f"/lib/modules/{version}").is_dir():
+            return Path(path), version
+    raise GuestImageUnavailable("no Debian cloud kernel: apt-get install linux-image-cloud-amd64")
+
+
+def _version_key(path: str) -> list:
+    return [int(p) if p.isdigit() else p for p in re.split(r"[.-]", Path(path).name)]
+
+
+def _module_index(version: str) -> dict[str, tuple[Path, list[str]]]:
+    """module name -> (file, dependencies) from the kernel's modules.dep."""
+    root = Path(f"/lib/modules/{version}")
+    index: dict[str, tuple[Path, list[str]]] = {}
+    for line in (root / "modules.dep").read_text().splitlines():
+        target, _, deps = line.partition(":")
+        name = _mod_name(target)
+        index[name] = (root / target, [_mod_name(d) for d in deps.split()])
+    return index
+
+
+def _mod_name(path: str) -> str:
+    base = Path(path).name
+    for suffix in (".ko.xz", ".ko.zst", ".ko.gz", ".ko"):
+        if base.endswith(suffix):
+            base = base[: -len(suffix)]
+    return base.replace("-", "_")
+
+
+def _modules_in_order(version: str, wanted: list[str]) -> list[tuple[str, Path]]:
+    """``wanted`` and their dependencies, dependencies first; built-in modules are skipped."""
+    index = _module_index(version)
+    order: list[tuple[str, Path]] = []
+    seen: set[str] = set()
+
+    def visit(name: str) -> None:
+        if name in seen:
+            return
+        seen.add(name)
+        if name not in index:
+            return  # built into the kernel
+        path, deps = index[name]
+        for dep in deps:
+            visit(dep)
+        order.append((name, path))
+
+    for name in wanted:
+        visit(name)
+    return order
+
+
+def _module_bytes(path: Path) -> bytes:
+    data = path.read_bytes()
+    if path.name.endswith(".xz"):
+        import lzma
+        return lzma.decompress(data)
+    if path.name.endswith(".gz"):
+        return gzip.decompress(data)
+    if path.name.endswith(".zst"):
+        return subprocess.run(["zstd", "-dc", str(path)], check=True, capture_output=True).stdout
+    return data
+
+
+class _Cpio:
+    """A newc cpio archive writer (what the kernel unpacks as an initramfs)."""
+
+    def __init__(self):
+        self.buf = io.BytesIO()
+        self.ino = 1
+
+    def _entry(self, name: str, mode: int, data: bytes = b"", nlink: int = 1) -> None:
+        encoded = name.encode() + b"\0"
+        header = "070701" + "".join(f"{v:08x}" for v in (
+            self.ino, mode, 0, 0, nlink, 0, len(data), 0, 0, 0, 0, len(encoded), 0))
+        self.ino += 1
+        self.buf.write(header.encode() + encoded)
+        self._pad()
+        self.buf.write(data)
+        self._pad()
+
+    def _pad(self) -> None:
+        self.buf.write(b"\0" * (-self.buf.tell() % 4))
+
+    def dir(self, name: str, mode: int = 0o755) -> None:
+        self._entry(name, stat.S_IFDIR | mode, nlink=2)
+
+    def file(self, name: str, data: bytes, mode: int = 0o644) -> None:
+        self._entry(name, stat.S_IFREG | mode, data)
+
+    def symlink(self, name: str, target: str) -> None:
+        self._entry(name, stat.S_IFLNK | 0o777, target.encode())
+
+    def finish(self) -> bytes:
+        self._entry("TRAILER!!!", 0)
+        return self.buf.getvalue()
+
+
+def _applets() -> list[str]:
+    out = subprocess.run([BUSYBOX, "--list-full"], check=True, capture_output=True, text=True).stdout
+    return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+def build_initramfs(version: str) -> bytes:
+    if not Path(BUSYBOX).is_file():
+        raise GuestImageUnavailable(f"no {BUSYBOX}: apt-get install busybox-static")
+    cpio = _Cpio()
+    for d in ("bin", "sbin", "usr", "usr/bin", "usr/sbin", "etc", "etc/init.d", "etc/acpi",
+              "etc/acpi/PWRF", "proc", "sys", "dev", "run", "tmp", "var", "lib", "lib/modules", "root"):
+        cpio.dir(d)
+    cpio.file("bin/busybox", Path(BUSYBOX).read_bytes(), 0o755)
+    for applet in _applets():
+        if applet != "bin/busybox":
+            cpio.symlink(applet, "/bin/busybox")
+    cpio.symlink("init", "/bin/busybox")
+    cpio.file("etc/inittab", INITTAB.encode())
+    cpio.file("etc/init.d/rcS", RCS.encode(), 0o755)
+    cpio.file("etc/udhcpc.script", UDHCPC_SCRIPT.encode(), 0o755)
+    cpio.file("etc/acpi/PWRF/00000080", POWER_BUTTON.encode(), 0o755)
+    cpio.file("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n")
+    cpio.file("etc/group", b"root:x:0:\n")
+    order = []
+    for name, path in _modules_in_order(version, MODULES):
+        cpio.file(f"lib/modules/{name}.ko", _module_bytes(path))
+        order.append(name)
+    cpio.file("etc/modules.order", ("\n".join(order) + "\n").encode())
+    return gzip.compress(cpio.finish(), compresslevel=6, mtime=0)
+
+
+def _inputs_digest(kernel: Path, version: str) -> str:
+    h = hashlib.sha256()
+    h.update(VERSION.encode())
+    for text in (INITTAB, RCS, UDHCPC_SCRIPT, POWER_BUTTON, " ".join(MODULES)):
+        h.update(text.encode())
+    for path in (kernel, Path(BUSYBOX)):
+        st = path.stat()
+        h.update(f"{path}:{st.st_size}:{int(st.st_mtime)}".encode())
+    return h.hexdigest()[:16]
+
+
+def build(out_dir: str | os.PathLike) -> GuestImage:
+    """Build (or reuse) the kernel + initramfs pair in ``out_dir``."""
+    kernel_src, version = find_kernel()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    digest = _inputs_digest(kernel_src, version)
+    kernel = out / f"nefos-guest-{digest}.vmlinuz"
+    ramdisk = out / f"nefos-guest-{digest}.initrd"
+    manifest = out / f"nefos-guest-{digest}.json"
+    if not (kernel.is_file() and ramdisk.is_file() and manifest.is_file()):
+        tmp_k, tmp_r = kernel.with_suffix(".tmp-k"), ramdisk.with_suffix(".tmp-r")
+        shutil.copyfile(kernel_src, tmp_k)
+        tmp_r.write_bytes(build_initramfs(version))
+        os.replace(tmp_k, kernel)
+        os.replace(tmp_r, ramdisk)
+        image = GuestImage(kernel, ramdisk, version)
+        manifest.write_text(json.dumps(image.as_dict(), indent=1))
+    return GuestImage(kernel, ramdisk, version)

@@ -1,0 +1,1 @@
+"""The network service (Neutron's part): networks, subnets, ports, security groups, quotas."""

@@ -1,0 +1,160 @@
+"""The L2 agent protocol (Neutron's ML2 agent RPC, topic ``q-plugin``): agents report devices.
+
+An L2 agent on each compute host watches its virtual switch. When a device
+(a port's VIF) appears it asks ``get_device_details`` — the port goes BUILD
+while the agent wires it — and then reports ``update_device_up``: the port
+goes ACTIVE, which the network service's notifier turns into
+``network-vif-plugged`` for the server. When a device disappears it reports
+``update_device_down`` (ACTIVE -> DOWN: ``network-vif-unplugged``). Reports
+from a host the port is not bound to are ignored, as ML2 does (a port that
+moved on must not be set DOWN by its old host).
+
+ACTIVE waits for every component the port needs (``nefos.network.provisioning``):
+``update_device_up`` acknowledges ``L2``; the DHCP agent acknowledges ``DHCP``
+with ``dhcp_ready_on_ports`` once dnsmasq re-read a hosts file holding the
+ports' entries. ``update_device_down`` blocks the port on ``L2`` again.
+
+Each report is served under the agent's request context (it travels with the
+bus message), so the agent's request id is on every log line of the hop, on
+the port's outbox row and on the external event the notifier posts.
+
+``PluginEndpoint`` runs in the network service; ``PluginAPI`` is the agent's
+client. Everything travels over the bus, so an agent works in the compute
+host's process whatever process the network service runs in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+from nefos import exceptions
+from nefos.bus import Endpoint
+from nefos.context import RequestContext, current_context
+from nefos.network import provisioning
+
+LOG = logging.getLogger(__name__)
+
+TOPIC = "q-plugin"
+
+
+def _admin() -> RequestContext:
+    return RequestContext(project_id=None, user_id=None, roles=["admin", "service"], is_admin=True)
+
+
+@contextlib.contextmanager
+def report_context():
+    """An agent's report (device up, DHCP ready, ...) runs under one new request context: every
+    call it makes and every log line of it, here and in the services it reaches, carry its id."""
+    ctx = _admin()
+    token = current_context.set(ctx)
+    try:
+        yield ctx
+    finally:
+        current_context.reset(token)
+
+
+class PluginEndpoint(Endpoint):
+    """The server side, served by the network service on ``q-plugin``."""
+
+    def __init__(self, manager):
+        self.manager = manager  # nefos.network.manager.NetworkManager
+
+    async def _port(self, ctx: RequestContext, device: str) -> dict | None:
+        try:
+            port = await self.manager.get_port(ctx.elevated(), device)
+        except exceptions.PortNotFound:
+            return None
+        return port
+
+    async def get_device_details(self, ctx: RequestContext, device: str, agent_host: str,
+                                 agent_id: str | None = None) -> dict:
+        """What the agent needs to wire ``device``; marks the port BUILD (DOWN if administratively down)."""
+        host = agent_host
+        LOG.info("device %s details requested by agent %s on host %s", device, agent_id, host)
+        port = await self._port(ctx, device)
+        if port is None:
+            LOG.debug("device %s requested by agent %s on %s not found", device, agent_id, host)
+            return {"device": device}
+        if port["binding:host_id"] != host:
+            LOG.debug("device %s requested by agent %s is bound to %r, not %s",
+                      device, agent_id, port["binding:host_id"], host)
+            return {"device": device}
+        status = "BUILD" if port["admin_state_up"] else "DOWN"
+        if port["status"] != status:
+            port = await self.manager.update_port_status(ctx.elevated(), port["id"], status)
+        return {"device": device, "port_id": port["id"], "network_id": port["network_id"],
+                "mac_address": port["mac_address"], "admin_state_up": port["admin_state_up"],
+                "fixed_ips": port["fixed_ips"], "device_owner": port["device_owner"],
+                "device_id": port["device_id"], "status": port["status"],
+                "vif_type": port["binding:vif_type"], "vif_details": port["binding:vif_details"]}
+
+    async def update_device_up(self, ctx: RequestContext, device: str, agent_host: str,
+                               agent_id: str | None = None) -> dict:
+        """The agent wired ``device``: L2 acknowledged; the port goes ACTIVE unless another
+        component (DHCP) has not acknowledged it yet."""
+        host = agent_host
+        port = await self._port(ctx, device)
+        if port is None:
+            return {"device": device, "exists": False}
+        if port["binding:host_id"] != host:
+            LOG.debug("device %s reported up on %s but bound to %r: ignored", device, host,
+                      port["binding:host_id"])
+            return {"device": device, "exists": True, "bound_elsewhere": True}
+        LOG.info("device %s (server %s) reported up by agent %s on host %s", device, port["device_id"] or "-",
+                 agent_id, host)
+        await provisioning.complete(self.manager, ctx, [port["id"]], provisioning.L2)
+        return {"device": device, "exists": True}
+
+    async def update_device_down(self, ctx: RequestContext, device: str, agent_host: str,
+                                 agent_id: str | None = None) -> dict:
+        """``device`` is gone from the host: the port goes DOWN."""
+        host = agent_host
+        port = await self._port(ctx, device)
+        if port is None:
+            return {"device": device, "exists": False}
+        if port["binding:host_id"] not in (host, ""):
+            LOG.debug("device %s reported down on %s but bound to %r: ignored", device, host,
+                      port["binding:host_id"])
+            return {"device": device, "exists": True, "bound_elsewhere": True}
+        LOG.info("device %s (server %s) reported down by agent %s on host %s", device,
+                 port["device_id"] or "-", agent_id, host)
+        async with self.manager.rt.db.transaction() as s:
+            await provisioning.block(s, port["id"], provisioning.L2)  # up again only when reported up
+        if port["status"] != "DOWN":
+            await self.manager.update_port_status(ctx.elevated(), port["id"], "DOWN")
+        return {"device": device, "exists": True}
+
+    async def dhcp_ready_on_ports(self, ctx: RequestContext, port_ids: list[str], agent_host: str) -> list[str]:
+        """The DHCP agent on ``agent_host`` serves these ports' entries (dnsmasq re-read them): DHCP
+        acknowledged. Returns the ports that went ACTIVE now."""
+        LOG.info("DHCP agent on %s: entries in place for %d port(s): %s", agent_host, len(port_ids),
+                 ", ".join(port_ids))
+        return await provisioning.complete(self.manager, ctx, list(port_ids), provisioning.DHCP)
+
+
+class PluginAPI:
+    """The agent's side: calls into the network service over the bus."""
+
+    def __init__(self, bus, host: str, agent_id: str):
+        self.bus = bus
+        self.host = host
+        self.agent_id = agent_id
+
+    async def _call(self, method: str, device: str) -> dict:
+        # (``host`` would address the bus message: the agent's host travels as ``agent_host``)
+        return await self.bus.call(current_context.get() or _admin(), TOPIC, method, device=device,
+                                   agent_host=self.host, agent_id=self.agent_id)
+
+    async def get_device_details(self, device: str) -> dict:
+        return await self._call("get_device_details", device)
+
+    async def update_device_up(self, device: str) -> dict:
+        return await self._call("update_device_up", device)
+
+    async def update_device_down(self, device: str) -> dict:
+        return await self._call("update_device_down", device)
+
+    async def dhcp_ready_on_ports(self, port_ids: list[str]) -> list[str]:
+        return await self.bus.call(current_context.get() or _admin(), TOPIC, "dhcp_ready_on_ports",
+                                   port_ids=list(port_ids), agent_host=self.host)

@@ -1,0 +1,361 @@
+"""The compute side's network client (Nova's neutronv2 API): validate, allocate and free ports.
+
+Everything goes over the bus to the network service (topic ``network``);
+this module never touches the network tables. ``allocate_for_instance``
+follows seed 004: pick the available networks (the project's own and the
+shared ones), refuse ambiguity, resolve security groups by name or id,
+claim requested ports and create the others, and on any failure delete the
+ports it created and give back the pre-existing ports it touched.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from typing import Any
+
+from nefos import exceptions
+from nefos.context import RequestContext
+
+LOG = logging.getLogger(__name__)
+
+TOPIC = "network"
+
+
+def _is_special(requested_networks) -> bool:
+    return requested_networks is None or requested_networks in ("auto", "none") or requested_networks == []
+
+
+def _restore_body(original: dict) -> dict:
+    """The update that gives a claimed port back as it was."""
+    return {"device_id": "", "device_owner": original.get("device_owner", ""),
+            "binding:host_id": original.get("binding:host_id", ""),
+            "binding:profile": original.get("binding:profile") or {}}
+
+
+class NetworkAPI:
+    def __init__(self, rt):
+        self.rt = rt
+
+    async def _call(self, ctx: RequestContext, method: str, **kwargs) -> Any:
+        return await self.rt.bus.call(ctx, TOPIC, method, **kwargs)
+
+    # Helpers ------------------------------------------------------------------------------
+
+    async def _available_networks(self, ctx: RequestContext, project_id: str | None,
+                                  net_ids: list[str] | None = None) -> list[dict]:
+        """The networks an instance of ``project_id`` may use, in ``net_ids`` order when given."""
+        if net_ids:
+            unique = list(dict.fromkeys(net_ids))
+            nets = await self._call(ctx, "list_networks", filters={"id": unique})
+            by_id = {n["id"]: n for n in nets}
+            for net_id in unique:
+                if net_id not in by_id:
+                    raise exceptions.NetworkNotFound(net_id=net_id)
+            return [by_id[i] for i in unique]
+        own = await self._call(ctx, "list_networks",
+                               filters={"project_id": [project_id], "shared": [False]}) if project_id else []
+        shared = await self._call(ctx, "list_networks", filters={"shared": [True]})
+        return own + shared
+
+    @staticmethod
+    def _check_attachable(ctx: RequestContext, net: dict) -> None:
+        if net.get("router:external") and not net.get("shared") and not ctx.is_admin:
+            raise exceptions.ExternalNetworkAttachForbidden(network_uuid=net["id"])
+
+    async def _resolve_security_groups(self, ctx: RequestContext, project_id: str,
+                                       names: list[str]) -> list[str]:
+        if not names:
+            return []
+        admin = ctx.elevated()
+        groups = await self._call(admin, "list_security_groups", filters={"project_id": [project_id]})
+        ids = []
+        for wanted in names:
+            by_name = [g["id"] for g in groups if g["name"] == wanted]
+            if len(by_name) > 1:
+                raise exceptions.SecurityGroupAmbiguous(name=wanted)
+            by_id = [g["id"] for g in groups if g["id"] == wanted]
+            if by_name:
+                ids.append(by_name[0])  # a name equal to another group's id wins, as in Nova
+            elif by_id:
+                ids.append(by_id[0])
+            else:
+                raise exceptions.SecurityGroupNotFound(id=wanted)
+        return list(dict.fromkeys(ids))
+
+    async def _vifs(self, ctx: RequestContext, ports: list[dict], preserve: set[str],
+                    tags: dict[str, str | None] | None = None) -> list[dict]:
+        """Nova's network_info (a list of VIF dicts) for ``ports``, in their order."""
+        if not ports:
+            return []
+        admin = ctx.elevated()
+        net_ids = list(dict.fromkeys(p["network_id"] for p in ports))
+        nets = {n["id"]: n for n in await self._call(admin, "list_networks", filters={"id": net_ids})}
+        subnets = {s["id"]: s for s in await self._call(admin, "list_subnets", filters={"network_id": net_ids})}
+        vifs = []
+        for port in ports:
+            net = nets.get(port["network_id"], {"id": port["network_id"], "name": "", "mtu": 1500})
+            vif_subnets: dict[str, dict] = {}
+            for fixed in port.get("fixed_ips") or []:
+                sub = subnets.get(fixed["subnet_id"])
+                if sub is None:
+                    continue
+                entry = vif_subnets.setdefault(sub["id"], {
+                    "cidr": sub["cidr"], "gateway": sub["gateway_ip"], "ip_version": sub["ip_version"],
+                    "ips": [],
+                    "dns": [{"address": ns, "type": "dns", "version": ipaddress.ip_address(ns).version}
+                            for ns in sub.get("dns_nameservers") or []],
+                    "routes": [{"cidr": r["destination"], "gateway": r["nexthop"]}
+                               for r in sub.get("host_routes") or []],
+                })
+                entry["ips"].append({"address": fixed["ip_address"], "type": "fixed",
+                                     "version": ipaddress.ip_address(fixed["ip_address"]).version})
+            vif = {
+                "id": port["id"], "address": port["mac_address"],
+                "type": port.get("binding:vif_type") if port.get("binding:vif_type") not in (None, "unbound")
+                else "bridge",
+                "devname": "tap" + port["id"][:11], "active": port["status"] == "ACTIVE",
+                "preserve_on_delete": port["id"] in preserve,
+                "vnic_type": port.get("binding:vnic_type", "normal"),
+                "details": port.get("binding:vif_details") or {},
+                "profile": port.get("binding:profile") or {},
+                "network": {"id": net["id"], "label": net.get("name", ""), "bridge": "brq" + net["id"][:11],
+                            "mtu": net.get("mtu"), "subnets": list(vif_subnets.values())},
+            }
+            if tags and tags.get(port["id"]):
+                vif["tag"] = tags[port["id"]]
+            vifs.append(vif)
+        return vifs
+
+    # The API compute calls -----------------------------------------------------------------
+
+    async def validate_networks(self, ctx: RequestContext, requested_networks, num_instances: int) -> int:
+        """Check a create request's networks; how many instances the port quota allows.
+
+        Raises NetworkNotFound, PortNotFound, PortInUse, PortRequiresFixedIP, NetworkAmbiguous,
+        NetworkRequiresSubnet, FixedIpAlreadyInUse, InvalidIpAddress,
+        ExternalNetworkAttachForbidden or UnableToAutoAllocateNetwork.
+        """
+        if requested_networks == "none":
+            return num_instances
+        project = ctx.project_id
+        admin = ctx.elevated()
+        ports_needed = 0
+        if _is_special(requested_networks):
+            nets = await self._available_networks(ctx, project)
+            if len(nets) > 1:
+                raise exceptions.NetworkAmbiguous()
+            if not nets:
+                if requested_networks == "auto":
+                    raise exceptions.UnableToAutoAllocateNetwork(project_id=project)
+                return num_instances
+            to_check = [(nets[0], None)]
+            ports_needed = 1
+        else:
+            requests = []
+            for req in requested_networks:
+                port_id = req.get("port")
+                if port_id:
+                    port = await self._call(ctx, "get_port", port_id=port_id)
+                    if port.get("device_id"):
+                        raise exceptions.PortInUse(port_id=port_id)
+                    if not port.get("fixed_ips"):
+                        raise exceptions.PortRequiresFixedIP(port_id=port_id)
+                    continue
+                net_id = req.get("uuid")
+                if not net_id:
+                    raise exceptions.NetworkNotFound(net_id=net_id)
+                fixed_ip = req.get("fixed_ip")
+                if fixed_ip:
+                    try:
+                        fixed_ip = str(ipaddress.ip_address(fixed_ip))
+                    except ValueError:
+                        raise exceptions.InvalidIpAddress(address=fixed_ip)
+                requests.append((net_id, fixed_ip))
+                ports_needed += 1
+            nets = await self._available_networks(ctx, project, [n for n, _ in requests]) if requests else []
+            by_id = {n["id"]: n for n in nets}
+            to_check = [(by_id[n], ip) for n, ip in requests]
+        for net, fixed_ip in to_check:
+            self._check_attachable(ctx, net)
+            if not net.get("subnets"):
+                raise exceptions.NetworkRequiresSubnet(network_uuid=net["id"])
+            if fixed_ip:
+                subnets = await self._call(admin, "list_subnets", filters={"network_id": [net["id"]]})
+                if not any(ipaddress.ip_address(fixed_ip) in ipaddress.ip_network(s["cidr"]) for s in subnets):
+                    raise exceptions.InvalidIpForNetwork(ip_address=fixed_ip)
+                used = await self._call(admin, "list_ports", filters={"network_id": [net["id"]],
+                                                                       "fixed_ips": [f"ip_address={fixed_ip}"]})
+                if used:
+                    raise exceptions.FixedIpAlreadyInUse(address=fixed_ip, net_id=net["id"])
+        if not ports_needed or not project:
+            return num_instances
+        quota = (await self._call(ctx, "get_quota_details", project_id=project))["port"]
+        if quota["limit"] < 0:
+            return num_instances
+        free = max(quota["limit"] - quota["used"], 0)
+        return min(num_instances, free // ports_needed)
+
+    async def validate_security_groups(self, ctx: RequestContext, names: list[str]) -> None:
+        """The create-time check (Nova's ``_check_requested_secgroups``): every requested group but
+        "default" (made on first use) exists in the caller's project, by name or id.
+
+        Raises SecurityGroupNotFound or SecurityGroupAmbiguous.
+        """
+        await self._resolve_security_groups(ctx, ctx.project_id, [n for n in names if n != "default"])
+
+    async def allocate_for_instance(self, ctx: RequestContext, instance: dict, requested_networks,
+                                    security_groups: list[str]) -> list[dict]:
+        """Create or claim the instance's ports and return its network_info (all or nothing)."""
+        project = instance.get("project_id")
+        if not project:
+            raise exceptions.Invalid(f"empty project id for instance {instance.get('uuid')}")
+        if requested_networks == "none":
+            return []
+        uuid = instance["uuid"]
+        admin = ctx.elevated()
+        # 1. Requested ports: they must exist, be the caller's and be free.
+        ordered: list[dict] = []  # {"network_id", "port", "fixed_ip", "tag"}
+        existing: dict[str, dict] = {}
+        if not _is_special(requested_networks):
+            for req in requested_networks:
+                entry = {"network_id": req.get("uuid"), "port": req.get("port"),
+                         "fixed_ip": req.get("fixed_ip"), "tag": req.get("tag")}
+                if entry["port"]:
+                    port = await self._call(ctx, "get_port", port_id=entry["port"])
+                    if port.get("device_id"):
+                        raise exceptions.PortInUse(port_id=entry["port"])
+                    # what to restore on failure, binding included (only an admin sees it)
+                    existing[port["id"]] = await self._call(admin, "get_port", port_id=port["id"])
+                    entry["network_id"] = port["network_id"]
+                ordered.append(entry)
+        # 2. The available networks; without a request exactly one may be there.
+        net_ids = [e["network_id"] for e in ordered if e["network_id"]]
+        nets = await self._available_networks(ctx, project, net_ids or None)
+        if _is_special(requested_networks):
+            if not nets:
+                if requested_networks == "auto":
+                    raise exceptions.UnableToAutoAllocateNetwork(project_id=project)
+                LOG.warning("instance %s: no network configured", uuid)
+                return []
+            if len(nets) > 1:
+                raise exceptions.NetworkAmbiguous()
+            ordered = [{"network_id": nets[0]["id"], "port": None, "fixed_ip": None, "tag": None}]
+        by_id = {n["id"]: n for n in nets}
+        for net in nets:
+            self._check_attachable(ctx, net)
+        # 3. Security groups by name or id within the instance's project.
+        group_ids = await self._resolve_security_groups(ctx, project, list(security_groups or []))
+        only_default = list(security_groups or []) in ([], ["default"])
+        # 4. Claim or create, undoing everything on the first failure.
+        zone = instance.get("availability_zone") or self.rt.cfg.default_availability_zone
+        binding = {"device_id": uuid, "device_owner": f"compute:{zone}",
+                   "binding:host_id": instance.get("host") or ""}
+        created: list[str] = []
+        touched: dict[str, dict] = {}  # port id -> what to restore
+        port_ids: list[str] = []
+        tags: dict[str, str | None] = {}
+        try:
+            for entry in ordered:
+                net = by_id[entry["network_id"]]
+                if entry["port"]:
+                    await self._call(admin, "update_port", port_id=entry["port"], port=dict(binding),
+                                     expected_device_id="")
+                    touched[entry["port"]] = _restore_body(existing[entry["port"]])
+                    port_ids.append(entry["port"])
+                else:
+                    body = {"network_id": net["id"], "project_id": project, "admin_state_up": True, **binding}
+                    if entry["fixed_ip"]:
+                        body["fixed_ips"] = [{"ip_address": entry["fixed_ip"]}]
+                    if group_ids:
+                        if not (net.get("subnets") and net.get("port_security_enabled", True)):
+                            if not only_default:
+                                raise exceptions.SecurityGroupCannotBeApplied()
+                        else:
+                            body["security_groups"] = group_ids
+                    port = await self._call(admin, "create_port", port=body)
+                    created.append(port["id"])
+                    port_ids.append(port["id"])
+                tags[port_ids[-1]] = entry.get("tag")
+            ports = [await self._call(admin, "get_port", port_id=pid) for pid in port_ids]
+            return await self._vifs(ctx, ports, set(touched), tags)
+        except BaseException:
+            await self._undo(admin, uuid, created, touched, existing)
+            raise
+
+    async def _undo(self, admin: RequestContext, device_id: str, created: list[str],
+                    touched: dict[str, dict], existing: dict[str, dict]) -> None:
+        try:
+            # A call whose reply never reached us (cancelled, timed out) may still have claimed
+            # or created a port for the instance: find those by device_id too. The user's own
+            # ports are given back, never deleted.
+            for port in await self._call(admin, "list_ports", filters={"device_id": [device_id]}):
+                if port["id"] in existing:
+                    touched.setdefault(port["id"], _restore_body(existing[port["id"]]))
+                elif port["id"] not in created:
+                    created.append(port["id"])
+        except Exception:
+            LOG.exception("failed to list the ports of %s", device_id)
+        for port_id, original in touched.items():
+            try:
+                await self._call(admin, "update_port", port_id=port_id, port=original,
+                                 expected_device_id=device_id)
+            except (exceptions.PortNotFound, exceptions.PortInUse):
+                pass  # gone, or no longer ours to give back
+            except Exception:
+                LOG.exception("failed to restore port %s", port_id)
+        for port_id in created:
+            try:
+                await self._call(admin, "delete_port", port_id=port_id)
+            except exceptions.PortNotFound:
+                pass
+            except Exception:
+                LOG.exception("failed to delete port %s", port_id)
+
+    @staticmethod
+    def _preserved(instance: dict, network_info: list[dict] | None) -> set[str]:
+        """The user's own ports (unbind on delete): from network_info, or the original request."""
+        keep = {vif["id"] for vif in network_info or [] if vif.get("preserve_on_delete")}
+        requested = instance.get("requested_networks")
+        if isinstance(requested, list):
+            keep |= {r["port"] for r in requested if isinstance(r, dict) and r.get("port")}
+        return keep
+
+    async def deallocate_for_instance(self, ctx: RequestContext, instance: dict,
+                                      network_info: list[dict] | None = None) -> None:
+        """Delete the ports made for the instance and unbind the user's own; idempotent."""
+        admin = ctx.elevated()
+        uuid = instance["uuid"]
+        ports = await self._call(admin, "list_ports", filters={"device_id": [uuid]})
+        keep = self._preserved(instance, network_info)
+        listed = {p["id"] for p in ports}
+        for vif in network_info or []:
+            # A port of the cache no longer pointing at the instance (its binding was already
+            # undone) is still deleted if it was ours, never if it now serves another device.
+            if vif["id"] not in listed and vif["id"] not in keep:
+                try:
+                    port = await self._call(admin, "get_port", port_id=vif["id"])
+                except exceptions.PortNotFound:
+                    continue
+                if port.get("device_id") in ("", uuid):
+                    ports.append(port)
+        for port in ports:
+            try:
+                if port["id"] in keep:
+                    await self._call(admin, "update_port", port_id=port["id"], port={
+                        "device_id": "", "device_owner": "", "binding:host_id": "", "binding:profile": {}},
+                        expected_device_id=uuid)
+                else:
+                    await self._call(admin, "delete_port", port_id=port["id"])
+            except (exceptions.PortNotFound, exceptions.PortInUse):
+                pass  # already gone, or already given to someone else
+
+    async def get_instance_nw_info(self, ctx: RequestContext, instance: dict) -> list[dict]:
+        """The instance's network_info from its ports now (in the cached order where known)."""
+        admin = ctx.elevated()
+        ports = await self._call(admin, "list_ports", filters={"device_id": [instance["uuid"]]})
+        cached = instance.get("network_info") or []
+        order = {vif["id"]: i for i, vif in enumerate(cached)}
+        ports.sort(key=lambda p: (order.get(p["id"], len(order)), p.get("created_at") or "", p["id"]))
+        tags = {vif["id"]: vif.get("tag") for vif in cached}
+        return await self._vifs(ctx, ports, self._preserved(instance, cached), tags)

@@ -1,0 +1,403 @@
+"""The DHCP agent (Neutron's DHCP agent with the dnsmasq driver, reduced): one per network host.
+
+For every network with an IPv4 subnet that has DHCP enabled, the agent keeps:
+
+* a DHCP port on the network (``device_owner = network:dhcp``, ``device_id =
+  dhcp-<host>-<network>``), created through the network service, which gives it
+  an address on each subnet;
+* a network namespace ``qdhcp-<network id>`` with a veth pair: ``ns-<port[:11]>``
+  inside (the DHCP port's MAC and addresses), ``tap<port[:11]>`` outside, a port
+  of the network's Linux bridge ``brq<network[:11]>`` (created when missing, as
+  the compute side does);
+* a ``dnsmasq`` in that namespace answering only for the ports it knows: one
+  host entry per port (MAC -> fixed IP), static ranges, the subnet's gateway and
+  DNS servers as options. Entries follow the ports: the agent re-reads the
+  ports every ``dhcp_agent_sync_interval`` seconds and, when a network's entries
+  changed, rewrites its hosts file and sends dnsmasq SIGHUP (it re-reads them
+  without restarting).
+
+Networks that no longer need DHCP (deleted, DHCP disabled) lose their dnsmasq,
+namespace, veth and DHCP port. ``stop()`` tears everything down.
+
+Provisioning blocks (``nefos.network.provisioning``): while this agent is alive
+(a heartbeat in ``network_agents`` every ``report_interval`` seconds) a new port
+on a DHCP network waits for it before going ACTIVE. Once dnsmasq has re-read a
+hosts file holding a port's entries (its ``read <hosts file>`` log line after
+the SIGHUP or start, not just the signal sent), the agent acknowledges the ports
+still blocked on DHCP in one ``dhcp_ready_on_ports`` call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import ipaddress
+import logging
+import os
+import shutil
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sqlalchemy import select
+
+from nefos.context import admin_context
+from nefos.db.models import IPAllocation, Network, Port, PortProvisioning, Subnet
+from nefos.network import provisioning
+from nefos.service import Component
+
+LOG = logging.getLogger(__name__)
+
+DHCP_OWNER = "network:dhcp"
+LEASE_SECONDS = 86400
+RELOAD_TIMEOUT = 5.0  # seconds dnsmasq has to say it re-read its hosts file
+
+
+async def _run(*argv: str, check: bool = True) -> tuple[int, str]:
+    proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.PIPE)
+    out, err = await proc.communicate()
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed ({proc.returncode}): {err.decode(errors='replace').strip()}")
+    return proc.returncode, out.decode(errors="replace")
+
+
+def _dev_exists(name: str) -> bool:
+    return Path(f"/sys/class/net/{name}").exists()
+
+
+def _netns_exists(name: str) -> bool:
+    return Path(f"/run/netns/{name}").exists()
+
+
+@dataclass
+class NetworkState:
+    network_id: str
+    subnets: list[dict]  # dhcp-enabled IPv4 subnets: id, cidr, gateway_ip, dns_nameservers
+    hosts: list[tuple[str, str]] = field(default_factory=list)  # (mac, ip), sorted
+    entries: dict[str, set] = field(default_factory=dict)  # port id -> its (mac, ip) entries
+    blocked: set[str] = field(default_factory=set)  # ports waiting for this agent (DHCP block)
+
+    @property
+    def namespace(self) -> str:
+        return f"qdhcp-{self.network_id}"
+
+    @property
+    def bridge(self) -> str:
+        return "brq" + self.network_id[:11]
+
+    def digest(self) -> str:
+        return hashlib.sha256(repr((self.subnets, self.hosts)).encode()).hexdigest()
+
+
+class DhcpAgent(Component):
+    def __init__(self, rt, host: str | None = None, interval: float | None = None):
+        self.rt = rt
+        self.host = host or rt.cfg.host
+        self.name = f"dhcp-agent:{self.host}"
+        self.interval = interval if interval is not None else getattr(rt.cfg, "dhcp_agent_sync_interval", 0.5)
+        self.state_dir = Path(rt.cfg.state_dir).resolve() / "dhcp"
+        self._task: asyncio.Task | None = None
+        self._applied: dict[str, str] = {}  # network id -> digest of what dnsmasq serves
+        self._procs: dict[str, asyncio.subprocess.Process] = {}
+        self._ports: dict[str, dict] = {}  # network id -> its DHCP port
+        self.synced = asyncio.Event()
+        from nefos.network.agent_rpc import PluginAPI
+        self.plugin = PluginAPI(rt.bus, self.host, f"dhcp-agent-{self.host}")
+        self.heartbeat_interval = min(float(getattr(rt.cfg, "report_interval", 10.0)), 10.0)
+        self._last_heartbeat = 0.0
+
+    # Lifecycle -----------------------------------------------------------------------------------
+    async def start(self) -> None:
+        missing = [b for b in ("dnsmasq", "ip") if shutil.which(b) is None]
+        if missing:
+            LOG.error("%s: %s not installed (apt-get install dnsmasq-base iproute2); no DHCP here",
+                      self.name, ", ".join(missing))
+            return
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        await self._heartbeat(started=True)  # from now on new ports on DHCP networks wait for us
+        self._task = asyncio.create_task(self._loop(), name=self.name)
+        LOG.info("%s started (dnsmasq per network, sync every %.1f s)", self.name, self.interval)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        # (also the networks whose first set-up the cancel interrupted: plumbed, not yet applied)
+        for network_id in set(self._applied) | set(self._procs) | set(self._ports):
+            with contextlib.suppress(Exception):
+                await self._teardown(network_id)
+
+    async def _heartbeat(self, started: bool = False) -> None:
+        loop = asyncio.get_running_loop()
+        if started or loop.time() - self._last_heartbeat >= self.heartbeat_interval:
+            await provisioning.heartbeat(self.rt.db, provisioning.DHCP_AGENT, self.host, started=started)
+            self._last_heartbeat = loop.time()
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                await self._heartbeat()
+                await self.sync()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                LOG.exception("%s: sync failed", self.name)
+            await asyncio.sleep(self.interval)
+
+    # Sync ----------------------------------------------------------------------------------------
+    async def _wanted(self) -> dict[str, NetworkState]:
+        async with self.rt.db.reader() as s:
+            subnets = (await s.execute(select(Subnet).join(Network, Network.id == Subnet.network_id).where(
+                Subnet.enable_dhcp.is_(True), Subnet.ip_version == 4,
+                Network.admin_state_up.is_(True)))).scalars().all()
+            wanted: dict[str, NetworkState] = {}
+            for sn in subnets:
+                state = wanted.setdefault(sn.network_id, NetworkState(sn.network_id, []))
+                state.subnets.append({"id": sn.id, "cidr": sn.cidr, "gateway_ip": sn.gateway_ip,
+                                      "dns_nameservers": list(sn.dns_nameservers or [])})
+            if not wanted:
+                return {}
+            blocked = set((await s.execute(select(PortProvisioning.port_id).join(
+                Port, Port.id == PortProvisioning.port_id).where(
+                Port.network_id.in_(list(wanted)), PortProvisioning.component == provisioning.DHCP,
+                PortProvisioning.satisfied.is_(False)))).scalars())
+            rows = (await s.execute(select(Port.mac_address, Port.device_owner, IPAllocation.ip_address,
+                                           IPAllocation.subnet_id, Port.network_id, Port.id)
+                                    .join(IPAllocation, IPAllocation.port_id == Port.id)
+                                    .where(Port.network_id.in_(list(wanted))))).all()
+        dhcp_subnets = {sn["id"] for st in wanted.values() for sn in st.subnets}
+        for mac, owner, ip, subnet_id, network_id, port_id in rows:
+            if owner == DHCP_OWNER or subnet_id not in dhcp_subnets:
+                continue
+            st = wanted[network_id]
+            st.hosts.append((mac.lower(), ip))
+            st.entries.setdefault(port_id, set()).add((mac.lower(), ip))
+            if port_id in blocked:
+                st.blocked.add(port_id)
+        for st in wanted.values():
+            st.subnets.sort(key=lambda x: x["id"])
+            st.hosts.sort()
+        return wanted
+
+    async def sync(self) -> None:
+        wanted = await self._wanted()
+        for network_id in list(self._applied):
+            if network_id not in wanted:
+                LOG.info("%s: network %s needs no DHCP any more", self.name, network_id)
+                await self._teardown(network_id, delete_port=True)
+        ready: list[str] = []
+        for network_id, st in wanted.items():
+            digest = st.digest()
+            proc = self._procs.get(network_id)
+            if not (self._applied.get(network_id) == digest and proc is not None and proc.returncode is None):
+                try:
+                    await self._apply(st)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    LOG.warning("%s: network %s: %s", self.name, network_id, exc)
+                    continue
+                self._applied[network_id] = digest
+            # dnsmasq serves exactly st.hosts now: the blocked ports whose entries are all there are ready
+            served = set(st.hosts)
+            ready += sorted(p for p in st.blocked if st.entries.get(p) and st.entries[p] <= served)
+        if ready:
+            await self._ready(ready)
+        self.synced.set()
+
+    async def _ready(self, port_ids: list[str]) -> None:
+        from nefos.network.agent_rpc import report_context
+        with report_context():
+            LOG.info("%s: DHCP entries in place for port(s) %s: acknowledging", self.name, ", ".join(port_ids))
+            await self.plugin.dhcp_ready_on_ports(port_ids)
+
+    # One network ---------------------------------------------------------------------------------
+    def _dir(self, network_id: str) -> Path:
+        return self.state_dir / network_id
+
+    async def _dhcp_port(self, st: NetworkState) -> dict:
+        port = self._ports.get(st.network_id)
+        if port is not None:
+            return port
+        ctx = admin_context()
+        device_id = f"dhcp-{self.host}-{st.network_id}"
+        found = await self.rt.bus.call(ctx, "network", "list_ports",
+                                       filters={"network_id": [st.network_id], "device_id": [device_id]})
+        if found:
+            port = found[0]
+        else:
+            async with self.rt.db.reader() as s:
+                project = (await s.execute(select(Network.project_id).where(
+                    Network.id == st.network_id))).scalar_one_or_none()
+            body = {"network_id": st.network_id, "device_owner": DHCP_OWNER, "device_id": device_id,
+                    "name": f"dhcp-{self.host}", "binding:host_id": self.host}
+            if project:
+                body["project_id"] = project
+            port = await self.rt.bus.call(ctx, "network", "create_port", port=body)
+            LOG.info("%s: DHCP port %s on network %s (%s)", self.name, port["id"], st.network_id,
+                     ", ".join(ip["ip_address"] for ip in port.get("fixed_ips") or []))
+        self._ports[st.network_id] = port
+        return port
+
+    async def _plumb(self, st: NetworkState, port: dict) -> str:
+        """Namespace, veth into the bridge, the DHCP port's addresses; returns the inner device."""
+        from nefos.virt.libvirt.vif import ensure_bridge
+        await ensure_bridge(st.bridge)
+        outer, inner = "tap" + port["id"][:11], "ns-" + port["id"][:11]
+        ns = st.namespace
+        if not _netns_exists(ns):
+            await _run("ip", "netns", "add", ns)
+        await _run("ip", "-n", ns, "link", "set", "lo", "up")
+        inner_there = (await _run("ip", "-n", ns, "link", "show", inner, check=False))[0] == 0
+        if not inner_there:
+            if _dev_exists(outer):
+                await _run("ip", "link", "del", outer, check=False)
+            await _run("ip", "link", "add", outer, "type", "veth", "peer", "name", inner)
+            await _run("ip", "link", "set", inner, "netns", ns)
+        await _run("ip", "link", "set", outer, "master", st.bridge)
+        await _run("ip", "link", "set", outer, "up")
+        await _run("ip", "-n", ns, "link", "set", inner, "address", port["mac_address"])
+        subnets = {sn["id"]: sn for sn in st.subnets}
+        for fixed in port.get("fixed_ips") or []:
+            sn = subnets.get(fixed["subnet_id"])
+            if sn is None:
+                continue
+            prefix = ipaddress.ip_network(sn["cidr"]).prefixlen
+            await _run("ip", "-n", ns, "addr", "replace", f"{fixed['ip_address']}/{prefix}", "dev", inner)
+        await _run("ip", "-n", ns, "link", "set", inner, "up")
+        return inner
+
+    def _write_files(self, st: NetworkState) -> None:
+        d = self._dir(st.network_id)
+        d.mkdir(parents=True, exist_ok=True)
+        hosts = "".join(f"{mac},host-{ip.replace('.', '-')},{ip}\n" for mac, ip in st.hosts)
+        opts = []
+        for sn in st.subnets:
+            tag = f"subnet-{sn['id']}"
+            if sn["gateway_ip"]:
+                opts.append(f"tag:{tag},option:router,{sn['gateway_ip']}")
+            else:
+                opts.append(f"tag:{tag},option:router")
+            if sn["dns_nameservers"]:
+                opts.append(f"tag:{tag},option:dns-server,{','.join(sn['dns_nameservers'])}")
+        for name, text in (("host", hosts), ("opts", "\n".join(opts) + "\n")):
+            tmp = d / f".{name}.tmp"
+            tmp.write_text(text)
+            os.replace(tmp, d / name)
+
+    async def _apply(self, st: NetworkState) -> None:
+        port = await self._dhcp_port(st)
+        inner = await self._plumb(st, port)
+        self._write_files(st)
+        log = self._dir(st.network_id) / "dnsmasq.log"
+        offset = log.stat().st_size if log.exists() else 0
+        proc = self._procs.get(st.network_id)
+        running = proc is not None and proc.returncode is None
+        if running and self._ranges_of(st) == getattr(proc, "nefos_ranges", None):
+            proc.send_signal(signal.SIGHUP)  # re-reads the hosts and options files
+            await self._wait_read(st, offset, proc)
+            LOG.info("%s: network %s: %d host entr%s (reloaded)", self.name, st.network_id, len(st.hosts),
+                     "y" if len(st.hosts) == 1 else "ies")
+            return
+        if running:
+            await self._kill(st.network_id)
+        await self._spawn(st, inner)
+        await self._wait_read(st, offset, self._procs[st.network_id])
+
+    async def _wait_read(self, st: NetworkState, offset: int, proc) -> None:
+        """Until dnsmasq logged that it (re-)read the hosts file written before ``offset``."""
+        d = self._dir(st.network_id)
+        needle = f"read {d / 'host'}".encode()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + RELOAD_TIMEOUT
+        delay = 0.002
+        while True:
+            with contextlib.suppress(OSError):
+                with open(d / "dnsmasq.log", "rb") as f:
+                    f.seek(offset)
+                    if needle in f.read():
+                        return
+            if proc.returncode is not None:
+                raise RuntimeError(f"dnsmasq exited ({proc.returncode}); see {d / 'dnsmasq.log'}")
+            if loop.time() > deadline:
+                raise RuntimeError(f"dnsmasq did not re-read {d / 'host'} within {RELOAD_TIMEOUT} s")
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.05)
+
+    @staticmethod
+    def _ranges_of(st: NetworkState) -> tuple:
+        return tuple((sn["id"], sn["cidr"]) for sn in st.subnets)
+
+    async def _spawn(self, st: NetworkState, inner: str) -> None:
+        d = self._dir(st.network_id)
+        self._kill_stale(d / "pid")
+        argv = ["ip", "netns", "exec", st.namespace, "dnsmasq", "--no-hosts", "--no-resolv",
+                "--keep-in-foreground", "--port=0", "--except-interface=lo", "--bind-interfaces",
+                f"--interface={inner}", f"--pid-file={d / 'pid'}", f"--dhcp-hostsfile={d / 'host'}",
+                f"--dhcp-optsfile={d / 'opts'}", "--leasefile-ro", "--dhcp-authoritative",
+                "--log-facility=-", "--quiet-dhcp6"]
+        if os.geteuid() == 0:
+            # dnsmasq drops to "nobody" by default, and then cannot re-read the hosts file on SIGHUP
+            # when the state directory is private (a 0700 home, pytest's tmp).
+            argv.append("--user=root")
+        for sn in st.subnets:
+            net = ipaddress.ip_network(sn["cidr"])
+            argv.append(f"--dhcp-range=set:subnet-{sn['id']},{net.network_address},static,"
+                        f"{net.netmask},{LEASE_SECONDS}s")
+        log = open(d / "dnsmasq.log", "ab")
+        try:
+            proc = await asyncio.create_subprocess_exec(*argv, stdout=log, stderr=log,
+                                                        start_new_session=True)
+        finally:
+            log.close()
+        proc.nefos_ranges = self._ranges_of(st)
+        self._procs[st.network_id] = proc
+        LOG.info("%s: dnsmasq for network %s in %s (pid %d, %d host entr%s)", self.name, st.network_id,
+                 st.namespace, proc.pid, len(st.hosts), "y" if len(st.hosts) == 1 else "ies")
+
+    @staticmethod
+    def _kill_stale(pidfile: Path) -> None:
+        """A dnsmasq left by an earlier agent process on this network."""
+        with contextlib.suppress(OSError, ValueError):
+            pid = int(pidfile.read_text().strip())
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            if b"dnsmasq" in cmdline and str(pidfile).encode() in cmdline:
+                os.kill(pid, signal.SIGTERM)
+
+    async def _kill(self, network_id: str) -> None:
+        proc = self._procs.pop(network_id, None)
+        if proc is not None and proc.returncode is None:
+            proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), 5)
+            except asyncio.TimeoutError:
+                proc.kill()
+                await proc.wait()
+        self._kill_stale(self._dir(network_id) / "pid")
+
+    async def _teardown(self, network_id: str, delete_port: bool = False) -> None:
+        await self._kill(network_id)
+        self._applied.pop(network_id, None)
+        port = self._ports.pop(network_id, None)
+        ns = f"qdhcp-{network_id}"
+        if _netns_exists(ns):
+            await _run("ip", "netns", "del", ns, check=False)  # takes the inner veth end (and its peer)
+        if port is not None:
+            outer = "tap" + port["id"][:11]
+            if _dev_exists(outer):
+                await _run("ip", "link", "del", outer, check=False)
+            if delete_port:
+                with contextlib.suppress(Exception):
+                    await self.rt.bus.call(admin_context(), "network", "delete_port", port_id=port["id"])
+        shutil.rmtree(self._dir(network_id), ignore_errors=True)
+
+    # For tests and operators -----------------------------------------------------------------------
+    def namespace_of(self, network_id: str) -> str:
+        return f"qdhcp-{network_id}"
+
+
+def component(rt, host: str | None = None) -> Component:
+    return DhcpAgent(rt, host)

@@ -1,0 +1,1280 @@
+"""The network service: networks, subnets, ports, security groups and quotas over the shared DB.
+
+``NetworkManager`` is the one implementation: the Networking API (``rest.py``)
+calls its methods in-process and other services call the same methods over
+the bus (topic ``network``). Arguments and results are JSON (Neutron's
+resource shapes).
+
+Invariants that must hold across concurrent requests are kept by the
+database: an IP address is unique per network by the ``ipallocations``
+primary key (pick a free candidate, insert it in a savepoint, and on a
+duplicate try the next one), a MAC is unique per network by a unique key,
+a project's default security group is unique by ``default_security_group``'s
+primary key, and quota usage changes by conditional UPDATEs in the same
+transaction as the resource.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import logging
+import uuid as uuidlib
+from typing import Any, Awaitable, Callable
+
+from sqlalchemy import delete, func, insert, or_, select, update
+from sqlalchemy.exc import IntegrityError
+
+from nefos import exceptions
+from nefos.bus import Endpoint
+from nefos.context import RequestContext
+from nefos.db.models import (
+    DefaultSecurityGroup, IPAllocation, Network, Port, PortSecurityGroup, Quota, QuotaUsage,
+    SecurityGroup, SecurityGroupRule, Subnet, utcnow,
+)
+from nefos.network import attributes as attrs
+from nefos.network import ipam, provisioning
+from nefos.objects import quotas
+
+LOG = logging.getLogger(__name__)
+
+# Neutron's quota resource names -> the names in quota_usages / quotas / config.
+QUOTA_RESOURCES = {
+    "network": "networks", "subnet": "subnets", "port": "ports",
+    "security_group": "security_groups", "security_group_rule": "security_group_rules",
+}
+_PLURAL_TO_NEUTRON = {v: k for k, v in QUOTA_RESOURCES.items()}
+
+NETWORK_FIELDS = {
+    "id", "name", "description", "project_id", "tenant_id", "admin_state_up", "status", "subnets",
+    "shared", "router:external", "mtu", "port_security_enabled", "availability_zone_hints",
+    "availability_zones", "ipv4_address_scope", "ipv6_address_scope", "l2_adjacency", "tags",
+    "created_at", "updated_at", "revision_number",
+}
+SUBNET_FIELDS = {
+    "id", "name", "description", "project_id", "tenant_id", "network_id", "ip_version", "cidr",
+    "gateway_ip", "enable_dhcp", "allocation_pools", "dns_nameservers", "host_routes",
+    "ipv6_ra_mode", "ipv6_address_mode", "subnetpool_id", "service_types", "tags", "created_at",
+    "updated_at", "revision_number",
+}
+PORT_FIELDS = {
+    "id", "name", "description", "project_id", "tenant_id", "network_id", "mac_address",
+    "admin_state_up", "status", "device_id", "device_owner", "fixed_ips", "security_groups",
+    "port_security_enabled", "binding:host_id", "binding:vif_type", "binding:vif_details",
+    "binding:vnic_type", "binding:profile", "ip_allocation", "tags", "created_at", "updated_at",
+    "revision_number", provisioning.ATTRIBUTE,
+}
+SECURITY_GROUP_FIELDS = {
+    "id", "name", "description", "project_id", "tenant_id", "stateful", "shared",
+    "security_group_rules", "tags", "created_at", "updated_at", "revision_number",
+}
+RULE_FIELDS = {
+    "id", "security_group_id", "direction", "ethertype", "protocol", "port_range_min",
+    "port_range_max", "remote_ip_prefix", "remote_group_id", "description", "project_id",
+    "tenant_id", "tags", "created_at", "updated_at", "revision_number",
+}
+ADMIN_ONLY_PORT_FIELDS = ("binding:host_id", "binding:profile", "binding:vif_type", "binding:vif_details",
+                          provisioning.ATTRIBUTE)
+PORT_RANGE_PROTOCOLS = {"tcp", "udp", "sctp", "dccp", "udplite", "6", "17", "132", "33", "136"}
+ICMP_PROTOCOLS = {"icmp", "ipv6-icmp", "icmpv6", "1", "58"}
+MAX_IP_ATTEMPTS = 64
+MAX_MAC_ATTEMPTS = 16
+_CHUNK = 500
+
+PortStatusListener = Callable[[RequestContext, dict, str], Awaitable[None]]
+# (session, ctx, port before or None, port after or None), inside the changing transaction
+PortChangeHook = Callable[[Any, RequestContext, "dict | None", "dict | None"], Awaitable[None]]
+
+
+def iso(value) -> str | None:
+    """Neutron's timestamp format: ISO 8601, seconds, UTC as ``Z``."""
+    if value is None:
+        return None
+    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def new_id() -> str:
+    return str(uuidlib.uuid4())
+
+
+def _chunks(values: list, size: int = _CHUNK):
+    for i in range(0, len(values), size):
+        yield values[i:i + size]
+
+
+def _not_owner(action: str) -> exceptions.PolicyNotAuthorized:
+    return exceptions.PolicyNotAuthorized(f"(rule:{action}) is disallowed by policy")
+
+
+class NetworkManager(Endpoint):
+    """All networking logic; served on bus topic ``network`` and behind the Networking API."""
+
+    def __init__(self, rt):
+        self.rt = rt
+        self._port_status_listeners: list[PortStatusListener] = []
+        self._port_change_hooks: list[PortChangeHook] = []
+
+    # Plumbing ---------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _tx(self):
+        async with self.rt.db.transaction() as s:
+            yield s
+
+    def add_port_status_listener(self, listener: PortStatusListener) -> None:
+        """Call ``listener(ctx, port, previous_status)`` after a port's status changed (not over the bus)."""
+        self._port_status_listeners.append(listener)
+
+    def add_port_change_hook(self, hook: PortChangeHook) -> None:
+        """Await ``hook(session, ctx, before, after)`` inside each transaction that updates or deletes
+        a port (admin views; ``after`` None: deleted), e.g. to write an outbox row atomically with the
+        change (``nefos.network.notifier``). A failing hook is logged, never fails the change."""
+        self._port_change_hooks.append(hook)
+
+    async def _port_view_for_hooks(self, s, row: Port) -> dict | None:
+        if not self._port_change_hooks:
+            return None
+        return (await self._port_views(s, RequestContext(is_admin=True), [row]))[0]
+
+    async def _port_changed(self, s, ctx: RequestContext, before: dict | None, after: dict | None) -> None:
+        for hook in list(self._port_change_hooks):
+            try:
+                await hook(s, ctx, before, after)
+            except Exception:
+                LOG.exception("port change hook failed for port %s", (after or before or {}).get("id"))
+
+    @staticmethod
+    def _project_for_create(ctx: RequestContext, body: dict) -> str | None:
+        project = body.pop("project_id", None)
+        if project and project != ctx.project_id and not ctx.is_admin:
+            raise attrs.bad_request("Specifying 'project_id' or 'tenant_id' other than the authenticated "
+                                    "project in request requires admin privileges")
+        return project or ctx.project_id
+
+    async def _consume(self, s, project_id: str | None, **deltas: int) -> None:
+        try:
+            await quotas.consume(s, self.rt.cfg, project_id,
+                                 {QUOTA_RESOURCES[k]: v for k, v in deltas.items()})
+        except exceptions.OverQuota as exc:
+            overs = [_PLURAL_TO_NEUTRON.get(o, o) for o in exc.kwargs.get("overs", [])]
+            raise exceptions.OverQuota(f"Quota exceeded for resources: {overs}.", overs=overs)
+
+    async def _release(self, s, project_id: str | None, **deltas: int) -> None:
+        await quotas.release(s, project_id, {QUOTA_RESOURCES[k]: v for k, v in deltas.items()})
+
+    async def _force_usage(self, s, project_id: str | None, **deltas: int) -> None:
+        """Count resources the service creates by itself (the default group) without a limit check."""
+        if not project_id:
+            return
+        for name, delta in deltas.items():
+            resource = QUOTA_RESOURCES[name]
+            result = await s.execute(update(QuotaUsage).where(
+                QuotaUsage.project_id == project_id, QuotaUsage.resource == resource)
+                .values(in_use=QuotaUsage.in_use + delta).execution_options(synchronize_session=False))
+            if result.rowcount == 0:
+                try:
+                    async with s.begin_nested():
+                        await s.execute(insert(QuotaUsage).values(
+                            project_id=project_id, resource=resource, in_use=delta, created_at=utcnow()))
+                except IntegrityError:
+                    await s.execute(update(QuotaUsage).where(
+                        QuotaUsage.project_id == project_id, QuotaUsage.resource == resource)
+                        .values(in_use=QuotaUsage.in_use + delta).execution_options(synchronize_session=False))
+
+    async def _list(self, docs: list[dict], fields_set: set[str], *, filters, fields, sort_key,
+                    sort_dir, limit, marker, page_reverse, get_marker) -> list[dict]:
+        preds = attrs.compile_filters(fields_set, filters)
+        sorts = attrs.parse_sorts(fields_set, sort_key, sort_dir)
+        if limit is not None:
+            limit = attrs.v_int(0)(limit, "limit")
+        page_reverse = attrs.to_bool(page_reverse or False, "page_reverse")
+        marker_doc = await get_marker(marker) if marker else None
+        docs = [d for d in docs if all(p(d) for p in preds)]
+        docs = attrs.paginate(docs, sorts, limit=limit or None, marker_doc=marker_doc,
+                              page_reverse=page_reverse)
+        return [attrs.select_fields(d, fields) for d in docs]
+
+    @staticmethod
+    def _prefilter(filters: dict | None, columns: dict[str, Any]) -> list:
+        """SQL conditions for the plain string filters on indexed columns (the rest is done in Python)."""
+        where = []
+        for field, values in (filters or {}).items():
+            column = columns.get(field)
+            values = values if isinstance(values, list) else [values]
+            if column is not None and values and all(isinstance(v, str) and v for v in values):
+                where.append(column.in_(values))
+        return where
+
+    # Networks ---------------------------------------------------------------------------
+
+    def _network_visible(self, ctx: RequestContext):
+        if ctx.is_admin:
+            return None
+        return or_(Network.project_id == ctx.project_id, Network.shared.is_(True),
+                   Network.external.is_(True))
+
+    async def _network_row(self, s, ctx: RequestContext, network_id: str) -> Network:
+        q = select(Network).where(Network.id == str(network_id))
+        cond = self._network_visible(ctx)
+        if cond is not None:
+            q = q.where(cond)
+        row = (await s.execute(q)).scalar_one_or_none()
+        if row is None:
+            raise exceptions.NetworkNotFound(net_id=network_id)
+        return row
+
+    @staticmethod
+    def _check_owner(ctx: RequestContext, project_id: str | None, action: str) -> None:
+        if not ctx.is_admin and project_id != ctx.project_id:
+            raise _not_owner(action)
+
+    @staticmethod
+    def _network_view(row: Network, subnet_ids: list[str]) -> dict:
+        return {
+            "id": row.id, "name": row.name or "", "description": row.description or "",
+            "project_id": row.project_id, "tenant_id": row.project_id,
+            "admin_state_up": bool(row.admin_state_up), "status": row.status,
+            "subnets": subnet_ids, "shared": bool(row.shared), "router:external": bool(row.external),
+            "mtu": row.mtu, "port_security_enabled": bool(row.port_security_enabled),
+            "availability_zone_hints": [], "availability_zones": ["nova"],
+            "ipv4_address_scope": None, "ipv6_address_scope": None, "l2_adjacency": True,
+            "tags": [], "created_at": iso(row.created_at), "updated_at": iso(row.updated_at or row.created_at),
+            "revision_number": row.revision_number or 0,
+        }
+
+    async def _network_views(self, s, rows: list[Network]) -> list[dict]:
+        ids = [r.id for r in rows]
+        subnets: dict[str, list[str]] = {i: [] for i in ids}
+        for chunk in _chunks(ids):
+            for sid, nid in (await s.execute(select(Subnet.id, Subnet.network_id)
+                                             .where(Subnet.network_id.in_(chunk))
+                                             .order_by(Subnet.created_at, Subnet.id))).all():
+                subnets[nid].append(sid)
+        return [self._network_view(r, subnets[r.id]) for r in rows]
+
+    async def _create_network(self, s, ctx: RequestContext, body: dict) -> dict:
+        body = attrs.validate_body("network", body, create=True, is_admin=ctx.is_admin)
+        project = self._project_for_create(ctx, body)
+        now = utcnow()
+        row = Network(id=new_id(), name=body["name"], description=body["description"], project_id=project,
+                      shared=body["shared"], external=body["router:external"],
+                      admin_state_up=body["admin_state_up"], status="ACTIVE", mtu=body["mtu"],
+                      port_security_enabled=body["port_security_enabled"], revision_number=0,
+                      created_at=now, updated_at=now)
+        s.add(row)
+        await s.flush()
+        await self._consume(s, project, network=1)
+        return self._network_view(row, [])
+
+    async def create_network(self, ctx: RequestContext, network: dict) -> dict:
+        async with self._tx() as s:
+            return await self._create_network(s, ctx, network)
+
+    async def create_networks(self, ctx: RequestContext, networks: list[dict]) -> list[dict]:
+        """Bulk create: all or nothing."""
+        async with self._tx() as s:
+            return [await self._create_network(s, ctx, n) for n in _bulk(networks)]
+
+    async def get_network(self, ctx: RequestContext, network_id: str, fields: list[str] | None = None) -> dict:
+        async with self.rt.db.reader() as s:
+            row = await self._network_row(s, ctx, network_id)
+            return attrs.select_fields((await self._network_views(s, [row]))[0], fields)
+
+    async def list_networks(self, ctx: RequestContext, filters: dict | None = None,
+                            fields: list[str] | None = None, sort_key=None, sort_dir=None,
+                            limit: int | None = None, marker: str | None = None,
+                            page_reverse: bool = False) -> list[dict]:
+        async with self.rt.db.reader() as s:
+            q = select(Network)
+            cond = self._network_visible(ctx)
+            if cond is not None:
+                q = q.where(cond)
+            for w in self._prefilter(filters, {"id": Network.id, "name": Network.name,
+                                               "project_id": Network.project_id,
+                                               "tenant_id": Network.project_id}):
+                q = q.where(w)
+            docs = await self._network_views(s, list((await s.execute(q)).scalars()))
+        return await self._list(docs, NETWORK_FIELDS, filters=filters, fields=fields, sort_key=sort_key,
+                                sort_dir=sort_dir, limit=limit, marker=marker, page_reverse=page_reverse,
+                                get_marker=lambda m: self.get_network(ctx, m))
+
+    async def update_network(self, ctx: RequestContext, network_id: str, network: dict) -> dict:
+        body = attrs.validate_body("network", network, create=False, is_admin=ctx.is_admin)
+        async with self._tx() as s:
+            row = await self._network_row(s, ctx, network_id)
+            self._check_owner(ctx, row.project_id, "update_network")
+            if body.get("shared") is False and row.shared:
+                others = (await s.execute(select(func.count(Port.id)).where(
+                    Port.network_id == row.id, Port.project_id != row.project_id))).scalar_one()
+                if others:
+                    raise exceptions.InvalidSharedSetting(network=row.id)
+            mapping = {"router:external": "external"}
+            for key, value in body.items():
+                setattr(row, mapping.get(key, key), value)
+            if body:
+                row.revision_number = (row.revision_number or 0) + 1
+                row.updated_at = utcnow()
+            await s.flush()
+            return (await self._network_views(s, [row]))[0]
+
+    async def delete_network(self, ctx: RequestContext, network_id: str) -> None:
+        async with self._tx() as s:
+            row = await self._network_row(s, ctx, network_id)
+            self._check_owner(ctx, row.project_id, "delete_network")
+            ports = (await s.execute(select(Port.id, Port.project_id, Port.device_owner)
+                                     .where(Port.network_id == row.id))).all()
+            if any(not (owner or "").startswith("network:") for _, _, owner in ports):
+                raise exceptions.NetworkInUse(net_id=row.id)
+            for pid, project, _ in ports:  # the service's own ports (DHCP) go with the network
+                await self._delete_port_rows(s, pid)
+                await self._release(s, project, port=1)
+            for sid, project in (await s.execute(select(Subnet.id, Subnet.project_id)
+                                                 .where(Subnet.network_id == row.id))).all():
+                await s.execute(delete(IPAllocation).where(IPAllocation.subnet_id == sid))
+                await s.execute(delete(Subnet).where(Subnet.id == sid))
+                await self._release(s, project, subnet=1)
+            await s.execute(delete(Network).where(Network.id == row.id))
+            await self._release(s, row.project_id, network=1)
+
+    # Subnets ----------------------------------------------------------------------------
+
+    def _subnet_query(self, ctx: RequestContext):
+        q = select(Subnet)
+        if not ctx.is_admin:
+            q = q.join(Network, Network.id == Subnet.network_id).where(or_(
+                Subnet.project_id == ctx.project_id, Network.project_id == ctx.project_id,
+                Network.shared.is_(True), Network.external.is_(True)))
+        return q
+
+    async def _subnet_row(self, s, ctx: RequestContext, subnet_id: str) -> Subnet:
+        row = (await s.execute(self._subnet_query(ctx).where(Subnet.id == str(subnet_id)))).scalar_one_or_none()
+        if row is None:
+            raise exceptions.SubnetNotFound(subnet_id=subnet_id)
+        return row
+
+    @staticmethod
+    def _subnet_view(row: Subnet) -> dict:
+        return {
+            "id": row.id, "name": row.name or "", "description": row.description or "",
+            "project_id": row.project_id, "tenant_id": row.project_id, "network_id": row.network_id,
+            "ip_version": row.ip_version, "cidr": row.cidr, "gateway_ip": row.gateway_ip,
+            "enable_dhcp": bool(row.enable_dhcp), "allocation_pools": list(row.allocation_pools or []),
+            "dns_nameservers": list(row.dns_nameservers or []), "host_routes": list(row.host_routes or []),
+            "ipv6_ra_mode": row.ipv6_ra_mode, "ipv6_address_mode": row.ipv6_address_mode,
+            "subnetpool_id": None, "service_types": [], "tags": [],
+            "created_at": iso(row.created_at), "updated_at": iso(row.updated_at or row.created_at),
+            "revision_number": row.revision_number or 0,
+        }
+
+    @staticmethod
+    def _check_gateway(net, gateway: str | None) -> None:
+        if gateway is None:
+            return
+        ip = ipaddress.ip_address(gateway)
+        if ip.version != net.version:
+            raise exceptions.InvalidInput(error_message=f"Gateway IP version inconsistent with subnet "
+                                                        f"version {net.version}")
+        if not ipam.usable_in_subnet(gateway, str(net)) or (
+                net.version == 6 and ip == net.network_address and net.prefixlen < 127):
+            raise exceptions.InvalidInput(error_message="Gateway is not valid on subnet")
+
+    async def _create_subnet(self, s, ctx: RequestContext, body: dict) -> dict:
+        body = attrs.validate_body("subnet", body, create=True, is_admin=ctx.is_admin)
+        network = await self._network_row(s, ctx, body["network_id"])
+        if not ctx.is_admin and network.project_id != ctx.project_id:
+            raise _not_owner("create_subnet and rule:admin_or_network_owner")
+        project = self._project_for_create(ctx, body)
+        net = ipam.network_of(body["cidr"])
+        if net.version != body["ip_version"]:
+            raise exceptions.InvalidInput(error_message=f"Cidr {body['cidr']} does not match ip_version "
+                                                        f"{body['ip_version']}")
+        if net.prefixlen == 0:
+            raise exceptions.InvalidInput(error_message="0 is not allowed as CIDR prefix length")
+        ra, am = body.get("ipv6_ra_mode"), body.get("ipv6_address_mode")
+        if net.version == 4 and (ra or am):
+            raise exceptions.InvalidInput(error_message="ipv6_ra_mode or ipv6_address_mode cannot be set "
+                                                        "for an IPv4 subnet")
+        if ra and am and ra != am:
+            raise exceptions.InvalidInput(error_message=f"ipv6_ra_mode set to '{ra}' with "
+                                                        f"ipv6_address_mode set to '{am}' is not valid")
+        if (ra or am) and not body["enable_dhcp"]:
+            raise exceptions.InvalidInput(error_message="ipv6_ra_mode or ipv6_address_mode cannot be set "
+                                                        "when enable_dhcp is set to False")
+        if am in ("slaac", "dhcpv6-stateless") and net.prefixlen != 64:
+            raise exceptions.InvalidInput(error_message=f"Invalid CIDR {net} for IPv6 address mode. "
+                                                        "OpenStack uses the EUI-64 address format, which "
+                                                        "requires the prefix to be /64")
+        existing = list((await s.execute(select(Subnet.cidr).where(Subnet.network_id == network.id))).scalars())
+        if ipam.overlaps(str(net), existing):
+            raise exceptions.InvalidInput(error_message=f"Requested subnet with cidr: {net} for network: "
+                                                        f"{network.id} overlaps with another subnet")
+        gateway = body["gateway_ip"] if "gateway_ip" in body else ipam.default_gateway(net)
+        self._check_gateway(net, gateway)
+        if "allocation_pools" in body:
+            pools = ipam.check_pools(net, body["allocation_pools"], gateway)
+        else:
+            pools = ipam.default_pools(net, gateway)
+        now = utcnow()
+        row = Subnet(id=new_id(), network_id=network.id, project_id=project, name=body["name"],
+                     description=body["description"], ip_version=net.version, cidr=str(net),
+                     gateway_ip=gateway, enable_dhcp=body["enable_dhcp"], allocation_pools=pools,
+                     dns_nameservers=body["dns_nameservers"], host_routes=body["host_routes"],
+                     ipv6_ra_mode=ra, ipv6_address_mode=am, revision_number=0, created_at=now,
+                     updated_at=now)
+        s.add(row)
+        network.revision_number = (network.revision_number or 0) + 1
+        network.updated_at = now
+        await s.flush()
+        await self._consume(s, project, subnet=1)
+        return self._subnet_view(row)
+
+    async def create_subnet(self, ctx: RequestContext, subnet: dict) -> dict:
+        async with self._tx() as s:
+            return await self._create_subnet(s, ctx, subnet)
+
+    async def create_subnets(self, ctx: RequestContext, subnets: list[dict]) -> list[dict]:
+        async with self._tx() as s:
+            return [await self._create_subnet(s, ctx, n) for n in _bulk(subnets)]
+
+    async def get_subnet(self, ctx: RequestContext, subnet_id: str, fields: list[str] | None = None) -> dict:
+        async with self.rt.db.reader() as s:
+            return attrs.select_fields(self._subnet_view(await self._subnet_row(s, ctx, subnet_id)), fields)
+
+    async def list_subnets(self, ctx: RequestContext, filters: dict | None = None,
+                           fields: list[str] | None = None, sort_key=None, sort_dir=None,
+                           limit: int | None = None, marker: str | None = None,
+                           page_reverse: bool = False) -> list[dict]:
+        async with self.rt.db.reader() as s:
+            q = self._subnet_query(ctx)
+            for w in self._prefilter(filters, {"id": Subnet.id, "network_id": Subnet.network_id,
+                                               "name": Subnet.name, "project_id": Subnet.project_id,
+                                               "tenant_id": Subnet.project_id}):
+                q = q.where(w)
+            docs = [self._subnet_view(r) for r in (await s.execute(q)).scalars()]
+        return await self._list(docs, SUBNET_FIELDS, filters=filters, fields=fields, sort_key=sort_key,
+                                sort_dir=sort_dir, limit=limit, marker=marker, page_reverse=page_reverse,
+                                get_marker=lambda m: self.get_subnet(ctx, m))
+
+    async def update_subnet(self, ctx: RequestContext, subnet_id: str, subnet: dict) -> dict:
+        body = attrs.validate_body("subnet", subnet, create=False, is_admin=ctx.is_admin)
+        async with self._tx() as s:
+            row = await self._subnet_row(s, ctx, subnet_id)
+            self._check_owner(ctx, row.project_id, "update_subnet")
+            net = ipam.network_of(row.cidr)
+            gateway = body.get("gateway_ip", row.gateway_ip)
+            if "gateway_ip" in body:
+                self._check_gateway(net, gateway)
+            if "allocation_pools" in body:
+                body["allocation_pools"] = ipam.check_pools(net, body["allocation_pools"], gateway)
+            elif "gateway_ip" in body:
+                ipam.check_pools(net, row.allocation_pools or [], gateway)
+            for key, value in body.items():
+                setattr(row, key, value)
+            if body:
+                row.revision_number = (row.revision_number or 0) + 1
+                row.updated_at = utcnow()
+            await s.flush()
+            return self._subnet_view(row)
+
+    async def delete_subnet(self, ctx: RequestContext, subnet_id: str) -> None:
+        async with self._tx() as s:
+            row = await self._subnet_row(s, ctx, subnet_id)
+            self._check_owner(ctx, row.project_id, "delete_subnet")
+            owners = (await s.execute(select(Port.device_owner).join(
+                IPAllocation, IPAllocation.port_id == Port.id).where(IPAllocation.subnet_id == row.id))).scalars()
+            if any(not (o or "").startswith("network:") for o in owners):
+                raise exceptions.SubnetInUse(subnet_id=row.id)
+            await s.execute(delete(IPAllocation).where(IPAllocation.subnet_id == row.id))
+            await s.execute(delete(Subnet).where(Subnet.id == row.id))
+            await s.execute(update(Network).where(Network.id == row.network_id).values(
+                revision_number=Network.revision_number + 1, updated_at=utcnow()))
+            await self._release(s, row.project_id, subnet=1)
+
+    # Ports ------------------------------------------------------------------------------
+
+    def _port_query(self, ctx: RequestContext):
+        q = select(Port)
+        if not ctx.is_admin:
+            q = q.join(Network, Network.id == Port.network_id).where(or_(
+                Port.project_id == ctx.project_id, Network.project_id == ctx.project_id))
+        return q
+
+    async def _port_row(self, s, ctx: RequestContext, port_id: str) -> Port:
+        row = (await s.execute(self._port_query(ctx).where(Port.id == str(port_id)))).scalar_one_or_none()
+        if row is None:
+            raise exceptions.PortNotFound(port_id=port_id)
+        return row
+
+    async def _port_views(self, s, ctx: RequestContext, rows: list[Port]) -> list[dict]:
+        ids = [r.id for r in rows]
+        ips: dict[str, list[tuple]] = {i: [] for i in ids}
+        groups: dict[str, list[str]] = {i: [] for i in ids}
+        for chunk in _chunks(ids):
+            for pid, sid, ip, created in (await s.execute(
+                    select(IPAllocation.port_id, IPAllocation.subnet_id, IPAllocation.ip_address,
+                           Subnet.created_at).join(Subnet, Subnet.id == IPAllocation.subnet_id)
+                    .where(IPAllocation.port_id.in_(chunk)))).all():
+                ips[pid].append((created, sid, int(ipaddress.ip_address(ip)), ip))
+            for pid, gid in (await s.execute(select(PortSecurityGroup.port_id, PortSecurityGroup.security_group_id)
+                                             .where(PortSecurityGroup.port_id.in_(chunk)))).all():
+                groups[pid].append(gid)
+        blocks = {}
+        if ctx.is_admin:
+            for chunk in _chunks(ids):
+                blocks.update(await provisioning.views(s, chunk))
+        out = []
+        for r in rows:
+            fixed = [{"subnet_id": sid, "ip_address": ip} for _, sid, _, ip in sorted(ips[r.id])]
+            doc = self._port_view(r, fixed, sorted(groups[r.id]))
+            doc[provisioning.ATTRIBUTE] = blocks.get(r.id, {})
+            if not ctx.is_admin:
+                for key in ADMIN_ONLY_PORT_FIELDS:
+                    doc.pop(key, None)
+            out.append(doc)
+        return out
+
+    @staticmethod
+    def _port_view(row: Port, fixed_ips: list[dict], security_groups: list[str]) -> dict:
+        return {
+            "id": row.id, "name": row.name or "", "description": row.description or "",
+            "network_id": row.network_id, "project_id": row.project_id, "tenant_id": row.project_id,
+            "mac_address": row.mac_address, "admin_state_up": bool(row.admin_state_up),
+            "status": row.status, "device_id": row.device_id or "", "device_owner": row.device_owner or "",
+            "fixed_ips": fixed_ips, "security_groups": security_groups,
+            "port_security_enabled": bool(row.port_security_enabled),
+            "binding:host_id": row.binding_host_id or "", "binding:vif_type": row.binding_vif_type,
+            "binding:vif_details": dict(row.binding_vif_details or {}),
+            "binding:vnic_type": row.binding_vnic_type, "binding:profile": dict(row.binding_profile or {}),
+            "ip_allocation": "immediate", "tags": [], "created_at": iso(row.created_at),
+            "updated_at": iso(row.updated_at or row.created_at), "revision_number": row.revision_number or 0,
+        }
+
+    @staticmethod
+    def _binding(host: str) -> dict:
+        if host:
+            # vif_plugged_event: the host's L2 agent reports the plugged device, which sends the
+            # server network-vif-plugged (the compute derives what it waits for from this).
+            return {"binding_host_id": host, "binding_vif_type": "bridge",
+                    "binding_vif_details": {"port_filter": True, "connectivity": "l2",
+                                            "vif_plugged_event": "plug"}}
+        return {"binding_host_id": "", "binding_vif_type": "unbound", "binding_vif_details": {}}
+
+    async def _subnets_of(self, s, network_id: str) -> list[Subnet]:
+        return list((await s.execute(select(Subnet).where(Subnet.network_id == network_id)
+                                     .order_by(Subnet.created_at, Subnet.id))).scalars())
+
+    async def _insert_ip(self, s, subnet: Subnet, port_id: str, address: str) -> bool:
+        """Claim ``address``; False when another port holds it (the primary key said so)."""
+        try:
+            async with s.begin_nested():
+                await s.execute(insert(IPAllocation).values(network_id=subnet.network_id, ip_address=address,
+                                                            subnet_id=subnet.id, port_id=port_id))
+            return True
+        except IntegrityError:
+            return False
+
+    async def _allocate_from_subnet(self, s, subnet: Subnet, port_id: str, mac: str) -> str:
+        if subnet.ip_version == 6 and subnet.ipv6_address_mode in ("slaac", "dhcpv6-stateless"):
+            address = ipam.eui64(subnet.cidr, mac)
+            if not await self._insert_ip(s, subnet, port_id, address):
+                raise exceptions.IpAddressInUse(net_id=subnet.network_id, ip_address=address)
+            return address
+        tried: set[str] = set()
+        for _ in range(MAX_IP_ATTEMPTS):
+            taken = set((await s.execute(select(IPAllocation.ip_address)
+                                         .where(IPAllocation.network_id == subnet.network_id))).scalars())
+            candidate = next(ipam.candidates(subnet.allocation_pools or [], taken | tried), None)
+            if candidate is None:
+                break
+            if await self._insert_ip(s, subnet, port_id, candidate):
+                return candidate
+            tried.add(candidate)  # a concurrent request took it first: try the next one
+        raise exceptions.IpAddressGenerationFailure(net_id=subnet.network_id)
+
+    async def _allocate_ips(self, s, network_id: str, port_id: str, mac: str,
+                            requests: list[dict] | None) -> list[dict]:
+        subnets = await self._subnets_of(s, network_id)
+        allocated: list[dict] = []
+        if requests is None:  # Neutron's default: one IPv4 address, and IPv6 as the subnets say
+            v4 = [sn for sn in subnets if sn.ip_version == 4]
+            v6 = [sn for sn in subnets if sn.ip_version == 6]
+            for family in (v4, [sn for sn in v6 if sn.ipv6_address_mode not in ("slaac", "dhcpv6-stateless")]):
+                for i, sn in enumerate(family):
+                    try:
+                        allocated.append({"subnet_id": sn.id,
+                                          "ip_address": await self._allocate_from_subnet(s, sn, port_id, mac)})
+                        break
+                    except exceptions.IpAddressGenerationFailure:
+                        if i == len(family) - 1:
+                            raise
+            for sn in v6:
+                if sn.ipv6_address_mode in ("slaac", "dhcpv6-stateless"):
+                    allocated.append({"subnet_id": sn.id,
+                                      "ip_address": await self._allocate_from_subnet(s, sn, port_id, mac)})
+            return allocated
+        by_id = {sn.id: sn for sn in subnets}
+        for req in requests:
+            subnet = None
+            if "subnet_id" in req:
+                subnet = by_id.get(req["subnet_id"])
+                if subnet is None:
+                    exists = (await s.execute(select(Subnet.id).where(Subnet.id == req["subnet_id"]))).first()
+                    if exists is None:
+                        raise exceptions.SubnetNotFound(subnet_id=req["subnet_id"])
+                    raise exceptions.InvalidInput(
+                        error_message=f"Failed to create port on network {network_id}, because fixed_ips "
+                                      f"included invalid subnet {req['subnet_id']}")
+            if "ip_address" in req:
+                address = req["ip_address"]
+                if subnet is not None:
+                    if not ipam.usable_in_subnet(address, subnet.cidr):
+                        raise exceptions.InvalidIpForSubnet(ip_address=address)
+                else:
+                    subnet = next((sn for sn in subnets if ipam.usable_in_subnet(address, sn.cidr)), None)
+                    if subnet is None:
+                        raise exceptions.InvalidIpForNetwork(ip_address=address)
+                if not await self._insert_ip(s, subnet, port_id, address):
+                    raise exceptions.IpAddressInUse(net_id=network_id, ip_address=address)
+                allocated.append({"subnet_id": subnet.id, "ip_address": address})
+            else:
+                allocated.append({"subnet_id": subnet.id,
+                                  "ip_address": await self._allocate_from_subnet(s, subnet, port_id, mac)})
+        return allocated
+
+    async def _check_security_groups(self, s, ctx: RequestContext, project: str | None,
+                                     group_ids: list[str]) -> list[str]:
+        out = []
+        for gid in dict.fromkeys(group_ids):
+            row = (await s.execute(select(SecurityGroup.project_id).where(SecurityGroup.id == gid))).first()
+            if row is None or (not ctx.is_admin and row[0] != project):
+                raise exceptions.SecurityGroupNotFound(id=gid)
+            out.append(gid)
+        return out
+
+    async def _create_port(self, s, ctx: RequestContext, body: dict) -> dict:
+        body = attrs.validate_body("port", body, create=True, is_admin=ctx.is_admin)
+        network = await self._network_row(s, ctx, body["network_id"])
+        project = self._project_for_create(ctx, body)
+        if not ctx.is_admin and network.project_id != ctx.project_id:
+            if "mac_address" in body:
+                raise _not_owner("create_port:mac_address")
+            if any("ip_address" in f for f in body.get("fixed_ips") or []):
+                raise _not_owner("create_port:fixed_ips:ip_address")
+        port_security = body.get("port_security_enabled", bool(network.port_security_enabled))
+        groups = body.get("security_groups")
+        if groups and not port_security:
+            raise exceptions.PortSecurityAndIPRequiredForSecurityGroups()
+        if groups is None:
+            groups = []
+            if port_security and not body["device_owner"].startswith("network:") and project:
+                groups = [await self._ensure_default_group(s, project)]
+        else:
+            groups = await self._check_security_groups(s, ctx, project, groups)
+        mac = body.get("mac_address")
+        if mac is not None:
+            used = (await s.execute(select(Port.id).where(Port.network_id == network.id,
+                                                          Port.mac_address == mac))).first()
+            if used is not None:
+                raise exceptions.MacAddressInUse(net_id=network.id, mac=mac)
+        now = utcnow()
+        port_id = new_id()
+        values = dict(id=port_id, network_id=network.id, project_id=project, name=body["name"],
+                      description=body["description"], mac_address=mac or ipam.random_mac(),
+                      admin_state_up=body["admin_state_up"], status="DOWN", device_id=body["device_id"],
+                      device_owner=body["device_owner"], binding_vnic_type=body["binding:vnic_type"],
+                      binding_profile=body["binding:profile"], port_security_enabled=port_security,
+                      revision_number=0, created_at=now, updated_at=now, **self._binding(body["binding:host_id"]))
+        for attempt in range(MAX_MAC_ATTEMPTS):
+            try:
+                async with s.begin_nested():
+                    await s.execute(insert(Port).values(**values))
+                break
+            except IntegrityError:
+                if mac is not None or attempt == MAX_MAC_ATTEMPTS - 1:
+                    raise exceptions.MacAddressInUse(net_id=network.id, mac=values["mac_address"])
+                values["mac_address"] = ipam.random_mac()
+        await self._allocate_ips(s, network.id, port_id, values["mac_address"], body.get("fixed_ips"))
+        for gid in groups:
+            await s.execute(insert(PortSecurityGroup).values(port_id=port_id, security_group_id=gid))
+        await self._consume(s, project, port=1)
+        await provisioning.port_created(s, self.rt.cfg, port_id, values["binding_host_id"], body["device_owner"])
+        row = (await s.execute(select(Port).where(Port.id == port_id))).scalar_one()
+        return (await self._port_views(s, ctx, [row]))[0]
+
+    async def create_port(self, ctx: RequestContext, port: dict) -> dict:
+        async with self._tx() as s:
+            return await self._create_port(s, ctx, port)
+
+    async def create_ports(self, ctx: RequestContext, ports: list[dict]) -> list[dict]:
+        async with self._tx() as s:
+            return [await self._create_port(s, ctx, p) for p in _bulk(ports)]
+
+    async def get_port(self, ctx: RequestContext, port_id: str, fields: list[str] | None = None) -> dict:
+        async with self.rt.db.reader() as s:
+            row = await self._port_row(s, ctx, port_id)
+            return attrs.select_fields((await self._port_views(s, ctx, [row]))[0], fields)
+
+    async def list_ports(self, ctx: RequestContext, filters: dict | None = None,
+                         fields: list[str] | None = None, sort_key=None, sort_dir=None,
+                         limit: int | None = None, marker: str | None = None,
+                         page_reverse: bool = False) -> list[dict]:
+        async with self.rt.db.reader() as s:
+            q = self._port_query(ctx)
+            for w in self._prefilter(filters, {
+                    "id": Port.id, "network_id": Port.network_id, "device_id": Port.device_id,
+                    "device_owner": Port.device_owner, "project_id": Port.project_id,
+                    "tenant_id": Port.project_id, "name": Port.name, "mac_address": Port.mac_address,
+                    "binding:host_id": Port.binding_host_id if ctx.is_admin else None}):
+                q = q.where(w)
+            docs = await self._port_views(s, ctx, list((await s.execute(q)).scalars()))
+        return await self._list(docs, PORT_FIELDS, filters=filters, fields=fields, sort_key=sort_key,
+                                sort_dir=sort_dir, limit=limit, marker=marker, page_reverse=page_reverse,
+                                get_marker=lambda m: self.get_port(ctx, m))
+
+    async def update_port(self, ctx: RequestContext, port_id: str, port: dict,
+                          expected_device_id: str | None = None) -> dict:
+        """Update a port; with ``expected_device_id`` only if its device_id still is that (else PortInUse)."""
+        body = attrs.validate_body("port", port, create=False, is_admin=ctx.is_admin)
+        async with self._tx() as s:
+            row = await self._port_row(s, ctx, port_id)
+            network = (await s.execute(select(Network).where(Network.id == row.network_id))).scalar_one()
+            if not ctx.is_admin and ctx.project_id not in (row.project_id, network.project_id):
+                raise _not_owner("update_port")
+            before = await self._port_view_for_hooks(s, row)
+            if expected_device_id is not None:
+                new_device = body.get("device_id", row.device_id)
+                claimed = await s.execute(update(Port).where(
+                    Port.id == row.id, Port.device_id == expected_device_id).values(device_id=new_device)
+                    .execution_options(synchronize_session=False))
+                if claimed.rowcount != 1:
+                    await s.refresh(row)
+                    raise exceptions.PortInUse(
+                        f"Unable to complete operation on port {row.id} for network {row.network_id}. "
+                        f"Port already has an attached device {row.device_id}.", port_id=row.id)
+                await s.refresh(row)
+            if "mac_address" in body and body["mac_address"] != row.mac_address:
+                if not ctx.is_admin:
+                    raise _not_owner("update_port:mac_address")
+                used = (await s.execute(select(Port.id).where(Port.network_id == row.network_id,
+                                                              Port.mac_address == body["mac_address"]))).first()
+                if used is not None:
+                    raise exceptions.MacAddressInUse(net_id=row.network_id, mac=body["mac_address"])
+            addresses_changed = "mac_address" in body and body["mac_address"] != row.mac_address
+            if "fixed_ips" in body:
+                if not ctx.is_admin and network.project_id != ctx.project_id and any(
+                        "ip_address" in f for f in body["fixed_ips"]):
+                    raise _not_owner("update_port:fixed_ips:ip_address")
+                addresses_changed |= await self._replace_ips(s, row, body["fixed_ips"])
+            port_security = body.get("port_security_enabled", bool(row.port_security_enabled))
+            current_groups = list((await s.execute(select(PortSecurityGroup.security_group_id)
+                                                   .where(PortSecurityGroup.port_id == row.id))).scalars())
+            groups = body.get("security_groups", current_groups)
+            if groups and not port_security:
+                raise exceptions.PortSecurityAndIPRequiredForSecurityGroups()
+            if "security_groups" in body:
+                groups = await self._check_security_groups(s, ctx, row.project_id, groups)
+                await s.execute(delete(PortSecurityGroup).where(PortSecurityGroup.port_id == row.id))
+                for gid in groups:
+                    await s.execute(insert(PortSecurityGroup).values(port_id=row.id, security_group_id=gid))
+            simple = {"name": "name", "description": "description", "admin_state_up": "admin_state_up",
+                      "device_id": "device_id", "device_owner": "device_owner", "mac_address": "mac_address",
+                      "binding:vnic_type": "binding_vnic_type", "binding:profile": "binding_profile",
+                      "port_security_enabled": "port_security_enabled"}
+            for key, column in simple.items():
+                if key in body:
+                    setattr(row, column, body[key])
+            host_changed = "binding:host_id" in body and body["binding:host_id"] != (row.binding_host_id or "")
+            if host_changed:
+                for column, value in self._binding(body["binding:host_id"]).items():
+                    setattr(row, column, value)
+                row.status = "DOWN"  # the new host's agent reports it up again
+            if body or expected_device_id is not None:
+                row.revision_number = (row.revision_number or 0) + 1
+                row.updated_at = utcnow()
+            await s.flush()
+            if host_changed or addresses_changed:
+                await provisioning.port_updated(s, self.rt.cfg, row.id, host_changed=host_changed,
+                                                host=row.binding_host_id or "",
+                                                addresses_changed=addresses_changed,
+                                                device_owner=row.device_owner or "")
+            doc = (await self._port_views(s, ctx, [row]))[0]
+            if before is not None:
+                await self._port_changed(s, ctx, before, doc if ctx.is_admin else
+                                         await self._port_view_for_hooks(s, row))
+            return doc
+
+    async def _replace_ips(self, s, row: Port, requests: list[dict]) -> bool:
+        """Give ``row`` the addresses ``requests`` ask for; True when they changed."""
+        current = {ip: sid for sid, ip in (await s.execute(
+            select(IPAllocation.subnet_id, IPAllocation.ip_address)
+            .where(IPAllocation.port_id == row.id))).all()}
+        keep = set()
+        new_requests = []
+        for req in requests:
+            ip = req.get("ip_address")
+            if ip is not None and ip in current and req.get("subnet_id", current[ip]) == current[ip]:
+                keep.add(ip)
+            else:
+                new_requests.append(req)
+        # subnet-only requests are satisfied by an address this port already has on that subnet
+        remaining = []
+        for req in new_requests:
+            if "ip_address" not in req:
+                held = next((ip for ip, sid in current.items() if sid == req["subnet_id"] and ip not in keep), None)
+                if held is not None:
+                    keep.add(held)
+                    continue
+            remaining.append(req)
+        for ip in set(current) - keep:
+            await s.execute(delete(IPAllocation).where(IPAllocation.network_id == row.network_id,
+                                                       IPAllocation.ip_address == ip))
+        if remaining:
+            await self._allocate_ips(s, row.network_id, row.id, row.mac_address, remaining)
+        return bool(remaining) or bool(set(current) - keep)
+
+    async def _delete_port_rows(self, s, port_id: str) -> None:
+        await s.execute(delete(IPAllocation).where(IPAllocation.port_id == port_id))
+        await s.execute(delete(PortSecurityGroup).where(PortSecurityGroup.port_id == port_id))
+        await provisioning.port_deleted(s, port_id)
+        await s.execute(delete(Port).where(Port.id == port_id))
+
+    async def delete_port(self, ctx: RequestContext, port_id: str) -> None:
+        async with self._tx() as s:
+            row = await self._port_row(s, ctx, port_id)
+            if not ctx.is_admin and row.project_id != ctx.project_id:
+                network_owner = (await s.execute(select(Network.project_id)
+                                                  .where(Network.id == row.network_id))).scalar_one()
+                if network_owner != ctx.project_id:
+                    raise _not_owner("delete_port")
+            before = await self._port_view_for_hooks(s, row)
+            await self._delete_port_rows(s, row.id)
+            if before is not None:
+                await self._port_changed(s, ctx, before, None)
+            await self._release(s, row.project_id, port=1)
+
+    async def update_port_status(self, ctx: RequestContext, port_id: str, status: str) -> dict:
+        """Set a port's status (the L2 agent's report: ACTIVE once the device is wired, DOWN ...)."""
+        if status not in attrs.PORT_STATUSES:
+            raise attrs.bad("status", f"{status} is not in {list(attrs.PORT_STATUSES)}")
+        admin = ctx.elevated()
+        async with self._tx() as s:
+            row = await self._port_row(s, admin, port_id)
+            previous = row.status
+            if previous != status:
+                row.status = status
+                row.revision_number = (row.revision_number or 0) + 1
+                row.updated_at = utcnow()
+                await s.flush()
+            doc = (await self._port_views(s, admin, [row]))[0]
+            if previous != status:
+                await self._port_changed(s, ctx, dict(doc, status=previous), doc)
+        if previous != status:
+            for listener in list(self._port_status_listeners):
+                try:
+                    await listener(ctx, doc, previous)
+                except Exception:
+                    LOG.exception("port status listener failed for port %s", port_id)
+        return doc
+
+    # Security groups --------------------------------------------------------------------
+
+    async def _ensure_default_group(self, s, project_id: str) -> str:
+        """The project's ``default`` group, created on first need; racing creators agree on one."""
+        found = (await s.execute(select(DefaultSecurityGroup.security_group_id)
+                                 .where(DefaultSecurityGroup.project_id == project_id))).scalar_one_or_none()
+        if found:
+            return found
+        gid = new_id()
+        now = utcnow()
+        try:
+            async with s.begin_nested():
+                await s.execute(insert(SecurityGroup).values(
+                    id=gid, name="default", description="Default security group", project_id=project_id,
+                    stateful=True, revision_number=0, created_at=now, updated_at=now))
+                await s.execute(insert(DefaultSecurityGroup).values(project_id=project_id, security_group_id=gid))
+                for direction, ethertype in (("egress", "IPv4"), ("egress", "IPv6"),
+                                             ("ingress", "IPv4"), ("ingress", "IPv6")):
+                    await s.execute(insert(SecurityGroupRule).values(
+                        id=new_id(), security_group_id=gid, project_id=project_id, direction=direction,
+                        ethertype=ethertype, remote_group_id=gid if direction == "ingress" else None,
+                        description="", revision_number=0, created_at=now, updated_at=now))
+        except IntegrityError:
+            found = (await s.execute(select(DefaultSecurityGroup.security_group_id)
+                                     .where(DefaultSecurityGroup.project_id == project_id))).scalar_one_or_none()
+            if found is None:
+                raise
+            return found
+        await self._force_usage(s, project_id, security_group=1, security_group_rule=4)
+        return gid
+
+    async def ensure_default_security_group(self, ctx: RequestContext, project_id: str | None = None) -> str:
+        """The id of ``project_id``'s (default: the caller's) default group, creating it if needed."""
+        project = project_id or ctx.project_id
+        if project != ctx.project_id and not ctx.is_admin:
+            raise _not_owner("create_security_group")
+        async with self.rt.db.reader() as s:
+            found = (await s.execute(select(DefaultSecurityGroup.security_group_id)
+                                     .where(DefaultSecurityGroup.project_id == project))).scalar_one_or_none()
+        if found:
+            return found
+        async with self._tx() as s:
+            return await self._ensure_default_group(s, project)
+
+    def _group_query(self, ctx: RequestContext):
+        q = select(SecurityGroup)
+        if not ctx.is_admin:
+            q = q.where(SecurityGroup.project_id == ctx.project_id)
+        return q
+
+    async def _group_row(self, s, ctx: RequestContext, group_id: str) -> SecurityGroup:
+        row = (await s.execute(self._group_query(ctx).where(SecurityGroup.id == str(group_id)))).scalar_one_or_none()
+        if row is None:
+            raise exceptions.SecurityGroupNotFound(id=group_id)
+        return row
+
+    @staticmethod
+    def _rule_view(row: SecurityGroupRule) -> dict:
+        return {
+            "id": row.id, "security_group_id": row.security_group_id, "direction": row.direction,
+            "ethertype": row.ethertype, "protocol": row.protocol, "port_range_min": row.port_range_min,
+            "port_range_max": row.port_range_max, "remote_ip_prefix": row.remote_ip_prefix,
+            "remote_group_id": row.remote_group_id, "description": row.description or "",
+            "project_id": row.project_id, "tenant_id": row.project_id, "tags": [],
+            "created_at": iso(row.created_at), "updated_at": iso(row.updated_at or row.created_at),
+            "revision_number": row.revision_number or 0,
+        }
+
+    async def _group_views(self, s, rows: list[SecurityGroup]) -> list[dict]:
+        ids = [r.id for r in rows]
+        rules: dict[str, list[dict]] = {i: [] for i in ids}
+        for chunk in _chunks(ids):
+            for rule in (await s.execute(select(SecurityGroupRule).where(
+                    SecurityGroupRule.security_group_id.in_(chunk))
+                    .order_by(SecurityGroupRule.created_at, SecurityGroupRule.id))).scalars():
+                rules[rule.security_group_id].append(self._rule_view(rule))
+        return [{
+            "id": r.id, "name": r.name or "", "description": r.description or "",
+            "project_id": r.project_id, "tenant_id": r.project_id, "stateful": bool(r.stateful),
+            "shared": False, "security_group_rules": rules[r.id], "tags": [],
+            "created_at": iso(r.created_at), "updated_at": iso(r.updated_at or r.created_at),
+            "revision_number": r.revision_number or 0,
+        } for r in rows]
+
+    async def _create_security_group(self, s, ctx: RequestContext, body: dict) -> dict:
+        body = attrs.validate_body("security_group", body, create=True, is_admin=ctx.is_admin)
+        project = self._project_for_create(ctx, body)
+        if project:
+            await self._ensure_default_group(s, project)
+        if body["name"] == "default":
+            raise exceptions.SecurityGroupDefaultAlreadyExists()
+        now = utcnow()
+        row = SecurityGroup(id=new_id(), name=body["name"], description=body["description"],
+                            project_id=project, stateful=body["stateful"], revision_number=0,
+                            created_at=now, updated_at=now)
+        s.add(row)
+        await s.flush()
+        for ethertype in ("IPv4", "IPv6"):
+            s.add(SecurityGroupRule(id=new_id(), security_group_id=row.id, project_id=project,
+                                    direction="egress", ethertype=ethertype, description="",
+                                    revision_number=0, created_at=now, updated_at=now))
+        await s.flush()
+        await self._consume(s, project, security_group=1, security_group_rule=2)
+        return (await self._group_views(s, [row]))[0]
+
+    async def create_security_group(self, ctx: RequestContext, security_group: dict) -> dict:
+        async with self._tx() as s:
+            return await self._create_security_group(s, ctx, security_group)
+
+    async def create_security_groups(self, ctx: RequestContext, security_groups: list[dict]) -> list[dict]:
+        async with self._tx() as s:
+            return [await self._create_security_group(s, ctx, g) for g in _bulk(security_groups)]
+
+    async def get_security_group(self, ctx: RequestContext, security_group_id: str,
+                                 fields: list[str] | None = None) -> dict:
+        async with self.rt.db.reader() as s:
+            row = await self._group_row(s, ctx, security_group_id)
+            return attrs.select_fields((await self._group_views(s, [row]))[0], fields)
+
+    async def list_security_groups(self, ctx: RequestContext, filters: dict | None = None,
+                                   fields: list[str] | None = None, sort_key=None, sort_dir=None,
+                                   limit: int | None = None, marker: str | None = None,
+                                   page_reverse: bool = False) -> list[dict]:
+        # As Neutron: listing creates the caller's (or the filtered project's) default group.
+        wanted = (filters or {}).get("project_id") or (filters or {}).get("tenant_id")
+        wanted = wanted if isinstance(wanted, list) else ([wanted] if wanted else [])
+        for project in {ctx.project_id, *(wanted[:1] if ctx.is_admin else [])}:
+            if project:
+                await self.ensure_default_security_group(ctx, project)
+        async with self.rt.db.reader() as s:
+            q = self._group_query(ctx)
+            for w in self._prefilter(filters, {"id": SecurityGroup.id, "name": SecurityGroup.name,
+                                               "project_id": SecurityGroup.project_id,
+                                               "tenant_id": SecurityGroup.project_id}):
+                q = q.where(w)
+            docs = await self._group_views(s, list((await s.execute(q)).scalars()))
+        return await self._list(docs, SECURITY_GROUP_FIELDS, filters=filters, fields=fields,
+                                sort_key=sort_key, sort_dir=sort_dir, limit=limit, marker=marker,
+                                page_reverse=page_reverse,
+                                get_marker=lambda m: self.get_security_group(ctx, m))
+
+    async def update_security_group(self, ctx: RequestContext, security_group_id: str,
+                                    security_group: dict) -> dict:
+        body = attrs.validate_body("security_group", security_group, create=False, is_admin=ctx.is_admin)
+        async with self._tx() as s:
+            row = await self._group_row(s, ctx, security_group_id)
+            is_default = (await s.execute(select(DefaultSecurityGroup.project_id).where(
+                DefaultSecurityGroup.security_group_id == row.id))).first() is not None
+            if is_default and body.get("name", "default") != "default":
+                raise exceptions.Conflict("Updating default security group not allowed.")
+            if not is_default and body.get("name") == "default":
+                raise exceptions.SecurityGroupDefaultAlreadyExists()
+            for key, value in body.items():
+                setattr(row, key, value)
+            if body:
+                row.revision_number = (row.revision_number or 0) + 1
+                row.updated_at = utcnow()
+            await s.flush()
+            return (await self._group_views(s, [row]))[0]
+
+    async def delete_security_group(self, ctx: RequestContext, security_group_id: str) -> None:
+        async with self._tx() as s:
+            row = await self._group_row(s, ctx, security_group_id)
+            is_default = (await s.execute(select(DefaultSecurityGroup.project_id).where(
+                DefaultSecurityGroup.security_group_id == row.id))).first() is not None
+            if is_default and not ctx.is_admin:
+                raise exceptions.SecurityGroupCannotRemoveDefault()
+            in_use = (await s.execute(select(PortSecurityGroup.port_id).where(
+                PortSecurityGroup.security_group_id == row.id).limit(1))).first()
+            if in_use is not None:
+                raise exceptions.SecurityGroupInUse(id=row.id)
+            rules = (await s.execute(select(SecurityGroupRule.id, SecurityGroupRule.project_id).where(or_(
+                SecurityGroupRule.security_group_id == row.id,
+                SecurityGroupRule.remote_group_id == row.id)))).all()
+            for rid, project in rules:
+                await s.execute(delete(SecurityGroupRule).where(SecurityGroupRule.id == rid))
+                await self._release(s, project, security_group_rule=1)
+            await s.execute(delete(DefaultSecurityGroup).where(DefaultSecurityGroup.security_group_id == row.id))
+            await s.execute(delete(SecurityGroup).where(SecurityGroup.id == row.id))
+            await self._release(s, row.project_id, security_group=1)
+
+    # Security group rules -----------------------------------------------------------------
+
+    def _rule_query(self, ctx: RequestContext):
+        q = select(SecurityGroupRule)
+        if not ctx.is_admin:
+            q = q.join(SecurityGroup, SecurityGroup.id == SecurityGroupRule.security_group_id).where(or_(
+                SecurityGroupRule.project_id == ctx.project_id, SecurityGroup.project_id == ctx.project_id))
+        return q
+
+    async def _rule_row(self, s, ctx: RequestContext, rule_id: str) -> SecurityGroupRule:
+        row = (await s.execute(self._rule_query(ctx).where(SecurityGroupRule.id == str(rule_id)))).scalar_one_or_none()
+        if row is None:
+            raise exceptions.SecurityGroupRuleNotFound(id=rule_id)
+        return row
+
+    @staticmethod
+    def _check_rule(body: dict) -> None:
+        prefix, remote_group = body.get("remote_ip_prefix"), body.get("remote_group_id")
+        if prefix and remote_group:
+            raise exceptions.SecurityGroupRemoteGroupAndRemoteIpPrefix()
+        if prefix:
+            version = ipaddress.ip_network(prefix).version
+            if (version == 4) != (body["ethertype"] == "IPv4"):
+                raise exceptions.SecurityGroupRuleParameterConflict(ethertype=body["ethertype"], cidr=prefix)
+        protocol, low, high = body.get("protocol"), body.get("port_range_min"), body.get("port_range_max")
+        if protocol is None and (low is not None or high is not None):
+            raise exceptions.SecurityGroupProtocolRequiredWithPorts()
+        if protocol in PORT_RANGE_PROTOCOLS:
+            for value in (low, high):
+                if value == 0:
+                    raise exceptions.SecurityGroupInvalidPortValue(port=value)
+            if low is not None and high is not None and low > high:
+                raise exceptions.SecurityGroupInvalidPortRange()
+            if low is None and high is not None:
+                raise exceptions.SecurityGroupInvalidPortRange()
+        elif protocol in ICMP_PROTOCOLS:
+            for field, attr, value in (("type", "port_range_min", low), ("code", "port_range_max", high)):
+                if value is not None and not 0 <= value <= 255:
+                    raise exceptions.SecurityGroupInvalidIcmpValue(field=field, attr=attr, value=value)
+            if low is None and high is not None:
+                raise exceptions.InvalidInput(error_message="ICMP code (port-range-max) is provided but "
+                                                            "ICMP type (port-range-min) is missing")
+        elif low is not None or high is not None:
+            raise exceptions.InvalidInput(error_message="Invalid protocol for port range, only supported "
+                                                        "for TCP, UDP, UDPLITE, SCTP, DCCP and ICMP")
+
+    @staticmethod
+    def _same_prefix(a: str | None, b: str | None) -> bool:
+        any_nets = (None, "0.0.0.0/0", "::/0")
+        return a == b or (a in any_nets and b in any_nets)
+
+    async def _create_rule(self, s, ctx: RequestContext, body: dict) -> dict:
+        body = attrs.validate_body("security_group_rule", body, create=True, is_admin=ctx.is_admin)
+        group = await self._group_row(s, ctx, body["security_group_id"])
+        project = body.pop("project_id", None) or group.project_id
+        if project != group.project_id and not ctx.is_admin:
+            raise attrs.bad_request("Specifying 'project_id' or 'tenant_id' other than the authenticated "
+                                    "project in request requires admin privileges")
+        self._check_rule(body)
+        if body.get("remote_group_id"):
+            await self._group_row(s, ctx, body["remote_group_id"])
+        for existing in (await s.execute(select(SecurityGroupRule).where(
+                SecurityGroupRule.security_group_id == group.id))).scalars():
+            if (existing.direction == body["direction"] and existing.ethertype == body["ethertype"]
+                    and existing.protocol == body.get("protocol")
+                    and existing.port_range_min == body.get("port_range_min")
+                    and existing.port_range_max == body.get("port_range_max")
+                    and existing.remote_group_id == body.get("remote_group_id")
+                    and self._same_prefix(existing.remote_ip_prefix, body.get("remote_ip_prefix"))):
+                raise exceptions.SecurityGroupRuleExists(rule_id=existing.id)
+        now = utcnow()
+        row = SecurityGroupRule(id=new_id(), security_group_id=group.id, project_id=project,
+                                direction=body["direction"], ethertype=body["ethertype"],
+                                protocol=body.get("protocol"), port_range_min=body.get("port_range_min"),
+                                port_range_max=body.get("port_range_max"),
+                                remote_ip_prefix=body.get("remote_ip_prefix"),
+                                remote_group_id=body.get("remote_group_id"), description=body["description"],
+                                revision_number=0, created_at=now, updated_at=now)
+        s.add(row)
+        group.revision_number = (group.revision_number or 0) + 1
+        group.updated_at = now
+        await s.flush()
+        await self._consume(s, project, security_group_rule=1)
+        return self._rule_view(row)
+
+    async def create_security_group_rule(self, ctx: RequestContext, security_group_rule: dict) -> dict:
+        async with self._tx() as s:
+            return await self._create_rule(s, ctx, security_group_rule)
+
+    async def create_security_group_rules(self, ctx: RequestContext, security_group_rules: list[dict]) -> list[dict]:
+        async with self._tx() as s:
+            return [await self._create_rule(s, ctx, r) for r in _bulk(security_group_rules)]
+
+    async def get_security_group_rule(self, ctx: RequestContext, security_group_rule_id: str,
+                                      fields: list[str] | None = None) -> dict:
+        async with self.rt.db.reader() as s:
+            return attrs.select_fields(self._rule_view(await self._rule_row(s, ctx, security_group_rule_id)),
+                                       fields)
+
+    async def list_security_group_rules(self, ctx: RequestContext, filters: dict | None = None,
+                                        fields: list[str] | None = None, sort_key=None, sort_dir=None,
+                                        limit: int | None = None, marker: str | None = None,
+                                        page_reverse: bool = False) -> list[dict]:
+        async with self.rt.db.reader() as s:
+            q = self._rule_query(ctx)
+            for w in self._prefilter(filters, {"id": SecurityGroupRule.id,
+                                               "security_group_id": SecurityGroupRule.security_group_id,
+                                               "project_id": SecurityGroupRule.project_id,
+                                               "tenant_id": SecurityGroupRule.project_id}):
+                q = q.where(w)
+            docs = [self._rule_view(r) for r in (await s.execute(q)).scalars()]
+        return await self._list(docs, RULE_FIELDS, filters=filters, fields=fields, sort_key=sort_key,
+                                sort_dir=sort_dir, limit=limit, marker=marker, page_reverse=page_reverse,
+                                get_marker=lambda m: self.get_security_group_rule(ctx, m))
+
+    async def update_security_group_rule(self, ctx: RequestContext, security_group_rule_id: str,
+                                         security_group_rule: dict) -> dict:
+        body = attrs.validate_body("security_group_rule", security_group_rule, create=False,
+                                   is_admin=ctx.is_admin)
+        async with self._tx() as s:
+            row = await self._rule_row(s, ctx, security_group_rule_id)
+            self._check_owner(ctx, row.project_id, "update_security_group_rule")
+            for key, value in body.items():
+                setattr(row, key, value)
+            if body:
+                row.revision_number = (row.revision_number or 0) + 1
+                row.updated_at = utcnow()
+            await s.flush()
+            return self._rule_view(row)
+
+    async def delete_security_group_rule(self, ctx: RequestContext, security_group_rule_id: str) -> None:
+        async with self._tx() as s:
+            row = await self._rule_row(s, ctx, security_group_rule_id)
+            self._check_owner(ctx, row.project_id, "delete_security_group_rule")
+            await s.execute(delete(SecurityGroupRule).where(SecurityGroupRule.id == row.id))
+            await s.execute(update(SecurityGroup).where(SecurityGroup.id == row.security_group_id).values(
+                revision_number=SecurityGroup.revision_number + 1, updated_at=utcnow()))
+            await self._release(s, row.project_id, security_group_rule=1)
+
+    # Quotas -------------------------------------------------------------------------------
+
+    def _check_quota_access(self, ctx: RequestContext, project_id: str, write: bool = False) -> None:
+        if ctx.is_admin:
+            return
+        if write:
+            raise _not_owner("update_quota")
+        if project_id != ctx.project_id:
+            raise exceptions.NotAuthorized("Non-admin is not authorized to access quotas for another tenant")
+
+    def _default_quota(self) -> dict:
+        return {name: getattr(self.rt.cfg, f"quota_{plural}") for name, plural in QUOTA_RESOURCES.items()}
+
+    async def get_quota(self, ctx: RequestContext, project_id: str) -> dict:
+        """The project's limits in Neutron's names (``{"network": 100, ...}``)."""
+        self._check_quota_access(ctx, project_id)
+        async with self.rt.db.reader() as s:
+            limits = await quotas.limits(s, self.rt.cfg, project_id)
+        return {name: limits[plural] for name, plural in QUOTA_RESOURCES.items()}
+
+    async def get_quota_default(self, ctx: RequestContext, project_id: str | None = None) -> dict:
+        return self._default_quota()
+
+    async def get_quota_details(self, ctx: RequestContext, project_id: str) -> dict:
+        """Limits and usage: ``{"port": {"limit": 500, "used": 3, "reserved": 0}, ...}``."""
+        self._check_quota_access(ctx, project_id)
+        async with self.rt.db.reader() as s:
+            limits = await quotas.limits(s, self.rt.cfg, project_id)
+            used = await quotas.usages(s, project_id)
+        return {name: {"limit": limits[plural], "used": used[plural], "reserved": 0}
+                for name, plural in QUOTA_RESOURCES.items()}
+
+    async def update_quota(self, ctx: RequestContext, project_id: str, quota: dict) -> dict:
+        self._check_quota_access(ctx, project_id, write=True)
+        if not isinstance(quota, dict) or not quota:
+            raise attrs.bad_request("Invalid format for quota: expected an object of limits.")
+        unknown = sorted(k for k in quota if k not in QUOTA_RESOURCES)
+        if unknown:
+            raise attrs.bad_request(f"Unrecognized attribute(s) '{', '.join(unknown)}'")
+        values = {k: attrs.v_int(-1)(v, k) for k, v in quota.items()}
+        async with self._tx() as s:
+            for name, limit in values.items():
+                plural = QUOTA_RESOURCES[name]
+                result = await s.execute(update(Quota).where(Quota.project_id == project_id,
+                                                             Quota.resource == plural)
+                                         .values(hard_limit=limit, updated_at=utcnow()))
+                if result.rowcount == 0:
+                    try:
+                        async with s.begin_nested():
+                            await s.execute(insert(Quota).values(project_id=project_id, resource=plural,
+                                                                 hard_limit=limit, created_at=utcnow()))
+                    except IntegrityError:
+                        await s.execute(update(Quota).where(Quota.project_id == project_id,
+                                                            Quota.resource == plural).values(hard_limit=limit))
+        return await self.get_quota(ctx, project_id)
+
+    async def delete_quota(self, ctx: RequestContext, project_id: str) -> None:
+        """Back to the defaults."""
+        self._check_quota_access(ctx, project_id, write=True)
+        async with self._tx() as s:
+            await s.execute(delete(Quota).where(Quota.project_id == project_id,
+                                                Quota.resource.in_(list(QUOTA_RESOURCES.values()))))
+
+    async def list_quotas(self, ctx: RequestContext) -> list[dict]:
+        """Every project with a non-default network limit."""
+        if not ctx.is_admin:
+            raise _not_owner("get_quota")
+        async with self.rt.db.reader() as s:
+            projects = sorted(set((await s.execute(select(Quota.project_id).where(
+                Quota.resource.in_(list(QUOTA_RESOURCES.values()))))).scalars()))
+        out = []
+        for project in projects:
+            doc = await self.get_quota(ctx, project)
+            doc.update(project_id=project, tenant_id=project)
+            out.append(doc)
+        return out
+
+
+def _bulk(items) -> list:
+    if not isinstance(items, list) or not items:
+        raise attrs.bad_request("Resources required")
+    return items

@@ -1,0 +1,41 @@
+"""The network service process: the network manager on the bus and the Networking API."""
+
+from __future__ import annotations
+
+from nefos.network.manager import NetworkManager
+from nefos.network.rest import create_app
+from nefos.service import Component, Service
+
+
+class NetworkComponent(Component):
+    name = "network"
+
+    def __init__(self, rt):
+        self.rt = rt
+        self.manager = NetworkManager(rt)
+        # Issue 3: port changes -> Compute API external events (outbox + sender); the L2 agents' RPC.
+        from nefos.network.agent_rpc import PluginEndpoint
+        from nefos.network.notifier import Notifier
+        self.notifier = Notifier(rt)
+        self.manager.add_port_change_hook(self.notifier.on_port_change)
+        self.plugin_endpoint = PluginEndpoint(self.manager)
+        self.app = create_app(rt, self.manager)
+        self.port = rt.cfg.network_api_port
+        self.service: Service | None = None
+
+    async def start(self) -> None:
+        self.service = Service(self.rt, "nefos-network", "network", self.rt.cfg.host, endpoint=self.manager)
+        await self.service.start()
+        from nefos.network.agent_rpc import TOPIC
+        await self.rt.bus.serve(TOPIC, self.plugin_endpoint, host=self.rt.cfg.host)
+        self.notifier.start()
+
+    async def stop(self) -> None:
+        await self.rt.bus.unserve(self.plugin_endpoint)
+        await self.notifier.stop()
+        if self.service is not None:
+            await self.service.stop()
+
+
+def component(rt) -> Component:
+    return NetworkComponent(rt)

@@ -1,0 +1,178 @@
+"""Instance persistence: reads, and the compare-and-swap save every transition uses.
+
+An instance crosses the bus as a plain dict (``to_dict``). ``save`` writes
+only the given fields and, when ``expected_task_state`` is passed, only if
+the row's task_state is still one of those values: a single
+``UPDATE ... WHERE task_state IN (...)``, atomic on every backend. A
+mismatch raises ``UnexpectedTaskStateError`` (or the deleting variant), so a
+delete racing a build always wins and the build notices.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Iterable
+
+from sqlalchemy import or_, select, update
+
+from nefos import exceptions
+from nefos.db.models import Instance, InstanceFault, utcnow
+from nefos.db.session import Database
+from nefos.objects import states
+
+_UNSET = object()
+
+
+INSTANCES = Instance.__table__  # Core statements: the hot path needs no ORM identity map
+
+
+def _plain(data: dict) -> dict:
+    for key, value in data.items():
+        if isinstance(value, dt.datetime):
+            data[key] = value.isoformat()
+    if data.get("metadata") is None:
+        data["metadata"] = {}
+    return data
+
+
+def to_dict(row: Instance) -> dict:
+    """An ORM instance row as the dict that crosses the bus."""
+    data = row.to_dict()
+    data["metadata"] = data.pop("metadata_")
+    return _plain(data)
+
+
+def mapping_to_dict(mapping) -> dict:
+    """A Core row of ``instances`` (column names as keys) as the dict that crosses the bus."""
+    return _plain(dict(mapping))
+
+
+def _column_values(updates: dict) -> dict:
+    values = {}
+    for key, value in updates.items():
+        if isinstance(value, str) and key.endswith(("_at", "_time")):
+            value = dt.datetime.fromisoformat(value)
+        values[key] = value
+    return values
+
+
+async def get(db: Database, uuid: str, *, read_deleted: bool = False) -> dict:
+    q = select(INSTANCES).where(INSTANCES.c.uuid == uuid)
+    if not read_deleted:
+        q = q.where(INSTANCES.c.deleted == 0)
+    async with db.reader() as s:
+        row = (await s.execute(q)).mappings().one_or_none()
+    if row is None:
+        raise exceptions.InstanceNotFound(instance_id=uuid)
+    return mapping_to_dict(row)
+
+
+def _task_state_clause(expected: Iterable[str | None]):
+    expected = list(expected)
+    values = [e for e in expected if e is not None]
+    clauses = []
+    if values:
+        clauses.append(INSTANCES.c.task_state.in_(values))
+    if None in expected:
+        clauses.append(INSTANCES.c.task_state.is_(None))
+    return or_(*clauses)
+
+
+def _as_list(value) -> list:
+    return list(value) if isinstance(value, (list, tuple, set)) else [value]
+
+
+async def save(db: Database, uuid: str, updates: dict, *,
+               expected_task_state: Any = _UNSET, expected_vm_state: Any = _UNSET,
+               session=None) -> dict:
+    """Write ``updates``; with ``expected_*`` only if the row still matches. Returns the new row."""
+    values = _column_values(updates)
+    values["updated_at"] = utcnow()
+    q = update(INSTANCES).where(INSTANCES.c.uuid == uuid, INSTANCES.c.deleted == 0)
+    if expected_task_state is not _UNSET:
+        q = q.where(_task_state_clause(_as_list(expected_task_state)))
+    if expected_vm_state is not _UNSET:
+        q = q.where(INSTANCES.c.vm_state.in_(_as_list(expected_vm_state)))
+    q = q.values(**values)
+    returning = db.engine.dialect.update_returning
+
+    async def _apply(s):
+        if returning:  # one round trip where the database can return the updated row
+            row = (await s.execute(q.returning(*INSTANCES.c))).mappings().one_or_none()
+            if row is not None:
+                return mapping_to_dict(row)
+        else:
+            result = await s.execute(q)
+            if result.rowcount == 1:
+                row = (await s.execute(select(INSTANCES).where(INSTANCES.c.uuid == uuid))).mappings().one()
+                return mapping_to_dict(row)
+        current = (await s.execute(select(INSTANCES.c.deleted, INSTANCES.c.task_state, INSTANCES.c.vm_state)
+                                   .where(INSTANCES.c.uuid == uuid))).one_or_none()
+        if current is None or current.deleted:
+            raise exceptions.InstanceNotFound(instance_id=uuid)
+        actual = current.task_state
+        if expected_task_state is not _UNSET and actual not in _as_list(expected_task_state):
+            cls = (exceptions.UnexpectedDeletingTaskStateError if actual == states.DELETING
+                   else exceptions.UnexpectedTaskStateError)
+            raise cls(instance_uuid=uuid, expected=_as_list(expected_task_state), actual=actual)
+        raise exceptions.InstanceInvalidState(
+            action="save", instance_uuid=uuid, attr="vm_state", state=current.vm_state)
+
+    if session is not None:
+        return await _apply(session)
+    async with db.transaction() as s:
+        return await _apply(s)
+
+
+async def add_fault(db: Database, uuid: str, exc: BaseException, *, host: str | None,
+                    details: str | None = None, session=None) -> None:
+    """Record a fault; with ``session``, in that transaction (e.g. with the save to ERROR)."""
+    code = getattr(exc, "code", 500) or 500
+    message = type(exc).__name__ if code == 500 and not isinstance(exc, exceptions.NefosError) else str(exc)
+    if isinstance(exc, exceptions.NefosError) and code == 500:
+        # Nova reports the class name of unexpected errors; known ones keep their text.
+        message = str(exc) or type(exc).__name__
+    fault = InstanceFault(instance_uuid=uuid, code=code, message=message[:255], details=details, host=host)
+    if session is not None:
+        session.add(fault)
+        return
+    async with db.transaction() as s:
+        s.add(fault)
+
+
+def quota_deltas(instance: dict) -> dict[str, int]:
+    """What one instance counts against its project's quota."""
+    return {"instances": 1, "cores": instance.get("vcpus") or 0, "ram": instance.get("memory_mb") or 0}
+
+
+async def destroy(db: Database, uuid: str, *, only_if_unscheduled: bool = False) -> dict | None:
+    """Soft-delete the instance and give its quota back, atomically and at most once.
+
+    With ``only_if_unscheduled`` the delete happens only while no host was
+    chosen (the API's local delete racing the conductor); returns the row as
+    it was, or None when someone else got there first.
+    """
+    from sqlalchemy import delete as sql_delete
+
+    from nefos.db.models import BlockDeviceMapping, InstanceGroupMember
+    from nefos.objects import quotas
+
+    async with db.transaction() as s:
+        row = (await s.execute(select(Instance).where(Instance.uuid == uuid, Instance.deleted == 0))).scalar_one_or_none()
+        if row is None:
+            return None
+        now = utcnow()
+        q = update(Instance).where(Instance.id == row.id, Instance.deleted == 0)
+        if only_if_unscheduled:
+            q = q.where(Instance.host.is_(None))
+        result = await s.execute(q.values(
+            deleted=Instance.id, deleted_at=now, terminated_at=now, vm_state=states.DELETED,
+            task_state=None, power_state=states.NOSTATE, updated_at=now,
+        ).execution_options(synchronize_session=False))
+        if result.rowcount != 1:
+            return None
+        before = to_dict(row)
+        await quotas.release(s, row.project_id, quota_deltas(before))
+        await s.execute(sql_delete(BlockDeviceMapping).where(BlockDeviceMapping.instance_uuid == uuid))
+        await s.execute(sql_delete(InstanceGroupMember).where(InstanceGroupMember.instance_uuid == uuid))
+        return before

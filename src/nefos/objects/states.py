@@ -1,0 +1,82 @@
+"""Instance states, as Nova names them (vm_state, task_state, power_state)."""
+
+# vm_state
+ACTIVE = "active"
+BUILDING = "building"
+PAUSED = "paused"
+SUSPENDED = "suspended"
+STOPPED = "stopped"
+RESCUED = "rescued"
+RESIZED = "resized"
+SOFT_DELETED = "soft-delete"
+DELETED = "deleted"
+ERROR = "error"
+SHELVED = "shelved"
+SHELVED_OFFLOADED = "shelved_offloaded"
+
+# task_state
+SCHEDULING = "scheduling"
+BLOCK_DEVICE_MAPPING = "block_device_mapping"
+NETWORKING = "networking"
+SPAWNING = "spawning"
+REBOOTING = "rebooting"
+REBOOT_PENDING = "reboot_pending"
+REBOOT_STARTED = "reboot_started"
+REBOOTING_HARD = "rebooting_hard"
+REBOOT_PENDING_HARD = "reboot_pending_hard"
+REBOOT_STARTED_HARD = "reboot_started_hard"
+PAUSING = "pausing"
+UNPAUSING = "unpausing"
+SUSPENDING = "suspending"
+RESUMING = "resuming"
+POWERING_OFF = "powering-off"
+POWERING_ON = "powering-on"
+DELETING = "deleting"
+# The task states of a build (None: claimed, not started yet), for builds' compare-and-swap saves.
+BUILD_TASK_STATES = (None, SCHEDULING, NETWORKING, BLOCK_DEVICE_MAPPING, SPAWNING)
+
+# power_state (integers, as the API reports them)
+NOSTATE = 0
+RUNNING = 1
+PAUSED_POWER = 3
+SHUTDOWN = 4
+CRASHED = 6
+SUSPENDED_POWER = 7
+
+POWER_STATE_NAMES = {
+    NOSTATE: "pending", RUNNING: "running", PAUSED_POWER: "paused",
+    SHUTDOWN: "shutdown", CRASHED: "crashed", SUSPENDED_POWER: "suspended",
+}
+
+# The API's "status" of a server, from (vm_state, task_state), as Nova maps them.
+_STATUS_BY_STATE = {
+    ACTIVE: {None: "ACTIVE", REBOOTING: "REBOOT", REBOOT_PENDING: "REBOOT",
+             REBOOT_STARTED: "REBOOT", REBOOTING_HARD: "HARD_REBOOT",
+             REBOOT_PENDING_HARD: "HARD_REBOOT", REBOOT_STARTED_HARD: "HARD_REBOOT",
+             "default": "ACTIVE"},
+    BUILDING: {"default": "BUILD"},
+    STOPPED: {"default": "SHUTOFF"},
+    RESIZED: {"default": "VERIFY_RESIZE"},
+    PAUSED: {"default": "PAUSED"},
+    SUSPENDED: {"default": "SUSPENDED"},
+    RESCUED: {"default": "RESCUE"},
+    ERROR: {"default": "ERROR"},
+    DELETED: {"default": "DELETED"},
+    SOFT_DELETED: {"default": "SOFT_DELETED"},
+    SHELVED: {"default": "SHELVED"},
+    SHELVED_OFFLOADED: {"default": "SHELVED_OFFLOADED"},
+}
+
+
+def status_from_state(vm_state: str | None, task_state: str | None) -> str:
+    by_task = _STATUS_BY_STATE.get(vm_state or "", {"default": "UNKNOWN"})
+    status = by_task.get(task_state, by_task["default"])
+    if status == "UNKNOWN":
+        return "UNKNOWN"
+    return status
+
+
+def states_from_status(status: str) -> list[str]:
+    """The vm_states a status filter matches (Nova's ``status=`` list filter)."""
+    status = status.upper()
+    return [vm for vm, m in _STATUS_BY_STATE.items() if status in m.values()]

@@ -1,0 +1,164 @@
+"""HTTP plumbing every API service shares: request ids, the request context, JSON bodies.
+
+Each API (compute, network, image, identity) is a FastAPI app built with
+``make_app``; it gets the request-id middleware, the context, and a handler
+turning ``nefos.exceptions`` into that API's own error body.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Callable
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.responses import JSONResponse, Response
+
+from nefos import exceptions, policy
+from nefos.context import RequestContext, current_context, new_request_id
+
+LOG = logging.getLogger(__name__)
+
+ErrorBody = Callable[[int, str, str], dict]  # (status, message, error type name) -> body
+
+
+# Paths every API serves without a token: version documents and getting a token.
+PUBLIC_PATHS = frozenset({"/", "/versions", "/v2.1", "/v2.1/", "/v2.0", "/v2.0/", "/v3", "/v3/"})
+
+
+def is_public(method: str, path: str) -> bool:
+    return path in PUBLIC_PATHS or (method == "POST" and path.rstrip("/") == "/v3/auth/tokens")
+
+
+class RequestContextMiddleware(BaseHTTPMiddleware):
+    """Give every request a context and its id; return the id on every response.
+
+    A request without a valid token gets 401 in the app's own error body
+    (``error_body``) when ``auth_strategy`` is "keystone".
+    """
+
+    def __init__(self, app, error_body: ErrorBody | None = None):
+        super().__init__(app)
+        self.error_body = error_body or (lambda status, message, kind: {"error": {"code": status, "message": message}})
+
+    async def dispatch(self, request: Request, call_next):
+        request_id = new_request_id()
+        global_id = request.headers.get("x-openstack-request-id")
+        if global_id and not global_id.startswith("req-"):
+            global_id = None
+        rt = getattr(request.app.state, "rt", None)
+        policy_token = None
+        try:
+            ctx = await context_from_headers(request, request_id, global_id)
+            policy_token = policy.use(rt.cfg) if rt is not None else None
+            ctx.is_admin = policy.check_is_admin(ctx)  # "context_is_admin", as Nova decides it
+        except exceptions.NefosError as exc:  # 401; 503 when tokens or the policy file cannot be read
+            response = JSONResponse(self.error_body(exc.code, str(exc), type(exc).__name__), status_code=exc.code)
+            if rt is not None and exc.code == 401:
+                from nefos.identity.catalog import identity_base_url
+                response.headers["www-authenticate"] = f'Keystone uri="{identity_base_url(rt.cfg)}"'
+            if policy_token is not None:
+                policy.restore(policy_token)
+        else:
+            request.state.context = ctx
+            token = current_context.set(ctx)
+            try:
+                response = await call_next(request)
+            finally:
+                current_context.reset(token)
+                if policy_token is not None:
+                    policy.restore(policy_token)
+        response.headers["x-openstack-request-id"] = request_id
+        response.headers["x-compute-request-id"] = request_id
+        return response
+
+
+async def context_from_headers(request: Request, request_id: str, global_id: str | None) -> RequestContext:
+    """The caller's context: from a valid X-Auth-Token, else (auth_strategy "noauth" only)
+    from optional X-Project-Id / X-User-Id / X-Roles (Nova's noauth2).
+
+    With "keystone" a missing or invalid token raises Unauthorized, except on public paths.
+    """
+    rt = getattr(request.app.state, "rt", None)
+    keystone = rt is not None and rt.cfg.auth_strategy == "keystone"
+    token = request.headers.get("x-auth-token")
+    if token and rt is not None:
+        from nefos.identity.tokens import validate_token
+        try:
+            return await validate_token(rt, token, request_id=request_id, global_request_id=global_id)
+        except exceptions.Unauthorized:
+            if keystone and not is_public(request.method, request.scope["path"]):
+                raise
+    elif keystone and not is_public(request.method, request.scope["path"]):
+        raise exceptions.Unauthorized("The request you have made requires authentication.")
+    ctx = RequestContext(request_id=request_id, global_request_id=global_id)
+    if keystone:  # a public path without a (valid) token: nobody in particular
+        ctx.project_id, ctx.user_id, ctx.roles, ctx.is_admin = None, None, [], False
+        return ctx
+    project = request.headers.get("x-project-id")
+    if project:
+        ctx.project_id = project
+        ctx.user_id = request.headers.get("x-user-id") or ctx.user_id
+        roles = [r.strip().lower() for r in request.headers.get("x-roles", "member,reader").split(",") if r.strip()]
+        ctx.roles = roles
+        ctx.is_admin = "admin" in roles
+    return ctx
+
+
+def get_context(request: Request) -> RequestContext:
+    return request.state.context
+
+
+async def json_body(request: Request) -> Any:
+    """The parsed JSON body; 400 (never 500) when it is missing or malformed."""
+    raw = await request.body()
+    if not raw:
+        raise exceptions.ValidationError("The request body is missing or empty.")
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: absurdly deep nesting
+        raise exceptions.ValidationError("Malformed request body: the body is not valid JSON.")
+
+
+def make_app(title: str, error_body: ErrorBody) -> FastAPI:
+    app = FastAPI(title=title, docs_url=None, redoc_url=None, openapi_url=None)
+    app.add_middleware(RequestContextMiddleware, error_body=error_body)
+
+    def respond(status: int, message: str, kind: str, headers=None) -> Response:
+        if status == 204:
+            return Response(status_code=204)
+        return JSONResponse(error_body(status, message, kind), status_code=status, headers=headers)
+
+    @app.exception_handler(exceptions.NefosError)
+    async def _nefos_error(request: Request, exc: exceptions.NefosError):
+        if exc.code >= 500:
+            LOG.error("%s %s failed: %s", request.method, request.url.path, exc,
+                      exc_info=exc if not getattr(exc, "remote_traceback", None) else None)
+        return respond(exc.code, str(exc), type(exc).__name__)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException):
+        message = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
+        if exc.status_code == 404 and message == "Not Found":
+            message = "The resource could not be found."
+        if exc.status_code == 405:
+            message = "The method is not allowed for the requested URL."
+        return respond(exc.status_code, message, "HTTPException", getattr(exc, "headers", None))
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(request: Request, exc: RequestValidationError):
+        errors = exc.errors()
+        where = ".".join(str(p) for p in errors[0]["loc"]) if errors else "request"
+        msg = errors[0]["msg"] if errors else "invalid"
+        return respond(400, f"Invalid input for field/attribute {where}. {msg}", "ValidationError")
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception):
+        LOG.exception("unexpected error serving %s %s", request.method, request.url.path)
+        return respond(500, "Unexpected API Error. Please report this at the project's issue tracker.",
+                       type(exc).__name__)
+
+    return app

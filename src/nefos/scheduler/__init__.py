@@ -1,0 +1,1 @@
+"""The scheduler: filters, weighers and atomic claims choose a host for each instance."""

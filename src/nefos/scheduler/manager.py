@@ -1,0 +1,90 @@
+"""The scheduler service: ``select_destinations`` filters, weighs and claims.
+
+Claims happen here (as Placement allocations do in Nova), each one an
+atomic conditional update, so concurrent boots cannot overcommit a host:
+when a claim loses a race the next-best host is tried. A request for
+several instances is all-or-nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from nefos import exceptions
+from nefos.bus import Endpoint
+from nefos.objects import allocations
+from nefos.scheduler import filters, weights
+from nefos.scheduler.host_state import HostState, load_host_states
+
+LOG = logging.getLogger(__name__)
+
+
+def flavor_disk_gb(flavor: dict) -> int:
+    return flavor.get("root_gb", 0) + flavor.get("ephemeral_gb", 0) + (flavor.get("swap", 0) + 1023) // 1024
+
+
+class SchedulerManager(Endpoint):
+    def __init__(self, rt):
+        self.rt = rt
+
+    async def _group_hosts(self, group: dict) -> list[str]:
+        """The hosts the group's members are on or claimed on now (one entry per member).
+
+        Read from the database by group, not from the request spec: the spec's member list
+        is as old as the request, and members scheduled meanwhile (whose builds may not even
+        have started) must count.
+        """
+        from nefos.compute.server_groups import member_placements
+        return [p["host"] for p in await member_placements(self.rt.db, group["uuid"])]
+
+    async def select_destinations(self, ctx, request_spec: dict, instance_uuids: list[str]) -> list[dict]:
+        spec = dict(request_spec)
+        group = spec.get("instance_group")
+        if group:
+            group = dict(group)
+            group["hosts"] = await self._group_hosts(group)
+            spec["instance_group"] = group
+        hosts = await load_host_states(self.rt.db, self.rt.cfg)
+        flavor = spec["flavor"]
+        disk = flavor_disk_gb(flavor)
+        selections: list[dict] = []
+        try:
+            for uuid in instance_uuids:
+                chosen = await self._place_one(uuid, hosts, spec, flavor, disk)
+                if chosen is None:
+                    raise exceptions.NoValidHost(
+                        reason=f"There are not enough hosts available ({len(hosts)} known).")
+                selections.append({"host": chosen.host, "node": chosen.node,
+                                   "compute_node_id": chosen.node_id,
+                                   "availability_zone": chosen.availability_zone})
+                if group is not None:
+                    group["hosts"].append(chosen.host)
+        except BaseException:
+            for uuid in instance_uuids[:len(selections)]:
+                await allocations.release(self.rt.db, uuid)
+            raise
+        return selections
+
+    async def _place_one(self, uuid: str, hosts: list[HostState], spec: dict, flavor: dict,
+                         disk: int) -> HostState | None:
+        candidates = weights.weigh_hosts(filters.filter_hosts(hosts, spec), spec, self.rt.cfg)
+        for host in candidates:
+            async with self.rt.db.transaction() as s:
+                ok = await allocations.claim(s, uuid, host.node_id, vcpus=flavor["vcpus"],
+                                             memory_mb=flavor["memory_mb"], disk_gb=disk)
+            if ok:
+                host.consume(flavor["vcpus"], flavor["memory_mb"], disk)
+                return host
+            LOG.debug("claim for %s on %s lost a race; trying the next host", uuid, host.host)
+        return None
+
+
+class SchedulerAPI:
+    """The client other services use."""
+
+    def __init__(self, bus):
+        self.bus = bus
+
+    async def select_destinations(self, ctx, request_spec: dict, instance_uuids: list[str]) -> list[dict]:
+        return await self.bus.call(ctx, "scheduler", "select_destinations",
+                                   request_spec=request_spec, instance_uuids=instance_uuids)

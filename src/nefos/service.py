@@ -1,0 +1,153 @@
+"""What every Nefos service process shares: the runtime (config, database, bus)
+and the service lifecycle (registration, heartbeats, periodic tasks, bus serving)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from typing import Awaitable, Callable
+
+from sqlalchemy import select, update
+
+from nefos.bus import Bus, Endpoint, create_bus
+from nefos.config import Config
+from nefos.db.models import Service as ServiceRow, utcnow
+from nefos.db.session import Database
+
+LOG = logging.getLogger(__name__)
+
+
+class Runtime:
+    """The config, database and bus one process's services share."""
+
+    def __init__(self, cfg: Config, db: Database, bus: Bus):
+        self.cfg = cfg
+        self.db = db
+        self.bus = bus
+
+    @classmethod
+    async def open(cls, cfg: Config, *, migrate: bool = False) -> "Runtime":
+        cfg.state_dir.mkdir(parents=True, exist_ok=True)
+        db = Database(cfg.effective_database_url, max_pool_size=cfg.max_pool_size,
+                      max_overflow=cfg.max_overflow)
+        if migrate:
+            from nefos.db.migrate import upgrade
+            await upgrade(db)
+        bus = create_bus(cfg.bus_url, cfg.control_exchange)
+        bus.default_timeout = cfg.rpc_response_timeout
+        await bus.start()
+        return cls(cfg, db, bus)
+
+    async def close(self) -> None:
+        await self.bus.stop()
+        await self.db.dispose()
+
+
+class PeriodicTask:
+    def __init__(self, name: str, interval: float, fn: Callable[[], Awaitable[None]],
+                 initial_delay: float | None = None):
+        self.name, self.interval, self.fn = name, interval, fn
+        self.initial_delay = interval if initial_delay is None else initial_delay
+
+    async def run_forever(self) -> None:
+        await asyncio.sleep(self.initial_delay)
+        while True:
+            try:
+                await self.fn()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                LOG.exception("periodic task %s failed", self.name)
+            await asyncio.sleep(self.interval)
+
+
+class Service:
+    """A registered service: a row in ``services``, a bus endpoint, a heartbeat."""
+
+    def __init__(self, rt: Runtime, binary: str, topic: str | None, host: str,
+                 endpoint: Endpoint | None = None):
+        self.rt = rt
+        self.binary = binary
+        self.topic = topic
+        self.host = host
+        self.endpoint = endpoint
+        self.service_id: int | None = None
+        self.periodic: list[PeriodicTask] = []
+        self._tasks: list[asyncio.Task] = []
+
+    def add_periodic(self, name: str, interval: float, fn, initial_delay: float | None = None) -> None:
+        if interval is None or interval <= 0:
+            return
+        self.periodic.append(PeriodicTask(name, interval, fn, initial_delay))
+
+    async def register(self) -> int:
+        """Create or revive this (host, binary) row; returns its id."""
+        async with self.rt.db.transaction() as s:
+            row = (await s.execute(select(ServiceRow).where(
+                ServiceRow.host == self.host, ServiceRow.binary == self.binary,
+                ServiceRow.deleted == 0))).scalar_one_or_none()
+            if row is None:
+                row = ServiceRow(uuid=str(uuid.uuid4()), host=self.host, binary=self.binary,
+                                 topic=self.topic, last_seen_up=utcnow(), report_count=0)
+                s.add(row)
+                await s.flush()
+            else:
+                row.last_seen_up = utcnow()
+            self.service_id = row.id
+        return self.service_id
+
+    async def heartbeat(self) -> None:
+        async with self.rt.db.transaction() as s:
+            await s.execute(update(ServiceRow).where(ServiceRow.id == self.service_id).values(
+                last_seen_up=utcnow(), report_count=ServiceRow.report_count + 1))
+
+    async def start(self) -> None:
+        await self.register()
+        if self.endpoint is not None and self.topic:
+            await self.rt.bus.serve(self.topic, self.endpoint, host=self.host)
+        self.add_periodic("heartbeat", self.rt.cfg.report_interval, self.heartbeat)
+        for task in self.periodic:
+            self._tasks.append(asyncio.create_task(task.run_forever(), name=f"{self.binary}:{task.name}"))
+        LOG.info("%s started on host %s", self.binary, self.host)
+
+    async def stop(self) -> None:
+        if self.endpoint is not None and self.topic:
+            await self.rt.bus.unserve(self.endpoint)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+
+
+class Component:
+    """One piece a process runs: a service on the bus and/or an HTTP API.
+
+    Each service package exposes ``component(rt, ...) -> Component`` in its
+    ``service.py``; ``nefos up`` runs them all in one process, ``nefos
+    <service>`` runs one. ``app`` (a FastAPI app) is served on ``port`` when set.
+    """
+
+    name: str = "component"
+    app = None
+    port: int | None = None
+
+    async def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
+
+
+class ServiceComponent(Component):
+    """A component that is exactly one registered Service (conductor, scheduler, ...)."""
+
+    def __init__(self, name: str, service: Service):
+        self.name = name
+        self.service = service
+
+    async def start(self) -> None:
+        await self.service.start()
+
+    async def stop(self) -> None:
+        await self.service.stop()

@@ -1,0 +1,94 @@
+"""The interface every hypervisor driver implements (Nova's ComputeDriver, asyncio style)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+from nefos.virt.event import Event
+
+LOG = logging.getLogger(__name__)
+
+
+class ComputeDriver:
+    # Whether spawn can create the guest paused (``spawn(..., paused=True)``; ``unpause`` resumes
+    # it) — the compute host then waits for network-vif-plugged before letting the guest run.
+    supports_paused_start = False
+
+    def __init__(self, cfg, host: str):
+        self.cfg = cfg
+        self.host = host
+        self._event_callback: Callable[[Event], None] | None = None
+
+    # Events ------------------------------------------------------------------
+    def register_event_listener(self, callback: Callable[[Event], None] | None) -> None:
+        """The compute manager's listener (None unregisters): receives every ``LifecycleEvent``
+        and ``ConnectionEvent``; it must return at once (it only schedules work)."""
+        self._event_callback = callback
+
+    def emit_event(self, event: Event) -> None:
+        """Hand an event to the listener; never blocks and never raises into the driver."""
+        if self._event_callback is None:
+            LOG.debug("discarding event %s", event)
+            return
+        try:
+            self._event_callback(event)
+        except Exception:
+            LOG.exception("exception dispatching event %s", event)
+
+    # Host --------------------------------------------------------------------
+    async def init_host(self) -> None:
+        pass
+
+    async def cleanup_host(self) -> None:
+        pass
+
+    def get_available_nodes(self) -> list[str]:
+        raise NotImplementedError
+
+    async def get_available_resource(self, node: str) -> dict:
+        """{vcpus, memory_mb, local_gb, hypervisor_type, hypervisor_version, host_ip}."""
+        raise NotImplementedError
+
+    async def list_instance_uuids(self) -> list[str]:
+        raise NotImplementedError
+
+    # Guests ------------------------------------------------------------------
+    async def spawn(self, ctx, instance: dict, image_meta: dict, network_info: list[dict],
+                    block_device_info: dict | None = None, power_on: bool = True,
+                    paused: bool = False) -> None:
+        """Plug the VIFs and create the guest; ``paused`` (only if ``supports_paused_start``): created
+        paused, to be resumed with ``unpause`` once its VIFs are wired."""
+        raise NotImplementedError
+
+    async def destroy(self, ctx, instance: dict, network_info: list[dict] | None = None) -> None:
+        raise NotImplementedError
+
+    async def get_info(self, instance: dict) -> dict:
+        """{"power_state": int}; raises InstanceNotFound when the hypervisor has no such guest."""
+        raise NotImplementedError
+
+    async def power_off(self, instance: dict, timeout: float = 0) -> None:
+        raise NotImplementedError
+
+    async def power_on(self, ctx, instance: dict, network_info: list[dict]) -> None:
+        raise NotImplementedError
+
+    async def reboot(self, ctx, instance: dict, network_info: list[dict], reboot_type: str) -> None:
+        raise NotImplementedError
+
+    async def pause(self, instance: dict) -> None:
+        raise NotImplementedError
+
+    async def unpause(self, instance: dict) -> None:
+        raise NotImplementedError
+
+    async def suspend(self, ctx, instance: dict) -> None:
+        raise NotImplementedError
+
+    async def resume(self, ctx, instance: dict, network_info: list[dict]) -> None:
+        raise NotImplementedError
+
+    async def get_console_output(self, instance: dict) -> str:
+        """The guest's serial console log (os-getConsoleOutput); NotImplementedError when there is none."""
+        raise NotImplementedError

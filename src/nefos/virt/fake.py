@@ -1,0 +1,215 @@
+"""An in-memory hypervisor: realistic enough for the pipeline's tests and scale runs.
+
+Delays: ``fake_spawn_delay`` / ``fake_power_delay`` (config) or the flavor
+extra spec ``nefos:fake_spawn_delay``. Failure injection: the flavor extra
+spec or image property ``nefos:fake_fail_spawn`` (image property
+``nefos_fake_fail_spawn``) names the hosts whose spawn fails (comma
+separated, ``*`` for all). ``simulate_*`` methods act out of band, as a
+user of the hypervisor would, and emit lifecycle events like a real one;
+``simulate_connection_loss``/``simulate_connection_restored`` break and
+restore the hypervisor connection (``get_info`` and ``list_instance_uuids``
+raise ``HypervisorUnavailable`` meanwhile) and emit ``ConnectionEvent``s.
+
+VIFs: spawn plugs the guest's VIFs (before creating it), destroy unplugs them,
+a hard reboot and a power on re-plug them; ``plugged_vifs`` is the virtual
+switch (port id -> instance uuid) and ``vif_listener`` (the host's fake L2
+agent, ``nefos.network.fake_agent``) hears every plug and unplug. ``spawn(...,
+paused=True)`` creates the guest paused; ``unpause`` resumes it. Each guest
+keeps the history of its power states (``FakeGuest.history``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+from nefos import exceptions
+from nefos.objects import states
+from nefos.virt import event as virtevent
+from nefos.virt.driver import ComputeDriver
+
+
+@dataclass
+class FakeGuest:
+    uuid: str
+    name: str
+    power_state: int
+    vcpus: int
+    memory_mb: int
+    vifs: list = field(default_factory=list)
+    paused_start: bool = False
+    history: list = field(default_factory=list)  # (time.monotonic(), power_state), oldest first
+
+    def __post_init__(self):
+        self.history.append((time.monotonic(), self.power_state))
+
+    def __setattr__(self, name, value):
+        super().__setattr__(name, value)
+        if name == "power_state" and "history" in self.__dict__:
+            self.history.append((time.monotonic(), value))
+
+
+class FakeDriver(ComputeDriver):
+    supports_paused_start = True
+
+    def __init__(self, cfg, host: str):
+        super().__init__(cfg, host)
+        self.guests: dict[str, FakeGuest] = {}
+        self.connected = True
+        self.disconnect_reason = ""
+        self.plugged_vifs: dict[str, str] = {}  # the virtual switch: port id -> instance uuid
+        self.vif_listener = None  # the host's L2 agent (device_plugged / device_unplugged)
+
+    # Host --------------------------------------------------------------------
+    async def init_host(self) -> None:
+        # Like a real driver opening its connection: report whether it is up.
+        self.emit_event(virtevent.ConnectionEvent(connected=self.connected, reason=self.disconnect_reason))
+
+    def _check_connected(self) -> None:
+        if not self.connected:
+            raise exceptions.HypervisorUnavailable(host=self.host)
+
+    def get_available_nodes(self) -> list[str]:
+        return [self.host]
+
+    async def get_available_resource(self, node: str) -> dict:
+        return {"vcpus": self.cfg.fake_vcpus, "memory_mb": self.cfg.fake_memory_mb,
+                "local_gb": self.cfg.fake_local_gb, "hypervisor_type": "fake",
+                "hypervisor_version": 1000, "host_ip": "127.0.0.1"}
+
+    async def list_instance_uuids(self) -> list[str]:
+        self._check_connected()
+        return list(self.guests)
+
+    # Guests ------------------------------------------------------------------
+    def _guest(self, instance: dict) -> FakeGuest:
+        guest = self.guests.get(instance["uuid"])
+        if guest is None:
+            raise exceptions.InstanceNotFound(instance_id=instance["uuid"])
+        return guest
+
+    def _should_fail(self, instance: dict, image_meta: dict) -> bool:
+        specs = (instance.get("flavor") or {}).get("extra_specs") or {}
+        props = (image_meta or {}).get("properties") or {}
+        spec = specs.get("nefos:fake_fail_spawn") or props.get("nefos_fake_fail_spawn") or ""
+        hosts = {h.strip() for h in spec.split(",") if h.strip()}
+        return "*" in hosts or self.host in hosts
+
+    # VIFs ---------------------------------------------------------------------
+    def plug_vifs(self, instance: dict, network_info: list[dict] | None) -> None:
+        for vif in network_info or []:
+            self.plugged_vifs[vif["id"]] = instance["uuid"]
+            if self.vif_listener is not None:
+                self.vif_listener.device_plugged(vif["id"])
+
+    def unplug_vifs(self, instance: dict, network_info: list[dict] | None = None) -> None:
+        """Unplug ``network_info``'s VIFs, or (None) every VIF of the instance."""
+        if network_info is None:
+            ports = [p for p, uuid in self.plugged_vifs.items() if uuid == instance["uuid"]]
+        else:
+            ports = [vif["id"] for vif in network_info]
+        for port in ports:
+            if self.plugged_vifs.pop(port, None) is not None and self.vif_listener is not None:
+                self.vif_listener.device_unplugged(port)
+
+    async def spawn(self, ctx, instance, image_meta, network_info, block_device_info=None,
+                    power_on=True, paused=False) -> None:
+        specs = (instance.get("flavor") or {}).get("extra_specs") or {}
+        delay = float(specs.get("nefos:fake_spawn_delay", self.cfg.fake_spawn_delay))
+        if delay:
+            await asyncio.sleep(delay)
+        if self._should_fail(instance, image_meta):
+            raise exceptions.InstanceDeployFailure(reason=f"injected spawn failure on {self.host}")
+        self.plug_vifs(instance, network_info)
+        paused = paused and power_on
+        self.guests[instance["uuid"]] = FakeGuest(
+            uuid=instance["uuid"], name=f"instance-{instance['id']:08x}",
+            power_state=(states.PAUSED_POWER if paused else states.RUNNING) if power_on else states.SHUTDOWN,
+            vcpus=instance.get("vcpus", 0), memory_mb=instance.get("memory_mb", 0),
+            vifs=[vif["id"] for vif in network_info or []], paused_start=paused)
+        if power_on:
+            self.emit_event(virtevent.LifecycleEvent(
+                uuid=instance["uuid"],
+                transition=virtevent.EVENT_LIFECYCLE_PAUSED if paused else virtevent.EVENT_LIFECYCLE_STARTED))
+
+    async def destroy(self, ctx, instance, network_info=None) -> None:
+        self.unplug_vifs(instance)
+        guest = self.guests.pop(instance["uuid"], None)
+        if guest is not None and guest.power_state != states.SHUTDOWN:
+            self.emit_event(virtevent.LifecycleEvent(uuid=instance["uuid"],
+                                                     transition=virtevent.EVENT_LIFECYCLE_STOPPED))
+
+    async def get_info(self, instance) -> dict:
+        self._check_connected()
+        return {"power_state": self._guest(instance).power_state}
+
+    async def _transition(self, instance, power_state: int, transition: int) -> None:
+        guest = self._guest(instance)
+        if self.cfg.fake_power_delay:
+            await asyncio.sleep(self.cfg.fake_power_delay)
+        guest.power_state = power_state
+        self.emit_event(virtevent.LifecycleEvent(uuid=guest.uuid, transition=transition))
+
+    async def power_off(self, instance, timeout=0) -> None:
+        await self._transition(instance, states.SHUTDOWN, virtevent.EVENT_LIFECYCLE_STOPPED)
+
+    async def power_on(self, ctx, instance, network_info) -> None:
+        self._guest(instance)
+        self.unplug_vifs(instance, network_info)  # as a hard reboot: the guest's VIFs are re-plugged
+        self.plug_vifs(instance, network_info)
+        await self._transition(instance, states.RUNNING, virtevent.EVENT_LIFECYCLE_STARTED)
+
+    async def reboot(self, ctx, instance, network_info, reboot_type) -> None:
+        guest = self._guest(instance)
+        if self.cfg.fake_power_delay:
+            await asyncio.sleep(self.cfg.fake_power_delay)
+        if reboot_type == "HARD":
+            self.unplug_vifs(instance, network_info)
+            self.plug_vifs(instance, network_info)
+            self.emit_event(virtevent.LifecycleEvent(uuid=guest.uuid, transition=virtevent.EVENT_LIFECYCLE_STOPPED))
+        guest.power_state = states.RUNNING
+        self.emit_event(virtevent.LifecycleEvent(uuid=guest.uuid, transition=virtevent.EVENT_LIFECYCLE_STARTED))
+
+    async def pause(self, instance) -> None:
+        await self._transition(instance, states.PAUSED_POWER, virtevent.EVENT_LIFECYCLE_PAUSED)
+
+    async def unpause(self, instance) -> None:
+        await self._transition(instance, states.RUNNING, virtevent.EVENT_LIFECYCLE_RESUMED)
+
+    async def suspend(self, ctx, instance) -> None:
+        await self._transition(instance, states.SUSPENDED_POWER, virtevent.EVENT_LIFECYCLE_SUSPENDED)
+
+    async def resume(self, ctx, instance, network_info) -> None:
+        await self._transition(instance, states.RUNNING, virtevent.EVENT_LIFECYCLE_RESUMED)
+
+    async def get_console_output(self, instance) -> str:
+        self._guest(instance)
+        return "FAKE CONSOLE OUTPUT\nANOTHER\nLAST LINE"  # what Nova's fake driver answers
+
+    # Out-of-band actions (a user of the hypervisor, not Nefos) -------------------
+    def simulate_power_off(self, uuid: str) -> None:
+        guest = self.guests[uuid]
+        guest.power_state = states.SHUTDOWN
+        self.emit_event(virtevent.LifecycleEvent(uuid=uuid, transition=virtevent.EVENT_LIFECYCLE_STOPPED))
+
+    def simulate_power_on(self, uuid: str) -> None:
+        guest = self.guests[uuid]
+        guest.power_state = states.RUNNING
+        self.emit_event(virtevent.LifecycleEvent(uuid=uuid, transition=virtevent.EVENT_LIFECYCLE_STARTED))
+
+    def simulate_crash(self, uuid: str) -> None:
+        guest = self.guests[uuid]
+        guest.power_state = states.CRASHED
+        self.emit_event(virtevent.LifecycleEvent(uuid=uuid, transition=virtevent.EVENT_LIFECYCLE_STOPPED))
+
+    def simulate_connection_loss(self, reason: str = "Connection to the hypervisor is broken") -> None:
+        """The hypervisor connection drops: queries fail until it is restored."""
+        self.connected = False
+        self.disconnect_reason = reason
+        self.emit_event(virtevent.ConnectionEvent(connected=False, reason=reason))
+
+    def simulate_connection_restored(self) -> None:
+        self.connected = True
+        self.disconnect_reason = ""
+        self.emit_event(virtevent.ConnectionEvent(connected=True))

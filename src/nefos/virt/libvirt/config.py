@@ -1,0 +1,138 @@
+"""Domain XML for a guest (Nova's ``nova.virt.libvirt.config``, reduced to what Nefos uses).
+
+``GuestSpec`` holds what spawn decided (CPU, memory, boot, disks, VIFs, the
+console file); ``domain_xml`` renders it. The domain carries Nefos metadata
+(``<nefos:instance>``): the instance's name, flavor and the ports of its VIFs,
+so a restarted compute host knows which port each tap belongs to.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+
+NEFOS_NS = "https://nefos.invalid/xmlns/libvirt/instance/1"
+
+
+@dataclass
+class Disk:
+    path: str
+    target: str  # vda, vdb, ...
+    driver_type: str = "qcow2"
+    bus: str = "virtio"
+
+
+@dataclass
+class Vif:
+    port_id: str
+    mac: str
+    bridge: str
+    devname: str
+    model: str = "virtio"
+    mtu: int | None = None
+
+
+@dataclass
+class GuestSpec:
+    name: str
+    uuid: str
+    virt_type: str  # "qemu" (TCG) or "kvm"
+    memory_mb: int
+    vcpus: int
+    console_log: str
+    kernel: str | None = None
+    ramdisk: str | None = None
+    cmdline: str | None = None
+    disks: list[Disk] = field(default_factory=list)
+    vifs: list[Vif] = field(default_factory=list)
+    display_name: str = ""
+    flavor_name: str = ""
+    dac_label: str | None = None  # "+uid:+gid": run QEMU as this user, no relabelling
+
+
+def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs) -> ET.Element:
+    el = ET.SubElement(parent, tag, {k.rstrip("_"): str(v) for k, v in attrs.items() if v is not None})
+    if text is not None:
+        el.text = str(text)
+    return el
+
+
+def domain_xml(spec: GuestSpec) -> str:
+    ET.register_namespace("nefos", NEFOS_NS)
+    dom = ET.Element("domain", type=spec.virt_type)
+    _sub(dom, "name", spec.name)
+    _sub(dom, "uuid", spec.uuid)
+    if spec.display_name:
+        _sub(dom, "title", spec.display_name)
+    meta = _sub(dom, "metadata")
+    inst = ET.SubElement(meta, f"{{{NEFOS_NS}}}instance")
+    _sub(inst, f"{{{NEFOS_NS}}}name", spec.display_name)
+    _sub(inst, f"{{{NEFOS_NS}}}flavor", spec.flavor_name)
+    ports = ET.SubElement(inst, f"{{{NEFOS_NS}}}ports")
+    for vif in spec.vifs:
+        _sub(ports, f"{{{NEFOS_NS}}}port", id=vif.port_id, devname=vif.devname, mac=vif.mac, bridge=vif.bridge)
+    _sub(dom, "memory", spec.memory_mb, unit="MiB")
+    _sub(dom, "currentMemory", spec.memory_mb, unit="MiB")
+    _sub(dom, "vcpu", spec.vcpus)
+    os_ = _sub(dom, "os")
+    _sub(os_, "type", "hvm", arch="x86_64")
+    if spec.kernel:
+        _sub(os_, "kernel", spec.kernel)
+        if spec.ramdisk:
+            _sub(os_, "initrd", spec.ramdisk)
+        if spec.cmdline:
+            _sub(os_, "cmdline", spec.cmdline)
+    else:
+        _sub(os_, "boot", dev="hd")
+    features = _sub(dom, "features")
+    _sub(features, "acpi")  # without it a guest's poweroff only halts: the domain never stops
+    _sub(features, "apic")
+    if spec.virt_type == "kvm":
+        _sub(dom, "cpu", mode="host-passthrough")
+    _sub(dom, "clock", offset="utc")
+    _sub(dom, "on_poweroff", "destroy")
+    _sub(dom, "on_reboot", "restart")
+    _sub(dom, "on_crash", "destroy")
+    devices = _sub(dom, "devices")
+    for disk in spec.disks:
+        d = _sub(devices, "disk", type="file", device="disk")
+        _sub(d, "driver", name="qemu", type=disk.driver_type)
+        _sub(d, "source", file=disk.path)
+        _sub(d, "target", dev=disk.target, bus=disk.bus)
+    for vif in spec.vifs:
+        i = _sub(devices, "interface", type="bridge")
+        _sub(i, "mac", address=vif.mac)
+        _sub(i, "source", bridge=vif.bridge)
+        _sub(i, "target", dev=vif.devname)
+        _sub(i, "model", type=vif.model)
+        if vif.mtu:
+            _sub(i, "mtu", size=vif.mtu)
+    serial = _sub(devices, "serial", type="file")
+    _sub(serial, "source", path=spec.console_log, append="on")
+    _sub(serial, "target", port=0)
+    console = _sub(devices, "console", type="file")
+    _sub(console, "source", path=spec.console_log, append="on")
+    _sub(console, "target", type="serial", port=0)
+    _sub(devices, "memballoon", model="none")
+    if spec.dac_label:
+        sec = _sub(dom, "seclabel", type="static", model="dac", relabel="no")
+        _sub(sec, "label", spec.dac_label)
+    ET.indent(dom)
+    return ET.tostring(dom, encoding="unicode")
+
+
+def ports_from_xml(xml: str) -> list[dict]:
+    """The ports recorded in a domain's Nefos metadata: [{id, devname, mac, bridge}]."""
+    try:
+        root = ET.fromstring(xml)
+    except ET.ParseError:
+        return []
+    return [dict(p.attrib) for p in root.iter(f"{{{NEFOS_NS}}}port")]
+
+
+def disks_from_xml(xml: str) -> list[str]:
+    try:
+        root = ET.fromstring(xml)
+    except ET.ParseError:
+        return []
+    return [s.get("file") for s in root.findall("./devices/disk/source") if s.get("file")]

@@ -1,0 +1,490 @@
+"""The libvirt/QEMU driver (Nova's ``LibvirtDriver``, asyncio style; issue 4).
+
+Options (``nefos.config``): ``virt_type`` (``qemu`` = TCG, ``kvm``, or
+``auto``: KVM only when a KVM guest really boots here, see ``probe``),
+``connection_uri`` (``qemu:///system``), ``instances_path``
+(``<state_dir>/instances``).
+
+* Blocking libvirt calls run in worker threads; libvirt's events come through
+  ``libvirtaio`` (``host.Host``).
+* spawn: disks from the image (a qcow2 overlay over the cached base; kernel
+  and ramdisk straight from the cache for images with ``kernel_id`` /
+  ``ramdisk_id``, booted with ``os_command_line``), ephemeral and swap disks
+  from ``block_device_info``, the serial console logged to
+  ``<instance dir>/console.log``, ACPI on, one ``<interface type='bridge'>``
+  per VIF on its network's bridge (created when missing) with the port's MAC
+  and tap name; the domain is persistent (defined, then started — paused when
+  asked to, for the VIF-plugged wait).
+* stop: ACPI shutdown (pressed again every few seconds) within the timeout,
+  then destroy; reboot SOFT: the same clean shutdown then start, falling back
+  to HARD (destroy, start); pause/unpause; suspend = managed save, resume
+  restores it; destroy = destroy, undefine (managed save, NVRAM, snapshot
+  metadata too), remove the instance directory.
+* libvirt lifecycle events become ``LifecycleEvent``s (seed 003's mapping;
+  a managed save's STOPPED is SUSPENDED); the connection's close callback
+  becomes ``ConnectionEvent(connected=False)``, the reconnect (with backoff)
+  ``ConnectionEvent(connected=True)``.
+* VIFs: libvirt creates each tap on the bridge when the domain starts and
+  removes it when the domain stops; the host's L2 agent
+  (``nefos.network.l2_agent``) sees that over netlink and reports the ports
+  up and down (``network-vif-plugged`` / ``-unplugged``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import re
+import shutil
+import socket
+import time
+from pathlib import Path
+
+from nefos import exceptions
+from nefos.objects import states
+from nefos.virt import event as virtevent
+from nefos.virt.driver import ComputeDriver
+from nefos.virt.libvirt import config as vconfig
+from nefos.virt.libvirt import imagebackend, probe, vif as vifs
+from nefos.virt.libvirt.host import Host, libvirt_module
+
+LOG = logging.getLogger(__name__)
+
+DEFAULT_CMDLINE = "console=ttyS0 panic=-1"
+SHUTDOWN_RETRY_INTERVAL = 3.0  # seconds between ACPI power-button presses while waiting
+MAX_CONSOLE_BYTES = 100 * 1024  # Nova's limit on os-getConsoleOutput
+_CONTROL_CHARS = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
+
+
+class LibvirtDriver(ComputeDriver):
+    supports_paused_start = True
+
+    def __init__(self, cfg, host: str):
+        super().__init__(cfg, host)
+        self.uri = getattr(cfg, "connection_uri", "") or "qemu:///system"
+        self.requested_virt_type = (getattr(cfg, "virt_type", "") or "auto").lower()
+        if self.requested_virt_type not in ("auto", "qemu", "kvm"):
+            raise ValueError(f"virt_type must be auto, qemu or kvm, not {self.requested_virt_type!r}")
+        self.virt_type = self.requested_virt_type if self.requested_virt_type != "auto" else None
+        path = getattr(cfg, "instances_path", "") or Path(cfg.state_dir) / "instances"
+        self.instances_path = Path(path).resolve()
+        self.image_cache = imagebackend.ImageCache(self.instances_path, Path(cfg.state_dir).resolve() / "images")
+        self._host = Host(self.uri, host, on_lifecycle=self._on_lifecycle, on_connection=self._on_connection)
+        self.dac_label: str | None = None
+        self.hypervisor_version = 0
+        self._stopped: dict[str, asyncio.Event] = {}  # instances whose stop we are waiting for
+
+    # Host ----------------------------------------------------------------------------------
+    async def init_host(self) -> None:
+        if self.virt_type is None:
+            works, why = await probe.kvm_works()
+            self.virt_type = "kvm" if works else "qemu"
+            LOG.info("virt_type auto: %s (%s)", self.virt_type, why)
+        self.instances_path.mkdir(parents=True, exist_ok=True)
+        self.dac_label = self._choose_dac_label()
+        await self._host.connect()  # emits ConnectionEvent either way
+        if self._host.connected:
+            with contextlib.suppress(Exception):
+                self.hypervisor_version = await self._host.call(self._host.get_connection().getVersion)
+
+    async def cleanup_host(self) -> None:
+        await self._host.close()
+
+    def _choose_dac_label(self) -> str | None:
+        """Run QEMU as libvirt's user when it can reach ``instances_path``, else as this process's user."""
+        path = self.instances_path
+        for p in [path, *path.parents]:
+            try:
+                mode = p.stat().st_mode
+            except OSError:
+                break
+            if not mode & 0o001:
+                LOG.info("%s is not reachable by other users (%s is mode %o): guests run as uid %d",
+                         path, p, mode & 0o777, os.getuid())
+                return f"+{os.getuid()}:+{os.getgid()}"
+        return None
+
+    def get_available_nodes(self) -> list[str]:
+        return [self.host]
+
+    async def get_available_resource(self, node: str) -> dict:
+        memory_mb = 0
+        with contextlib.suppress(OSError, ValueError):
+            for line in Path("/proc/meminfo").read_text().splitlines():
+                if line.startswith("MemTotal:"):
+                    memory_mb = int(line.split()[1]) // 1024
+        st = os.statvfs(self.instances_path if self.instances_path.exists() else "/")
+        if self._host.connected and not self.hypervisor_version:
+            with contextlib.suppress(Exception):
+                self.hypervisor_version = await self._host.call(self._host.get_connection().getVersion)
+        return {"vcpus": os.cpu_count() or 1, "memory_mb": memory_mb,
+                "local_gb": st.f_blocks * st.f_frsize // imagebackend.GiB,
+                "hypervisor_type": "QEMU", "hypervisor_version": self.hypervisor_version,
+                "host_ip": _host_ip()}
+
+    async def list_instance_uuids(self) -> list[str]:
+        """The guests of this driver: domains whose files live under ``instances_path`` (a libvirtd
+        may also run other clouds' or other users' domains; those are not ours to reconcile)."""
+        return [dom.UUIDString() for dom, _xml in await self._own_domains()]
+
+    async def _own_domains(self) -> list[tuple[object, str]]:
+        conn = self._host.get_connection()
+        owned = []
+        for dom in await self._host.call(conn.listAllDomains, 0):
+            try:
+                xml = await self._host.call(dom.XMLDesc, 0)
+            except libvirt_module().libvirtError:
+                continue  # undefined meanwhile
+            if self._owns(xml):
+                owned.append((dom, xml))
+        return owned
+
+    def _owns(self, xml: str) -> bool:
+        return f"{self.instances_path}/" in xml and vconfig.NEFOS_NS in xml
+
+    # Helpers -------------------------------------------------------------------------------
+    def _instance_dir(self, uuid: str) -> Path:
+        return self.instances_path / uuid
+
+    def console_log_path(self, uuid: str) -> Path:
+        return self._instance_dir(uuid) / "console.log"
+
+    async def _lookup(self, uuid: str, missing_ok: bool = False):
+        libvirt = libvirt_module()
+        conn = self._host.get_connection()
+        try:
+            return await self._host.call(conn.lookupByUUIDString, uuid)
+        except libvirt.libvirtError as exc:
+            if exc.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN:
+                if missing_ok:
+                    return None
+                raise exceptions.InstanceNotFound(instance_id=uuid) from exc
+            raise
+
+    async def _state(self, dom) -> int:
+        state, _reason = await self._host.call(dom.state)
+        return state
+
+    async def _is_active(self, dom) -> bool:
+        return bool(await self._host.call(dom.isActive))
+
+    # Spawn ---------------------------------------------------------------------------------
+    async def spawn(self, ctx, instance: dict, image_meta: dict, network_info: list[dict],
+                    block_device_info: dict | None = None, power_on: bool = True,
+                    paused: bool = False, **kwargs) -> None:
+        libvirt = libvirt_module()
+        uuid = instance["uuid"]
+        conn = self._host.get_connection()
+        inst_dir = self._instance_dir(uuid)
+        try:
+            inst_dir.mkdir(parents=True, exist_ok=True)
+            spec = await self._guest_spec(instance, image_meta or {}, network_info or [],
+                                          block_device_info or {}, inst_dir)
+            for vif in spec.vifs:
+                await vifs.ensure_bridge(vif.bridge)
+            xml = vconfig.domain_xml(spec)
+            t0 = time.monotonic()
+            dom = await self._host.call(conn.defineXML, xml)
+            if power_on:
+                flags = libvirt.VIR_DOMAIN_START_PAUSED if paused else 0
+                await self._host.call(dom.createWithFlags, flags)
+            LOG.info("instance %s: domain %s defined%s in %.3f s (%s)", uuid, spec.name,
+                     (" and started paused" if paused else " and started") if power_on else "",
+                     time.monotonic() - t0, self.virt_type)
+        except exceptions.HypervisorUnavailable:
+            await self._remove_guest(uuid)
+            raise
+        except Exception as exc:
+            await self._remove_guest(uuid)
+            if isinstance(exc, exceptions.NefosError):
+                raise
+            raise exceptions.InstanceDeployFailure(reason=f"libvirt: {str(exc).strip()}") from exc
+
+    async def _guest_spec(self, instance: dict, image_meta: dict, network_info: list[dict],
+                          bdi: dict, inst_dir: Path) -> vconfig.GuestSpec:
+        uuid = instance["uuid"]
+        props = image_meta.get("properties") or {}
+        flavor = instance.get("flavor") or {}
+        spec = vconfig.GuestSpec(
+            name=_domain_name(instance), uuid=uuid, virt_type=self.virt_type or "qemu",
+            memory_mb=int(instance.get("memory_mb") or flavor.get("memory_mb") or 512),
+            vcpus=int(instance.get("vcpus") or flavor.get("vcpus") or 1),
+            console_log=str(inst_dir / "console.log"), display_name=instance.get("display_name") or "",
+            flavor_name=flavor.get("name") or "", dac_label=self.dac_label)
+        if props.get("kernel_id"):
+            spec.kernel = str(await self.image_cache.fetch(props["kernel_id"]))
+            if props.get("ramdisk_id"):
+                spec.ramdisk = str(await self.image_cache.fetch(props["ramdisk_id"]))
+            spec.cmdline = props.get("os_command_line") or DEFAULT_CMDLINE
+        used: set[str] = set()
+        root_target = _target(bdi.get("root_device_name") or "/dev/vda", used)
+        image_id = image_meta.get("id")
+        if image_id:
+            disk = inst_dir / "disk"
+            fmt = await self.image_cache.create_root_disk(image_id, disk, int(instance.get("root_gb") or 0))
+            spec.disks.append(vconfig.Disk(str(disk), root_target, fmt))
+        for i, eph in enumerate(bdi.get("ephemerals") or []):
+            size = int(eph.get("size") or 0)
+            if size <= 0:
+                continue
+            path = inst_dir / f"disk.eph{i}"
+            fmt = await self.image_cache.create_blank(path, size * imagebackend.GiB)
+            spec.disks.append(vconfig.Disk(str(path), _target(eph.get("device_name"), used), fmt))
+        swap = bdi.get("swap") or {}
+        if int(swap.get("swap_size") or 0) > 0:
+            path = inst_dir / "disk.swap"
+            fmt = await self.image_cache.create_blank(path, int(swap["swap_size"]) * imagebackend.MiB)
+            spec.disks.append(vconfig.Disk(str(path), _target(swap.get("device_name"), used), fmt))
+        for vif in network_info:
+            spec.vifs.append(vconfig.Vif(port_id=vif["id"], mac=vif["address"], bridge=vifs.vif_bridge(vif),
+                                         devname=vifs.vif_devname(vif),
+                                         mtu=(vif.get("network") or {}).get("mtu")))
+        return spec
+
+    # Destroy -------------------------------------------------------------------------------
+    async def destroy(self, ctx, instance: dict, network_info: list[dict] | None = None) -> None:
+        await self._remove_guest(instance["uuid"], strict=True)
+
+    async def _remove_guest(self, uuid: str, strict: bool = False) -> None:
+        """Destroy and undefine the domain (if any) and remove the instance's files."""
+        libvirt = libvirt_module()
+        try:
+            dom = await self._lookup(uuid, missing_ok=True)
+        except exceptions.HypervisorUnavailable:
+            if strict:
+                raise
+            dom = None
+        if dom is not None:
+            with contextlib.suppress(libvirt.libvirtError):
+                if await self._is_active(dom):
+                    await self._host.call(dom.destroy)
+            flags = (libvirt.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE | libvirt.VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA
+                     | libvirt.VIR_DOMAIN_UNDEFINE_NVRAM)
+            try:
+                await self._host.call(dom.undefineFlags, flags)
+            except libvirt.libvirtError as exc:
+                if exc.get_error_code() != libvirt.VIR_ERR_NO_DOMAIN:
+                    try:
+                        await self._host.call(dom.undefine)
+                    except libvirt.libvirtError as exc2:
+                        if exc2.get_error_code() != libvirt.VIR_ERR_NO_DOMAIN:
+                            raise
+        inst_dir = self._instance_dir(uuid)
+        if inst_dir.exists():
+            await asyncio.to_thread(shutil.rmtree, inst_dir, True)
+
+    # State ---------------------------------------------------------------------------------
+    async def get_info(self, instance: dict) -> dict:
+        dom = await self._lookup(instance["uuid"])
+        state = await self._state(dom)
+        power_state = _POWER_STATES.get(state, states.NOSTATE)
+        if power_state == states.SHUTDOWN:
+            with contextlib.suppress(Exception):
+                if await self._host.call(dom.hasManagedSaveImage, 0):
+                    power_state = states.SUSPENDED_POWER
+        return {"power_state": power_state}
+
+    async def get_console_output(self, instance: dict) -> str:
+        path = self.console_log_path(instance["uuid"])
+
+        def read() -> bytes:
+            with open(path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                size = f.tell()
+                f.seek(max(0, size - MAX_CONSOLE_BYTES))
+                return f.read()
+        try:
+            data = await asyncio.to_thread(read)
+        except FileNotFoundError:
+            await self._lookup(instance["uuid"])  # InstanceNotFound when there is no guest either
+            return ""
+        return _CONTROL_CHARS.sub("", data.decode("utf-8", errors="replace"))
+
+    # Power ---------------------------------------------------------------------------------
+    async def power_off(self, instance: dict, timeout: float = 0, **kwargs) -> None:
+        uuid = instance["uuid"]
+        dom = await self._lookup(uuid)
+        if not (timeout and timeout > 0 and await self._clean_shutdown(dom, uuid, timeout)):
+            await self._hard_stop(dom)
+        await self._drop_managed_save(dom)
+
+    async def _hard_stop(self, dom) -> None:
+        libvirt = libvirt_module()
+        try:
+            if await self._is_active(dom):
+                await self._host.call(dom.destroy)
+        except libvirt.libvirtError as exc:
+            if exc.get_error_code() != libvirt.VIR_ERR_OPERATION_INVALID:  # not running (any more)
+                raise
+
+    async def _clean_shutdown(self, dom, uuid: str, timeout: float) -> bool:
+        """ACPI shutdown; True when the guest stopped within ``timeout``."""
+        libvirt = libvirt_module()
+        state = await self._state(dom)
+        if state in (libvirt.VIR_DOMAIN_SHUTOFF, libvirt.VIR_DOMAIN_CRASHED):
+            return True
+        if state != libvirt.VIR_DOMAIN_RUNNING:
+            return False  # a paused guest cannot see the power button
+        stopped = self._stopped.setdefault(uuid, asyncio.Event())
+        stopped.clear()
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                try:
+                    await self._host.call(dom.shutdown)
+                except libvirt.libvirtError as exc:
+                    if not await self._is_active(dom):
+                        return True
+                    LOG.warning("instance %s: ACPI shutdown failed: %s", uuid, exc)
+                    return False
+                next_press = min(deadline, time.monotonic() + SHUTDOWN_RETRY_INTERVAL)
+                while time.monotonic() < next_press:
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(stopped.wait(), min(0.5, max(0.01, next_press - time.monotonic())))
+                    if stopped.is_set() or not await self._is_active(dom):
+                        LOG.info("instance %s: shut down cleanly in %.1f s", uuid,
+                                 timeout - (deadline - time.monotonic()))
+                        return True
+                if time.monotonic() >= deadline:
+                    LOG.warning("instance %s: no clean shutdown within %.0f s; destroying it", uuid, timeout)
+                    return False
+        finally:
+            self._stopped.pop(uuid, None)
+
+    async def _drop_managed_save(self, dom) -> None:
+        """A stopped or hard-rebooted guest boots afresh: forget a suspended memory image."""
+        libvirt = libvirt_module()
+        with contextlib.suppress(libvirt.libvirtError):
+            if await self._host.call(dom.hasManagedSaveImage, 0):
+                await self._host.call(dom.managedSaveRemove, 0)
+
+    async def _start(self, dom, uuid: str, network_info: list[dict] | None, fresh: bool = True) -> None:
+        if fresh:
+            await self._drop_managed_save(dom)
+        ports = vconfig.ports_from_xml(await self._host.call(dom.XMLDesc, 0))
+        for bridge in {p.get("bridge") for p in ports if p.get("bridge")}:
+            await vifs.ensure_bridge(bridge)
+        await self._host.call(dom.create)  # new taps: the L2 agent sees the VIFs plugged again
+
+    async def power_on(self, ctx, instance: dict, network_info: list[dict], **kwargs) -> None:
+        libvirt = libvirt_module()
+        uuid = instance["uuid"]
+        dom = await self._lookup(uuid)
+        state = await self._state(dom)
+        if state == libvirt.VIR_DOMAIN_PAUSED:
+            await self._host.call(dom.resume)
+            return
+        if await self._is_active(dom):
+            return
+        await self._start(dom, uuid, network_info)
+
+    async def reboot(self, ctx, instance: dict, network_info: list[dict], reboot_type: str, **kwargs) -> None:
+        uuid = instance["uuid"]
+        dom = await self._lookup(uuid)
+        if reboot_type.upper() != "HARD":
+            if await self._clean_shutdown(dom, uuid, self.cfg.shutdown_timeout):
+                LOG.info("instance %s: soft rebooted", uuid)
+                await self._start(dom, uuid, network_info)
+                return
+            LOG.warning("instance %s: soft reboot failed; rebooting hard", uuid)
+        await self._hard_stop(dom)
+        await self._start(dom, uuid, network_info)
+
+    async def pause(self, instance: dict, **kwargs) -> None:
+        dom = await self._lookup(instance["uuid"])
+        await self._host.call(dom.suspend)
+
+    async def unpause(self, instance: dict, **kwargs) -> None:
+        dom = await self._lookup(instance["uuid"])
+        await self._host.call(dom.resume)
+
+    async def suspend(self, ctx, instance: dict, **kwargs) -> None:
+        uuid = instance["uuid"]
+        dom = await self._lookup(uuid)
+        await self._host.call(dom.managedSave, 0)
+
+    async def resume(self, ctx, instance: dict, network_info: list[dict], **kwargs) -> None:
+        uuid = instance["uuid"]
+        dom = await self._lookup(uuid)
+        if await self._is_active(dom):
+            return
+        await self._start(dom, uuid, network_info, fresh=False)  # restores the managed save
+
+    # libvirt's events (on the service's loop) -----------------------------------------------------
+    def _on_lifecycle(self, uuid: str, event: int, detail: int) -> None:
+        libvirt = libvirt_module()
+        transition = None
+        if event == libvirt.VIR_DOMAIN_EVENT_STOPPED:
+            if detail == libvirt.VIR_DOMAIN_EVENT_STOPPED_SAVED:
+                transition = virtevent.EVENT_LIFECYCLE_SUSPENDED
+            else:
+                transition = virtevent.EVENT_LIFECYCLE_STOPPED
+            waiter = self._stopped.get(uuid)
+            if waiter is not None:
+                waiter.set()
+        elif event == libvirt.VIR_DOMAIN_EVENT_STARTED:
+            transition = virtevent.EVENT_LIFECYCLE_STARTED
+        elif event == libvirt.VIR_DOMAIN_EVENT_SUSPENDED:
+            transition = virtevent.EVENT_LIFECYCLE_PAUSED
+        elif event == libvirt.VIR_DOMAIN_EVENT_RESUMED:
+            transition = virtevent.EVENT_LIFECYCLE_RESUMED
+        elif event == libvirt.VIR_DOMAIN_EVENT_PMSUSPENDED:
+            transition = virtevent.EVENT_LIFECYCLE_SUSPENDED
+        LOG.debug("libvirt event for %s: event %s detail %s", uuid, event, detail)
+        if transition is not None:
+            self.emit_event(virtevent.LifecycleEvent(uuid=uuid, transition=transition))
+
+    def _on_connection(self, connected: bool, reason: str) -> None:
+        self.emit_event(virtevent.ConnectionEvent(connected=connected, reason=reason))
+
+
+_POWER_STATES: dict[int, int] = {}
+
+
+def _init_power_states() -> None:
+    try:
+        import libvirt
+    except ImportError:  # pragma: no cover
+        return
+    _POWER_STATES.update({
+        libvirt.VIR_DOMAIN_NOSTATE: states.NOSTATE,
+        libvirt.VIR_DOMAIN_RUNNING: states.RUNNING,
+        libvirt.VIR_DOMAIN_BLOCKED: states.RUNNING,  # "blocked on a resource": still running
+        libvirt.VIR_DOMAIN_PAUSED: states.PAUSED_POWER,
+        libvirt.VIR_DOMAIN_SHUTDOWN: states.RUNNING,  # being shut down: still running
+        libvirt.VIR_DOMAIN_SHUTOFF: states.SHUTDOWN,
+        libvirt.VIR_DOMAIN_CRASHED: states.CRASHED,
+        libvirt.VIR_DOMAIN_PMSUSPENDED: states.SUSPENDED_POWER,
+    })
+
+
+_init_power_states()
+
+
+def _domain_name(instance: dict) -> str:
+    """``instance-<uuid>``: unique on a libvirtd shared by several clouds (Nova's
+    ``instance-%08x`` repeats across databases: two test clouds would collide)."""
+    return f"instance-{instance['uuid']}"
+
+
+def _target(device_name: str | None, used: set[str]) -> str:
+    """``/dev/vdb`` -> ``vdb``; without a name (or taken), the next free ``vdX``."""
+    name = (device_name or "").rsplit("/", 1)[-1]
+    if not name or name in used:
+        for letter in "abcdefghijklmnopqrstuvwxyz":
+            if f"vd{letter}" not in used:
+                name = f"vd{letter}"
+                break
+    used.add(name)
+    return name
+
+
+def _host_ip() -> str:
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.1", 9))  # no packet is sent: this only picks the outgoing address
+            return s.getsockname()[0]
+    except OSError:
+        return "127.0.0.1"

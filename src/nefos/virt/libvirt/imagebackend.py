@@ -1,0 +1,111 @@
+"""Guest disks on local files (Nova's ``imagebackend.Qcow2`` and its image cache).
+
+* ``<instances_path>/_base/<image id>``: a cached copy of the image's data
+  (fetched once per host from the image store, then shared read-only);
+* ``<instances_path>/<uuid>/disk``: a copy-on-write qcow2 overlay over the
+  base (``qemu-img create -f qcow2 -b <base> -F raw|qcow2``), grown to the
+  flavor's root disk size;
+* ``disk.eph<N>`` and ``disk.swap``: blank qcow2 disks for the flavor's (or
+  the request's) ephemeral and swap space;
+* kernel and ramdisk images (direct kernel boot) are used from the cache as
+  they are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+from pathlib import Path
+
+from nefos import exceptions
+
+LOG = logging.getLogger(__name__)
+
+GiB = 1024 ** 3
+MiB = 1024 ** 2
+
+_cache_locks: dict[tuple[int, str], asyncio.Lock] = {}  # (event loop, base file) -> lock
+
+
+def disk_format_of(path: str | os.PathLike) -> str:
+    """qcow2 when the file starts with qcow2's magic, raw otherwise."""
+    with open(path, "rb") as f:
+        return "qcow2" if f.read(4) == b"QFI\xfb" else "raw"
+
+
+async def run(*argv: str) -> str:
+    proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.PIPE)
+    out, err = await proc.communicate()
+    if proc.returncode != 0:
+        raise exceptions.InstanceDeployFailure(
+            reason=f"{' '.join(argv)} failed ({proc.returncode}): {err.decode(errors='replace').strip()}")
+    return out.decode(errors="replace")
+
+
+class ImageCache:
+    def __init__(self, instances_path: Path, image_store_root: Path):
+        self.instances_path = instances_path
+        self.base_dir = instances_path / "_base"
+        self.image_store_root = image_store_root
+
+    def _source(self, image_id: str) -> Path:
+        from nefos.image.store import ImageStore
+        path = ImageStore(self.image_store_root).path(image_id)
+        if not path.is_file():
+            raise exceptions.ImageUnacceptable(
+                image_id=image_id, reason=f"its data is not in this host's image store ({path})")
+        return path
+
+    async def fetch(self, image_id: str) -> Path:
+        """The cached base file of ``image_id`` (copied from the image store on first use)."""
+        target = self.base_dir / image_id
+        if target.is_file():
+            return target
+        lock = _cache_locks.setdefault((id(asyncio.get_running_loop()), str(target)), asyncio.Lock())
+        async with lock:
+            if target.is_file():
+                return target
+            source = self._source(image_id)
+            self.base_dir.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".{image_id}.part")
+
+            def copy():
+                shutil.copyfile(source, tmp)
+                os.chmod(tmp, 0o644)
+                os.replace(tmp, target)
+            try:
+                await asyncio.to_thread(copy)
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    tmp.unlink()
+            LOG.info("image %s cached as %s", image_id, target)
+        return target
+
+    async def create_root_disk(self, image_id: str, path: Path, size_gb: int) -> str:
+        """A qcow2 overlay over the cached base; returns the disk's format (qcow2)."""
+        base = await self.fetch(image_id)
+        fmt = await asyncio.to_thread(disk_format_of, base)
+        argv = ["qemu-img", "create", "-q", "-f", "qcow2", "-b", str(base), "-F", fmt, str(path)]
+        if size_gb:
+            virtual = await self.virtual_size(base, fmt)
+            if size_gb * GiB >= virtual:
+                argv.append(str(size_gb * GiB))
+        await run(*argv)
+        return "qcow2"
+
+    @staticmethod
+    async def virtual_size(path: Path, fmt: str) -> int:
+        if fmt == "raw":
+            return path.stat().st_size
+        import json
+        info = json.loads(await run("qemu-img", "info", "--output=json", "-f", fmt, str(path)))
+        return int(info["virtual-size"])
+
+    @staticmethod
+    async def create_blank(path: Path, size_bytes: int) -> str:
+        await run("qemu-img", "create", "-q", "-f", "qcow2", str(path), str(size_bytes))
+        return "qcow2"

@@ -1,0 +1,67 @@
+"""os-getConsoleOutput through the API (the libvirt driver's real console is in tests/libvirt)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.pipeline.conftest import ADMIN, cloud, start_cloud, stop_cloud  # noqa: F401 (the cloud fixture)
+
+
+async def _action(cloud, sid, body):
+    return await cloud.compute.post(f"/v2.1/servers/{sid}/action", json=body, headers=ADMIN)
+
+
+@pytest.mark.parametrize("body", [
+    {"os-getConsoleOutput": {"length": "abc"}},
+    {"os-getConsoleOutput": {"length": -2}},
+    {"os-getConsoleOutput": {"lines": 3}},
+    {"os-getConsoleOutput": None},
+])
+async def test_bad_input(cloud, body):
+    net = await cloud.make_network()
+    sid = (await cloud.boot(networks=[{"uuid": net["id"]}]))["server"]["id"]
+    await cloud.wait_status(sid, "ACTIVE")
+    r = await _action(cloud, sid, body)
+    assert r.status_code == 400, r.text
+    assert "badRequest" in r.json()
+
+
+async def test_console_output_and_its_length(cloud):
+    net = await cloud.make_network()
+    sid = (await cloud.boot(networks=[{"uuid": net["id"]}]))["server"]["id"]
+    await cloud.wait_status(sid, "ACTIVE")
+    for length, expected in [(None, "FAKE CONSOLE OUTPUT\nANOTHER\nLAST LINE"), (-1, "FAKE CONSOLE OUTPUT\nANOTHER\nLAST LINE"),
+                             (2, "ANOTHER\nLAST LINE"), ("1", "LAST LINE"), (0, ""), (10, "FAKE CONSOLE OUTPUT\nANOTHER\nLAST LINE")]:
+        body = {"os-getConsoleOutput": {} if length is None else {"length": length}}
+        r = await _action(cloud, sid, body)
+        assert r.status_code == 200, r.text
+        assert r.json() == {"output": expected}, length
+    r = await _action(cloud, "00000000-0000-0000-0000-000000000000", {"os-getConsoleOutput": {}})
+    assert r.status_code == 404, r.text
+
+
+async def test_a_driver_without_console_log_is_501(cloud):
+    net = await cloud.make_network()
+    sid = (await cloud.boot(networks=[{"uuid": net["id"]}]))["server"]["id"]
+    server = await cloud.wait_status(sid, "ACTIVE")
+    driver = cloud.driver(server["OS-EXT-SRV-ATTR:host"])
+
+    async def no_console(instance):
+        raise NotImplementedError
+    driver.get_console_output = no_console
+    r = await _action(cloud, sid, {"os-getConsoleOutput": {"length": 5}})
+    assert r.status_code == 501, r.text
+    assert r.json()["notImplemented"]["code"] == 501
+
+
+async def test_not_on_a_host_yet(tmp_path):
+    cloud = await start_cloud(tmp_path, fake_hosts=0)
+    try:
+        net = await cloud.make_network()
+        sid = (await cloud.boot(networks=[{"uuid": net["id"]}]))["server"]["id"]
+        await cloud.wait_status(sid, "ERROR")  # no host at all
+        r = await _action(cloud, sid, {"os-getConsoleOutput": {}})
+        assert r.status_code == 409, r.text
+        assert "conflictingRequest" in r.json()
+    finally:
+        await stop_cloud(cloud)

@@ -1,0 +1,95 @@
+"""Helpers for the compute host's suites: a cloud, a host's instances, restarting a compute host."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from nefos.objects import instance as instance_obj
+from tests.pipeline.conftest import CloudHarness, start_cloud, stop_cloud
+
+# Every out-of-band change is acted on at once and nothing runs behind the tests' back.
+FAST = {"lifecycle_stopped_delay": 0.0, "sync_power_state_interval": -1}
+
+
+@pytest.fixture
+async def cloud(tmp_path):
+    harness = await start_cloud(tmp_path, fake_hosts=1, **FAST)
+    yield harness
+    await stop_cloud(harness)
+
+
+@pytest.fixture
+async def cloud2(tmp_path):
+    harness = await start_cloud(tmp_path, fake_hosts=2, **FAST)
+    yield harness
+    await stop_cloud(harness)
+
+
+async def boot_active(cloud: CloudHarness, count: int = 1, host: str | None = None, **extra) -> list[str]:
+    """Boot ``count`` servers (on ``host`` when given) and wait until they are ACTIVE."""
+    net = getattr(cloud, "_test_net", None)
+    if net is None:
+        net = cloud._test_net = await cloud.make_network()
+    if host:
+        extra["availability_zone"] = f"nova:{host}"
+    ids = []
+    for i in range(count):
+        created = await cloud.boot(name=f"vm{i}", networks=[{"uuid": net["id"]}], **extra)
+        ids.append(created["server"]["id"])
+    for server_id in ids:
+        await cloud.wait_status(server_id, "ACTIVE")
+    return ids
+
+
+async def db_instance(cloud: CloudHarness, uuid: str) -> dict:
+    return await instance_obj.get(cloud.rt.db, uuid)
+
+
+async def set_instance(cloud: CloudHarness, uuid: str, **values) -> dict:
+    return await instance_obj.save(cloud.rt.db, uuid, values)
+
+
+async def action_names(cloud: CloudHarness, server_id: str) -> list[str]:
+    r = await cloud.compute.get(f"/v2.1/servers/{server_id}/os-instance-actions")
+    assert r.status_code == 200, r.text
+    return [a["action"] for a in r.json()["instanceActions"]]
+
+
+async def eventually(predicate, timeout: float = 5.0, interval: float = 0.02):
+    """Wait until ``await predicate()`` is truthy; return its value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s")
+        await asyncio.sleep(interval)
+
+
+def compute_component(cloud: CloudHarness, host: str):
+    for c in cloud.cloud.components:
+        if getattr(c, "host", None) == host and hasattr(c, "manager"):
+            return c
+    raise KeyError(host)
+
+
+async def crash_compute(cloud: CloudHarness, host: str):
+    """Stop the host's compute process (its guests survive in its driver); returns the component."""
+    old = compute_component(cloud, host)
+    await old.stop()
+    return old
+
+
+async def start_compute(cloud: CloudHarness, old):
+    """Start a new compute process for ``old``'s host with the SAME driver (the guests survive)."""
+    from nefos.compute.service import ComputeComponent
+    new = ComputeComponent(cloud.rt, old.host, driver=old.driver)
+    await new.start()
+    for lst in (cloud.cloud.components, cloud.cloud._started):
+        if old in lst:
+            lst[lst.index(old)] = new
+    return new

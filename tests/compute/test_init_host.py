@@ -1,0 +1,207 @@
+"""init_host (seed 003): a compute host restarted after a crash brings every instance back to a
+consistent state, with the same hypervisor (the guests survived), leaking no claim, port or quota."""
+
+from __future__ import annotations
+
+import uuid as uuidlib
+
+import pytest
+
+from nefos.objects import actions, allocations, states
+from nefos.virt.fake import FakeGuest
+from tests.compute.conftest import (boot_active, crash_compute, db_instance, set_instance, start_compute)
+from tests.pipeline.conftest import start_cloud, stop_cloud
+
+
+async def project_usage(cloud) -> dict:
+    from nefos.context import DEFAULT_PROJECT_ID
+    usage = await cloud.quota_usage(DEFAULT_PROJECT_ID)
+    return {k: usage[k] for k in ("instances", "cores", "ram")}
+
+
+async def delete_all(cloud, ids) -> None:
+    for server_id in ids:
+        r = await cloud.compute.get(f"/v2.1/servers/{server_id}")
+        if r.status_code == 404:
+            continue
+        r = await cloud.compute.delete(f"/v2.1/servers/{server_id}")
+        assert r.status_code == 204, r.text
+    for server_id in ids:
+        await cloud.wait_gone(server_id)
+
+
+async def assert_no_leaks(cloud, ids) -> None:
+    for server_id in ids:
+        assert await cloud.ports(device_id=server_id) == [], server_id
+        for host in cloud.hosts:
+            assert server_id not in cloud.driver(host).guests, (server_id, host)
+    usage = await cloud.hypervisor_usage()
+    assert usage == {"vcpus_used": 0, "memory_mb_used": 0, "running_vms": 0, "allocations": 0}, usage
+    assert await project_usage(cloud) == {"instances": 0, "cores": 0, "ram": 0}
+
+
+async def record(cloud, uuid: str, action: str) -> str:
+    """The action the API would have recorded before the crash; returns its request id."""
+    from nefos.context import RequestContext
+    ctx = RequestContext()
+    await actions.record_action(cloud.rt.db, ctx, uuid, action)
+    return ctx.request_id
+
+
+async def action_detail(cloud, server_id: str, request_id: str) -> dict:
+    r = await cloud.compute.get(f"/v2.1/servers/{server_id}/os-instance-actions/{request_id}")
+    assert r.status_code == 200, r.text
+    return r.json()["instanceAction"]
+
+
+async def test_restart_recovers_every_interrupted_operation(cloud):
+    names = ["spawning", "networking", "hard_reboot", "soft_reboot_done", "soft_reboot_down",
+             "deleting", "powering_off", "powering_on", "pausing", "untouched"]
+    ids = dict(zip(names, await boot_active(cloud, count=len(names))))
+    await cloud.action(ids["powering_on"], {"os-stop": None})
+    await cloud.wait_status(ids["powering_on"], "SHUTOFF")
+    assert await allocations.get(cloud.rt.db, ids["spawning"]) is not None
+    assert await cloud.ports(device_id=ids["spawning"])
+
+    old = await crash_compute(cloud, "host-1")
+    driver = old.driver
+    guests = driver.guests
+    # What the dead process was doing, as the database and the hypervisor were left:
+    await set_instance(cloud, ids["spawning"], vm_state=states.BUILDING, task_state=states.SPAWNING,
+                       power_state=states.NOSTATE)
+    await set_instance(cloud, ids["networking"], vm_state=states.BUILDING, task_state=states.NETWORKING,
+                       power_state=states.NOSTATE, network_info=[])
+    del guests[ids["networking"]]
+    await set_instance(cloud, ids["hard_reboot"], task_state=states.REBOOT_STARTED_HARD)
+    reboot_request = await record(cloud, ids["hard_reboot"], actions.REBOOT)
+    guests[ids["hard_reboot"]].power_state = states.SHUTDOWN
+    await set_instance(cloud, ids["soft_reboot_done"], task_state=states.REBOOT_STARTED)
+    await set_instance(cloud, ids["soft_reboot_down"], task_state=states.REBOOTING)
+    guests[ids["soft_reboot_down"]].power_state = states.SHUTDOWN
+    await set_instance(cloud, ids["deleting"], task_state=states.DELETING)
+    delete_request = await record(cloud, ids["deleting"], actions.DELETE)
+    await set_instance(cloud, ids["powering_off"], task_state=states.POWERING_OFF)
+    await set_instance(cloud, ids["powering_on"], task_state=states.POWERING_ON)
+    await set_instance(cloud, ids["pausing"], task_state=states.PAUSING)
+    guests[ids["pausing"]].power_state = states.PAUSED_POWER
+
+    await start_compute(cloud, old)
+
+    for name in ("spawning", "networking"):
+        server = await cloud.wait_status(ids[name], "ERROR")
+        assert "interrupted" in server["fault"]["message"], server["fault"]
+        assert ids[name] not in guests
+        assert await cloud.ports(device_id=ids[name]) == []
+        assert await allocations.get(cloud.rt.db, ids[name]) is None
+    for name in ("hard_reboot", "soft_reboot_done", "soft_reboot_down", "powering_on", "untouched"):
+        server = await cloud.wait_status(ids[name], "ACTIVE")
+        assert server["OS-EXT-STS:power_state"] == states.RUNNING, name
+        assert guests[ids[name]].power_state == states.RUNNING, name
+    server = await cloud.wait_status(ids["powering_off"], "SHUTOFF")
+    assert guests[ids["powering_off"]].power_state == states.SHUTDOWN
+    server = await cloud.wait_status(ids["pausing"], "PAUSED")
+    assert server["OS-EXT-STS:power_state"] == states.PAUSED_POWER
+    await cloud.wait_gone(ids["deleting"])
+    assert ids["deleting"] not in guests
+    assert await cloud.ports(device_id=ids["deleting"]) == []
+    assert await allocations.get(cloud.rt.db, ids["deleting"]) is None
+
+    # The resumed work is recorded under the user's original actions, which are now finished.
+    detail = await action_detail(cloud, ids["hard_reboot"], reboot_request)
+    assert "compute_reboot_instance" in [e["event"] for e in detail["events"]]  # (then its vif wait)
+    r = await cloud.compute.get(f"/v2.1/servers/{ids['deleting']}/os-instance-actions/{delete_request}",
+                                headers={"X-OpenStack-Nova-API-Version": "2.21"})
+    if r.status_code == 200:
+        assert r.json()["instanceAction"]["events"][-1]["event"] == "compute_terminate_instance"
+
+    # Nothing leaked: once everything is deleted, every counter is back to zero.
+    await delete_all(cloud, list(ids.values()))
+    await assert_no_leaks(cloud, list(ids.values()))
+
+
+async def test_restart_destroys_guests_only_with_positive_evidence(tmp_path):
+    cloud = await start_cloud(tmp_path, fake_hosts=2, lifecycle_stopped_delay=0, sync_power_state_interval=-1)
+    try:
+        deleted, moved, kept = await boot_active(cloud, count=3, host="host-1")
+        old = await crash_compute(cloud, "host-1")
+        driver = old.driver
+        # `deleted` was deleted while its host was down (the API's local delete) ...
+        r = await cloud.compute.put("/v2.1/os-services/force-down", headers={
+            "X-OpenStack-Nova-API-Version": "2.11"}, json={"host": "host-1", "binary": "nefos-compute",
+                                                            "forced_down": True})
+        assert r.status_code == 200, r.text
+        r = await cloud.compute.delete(f"/v2.1/servers/{deleted}")
+        assert r.status_code == 204, r.text
+        await cloud.wait_gone(deleted)
+        r = await cloud.compute.put("/v2.1/os-services/force-down", headers={
+            "X-OpenStack-Nova-API-Version": "2.11"}, json={"host": "host-1", "binary": "nefos-compute",
+                                                            "forced_down": False})
+        assert r.status_code == 200, r.text
+        # ... `moved` now lives on host-2 (evacuated) ...
+        await set_instance(cloud, moved, host="host-2", node="host-2")
+        moved_ports = await cloud.ports(device_id=moved)
+        assert moved_ports
+        # ... and a guest no instance record knows about.
+        stranger = str(uuidlib.uuid4())
+        driver.guests[stranger] = FakeGuest(uuid=stranger, name="stranger", power_state=states.RUNNING,
+                                            vcpus=1, memory_mb=64)
+        assert {deleted, moved, kept, stranger} <= set(driver.guests)
+
+        await start_compute(cloud, old)
+
+        assert deleted not in driver.guests and moved not in driver.guests
+        assert stranger in driver.guests and kept in driver.guests
+        # The moved instance keeps what belongs to it on its new host.
+        assert await cloud.ports(device_id=moved) == moved_ports
+        assert await allocations.get(cloud.rt.db, moved) is not None
+        instance = await db_instance(cloud, moved)
+        assert (instance["host"], instance["vm_state"]) == ("host-2", states.ACTIVE)
+        server = await cloud.wait_status(kept, "ACTIVE")
+        assert server["OS-EXT-STS:power_state"] == states.RUNNING
+
+        del driver.guests[stranger]
+        await delete_all(cloud, [moved, kept])
+        await assert_no_leaks(cloud, [deleted, moved, kept])
+    finally:
+        await stop_cloud(cloud)
+
+
+@pytest.mark.parametrize("resume", [True, False])
+async def test_guests_down_after_a_host_reboot(tmp_path, resume):
+    cloud = await start_cloud(tmp_path, fake_hosts=1, lifecycle_stopped_delay=0, sync_power_state_interval=-1,
+                              resume_guests_state_on_host_boot=resume)
+    try:
+        running, stopped = await boot_active(cloud, count=2)
+        await cloud.action(stopped, {"os-stop": None})
+        await cloud.wait_status(stopped, "SHUTOFF")
+        old = await crash_compute(cloud, "host-1")
+        for guest in old.driver.guests.values():  # the host rebooted: every guest is off
+            guest.power_state = states.SHUTDOWN
+        await start_compute(cloud, old)
+        if resume:
+            server = await cloud.wait_status(running, "ACTIVE")
+            assert server["OS-EXT-STS:power_state"] == states.RUNNING
+            assert old.driver.guests[running].power_state == states.RUNNING
+        else:
+            # Nobody restarts it: the final power-state sync records it as stopped (rule e).
+            server = await cloud.wait_status(running, "SHUTOFF")
+            assert server["OS-EXT-STS:power_state"] == states.SHUTDOWN
+        server = await cloud.wait_status(stopped, "SHUTOFF")
+        assert old.driver.guests[stopped].power_state == states.SHUTDOWN
+        await delete_all(cloud, [running, stopped])
+        await assert_no_leaks(cloud, [running, stopped])
+    finally:
+        await stop_cloud(cloud)
+
+
+async def test_restart_of_a_quiet_host_changes_nothing(cloud):
+    ids = await boot_active(cloud, count=2)
+    before = {i: await db_instance(cloud, i) for i in ids}
+    usage = await cloud.hypervisor_usage()
+    old = await crash_compute(cloud, "host-1")
+    await start_compute(cloud, old)
+    for i in ids:
+        after = await db_instance(cloud, i)
+        for key in ("vm_state", "task_state", "power_state", "host", "network_info"):
+            assert after[key] == before[i][key], key
+    assert await cloud.hypervisor_usage() == usage

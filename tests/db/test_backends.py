@@ -1,0 +1,274 @@
+"""The persistence invariants on every supported database: SQLite, PostgreSQL, MySQL/MariaDB.
+
+Each server backend gets a fresh database for the test session (created here,
+dropped at the end). Servers come from ``NEFOS_TEST_PG_URL`` /
+``NEFOS_TEST_MYSQL_URL`` (admin URLs, defaults: postgres@ / root@ on
+127.0.0.1); ``scripts/run-tests.sh`` starts them. Nothing here skips: an
+unreachable server fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from sqlalchemy import func, select, text
+
+from nefos import exceptions
+from nefos.config import Config
+from nefos.db.migrate import upgrade
+from nefos.db.models import Instance, QuotaUsage
+from nefos.db.session import Database
+from nefos.objects import instance as instance_obj
+from nefos.objects import quotas, states
+from tests.backends import BACKENDS, fresh_database
+
+@pytest.fixture(scope="session")
+def sqlite_url(tmp_path_factory):
+    return f"sqlite:///{tmp_path_factory.mktemp('db') / 'nefos.sqlite'}"
+
+
+@pytest.fixture(scope="session")
+def postgresql_url():
+    with fresh_database("postgresql") as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def mysql_url():
+    with fresh_database("mysql") as url:
+        yield url
+
+
+@pytest.fixture(params=BACKENDS)
+def db_url(request):
+    """The URL of a migrated-or-empty database of each backend (one per session)."""
+    return request.getfixturevalue(f"{request.param}_url")
+
+
+@pytest.fixture
+async def db(db_url):
+    database = Database(db_url)
+    await upgrade(database)  # the first test migrates; later ones find the schema at head
+    yield database
+    await database.dispose()
+
+
+async def make_instance(db: Database, **fields) -> str:
+    uid = str(uuid.uuid4())
+    values = dict(uuid=uid, project_id="p1", user_id="u1", vm_state=states.BUILDING,
+                  task_state=states.SCHEDULING, display_name="vm")
+    values.update(fields)
+    async with db.transaction() as s:
+        s.add(Instance(**values))
+    return uid
+
+
+# Schema ------------------------------------------------------------------------
+
+async def test_migrations_reach_head_and_match_the_models(db):
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    from nefos.db.models import Base
+
+    def _check(connection):
+        ctx = MigrationContext.configure(connection, opts={"compare_type": True})
+        return ctx.get_current_revision(), compare_metadata(ctx, Base.metadata)
+
+    await upgrade(db)  # running it again is a no-op
+    async with db.engine.connect() as conn:
+        revision, diff = await conn.run_sync(_check)
+    assert revision is not None
+    assert diff == []
+
+
+async def test_round_trip_of_json_unicode_and_datetimes(db):
+    name = "ünïcødé 名前 🚀"
+    uid = await make_instance(db, display_name=name, metadata_={"k": "v", "n": [1, 2]},
+                              system_metadata={"image_os": "cirros"}, locked=True)
+    got = await instance_obj.get(db, uid)
+    assert got["display_name"] == name
+    assert got["metadata"] == {"k": "v", "n": [1, 2]}
+    assert got["system_metadata"] == {"image_os": "cirros"}
+    assert got["security_groups"] == [] and got["network_info"] == []
+    assert got["locked"] is True and got["vcpus"] == 0
+    assert got["created_at"]
+
+
+# Instance compare-and-swap -----------------------------------------------------
+
+async def test_save_with_expected_task_state_succeeds(db):
+    uid = await make_instance(db)
+    got = await instance_obj.save(db, uid, {"task_state": states.SPAWNING, "host": "c1"},
+                                  expected_task_state=states.SCHEDULING)
+    assert got["task_state"] == states.SPAWNING and got["host"] == "c1"
+    got = await instance_obj.save(db, uid, {"task_state": None, "vm_state": states.ACTIVE},
+                                  expected_task_state=[states.NETWORKING, states.SPAWNING])
+    assert got["task_state"] is None and got["vm_state"] == states.ACTIVE
+    assert (await instance_obj.get(db, uid))["vm_state"] == states.ACTIVE
+
+
+async def test_save_with_unchanged_values_still_matches(db):
+    """A matched UPDATE that changes nothing counts as a match (MySQL reports changed rows
+    unless the client asks for found rows)."""
+    uid = await make_instance(db, host="c1")
+    for _ in range(3):
+        got = await instance_obj.save(db, uid, {"host": "c1", "task_state": states.SCHEDULING},
+                                      expected_task_state=states.SCHEDULING)
+        assert got["host"] == "c1"
+    async with db.transaction() as s:
+        # Same values and same updated_at: nothing changes, one row still matches.
+        row = (await s.execute(select(Instance).where(Instance.uuid == uid))).scalar_one()
+        result = await s.execute(
+            Instance.__table__.update().where(Instance.uuid == uid)
+            .values(host=row.host, updated_at=row.updated_at))
+        assert result.rowcount == 1
+
+
+async def test_save_with_mismatched_task_state_raises(db):
+    uid = await make_instance(db, task_state=states.SPAWNING)
+    with pytest.raises(exceptions.UnexpectedTaskStateError) as info:
+        await instance_obj.save(db, uid, {"task_state": None, "vm_state": states.ACTIVE},
+                                expected_task_state=states.SCHEDULING)
+    assert not isinstance(info.value, exceptions.UnexpectedDeletingTaskStateError)
+    got = await instance_obj.get(db, uid)
+    assert got["task_state"] == states.SPAWNING and got["vm_state"] == states.BUILDING
+
+
+async def test_save_when_deleting_raises_the_deleting_error(db):
+    uid = await make_instance(db, task_state=states.DELETING)
+    with pytest.raises(exceptions.UnexpectedDeletingTaskStateError):
+        await instance_obj.save(db, uid, {"task_state": None, "vm_state": states.ACTIVE},
+                                expected_task_state=[states.SPAWNING])
+    assert (await instance_obj.get(db, uid))["task_state"] == states.DELETING
+
+
+async def test_save_expected_none_matches_null(db):
+    uid = await make_instance(db, task_state=None, vm_state=states.ACTIVE)
+    got = await instance_obj.save(db, uid, {"task_state": states.REBOOTING},
+                                  expected_task_state=None)
+    assert got["task_state"] == states.REBOOTING
+    with pytest.raises(exceptions.UnexpectedTaskStateError):
+        await instance_obj.save(db, uid, {"task_state": states.POWERING_OFF},
+                                expected_task_state=None)
+    got = await instance_obj.save(db, uid, {"task_state": None},
+                                  expected_task_state=[None, states.REBOOTING])
+    assert got["task_state"] is None
+
+
+async def test_save_of_missing_or_deleted_instance_raises_not_found(db):
+    with pytest.raises(exceptions.InstanceNotFound):
+        await instance_obj.save(db, str(uuid.uuid4()), {"host": "x"}, expected_task_state=None)
+    uid = await make_instance(db)
+    async with db.transaction() as s:
+        await s.execute(Instance.__table__.update().where(Instance.uuid == uid)
+                        .values(deleted=Instance.__table__.c.id))
+    with pytest.raises(exceptions.InstanceNotFound):
+        await instance_obj.save(db, uid, {"host": "x"})
+
+
+async def test_concurrent_compare_and_swap_has_one_winner(db):
+    uid = await make_instance(db)
+
+    async def claim(host):
+        try:
+            await instance_obj.save(db, uid, {"task_state": states.SPAWNING, "host": host},
+                                    expected_task_state=states.SCHEDULING)
+            return host
+        except exceptions.UnexpectedTaskStateError:
+            return None
+
+    winners = [h for h in await asyncio.gather(*[claim(f"c{i}") for i in range(20)]) if h]
+    assert len(winners) == 1
+    assert (await instance_obj.get(db, uid))["host"] == winners[0]
+
+
+# Quotas ------------------------------------------------------------------------
+
+async def test_quota_consume_under_concurrency_never_overshoots(db):
+    project = f"p-{uuid.uuid4().hex}"
+    cfg = Config(quota_instances=10, quota_cores=40, quota_ram=-1)
+
+    async def request():
+        try:
+            async with db.transaction() as s:
+                await quotas.consume(s, cfg, project, {"instances": 1, "cores": 2, "ram": 512})
+            return True
+        except exceptions.OverQuota as exc:
+            assert "instances" in exc.kwargs["overs"]
+            return False
+
+    results = await asyncio.gather(*[request() for _ in range(50)])
+    assert results.count(True) == 10
+    assert results.count(False) == 40
+    async with db.reader() as s:
+        used = await quotas.usages(s, project)
+    assert used["instances"] == 10 and used["cores"] == 20 and used["ram"] == 5120
+
+    # Released usage can be consumed again; usage never goes below zero.
+    async with db.transaction() as s:
+        await quotas.release(s, project, {"instances": 3, "cores": 6, "ram": 1536})
+    async with db.transaction() as s:
+        await quotas.consume(s, cfg, project, {"instances": 3})
+    with pytest.raises(exceptions.OverQuota):
+        async with db.transaction() as s:
+            await quotas.consume(s, cfg, project, {"instances": 1})
+    async with db.transaction() as s:
+        await quotas.release(s, project, {"instances": 100})
+    async with db.reader() as s:
+        assert (await quotas.usages(s, project))["instances"] == 0
+
+
+async def test_quota_over_one_resource_consumes_nothing(db):
+    project = f"p-{uuid.uuid4().hex}"
+    cfg = Config(quota_instances=10, quota_cores=4)
+    with pytest.raises(exceptions.OverQuota) as info:
+        async with db.transaction() as s:
+            await quotas.consume(s, cfg, project, {"instances": 1, "cores": 8})
+    assert info.value.kwargs["overs"] == ["cores"]
+    async with db.reader() as s:
+        used = await quotas.usages(s, project)
+    assert used["instances"] == 0 and used["cores"] == 0
+
+
+async def test_quota_rows_created_once_under_concurrency(db):
+    """Racing first requests of a new project create exactly one usage row per resource."""
+    project = f"p-{uuid.uuid4().hex}"
+    cfg = Config(quota_instances=-1, quota_cores=-1, quota_ram=-1)
+
+    async def request():
+        async with db.transaction() as s:
+            await quotas.consume(s, cfg, project, {"instances": 1, "cores": 1, "ram": 1})
+
+    await asyncio.gather(*[request() for _ in range(30)])
+    async with db.reader() as s:
+        rows = (await s.execute(select(QuotaUsage.resource, func.count()).where(
+            QuotaUsage.project_id == project).group_by(QuotaUsage.resource))).all()
+        used = await quotas.usages(s, project)
+    assert dict(rows) == {"instances": 1, "cores": 1, "ram": 1}
+    assert used["instances"] == 30 and used["ram"] == 30
+
+
+async def test_rolled_back_transaction_takes_its_usage_with_it(db):
+    project = f"p-{uuid.uuid4().hex}"
+    cfg = Config(quota_instances=5)
+    with pytest.raises(RuntimeError):
+        async with db.transaction() as s:
+            await quotas.consume(s, cfg, project, {"instances": 2})
+            raise RuntimeError("create failed after consuming quota")
+    async with db.reader() as s:
+        assert (await quotas.usages(s, project))["instances"] == 0
+
+
+async def test_backend_is_the_one_asked_for(db, db_url):
+    async with db.reader() as s:
+        dialect = s.bind.dialect.name
+        assert (await s.execute(text("SELECT 1"))).scalar() == 1
+    if dialect != "sqlite":
+        # Both servers run transactions the same way: each statement sees what is committed.
+        async with db.engine.connect() as conn:
+            assert await conn.get_isolation_level() == "READ COMMITTED"
+    assert dialect == {"sqlite": "sqlite", "postgresql": "postgresql", "mysql": "mysql"}[
+        db_url.split(":")[0]]

@@ -1,0 +1,80 @@
+"""Helpers for the external events suites (issue 3): a cloud, its agents, actions and waits."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from sqlalchemy import select
+
+from nefos.db.models import InstanceAction, InstanceActionEvent
+from tests.pipeline.conftest import CloudHarness, start_cloud, stop_cloud
+
+# The noauth headers of the network service's own user (what its notifier sends).
+SERVICE = {"X-Project-Id": "service", "X-User-Id": "nefos", "X-Roles": "service"}
+# Events go out at once: the suites measure behaviour, not the batching (tested on its own).
+QUICK = {"send_events_interval": 0.0, "lifecycle_stopped_delay": 0.0, "sync_power_state_interval": -1}
+
+
+@pytest.fixture
+async def cloud(tmp_path):
+    harness = await start_cloud(tmp_path, fake_hosts=1, **QUICK)
+    yield harness
+    await stop_cloud(harness)
+
+
+def agent(cloud: CloudHarness, host: str):
+    """The fake L2 agent of ``host``."""
+    for c in cloud.cloud.components:
+        if getattr(c, "host", None) == host and getattr(c, "l2_agent", None) is not None:
+            return c.l2_agent
+    raise KeyError(host)
+
+
+def notifier(cloud: CloudHarness):
+    for c in cloud.cloud.components:
+        if getattr(c, "notifier", None) is not None:
+            return c.notifier
+    raise KeyError("network")
+
+
+async def network_net(cloud: CloudHarness) -> dict:
+    net = getattr(cloud, "_events_net", None)
+    if net is None:
+        net = cloud._events_net = await cloud.make_network()
+    return net
+
+
+async def boot(cloud: CloudHarness, name: str = "vm", **extra) -> str:
+    net = await network_net(cloud)
+    created = await cloud.boot(name=name, networks=[{"uuid": net["id"]}], **extra)
+    return created["server"]["id"]
+
+
+async def eventually(predicate, timeout: float = 10.0, interval: float = 0.01):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s")
+        await asyncio.sleep(interval)
+
+
+async def action_events(cloud: CloudHarness, uuid: str) -> list[dict]:
+    """Every (action, event, result, details) recorded for the instance, oldest first."""
+    async with cloud.rt.db.reader() as s:
+        rows = (await s.execute(select(InstanceAction.action, InstanceActionEvent.event, InstanceActionEvent.result,
+                                       InstanceActionEvent.details)
+                                .join(InstanceActionEvent, InstanceActionEvent.action_id == InstanceAction.id)
+                                .where(InstanceAction.instance_uuid == uuid)
+                                .order_by(InstanceActionEvent.id))).all()
+    return [{"action": a, "event": e, "result": r, "details": d} for a, e, r, d in rows]
+
+
+async def port_of(cloud: CloudHarness, server_id: str) -> dict:
+    ports = await cloud.ports(device_id=server_id)
+    assert len(ports) == 1, ports
+    return ports[0]

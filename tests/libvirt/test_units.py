@@ -1,0 +1,67 @@
+"""The pieces without a hypervisor: domain XML, the guest's initramfs."""
+
+from __future__ import annotations
+
+import gzip
+import xml.etree.ElementTree as ET
+
+from nefos.image.guest import build
+from nefos.virt.libvirt import config as vconfig
+
+
+def test_domain_xml():
+    spec = vconfig.GuestSpec(
+        name="instance-x", uuid="11111111-2222-3333-4444-555555555555", virt_type="qemu", memory_mb=128,
+        vcpus=2, console_log="/i/console.log", kernel="/b/k", ramdisk="/b/r", cmdline="console=ttyS0",
+        disks=[vconfig.Disk("/i/disk", "vda"), vconfig.Disk("/i/disk.eph0", "vdb")],
+        vifs=[vconfig.Vif("port-1", "fa:16:3e:00:00:01", "brqnet", "tapport-1", mtu=1450)],
+        display_name="vm", flavor_name="m1.nano", dac_label="+0:+0")
+    xml = vconfig.domain_xml(spec)
+    root = ET.fromstring(xml)
+    assert root.get("type") == "qemu"
+    assert root.find("memory").text == "128" and root.find("vcpu").text == "2"
+    assert root.find("features/acpi") is not None  # a guest's poweroff must stop the domain
+    assert root.find("os/kernel").text == "/b/k" and root.find("os/cmdline").text == "console=ttyS0"
+    assert [d.get("dev") for d in root.findall("devices/disk/target")] == ["vda", "vdb"]
+    iface = root.find("devices/interface")
+    assert iface.get("type") == "bridge" and iface.find("source").get("bridge") == "brqnet"
+    assert iface.find("mac").get("address") == "fa:16:3e:00:00:01"
+    assert iface.find("target").get("dev") == "tapport-1" and iface.find("mtu").get("size") == "1450"
+    assert root.find("devices/serial/source").get("path") == "/i/console.log"
+    assert root.find("seclabel/label").text == "+0:+0"
+    assert root.find("on_poweroff").text == "destroy"
+    assert vconfig.ports_from_xml(xml) == [{"id": "port-1", "devname": "tapport-1", "mac": "fa:16:3e:00:00:01",
+                                            "bridge": "brqnet"}]
+    assert vconfig.disks_from_xml(xml) == ["/i/disk", "/i/disk.eph0"]
+
+
+def _cpio_names(data: bytes) -> dict[str, bytes]:
+    out, pos = {}, 0
+    while True:
+        header = data[pos:pos + 110]
+        assert header[:6] == b"070701"
+        fields = [int(header[6 + 8 * i:14 + 8 * i], 16) for i in range(13)]
+        size, namesize = fields[6], fields[11]
+        name = data[pos + 110:pos + 110 + namesize - 1].decode()
+        pos += 110 + namesize
+        pos += -pos % 4
+        body = data[pos:pos + size]
+        pos += size
+        pos += -pos % 4
+        if name == "TRAILER!!!":
+            return out
+        out[name] = body
+
+
+def test_guest_initramfs(tmp_path):
+    image = build(tmp_path)
+    again = build(tmp_path)
+    assert again.ramdisk == image.ramdisk  # cached by the digest of its inputs
+    files = _cpio_names(gzip.decompress(image.ramdisk.read_bytes()))
+    assert files["init"] == b"/bin/busybox"
+    assert b"udhcpc -i eth0" in files["etc/init.d/rcS"] and b"acpid" in files["etc/init.d/rcS"]
+    assert b"NEFOS-IP:" in files["etc/udhcpc.script"]
+    assert b"poweroff" in files["etc/acpi/PWRF/00000080"]
+    order = files["etc/modules.order"].decode().split()
+    assert order.index("virtio_net") > order.index("net_failover") and "button" in order
+    assert all(f"lib/modules/{m}.ko" in files for m in order)

@@ -1,0 +1,83 @@
+"""The network service over a fresh Runtime (temp SQLite, noauth): its REST app through httpx
+and its manager served on the in-process bus for the compute-side client."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from nefos.config import load_config
+from nefos.context import RequestContext
+from nefos.network.client import NetworkAPI
+from nefos.network.service import component
+from nefos.service import Runtime
+
+ADMIN: dict = {}  # no identity headers: the noauth admin context
+PROJECT = "p" * 32
+OTHER = "o" * 32
+USER = "u" * 32
+
+
+def member(project: str = PROJECT, user: str = USER) -> dict:
+    return {"X-Project-Id": project, "X-User-Id": user, "X-Roles": "member,reader"}
+
+
+def member_ctx(project: str = PROJECT) -> RequestContext:
+    return RequestContext(project_id=project, user_id=USER, roles=["member", "reader"], is_admin=False)
+
+
+@pytest.fixture
+async def rt(tmp_path):
+    runtime = await Runtime.open(load_config(state_dir=tmp_path, auth_strategy="noauth"), migrate=True)
+    yield runtime
+    await runtime.close()
+
+
+@pytest.fixture
+async def network(rt):
+    comp = component(rt)
+    await comp.start()
+    yield comp
+    await comp.stop()
+
+
+@pytest.fixture
+def manager(network):
+    return network.manager
+
+
+@pytest.fixture
+async def client(network):
+    transport = httpx.ASGITransport(app=network.app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://neutron:9696") as c:
+        yield c
+
+
+@pytest.fixture
+def api(rt, network):
+    return NetworkAPI(rt)
+
+
+class Helpers:
+    def __init__(self, client: httpx.AsyncClient):
+        self.client = client
+
+    async def post(self, path: str, body: dict, headers=None, expect: int = 201) -> dict:
+        r = await self.client.post(path, json=body, headers=headers or ADMIN)
+        assert r.status_code == expect, r.text
+        return r.json()
+
+    async def network(self, name="net", headers=None, **extra) -> dict:
+        return (await self.post("/v2.0/networks", {"network": {"name": name, **extra}}, headers))["network"]
+
+    async def subnet(self, network_id: str, cidr="10.0.0.0/24", headers=None, **extra) -> dict:
+        body = {"network_id": network_id, "cidr": cidr, "ip_version": 6 if ":" in cidr else 4, **extra}
+        return (await self.post("/v2.0/subnets", {"subnet": body}, headers))["subnet"]
+
+    async def port(self, network_id: str, headers=None, **extra) -> dict:
+        return (await self.post("/v2.0/ports", {"port": {"network_id": network_id, **extra}}, headers))["port"]
+
+
+@pytest.fixture
+def h(client):
+    return Helpers(client)

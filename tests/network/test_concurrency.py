@@ -1,0 +1,113 @@
+"""IP allocation, MACs, quotas and the default group under concurrent requests."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+
+from nefos import exceptions
+from nefos.context import admin_context
+from nefos.network import manager as manager_module
+from tests.network.conftest import PROJECT, member, member_ctx
+
+
+async def test_100_ports_at_once_get_distinct_addresses(h, client):
+    net = await h.network()
+    await h.subnet(net["id"], "10.0.0.0/24")
+    results = await asyncio.gather(*[
+        client.post("/v2.0/ports", json={"port": {"network_id": net["id"], "name": f"p{i}"}})
+        for i in range(100)])
+    assert [r.status_code for r in results] == [201] * 100
+    ports = [r.json()["port"] for r in results]
+    ips = [p["fixed_ips"][0]["ip_address"] for p in ports]
+    macs = [p["mac_address"] for p in ports]
+    assert len(set(ips)) == 100 and len(set(macs)) == 100
+    listed = (await client.get("/v2.0/ports", params={"network_id": net["id"]})).json()["ports"]
+    assert sorted(p["fixed_ips"][0]["ip_address"] for p in listed) == sorted(ips)
+
+
+async def test_100_ports_over_the_bus_on_a_small_subnet(rt, h):
+    """A /27 has 29 free addresses: 29 ports succeed, the rest fail cleanly, nothing is doubled."""
+    net = await h.network()
+    await h.subnet(net["id"], "10.7.0.0/27")
+    ctx = admin_context()
+    results = await asyncio.gather(*[
+        rt.bus.call(ctx, "network", "create_port", port={"network_id": net["id"]}) for _ in range(100)],
+        return_exceptions=True)
+    ok = [r for r in results if isinstance(r, dict)]
+    failed = [r for r in results if not isinstance(r, dict)]
+    assert len(ok) == 29
+    assert all(isinstance(e, exceptions.IpAddressGenerationFailure) for e in failed)
+    ips = [p["fixed_ips"][0]["ip_address"] for p in ok]
+    assert len(set(ips)) == 29 and "10.7.0.1" not in ips
+    ports = await rt.bus.call(ctx, "network", "list_ports", filters={"network_id": [net["id"]]})
+    assert len(ports) == 29  # the failed ones left no port behind
+
+
+async def test_candidate_taken_by_a_racer_is_retried(manager, h, monkeypatch):
+    """The primary key, not the read, decides: a candidate someone else holds is skipped."""
+    net = await h.network()
+    await h.subnet(net["id"], "10.8.0.0/29")
+    first = await h.port(net["id"])
+    taken = first["fixed_ips"][0]["ip_address"]
+    real = manager_module.ipam.candidates
+    calls = []
+
+    def stale_candidates(pools, _taken):
+        calls.append(set(_taken))
+        if len(calls) == 1:
+            # as if our read of the allocations happened before the racer's commit
+            yield taken
+        yield from real(pools, _taken)
+    monkeypatch.setattr(manager_module.ipam, "candidates", stale_candidates)
+    port = await manager.create_port(admin_context(), {"network_id": net["id"]})
+    assert port["fixed_ips"][0]["ip_address"] not in (taken, "10.8.0.1")
+    assert len(calls) == 2 and taken in calls[1]  # the failed insert was retried with another address
+
+
+async def test_concurrent_quota_never_overshoots(h, client):
+    a = member(PROJECT)
+    r = await client.put(f"/v2.0/quotas/{PROJECT}", json={"quota": {"port": 10}})
+    assert r.status_code == 200
+    net = await h.network(headers=a)
+    await h.subnet(net["id"], headers=a)
+    results = await asyncio.gather(*[
+        client.post("/v2.0/ports", json={"port": {"network_id": net["id"]}}, headers=a) for _ in range(30)])
+    codes = sorted(r.status_code for r in results)
+    assert codes.count(201) == 10 and codes.count(409) == 20
+    details = (await client.get(f"/v2.0/quotas/{PROJECT}/details", headers=a)).json()["quota"]
+    assert details["port"]["used"] == 10
+
+
+async def test_default_security_group_is_created_once(manager):
+    ctx = member_ctx("c" * 32)
+    ids = await asyncio.gather(*[manager.ensure_default_security_group(ctx) for _ in range(20)])
+    assert len(set(ids)) == 1
+    groups = await manager.list_security_groups(ctx)
+    assert [g["name"] for g in groups] == ["default"]
+
+
+async def test_http_over_real_socket(network, tmp_path):
+    """The app also serves over a real HTTP server (uvicorn), as ``nefos up`` runs it."""
+    import socket
+
+    import uvicorn
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    server = uvicorn.Server(uvicorn.Config(network.app, host="127.0.0.1", port=port, log_level="warning"))
+    task = asyncio.create_task(server.serve())
+    try:
+        while not server.started:
+            await asyncio.sleep(0.01)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as c:
+            r = await c.post("/v2.0/networks", json={"network": {"name": "wire"}})
+            assert r.status_code == 201
+            r = await c.get("/v2.0/networks", params={"name": "wire"})
+            assert [n["name"] for n in r.json()["networks"]] == ["wire"]
+            assert r.headers["x-openstack-request-id"].startswith("req-")
+    finally:
+        server.should_exit = True
+        await task

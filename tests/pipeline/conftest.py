@@ -1,0 +1,176 @@
+"""A whole cloud in the test's event loop: every service, real HTTP, the in-process bus, SQLite."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+import pytest
+
+from nefos.allinone import Cloud, all_in_one_components, free_port
+from nefos.config import load_config
+from nefos.service import Runtime
+
+ADMIN = {}  # no identity headers: the noauth admin context
+DEMO_PROJECT = "d" * 32
+
+
+def member(project: str = DEMO_PROJECT, user: str = "u" * 32) -> dict:
+    return {"X-Project-Id": project, "X-User-Id": user, "X-Roles": "member,reader"}
+
+
+class CloudHarness:
+    """The running cloud plus helpers that speak to it only through its APIs."""
+
+    def __init__(self, cloud: Cloud, compute: httpx.AsyncClient, network: httpx.AsyncClient):
+        self.cloud = cloud
+        self.rt = cloud.rt
+        self.compute = compute
+        self.network = network
+        self.notifications: list[dict] = []
+
+    def driver(self, host: str):
+        for c in self.cloud.components:
+            if getattr(c, "host", None) == host and hasattr(c, "driver"):
+                return c.driver
+        raise KeyError(host)
+
+    def compute_manager(self, host: str):
+        for c in self.cloud.components:
+            if getattr(c, "host", None) == host and hasattr(c, "manager"):
+                return c.manager
+        raise KeyError(host)
+
+    @property
+    def hosts(self) -> list[str]:
+        return [c.host for c in self.cloud.components if hasattr(c, "driver")]
+
+    async def make_network(self, name="private", cidr="10.0.0.0/24", headers=None, shared=False) -> dict:
+        headers = headers if headers is not None else ADMIN
+        body = {"network": {"name": name}}
+        if shared:
+            body["network"]["shared"] = True
+        r = await self.network.post("/v2.0/networks", json=body, headers=headers)
+        assert r.status_code == 201, r.text
+        net = r.json()["network"]
+        r = await self.network.post("/v2.0/subnets", json={"subnet": {
+            "network_id": net["id"], "cidr": cidr, "ip_version": 4, "name": f"{name}-subnet"}}, headers=headers)
+        assert r.status_code == 201, r.text
+        return net
+
+    async def default_image(self) -> str:
+        from nefos.image.bootstrap import ensure_default_image
+        return await ensure_default_image(self.rt)
+
+    async def boot(self, name="vm", flavor="1", networks=None, headers=None, expect=202, **extra) -> dict:
+        headers = headers if headers is not None else ADMIN
+        server = {"name": name, "imageRef": await self.default_image(), "flavorRef": flavor}
+        if networks is not None:
+            server["networks"] = networks
+        server.update(extra)
+        r = await self.compute.post("/v2.1/servers", json={"server": server}, headers=headers)
+        assert r.status_code == expect, r.text
+        return r.json()
+
+    async def server(self, server_id: str, headers=None) -> dict:
+        r = await self.compute.get(f"/v2.1/servers/{server_id}", headers=headers if headers is not None else ADMIN)
+        assert r.status_code == 200, r.text
+        return r.json()["server"]
+
+    async def wait_status(self, server_id: str, status: str | set, timeout: float = 15, headers=None) -> dict:
+        wanted = {status} if isinstance(status, str) else status
+        deadline = time.monotonic() + timeout
+        while True:
+            server = await self.server(server_id, headers)
+            if server["status"] in wanted and server["OS-EXT-STS:task_state"] is None:
+                return server
+            if time.monotonic() > deadline:
+                raise AssertionError(f"server {server_id} is {server['status']}/"
+                                     f"{server['OS-EXT-STS:task_state']}, not {wanted}")
+            await asyncio.sleep(0.02)
+
+    async def wait_gone(self, server_id: str, timeout: float = 15, headers=None) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            r = await self.compute.get(f"/v2.1/servers/{server_id}", headers=headers if headers is not None else ADMIN)
+            if r.status_code == 404:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"server {server_id} still exists: {r.json()['server']['status']}")
+            await asyncio.sleep(0.02)
+
+    async def action(self, server_id: str, body: dict, expect=202, headers=None) -> httpx.Response:
+        r = await self.compute.post(f"/v2.1/servers/{server_id}/action", json=body,
+                                    headers=headers if headers is not None else ADMIN)
+        assert r.status_code == expect, r.text
+        return r
+
+    async def ports(self, **params) -> list[dict]:
+        r = await self.network.get("/v2.0/ports", params=params)
+        assert r.status_code == 200, r.text
+        return r.json()["ports"]
+
+    async def hypervisor_usage(self) -> dict:
+        from sqlalchemy import func, select
+
+        from nefos.db.models import Allocation, ComputeNode
+        async with self.rt.db.reader(snapshot=True) as s:
+            vcpus, ram, vms = (await s.execute(select(func.sum(ComputeNode.vcpus_used),
+                                                      func.sum(ComputeNode.memory_mb_used),
+                                                      func.sum(ComputeNode.running_vms)))).one()
+            claims = (await s.execute(select(func.count(Allocation.id)))).scalar_one()
+        return {"vcpus_used": vcpus, "memory_mb_used": ram, "running_vms": vms, "allocations": claims}
+
+    async def quota_usage(self, project_id: str) -> dict:
+        from nefos.objects import quotas
+        async with self.rt.db.reader() as s:
+            return await quotas.usages(s, project_id)
+
+
+async def start_cloud(tmp_path, *, fake_hosts: int = 1, drivers: dict[str, str] | None = None,
+                      **overrides) -> CloudHarness:
+    """The cloud with ``fake_hosts`` fake compute hosts plus, from ``drivers`` (host -> compute
+    driver name, e.g. ``{"kvm-1": "libvirt"}``), compute hosts with other drivers."""
+    overrides.setdefault("report_interval", 1.0)
+    cfg = load_config(state_dir=tmp_path, auth_strategy="noauth", compute_api_port=free_port(),
+                      network_api_port=free_port(), image_api_port=free_port(),
+                      identity_api_port=free_port(), **overrides)
+    rt = await Runtime.open(cfg, migrate=True)
+    hosts = [f"host-{i + 1}" for i in range(fake_hosts)]
+    cfg.host = "controller"
+    components = all_in_one_components(rt, fake_hosts=0)
+    from nefos.compute.service import component as compute_component
+    api = components.pop()  # the compute API starts last
+    components += [compute_component(rt, h) for h in hosts]
+    if drivers:
+        from nefos.virt import load_driver
+        components += [compute_component(rt, h, driver=load_driver(name, cfg, h)) for h, name in drivers.items()]
+    components += [api]
+    cloud = Cloud(rt, components)
+    await cloud.start()
+    # Every Compute API response the suite gets is checked against the published contract.
+    from tests.pipeline.contract import response_hook
+    compute = httpx.AsyncClient(base_url=f"http://127.0.0.1:{cfg.compute_api_port}", timeout=30,
+                                event_hooks={"response": [response_hook]})
+    network = httpx.AsyncClient(base_url=f"http://127.0.0.1:{cfg.network_api_port}", timeout=30)
+    harness = CloudHarness(cloud, compute, network)
+
+    async def collect(notification):
+        harness.notifications.append(notification)
+    await rt.bus.listen_notifications(collect)
+    return harness
+
+
+async def stop_cloud(harness: CloudHarness) -> None:
+    await harness.compute.aclose()
+    await harness.network.aclose()
+    await harness.cloud.stop()
+    await harness.rt.close()
+
+
+@pytest.fixture
+async def cloud(tmp_path):
+    harness = await start_cloud(tmp_path, fake_hosts=2)
+    yield harness
+    await stop_cloud(harness)

@@ -1,0 +1,87 @@
+"""The Compute API contract, checked on every response the pipeline suite gets.
+
+``check(response)`` validates a servers / server actions / server metadata /
+os-instance-actions response against Tempest's schema for the microversion it
+echoes (``tests.schemas.assert_schema``), an error against Nova's error body
+(``{"<kind>": {"code": N, "message": "..."}}``), and every response's request id
+and version headers. The pipeline harness runs it as an httpx response hook, so
+each test that drives servers also checks the contract.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tests.schemas import assert_schema
+
+_ID = r"[^/]+"
+# (method, path regex, status) -> Tempest schema name; None: no Tempest schema (checked by hand).
+ROUTES: list[tuple[str, re.Pattern, dict[int, str | None]]] = [(m, re.compile(f"^/v2.1{p}$"), s) for m, p, s in [
+    ("POST", "/servers", {202: "servers.create_server_with_admin_pass"}),
+    ("GET", "/servers", {200: "servers.list_servers"}),
+    ("GET", "/servers/detail", {200: "servers.list_servers_detail"}),
+    ("GET", f"/servers/{_ID}", {200: "servers.get_server"}),
+    ("PUT", f"/servers/{_ID}", {200: "servers.update_server"}),
+    ("DELETE", f"/servers/{_ID}", {204: "servers.delete_server"}),
+    ("POST", f"/servers/{_ID}/action", {202: "servers.server_actions_common_schema",
+                                         200: "servers.get_console_output"}),  # os-getConsoleOutput
+    ("GET", f"/servers/{_ID}/metadata", {200: "servers.list_server_metadata"}),
+    ("POST", f"/servers/{_ID}/metadata", {200: "servers.update_server_metadata"}),
+    ("PUT", f"/servers/{_ID}/metadata", {200: "servers.set_server_metadata"}),
+    ("GET", f"/servers/{_ID}/metadata/{_ID}", {200: "servers.set_show_server_metadata_item"}),
+    ("PUT", f"/servers/{_ID}/metadata/{_ID}", {200: "servers.set_show_server_metadata_item"}),
+    ("DELETE", f"/servers/{_ID}/metadata/{_ID}", {204: "servers.delete_server_metadata_item"}),
+    ("GET", f"/servers/{_ID}/os-instance-actions", {200: "servers.list_instance_actions"}),
+    ("GET", f"/servers/{_ID}/os-instance-actions/{_ID}", {200: "servers.show_instance_action"}),
+]]
+
+ERROR_KEYS = {400: "badRequest", 401: "unauthorized", 403: "forbidden", 404: "itemNotFound",
+              405: "badMethod", 406: "notAcceptable", 409: "conflictingRequest", 413: "overLimit",
+              415: "badMediaType", 429: "overLimit", 500: "computeFault", 501: "notImplemented",
+              503: "serviceUnavailable"}
+
+RESERVATION = {"status_code": [202], "response_body": {
+    "type": "object", "properties": {"reservation_id": {"type": "string", "pattern": "^r-"}},
+    "required": ["reservation_id"], "additionalProperties": False}}
+
+
+def schema_for(method: str, path: str, status: int) -> str | None | bool:
+    """The schema name, None when the route is known but has no schema for it, False when unknown.
+
+    Routes are tried in order, so ``/servers/detail`` is the list, not a server's id.
+    """
+    for m, pattern, by_status in ROUTES:
+        if m == method and pattern.match(path):
+            return by_status.get(status)
+    return False
+
+
+def check(response) -> None:
+    request = response.request
+    path = request.url.path
+    if not (path.startswith("/v2.1/") or path == "/v2.1"):
+        return
+    assert response.headers.get("x-openstack-request-id", "").startswith("req-"), response.headers
+    version = response.headers.get("openstack-api-version", "")
+    if response.status_code != 406:
+        assert version.startswith("compute "), response.headers
+        assert response.headers.get("x-openstack-nova-api-version") == version.split()[1]
+    if response.status_code >= 400:
+        body = response.json()
+        key = ERROR_KEYS.get(response.status_code, "computeFault")
+        assert list(body) == [key], (response.status_code, body)
+        assert body[key]["code"] == response.status_code and body[key]["message"], body
+        return
+    name = schema_for(request.method, path, response.status_code)
+    if name is False:
+        return  # not a servers route: flavors, os-services, ... are checked by their own suites
+    if request.method == "POST" and path == "/v2.1/servers" and "reservation_id" in response.json():
+        assert_schema(RESERVATION, response)
+        return
+    assert name is not None, f"{request.method} {path} answered {response.status_code}"
+    assert_schema(name, response)
+
+
+async def response_hook(response) -> None:
+    await response.aread()
+    check(response)

@@ -1,0 +1,36 @@
+"""Selected Tempest tests that fail against Nefos, each with the reason (docs/compatibility.md).
+
+test_tempest.py fails on any other failure: a test leaving this list is progress, one joining it
+needs a reason here.
+"""
+
+_REBUILD = "Rebuild is not implemented: the action answers 501 Not Implemented."
+
+_EVENT_ACTIONS = ("Nefos records every accepted os-server-external-events call (network-vif-plugged at boot, "
+                  "...) as an 'external_instance_event' instance action (issue 3's durable event inbox); Nova "
+                  "records none for network-* events, so the test counts one action more than create + reboot.")
+
+KNOWN_FAILURES: dict[str, str] = {
+    "tempest.api.compute.servers.test_server_actions.ServerActionsTestOtherB"
+    ".test_get_console_output_with_unlimited_size":
+        "The fake hypervisor answers os-getConsoleOutput as Nova's fake driver does (three lines); the test "
+        "wants more than three lines, as a real guest's serial log has.",
+    "tempest.api.compute.servers.test_instance_actions.InstanceActionsTestJSON.test_list_instance_actions":
+        _EVENT_ACTIONS,
+    "tempest.api.compute.servers.test_instance_actions.InstanceActionsV221TestJSON"
+    ".test_get_list_deleted_instance_actions": _EVENT_ACTIONS,
+    "tempest.api.compute.admin.test_quotas.QuotaClassesAdminTestJSON.test_update_default_quotas":
+        "Quota class defaults come from configuration (the quota_* options); "
+        "PUT /os-quota-class-sets/default is not implemented (405).",
+    "tempest.api.compute.admin.test_services.ServicesAdminTestJSON.test_get_service_by_service_binary_name":
+        "Nefos' services are named nefos-* (nefos-compute, nefos-scheduler, ...); the test asks for the "
+        "binary nova-compute by name.",
+    "tempest.api.compute.admin.test_servers.ServersAdminTestJSON.test_rebuild_server_in_error_state": _REBUILD,
+    "tempest.api.compute.servers.test_server_actions.ServerActionsTestJSON.test_rebuild_server": _REBUILD,
+    "tempest.api.compute.servers.test_server_actions.ServerActionsTestOtherA.test_rebuild_server_in_stop_state":
+        _REBUILD,
+    "tempest.api.compute.servers.test_servers.ServerShowV247Test.test_update_rebuild_list_server": _REBUILD,
+    "tempest.api.compute.servers.test_server_actions.ServerActionsTestOtherA.test_remove_server_all_security_groups":
+        "addSecurityGroup/removeSecurityGroup server actions are not implemented (501); security groups "
+        "are set on ports through the Networking API.",
+}

@@ -1,0 +1,146 @@
+"""Render docs/compatibility.md from a Tempest results file written by test_tempest.py / harness.py.
+
+    python tests/tempest/report.py /tmp/.../tempest-results.json > docs/compatibility.md
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from harness import MAX_MICROVERSION, SELECTION  # noqa: E402
+from known_failures import KNOWN_FAILURES  # noqa: E402
+
+# Why Tempest's own skip messages apply here (the feature flag in tempest.conf and what Nefos lacks).
+SKIP_WHY = [
+    ("microversion range", f"Nefos' Compute API goes up to microversion {MAX_MICROVERSION}"),
+    ("Resize not available", "no resize/migration (compute-feature-enabled.resize = false)"),
+    ("Shelve is not available", "no shelve (compute-feature-enabled.shelve = false)"),
+    ("Snapshotting not available", "no server snapshots or backups (compute-feature-enabled.snapshot = false)"),
+    ("volume service", "no block storage service (service_available.cinder = false)"),
+    ("Volume service not enabled", "no block storage service (service_available.cinder = false)"),
+    ("Cinder is not available", "no block storage service (service_available.cinder = false)"),
+    ("Instance validation tests are disabled", "no SSH validation inside guests: fake guests have no "
+                                               "network stack (validation.run_validation = false)"),
+    ("Console output not supported", "console output is not configured for Tempest "
+                                     "(compute-feature-enabled.console_output = false)"),
+    ("VNC Console", "no remote consoles (compute-feature-enabled.vnc_console = false)"),
+    ("Change password not available", "no changePassword (compute-feature-enabled.change_password = false)"),
+    ("Cold migration not available", "no cold migration (compute-feature-enabled.cold_migration = false)"),
+    ("personality", "personality files are deprecated and off (compute-feature-enabled.personality = false)"),
+    ("DiskConfig extension not enabled", "no OS-DCF:diskConfig MANUAL/AUTO semantics "
+                                         "(compute-feature-enabled.disk_config = false)"),
+    ("FQDN hostname sanitization", "hostname FQDN sanitization is a 2.94 feature "
+                                   "(compute-feature-enabled.hostname_fqdn_sanitization = false)"),
+    ("fixed_network_name needs to be configured", "needs per-project networks behind a router "
+                                                  "(auth.create_isolated_networks = false: Nefos has no routers)"),
+    ("Skipped until bug", "skipped by Tempest itself (for every cloud) until the Launchpad bug it names is fixed"),
+    ("Need distinct images", "needs two images (image_ref_alt)"),
+]
+
+RESULT = {"success": "passed", "fail": "failed", "skip": "skipped", "missing": "not run"}
+
+
+def skip_reason(details: str) -> str:
+    text = " ".join(details.split())
+    for needle, why in SKIP_WHY:
+        if needle.lower() in text.lower():
+            return f"{why}. Tempest: \u201c{text}\u201d"
+    return f"Tempest: \u201c{text}\u201d"
+
+
+def groups() -> list[tuple[str, list[str]]]:
+    out: list[tuple[str, list[str]]] = []
+    for line in SELECTION.read_text().splitlines():
+        line = line.strip()
+        if line.startswith("# ") and line.rstrip().split(":")[-1].strip().isdigit():
+            out.append((line[2:].rsplit(":", 1)[0], []))
+        elif line and not line.startswith("#"):
+            out[-1][1].append(line)
+    return out
+
+
+def render(summary: dict) -> str:
+    tests = summary["tests"]
+    counts = summary["counts"]
+    passed, failed, skipped = counts.get("success", 0), counts.get("fail", 0), counts.get("skip", 0)
+    ran = passed + failed
+    lines = [
+        "# Compatibility: Tempest's compute API tests against Nefos",
+        "",
+        "`tests/tempest/test_tempest.py` (run by CI with the rest of the suite) starts `nefos up` (two fake",
+        "compute hosts, Keystone-style auth), creates a shared network, writes a `tempest.conf` from the",
+        "`clouds.yaml` it wrote (admin credentials for Tempest's dynamic credentials, identity v3 URI,",
+        "`image_ref` nefos-tiny plus a second image, `flavor_ref` 42 / `flavor_ref_alt` 84, feature flags",
+        "off for what Nefos does not have, cinder and swift unavailable) and runs",
+        "`tempest run --include-list <selected> --concurrency 1`. The selection is every test of",
+        "the compute API modules for servers, flavors, key pairs, server external events, services,",
+        "hypervisors, limits, quotas, instance actions and availability zones",
+        "(`tests/tempest/selected_tests.txt`); a failure not listed in `tests/tempest/known_failures.py`",
+        "fails the CI test, and so does a pass rate under 90 %.",
+        "",
+        "## Result",
+        "",
+        f"- selected: **{summary['total']}** tests",
+        f"- passed: **{passed}**, failed: **{failed}**, skipped: **{skipped}**"
+        + (f", not run: {counts['missing']}" if counts.get("missing") else ""),
+        f"- pass rate of the tests that ran: **{100 * passed / ran:.1f} %** ({passed}/{ran});"
+        f" of all selected: {100 * passed / summary['total']:.1f} %",
+        f"- duration of the Tempest run: {summary.get('seconds', '?')} s (one worker)",
+        "",
+        "Reproduce by hand against a running cloud:",
+        "",
+        "```sh",
+        "nefos up --state-dir /tmp/nefos --driver fake --fake-hosts 2 &",
+        "python tests/tempest/harness.py --clouds /tmp/nefos/clouds.yaml --work /tmp/tempest --json /tmp/r.json",
+        "python tests/tempest/report.py /tmp/r.json > docs/compatibility.md",
+        "```",
+        "",
+        "Fixes Tempest led to in Nefos: `GET /servers/{id}/ips` and `/ips/{network}`; `os-resetState`",
+        "and `injectNetworkInfo` (admin); `restore`/`forceDelete` answer 409 (nothing is soft-deleted) and",
+        "the Nova actions Nefos lacks look the server up first (404) and then answer 501 instead of 400;",
+        "`tenant_id` on a server list counts only with `all_tenants` (and `all_tenants` from a",
+        "non-admin is 403); access IPs are stored in canonical form; the `ip`/`ip6` list filters work.",
+        "",
+        "Policy, tenancy and identity hardening are described in [policy.md](policy.md); the isolation",
+        "suite is `tests/isolation/`, the openstack CLI acceptance flow",
+        "`tests/tempest/test_cli_acceptance.py`.",
+        "",
+        "## Failures",
+        "",
+    ]
+    fails = [t for t, e in tests.items() if e["status"] == "fail"]
+    if not fails:
+        lines.append("None.")
+    for t in fails:
+        lines.append(f"- `{t}`: {KNOWN_FAILURES.get(t, 'not yet analysed: ' + tests[t]['details'][-300:])}")
+    lines += ["", "## Every selected test", "",
+              "Skips give the reason Nefos does not run them, then Tempest's own message.", ""]
+    for title, ids in groups():
+        lines += [f"### {title}", "", "| test | result | reason |", "|---|---|---|"]
+        for t in ids:
+            e = tests.get(t, {"status": "missing", "details": ""})
+            reason = ""
+            if e["status"] == "skip":
+                reason = skip_reason(e["details"])
+            elif e["status"] == "fail":
+                reason = KNOWN_FAILURES.get(t, "")
+            short = t.replace("tempest.api.compute.", "")
+            lines.append(f"| `{short}` | {RESULT.get(e['status'], e['status'])} | {reason.replace('|', '/')} |")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    args = argv if argv is not None else sys.argv[1:]
+    summary = json.loads(Path(args[0]).read_text())
+    sys.stdout.write(render(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
