@@ -44,16 +44,15 @@ async def reap_stuck_builds(manager) -> list[str]:
             Instance.created_at < cutoff))).scalars().all()
     reaped = []
     for uuid in uuids:
+        error = exceptions.InstanceBuildTimeout(timeout=f"{timeout:g}")
         try:
-            instance = await instance_obj.save(db, uuid, {"vm_state": states.ERROR, "task_state": None},
-                                               expected_task_state=list(states.BUILD_TASK_STATES),
-                                               expected_vm_state=[states.BUILDING])
+            instance = await instance_obj.save_with_fault(
+                db, uuid, {"vm_state": states.ERROR, "task_state": None}, error, host=manager.host,
+                expected_task_state=states.BUILD_TASK_STATES, expected_vm_state=[states.BUILDING])
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError,
                 exceptions.InstanceInvalidState):
             continue  # finished, failed or deleted meanwhile: that wins
-        error = exceptions.InstanceBuildTimeout(timeout=f"{timeout:g}")
         LOG.warning("instance %s: %s", uuid, error)
-        await instance_obj.add_fault(db, uuid, error, host=manager.host)
         ctx = admin_context()
         ctx.user_id, ctx.project_id = instance.get("user_id"), instance.get("project_id")
         await manager._notify(ctx, instance, "instance.create.error")

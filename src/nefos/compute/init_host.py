@@ -188,7 +188,6 @@ async def _clear_task_state(manager, ctx, uuid: str, task_state: str, power_stat
 
 async def _fail_interrupted_build(manager, uuid: str) -> None:
     """Build interrupted by the restart: release guest, ports and claim; ERROR with a fault."""
-    from nefos.compute.manager import BUILDING_TASK_STATES
     db = manager.rt.db
     ctx = await _action_context(db, uuid, actions.CREATE)
     exc = exceptions.BuildAbortException(
@@ -197,14 +196,13 @@ async def _fail_interrupted_build(manager, uuid: str) -> None:
     async with manager.instance_lock(uuid):
         await manager._cleanup_build(ctx, uuid, None)  # the build path's own cleanup: guest, ports, claim
         try:
-            instance = await instance_obj.save(
+            instance = await instance_obj.save_with_fault(
                 db, uuid, {"vm_state": states.ERROR, "task_state": None, "network_info": [],
-                           "power_state": states.NOSTATE},
-                expected_task_state=BUILDING_TASK_STATES)
+                           "power_state": states.NOSTATE}, exc,
+                host=manager.host, details="".join(traceback.format_exception(exc)),
+                expected_task_state=states.BUILD_TASK_STATES)
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
             return  # deleted meanwhile: the delete finishes the job
-        await instance_obj.add_fault(db, uuid, exc, host=manager.host,
-                                     details="".join(traceback.format_exception(exc)))
         await actions.finish_action(db, ctx, uuid, message="Error")
     await manager._notify(ctx, instance, "instance.create.error")
 

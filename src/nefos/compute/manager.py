@@ -28,7 +28,6 @@ from nefos.compute import build_timeout, init_host as host_init, instance_events
 LOG = logging.getLogger(__name__)
 
 BUILD_EVENT = "compute__do_build_and_run_instance"
-BUILDING_TASK_STATES = list(states.BUILD_TASK_STATES)
 
 
 class BuildAborted(Exception):
@@ -237,15 +236,10 @@ class ComputeManager(Endpoint):
         await self._cleanup_build(ctx, uuid, None)
         try:
             if isinstance(exc, exceptions.BuildAbortException):
-                # ERROR and its fault in one transaction: nobody sees ERROR without the fault.
-                async with self.rt.db.transaction() as s:
-                    instance = await instance_obj.save(self.rt.db, uuid,
-                                                       {"vm_state": states.ERROR, "task_state": None,
-                                                        "network_info": []},
-                                                       expected_task_state=BUILDING_TASK_STATES,
-                                                       expected_vm_state=[states.BUILDING], session=s)
-                    await instance_obj.add_fault(self.rt.db, uuid, exc, host=self.host,
-                                                 details="".join(traceback.format_exception(exc)), session=s)
+                instance = await instance_obj.save_with_fault(
+                    self.rt.db, uuid, {"vm_state": states.ERROR, "task_state": None, "network_info": []}, exc,
+                    host=self.host, details="".join(traceback.format_exception(exc)),
+                    expected_task_state=states.BUILD_TASK_STATES, expected_vm_state=[states.BUILDING])
                 await self._notify(ctx, instance, "instance.create.error")
                 return
             await self.resource_tracker.record_build_result(node, success=False)
@@ -253,7 +247,7 @@ class ComputeManager(Endpoint):
             await instance_obj.save(self.rt.db, uuid,
                                     {"host": None, "node": None, "task_state": states.SCHEDULING,
                                      "vm_state": states.BUILDING, "network_info": []},
-                                    expected_task_state=BUILDING_TASK_STATES,
+                                    expected_task_state=states.BUILD_TASK_STATES,
                                     expected_vm_state=[states.BUILDING])
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError,
                 exceptions.InstanceInvalidState):
@@ -325,9 +319,9 @@ class ComputeManager(Endpoint):
                 LOG.error("instance %s: %s failed: %s", uuid, event, exc)
                 # Revert the task state so the server can be acted on again, and record why.
                 with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
-                    await instance_obj.save(self.rt.db, uuid, {"task_state": None}, expected_task_state=expected)
-                    await instance_obj.add_fault(self.rt.db, uuid, exc, host=self.host,
-                                                 details="".join(traceback.format_exception(exc)))
+                    await instance_obj.save_with_fault(self.rt.db, uuid, {"task_state": None}, exc, host=self.host,
+                                                       details="".join(traceback.format_exception(exc)),
+                                                       expected_task_state=expected)
             finally:
                 await actions.finish_action(self.rt.db, ctx, uuid)
 

@@ -30,10 +30,9 @@ class ConductorManager(Endpoint):
     async def _set_error(self, ctx, uuids: list[str], exc: BaseException) -> None:
         for uuid in uuids:
             try:
-                await instance_obj.save(self.rt.db, uuid, {"vm_state": states.ERROR, "task_state": None},
-                                        expected_task_state=[states.SCHEDULING, None])
-                await instance_obj.add_fault(self.rt.db, uuid, exc, host=None,
-                                             details="".join(traceback.format_exception(exc)))
+                await instance_obj.save_with_fault(self.rt.db, uuid, {"vm_state": states.ERROR, "task_state": None},
+                                                   exc, host=None, details="".join(traceback.format_exception(exc)),
+                                                   expected_task_state=[states.SCHEDULING, None])
             except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
                 LOG.info("instance %s was deleted while scheduling", uuid)
 

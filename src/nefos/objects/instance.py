@@ -140,6 +140,15 @@ async def add_fault(db: Database, uuid: str, exc: BaseException, *, host: str | 
         s.add(fault)
 
 
+async def save_with_fault(db: Database, uuid: str, updates: dict, exc: BaseException, *,
+                          host: str | None, details: str | None = None, **expected) -> dict:
+    """Save (usually to ERROR) and record why, in one transaction: nobody sees the state without its fault."""
+    async with db.transaction() as s:
+        instance = await save(db, uuid, updates, session=s, **expected)
+        await add_fault(db, uuid, exc, host=host, details=details, session=s)
+    return instance
+
+
 def quota_deltas(instance: dict) -> dict[str, int]:
     """What one instance counts against its project's quota."""
     return {"instances": 1, "cores": instance.get("vcpus") or 0, "ram": instance.get("memory_mb") or 0}
