@@ -212,22 +212,40 @@ async def test_batching_first_at_once_then_one_batch_per_interval(tmp_path):
     cloud = await start_cloud(tmp_path, fake_hosts=1, **dict(QUICK, send_events_interval=1.0))
     try:
         notif, client = await _stub_notifier(cloud)
-        ports = [await _bound_port(cloud) for _ in range(4)]
+        ports = [await _bound_port(cloud) for _ in range(5)]
+        for p in ports[:4]:
+            await _set_status(cloud, p["id"], "ACTIVE")
+        await eventually(lambda: _count_events(client, 4), timeout=5)
+        await asyncio.sleep(1.2)  # a quiet spell: the window the plugged events opened is over
+        client.batches.clear()
+        client.request_ids.clear()
         started = time.monotonic()
-        await _set_status(cloud, ports[0]["id"], "ACTIVE")
+        await _set_status(cloud, ports[0]["id"], "DOWN")
         await eventually(lambda: _count(client, 1))
         assert time.monotonic() - started < 0.5  # the first event after a quiet spell goes at once
-        for p in ports[1:]:
-            await _set_status(cloud, p["id"], "ACTIVE")
-        await eventually(lambda: _count(client, 4), timeout=5)
-        # The rest waited for the interval, then went together: one request per request id (each
-        # status change here was its own request), all in the same instant.
-        assert sum(len(batch) for _t, batch in client.batches[1:]) == 3
-        assert all(t - client.batches[0][0] >= 0.95 for t, _b in client.batches[1:])
-        assert max(t for t, _b in client.batches[1:]) - min(t for t, _b in client.batches[1:]) < 0.3
-        assert len(set(client.request_ids)) == 4
+        for p in ports[1:4]:
+            await _set_status(cloud, p["id"], "DOWN")
+        # network-vif-plugged is not held by the window the unplugged events are waiting in: a build
+        # waits for it.
+        plugged_at = time.monotonic()
+        await _set_status(cloud, ports[4]["id"], "ACTIVE")
+        await eventually(lambda: _count(client, 2), timeout=5)
+        assert [e["name"] for e in client.batches[1][1]] == ["network-vif-plugged"]
+        assert client.batches[1][0] - plugged_at < 0.5
+        await eventually(lambda: _count_events(client, 5), timeout=5)
+        # The unplugged events waited for the interval, then went together: one request per request
+        # id (each status change here was its own request), all in the same instant.
+        later = client.batches[2:]
+        assert sorted(e["name"] for _t, batch in later for e in batch) == ["network-vif-unplugged"] * 3
+        assert all(t - client.batches[0][0] >= 0.95 for t, _b in later)
+        assert max(t for t, _b in later) - min(t for t, _b in later) < 0.3
+        assert len(set(client.request_ids)) == 5
     finally:
         await stop_cloud(cloud)
+
+
+async def _count_events(client, n):
+    return sum(len(batch) for _t, batch in client.batches) >= n
 
 
 async def _count(client, n):

@@ -23,7 +23,8 @@ processes never send one row at the same time (a row younger than
 harmless anyway: the Compute API's inbox is idempotent). Batching follows
 Neutron's notifier: the first event after a quiet spell goes at once, then at
 most one batch per ``send_events_interval`` seconds (0: no batching); a batch
-carries one ``network-changed`` per port (coalesced). Rows the Compute API
+carries one ``network-changed`` per port (coalesced). Unlike Neutron,
+``network-vif-plugged`` is never held by the window: a build is waiting for it. Rows the Compute API
 answered (200, or a per-event 404/422/400 that retrying cannot change) are
 deleted; the others are retried with a backoff (1, 2, 4 ... 30 s) until the
 Compute API answers.
@@ -276,8 +277,36 @@ class Notifier:
                 sent, next_due = 0, 1.0
             interval = self.rt.cfg.send_events_interval
             if sent and interval > 0:
-                await asyncio.sleep(interval)  # what arrives meanwhile goes as one batch
+                await self._batch_window(interval)
             timeout = 0.0 if (self._wake.is_set() or self._fresh) else min(next_due, POLL_SECONDS)
+
+    async def _batch_window(self, interval: float) -> None:
+        """Hold what arrives for ``interval`` seconds as the next batch, except network-vif-plugged.
+
+        A build waits for network-vif-plugged (seed 000) and Neutron's window would add up to the
+        whole interval to its boot when another server's events opened the window just before. So
+        those go at once, one request at a time: under load they still batch, by whatever arrives
+        while the previous request is in flight. The other events keep Neutron's batching.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + interval
+        while (remaining := deadline - loop.time()) > 0:
+            try:
+                await asyncio.wait_for(self._wake.wait(), remaining)
+            except asyncio.TimeoutError:
+                return
+            self._wake.clear()
+            urgent = [r for r in self._fresh if r["name"] == VIF_PLUGGED][:BATCH_SIZE]
+            if not urgent:
+                continue
+            taken = {r["id"] for r in urgent}
+            self._fresh[:] = [r for r in self._fresh if r["id"] not in taken]
+            try:
+                await self._send(urgent)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the rows stay in the outbox: the claim loop retries them
+                LOG.exception("sending network-vif-plugged events failed; retrying")
 
     def _take_fresh(self) -> list[dict]:
         batch, self._fresh[:] = self._fresh[:BATCH_SIZE], self._fresh[BATCH_SIZE:]
