@@ -16,12 +16,29 @@ and prints p50 / p90 / p99 / max of active -> unblocked (the issue's number),
 split into active -> arrived (notifier, HTTP, Compute API, inbox, bus) and
 arrived -> unblocked (waking the build), plus the whole boot time.
 
+``--scenario stop``: out-of-band stops. Boots the servers, then stops each
+guest behind Nefos' back (the fake hypervisor's own power-off, which emits
+libvirt's STOPPED lifecycle event) one after the other and takes the time until
+the Compute API shows it SHUTOFF with no task_state: the lifecycle event path
+(``lifecycle_stopped_delay`` 0 by default here, ``--stopped-delay``), without
+the periodic sync.
+
+``--scenario sync``: one power-state sync pass (``_sync_power_states``) on
+every host at once over ``--instances`` instances (default 10 000) spread over
+``--hosts`` hosts (default 10). The instances are written straight into the
+database and the fake hypervisors (booting 10 000 through the API is the boot
+benchmark's job); ``--diverged`` of them (default 1 %) have a guest that
+stopped without an event, which the pass must find and stop through the API's
+stop path. Prints the pass's wall time and how many it stopped.
+
 ``send_events_interval`` is 0 by default here (the number is the path's
 latency, not the batching window: with the default 2 s, an event that follows
 another within 2 s waits for the window); ``--interval 2`` measures with it.
 
   python bench/events.py --servers 200
   python bench/events.py --servers 200 --bus amqp://guest:guest@127.0.0.1:5672/
+  python bench/events.py --scenario stop --servers 100
+  python bench/events.py --scenario sync --instances 10000 --hosts 10
 """
 
 from __future__ import annotations
@@ -72,6 +89,7 @@ async def run(args) -> dict:
     overrides = dict(state_dir=state, auth_strategy="noauth", compute_api_port=free_port(),
                      network_api_port=free_port(), image_api_port=free_port(), identity_api_port=free_port(),
                      send_events_interval=args.interval, fake_l2_agent_delay=args.agent_delay,
+                     lifecycle_stopped_delay=args.stopped_delay,
                      sync_power_state_interval=-1, report_interval=5.0, quota_instances=-1, quota_cores=-1,
                      quota_ram=-1, quota_ports=-1, bus_url=args.bus)
     if args.db:
@@ -120,6 +138,10 @@ async def run(args) -> dict:
                 if args.spacing:
                     await asyncio.sleep(args.spacing)
 
+        if args.scenario == "sync":
+            return await power_sync_pass(args, rt, components, image)
+        if args.scenario == "stop":
+            return await out_of_band_stops(args, compute, components, image, net)
         instance_events.WAIT_METRICS.clear()
         for i in range(args.warmup):
             await one(-1 - i)
@@ -158,9 +180,92 @@ async def run(args) -> dict:
         await rt.close()
 
 
+async def wait_server(compute: httpx.AsyncClient, sid: str, status: str, poll: float = 0.002) -> dict:
+    while True:
+        server = (await compute.get(f"/v2.1/servers/{sid}")).json()["server"]
+        if server["status"] in (status, "ERROR") and server["OS-EXT-STS:task_state"] is None:
+            assert server["status"] == status, server
+            return server
+        await asyncio.sleep(poll)
+
+
+def compute_managers(components) -> list:
+    return [c.manager for c in components if hasattr(c, "driver") and hasattr(c, "manager")]
+
+
+async def out_of_band_stops(args, compute: httpx.AsyncClient, components, image: str, net: dict) -> dict:
+    """Boot ``--servers`` servers, then stop each guest out of band and time it to SHUTOFF."""
+    drivers = {m.host: m.driver for m in compute_managers(components)}
+    sids = []
+    for i in range(args.servers):
+        r = await compute.post("/v2.1/servers", json={"server": {
+            "name": f"s{i}", "imageRef": image, "flavorRef": "1", "networks": [{"uuid": net["id"]}]}})
+        assert r.status_code == 202, r.text
+        sids.append(r.json()["server"]["id"])
+    hosts = {sid: (await wait_server(compute, sid, "ACTIVE", 0.02))["OS-EXT-SRV-ATTR:host"] for sid in sids}
+    latencies = []
+    for sid in sids:
+        started = time.monotonic()
+        drivers[hosts[sid]].simulate_power_off(sid)
+        await wait_server(compute, sid, "SHUTOFF")
+        latencies.append(time.monotonic() - started)
+    print(f"\n{args.servers} out-of-band stops, one at a time, lifecycle_stopped_delay {args.stopped_delay:g} s, "
+          f"periodic sync off, bus {args.bus}")
+    return {"scenario": "stop", "servers": args.servers, "stopped_delay": args.stopped_delay,
+            "stop_to_shutoff": summary("guest stopped -> SHUTOFF", latencies)}
+
+
+async def power_sync_pass(args, rt, components, image: str) -> dict:
+    """One power-state sync pass on every host at once over ``--instances`` instances."""
+    import random
+    import uuid as uuidlib
+
+    from nefos.compute import power_sync
+    from nefos.db.models import Instance
+    from nefos.objects import states
+    from nefos.virt.fake import FakeGuest
+
+    managers = compute_managers(components)
+    rows, diverged = [], set()
+    rng = random.Random(1)
+    for i in range(args.instances):
+        manager = managers[i % len(managers)]
+        uuid = str(uuidlib.uuid4())
+        rows.append(dict(uuid=uuid, project_id="bench", user_id="bench", display_name=f"p{i}",
+                         vm_state=states.ACTIVE, power_state=states.RUNNING, host=manager.host,
+                         node=manager.host, image_ref=image, vcpus=1, memory_mb=512, root_gb=1))
+        guest = FakeGuest(uuid=uuid, name=f"instance-{i:08x}", power_state=states.RUNNING, vcpus=1,
+                          memory_mb=512)
+        if rng.random() < args.diverged:
+            guest.power_state = states.SHUTDOWN  # stopped with no event: only the sync can see it
+            diverged.add(uuid)
+        manager.driver.guests[uuid] = guest
+    from sqlalchemy import insert
+    async with rt.db.transaction() as s:
+        for start in range(0, len(rows), 1000):
+            await s.execute(insert(Instance), rows[start:start + 1000])
+    started = time.monotonic()
+    await asyncio.gather(*(power_sync.sync_power_states(m) for m in managers))
+    elapsed = time.monotonic() - started
+    async with rt.db.reader() as s:
+        from sqlalchemy import func, select
+        stopped = (await s.execute(select(func.count()).select_from(Instance).where(
+            Instance.vm_state == states.STOPPED))).scalar()
+    print(f"\npower-state sync pass: {args.instances} instances on {len(managers)} hosts, "
+          f"{len(diverged)} diverged: {elapsed:.2f} s, {stopped} stopped")
+    assert stopped == len(diverged), (stopped, len(diverged))
+    return {"scenario": "sync", "instances": args.instances, "hosts": len(managers),
+            "diverged": len(diverged), "stopped": stopped, "pass_seconds": elapsed}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scenario", choices=("vif", "stop", "sync"), default="vif")
     parser.add_argument("--servers", type=int, default=200)
+    parser.add_argument("--instances", type=int, default=10000, help="sync scenario: instances")
+    parser.add_argument("--diverged", type=float, default=0.01,
+                        help="sync scenario: share of guests stopped without an event")
+    parser.add_argument("--stopped-delay", type=float, default=0.0, help="lifecycle_stopped_delay")
     parser.add_argument("--hosts", type=int, default=1)
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--warmup", type=int, default=5)

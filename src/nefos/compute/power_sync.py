@@ -138,11 +138,34 @@ async def _request_stop(manager, uuid: str, vm_state: str):
     return ctx
 
 
+def needs_sync(instance: dict, power_state: int) -> bool:
+    """Whether rules c)-f) have anything to do (write, stop or warn) for this reading."""
+    if instance["task_state"] is not None:
+        return False  # rule a)
+    if instance["power_state"] != power_state:
+        return True
+    vm_state = instance["vm_state"]
+    if vm_state == states.ACTIVE:
+        return power_state in ACTIVE_STOP_POWER_STATES or power_state in ACTIVE_IGNORED_POWER_STATES
+    return vm_state == states.STOPPED and power_state not in STOPPED_OK_POWER_STATES
+
+
 async def sync_power_states(manager) -> None:
-    """One pass over every instance of the host, at most ``sync_power_state_pool_size`` at once."""
-    instances = await host_instances(manager.rt.db, manager.host)
+    """One pass over every instance of the host.
+
+    The pass reads the instances in one query and each guest's power state once; only an
+    instance whose reading gives the rules something to do takes the per-instance path (lock,
+    re-read, rules), at most ``sync_power_state_pool_size`` at once: on a host where all is in
+    order a pass costs one query and one driver read per guest (10 000 instances: issue 3).
+    """
+    async with manager.rt.db.reader() as s:
+        instances = [dict(r._mapping) for r in await s.execute(
+            select(Instance.uuid, Instance.vm_state, Instance.task_state, Instance.power_state)
+            .where(Instance.host == manager.host, Instance.deleted == 0).order_by(Instance.id))]
     try:
         guests = await manager.driver.list_instance_uuids()
+        readings = [(i, await driver_power_state(manager.driver, i)) for i in instances
+                    if i["task_state"] is None]
     except exceptions.HypervisorUnavailable as exc:
         LOG.warning("power-state sync on %s skipped: %s", manager.host, exc)
         return
@@ -160,4 +183,4 @@ async def sync_power_states(manager) -> None:
             except Exception:
                 LOG.exception("instance %s: power-state sync failed", uuid)
 
-    await asyncio.gather(*(one(i["uuid"]) for i in instances if i["task_state"] is None))
+    await asyncio.gather(*(one(i["uuid"]) for i, power_state in readings if needs_sync(i, power_state)))
