@@ -65,6 +65,9 @@ class Config(BaseModel):
     shutdown_timeout: float = 60.0
     instance_build_timeout: float = 3600.0  # builds still BUILDING after this go to ERROR (0 = never; Nova: 0)
     resume_guests_state_on_host_boot: bool = False
+    # Seconds a shelved server keeps its host before it is offloaded: 0 at once (Nova's default),
+    # -1 never (only shelveOffload does it). Other values: only shelveOffload, for now.
+    shelved_offload_time: int = 0
 
     # External events: the network service tells the Compute API about ports (issue 3).
     notify_nova_on_port_status_changes: bool = True  # network-vif-plugged / -unplugged

@@ -211,6 +211,14 @@ class NotSupported(Error):
     message = "Action is not supported."
 
 
+class SetAdminPasswdNotSupported(NotSupported):
+    message = "Unable to set password on instance"
+
+
+class InstancePasswordSetFailed(Conflict):
+    message = "Failed to set admin password on %(instance)s because %(reason)s"
+
+
 class QuotaError(OverQuota):
     pass
 

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from nefos import exceptions, policy, rest
-from nefos.api import server_admin_actions
+from nefos.api import server_admin_actions, server_image_actions
 from nefos.api.validation import validate
 
 router = APIRouter()
@@ -29,7 +29,11 @@ POLICIES = {
     "suspend": "os_compute_api:os-suspend-server:suspend",
     "resume": "os_compute_api:os-suspend-server:resume",
     "lock": "os_compute_api:os-lock-server:lock", "unlock": "os_compute_api:os-lock-server:unlock",
+    "changePassword": "os_compute_api:os-admin-password",
 }
+_CHANGE_PASSWORD_SCHEMA = {"type": "object", "properties": {"changePassword": {
+    "type": "object", "properties": {"adminPass": {"type": "string"}},
+    "required": ["adminPass"], "additionalProperties": False}}, "required": ["changePassword"]}
 
 
 @router.post("/v2.1/servers/{server_id}/action")
@@ -63,6 +67,11 @@ async def server_action(request: Request, server_id: str):
     elif name == "os-getConsoleOutput":
         from nefos.api.console_output import console_output
         return await console_output(request, ctx, server_id, body)
+    elif name == "changePassword":
+        validate(body, _CHANGE_PASSWORD_SCHEMA)
+        await compute_api.set_admin_password(ctx, server_id, body["changePassword"]["adminPass"])
+    elif name in server_image_actions.HANDLERS:
+        return await server_image_actions.handle(request, ctx, server_id, name, body)
     elif name in server_admin_actions.HANDLERS:
         await server_admin_actions.HANDLERS[name](request, ctx, server_id, body)
     else:

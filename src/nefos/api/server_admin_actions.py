@@ -7,8 +7,8 @@ but cannot carry out.
   configuration into a running guest (as with Nova's libvirt driver, where it is a no-op).
 - ``restore`` / ``forceDelete``: only for soft-deleted servers; Nefos deletes at once (Nova with
   ``reclaim_instance_interval = 0``), so an existing server always answers 409.
-- Actions Nova has and Nefos does not implement (rebuild, resize, snapshot, migration, consoles,
-  rescue, shelve, ...): the server is looked up first (404 when it is not there, as in Nova), then
+- Actions Nova has and Nefos does not implement (rebuild, resize, migration, consoles,
+  rescue, ...): the server is looked up first (404 when it is not there, as in Nova), then
   501 Not Implemented, Nova's answer when a driver lacks the feature.
 """
 
@@ -34,20 +34,14 @@ UNSUPPORTED = {
     "resize": "os_compute_api:servers:resize",
     "confirmResize": "os_compute_api:servers:confirm_resize",
     "revertResize": "os_compute_api:servers:revert_resize",
-    "createImage": "os_compute_api:servers:create_image",
-    "createBackup": "os_compute_api:os-create-backup",
     "migrate": "os_compute_api:os-migrate-server:migrate",
     "os-migrateLive": "os_compute_api:os-migrate-server:migrate_live",
     "evacuate": "os_compute_api:os-evacuate",
-    "changePassword": "os_compute_api:os-admin-password",
     "os-getVNCConsole": "os_compute_api:os-remote-consoles",
     "os-getSPICEConsole": "os_compute_api:os-remote-consoles",
     "os-getSerialConsole": "os_compute_api:os-remote-consoles",
     "rescue": "os_compute_api:os-rescue",
     "unrescue": "os_compute_api:os-unrescue",
-    "shelve": "os_compute_api:os-shelve:shelve",
-    "shelveOffload": "os_compute_api:os-shelve:shelve_offload",
-    "unshelve": "os_compute_api:os-shelve:unshelve",
     "addSecurityGroup": "os_compute_api:os-security-groups:add",
     "removeSecurityGroup": "os_compute_api:os-security-groups:remove",
     "addFixedIp": "os_compute_api:os-multinic:add",

@@ -11,6 +11,7 @@ task_state with a compare-and-swap, record the action and cast to the host.
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
 import logging
 import uuid as uuidlib
@@ -44,6 +45,8 @@ ACTION_RULES = {
 ACTION_NAMES = {"stop": actions.STOP, "start": actions.START, "reboot_soft": actions.REBOOT,
                 "reboot_hard": actions.REBOOT, "pause": actions.PAUSE, "unpause": actions.UNPAUSE,
                 "suspend": actions.SUSPEND, "resume": actions.RESUME}
+# The vm_states a server can be snapshotted, backed up or shelved in (Nova's check_instance_state).
+_IMAGE_VM_STATES = [states.ACTIVE, states.STOPPED, states.PAUSED, states.SUSPENDED]
 RPC_NAMES = {"stop": "stop", "start": "start", "reboot_soft": "reboot", "reboot_hard": "reboot",
              "pause": "pause", "unpause": "unpause", "suspend": "suspend", "resume": "resume"}
 
@@ -326,6 +329,9 @@ class ComputeAPI:
         instance = await self.get(ctx, uuid)
         self._check_lock(ctx, instance)
         await actions.record_action(self.rt.db, ctx, uuid, actions.DELETE)
+        shelved_image = (instance.get("system_metadata") or {}).get("shelved_image_id")
+        if shelved_image and instance["vm_state"] in (states.SHELVED, states.SHELVED_OFFLOADED):
+            await self.image_api.delete(ctx.elevated(), shelved_image)  # nothing else would ever use it
         if instance.get("host") is None:
             # Not on any host yet: delete here, racing the conductor atomically.
             if await self._local_delete(ctx, uuid, only_if_unscheduled=True):
@@ -367,9 +373,16 @@ class ComputeAPI:
     async def power_action(self, ctx, uuid: str, action: str) -> None:
         """stop, start, reboot_soft, reboot_hard, pause, unpause, suspend, resume."""
         vm_ok, task_ok, new_task = ACTION_RULES[action]
+        instance = await self._begin_action(ctx, uuid, ACTION_NAMES[action], vm_ok, task_ok, new_task)
+        kwargs = {"reboot_type": "HARD" if action == "reboot_hard" else "SOFT"} if action.startswith("reboot") else {}
+        await self.compute_rpcapi.power_action(ctx, instance["host"], RPC_NAMES[action], uuid, **kwargs)
+
+    async def _begin_action(self, ctx, uuid: str, nova_action: str, vm_ok: list, task_ok: list,
+                            new_task: str) -> dict:
+        """Check that the server's states allow ``nova_action`` (409 otherwise), move its task_state
+        to ``new_task`` (compare-and-swap) and record the action; returns the server."""
         instance = await self.get(ctx, uuid)
         self._check_lock(ctx, instance)
-        nova_action = ACTION_NAMES[action]
         if instance["vm_state"] not in vm_ok:
             raise exceptions.InstanceInvalidState(action=nova_action, instance_uuid=uuid,
                                                   attr="vm_state", state=instance["vm_state"])
@@ -384,8 +397,75 @@ class ComputeAPI:
             raise exceptions.InstanceInvalidState(action=nova_action, instance_uuid=uuid,
                                                   attr="task_state", state=current["task_state"])
         await actions.record_action(self.rt.db, ctx, uuid, nova_action)
-        kwargs = {"reboot_type": "HARD" if action == "reboot_hard" else "SOFT"} if action.startswith("reboot") else {}
-        await self.compute_rpcapi.power_action(ctx, instance["host"], RPC_NAMES[action], uuid, **kwargs)
+        return instance
+
+    async def _revert_task_state(self, ctx, uuid: str, task_state: str) -> None:
+        """Undo ``_begin_action`` when the request fails before reaching the host."""
+        with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
+            await instance_obj.save(self.rt.db, uuid, {"task_state": None}, expected_task_state=[task_state])
+        await actions.finish_action(self.rt.db, ctx, uuid, message="Error")
+
+    async def snapshot(self, ctx, uuid: str, name: str, metadata: dict | None = None, *,
+                       backup_type: str | None = None, rotation: int | None = None) -> dict:
+        """createImage, or createBackup with ``backup_type``: the image record now, its data from the host."""
+        backup = backup_type is not None
+        task = states.IMAGE_BACKUP if backup else states.IMAGE_SNAPSHOT
+        instance = await self._begin_action(ctx, uuid, actions.BACKUP if backup else actions.CREATE_IMAGE,
+                                            _IMAGE_VM_STATES, [None], task)
+        try:
+            extra = dict(metadata or {}, **({"backup_type": backup_type} if backup else {}))
+            image = await self.image_api.create_snapshot(ctx, instance, name, "backup" if backup else "snapshot",
+                                                         extra)
+        except BaseException:
+            await self._revert_task_state(ctx, uuid, task)
+            raise
+        if backup:
+            await self.compute_rpcapi.cast(ctx, instance["host"], "backup_instance", instance_uuid=uuid,
+                                           image_id=image["id"], backup_type=backup_type, rotation=rotation)
+        else:
+            await self.compute_rpcapi.cast(ctx, instance["host"], "snapshot_instance", instance_uuid=uuid,
+                                           image_id=image["id"])
+        return image
+
+    async def shelve(self, ctx, uuid: str) -> None:
+        instance = await self._begin_action(ctx, uuid, actions.SHELVE, _IMAGE_VM_STATES, [None], states.SHELVING)
+        try:
+            image = await self.image_api.create_snapshot(ctx, instance, f"{instance['display_name']}-shelved",
+                                                         "snapshot")
+        except BaseException:
+            await self._revert_task_state(ctx, uuid, states.SHELVING)
+            raise
+        await self.compute_rpcapi.cast(ctx, instance["host"], "shelve_instance", instance_uuid=uuid,
+                                       image_id=image["id"])
+
+    async def shelve_offload(self, ctx, uuid: str) -> None:
+        instance = await self._begin_action(ctx, uuid, actions.SHELVE_OFFLOAD, [states.SHELVED], [None],
+                                            states.SHELVING_OFFLOADING)
+        await self.compute_rpcapi.cast(ctx, instance["host"], "shelve_offload_instance", instance_uuid=uuid)
+
+    async def unshelve(self, ctx, uuid: str) -> None:
+        instance = await self._begin_action(ctx, uuid, actions.UNSHELVE,
+                                            [states.SHELVED, states.SHELVED_OFFLOADED], [None], states.UNSHELVING)
+        if instance["vm_state"] == states.SHELVED:
+            await self.compute_rpcapi.cast(ctx, instance["host"], "unshelve_instance", instance_uuid=uuid)
+            return
+        image_id = (instance.get("system_metadata") or {}).get("shelved_image_id")
+        image = {"id": image_id, "properties": {}}
+        with contextlib.suppress(exceptions.ImageNotFound):
+            image = await self.image_api.get(ctx.elevated(), image_id)
+        request_spec = {
+            "flavor": instance.get("flavor"), "image": {"id": image_id, "properties": image.get("properties", {})},
+            "project_id": instance["project_id"], "user_id": instance["user_id"],
+            "availability_zone": instance.get("availability_zone"), "force_hosts": [], "scheduler_hints": {},
+            "instance_group": None, "num_instances": 1,
+        }
+        await self.conductor.unshelve_instance(ctx, uuid, request_spec)
+
+    async def set_admin_password(self, ctx, uuid: str, password: str) -> None:
+        instance = await self._begin_action(ctx, uuid, actions.CHANGE_PASSWORD, [states.ACTIVE], [None],
+                                            states.UPDATING_PASSWORD)
+        await self.compute_rpcapi.call(ctx, instance["host"], "set_admin_password", instance_uuid=uuid,
+                                       new_pass=password)
 
     async def get_console_output(self, ctx, uuid: str, tail_length: int | None = None) -> str:
         """The guest's serial console log from its compute host (os-getConsoleOutput)."""

@@ -23,7 +23,9 @@ from nefos.conductor.manager import ConductorAPI
 from nefos.db.models import BlockDeviceMapping, utcnow
 from nefos.objects import actions, allocations, instance as instance_obj, states
 from nefos.compute.resource_tracker import ResourceTracker
-from nefos.compute import build_timeout, init_host as host_init, instance_events, lifecycle, power_sync
+from nefos.compute import (build_timeout, init_host as host_init, instance_events, lifecycle, power_sync, shelve,
+                           snapshots)
+from nefos.image.client import ImageAPI
 
 LOG = logging.getLogger(__name__)
 
@@ -40,6 +42,7 @@ class ComputeManager(Endpoint):
         self.host = host
         self.driver = driver
         self.network_api = network_api
+        self.image_api = ImageAPI(rt)
         self.conductor = ConductorAPI(rt.bus)
         self.resource_tracker = ResourceTracker(rt, host, driver)
         self._locks: dict[str, asyncio.Lock] = {}
@@ -296,8 +299,11 @@ class ComputeManager(Endpoint):
             await self._notify(ctx, instance, "instance.delete.end")
 
     # Power operations ----------------------------------------------------------
-    async def _power_op(self, ctx, uuid: str, *, event: str, expected: list, final_vm_state: str,
+    async def _power_op(self, ctx, uuid: str, *, event: str, expected: list, final_vm_state: str | None,
                         notification: str, op) -> None:
+        """Run ``op(instance)`` under the instance's lock and action event, then save the final state
+        (``final_vm_state`` None: the vm_state stays) with compare-and-swap on ``expected``; ``op`` may
+        return more columns for that save."""
         async with self.instance_lock(uuid):
             try:
                 instance = await instance_obj.get(self.rt.db, uuid)
@@ -306,12 +312,13 @@ class ComputeManager(Endpoint):
             try:
                 async with actions.step(self.rt.db, ctx, uuid, event, self.host):
                     await self._notify(ctx, instance, f"instance.{notification}.start")
-                    await op(instance)
-                    power_state = (await self.driver.get_info(instance))["power_state"]
-                    instance = await instance_obj.save(
-                        self.rt.db, uuid, {"vm_state": final_vm_state, "task_state": None,
-                                           "power_state": power_state},
-                        expected_task_state=expected)
+                    extra = await op(instance)
+                    updates = {"task_state": None,
+                               "power_state": await power_sync.driver_power_state(self.driver, instance)}
+                    if final_vm_state is not None:
+                        updates["vm_state"] = final_vm_state
+                    updates.update(extra or {})
+                    instance = await instance_obj.save(self.rt.db, uuid, updates, expected_task_state=expected)
                     await self._notify(ctx, instance, f"instance.{notification}.end")
             except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
                 return  # deleted or superseded meanwhile
@@ -369,3 +376,57 @@ class ComputeManager(Endpoint):
                              expected=[states.RESUMING], final_vm_state=states.ACTIVE,
                              notification="resume",
                              op=lambda i: self.driver.resume(ctx, i, i.get("network_info") or []))
+
+    # Images (createImage, createBackup), shelve, passwords -----------------------------
+    async def snapshot_instance(self, ctx, instance_uuid: str, image_id: str) -> None:
+        await self._power_op(ctx, instance_uuid, event="compute_snapshot_instance",
+                             expected=[states.IMAGE_UPLOADING], final_vm_state=None, notification="snapshot",
+                             op=lambda i: snapshots.snapshot_to_image(self, ctx, i, image_id,
+                                                                      first_task_state=states.IMAGE_SNAPSHOT))
+        await self._discard_unfinished_image(ctx, image_id)
+
+    async def backup_instance(self, ctx, instance_uuid: str, image_id: str, backup_type: str,
+                              rotation: int) -> None:
+        async def op(instance):
+            await snapshots.snapshot_to_image(self, ctx, instance, image_id, first_task_state=states.IMAGE_BACKUP)
+            await snapshots.rotate_backups(self, ctx, instance, backup_type, rotation)
+
+        await self._power_op(ctx, instance_uuid, event="compute_backup_instance",
+                             expected=[states.IMAGE_UPLOADING], final_vm_state=None, notification="snapshot",
+                             op=op)
+        await self._discard_unfinished_image(ctx, image_id)
+
+    async def _discard_unfinished_image(self, ctx, image_id: str) -> None:
+        """An image whose snapshot never ran (the server was deleted first) is not left queued."""
+        with contextlib.suppress(exceptions.ImageNotFound):
+            if (await self.image_api.get(ctx.elevated(), image_id))["status"] == "queued":
+                await self.image_api.delete(ctx.elevated(), image_id)
+
+    async def shelve_instance(self, ctx, instance_uuid: str, image_id: str) -> None:
+        await shelve.shelve_instance(self, ctx, instance_uuid, image_id)
+        await self._discard_unfinished_image(ctx, image_id)
+
+    async def shelve_offload_instance(self, ctx, instance_uuid: str) -> None:
+        await shelve.shelve_offload_instance(self, ctx, instance_uuid)
+
+    async def unshelve_instance(self, ctx, instance_uuid: str, node: str | None = None) -> None:
+        await shelve.unshelve_instance(self, ctx, instance_uuid, node)
+
+    async def set_admin_password(self, ctx, instance_uuid: str, new_pass: str) -> None:
+        """changePassword (a bus call: the API answers with its outcome)."""
+        async with self.instance_lock(instance_uuid):
+            instance = await instance_obj.get(self.rt.db, instance_uuid)
+            try:
+                async with actions.step(self.rt.db, ctx, instance_uuid, "compute_set_admin_password", self.host):
+                    if await power_sync.driver_power_state(self.driver, instance) != states.RUNNING:
+                        raise exceptions.InstancePasswordSetFailed(
+                            instance=instance_uuid, reason="the guest is not running")
+                    try:
+                        await self.driver.set_admin_password(instance, new_pass)
+                    except NotImplementedError:
+                        raise exceptions.SetAdminPasswdNotSupported() from None
+            finally:
+                with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
+                    await instance_obj.save(self.rt.db, instance_uuid, {"task_state": None},
+                                            expected_task_state=[states.UPDATING_PASSWORD])
+                await actions.finish_action(self.rt.db, ctx, instance_uuid)

@@ -24,3 +24,11 @@ class ComputeRPCAPI:
         """Cast one of stop/start/reboot/pause/unpause/suspend/resume_instance."""
         await self.bus.cast(ctx, "compute", f"{action}_instance", host=host,
                             instance_uuid=instance_uuid, **kwargs)
+
+    async def cast(self, ctx, host: str, method: str, **kwargs) -> None:
+        """Cast ``method`` of the compute manager on ``host``."""
+        await self.bus.cast(ctx, "compute", method, host=host, **kwargs)
+
+    async def call(self, ctx, host: str, method: str, **kwargs):
+        """Call ``method`` of the compute manager on ``host`` and wait for its answer."""
+        return await self.bus.call(ctx, "compute", method, host=host, **kwargs)

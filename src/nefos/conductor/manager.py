@@ -7,6 +7,7 @@ here with the hosts already tried in ``request_spec["retry"]``; after
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import traceback
 
@@ -19,6 +20,7 @@ from nefos.scheduler.manager import SchedulerAPI
 LOG = logging.getLogger(__name__)
 
 SCHEDULE_EVENT = "conductor_schedule_and_build_instances"
+UNSHELVE_EVENT = "conductor_unshelve_instance"
 
 
 class ConductorManager(Endpoint):
@@ -79,6 +81,34 @@ class ConductorManager(Endpoint):
                 build_args=build_args, node=selection["node"])
 
 
+    async def unshelve_instance(self, ctx, instance_uuid: str, request_spec: dict) -> None:
+        """Schedule a SHELVED_OFFLOADED server (a new claim) and hand it to the chosen host. With no
+        valid host it stays offloaded, its task state cleared and the reason recorded."""
+        event_id = await actions.event_start(self.rt.db, ctx, instance_uuid, UNSHELVE_EVENT, None)
+        try:
+            (selection,) = await self.scheduler.select_destinations(ctx, dict(request_spec), [instance_uuid])
+        except exceptions.NoValidHost as exc:
+            LOG.warning("no valid host to unshelve %s: %s", instance_uuid, exc)
+            await actions.event_finish(self.rt.db, event_id, result="Error",
+                                       traceback="".join(traceback.format_exception(exc)))
+            with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
+                await instance_obj.save_with_fault(self.rt.db, instance_uuid, {"task_state": None}, exc, host=None,
+                                                   expected_task_state=[states.UNSHELVING])
+            await actions.finish_action(self.rt.db, ctx, instance_uuid, message="Error")
+            return
+        try:
+            await instance_obj.save(self.rt.db, instance_uuid,
+                                    {"host": selection["host"], "node": selection["node"]},
+                                    expected_task_state=[states.UNSHELVING])
+        except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
+            await allocations.release(self.rt.db, instance_uuid)
+            await actions.event_finish(self.rt.db, event_id, result="Error", details="instance deleted meanwhile")
+            return
+        await actions.event_finish(self.rt.db, event_id)
+        await self.compute_rpcapi.cast(ctx, selection["host"], "unshelve_instance", instance_uuid=instance_uuid,
+                                       node=selection["node"])
+
+
 class ConductorAPI:
     """The client the compute API and compute managers use."""
 
@@ -89,3 +119,7 @@ class ConductorAPI:
                               build_args: dict) -> None:
         await self.bus.cast(ctx, "conductor", "build_instances", instance_uuids=instance_uuids,
                             request_spec=request_spec, build_args=build_args)
+
+    async def unshelve_instance(self, ctx, instance_uuid: str, request_spec: dict) -> None:
+        await self.bus.cast(ctx, "conductor", "unshelve_instance", instance_uuid=instance_uuid,
+                            request_spec=request_spec)

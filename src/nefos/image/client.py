@@ -6,6 +6,8 @@ than calling the Image API over HTTP.
 
 from __future__ import annotations
 
+import asyncio
+
 from nefos import exceptions
 from nefos.context import RequestContext
 from nefos.image import images
@@ -43,3 +45,49 @@ class ImageAPI:
             raise exceptions.ImageUnacceptable(image_id=image_id,
                                                reason=f"its data is missing from the store ({path})")
         return str(path)
+
+    # Snapshots (createImage, createBackup, shelve) -----------------------------------------
+    async def create_snapshot(self, ctx: RequestContext, instance: dict, name: str, image_type: str,
+                              extra_properties: dict | None = None) -> dict:
+        """A queued image for a snapshot of ``instance`` (Nova's compute_utils.create_image): owned
+        by the caller's project, private, inheriting the base image's min_ram/min_disk; the
+        compute host uploads the data."""
+        properties = {"instance_uuid": instance["uuid"], "user_id": ctx.user_id, "image_type": image_type,
+                      "base_image_ref": instance.get("image_ref") or ""}
+        properties.update(extra_properties or {})
+        body: dict = {"name": name, "visibility": "private", **properties}
+        if instance.get("image_ref"):
+            try:
+                base = await self.get(ctx.elevated(), instance["image_ref"])
+            except exceptions.ImageNotFound:
+                base = None
+            if base is not None:
+                body["min_ram"], body["min_disk"] = base["min_ram"], base["min_disk"]
+        doc = images.view(await images.create(self.rt, ctx, body))
+        doc["properties"] = properties
+        return doc
+
+    async def upload_file(self, ctx: RequestContext, image_id: str, path, disk_format: str) -> dict:
+        """Store the file at ``path`` as the data of the queued image ``image_id``."""
+        await images.update(self.rt, ctx, image_id, [("replace", "disk_format", disk_format),
+                                                     ("replace", "container_format", "bare")])
+
+        async def chunks():
+            with open(path, "rb") as f:
+                while chunk := await asyncio.to_thread(f.read, 1 << 20):
+                    yield chunk
+        return images.view(await images.upload(self.rt, ctx, image_id, chunks()))
+
+    async def delete(self, ctx: RequestContext, image_id: str) -> None:
+        """Delete an image; one already gone is not an error."""
+        try:
+            await images.delete(self.rt, ctx, image_id)
+        except exceptions.ImageNotFound:
+            pass
+
+    async def list_backups(self, ctx: RequestContext, instance_uuid: str, backup_type: str) -> list[dict]:
+        """The instance's backup images of ``backup_type``, oldest first (for the rotation)."""
+        result = await images.list_images(self.rt, ctx, [
+            ("instance_uuid", instance_uuid), ("backup_type", backup_type), ("image_type", "backup"),
+            ("sort_key", "created_at"), ("sort_dir", "asc")])
+        return result["images"]

@@ -350,6 +350,18 @@ class NetworkAPI:
             except (exceptions.PortNotFound, exceptions.PortInUse):
                 pass  # already gone, or already given to someone else
 
+    async def setup_instance_network_on_host(self, ctx: RequestContext, instance: dict,
+                                             host: str | None) -> list[dict]:
+        """Bind the instance's ports to ``host`` (None: unbind them, as a shelve offload leaves
+        them); returns the network_info. Nova's name for a move's port binding update."""
+        admin = ctx.elevated()
+        ports = await self._call(admin, "list_ports", filters={"device_id": [instance["uuid"]]})
+        for port in ports:
+            if (port.get("binding:host_id") or "") != (host or ""):
+                await self._call(admin, "update_port", port_id=port["id"],
+                                 port={"binding:host_id": host or ""}, expected_device_id=instance["uuid"])
+        return await self.get_instance_nw_info(ctx, instance)
+
     async def get_instance_nw_info(self, ctx: RequestContext, instance: dict) -> list[dict]:
         """The instance's network_info from its ports now (in the cached order where known)."""
         admin = ctx.elevated()

@@ -26,6 +26,12 @@ SUSPEND = "suspend"
 RESUME = "resume"
 LOCK = "lock"
 UNLOCK = "unlock"
+CREATE_IMAGE = "createImage"
+BACKUP = "createBackup"
+SHELVE = "shelve"
+SHELVE_OFFLOAD = "shelveOffload"
+UNSHELVE = "unshelve"
+CHANGE_PASSWORD = "changePassword"
 
 
 def new_action(ctx: RequestContext, instance_uuid: str, action: str) -> InstanceAction:

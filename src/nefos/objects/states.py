@@ -32,6 +32,16 @@ RESUMING = "resuming"
 POWERING_OFF = "powering-off"
 POWERING_ON = "powering-on"
 DELETING = "deleting"
+IMAGE_SNAPSHOT = "image_snapshot"
+IMAGE_BACKUP = "image_backup"
+IMAGE_PENDING_UPLOAD = "image_pending_upload"
+IMAGE_UPLOADING = "image_uploading"
+SHELVING = "shelving"
+SHELVING_IMAGE_PENDING_UPLOAD = "shelving_image_pending_upload"
+SHELVING_IMAGE_UPLOADING = "shelving_image_uploading"
+SHELVING_OFFLOADING = "shelving_offloading"
+UNSHELVING = "unshelving"
+UPDATING_PASSWORD = "updating_password"
 # The task states of a build (None: claimed, not started yet), for builds' compare-and-swap saves.
 BUILD_TASK_STATES = (None, SCHEDULING, NETWORKING, BLOCK_DEVICE_MAPPING, SPAWNING)
 
@@ -53,7 +63,7 @@ _STATUS_BY_STATE = {
     ACTIVE: {None: "ACTIVE", REBOOTING: "REBOOT", REBOOT_PENDING: "REBOOT",
              REBOOT_STARTED: "REBOOT", REBOOTING_HARD: "HARD_REBOOT",
              REBOOT_PENDING_HARD: "HARD_REBOOT", REBOOT_STARTED_HARD: "HARD_REBOOT",
-             "default": "ACTIVE"},
+             UPDATING_PASSWORD: "PASSWORD", "default": "ACTIVE"},
     BUILDING: {"default": "BUILD"},
     STOPPED: {"default": "SHUTOFF"},
     RESIZED: {"default": "VERIFY_RESIZE"},

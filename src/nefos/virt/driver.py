@@ -92,3 +92,13 @@ class ComputeDriver:
     async def get_console_output(self, instance: dict) -> str:
         """The guest's serial console log (os-getConsoleOutput); NotImplementedError when there is none."""
         raise NotImplementedError
+
+    async def snapshot(self, ctx, instance: dict, target) -> str:
+        """Write a standalone image of the guest's root disk to the file ``target``; returns its
+        disk_format (createImage, createBackup, shelve)."""
+        raise NotImplementedError
+
+    async def set_admin_password(self, instance: dict, new_pass: str) -> None:
+        """Set the guest's administrator password (changePassword); NotImplementedError when the
+        driver cannot."""
+        raise NotImplementedError

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from nefos import exceptions
 from nefos.objects import states
@@ -39,6 +40,7 @@ class FakeGuest:
     memory_mb: int
     vifs: list = field(default_factory=list)
     paused_start: bool = False
+    admin_password: str | None = None
     history: list = field(default_factory=list)  # (time.monotonic(), power_state), oldest first
 
     def __post_init__(self):
@@ -143,6 +145,14 @@ class FakeDriver(ComputeDriver):
     async def get_info(self, instance) -> dict:
         self._check_connected()
         return {"power_state": self._guest(instance).power_state}
+
+    async def snapshot(self, ctx, instance, target) -> str:
+        guest = self._guest(instance)
+        Path(target).write_bytes(f"fake disk of {guest.name} ({guest.uuid})\n".encode())
+        return "raw"
+
+    async def set_admin_password(self, instance, new_pass: str) -> None:
+        self._guest(instance).admin_password = new_pass
 
     async def _transition(self, instance, power_state: int, transition: int) -> None:
         guest = self._guest(instance)

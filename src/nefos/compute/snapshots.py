@@ -1,0 +1,65 @@
+"""Images of a server's root disk on its compute host: createImage, createBackup and shelve's snapshot.
+
+The compute API creates the image record (queued, so its id can be answered at
+once); the host writes the guest's disk to a file with the driver
+(``task_state`` image_pending_upload, or shelving_image_pending_upload), uploads
+it (image_uploading) and clears the task state. Every step is a compare-and-swap
+on the task state, so a delete meanwhile wins; an image whose snapshot failed or
+was abandoned is deleted, never left queued. A backup then keeps the newest
+``rotation`` backups of its type (Nova's ``_rotate_backups``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import tempfile
+from pathlib import Path
+
+from nefos import exceptions
+from nefos.objects import instance as instance_obj, states
+
+LOG = logging.getLogger(__name__)
+
+# The task states a snapshot goes through: (pending upload, uploading) per kind of snapshot.
+SNAPSHOT_TASK_STATES = (states.IMAGE_PENDING_UPLOAD, states.IMAGE_UPLOADING)
+SHELVE_TASK_STATES = (states.SHELVING_IMAGE_PENDING_UPLOAD, states.SHELVING_IMAGE_UPLOADING)
+
+
+async def snapshot_to_image(manager, ctx, instance: dict, image_id: str, *, first_task_state: str,
+                            task_states: tuple[str, str] = SNAPSHOT_TASK_STATES) -> None:
+    """Write the guest's disk into the queued image ``image_id``; the instance's task state goes
+    ``first_task_state`` -> pending upload -> uploading (the caller clears it). On any failure the
+    image is deleted and the error raised."""
+    uuid = instance["uuid"]
+    pending, uploading = task_states
+    try:
+        instance = await instance_obj.save(manager.rt.db, uuid, {"task_state": pending},
+                                           expected_task_state=[first_task_state])
+        workdir = Path(manager.rt.cfg.state_dir) / "snapshots"
+        workdir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+            target = Path(tmp) / "disk"
+            disk_format = await manager.driver.snapshot(ctx, instance, target)
+            await instance_obj.save(manager.rt.db, uuid, {"task_state": uploading}, expected_task_state=[pending])
+            await manager.image_api.upload_file(ctx, image_id, target, disk_format)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await manager.image_api.delete(ctx, image_id)
+        raise
+
+
+async def rotate_backups(manager, ctx, instance: dict, backup_type: str, rotation: int) -> None:
+    """Delete the oldest backups of ``backup_type`` beyond the newest ``rotation``."""
+    backups = await manager.image_api.list_backups(ctx, instance["uuid"], backup_type)
+    excess = len(backups) - rotation
+    for image in backups[:max(excess, 0)]:
+        LOG.info("instance %s: rotating out backup %s (%s)", instance["uuid"], image["id"], image["name"])
+        await manager.image_api.delete(ctx, image["id"])
+
+
+async def image_meta(manager, ctx, image_id: str) -> dict:
+    """What spawn needs of an image: its id and properties."""
+    image = await manager.image_api.get(ctx.elevated(), image_id)
+    return {"id": image["id"], "properties": image.get("properties") or {}}
+
