@@ -418,3 +418,13 @@ async def test_bad_requests(api, case):
     if method == "POST" and path == "/v2/images":
         listing = (await api.get("/v2/images", headers=member())).json()
         assert listing["images"] == []
+
+
+async def test_an_images_tasks_are_listed_and_unknown_or_invisible_images_are_404(api):
+    image = await make_image(api, name="tasks", visibility="private")
+    r = await api.get(f"/v2/images/{image['id']}/tasks", headers=member())
+    assert r.status_code == 200 and r.json() == {"tasks": []}
+    r = await api.get(f"/v2/images/{uuid.uuid4()}/tasks", headers=member())
+    assert r.status_code == 404
+    r = await api.get(f"/v2/images/{image['id']}/tasks", headers=member(PROJECT_B))
+    assert r.status_code == 404

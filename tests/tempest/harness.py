@@ -160,12 +160,12 @@ def tempest_conf(cloud: dict, prep: dict, work: Path) -> str:
 
         [compute-feature-enabled]
         disk_config = true
-        change_password = false
+        change_password = true
         console_output = true
         resize = false
         pause = true
         suspend = true
-        shelve = false
+        shelve = true
         shelve_migrate = false
         cold_migration = false
         live_migration = false
@@ -179,7 +179,7 @@ def tempest_conf(cloud: dict, prep: dict, work: Path) -> str:
         stable_rescue = false
         enable_instance_password = true
         interface_attach = false
-        snapshot = false
+        snapshot = true
         personality = false
         attach_encrypted_volume = false
         config_drive = false

@@ -126,6 +126,13 @@ def create_app(rt, *, size_cap: int | None = None):
         row = await images.get(rt, _ctx(request, "get_image"), image_id)
         return JSONResponse(images.view(row))
 
+    @app.get("/v2/images/{image_id}/tasks")
+    async def image_tasks(request: Request, image_id: str):
+        # Glance 2.12's tasks of an image (imports, location tasks). Nefos stores data synchronously
+        # and runs no image tasks, so a visible image has none.
+        await images.get(rt, _ctx(request, "get_image"), image_id)
+        return JSONResponse({"tasks": []})
+
     @app.patch("/v2/images/{image_id}")
     async def update_image(request: Request, image_id: str):
         ctx = _ctx(request, "modify_image")
