@@ -4,6 +4,7 @@ and the service lifecycle (registration, heartbeats, periodic tasks, bus serving
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import uuid
 from typing import Awaitable, Callable
@@ -16,6 +17,16 @@ from nefos.db.models import Service as ServiceRow, utcnow
 from nefos.db.session import Database
 
 LOG = logging.getLogger(__name__)
+
+
+def tune_gc_for_service() -> None:
+    """Call once a long-running process has started its services.
+
+    Everything loaded at start-up lives as long as the process: keep it out of the garbage
+    collector's full passes, which otherwise walk it again and again under load (measured:
+    GET /servers/detail?limit=1000 with 10 000 servers, p50 374 -> 249 ms with both)."""
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 20)  # fewer young-generation passes (default 700) per request
 
 
 class Runtime:
