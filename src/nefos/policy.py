@@ -143,6 +143,7 @@ COMPUTE_RULES: dict[str, str] = {
     "os_compute_api:os-services:update": ADMIN,
     "os_compute_api:os-services:delete": ADMIN,
     "os_compute_api:os-hypervisors:list": ADMIN,
+    "nefos:hypervisor-health": ADMIN,
     "os_compute_api:os-hypervisors:list-detail": ADMIN,
     "os_compute_api:os-hypervisors:statistics": ADMIN,
     "os_compute_api:os-hypervisors:show": ADMIN,

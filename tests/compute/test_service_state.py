@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from nefos.compute import service_state
 from tests.compute.conftest import boot_active, crash_compute, eventually, start_compute
-from tests.pipeline.conftest import ADMIN
+from tests.pipeline.conftest import ADMIN, member
 
 
 async def service(cloud, host: str) -> dict:
@@ -139,3 +139,35 @@ async def test_first_start_with_the_hypervisor_down_disables(tmp_path):
         assert svc["disabled_reason"] == "AUTO: no hypervisor yet"
     finally:
         await stop_cloud(harness)
+
+
+async def health(cloud, host: str) -> dict:
+    r = await cloud.compute.get("/v2.1/nefos-hypervisor-health", headers=ADMIN)
+    assert r.status_code == 200, r.text
+    return next(h for h in r.json()["hypervisor_health"] if h["host"] == host)
+
+
+async def test_hypervisor_health_is_reported_apart_from_heartbeat_and_operator_disable(cloud):
+    driver = cloud.driver("host-1")
+    await eventually(lambda: _connection_is(cloud, "connected"), timeout=2)
+    first = await health(cloud, "host-1")
+    assert first["state"] == "up" and first["hypervisor_connection_reason"] is None
+    # An operator's disable hides the AUTO: reason; the connection is still visible, apart.
+    await put_service(cloud, "disable-log-reason", {"host": "host-1", "binary": "nefos-compute",
+                                                    "disabled_reason": "maintenance"})
+    driver.simulate_connection_loss("Connection to libvirt lost: 1")
+    lost = await eventually(lambda: _connection_is(cloud, "disconnected"), timeout=2)
+    assert (lost["state"], lost["status"], lost["disabled_reason"]) == ("up", "disabled", "maintenance")
+    assert lost["hypervisor_connection_reason"] == "Connection to libvirt lost: 1"
+    assert lost["hypervisor_connection_since"] >= first["hypervisor_connection_since"]
+    driver.simulate_connection_restored()
+    back = await eventually(lambda: _connection_is(cloud, "connected"), timeout=2)
+    assert back["hypervisor_connection_reason"] is None and back["disabled_reason"] == "maintenance"
+    # Only admins see it.
+    r = await cloud.compute.get("/v2.1/nefos-hypervisor-health", headers=member())
+    assert r.status_code == 403 and "forbidden" in r.json()
+
+
+async def _connection_is(cloud, state: str):
+    h = await health(cloud, "host-1")
+    return h if h["hypervisor_connection"] == state else None

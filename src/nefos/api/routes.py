@@ -17,6 +17,7 @@ ROUTERS = [
     "nefos.api.availability_zones",
     "nefos.api.services",
     "nefos.api.hypervisors",
+    "nefos.api.hypervisor_health",
     "nefos.api.quota_sets",
     "nefos.api.server_groups",
     "nefos.api.server_external_events",

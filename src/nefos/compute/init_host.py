@@ -59,8 +59,10 @@ async def init_host(manager) -> None:
         guests = set(await manager.driver.list_instance_uuids())
     except exceptions.HypervisorUnavailable as exc:
         LOG.error("init_host on %s: hypervisor unavailable (%s); instance recovery skipped", manager.host, exc)
+        manager.lifecycle.connection_seen(False, str(exc))
         await manager.resource_tracker.update_available_resource(heal_usage=True)
         return
+    manager.lifecycle.connection_seen(True)
     instances = await power_sync.host_instances(manager.rt.db, manager.host)
     ours = {i["uuid"] for i in instances}
     await _bounded(manager, [_cleanup_foreign_guest(manager, uuid) for uuid in sorted(guests - ours)])

@@ -126,6 +126,11 @@ class LifecycleEventHandler:
             LOG.exception("instance %s: handling lifecycle event %s failed", event.uuid, event.name)
 
     # Connection events ---------------------------------------------------------------
+    def connection_seen(self, connected: bool, reason: str | None = None) -> None:
+        """What init_host learnt of the connection, unless the driver has reported since."""
+        if self._connection is None:
+            self._connection = (connected, reason)
+
     async def apply_connection_state(self) -> None:
         """Make the service row follow the driver's last connection report (ordered, idempotent)."""
         async with self._connection_lock:
@@ -133,6 +138,8 @@ class LifecycleEventHandler:
                 return
             connected, reason = self._connection
             try:
+                await service_state.record_hypervisor_connection(self.manager.rt.db, self.manager.host,
+                                                                 connected, reason)
                 await service_state.set_host_enabled(self.manager.rt.db, self.manager.host, connected,
                                                      reason or "Connection to the hypervisor is broken")
             except asyncio.CancelledError:

@@ -1,5 +1,7 @@
 """A compute host disables and re-enables its own service as its hypervisor connection
-drops and returns (seed 003, ``_set_host_enabled``).
+drops and returns (seed 003, ``_set_host_enabled``), and records the connection itself
+(``record_hypervisor_connection``): hypervisor health, apart from heartbeat liveness and
+from whether the service is enabled (an operator's disable hides neither).
 
 Automation marks what it does: ``disabled_by = "auto"`` and a reason starting
 with ``AUTO: ``. It re-enables only a service it disabled itself; an
@@ -51,3 +53,17 @@ async def set_host_enabled(db, host: str, enabled: bool, reason: str | None = No
         LOG.debug("compute service on %s: not %s (manually disabled, already in that state, "
                   "or not registered yet)", host, "enabling" if enabled else "disabling")
     return changed
+
+
+async def record_hypervisor_connection(db, host: str, connected: bool, reason: str | None = None) -> None:
+    """Store the driver's latest connection report on the host's compute service row; ``since``
+    changes only when the state does."""
+    state = "connected" if connected else "disconnected"
+    base = update(Service).where(Service.host == host, Service.binary == COMPUTE_BINARY, Service.deleted == 0)
+    async with db.transaction() as s:
+        await s.execute(base.where(or_(Service.hypervisor_connection.is_(None),
+                                       Service.hypervisor_connection != state))
+                        .values(hypervisor_connection=state, hypervisor_connection_since=utcnow())
+                        .execution_options(synchronize_session=False))
+        await s.execute(base.values(hypervisor_connection_reason=None if connected else (reason or "")[:255])
+                        .execution_options(synchronize_session=False))

@@ -184,6 +184,11 @@ class Service(TimestampMixin, Base):
     disabled_by: Mapped[str | None] = mapped_column(String(16))
     forced_down: Mapped[bool] = mapped_column(Boolean, default=False)
     last_seen_up: Mapped[dt.datetime | None] = mapped_column(DateTime)
+    # A compute host's hypervisor connection as its driver last reported it ("connected" /
+    # "disconnected"; None: never reported), apart from heartbeat liveness (last_seen_up).
+    hypervisor_connection: Mapped[str | None] = mapped_column(String(16))
+    hypervisor_connection_reason: Mapped[str | None] = mapped_column(String(255))
+    hypervisor_connection_since: Mapped[dt.datetime | None] = mapped_column(DateTime)
     report_count: Mapped[int] = mapped_column(Integer, default=0)
     availability_zone: Mapped[str | None] = mapped_column(String(255))
     deleted: Mapped[int] = mapped_column(Integer, default=0)

@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-22 11:20:08.440704
+Create Date: 2026-11-22 16:09:46.230049
 """
 from alembic import op
 import sqlalchemy as sa
@@ -376,6 +376,9 @@ def upgrade() -> None:
     sa.Column('disabled_by', sa.String(length=16), nullable=True),
     sa.Column('forced_down', sa.Boolean(), nullable=False),
     sa.Column('last_seen_up', sa.DateTime(), nullable=True),
+    sa.Column('hypervisor_connection', sa.String(length=16), nullable=True),
+    sa.Column('hypervisor_connection_reason', sa.String(length=255), nullable=True),
+    sa.Column('hypervisor_connection_since', sa.DateTime(), nullable=True),
     sa.Column('report_count', sa.Integer(), nullable=False),
     sa.Column('availability_zone', sa.String(length=255), nullable=True),
     sa.Column('deleted', sa.Integer(), nullable=False),

@@ -1,0 +1,38 @@
+"""``GET /v2.1/nefos-hypervisor-health`` (admin): each compute host's hypervisor connection, apart
+from heartbeat liveness (issue 3).
+
+os-hypervisors' ``state`` is the compute service's heartbeat (up/down) and its ``status`` whether
+the service is enabled, as in Nova; Tempest's schemas forbid more fields there. A host whose
+service is alive but whose libvirt connection is lost is told apart from a dead host here:
+``state`` up with ``hypervisor_connection`` disconnected (and since when, and why), even when an
+operator's disable hides the automatic ``AUTO: `` reason.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+
+from nefos.api import common
+from nefos.compute import services as services_mod
+
+router = APIRouter()
+
+
+def _ts(value) -> str | None:
+    return value.replace(microsecond=0).isoformat() if value is not None else None
+
+
+@router.get("/v2.1/nefos-hypervisor-health")
+async def hypervisor_health(request: Request):
+    common.require_admin(request, "nefos:hypervisor-health")
+    rt = request.app.state.rt
+    computes = await services_mod.list_services(rt.db, rt.cfg, binary=services_mod.COMPUTE_BINARY)
+    return {"hypervisor_health": [{
+        "host": svc["host"],
+        "state": svc["state"],
+        "status": svc["status"],
+        "disabled_reason": svc["disabled_reason"],
+        "hypervisor_connection": svc["hypervisor_connection"] or "unknown",
+        "hypervisor_connection_since": _ts(svc["hypervisor_connection_since"]),
+        "hypervisor_connection_reason": svc["hypervisor_connection_reason"],
+    } for svc in computes]}
