@@ -64,8 +64,11 @@ class Cloud:
         # --profile: the all-in-one under cProfile (written when it stops on SIGTERM).
         prefix = ([sys.executable, "-m", "cProfile", "-o", self.args.profile]
                   if self.args.profile and args[0] == "up" else [])
+        env = dict(self.env)
+        if args[0] == "compute":  # computes sharing a state directory each keep their own identity
+            env["NEFOS_COMPUTE_ID_PATH"] = str(self.state / f"compute_id.{args[2]}")
         self.procs.append(subprocess.Popen([*prefix, str(BIN / "nefos"), *args, "--state-dir", str(self.state)],
-                                           env=self.env, stdout=log, stderr=subprocess.STDOUT))
+                                           env=env, stdout=log, stderr=subprocess.STDOUT))
 
     def start(self) -> None:
         if self.args.mode == "all-in-one":

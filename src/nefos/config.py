@@ -65,6 +65,10 @@ class Config(BaseModel):
     shutdown_timeout: float = 60.0
     instance_build_timeout: float = 3600.0  # builds still BUILDING after this go to ERROR (0 = never; Nova: 0)
     resume_guests_state_on_host_boot: bool = False
+    # The file holding this compute host's node UUID (Nova's <state_path>/compute_id): default
+    # <state_dir>/compute_id (an all-in-one's extra fake hosts: compute_id.<host>). Compute
+    # processes sharing one state directory each need their own (NEFOS_COMPUTE_ID_PATH).
+    compute_id_path: str = ""
     # Seconds a shelved server keeps its host before it is offloaded: 0 at once (Nova's default),
     # -1 never (only shelveOffload does it). Other values: only shelveOffload, for now.
     shelved_offload_time: int = 0

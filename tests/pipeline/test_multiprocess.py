@@ -32,8 +32,11 @@ class Processes:
     def start(self, args: list[str]) -> None:
         name = "-".join(args)
         log = open(self.state / f"{name}.log", "w")
+        env = dict(self.env)
+        if args[0] == "compute":  # computes sharing a state directory each keep their own identity
+            env["NEFOS_COMPUTE_ID_PATH"] = str(self.state / f"compute_id.{args[2]}")
         proc = subprocess.Popen([str(BIN / "nefos"), *args, "--state-dir", str(self.state)],
-                                env=self.env, stdout=log, stderr=subprocess.STDOUT)
+                                env=env, stdout=log, stderr=subprocess.STDOUT)
         self.procs.append((name, proc, log))
 
     def logs(self) -> str:

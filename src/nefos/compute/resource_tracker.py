@@ -21,6 +21,7 @@ class ResourceTracker:
         self.host = host
         self.driver = driver
         self.node_ids: dict[str, int] = {}
+        self.node_uuid: str | None = None  # the stable identity (compute/node_identity.py), if one
         self.failing_nodes: dict[str, bool] = {}
 
     async def update_available_resource(self, *, heal_usage: bool = False) -> None:
@@ -38,7 +39,7 @@ class ResourceTracker:
                     ComputeNode.host == self.host, ComputeNode.hypervisor_hostname == node,
                     ComputeNode.deleted == 0))).scalar_one_or_none()
                 if row is None:
-                    row = ComputeNode(uuid=str(uuidlib.uuid4()), host=self.host,
+                    row = ComputeNode(uuid=self.node_uuid or str(uuidlib.uuid4()), host=self.host,
                                       hypervisor_hostname=node, **capacity)
                     s.add(row)
                     await s.flush()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nefos.compute import build_timeout
+from nefos.compute import build_timeout, node_identity
 from nefos.compute.manager import ComputeManager
 from nefos.service import Component, Service
 from nefos.virt import load_driver
@@ -26,6 +26,9 @@ class ComputeComponent(Component):
                                   self.manager.periodic_check_instance_build_time)
 
     async def start(self) -> None:
+        # Who this host is, checked before anything touches a guest (refuses to start on a mismatch).
+        self.manager.resource_tracker.node_uuid = await node_identity.ensure_stable_identity(
+            self.manager.rt, self.manager.host, self.manager.driver)
         if self.l2_agent is not None:
             await self.l2_agent.start()
         await self.manager.init_host()
