@@ -64,6 +64,7 @@ class Config(BaseModel):
     lifecycle_stopped_delay: float = 15.0  # seconds a "stopped" event is held (a later event drops it)
     shutdown_timeout: float = 60.0
     instance_build_timeout: float = 3600.0  # builds still BUILDING after this go to ERROR (0 = never; Nova: 0)
+    task_state_timeout: float = 3600.0  # any other task state unchanged this long: ERROR (0 = never)
     resume_guests_state_on_host_boot: bool = False
     # The file holding this compute host's node UUID (Nova's <state_path>/compute_id): default
     # <state_dir>/compute_id (an all-in-one's extra fake hosts: compute_id.<host>). Compute

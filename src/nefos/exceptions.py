@@ -194,6 +194,11 @@ class InstanceBuildTimeout(Error):
     message = "Instance build timed out after %(timeout)s seconds (instance_build_timeout). Set to error state."
 
 
+class InstanceTaskTimeout(Error):
+    message = ("Instance task %(task_state)s timed out after %(timeout)s seconds (task_state_timeout). "
+               "Set to error state.")
+
+
 class HypervisorUnavailable(Error):
     message = "Connection to the hypervisor is broken on host: %(host)s"
 

@@ -23,7 +23,7 @@ from nefos.conductor.manager import ConductorAPI
 from nefos.db.models import BlockDeviceMapping, utcnow
 from nefos.objects import actions, allocations, instance as instance_obj, states
 from nefos.compute.resource_tracker import ResourceTracker
-from nefos.compute import (build_timeout, init_host as host_init, instance_events, lifecycle, power_sync, shelve,
+from nefos.compute import (deadlines, init_host as host_init, instance_events, lifecycle, power_sync, shelve,
                            snapshots)
 from nefos.image.client import ImageAPI
 
@@ -79,8 +79,8 @@ class ComputeManager(Endpoint):
     async def periodic_sync_power_states(self) -> None:
         await power_sync.sync_power_states(self)
 
-    async def periodic_check_instance_build_time(self) -> None:
-        await build_timeout.reap_stuck_builds(self)
+    async def periodic_check_instance_deadlines(self) -> None:
+        await deadlines.reap_stuck_instances(self)
 
     async def periodic_update_available_resource(self) -> None:
         await self.resource_tracker.update_available_resource()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nefos.compute import build_timeout, node_identity
+from nefos.compute import deadlines, node_identity
 from nefos.compute.manager import ComputeManager
 from nefos.service import Component, Service
 from nefos.virt import load_driver
@@ -22,8 +22,8 @@ class ComputeComponent(Component):
                                   self.manager.periodic_update_available_resource)
         self.service.add_periodic("sync_power_states", rt.cfg.sync_power_state_interval,
                                   self.manager.periodic_sync_power_states)
-        self.service.add_periodic("check_instance_build_time", build_timeout.check_interval(rt.cfg),
-                                  self.manager.periodic_check_instance_build_time)
+        self.service.add_periodic("check_instance_deadlines", deadlines.check_interval(rt.cfg),
+                                  self.manager.periodic_check_instance_deadlines)
 
     async def start(self) -> None:
         # Who this host is, checked before anything touches a guest (refuses to start on a mismatch).

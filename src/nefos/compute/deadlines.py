@@ -1,0 +1,101 @@
+"""Nothing waits forever (issue 3): instances stuck in a build or any other task end in ERROR.
+
+* Builds: Nova's ``_check_instance_build_time``: instances still BUILDING longer than
+  ``instance_build_timeout`` after they were created.
+* Every other task state (powering-off, rebooting, image_uploading, shelving, deleting, ...):
+  longer than ``task_state_timeout`` since the instance last changed (``updated_at``, which the
+  save that set the task state wrote; nothing else saves an instance while its task runs, except
+  its network info cache, which only postpones the deadline).
+
+Each compute host looks at its own instances every ``check_interval(cfg)`` seconds and puts the
+stuck ones in ERROR with a fault, clearing the task state (so a stuck delete can be retried). The
+write is a compare-and-swap on the stuck state, so an operation finishing or a delete arriving
+meanwhile wins; the stuck operation, when it returns, fails its own compare-and-swap save and
+changes nothing (a stuck build also cleans up after itself without rescheduling). A timeout of 0
+turns its check off.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+from sqlalchemy import select
+
+from nefos import exceptions
+from nefos.context import admin_context
+from nefos.db.models import Instance, utcnow
+from nefos.objects import instance as instance_obj, states
+
+LOG = logging.getLogger(__name__)
+
+_LOST_RACE = (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError, exceptions.InstanceInvalidState)
+
+
+def check_interval(cfg) -> float:
+    """How often to look: half the shorter timeout, between 1 s and 60 s (Nova's periodic spacing);
+    -1 = off."""
+    timeouts = [t for t in (cfg.instance_build_timeout, cfg.task_state_timeout) if t > 0]
+    return max(1.0, min(60.0, min(timeouts) / 2)) if timeouts else -1
+
+
+async def reap_stuck_instances(manager) -> list[str]:
+    """Put this host's stuck builds and tasks in ERROR; returns their uuids."""
+    return [*await reap_stuck_builds(manager), *await reap_stuck_tasks(manager)]
+
+
+async def reap_stuck_builds(manager) -> list[str]:
+    timeout = manager.rt.cfg.instance_build_timeout
+    if timeout <= 0:
+        return []
+    cutoff = utcnow() - dt.timedelta(seconds=timeout)
+    async with manager.rt.db.reader() as s:
+        uuids = (await s.execute(select(Instance.uuid).where(
+            Instance.host == manager.host, Instance.deleted == 0, Instance.vm_state == states.BUILDING,
+            Instance.created_at < cutoff))).scalars().all()
+    reaped = []
+    for uuid in uuids:
+        error = exceptions.InstanceBuildTimeout(timeout=f"{timeout:g}")
+        if await _to_error(manager, uuid, error, expected_task_state=states.BUILD_TASK_STATES,
+                           expected_vm_state=[states.BUILDING]):
+            reaped.append(uuid)
+            await _notify(manager, uuid, "instance.create.error")
+    return reaped
+
+
+async def reap_stuck_tasks(manager) -> list[str]:
+    timeout = manager.rt.cfg.task_state_timeout
+    if timeout <= 0:
+        return []
+    cutoff = utcnow() - dt.timedelta(seconds=timeout)
+    async with manager.rt.db.reader() as s:
+        rows = (await s.execute(select(Instance.uuid, Instance.task_state, Instance.vm_state).where(
+            Instance.host == manager.host, Instance.deleted == 0, Instance.task_state.is_not(None),
+            Instance.task_state.not_in([t for t in states.BUILD_TASK_STATES if t is not None]),
+            Instance.vm_state != states.BUILDING, Instance.updated_at < cutoff))).all()
+    reaped = []
+    for uuid, task_state, vm_state in rows:
+        error = exceptions.InstanceTaskTimeout(task_state=task_state, timeout=f"{timeout:g}")
+        if await _to_error(manager, uuid, error, expected_task_state=[task_state], expected_vm_state=[vm_state]):
+            reaped.append(uuid)
+    return reaped
+
+
+async def _to_error(manager, uuid: str, error: Exception, **expected) -> bool:
+    try:
+        await instance_obj.save_with_fault(manager.rt.db, uuid, {"vm_state": states.ERROR, "task_state": None},
+                                           error, host=manager.host, **expected)
+    except _LOST_RACE:
+        return False  # finished, failed or deleted meanwhile: that wins
+    LOG.warning("instance %s: %s", uuid, error)
+    return True
+
+
+async def _notify(manager, uuid: str, event_type: str) -> None:
+    try:
+        instance = await instance_obj.get(manager.rt.db, uuid)
+    except exceptions.InstanceNotFound:
+        return
+    ctx = admin_context()
+    ctx.user_id, ctx.project_id = instance.get("user_id"), instance.get("project_id")
+    await manager._notify(ctx, instance, event_type)

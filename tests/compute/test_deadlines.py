@@ -1,0 +1,114 @@
+"""Nothing waits forever (issue 3): a build stuck past instance_build_timeout, or any other task past
+task_state_timeout, ends in ERROR with a fault, stays there when the stuck operation finally
+returns, and deleting it leaves nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+
+from sqlalchemy import update
+
+from nefos.compute import deadlines
+from nefos.db.models import Instance, utcnow
+from nefos.objects import states
+from tests.compute.conftest import boot_active, eventually
+from tests.pipeline.conftest import start_cloud, stop_cloud
+
+
+async def test_a_stuck_build_is_put_in_error_with_a_fault(tmp_path):
+    cloud = await start_cloud(tmp_path, fake_hosts=1, fake_spawn_delay=4.0, instance_build_timeout=1.0)
+    try:
+        net = await cloud.make_network()
+        server_id = (await cloud.boot(networks=[{"uuid": net["id"]}]))["server"]["id"]
+        server = await cloud.wait_status(server_id, "ERROR", timeout=4)
+        assert server["fault"]["message"].startswith("Instance build timed out after 1 seconds")
+        assert server["OS-EXT-STS:vm_state"] == states.ERROR
+        # The stuck spawn returns later: its save fails, it cleans up, nothing reschedules it.
+        driver = cloud.driver("host-1")
+        await asyncio.sleep(3.0)
+        await eventually(lambda: _cleaned_up(cloud, driver, server_id), timeout=10, interval=0.2)
+        server = await cloud.server(server_id)
+        assert (server["status"], server["OS-EXT-STS:task_state"]) == ("ERROR", None)
+        assert server_id not in driver.guests
+        assert any(n["event_type"] == "instance.create.error" for n in cloud.notifications)
+        assert (await cloud.compute.delete(f"/v2.1/servers/{server_id}")).status_code == 204
+        await cloud.wait_gone(server_id)
+        assert await cloud.ports(device_id=server_id) == []
+        assert (await cloud.hypervisor_usage())["allocations"] == 0
+    finally:
+        await stop_cloud(cloud)
+
+
+async def test_builds_within_the_timeout_are_left_alone(tmp_path):
+    cloud = await start_cloud(tmp_path, fake_hosts=1, fake_spawn_delay=0.5, instance_build_timeout=3.0)
+    try:
+        (server_id,) = await boot_active(cloud)
+        await asyncio.sleep(3.5)  # past the timeout, but the build had finished: not touched
+        assert (await cloud.server(server_id))["status"] == "ACTIVE"
+    finally:
+        await stop_cloud(cloud)
+
+
+async def _cleaned_up(cloud, driver, server_id) -> bool:
+    return server_id not in driver.guests and await cloud.ports(device_id=server_id) == []
+
+
+async def test_a_stuck_power_operation_is_put_in_error_and_its_late_return_changes_nothing(tmp_path):
+    cloud = await start_cloud(tmp_path, fake_hosts=1, task_state_timeout=1.0)
+    try:
+        (server_id,) = await boot_active(cloud)
+        cloud.rt.cfg.fake_power_delay = 4.0  # the hypervisor now hangs on power operations
+        await cloud.action(server_id, {"os-stop": None})
+        server = await cloud.wait_status(server_id, "ERROR", timeout=6)
+        assert server["fault"]["message"].startswith("Instance task powering-off timed out after 1 seconds")
+        assert server["OS-EXT-STS:task_state"] is None
+        driver = cloud.driver("host-1")
+        await eventually(lambda: _guest_state(driver, server_id, states.SHUTDOWN), timeout=6)
+        await asyncio.sleep(0.5)  # the stop returned: its compare-and-swap save found ERROR and gave up
+        server = await cloud.server(server_id)
+        assert (server["status"], server["OS-EXT-STS:task_state"]) == ("ERROR", None)
+        cloud.rt.cfg.fake_power_delay = 0.0
+        assert (await cloud.compute.delete(f"/v2.1/servers/{server_id}")).status_code == 204
+        await cloud.wait_gone(server_id)
+    finally:
+        await stop_cloud(cloud)
+
+
+async def _guest_state(driver, server_id, power_state):
+    return driver.guests[server_id].power_state == power_state
+
+
+async def test_a_stuck_delete_is_put_in_error_and_can_be_deleted_again(tmp_path):
+    cloud = await start_cloud(tmp_path, fake_hosts=1, task_state_timeout=60.0)
+    try:
+        (server_id,) = await boot_active(cloud)
+        # A delete whose compute host never acted (lost cast, host wedged): deleting for 2 minutes.
+        async with cloud.rt.db.transaction() as s:
+            await s.execute(update(Instance).where(Instance.uuid == server_id).values(
+                task_state=states.DELETING, updated_at=utcnow() - dt.timedelta(seconds=120)))
+        manager = cloud.compute_manager("host-1")
+        assert await deadlines.reap_stuck_instances(manager) == [server_id]
+        server = await cloud.server(server_id)
+        assert (server["status"], server["OS-EXT-STS:task_state"]) == ("ERROR", None)
+        assert server["fault"]["message"].startswith("Instance task deleting timed out after 60 seconds")
+        assert await deadlines.reap_stuck_instances(manager) == []  # once
+        assert (await cloud.compute.delete(f"/v2.1/servers/{server_id}")).status_code == 204
+        await cloud.wait_gone(server_id)
+        assert await cloud.ports(device_id=server_id) == []
+        assert (await cloud.hypervisor_usage())["allocations"] == 0
+    finally:
+        await stop_cloud(cloud)
+
+
+async def test_a_task_within_its_deadline_is_left_alone(tmp_path):
+    cloud = await start_cloud(tmp_path, fake_hosts=1, task_state_timeout=60.0)
+    try:
+        (server_id,) = await boot_active(cloud)
+        async with cloud.rt.db.transaction() as s:
+            await s.execute(update(Instance).where(Instance.uuid == server_id).values(
+                task_state=states.POWERING_OFF, updated_at=utcnow() - dt.timedelta(seconds=30)))
+        assert await deadlines.reap_stuck_instances(cloud.compute_manager("host-1")) == []
+        assert (await cloud.server(server_id))["OS-EXT-STS:task_state"] == states.POWERING_OFF
+    finally:
+        await stop_cloud(cloud)
