@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nefos.compute import service_state
-from tests.compute.conftest import boot_active, crash_compute, eventually, start_compute
+from tests.compute.conftest import FAST, boot_active, crash_compute, eventually, start_compute
 from tests.pipeline.conftest import ADMIN, member
 
 
@@ -171,3 +171,21 @@ async def test_hypervisor_health_is_reported_apart_from_heartbeat_and_operator_d
 async def _connection_is(cloud, state: str):
     h = await health(cloud, "host-1")
     return h if h["hypervisor_connection"] == state else None
+
+
+async def test_vif_plugging_waits_are_published_so_a_slow_agent_is_visible(tmp_path):
+    from tests.pipeline.conftest import start_cloud, stop_cloud
+    cloud = await start_cloud(tmp_path, fake_hosts=1, fake_l2_agent_delay=0.4, **FAST)
+    try:
+        await boot_active(cloud, count=3)
+        waits = (await eventually(lambda: _waits(cloud, 3), timeout=5))["vif_plugging_waits"]
+        assert waits["count"] == 3 and waits["timeouts"] == 0 and waits["failed"] == 0
+        # The agent's 0.4 s delay is what the builds waited for: visible without any timeout.
+        assert 0.4 <= waits["p50_seconds"] <= waits["max_seconds"] < 5
+    finally:
+        await stop_cloud(cloud)
+
+
+async def _waits(cloud, count: int):
+    h = await health(cloud, "host-1")
+    return h if (h["vif_plugging_waits"] or {}).get("count") == count else None

@@ -5,7 +5,9 @@ os-hypervisors' ``state`` is the compute service's heartbeat (up/down) and its `
 the service is enabled, as in Nova; Tempest's schemas forbid more fields there. A host whose
 service is alive but whose libvirt connection is lost is told apart from a dead host here:
 ``state`` up with ``hypervisor_connection`` disconnected (and since when, and why), even when an
-operator's disable hides the automatic ``AUTO: `` reason.
+operator's disable hides the automatic ``AUTO: `` reason. ``vif_plugging_waits``: the host's
+network-vif-plugged waits of the last hour (count, p50/p99/max seconds, timeouts, failed), so a
+slow L2 agent is visible before it causes timeouts.
 """
 
 from __future__ import annotations
@@ -35,4 +37,5 @@ async def hypervisor_health(request: Request):
         "hypervisor_connection": svc["hypervisor_connection"] or "unknown",
         "hypervisor_connection_since": _ts(svc["hypervisor_connection_since"]),
         "hypervisor_connection_reason": svc["hypervisor_connection_reason"],
+        "vif_plugging_waits": svc["vif_wait_stats"],
     } for svc in computes]}

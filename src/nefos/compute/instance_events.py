@@ -86,6 +86,22 @@ PURGE_EVERY = 60.0
 WAIT_METRICS: collections.deque = collections.deque(maxlen=10000)
 
 
+def wait_summary(host: str, window: float = 3600.0, not_before: float = 0.0) -> dict:
+    """The host's vif-event waits of the last ``window`` seconds (and not before ``not_before``, the
+    start of this compute service): how many, how long, how many timed out or failed (published on
+    its service row, shown by the hypervisor health API)."""
+    since = max(time.time() - window, not_before)
+    waits = [m for m in list(WAIT_METRICS) if m.get("host") == host and m.get("at", 0) >= since]
+    seconds = sorted(m["seconds"] for m in waits)
+
+    def pct(p: float) -> float | None:
+        return round(seconds[min(len(seconds) - 1, int(len(seconds) * p))], 3) if seconds else None
+    return {"window_seconds": window, "count": len(waits), "p50_seconds": pct(0.5), "p99_seconds": pct(0.99),
+            "max_seconds": round(seconds[-1], 3) if seconds else None,
+            "timeouts": sum(1 for m in waits if m["result"] == "timeout"),
+            "failed": sum(1 for m in waits if m["result"] == "failed")}
+
+
 def make_key(name: str, tag: str | None) -> str:
     """Nova's event key: ``name-tag`` (or the name alone)."""
     return f"{name}-{tag}" if tag else name
@@ -444,6 +460,7 @@ class InstanceEvents:
             result, details = "Warning", (f"{what}: timed out after {waited:.3f} s waiting for vif plugging "
                                           f"(vif_plugging_is_fatal is False, continuing): {per_event}")
         WAIT_METRICS.append({
+            "host": m.host, "at": time.time(),
             "instance": uuid, "what": what, "seconds": waited, "result": outcome, "unblocked_at": unblocked,
             "events": {make_key(*key): fut.result()["arrived"] for key, fut in futures.items()
                        if fut.done() and not fut.cancelled()}})

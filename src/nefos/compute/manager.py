@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import traceback
 
 from sqlalchemy import select
@@ -23,8 +24,8 @@ from nefos.conductor.manager import ConductorAPI
 from nefos.db.models import BlockDeviceMapping, utcnow
 from nefos.objects import actions, allocations, instance as instance_obj, states
 from nefos.compute.resource_tracker import ResourceTracker
-from nefos.compute import (deadlines, init_host as host_init, instance_events, lifecycle, power_sync, shelve,
-                           snapshots)
+from nefos.compute import (deadlines, init_host as host_init, instance_events, lifecycle, power_sync,
+                           service_state, shelve, snapshots)
 from nefos.image.client import ImageAPI
 
 LOG = logging.getLogger(__name__)
@@ -43,6 +44,7 @@ class ComputeManager(Endpoint):
         self.driver = driver
         self.network_api = network_api
         self.image_api = ImageAPI(rt)
+        self.started_at = time.time()
         self.conductor = ConductorAPI(rt.bus)
         self.resource_tracker = ResourceTracker(rt, host, driver)
         self._locks: dict[str, asyncio.Lock] = {}
@@ -78,6 +80,11 @@ class ComputeManager(Endpoint):
 
     async def periodic_sync_power_states(self) -> None:
         await power_sync.sync_power_states(self)
+
+    async def periodic_publish_vif_wait_stats(self) -> None:
+        """A slow L2 agent shows as long waits here, not only as timeouts (issue 3)."""
+        await service_state.publish_vif_wait_stats(
+            self.rt.db, self.host, instance_events.wait_summary(self.host, not_before=self.started_at))
 
     async def periodic_check_instance_deadlines(self) -> None:
         await deadlines.reap_stuck_instances(self)

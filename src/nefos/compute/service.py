@@ -24,6 +24,8 @@ class ComputeComponent(Component):
                                   self.manager.periodic_sync_power_states)
         self.service.add_periodic("check_instance_deadlines", deadlines.check_interval(rt.cfg),
                                   self.manager.periodic_check_instance_deadlines)
+        self.service.add_periodic("publish_vif_wait_stats", max(rt.cfg.report_interval, 1.0),
+                                  self.manager.periodic_publish_vif_wait_stats)
 
     async def start(self) -> None:
         # Who this host is, checked before anything touches a guest (refuses to start on a mismatch).

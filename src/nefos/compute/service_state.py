@@ -67,3 +67,11 @@ async def record_hypervisor_connection(db, host: str, connected: bool, reason: s
                         .execution_options(synchronize_session=False))
         await s.execute(base.values(hypervisor_connection_reason=None if connected else (reason or "")[:255])
                         .execution_options(synchronize_session=False))
+
+
+async def publish_vif_wait_stats(db, host: str, stats: dict) -> None:
+    """Store the host's recent vif-event wait figures on its compute service row."""
+    async with db.transaction() as s:
+        await s.execute(update(Service).where(Service.host == host, Service.binary == COMPUTE_BINARY,
+                                              Service.deleted == 0).values(vif_wait_stats=stats)
+                        .execution_options(synchronize_session=False))

@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-22 16:09:46.230049
+Create Date: 2026-11-22 16:19:48.653034
 """
 from alembic import op
 import sqlalchemy as sa
@@ -379,6 +379,7 @@ def upgrade() -> None:
     sa.Column('hypervisor_connection', sa.String(length=16), nullable=True),
     sa.Column('hypervisor_connection_reason', sa.String(length=255), nullable=True),
     sa.Column('hypervisor_connection_since', sa.DateTime(), nullable=True),
+    sa.Column('vif_wait_stats', sa.JSON(), nullable=True),
     sa.Column('report_count', sa.Integer(), nullable=False),
     sa.Column('availability_zone', sa.String(length=255), nullable=True),
     sa.Column('deleted', sa.Integer(), nullable=False),
