@@ -194,8 +194,16 @@ class FakeDriver(ComputeDriver):
         await self._transition(instance, states.RUNNING, virtevent.EVENT_LIFECYCLE_RESUMED)
 
     async def get_console_output(self, instance) -> str:
-        self._guest(instance)
-        return "FAKE CONSOLE OUTPUT\nANOTHER\nLAST LINE"  # what Nova's fake driver answers
+        guest = self._guest(instance)
+        # A guest's serial log, as a small Linux guest writes one (clients look at more than a
+        # line or three; Nova's fake driver's three lines fail Tempest's unlimited-length test).
+        lines = ["[    0.000000] Linux version 6.1.0 (fake hypervisor) #1 SMP",
+                 "[    0.000000] Command line: console=ttyS0",
+                 f"[    0.004000] Memory: {guest.memory_mb}MB, CPUs: {guest.vcpus}",
+                 "[    0.412000] Run /init as init process"]
+        lines += [f"eth{i}: link up (port {port})" for i, port in enumerate(guest.vifs)]
+        lines += [f"{guest.name} login: "]
+        return "\n".join(lines)
 
     # Out-of-band actions (a user of the hypervisor, not Nefos) -------------------
     def simulate_power_off(self, uuid: str) -> None:
