@@ -37,6 +37,6 @@ def instance_payload(instance: dict) -> dict:
 
 
 async def notify_instance(bus, ctx, instance: dict, event_type: str, *, host: str,
-                          binary: str = "nefos-compute", priority: str = "INFO") -> None:
+                          binary: str = "nova-compute", priority: str = "INFO") -> None:
     await bus.notify(ctx, event_type, instance_payload(instance),
                      publisher_id=f"{binary}:{host}", priority=priority)

@@ -19,9 +19,9 @@ from tests.schemas import assert_schema
 async def hosts(rt):
     """Two compute hosts (each with one node), a conductor and a scheduler."""
     ids = {}
-    for binary, topic, host in (("nefos-compute", "compute", "host-1"), ("nefos-compute", "compute", "host-2"),
-                                ("nefos-conductor", "conductor", "controller"),
-                                ("nefos-scheduler", "scheduler", "controller")):
+    for binary, topic, host in (("nova-compute", "compute", "host-1"), ("nova-compute", "compute", "host-2"),
+                                ("nova-conductor", "conductor", "controller"),
+                                ("nova-scheduler", "scheduler", "controller")):
         ids[(host, binary)] = await Service(rt, binary, topic, host).register()
     async with rt.db.transaction() as s:
         for i, host in enumerate(("host-1", "host-2")):
@@ -49,10 +49,10 @@ async def test_services_list_and_filters(client, rt, hosts):
     r = await client.get("/v2.1/os-services")
     services = assert_schema("services.list_services", r)["services"]
     assert {(s["host"], s["binary"], s["zone"], s["state"], s["status"]) for s in services} == {
-        ("host-1", "nefos-compute", "nova", "up", "enabled"), ("host-2", "nefos-compute", "nova", "up", "enabled"),
-        ("controller", "nefos-conductor", "internal", "up", "enabled"),
-        ("controller", "nefos-scheduler", "internal", "up", "enabled")}
-    r = await client.get("/v2.1/os-services", params={"binary": "nefos-compute", "host": "host-2"},
+        ("host-1", "nova-compute", "nova", "up", "enabled"), ("host-2", "nova-compute", "nova", "up", "enabled"),
+        ("controller", "nova-conductor", "internal", "up", "enabled"),
+        ("controller", "nova-scheduler", "internal", "up", "enabled")}
+    r = await client.get("/v2.1/os-services", params={"binary": "nova-compute", "host": "host-2"},
                          headers=version("2.11"))
     services = assert_schema("services.list_services", r)["services"]
     assert [(s["host"], s["forced_down"]) for s in services] == [("host-2", False)]
@@ -62,9 +62,9 @@ async def test_services_list_and_filters(client, rt, hosts):
 
 async def test_enable_disable_force_down(client, rt, hosts):
     r = await client.put("/v2.1/os-services/disable-log-reason",
-                         json={"host": "host-1", "binary": "nefos-compute", "disabled_reason": "maintenance"})
+                         json={"host": "host-1", "binary": "nova-compute", "disabled_reason": "maintenance"})
     assert assert_schema("services.disable_log_reason", r)["service"] == {
-        "host": "host-1", "binary": "nefos-compute", "status": "disabled", "disabled_reason": "maintenance"}
+        "host": "host-1", "binary": "nova-compute", "status": "disabled", "disabled_reason": "maintenance"}
     r = await client.get("/v2.1/os-services", params={"host": "host-1"})
     svc = r.json()["services"][0]
     assert (svc["status"], svc["disabled_reason"]) == ("disabled", "maintenance")
@@ -72,26 +72,26 @@ async def test_enable_disable_force_down(client, rt, hosts):
         from sqlalchemy import select
         row = (await s.execute(select(ServiceRow).where(ServiceRow.host == "host-1"))).scalar_one()
         assert row.disabled_by == "operator"
-    r = await client.put("/v2.1/os-services/enable", json={"host": "host-1", "binary": "nefos-compute"})
+    r = await client.put("/v2.1/os-services/enable", json={"host": "host-1", "binary": "nova-compute"})
     assert assert_schema("services.enable_disable_service", r)["service"]["status"] == "enabled"
     async with rt.db.reader() as s:
         row = (await s.execute(select(ServiceRow).where(ServiceRow.host == "host-1"))).scalar_one()
         assert (row.disabled, row.disabled_by, row.disabled_reason) == (False, None, None)
-    r = await client.put("/v2.1/os-services/disable", json={"host": "host-2", "binary": "nefos-compute"})
+    r = await client.put("/v2.1/os-services/disable", json={"host": "host-2", "binary": "nova-compute"})
     assert assert_schema("services.enable_disable_service", r)["service"]["status"] == "disabled"
     # force-down only from 2.11
-    body = {"host": "host-1", "binary": "nefos-compute", "forced_down": True}
+    body = {"host": "host-1", "binary": "nova-compute", "forced_down": True}
     assert (await client.put("/v2.1/os-services/force-down", json=body)).status_code == 400
     r = await client.put("/v2.1/os-services/force-down", json=body, headers=version("2.11"))
     assert assert_schema("services.update_forced_down", r)["service"]["forced_down"] is True
     r = await client.get("/v2.1/os-services", params={"host": "host-1"}, headers=version("2.11"))
     assert (r.json()["services"][0]["state"], r.json()["services"][0]["forced_down"]) == ("down", True)
-    r = await client.put("/v2.1/os-services/enable", json={"host": "nohost", "binary": "nefos-compute"})
+    r = await client.put("/v2.1/os-services/enable", json={"host": "nohost", "binary": "nova-compute"})
     assert r.status_code == 404
-    assert r.json()["itemNotFound"]["message"] == "Could not find binary nefos-compute on host nohost."
-    r = await client.put("/v2.1/os-services/enable", json={"host": "controller", "binary": "nefos-scheduler"})
-    assert r.status_code == 400 and "nefos-scheduler" in r.json()["badRequest"]["message"]
-    r = await client.put("/v2.1/os-services/bogus", json={"host": "host-1", "binary": "nefos-compute"})
+    assert r.json()["itemNotFound"]["message"] == "Could not find binary nova-compute on host nohost."
+    r = await client.put("/v2.1/os-services/enable", json={"host": "controller", "binary": "nova-scheduler"})
+    assert r.status_code == 400 and "nova-scheduler" in r.json()["badRequest"]["message"]
+    r = await client.put("/v2.1/os-services/bogus", json={"host": "host-1", "binary": "nova-compute"})
     assert r.status_code == 404 and r.json()["itemNotFound"]["message"] == "Unknown action"
 
 
@@ -107,23 +107,23 @@ async def test_state_down_after_service_down_time(client, rt, hosts):
 
 
 async def test_delete_service(client, rt, hosts):
-    service_id = hosts[("host-2", "nefos-compute")]
+    service_id = hosts[("host-2", "nova-compute")]
     async with rt.db.transaction() as s:
         s.add(Instance(uuid=str(uuid.uuid4()), host="host-2", node="host-2.example", vm_state="active"))
     r = await client.delete(f"/v2.1/os-services/{service_id}")
     assert r.status_code == 409 and "hosting instances" in r.json()["conflictingRequest"]["message"]
-    r = await client.delete(f"/v2.1/os-services/{hosts[('host-1', 'nefos-compute')]}")
+    r = await client.delete(f"/v2.1/os-services/{hosts[('host-1', 'nova-compute')]}")
     assert r.status_code == 204
     hosts_left = {s["host"] for s in (await client.get("/v2.1/os-services")).json()["services"]}
     assert "host-1" not in hosts_left
     r = await client.get("/v2.1/os-hypervisors")
     assert [h["hypervisor_hostname"] for h in r.json()["hypervisors"]] == ["host-2.example"]
-    assert (await client.delete(f"/v2.1/os-services/{hosts[('host-1', 'nefos-compute')]}")).status_code == 404
+    assert (await client.delete(f"/v2.1/os-services/{hosts[('host-1', 'nova-compute')]}")).status_code == 404
     r = await client.delete("/v2.1/os-services/abc")
     assert r.status_code == 400 and r.json()["badRequest"]["message"] == \
         "Invalid input received: id must be an integer"
     # The host registers again: a fresh row.
-    await Service(rt, "nefos-compute", "compute", "host-1").register()
+    await Service(rt, "nova-compute", "compute", "host-1").register()
     assert "host-1" in {s["host"] for s in (await client.get("/v2.1/os-services")).json()["services"]}
 
 
@@ -190,13 +190,13 @@ async def test_availability_zones(client, rt, hosts):
     by_name = {z["zoneName"]: z for z in zones}
     assert set(by_name) == {"nova", "internal"}
     assert set(by_name["nova"]["hosts"]) == {"host-1", "host-2"}
-    assert by_name["nova"]["hosts"]["host-1"]["nefos-compute"]["available"] is True
-    assert set(by_name["internal"]["hosts"]["controller"]) == {"nefos-conductor", "nefos-scheduler"}
+    assert by_name["nova"]["hosts"]["host-1"]["nova-compute"]["available"] is True
+    assert set(by_name["internal"]["hosts"]["controller"]) == {"nova-conductor", "nova-scheduler"}
     assert (await client.get("/v2.1/os-availability-zone/detail", headers=member())).status_code == 403
     # A zone whose every compute service is disabled is unavailable.
     async with rt.db.transaction() as s:
         await s.execute(update(ServiceRow).where(ServiceRow.host == "host-2").values(availability_zone="az2"))
-    await client.put("/v2.1/os-services/disable", json={"host": "host-2", "binary": "nefos-compute"})
+    await client.put("/v2.1/os-services/disable", json={"host": "host-2", "binary": "nova-compute"})
     r = await client.get("/v2.1/os-availability-zone")
     assert assert_schema("availability_zone.list_availability_zone_list", r)["availabilityZoneInfo"] == [
         {"zoneName": "nova", "zoneState": {"available": True}, "hosts": None},

@@ -127,14 +127,14 @@ async def test_restart_destroys_guests_only_with_positive_evidence(tmp_path):
         driver = old.driver
         # `deleted` was deleted while its host was down (the API's local delete) ...
         r = await cloud.compute.put("/v2.1/os-services/force-down", headers={
-            "X-OpenStack-Nova-API-Version": "2.11"}, json={"host": "host-1", "binary": "nefos-compute",
+            "X-OpenStack-Nova-API-Version": "2.11"}, json={"host": "host-1", "binary": "nova-compute",
                                                             "forced_down": True})
         assert r.status_code == 200, r.text
         r = await cloud.compute.delete(f"/v2.1/servers/{deleted}")
         assert r.status_code == 204, r.text
         await cloud.wait_gone(deleted)
         r = await cloud.compute.put("/v2.1/os-services/force-down", headers={
-            "X-OpenStack-Nova-API-Version": "2.11"}, json={"host": "host-1", "binary": "nefos-compute",
+            "X-OpenStack-Nova-API-Version": "2.11"}, json={"host": "host-1", "binary": "nova-compute",
                                                             "forced_down": False})
         assert r.status_code == 200, r.text
         # ... `moved` now lives on host-2 (evacuated) ...

@@ -8,7 +8,7 @@ from tests.pipeline.conftest import ADMIN, member
 
 
 async def service(cloud, host: str) -> dict:
-    r = await cloud.compute.get("/v2.1/os-services", params={"host": host, "binary": "nefos-compute"},
+    r = await cloud.compute.get("/v2.1/os-services", params={"host": host, "binary": "nova-compute"},
                                 headers=ADMIN)
     assert r.status_code == 200, r.text
     (svc,) = r.json()["services"]
@@ -55,7 +55,7 @@ async def test_scheduler_avoids_the_disabled_host(cloud2):
 
 async def test_a_manual_disable_survives_loss_and_recovery(cloud):
     driver = cloud.driver("host-1")
-    await put_service(cloud, "disable-log-reason", {"host": "host-1", "binary": "nefos-compute",
+    await put_service(cloud, "disable-log-reason", {"host": "host-1", "binary": "nova-compute",
                                                     "disabled_reason": "maintenance"})
     driver.simulate_connection_loss("link down")
     driver.simulate_connection_restored()
@@ -66,7 +66,7 @@ async def test_a_manual_disable_survives_loss_and_recovery(cloud):
     svc = await service(cloud, "host-1")
     assert (svc["status"], svc["disabled_reason"]) == ("disabled", "maintenance")
     # The operator's enable is the only way back.
-    await put_service(cloud, "enable", {"host": "host-1", "binary": "nefos-compute"})
+    await put_service(cloud, "enable", {"host": "host-1", "binary": "nova-compute"})
     assert (await service(cloud, "host-1"))["status"] == "enabled"
 
 
@@ -79,7 +79,7 @@ async def test_an_operator_disable_during_the_outage_is_kept(cloud):
     driver.simulate_connection_loss("link down")
     await wait_service(cloud, "host-1", "disabled", "AUTO: link down")
     # The operator takes over while the link is down: recovery must not re-enable.
-    await put_service(cloud, "disable-log-reason", {"host": "host-1", "binary": "nefos-compute",
+    await put_service(cloud, "disable-log-reason", {"host": "host-1", "binary": "nova-compute",
                                                     "disabled_reason": "keep it off"})
     driver.simulate_connection_restored()
     await eventually(lambda: _idle(cloud.compute_manager("host-1").lifecycle))
@@ -89,13 +89,13 @@ async def test_an_operator_disable_during_the_outage_is_kept(cloud):
 
 async def test_conditional_updates_never_override_an_operator(cloud):
     db = cloud.rt.db
-    await put_service(cloud, "disable-log-reason", {"host": "host-1", "binary": "nefos-compute",
+    await put_service(cloud, "disable-log-reason", {"host": "host-1", "binary": "nova-compute",
                                                     "disabled_reason": "AUTO: looks automatic"})
     # Even a reason that looks automatic is the operator's: disabled_by says who did it.
     assert not await service_state.set_host_enabled(db, "host-1", True)
     assert not await service_state.set_host_enabled(db, "host-1", False, "lost")
     assert (await service(cloud, "host-1"))["disabled_reason"] == "AUTO: looks automatic"
-    await put_service(cloud, "enable", {"host": "host-1", "binary": "nefos-compute"})
+    await put_service(cloud, "enable", {"host": "host-1", "binary": "nova-compute"})
     assert await service_state.set_host_enabled(db, "host-1", False, "lost")
     assert await service_state.set_host_enabled(db, "host-1", False, "still lost")  # reason refreshed
     assert (await service(cloud, "host-1"))["disabled_reason"] == "AUTO: still lost"
@@ -153,7 +153,7 @@ async def test_hypervisor_health_is_reported_apart_from_heartbeat_and_operator_d
     first = await health(cloud, "host-1")
     assert first["state"] == "up" and first["hypervisor_connection_reason"] is None
     # An operator's disable hides the AUTO: reason; the connection is still visible, apart.
-    await put_service(cloud, "disable-log-reason", {"host": "host-1", "binary": "nefos-compute",
+    await put_service(cloud, "disable-log-reason", {"host": "host-1", "binary": "nova-compute",
                                                     "disabled_reason": "maintenance"})
     driver.simulate_connection_loss("Connection to libvirt lost: 1")
     lost = await eventually(lambda: _connection_is(cloud, "disconnected"), timeout=2)

@@ -173,8 +173,6 @@ async def test_unshelve_with_no_valid_host_stays_offloaded_with_a_fault(cloud):
     await cloud.wait_status(server_id, "SHELVED_OFFLOADED")
     for host in cloud.hosts:
         r = await cloud.compute.put("/v2.1/os-services/disable", json={"host": host, "binary": "nova-compute"})
-        if r.status_code != 200:
-            r = await cloud.compute.put("/v2.1/os-services/disable", json={"host": host, "binary": "nefos-compute"})
         assert r.status_code == 200, r.text
     r = await cloud.action(server_id, {"unshelve": None})
     request_id = r.headers["x-openstack-request-id"]

@@ -39,7 +39,7 @@ def admin_calls(t: Tenancy) -> list[tuple[str, str, str, object, str | None]]:
     a_project, b_project = t.a_project, t.b_project
     return [
         ("compute", "GET", "/os-services", None, "os_compute_api:os-services:list"),
-        ("compute", "PUT", "/os-services/disable", {"host": "localhost", "binary": "nefos-compute"},
+        ("compute", "PUT", "/os-services/disable", {"host": "localhost", "binary": "nova-compute"},
          "os_compute_api:os-services:update"),
         ("compute", "DELETE", "/os-services/1", None, "os_compute_api:os-services:delete"),
         ("compute", "GET", "/os-hypervisors", None, "os_compute_api:os-hypervisors:list"),

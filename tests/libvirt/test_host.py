@@ -19,7 +19,7 @@ pytestmark = pytest.mark.libvirt
 
 
 async def service(cloud, host: str = HOST) -> dict:
-    r = await cloud.compute.get("/v2.1/os-services", params={"host": host, "binary": "nefos-compute"},
+    r = await cloud.compute.get("/v2.1/os-services", params={"host": host, "binary": "nova-compute"},
                                 headers=ADMIN)
     assert r.status_code == 200, r.text
     (svc,) = r.json()["services"]
@@ -76,7 +76,7 @@ async def test_libvirtd_stopped_disables_the_host_and_back_enables_it(lvcloud):
     print(f"libvirtd back -> enabled after {took:.2f} s")
 
     # An operator's disable is never undone by the driver, through a loss and a recovery.
-    await put_service(cloud, "disable-log-reason", {"host": HOST, "binary": "nefos-compute",
+    await put_service(cloud, "disable-log-reason", {"host": HOST, "binary": "nova-compute",
                                                     "disabled_reason": "maintenance"})
     try:
         await asyncio.to_thread(_stop_libvirtd)

@@ -38,9 +38,9 @@ def restart_heartbeat(cloud, host: str) -> None:
 
 
 async def _compute_states(cloud) -> dict[str, str]:
-    r = await cloud.compute.get("/v2.1/os-services", params={"binary": "nefos-compute"})
+    r = await cloud.compute.get("/v2.1/os-services", params={"binary": "nova-compute"})
     assert r.status_code == 200, r.text
-    return {s["host"]: s["state"] for s in r.json()["services"] if s["binary"] == "nefos-compute"}
+    return {s["host"]: s["state"] for s in r.json()["services"] if s["binary"] == "nova-compute"}
 
 
 async def _wait_states(cloud, wanted: dict[str, str], timeout: float = 10) -> None:
@@ -69,7 +69,7 @@ async def test_silent_compute_is_down_and_skipped(tmp_path):
         # Every other service still reports: only the silent one is down.
         r = await cloud.compute.get("/v2.1/os-services")
         down = [(s["binary"], s["host"]) for s in r.json()["services"] if s["state"] == "down"]
-        assert down == [("nefos-compute", "host-2")]
+        assert down == [("nova-compute", "host-2")]
         r = await cloud.compute.get("/v2.1/os-hypervisors/detail")
         assert {h["hypervisor_hostname"]: h["state"] for h in r.json()["hypervisors"]} == {
             "host-1": "up", "host-2": "down"}

@@ -53,7 +53,7 @@ async def test_lifecycle_notifications_carry_request_id_and_instance(cloud):
     assert data["state"] == "building"
     data = _check(end, server_id, project=headers["X-Project-Id"])
     assert data["state"] == "active" and data["power_state"] == "running"
-    assert data["host"] and end["publisher_id"] == f"nefos-compute:{data['host']}"
+    assert data["host"] and end["publisher_id"] == f"nova-compute:{data['host']}"
     assert host in (None, data["host"])
 
     for action, events, final in (

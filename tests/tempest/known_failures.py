@@ -11,10 +11,6 @@ _EVENT_ACTIONS = ("Nefos records every accepted os-server-external-events call (
                   "records none for network-* events, so the test counts one action more than create + reboot.")
 
 KNOWN_FAILURES: dict[str, str] = {
-    "tempest.api.compute.servers.test_server_actions.ServerActionsTestOtherB"
-    ".test_get_console_output_with_unlimited_size":
-        "The fake hypervisor answers os-getConsoleOutput as Nova's fake driver does (three lines); the test "
-        "wants more than three lines, as a real guest's serial log has.",
     "tempest.api.compute.servers.test_instance_actions.InstanceActionsTestJSON.test_list_instance_actions":
         _EVENT_ACTIONS,
     "tempest.api.compute.servers.test_instance_actions.InstanceActionsV221TestJSON"
@@ -22,9 +18,6 @@ KNOWN_FAILURES: dict[str, str] = {
     "tempest.api.compute.admin.test_quotas.QuotaClassesAdminTestJSON.test_update_default_quotas":
         "Quota class defaults come from configuration (the quota_* options); "
         "PUT /os-quota-class-sets/default is not implemented (405).",
-    "tempest.api.compute.admin.test_services.ServicesAdminTestJSON.test_get_service_by_service_binary_name":
-        "Nefos' services are named nefos-* (nefos-compute, nefos-scheduler, ...); the test asks for the "
-        "binary nova-compute by name.",
     "tempest.api.compute.admin.test_servers.ServersAdminTestJSON.test_rebuild_server_in_error_state": _REBUILD,
     "tempest.api.compute.servers.test_server_actions.ServerActionsTestJSON.test_rebuild_server": _REBUILD,
     "tempest.api.compute.servers.test_server_actions.ServerActionsTestOtherA.test_rebuild_server_in_stop_state":

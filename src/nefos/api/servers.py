@@ -11,6 +11,7 @@ from nefos import exceptions, rest
 from nefos import policy
 from nefos.api import common, server_view
 from nefos.api.validation import is_uuid_like, validate
+from nefos.compute.services import COMPUTE_BINARY
 
 router = APIRouter()
 
@@ -293,7 +294,7 @@ async def _host_statuses(request: Request, instances: list[dict]) -> None:
         return
     rt = request.app.state.rt
     async with rt.db.reader() as s:
-        rows = (await s.execute(select(Service).where(Service.host.in_(hosts), Service.binary == "nefos-compute",
+        rows = (await s.execute(select(Service).where(Service.host.in_(hosts), Service.binary == COMPUTE_BINARY,
                                                       Service.deleted == 0))).scalars().all()
     status = {r.host: ("MAINTENANCE" if r.disabled else "UP") if is_up(r, rt.cfg) else "DOWN" for r in rows}
     for i in instances:

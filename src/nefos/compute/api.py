@@ -20,6 +20,7 @@ from sqlalchemy import and_, func, or_, select
 
 from nefos import exceptions
 from nefos.compute import flavors as flavors_mod, server_groups
+from nefos.compute.services import COMPUTE_BINARY
 from nefos.compute.rpcapi import ComputeRPCAPI
 from nefos.conductor.manager import ConductorAPI
 from nefos.db.models import BlockDeviceMapping, Instance, InstanceAction, InstanceActionEvent, InstanceFault
@@ -78,7 +79,7 @@ class ComputeAPI:
         from nefos.db.models import Service
         async with self.rt.db.reader() as s:
             services = (await s.execute(select(Service).where(
-                Service.binary == "nefos-compute", Service.deleted == 0))).scalars().all()
+                Service.binary == COMPUTE_BINARY, Service.deleted == 0))).scalars().all()
         zones = {svc.availability_zone or self.rt.cfg.default_availability_zone for svc in services}
         if zone and zone not in zones:
             raise exceptions.Invalid(f"The requested availability zone is not available")
@@ -347,7 +348,7 @@ class ComputeAPI:
     async def _host_is_up(self, host: str, is_up) -> bool:
         from nefos.db.models import Service
         async with self.rt.db.reader() as s:
-            svc = (await s.execute(select(Service).where(Service.host == host, Service.binary == "nefos-compute",
+            svc = (await s.execute(select(Service).where(Service.host == host, Service.binary == COMPUTE_BINARY,
                                                          Service.deleted == 0))).scalar_one_or_none()
         return svc is not None and is_up(svc, self.rt.cfg)
 

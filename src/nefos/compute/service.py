@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from nefos.compute import deadlines, node_identity
+from nefos.compute.services import COMPUTE_BINARY
 from nefos.compute.manager import ComputeManager
 from nefos.service import Component, Service
 from nefos.virt import load_driver
@@ -17,7 +18,7 @@ class ComputeComponent(Component):
         self.manager = ComputeManager(rt, host, self.driver, NetworkAPI(rt))
         from nefos.network import fake_agent
         self.l2_agent = fake_agent.attach(rt, host, self.driver)  # fake driver: its fake L2 agent
-        self.service = Service(rt, "nefos-compute", "compute", host, endpoint=self.manager)
+        self.service = Service(rt, COMPUTE_BINARY, "compute", host, endpoint=self.manager)
         self.service.add_periodic("update_available_resource", 60.0,
                                   self.manager.periodic_update_available_resource)
         self.service.add_periodic("sync_power_states", rt.cfg.sync_power_state_interval,

@@ -15,7 +15,7 @@ from sqlalchemy import select, update
 from nefos import exceptions
 from nefos.db.models import ComputeNode, Instance, Service, utcnow
 
-COMPUTE_BINARY = "nefos-compute"
+COMPUTE_BINARY = "nova-compute"  # Nova's name: tools and Tempest filter os-services on it
 INTERNAL_ZONE = "internal"
 
 

@@ -5,5 +5,5 @@ from nefos.service import Component, Service, ServiceComponent
 
 
 def component(rt) -> Component:
-    return ServiceComponent("conductor", Service(rt, "nefos-conductor", "conductor", rt.cfg.host,
+    return ServiceComponent("conductor", Service(rt, "nova-conductor", "conductor", rt.cfg.host,
                                                  endpoint=ConductorManager(rt)))

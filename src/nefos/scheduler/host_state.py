@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import select
 
+from nefos.compute.services import COMPUTE_BINARY
 from nefos.db.models import ComputeNode, Service
 
 
@@ -52,7 +53,7 @@ async def load_host_states(db, cfg) -> list[HostState]:
     async with db.reader() as s:
         rows = (await s.execute(
             select(ComputeNode, Service)
-            .join(Service, (Service.host == ComputeNode.host) & (Service.binary == "nefos-compute")
+            .join(Service, (Service.host == ComputeNode.host) & (Service.binary == COMPUTE_BINARY)
                   & (Service.deleted == 0))
             .where(ComputeNode.deleted == 0))).all()
     return [

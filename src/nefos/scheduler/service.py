@@ -5,5 +5,5 @@ from nefos.service import Component, Service, ServiceComponent
 
 
 def component(rt) -> Component:
-    return ServiceComponent("scheduler", Service(rt, "nefos-scheduler", "scheduler", rt.cfg.host,
+    return ServiceComponent("scheduler", Service(rt, "nova-scheduler", "scheduler", rt.cfg.host,
                                                  endpoint=SchedulerManager(rt)))
