@@ -64,16 +64,21 @@ async def test_accepted_event_is_stored_recorded_and_processed(cloud, server):
     assert r.status_code == 200
     rows = await inbox(cloud, server)  # nobody waits: kept for a waiter of the same operation
     assert [(row.name, row.tag, row.status) for row in rows] == [("network-vif-plugged", tag, "completed")]
+    # Recorded in the server's current action (as Nova, no action of its own): its create here.
     actions = await cloud.compute.get(f"/v2.1/servers/{server}/os-instance-actions")
-    action = actions.json()["instanceActions"][0]
-    assert action["action"] == "external_instance_event" and action["request_id"] == r.headers["x-openstack-request-id"]
-    assert action["user_id"] == "nefos" and action["project_id"] == "service"
+    assert [a["action"] for a in actions.json()["instanceActions"]] == ["create"]
+    accepted = [e for e in await action_events(cloud, server) if e["event"] == "api_external_instance_event"
+                and tag in e["details"]]
+    assert len(accepted) == 1 and accepted[0]["action"] == "create"
+    assert accepted[0]["details"] == (f"network-vif-plugged-{tag} (completed) accepted, "
+                                      f"request {r.headers['x-openstack-request-id']}")
 
     async def processed():
         return [e for e in await action_events(cloud, server) if e["event"] == "compute_external_instance_event"
                 and e["details"].startswith(f"network-vif-plugged-{tag}")]
     done = await eventually(processed)
     assert done[0]["result"] == "Success" and "unexpected" in done[0]["details"]
+    assert done[0]["action"] == "create"
 
 
 async def test_mixed_batch_is_207_with_a_code_per_event(cloud, server):

@@ -6,15 +6,7 @@ needs a reason here.
 
 _REBUILD = "Rebuild is not implemented: the action answers 501 Not Implemented."
 
-_EVENT_ACTIONS = ("Nefos records every accepted os-server-external-events call (network-vif-plugged at boot, "
-                  "...) as an 'external_instance_event' instance action (issue 3's durable event inbox); Nova "
-                  "records none for network-* events, so the test counts one action more than create + reboot.")
-
 KNOWN_FAILURES: dict[str, str] = {
-    "tempest.api.compute.servers.test_instance_actions.InstanceActionsTestJSON.test_list_instance_actions":
-        _EVENT_ACTIONS,
-    "tempest.api.compute.servers.test_instance_actions.InstanceActionsV221TestJSON"
-    ".test_get_list_deleted_instance_actions": _EVENT_ACTIONS,
     "tempest.api.compute.admin.test_quotas.QuotaClassesAdminTestJSON.test_update_default_quotas":
         "Quota class defaults come from configuration (the quota_* options); "
         "PUT /os-quota-class-sets/default is not implemented (405).",

@@ -7,9 +7,10 @@ own — ``code`` 200 (accepted; ``status`` "completed"), 404 (no such server),
 event was accepted, 207 otherwise. Accepting is not processing: an accepted
 event is stored in the durable inbox (``instance_external_events``, stamped
 with the instance's current operation, a duplicate updating its row),
-recorded as an ``external_instance_event`` instance action of the server, and
-cast to the server's compute host, which records how it processed it
-(``nefos.compute.instance_events``). The cast never fails the request: the
+recorded as an ``api_external_instance_event`` event of the server's current (latest)
+instance action (Nova records no action of its own for network-* events), and
+cast to the server's compute host, which records how it processed it in the
+same action (``nefos.compute.instance_events``). The cast never fails the request: the
 compute host also reads its inbox.
 
 Policy (current Nova's default): the caller needs the ``service`` role (the
@@ -20,17 +21,17 @@ from __future__ import annotations
 
 import logging
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from nefos import exceptions
 from nefos.context import RequestContext
-from nefos.db.models import Instance, InstanceEventOperation, InstanceExternalEvent, utcnow
-from nefos.objects import actions
+from nefos.db.models import (Instance, InstanceAction, InstanceActionEvent, InstanceEventOperation,
+                             InstanceExternalEvent, utcnow)
 
 LOG = logging.getLogger(__name__)
 
-ACTION = "external_instance_event"
+ACCEPTED_EVENT = "api_external_instance_event"  # the action event recording an accepted event
 POLICY = "os_compute_api:os-server-external-events:create"
 ALLOWED_ROLES = ("service", "admin")
 TAG_REQUIRED = ("volume-extended", "volume-reimaged")
@@ -177,12 +178,23 @@ async def create(rt, ctx: RequestContext, events: list[dict]) -> tuple[list[dict
         await _store(s, [{"instance_uuid": e["instance_uuid"], "name": e["name"], "tag": e["tag"],
                           "operation": e["operation"], "status": e["status"], "host": e["host"],
                           "received_at": now} for e in accepted])
-        for uuid in instance_uuids:
-            await actions.record_action(rt.db, ctx, uuid, ACTION, session=s)
+        # Recorded as events of the server's current (latest) action, as Nova records no action of
+        # its own for network-* events: clients counting a server's actions see the same ones.
+        action_ids = dict((await s.execute(
+            select(InstanceAction.instance_uuid, func.max(InstanceAction.id))
+            .where(InstanceAction.instance_uuid.in_(instance_uuids))
+            .group_by(InstanceAction.instance_uuid))).all())
+        for event in accepted:
+            event["action_id"] = action_ids.get(event["instance_uuid"])
+            if event["action_id"] is not None:
+                s.add(InstanceActionEvent(
+                    action_id=event["action_id"], event=ACCEPTED_EVENT, start_time=now, finish_time=now,
+                    result="Success", details=(f"{event['name']}-{event['tag']} ({event['status']}) accepted, "
+                                               f"request {ctx.request_id}")[:2000]))
     by_host: dict[str, list[dict]] = {}
     for event in accepted:
         by_host.setdefault(event["host"], []).append(
-            {k: event[k] for k in ("instance_uuid", "name", "tag", "status", "operation")})
+            {k: event[k] for k in ("instance_uuid", "name", "tag", "status", "operation", "action_id")})
     for host, host_events in by_host.items():
         try:
             await rt.bus.cast(ctx, "compute", "external_instance_event", host=host, events=host_events)

@@ -325,7 +325,7 @@ class InstanceEvents:
 
     async def _record(self, ctx, event: dict, result: str, details: str, *, consume: bool = False,
                       traceback: str | None = None) -> None:
-        """Record the processing as an event of the API's action; consume the inbox row."""
+        """Record the processing as an event of the action the API recorded it in; consume the inbox row."""
         uuid = event["instance_uuid"]
         now = utcnow()
         async with self.rt.db.transaction() as s:
@@ -334,9 +334,11 @@ class InstanceEvents:
                     InstanceExternalEvent.instance_uuid == uuid, InstanceExternalEvent.name == event["name"],
                     InstanceExternalEvent.tag == (event.get("tag") or ""),
                     InstanceExternalEvent.operation == (event.get("operation") or "")))
-            action_id = (await s.execute(select(InstanceAction.id).where(
-                InstanceAction.instance_uuid == uuid, InstanceAction.request_id == ctx.request_id)
-                .order_by(InstanceAction.id.desc()).limit(1))).scalar_one_or_none()
+            # The action the API recorded the event in; an event read from the inbox has none: the
+            # server's current (latest) action.
+            action_id = event.get("action_id") or (await s.execute(select(InstanceAction.id).where(
+                InstanceAction.instance_uuid == uuid).order_by(InstanceAction.id.desc()).limit(1))
+            ).scalar_one_or_none()
             if action_id is not None:
                 s.add(InstanceActionEvent(action_id=action_id, event=PROCESS_EVENT, start_time=now,
                                           finish_time=now, result=result, host=self.host,
