@@ -88,7 +88,7 @@ BASE_RULES: dict[str, str] = {
 # Compute (Nova's names) ----------------------------------------------------------------------------
 
 _SERVER_READ = ("index", "detail", "show")
-_SERVER_WRITE = ("create", "update", "delete", "start", "stop", "reboot")
+_SERVER_WRITE = ("create", "update", "delete", "start", "stop", "reboot", "rebuild")
 
 COMPUTE_RULES: dict[str, str] = {
     **{f"os_compute_api:servers:{a}": ADMIN_OR_READER for a in _SERVER_READ},

@@ -84,8 +84,12 @@ def check(response) -> None:
         assert_schema(RESERVATION, response)
         return
     if request.method == "POST" and path.endswith("/action") and response.content:
-        if next(iter(json.loads(request.content or b"{}")), None) in ("createImage", "createBackup"):
+        action = next(iter(json.loads(request.content or b"{}")), None)
+        if action in ("createImage", "createBackup"):
             assert_schema(IMAGE_CREATED, response)  # Tempest's v2_45 images.create_image
+            return
+        if action == "rebuild":
+            assert_schema("servers.rebuild_server_with_admin_pass", response)
             return
     assert name is not None, f"{request.method} {path} answered {response.status_code}"
     assert_schema(name, response)

@@ -4,17 +4,10 @@ test_tempest.py fails on any other failure: a test leaving this list is progress
 needs a reason here.
 """
 
-_REBUILD = "Rebuild is not implemented: the action answers 501 Not Implemented."
-
 KNOWN_FAILURES: dict[str, str] = {
     "tempest.api.compute.admin.test_quotas.QuotaClassesAdminTestJSON.test_update_default_quotas":
         "Quota class defaults come from configuration (the quota_* options); "
         "PUT /os-quota-class-sets/default is not implemented (405).",
-    "tempest.api.compute.admin.test_servers.ServersAdminTestJSON.test_rebuild_server_in_error_state": _REBUILD,
-    "tempest.api.compute.servers.test_server_actions.ServerActionsTestJSON.test_rebuild_server": _REBUILD,
-    "tempest.api.compute.servers.test_server_actions.ServerActionsTestOtherA.test_rebuild_server_in_stop_state":
-        _REBUILD,
-    "tempest.api.compute.servers.test_servers.ServerShowV247Test.test_update_rebuild_list_server": _REBUILD,
     "tempest.api.compute.servers.test_server_actions.ServerActionsTestOtherA.test_remove_server_all_security_groups":
         "addSecurityGroup/removeSecurityGroup server actions are not implemented (501); security groups "
         "are set on ports through the Networking API.",

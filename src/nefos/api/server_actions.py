@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 
 from nefos import exceptions, policy, rest
 from nefos.api import server_admin_actions, server_image_actions
@@ -30,6 +30,7 @@ POLICIES = {
     "resume": "os_compute_api:os-suspend-server:resume",
     "lock": "os_compute_api:os-lock-server:lock", "unlock": "os_compute_api:os-lock-server:unlock",
     "changePassword": "os_compute_api:os-admin-password",
+    "rebuild": "os_compute_api:servers:rebuild",
 }
 _CHANGE_PASSWORD_SCHEMA = {"type": "object", "properties": {"changePassword": {
     "type": "object", "properties": {"adminPass": {"type": "string"}},
@@ -67,6 +68,9 @@ async def server_action(request: Request, server_id: str):
     elif name == "os-getConsoleOutput":
         from nefos.api.console_output import console_output
         return await console_output(request, ctx, server_id, body)
+    elif name == "rebuild":
+        from nefos.api.servers import rebuild_server
+        return JSONResponse(await rebuild_server(request, ctx, server_id, body), status_code=202)
     elif name == "changePassword":
         validate(body, _CHANGE_PASSWORD_SCHEMA)
         await compute_api.set_admin_password(ctx, server_id, body["changePassword"]["adminPass"])

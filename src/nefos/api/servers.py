@@ -102,6 +102,37 @@ def update_schema(version) -> dict:
         "required": ["server"], "additionalProperties": False}
 
 
+def rebuild_schema(version) -> dict:
+    props = {"imageRef": {"type": "string", "minLength": 1, "maxLength": 2048}, "name": _NAME,
+             "adminPass": {"type": "string", "maxLength": 255}, "metadata": _METADATA,
+             "accessIPv4": {"type": "string", "format": "ipv4"}, "accessIPv6": {"type": "string", "format": "ipv6"},
+             "preserve_ephemeral": {"type": "boolean"},
+             "OS-DCF:diskConfig": {"type": "string", "enum": ["AUTO", "MANUAL"]},
+             "personality": {"type": "array"}}
+    if version.matches("2.19"):
+        props["description"] = {"type": ["string", "null"], "maxLength": 255}
+    return {"type": "object", "properties": {"rebuild": {
+        "type": "object", "properties": props, "required": ["imageRef"], "additionalProperties": False}},
+        "required": ["rebuild"], "additionalProperties": False}
+
+
+async def rebuild_server(request: Request, ctx, server_id: str, body: dict) -> dict:
+    """The rebuild action: 202 with the server (and its new adminPass), as Nova answers."""
+    version = request.state.api_version
+    validate(body, rebuild_schema(version))
+    args = body["rebuild"]
+    updates = {key: args[api_key] for api_key, key in (
+        ("name", "name"), ("description", "description"), ("metadata", "metadata"),
+        ("accessIPv4", "access_ip_v4"), ("accessIPv6", "access_ip_v6")) if api_key in args}
+    for key in ("access_ip_v4", "access_ip_v6"):
+        if updates.get(key):
+            updates[key] = _normalized_ip(updates[key])
+    instance = await _compute_api(request).rebuild(ctx, server_id, args["imageRef"], updates)
+    view = server_view.detail(instance, base_url(request), version, ctx, extended=version.matches("2.75"))
+    view["adminPass"] = args.get("adminPass") or _generate_password()
+    return {"server": view}
+
+
 def base_url(request: Request) -> str:
     return str(request.base_url).rstrip("/")
 

@@ -113,13 +113,7 @@ class ComputeAPI:
         if not image_ref:
             raise exceptions.ValidationError("Block Device Mapping is Invalid: Boot sequence for the "
                                              "instance and image/block device mapping combination is not valid.")
-        image = await self.image_api.get(ctx, image_ref)
-        if image.get("status") != "active":
-            raise exceptions.Invalid(f"Image {image_ref} is not active.")
-        if flavor["memory_mb"] < (image.get("min_ram") or 0):
-            raise exceptions.Invalid("Flavor's memory is too small for requested image.")
-        if flavor["root_gb"] and flavor["root_gb"] < (image.get("min_disk") or 0):
-            raise exceptions.Invalid("Flavor's disk is too small for requested image.")
+        image = await self._check_image(ctx, image_ref, flavor)
         if local_disks is not None:
             _check_local_disks(flavor, local_disks)
         zone, forced_host = self._parse_availability_zone(ctx, availability_zone)
@@ -201,6 +195,17 @@ class ComputeAPI:
                       "admin_password": admin_pass, "image": request_spec["image"]}
         await self.conductor.build_instances(ctx, [i["uuid"] for i in created], request_spec, build_args)
         return created, reservation_id
+
+    async def _check_image(self, ctx, image_ref: str, flavor: dict) -> dict:
+        """The image, if it can boot ``flavor`` (400 otherwise)."""
+        image = await self.image_api.get(ctx, image_ref)
+        if image.get("status") != "active":
+            raise exceptions.Invalid(f"Image {image_ref} is not active.")
+        if flavor["memory_mb"] < (image.get("min_ram") or 0):
+            raise exceptions.Invalid("Flavor's memory is too small for requested image.")
+        if flavor["root_gb"] and flavor["root_gb"] < (image.get("min_disk") or 0):
+            raise exceptions.Invalid("Flavor's disk is too small for requested image.")
+        return image
 
     async def _fit_quota(self, ctx, flavor: dict, min_count: int, max_count: int, metadata: dict) -> int:
         """How many of min..max instances fit the quota now (the consume re-checks atomically)."""
@@ -461,6 +466,32 @@ class ComputeAPI:
             "instance_group": None, "num_instances": 1,
         }
         await self.conductor.unshelve_instance(ctx, uuid, request_spec)
+
+    async def rebuild(self, ctx, uuid: str, image_ref: str, updates: dict) -> dict:
+        """Rebuild the server from ``image_ref`` (its ports and IPs kept); ``updates``: name,
+        description, metadata, access_ip_v4/6 applied now, as Nova does."""
+        instance = await self.get(ctx, uuid)
+        self._check_lock(ctx, instance)
+        try:
+            await self._check_image(ctx, image_ref, instance.get("flavor") or instance)
+        except exceptions.ImageNotFound:
+            raise exceptions.Invalid("Cannot find image for rebuild") from None
+        instance = await self._begin_action(ctx, uuid, actions.REBUILD, [states.ACTIVE, states.STOPPED, states.ERROR],
+                                            [None], states.REBUILDING)
+        values: dict = {"image_ref": image_ref}
+        if "name" in updates:
+            values["display_name"] = updates["name"]
+        if "description" in updates:
+            values["display_description"] = updates["description"]
+        if "metadata" in updates:
+            values["metadata"] = updates["metadata"]
+        for key in ("access_ip_v4", "access_ip_v6"):
+            if key in updates:
+                values[key] = updates[key]
+        await instance_obj.save(self.rt.db, uuid, values, expected_task_state=[states.REBUILDING])
+        await self.compute_rpcapi.cast(ctx, instance["host"], "rebuild_instance", instance_uuid=uuid,
+                                       image_id=image_ref, was_stopped=instance["vm_state"] == states.STOPPED)
+        return await self.get(ctx, uuid)
 
     async def set_admin_password(self, ctx, uuid: str, password: str) -> None:
         instance = await self._begin_action(ctx, uuid, actions.CHANGE_PASSWORD, [states.ACTIVE], [None],

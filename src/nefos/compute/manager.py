@@ -24,7 +24,7 @@ from nefos.conductor.manager import ConductorAPI
 from nefos.db.models import BlockDeviceMapping, utcnow
 from nefos.objects import actions, allocations, instance as instance_obj, states
 from nefos.compute.resource_tracker import ResourceTracker
-from nefos.compute import (deadlines, init_host as host_init, instance_events, lifecycle, power_sync,
+from nefos.compute import (deadlines, init_host as host_init, instance_events, lifecycle, power_sync, rebuild,
                            service_state, shelve, snapshots)
 from nefos.image.client import ImageAPI
 
@@ -418,6 +418,9 @@ class ComputeManager(Endpoint):
 
     async def unshelve_instance(self, ctx, instance_uuid: str, node: str | None = None) -> None:
         await shelve.unshelve_instance(self, ctx, instance_uuid, node)
+
+    async def rebuild_instance(self, ctx, instance_uuid: str, image_id: str, was_stopped: bool = False) -> None:
+        await rebuild.rebuild_instance(self, ctx, instance_uuid, image_id, was_stopped)
 
     async def set_admin_password(self, ctx, instance_uuid: str, new_pass: str) -> None:
         """changePassword (a bus call: the API answers with its outcome)."""

@@ -7,10 +7,16 @@ than calling the Image API over HTTP.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from nefos import exceptions
 from nefos.context import RequestContext
 from nefos.image import images
+
+
+# Properties a snapshot never inherits from its base image: they describe the snapshot itself.
+_SNAPSHOT_OWN = frozenset({"instance_uuid", "user_id", "image_type", "backup_type", "base_image_ref",
+                           "image_location", "owner_id"})
 
 
 class ImageAPI:
@@ -52,17 +58,19 @@ class ImageAPI:
         """A queued image for a snapshot of ``instance`` (Nova's compute_utils.create_image): owned
         by the caller's project, private, inheriting the base image's min_ram/min_disk; the
         compute host uploads the data."""
-        properties = {"instance_uuid": instance["uuid"], "user_id": ctx.user_id, "image_type": image_type,
-                      "base_image_ref": instance.get("image_ref") or ""}
+        base = None
+        if instance.get("image_ref"):
+            with contextlib.suppress(exceptions.ImageNotFound):
+                base = await self.get(ctx.elevated(), instance["image_ref"])
+        # The base image's properties carry over (kernel_id/ramdisk_id, os_*, hw_*: what boots it),
+        # as Nova's snapshots inherit the instance's image properties, except the snapshot's own.
+        properties = {k: v for k, v in (base or {}).get("properties", {}).items() if k not in _SNAPSHOT_OWN}
+        properties.update({"instance_uuid": instance["uuid"], "user_id": ctx.user_id, "image_type": image_type,
+                           "base_image_ref": instance.get("image_ref") or ""})
         properties.update(extra_properties or {})
         body: dict = {"name": name, "visibility": "private", **properties}
-        if instance.get("image_ref"):
-            try:
-                base = await self.get(ctx.elevated(), instance["image_ref"])
-            except exceptions.ImageNotFound:
-                base = None
-            if base is not None:
-                body["min_ram"], body["min_disk"] = base["min_ram"], base["min_disk"]
+        if base is not None:
+            body["min_ram"], body["min_disk"] = base["min_ram"], base["min_disk"]
         doc = images.view(await images.create(self.rt, ctx, body))
         doc["properties"] = properties
         return doc

@@ -32,6 +32,7 @@ SHELVE = "shelve"
 SHELVE_OFFLOAD = "shelveOffload"
 UNSHELVE = "unshelve"
 CHANGE_PASSWORD = "changePassword"
+REBUILD = "rebuild"
 
 
 def new_action(ctx: RequestContext, instance_uuid: str, action: str) -> InstanceAction:

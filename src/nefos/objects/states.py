@@ -42,6 +42,9 @@ SHELVING_IMAGE_UPLOADING = "shelving_image_uploading"
 SHELVING_OFFLOADING = "shelving_offloading"
 UNSHELVING = "unshelving"
 UPDATING_PASSWORD = "updating_password"
+REBUILDING = "rebuilding"
+REBUILD_BLOCK_DEVICE_MAPPING = "rebuild_block_device_mapping"
+REBUILD_SPAWNING = "rebuild_spawning"
 # The task states of a build (None: claimed, not started yet), for builds' compare-and-swap saves.
 BUILD_TASK_STATES = (None, SCHEDULING, NETWORKING, BLOCK_DEVICE_MAPPING, SPAWNING)
 
@@ -63,14 +66,17 @@ _STATUS_BY_STATE = {
     ACTIVE: {None: "ACTIVE", REBOOTING: "REBOOT", REBOOT_PENDING: "REBOOT",
              REBOOT_STARTED: "REBOOT", REBOOTING_HARD: "HARD_REBOOT",
              REBOOT_PENDING_HARD: "HARD_REBOOT", REBOOT_STARTED_HARD: "HARD_REBOOT",
-             UPDATING_PASSWORD: "PASSWORD", "default": "ACTIVE"},
+             UPDATING_PASSWORD: "PASSWORD", REBUILDING: "REBUILD", REBUILD_BLOCK_DEVICE_MAPPING: "REBUILD",
+             REBUILD_SPAWNING: "REBUILD", "default": "ACTIVE"},
     BUILDING: {"default": "BUILD"},
-    STOPPED: {"default": "SHUTOFF"},
+    STOPPED: {REBUILDING: "REBUILD", REBUILD_BLOCK_DEVICE_MAPPING: "REBUILD", REBUILD_SPAWNING: "REBUILD",
+              "default": "SHUTOFF"},
     RESIZED: {"default": "VERIFY_RESIZE"},
     PAUSED: {"default": "PAUSED"},
     SUSPENDED: {"default": "SUSPENDED"},
     RESCUED: {"default": "RESCUE"},
-    ERROR: {"default": "ERROR"},
+    ERROR: {REBUILDING: "REBUILD", REBUILD_BLOCK_DEVICE_MAPPING: "REBUILD", REBUILD_SPAWNING: "REBUILD",
+            "default": "ERROR"},
     DELETED: {"default": "DELETED"},
     SOFT_DELETED: {"default": "SOFT_DELETED"},
     SHELVED: {"default": "SHELVED"},
