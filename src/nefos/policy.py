@@ -156,6 +156,7 @@ COMPUTE_RULES: dict[str, str] = {
     "os_compute_api:os-quota-sets:update": ADMIN,
     "os_compute_api:os-quota-sets:delete": ADMIN,
     "os_compute_api:os-quota-class-sets:show": ADMIN,
+    "os_compute_api:os-quota-class-sets:update": ADMIN,
     "os_compute_api:os-server-groups:index": ADMIN_OR_READER,
     "os_compute_api:os-server-groups:index:all_projects": ADMIN,
     "os_compute_api:os-server-groups:show": ADMIN_OR_READER,

@@ -79,6 +79,39 @@ async def test_quota_class_set(client, rt):
     assert (await client.get("/v2.1/os-quota-class-sets/default", headers=member())).status_code == 403
 
 
+async def test_updating_the_default_quota_class_changes_every_projects_defaults(client, rt):
+    r = await client.put("/v2.1/os-quota-class-sets/default",
+                         json={"quota_class_set": {"instances": 2, "cores": "40", "floating_ips": 7}})
+    qc = assert_schema("quota_classes.update_quota_class_set", r)["quota_class_set"]
+    assert (qc["instances"], qc["cores"], qc["floating_ips"]) == (2, 40, 7) and "id" not in qc
+    shown = (await client.get("/v2.1/os-quota-class-sets/default")).json()["quota_class_set"]
+    assert (shown["instances"], shown["cores"], shown["ram"]) == (2, 40, rt.cfg.quota_ram)
+    r = await client.get(f"/v2.1/os-quota-sets/{OTHER}/defaults", headers=member(project=OTHER))
+    assert r.json()["quota_set"]["instances"] == 2
+    # Enforced: a project without limits of its own gets the class's, one with its own keeps them.
+    async with rt.db.transaction() as s:
+        await quotas.consume(s, rt.cfg, OTHER, {"instances": 2})
+    try:
+        async with rt.db.transaction() as s:
+            await quotas.consume(s, rt.cfg, OTHER, {"instances": 1})
+        raise AssertionError("the class's instances limit of 2 was not enforced")
+    except quotas.exceptions.OverQuota:
+        pass
+    await client.put(f"/v2.1/os-quota-sets/{PROJECT}", json={"quota_set": {"instances": 5}})
+    r = await client.get(f"/v2.1/os-quota-sets/{PROJECT}", headers=member())
+    assert r.json()["quota_set"]["instances"] == 5
+
+
+async def test_bad_quota_class_updates(client):
+    for body in ({"quota_class_set": {"instances": -2}}, {"quota_class_set": {"instances": "many"}},
+                 {"quota_class_set": {"no_such_resource": 1}}, {"quota_class": {}}, []):
+        r = await client.put("/v2.1/os-quota-class-sets/default", json=body)
+        assert r.status_code == 400 and "badRequest" in r.json(), (body, r.text)
+    r = await client.put("/v2.1/os-quota-class-sets/default", json={"quota_class_set": {"instances": 1}},
+                         headers=member())
+    assert r.status_code == 403
+
+
 async def test_limits(client, rt):
     async with rt.db.transaction() as s:
         await quotas.consume(s, rt.cfg, PROJECT, {"instances": 1, "cores": 2, "ram": 512, "server_groups": 1})

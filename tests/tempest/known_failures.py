@@ -5,9 +5,6 @@ needs a reason here.
 """
 
 KNOWN_FAILURES: dict[str, str] = {
-    "tempest.api.compute.admin.test_quotas.QuotaClassesAdminTestJSON.test_update_default_quotas":
-        "Quota class defaults come from configuration (the quota_* options); "
-        "PUT /os-quota-class-sets/default is not implemented (405).",
     "tempest.api.compute.servers.test_server_actions.ServerActionsTestOtherA.test_remove_server_all_security_groups":
         "addSecurityGroup/removeSecurityGroup server actions are not implemented (501); security groups "
         "are set on ports through the Networking API.",

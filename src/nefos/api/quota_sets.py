@@ -1,4 +1,5 @@
-"""``/v2.1/os-quota-sets`` (show, defaults, detail, update, delete) and ``/v2.1/os-quota-class-sets`` (show).
+"""``/v2.1/os-quota-sets`` (show, defaults, detail, update, delete) and ``/v2.1/os-quota-class-sets``
+(show, update: the ``default`` class sets every project's defaults).
 
 2.36 drops the network resources (floating_ips, fixed_ips, security_groups,
 security_group_rules) from views and requests; 2.57 the injected_* ones.
@@ -52,7 +53,8 @@ async def show_quota_set(request: Request, project_id: str):
 @router.get("/v2.1/os-quota-sets/{project_id}/defaults")
 async def show_quota_defaults(request: Request, project_id: str):
     _check_project(request, project_id, "defaults")
-    return {"quota_set": _format(request, qs_mod.defaults(_rt(request).cfg), project_id)}
+    rt = _rt(request)
+    return {"quota_set": _format(request, await qs_mod.get_defaults(rt.db, rt.cfg), project_id)}
 
 
 @router.get("/v2.1/os-quota-sets/{project_id}/detail")
@@ -91,6 +93,27 @@ async def delete_quota_set(request: Request, project_id: str):
 async def show_quota_class_set(request: Request, class_name: str):
     common.require_admin(request, "os_compute_api:os-quota-class-sets:show")
     version = request.state.api_version
-    values = qs_mod.defaults(_rt(request).cfg)
+    rt = _rt(request)
+    values = await qs_mod.get_defaults(rt.db, rt.cfg)  # every class shows the defaults, as in Nova
     names = qs_mod.quota_class_resources(version)
     return {"quota_class_set": {"id": class_name, **{n: values[n] for n in names}}}
+
+
+@router.put("/v2.1/os-quota-class-sets/{class_name}")
+async def update_quota_class_set(request: Request, class_name: str):
+    """Set the ``default`` class's limits: every project's defaults from now on (admin)."""
+    common.require_admin(request, "os_compute_api:os-quota-class-sets:update")
+    version = request.state.api_version
+    names = qs_mod.quota_class_resources(version)
+    body = await rest.json_body(request)
+    validate(body, {"type": "object", "properties": {"quota_class_set": {
+        "type": "object", "properties": {n: _QUOTA for n in names}, "additionalProperties": False}},
+        "required": ["quota_class_set"], "additionalProperties": False})
+    if len(class_name) > 255:
+        raise exceptions.ValidationError("Quota class name is too long (more than 255 characters).")
+    values = {k: int(v) for k, v in body["quota_class_set"].items()}
+    rt = _rt(request)
+    # Only the default class is used (Nova ignores other classes too); others are stored all the same.
+    await qs_mod.update_class(rt.db, class_name, values)
+    current = await qs_mod.get_defaults(rt.db, rt.cfg)
+    return {"quota_class_set": {n: current[n] for n in names}}

@@ -8,11 +8,11 @@ stored and shown like any other.
 
 from __future__ import annotations
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update as sql_update
 from sqlalchemy.exc import IntegrityError
 
 from nefos import exceptions
-from nefos.db.models import Quota
+from nefos.db.models import Quota, QuotaClass
 from nefos.objects import quotas
 
 # Resources only the Compute API knows, with Nova's defaults.
@@ -56,11 +56,35 @@ def defaults(cfg) -> dict[str, int]:
     return result
 
 
+async def get_defaults(db, cfg) -> dict[str, int]:
+    """The defaults as the API shows them: configuration, Nova-only resources, the default class."""
+    result = defaults(cfg)
+    async with db.reader() as s:
+        result.update(await quotas.class_defaults(s, cfg))
+    return result
+
+
 async def get_limits(db, cfg, project_id: str) -> dict[str, int]:
     result = defaults(cfg)
     async with db.reader() as s:
         result.update(await quotas.limits(s, cfg, project_id))
     return result
+
+
+async def update_class(db, class_name: str, values: dict[str, int]) -> None:
+    """Set a quota class's limits (one row per resource, concurrent writers converge)."""
+    for resource, limit in values.items():
+        for _attempt in range(2):
+            try:
+                async with db.transaction() as s:
+                    result = await s.execute(sql_update(QuotaClass).where(
+                        QuotaClass.class_name == class_name, QuotaClass.resource == resource)
+                        .values(hard_limit=limit).execution_options(synchronize_session=False))
+                    if result.rowcount == 0:
+                        s.add(QuotaClass(class_name=class_name, resource=resource, hard_limit=limit))
+                break
+            except IntegrityError:  # created concurrently: update it
+                continue
 
 
 async def get_usages(db, project_id: str) -> dict[str, int]:

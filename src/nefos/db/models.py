@@ -243,6 +243,17 @@ class Quota(TimestampMixin, Base):
     hard_limit: Mapped[int] = mapped_column(Integer)
 
 
+class QuotaClass(TimestampMixin, Base):
+    """A quota class's limit (os-quota-class-sets): the ``default`` class overrides the configured
+    defaults for every project without limits of its own."""
+    __tablename__ = "quota_classes"
+    __table_args__ = (UniqueConstraint("class_name", "resource"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    class_name: Mapped[str] = mapped_column(String(255))
+    resource: Mapped[str] = mapped_column(String(255))
+    hard_limit: Mapped[int] = mapped_column(Integer)
+
+
 class QuotaUsage(TimestampMixin, Base):
     """What a project uses now; changed only by conditional updates, so racing requests cannot overshoot."""
     __tablename__ = "quota_usages"

@@ -4,8 +4,9 @@ Usage lives in ``quota_usages``; ``consume`` raises it with one conditional
 ``UPDATE ... SET in_use = in_use + n WHERE in_use + n <= limit`` per
 resource inside the caller's transaction, so racing requests can never
 overshoot and a rolled-back transaction takes its usage with it. ``release``
-gives usage back. Limits: a row in ``quotas`` or the configured default
-(``quota_<resource>``), -1 meaning unlimited.
+gives usage back. Limits: a row in ``quotas``, else the ``default`` quota class's
+row in ``quota_classes``, else the configured default (``quota_<resource>``), -1
+meaning unlimited.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nefos import exceptions
 from nefos.config import Config
-from nefos.db.models import Quota, QuotaUsage
+from nefos.db.models import Quota, QuotaClass, QuotaUsage
 
 RESOURCES = (
     "instances", "cores", "ram", "key_pairs", "server_groups", "server_group_members",
@@ -24,8 +25,21 @@ RESOURCES = (
 )
 
 
-async def limits(session, cfg: Config, project_id: str) -> dict[str, int]:
+DEFAULT_CLASS = "default"
+
+
+async def class_defaults(session, cfg: Config) -> dict[str, int]:
+    """Every project's default limits: the configured ``quota_<resource>``, overridden by the
+    ``default`` quota class (os-quota-class-sets); may hold more resources than RESOURCES."""
     result = {r: getattr(cfg, f"quota_{r}") for r in RESOURCES}
+    rows = (await session.execute(select(QuotaClass.resource, QuotaClass.hard_limit).where(
+        QuotaClass.class_name == DEFAULT_CLASS))).all()
+    result.update(dict(rows))
+    return result
+
+
+async def limits(session, cfg: Config, project_id: str) -> dict[str, int]:
+    result = await class_defaults(session, cfg)
     rows = (await session.execute(select(Quota).where(Quota.project_id == project_id))).scalars()
     for row in rows:
         result[row.resource] = row.hard_limit

@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-22 16:19:48.653034
+Create Date: 2026-11-22 16:46:51.804371
 """
 from alembic import op
 import sqlalchemy as sa
@@ -330,6 +330,16 @@ def upgrade() -> None:
     sa.Column('satisfied', sa.Boolean(), nullable=False),
     sa.Column('updated_at', sa.DateTime(), nullable=False),
     sa.PrimaryKeyConstraint('port_id', 'component')
+    )
+    op.create_table('quota_classes',
+    sa.Column('id', sa.Integer(), autoincrement=True, nullable=False),
+    sa.Column('class_name', sa.String(length=255), nullable=False),
+    sa.Column('resource', sa.String(length=255), nullable=False),
+    sa.Column('hard_limit', sa.Integer(), nullable=False),
+    sa.Column('created_at', sa.DateTime(), nullable=False),
+    sa.Column('updated_at', sa.DateTime(), nullable=True),
+    sa.PrimaryKeyConstraint('id'),
+    sa.UniqueConstraint('class_name', 'resource')
     )
     op.create_table('quota_usages',
     sa.Column('id', sa.Integer(), autoincrement=True, nullable=False),
@@ -665,6 +675,7 @@ def downgrade() -> None:
     op.drop_table('securitygroups')
     op.drop_table('quotas')
     op.drop_table('quota_usages')
+    op.drop_table('quota_classes')
     op.drop_table('port_provisioning')
     with op.batch_alter_table('port_event_outbox', schema=None) as batch_op:
         batch_op.drop_index('ix_port_event_outbox_due')
