@@ -5,7 +5,4 @@ needs a reason here.
 """
 
 KNOWN_FAILURES: dict[str, str] = {
-    "tempest.api.compute.servers.test_server_actions.ServerActionsTestOtherA.test_remove_server_all_security_groups":
-        "addSecurityGroup/removeSecurityGroup server actions are not implemented (501); security groups "
-        "are set on ports through the Networking API.",
 }

@@ -31,6 +31,8 @@ POLICIES = {
     "lock": "os_compute_api:os-lock-server:lock", "unlock": "os_compute_api:os-lock-server:unlock",
     "changePassword": "os_compute_api:os-admin-password",
     "rebuild": "os_compute_api:servers:rebuild",
+    "addSecurityGroup": "os_compute_api:os-security-groups:add",
+    "removeSecurityGroup": "os_compute_api:os-security-groups:remove",
 }
 _CHANGE_PASSWORD_SCHEMA = {"type": "object", "properties": {"changePassword": {
     "type": "object", "properties": {"adminPass": {"type": "string"}},
@@ -71,6 +73,11 @@ async def server_action(request: Request, server_id: str):
     elif name == "rebuild":
         from nefos.api.servers import rebuild_server
         return JSONResponse(await rebuild_server(request, ctx, server_id, body), status_code=202)
+    elif name in ("addSecurityGroup", "removeSecurityGroup"):
+        validate(body, {"type": "object", "properties": {name: {
+            "type": "object", "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 255}},
+            "required": ["name"], "additionalProperties": False}}, "required": [name]})
+        await compute_api.change_security_group(ctx, server_id, body[name]["name"], add=name == "addSecurityGroup")
     elif name == "changePassword":
         validate(body, _CHANGE_PASSWORD_SCHEMA)
         await compute_api.set_admin_password(ctx, server_id, body["changePassword"]["adminPass"])

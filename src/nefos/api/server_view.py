@@ -114,8 +114,9 @@ def detail(instance: dict, base: str, version, ctx, *, extended: bool = True) ->
             "OS-EXT-STS:vm_state": instance.get("vm_state"),
             "OS-EXT-STS:power_state": instance.get("power_state") or 0,
             "os-extended-volumes:volumes_attached": [],
-            "security_groups": [{"name": name} for name in (instance.get("security_groups") or [])],
         })
+        if instance.get("security_groups"):  # none: no key at all, as Nova
+            server["security_groups"] = [{"name": name} for name in instance["security_groups"]]
     if status in ("BUILD", "ACTIVE"):
         server["progress"] = instance.get("progress") or 0
     if extended and ctx.is_admin:

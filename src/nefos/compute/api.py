@@ -493,6 +493,14 @@ class ComputeAPI:
                                        image_id=image_ref, was_stopped=instance["vm_state"] == states.STOPPED)
         return await self.get(ctx, uuid)
 
+    async def change_security_group(self, ctx, uuid: str, name: str, *, add: bool) -> None:
+        """addSecurityGroup / removeSecurityGroup: on the server's ports (where they take effect), and on
+        the server's list of group names (what the API shows)."""
+        instance = await self.get(ctx, uuid)
+        await self.network_api.change_instance_security_group(ctx, instance, name, add=add)
+        names = [n for n in instance.get("security_groups") or [] if n != name]
+        await instance_obj.save(self.rt.db, uuid, {"security_groups": [*names, name] if add else names})
+
     async def set_admin_password(self, ctx, uuid: str, password: str) -> None:
         instance = await self._begin_action(ctx, uuid, actions.CHANGE_PASSWORD, [states.ACTIVE], [None],
                                             states.UPDATING_PASSWORD)

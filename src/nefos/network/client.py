@@ -350,6 +350,29 @@ class NetworkAPI:
             except (exceptions.PortNotFound, exceptions.PortInUse):
                 pass  # already gone, or already given to someone else
 
+    async def change_instance_security_group(self, ctx: RequestContext, instance: dict, name: str,
+                                             add: bool) -> None:
+        """addSecurityGroup / removeSecurityGroup: the group (a name or id in the server's project) on or
+        off every port of the server. 400 when it is already on / not on the server, 404 when unknown."""
+        admin = ctx.elevated()
+        (group_id,) = await self._resolve_security_groups(ctx, instance["project_id"], [name])
+        ports = await self._call(admin, "list_ports", filters={"device_id": [instance["uuid"]]})
+        if not ports:
+            raise exceptions.Invalid(f"Server {instance['uuid']} has no ports to apply security group {name} to")
+        on = [p for p in ports if group_id in (p.get("security_groups") or [])]
+        if add and len(on) == len(ports):
+            raise exceptions.Invalid(f"Security group {name} is already associated with the instance "
+                                     f"{instance['uuid']}")
+        if not add and not on:
+            raise exceptions.Invalid(f"Security group {name} not associated with the instance {instance['uuid']}")
+        for port in ports:
+            groups = [g for g in port.get("security_groups") or [] if g != group_id]
+            if add:
+                groups.append(group_id)
+            if groups != list(port.get("security_groups") or []):
+                await self._call(admin, "update_port", port_id=port["id"], port={"security_groups": groups},
+                                 expected_device_id=instance["uuid"])
+
     async def setup_instance_network_on_host(self, ctx: RequestContext, instance: dict,
                                              host: str | None) -> list[dict]:
         """Bind the instance's ports to ``host`` (None: unbind them, as a shelve offload leaves
