@@ -32,10 +32,7 @@ async def test_a_stuck_build_is_put_in_error_with_a_fault(tmp_path):
         assert (server["status"], server["OS-EXT-STS:task_state"]) == ("ERROR", None)
         assert server_id not in driver.guests
         assert any(n["event_type"] == "instance.create.error" for n in cloud.notifications)
-        assert (await cloud.compute.delete(f"/v2.1/servers/{server_id}")).status_code == 204
-        await cloud.wait_gone(server_id)
-        assert await cloud.ports(device_id=server_id) == []
-        assert (await cloud.hypervisor_usage())["allocations"] == 0
+        await _delete_leaves_nothing(cloud, server_id)
     finally:
         await stop_cloud(cloud)
 
@@ -93,10 +90,7 @@ async def test_a_stuck_delete_is_put_in_error_and_can_be_deleted_again(tmp_path)
         assert (server["status"], server["OS-EXT-STS:task_state"]) == ("ERROR", None)
         assert server["fault"]["message"].startswith("Instance task deleting timed out after 60 seconds")
         assert await deadlines.reap_stuck_instances(manager) == []  # once
-        assert (await cloud.compute.delete(f"/v2.1/servers/{server_id}")).status_code == 204
-        await cloud.wait_gone(server_id)
-        assert await cloud.ports(device_id=server_id) == []
-        assert (await cloud.hypervisor_usage())["allocations"] == 0
+        await _delete_leaves_nothing(cloud, server_id)
     finally:
         await stop_cloud(cloud)
 
@@ -112,3 +106,10 @@ async def test_a_task_within_its_deadline_is_left_alone(tmp_path):
         assert (await cloud.server(server_id))["OS-EXT-STS:task_state"] == states.POWERING_OFF
     finally:
         await stop_cloud(cloud)
+
+
+async def _delete_leaves_nothing(cloud, server_id: str) -> None:
+    assert (await cloud.compute.delete(f"/v2.1/servers/{server_id}")).status_code == 204
+    await cloud.wait_gone(server_id)
+    assert await cloud.ports(device_id=server_id) == []
+    assert (await cloud.hypervisor_usage())["allocations"] == 0
