@@ -93,6 +93,10 @@ class Config(BaseModel):
     fake_local_gb: int = 2048
     fake_l2_agent: bool = True  # a fake L2 agent beside each fake compute host (reports plugged VIFs up)
     fake_l2_agent_delay: float = 0.05  # seconds from a VIF plug/unplug to the agent's report
+    # A directory where each fake host keeps its guests and VIFs (<dir>/<host>.json), so they outlive
+    # the compute process as a real hypervisor's do (a compute killed and restarted finds them).
+    # Empty: in memory only.
+    fake_hypervisor_dir: str = ""
 
     # Quotas (defaults per project; -1 is unlimited).
     quota_instances: int = 10

@@ -1,7 +1,9 @@
 """An in-memory hypervisor: realistic enough for the pipeline's tests and scale runs.
 
 Delays: ``fake_spawn_delay`` / ``fake_power_delay`` (config) or the flavor
-extra spec ``nefos:fake_spawn_delay``. Failure injection: the flavor extra
+extra specs ``nefos:fake_spawn_delay`` / ``nefos:fake_power_delay`` (power
+operations and reboots), and ``nefos:fake_destroy_delay`` (destroy, before the
+guest goes). Failure injection: the flavor extra
 spec or image property ``nefos:fake_fail_spawn`` (image property
 ``nefos_fake_fail_spawn``) names the hosts whose spawn fails (comma
 separated, ``*`` for all). ``simulate_*`` methods act out of band, as a
@@ -16,11 +18,18 @@ switch (port id -> instance uuid) and ``vif_listener`` (the host's fake L2
 agent, ``nefos.network.fake_agent``) hears every plug and unplug. ``spawn(...,
 paused=True)`` creates the guest paused; ``unpause`` resumes it. Each guest
 keeps the history of its power states (``FakeGuest.history``).
+
+With ``fake_hypervisor_dir`` the host's guests and VIFs are also kept in
+``<dir>/<host>.json`` (rewritten after each change the driver makes, atomically)
+and read back by the next driver of that host: the hypervisor outlives a compute
+process that is killed, as a real one does.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +71,27 @@ class FakeDriver(ComputeDriver):
         self.disconnect_reason = ""
         self.plugged_vifs: dict[str, str] = {}  # the virtual switch: port id -> instance uuid
         self.vif_listener = None  # the host's L2 agent (device_plugged / device_unplugged)
+        self._state_file = (Path(cfg.fake_hypervisor_dir) / f"{host}.json") if cfg.fake_hypervisor_dir else None
+        if self._state_file is not None and self._state_file.exists():
+            saved = json.loads(self._state_file.read_text())
+            self.guests = {g["uuid"]: FakeGuest(**g) for g in saved["guests"]}
+            self.plugged_vifs = saved["plugged_vifs"]
+
+    def _save(self) -> None:
+        """Keep the hypervisor's state in ``fake_hypervisor_dir`` (when set)."""
+        if self._state_file is None:
+            return
+        guests = [{"uuid": g.uuid, "name": g.name, "power_state": g.power_state, "vcpus": g.vcpus,
+                   "memory_mb": g.memory_mb, "vifs": g.vifs, "paused_start": g.paused_start,
+                   "admin_password": g.admin_password} for g in self.guests.values()]
+        tmp = self._state_file.with_suffix(".tmp")
+        self._state_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps({"guests": guests, "plugged_vifs": self.plugged_vifs}))
+        os.replace(tmp, self._state_file)
+
+    def _delay(self, instance: dict, spec: str, default: float = 0.0) -> float:
+        specs = (instance.get("flavor") or {}).get("extra_specs") or {}
+        return float(specs.get(spec, default))
 
     # Host --------------------------------------------------------------------
     async def init_host(self) -> None:
@@ -104,6 +134,7 @@ class FakeDriver(ComputeDriver):
             self.plugged_vifs[vif["id"]] = instance["uuid"]
             if self.vif_listener is not None:
                 self.vif_listener.device_plugged(vif["id"])
+        self._save()
 
     def unplug_vifs(self, instance: dict, network_info: list[dict] | None = None) -> None:
         """Unplug ``network_info``'s VIFs, or (None) every VIF of the instance."""
@@ -114,11 +145,11 @@ class FakeDriver(ComputeDriver):
         for port in ports:
             if self.plugged_vifs.pop(port, None) is not None and self.vif_listener is not None:
                 self.vif_listener.device_unplugged(port)
+        self._save()
 
     async def spawn(self, ctx, instance, image_meta, network_info, block_device_info=None,
                     power_on=True, paused=False) -> None:
-        specs = (instance.get("flavor") or {}).get("extra_specs") or {}
-        delay = float(specs.get("nefos:fake_spawn_delay", self.cfg.fake_spawn_delay))
+        delay = self._delay(instance, "nefos:fake_spawn_delay", self.cfg.fake_spawn_delay)
         if delay:
             await asyncio.sleep(delay)
         if self._should_fail(instance, image_meta):
@@ -130,14 +161,19 @@ class FakeDriver(ComputeDriver):
             power_state=(states.PAUSED_POWER if paused else states.RUNNING) if power_on else states.SHUTDOWN,
             vcpus=instance.get("vcpus", 0), memory_mb=instance.get("memory_mb", 0),
             vifs=[vif["id"] for vif in network_info or []], paused_start=paused)
+        self._save()
         if power_on:
             self.emit_event(virtevent.LifecycleEvent(
                 uuid=instance["uuid"],
                 transition=virtevent.EVENT_LIFECYCLE_PAUSED if paused else virtevent.EVENT_LIFECYCLE_STARTED))
 
     async def destroy(self, ctx, instance, network_info=None) -> None:
+        delay = self._delay(instance, "nefos:fake_destroy_delay")
+        if delay:
+            await asyncio.sleep(delay)
         self.unplug_vifs(instance)
         guest = self.guests.pop(instance["uuid"], None)
+        self._save()
         if guest is not None and guest.power_state != states.SHUTDOWN:
             self.emit_event(virtevent.LifecycleEvent(uuid=instance["uuid"],
                                                      transition=virtevent.EVENT_LIFECYCLE_STOPPED))
@@ -153,12 +189,15 @@ class FakeDriver(ComputeDriver):
 
     async def set_admin_password(self, instance, new_pass: str) -> None:
         self._guest(instance).admin_password = new_pass
+        self._save()
 
     async def _transition(self, instance, power_state: int, transition: int) -> None:
         guest = self._guest(instance)
-        if self.cfg.fake_power_delay:
-            await asyncio.sleep(self.cfg.fake_power_delay)
+        delay = self._delay(instance, "nefos:fake_power_delay", self.cfg.fake_power_delay)
+        if delay:
+            await asyncio.sleep(delay)
         guest.power_state = power_state
+        self._save()
         self.emit_event(virtevent.LifecycleEvent(uuid=guest.uuid, transition=transition))
 
     async def power_off(self, instance, timeout=0) -> None:
@@ -172,13 +211,15 @@ class FakeDriver(ComputeDriver):
 
     async def reboot(self, ctx, instance, network_info, reboot_type) -> None:
         guest = self._guest(instance)
-        if self.cfg.fake_power_delay:
-            await asyncio.sleep(self.cfg.fake_power_delay)
+        delay = self._delay(instance, "nefos:fake_power_delay", self.cfg.fake_power_delay)
+        if delay:
+            await asyncio.sleep(delay)
         if reboot_type == "HARD":
             self.unplug_vifs(instance, network_info)
             self.plug_vifs(instance, network_info)
             self.emit_event(virtevent.LifecycleEvent(uuid=guest.uuid, transition=virtevent.EVENT_LIFECYCLE_STOPPED))
         guest.power_state = states.RUNNING
+        self._save()
         self.emit_event(virtevent.LifecycleEvent(uuid=guest.uuid, transition=virtevent.EVENT_LIFECYCLE_STARTED))
 
     async def pause(self, instance) -> None:
@@ -209,16 +250,19 @@ class FakeDriver(ComputeDriver):
     def simulate_power_off(self, uuid: str) -> None:
         guest = self.guests[uuid]
         guest.power_state = states.SHUTDOWN
+        self._save()
         self.emit_event(virtevent.LifecycleEvent(uuid=uuid, transition=virtevent.EVENT_LIFECYCLE_STOPPED))
 
     def simulate_power_on(self, uuid: str) -> None:
         guest = self.guests[uuid]
         guest.power_state = states.RUNNING
+        self._save()
         self.emit_event(virtevent.LifecycleEvent(uuid=uuid, transition=virtevent.EVENT_LIFECYCLE_STARTED))
 
     def simulate_crash(self, uuid: str) -> None:
         guest = self.guests[uuid]
         guest.power_state = states.CRASHED
+        self._save()
         self.emit_event(virtevent.LifecycleEvent(uuid=uuid, transition=virtevent.EVENT_LIFECYCLE_STOPPED))
 
     def simulate_connection_loss(self, reason: str = "Connection to the hypervisor is broken") -> None:
