@@ -266,3 +266,68 @@ def test_admin_sees_everything(tenancy: Tenancy, a_res: dict):
     assert admin.get("network", f"/v2.0/ports/{a_res['port']}").status_code == 200
     assert admin.get("image", f"/v2/images/{a_res['image']}").status_code == 200
     assert admin.get("compute", f"/os-server-groups/{a_res['server_group']}").status_code == 200
+
+
+# Private flavors (flavor access) ------------------------------------------------------------------------
+
+def test_private_flavor_only_for_projects_given_access(tenancy: Tenancy):
+    admin, a, b = tenancy.admin, tenancy.a, tenancy.b
+    r = admin.post("compute", "/flavors", {"flavor": {"name": "iso-private", "ram": 128, "vcpus": 1, "disk": 1,
+                                                      "os-flavor-access:is_public": False}})
+    assert r.status_code == 200, r.text
+    fid = r.json()["flavor"]["id"]
+    try:
+        r = admin.post("compute", f"/flavors/{fid}/action", {"addTenantAccess": {"tenant": tenancy.a_project}})
+        assert r.status_code == 200, r.text
+        assert fid in _ids(a.get("compute", "/flavors"), "flavors")
+        assert a.get("compute", f"/flavors/{fid}").status_code == 200
+        assert fid not in _ids(b.get("compute", "/flavors"), "flavors")
+        assert fid not in _ids(b.get("compute", "/flavors/detail", params={"is_public": "None"}), "flavors")
+        assert b.get("compute", f"/flavors/{fid}").status_code == 404
+        assert b.get("compute", f"/flavors/{fid}/os-extra_specs").status_code == 404
+        r = b.post("compute", "/servers", {"server": {"name": "b-vm", "imageRef": image_id(b), "flavorRef": fid,
+                                                      "networks": "none"}},
+                   headers={"OpenStack-API-Version": "compute 2.37"})
+        assert r.status_code == 400 and "badRequest" in r.json(), r.text
+    finally:
+        assert admin.delete("compute", f"/flavors/{fid}").status_code == 202
+
+
+# Using another project's things in one's own requests ------------------------------------------------
+
+def test_cannot_use_another_projects_key_or_security_group(tenancy: Tenancy, a_res: dict):
+    b = tenancy.b
+    base = {"name": "b-vm", "imageRef": image_id(b), "flavorRef": "42"}
+    r = b.post("compute", "/servers", {"server": {**base, "key_name": "a-key", "networks": "none"}},
+               headers={"OpenStack-API-Version": "compute 2.37"})
+    assert r.status_code == 400 and "key_name" in r.json()["badRequest"]["message"], r.text
+    r = b.post("network", "/v2.0/networks", {"network": {"name": "b-net"}})
+    assert r.status_code == 201, r.text
+    b_net = r.json()["network"]["id"]
+    try:
+        r = b.post("network", "/v2.0/subnets", {"subnet": {"network_id": b_net, "cidr": "10.83.0.0/24",
+                                                            "ip_version": 4}})
+        assert r.status_code == 201, r.text
+        r = b.post("network", "/v2.0/ports", {"port": {"network_id": b_net,
+                                                       "security_groups": [a_res["security_group"]]}})
+        assert r.status_code == 404, r.text
+        for sg in (a_res["security_group"], "a-sg"):
+            r = b.post("compute", "/servers", {"server": {**base, "networks": [{"uuid": b_net}],
+                                                          "security_groups": [{"name": sg}]}})
+            assert r.status_code in (400, 404), (sg, r.text)
+        assert [p for p in b.get("network", "/v2.0/ports").json()["ports"]
+                if p["network_id"] == b_net and p["device_owner"].startswith("compute:")] == []
+    finally:
+        b.delete("network", f"/v2.0/networks/{b_net}")
+
+
+@pytest.mark.parametrize("action", [{"os-start": None}, {"pause": None}, {"suspend": None},
+                                    {"os-getConsoleOutput": {}}, {"createImage": {"name": "stolen"}},
+                                    {"changePassword": {"adminPass": "stolen-pass"}},
+                                    {"rebuild": {"imageRef": "70a599e0-31e7-49b7-b260-868f441e862b"}},
+                                    {"addSecurityGroup": {"name": "default"}}, {"shelve": None}])
+def test_no_action_on_another_projects_server(tenancy: Tenancy, a_res: dict, action):
+    r = tenancy.b.post("compute", f"/servers/{a_res['server']}/action", action)
+    assert r.status_code == 404 and "itemNotFound" in r.json(), r.text
+    server = tenancy.a.get("compute", f"/servers/{a_res['server']}").json()["server"]
+    assert (server["status"], server["OS-EXT-STS:task_state"]) == ("ACTIVE", None)
