@@ -68,24 +68,32 @@ async def test_all_hosts_failing_ends_in_error_with_fault(cloud):
 
 
 class Gate:
-    """Holds one coroutine of the pipeline until the test releases it."""
+    """Holds one coroutine of the pipeline until the test releases it: before it starts, or
+    (``after``) once it has done its work (its ports, claim or guest exist) but before it returns."""
 
-    def __init__(self):
+    def __init__(self, after: bool = False):
+        self.after = after
         self.reached = asyncio.Event()
         self.release = asyncio.Event()
 
     def wrap(self, fn):
         async def gated(*args, **kwargs):
-            self.reached.set()
-            await self.release.wait()
-            return await fn(*args, **kwargs)
+            if not self.after:
+                self.reached.set()
+                await self.release.wait()
+            result = await fn(*args, **kwargs)
+            if self.after:
+                self.reached.set()
+                await self.release.wait()
+            return result
         return gated
 
 
+@pytest.mark.parametrize("when", ["before", "after"])
 @pytest.mark.parametrize("step", ["scheduling", "claim", "networking", "block_device_mapping", "spawning"])
-async def test_delete_during_each_build_step_leaks_nothing(cloud, monkeypatch, step):
+async def test_delete_during_each_build_step_leaks_nothing(cloud, monkeypatch, step, when):
     net = await cloud.make_network()
-    gate = Gate()
+    gate = Gate(after=when == "after")
     if step == "scheduling":
         conductor = next(c for c in cloud.cloud.components if c.name == "conductor").service.endpoint
         monkeypatch.setattr(conductor.scheduler, "select_destinations",
@@ -104,6 +112,13 @@ async def test_delete_during_each_build_step_leaks_nothing(cloud, monkeypatch, s
             monkeypatch.setattr(manager.driver, "spawn", gate.wrap(manager.driver.spawn))
     server_id = (await cloud.boot(networks=[{"uuid": net["id"]}]))["server"]["id"]
     await asyncio.wait_for(gate.reached.wait(), 10)
+    if when == "after":  # what the step made exists when the delete comes
+        if step in ("scheduling", "claim"):
+            assert (await cloud.hypervisor_usage())["allocations"] == 1
+        elif step == "networking":
+            assert len(await cloud.ports(device_id=server_id)) == 1
+        elif step == "spawning":
+            assert any(server_id in cloud.driver(h).guests for h in cloud.hosts)
     r = await cloud.compute.delete(f"/v2.1/servers/{server_id}")
     assert r.status_code == 204
     gate.release.set()
