@@ -170,6 +170,10 @@ class RescheduledException(Error):
     message = "Build of instance %(instance_uuid)s was re-scheduled: %(reason)s"
 
 
+class CertificateValidationFailed(Invalid):
+    message = "Image signature certificate validation failed for certificate: %(cert_uuid)s. %(reason)s"
+
+
 class BuildAbortException(Error):
     message = "Build of instance %(instance_uuid)s aborted: %(reason)s"
 

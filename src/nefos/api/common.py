@@ -35,6 +35,31 @@ def iso_micro(value) -> str | None:
     return value.strftime("%Y-%m-%dT%H:%M:%S.%f")
 
 
+def parse_isotime(value: str, name: str) -> dt.datetime:
+    """An ISO 8601 query value as naive UTC (400 naming parameter ``name`` otherwise)."""
+    try:
+        parsed = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise exceptions.ValidationError(f"Invalid filter field: {name}. '{value}' is not an ISO 8601 "
+                                         "date-time") from None
+    if parsed.tzinfo is not None:
+        parsed = parsed.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    return parsed
+
+
+def changes_window(request: Request, *, before: bool) -> tuple[dt.datetime | None, dt.datetime | None]:
+    """The ``changes-since`` and (``before``: 2.66) ``changes-before`` bounds of a list; 400 when
+    changes-before is earlier than changes-since, as Nova."""
+    params = request.query_params
+    since = parse_isotime(params["changes-since"], "changes-since") if "changes-since" in params else None
+    until = (parse_isotime(params["changes-before"], "changes-before")
+             if before and "changes-before" in params else None)
+    if since is not None and until is not None and until < since:
+        raise exceptions.ValidationError("The value of changes-since must be less than or equal to "
+                                         "changes-before.")
+    return since, until
+
+
 def require_admin(request: Request, action: str):
     """The request's context, or 403 with Nova's policy message when policy ``action`` (admin-only
     by default) does not pass."""

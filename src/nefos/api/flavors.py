@@ -1,13 +1,24 @@
-"""``/v2.1/flavors``: list, detail, show, create, delete, extra specs and access (Compute API reference)."""
+"""``/v2.1/flavors``: list, detail, show, create, update, delete, extra specs and access (Compute API
+reference).
+
+2.55: ``description`` (set on create, changed by ``PUT /flavors/{id}``, shown in
+every view); 2.61: ``extra_specs`` in the detailed views, when the caller may
+list extra specs; 2.75: ``swap`` is 0 rather than "" and unknown query
+parameters of the lists are refused.
+"""
 
 from __future__ import annotations
+
+import copy
 
 from fastapi import APIRouter, Request
 from starlette.responses import JSONResponse, Response
 
 from nefos import exceptions, rest
 from nefos.api import common
-from nefos.api.validation import BOOLEAN, MAX_INT, NAME, bool_from_string, validate, validate_integer
+from nefos import policy
+from nefos.api.validation import (BOOLEAN, MAX_INT, NAME, NON_NEGATIVE_INTEGER, bool_from_string, query_schema,
+                                  validate, validate_integer, validate_query)
 from nefos.compute import flavors as flavors_mod
 
 router = APIRouter()
@@ -41,6 +52,15 @@ CREATE = {
     "additionalProperties": False,
 }
 
+# 2.55: a description of up to 64 KiB (Nova's TEXT column), no control characters.
+_DESCRIPTION = {"type": ["string", "null"], "minLength": 0, "maxLength": 65535,
+                "pattern": r"^[^\x00-\x1f\x7f]*$"}
+CREATE_V255 = copy.deepcopy(CREATE)
+CREATE_V255["properties"]["flavor"]["properties"]["description"] = _DESCRIPTION
+UPDATE = {"type": "object", "properties": {"flavor": {
+    "type": "object", "properties": {"description": _DESCRIPTION}, "required": ["description"],
+    "additionalProperties": False}}, "required": ["flavor"], "additionalProperties": False}
+
 _SPEC_KEY = r"^[a-zA-Z0-9-_:. ]{1,255}$"
 _SPEC_VALUE = {"type": ["string", "number", "boolean"], "minLength": 0, "maxLength": 255}
 EXTRA_SPECS_CREATE = {
@@ -62,9 +82,12 @@ ADD_TENANT_ACCESS = {"type": "object", "properties": {"addTenantAccess": _TENANT
 REMOVE_TENANT_ACCESS = {"type": "object", "properties": {"removeTenantAccess": _TENANT},
                         "required": ["removeTenantAccess"], "additionalProperties": False}
 
-_SORT_QUERY = {"type": "object", "properties": {
-    "sort_key": {"type": "string", "enum": flavors_mod.SORT_KEYS},
-    "sort_dir": {"type": "string", "enum": ["asc", "desc"]}}}
+_LIST_PARAMS = {"limit": NON_NEGATIVE_INTEGER, "marker": {"type": "string"}, "is_public": {"type": "string"},
+                "minRam": {"type": "string"}, "minDisk": {"type": "string"},
+                "sort_key": {"type": "string", "enum": flavors_mod.SORT_KEYS},
+                "sort_dir": {"type": "string", "enum": ["asc", "desc"]}}
+LIST_QUERY = query_schema(_LIST_PARAMS, strict=False)
+LIST_QUERY_V275 = query_schema(_LIST_PARAMS, strict=True)
 
 
 def _db(request: Request):
@@ -81,7 +104,13 @@ def basic_view(request: Request, flavor: dict) -> dict:
     return view
 
 
-def detail_view(request: Request, flavor: dict) -> dict:
+def _with_extra_specs(request: Request) -> bool:
+    """2.61: detailed views show extra specs to a caller the extra-specs index rule lets see them."""
+    return (request.state.api_version.matches("2.61")
+            and policy.check(rest.get_context(request), "os_compute_api:os-flavor-extra-specs:index"))
+
+
+def detail_view(request: Request, flavor: dict, extra_specs: bool = False) -> dict:
     version = request.state.api_version
     view = {
         "id": flavor["flavorid"],
@@ -98,8 +127,8 @@ def detail_view(request: Request, flavor: dict) -> dict:
     }
     if version.matches("2.55"):
         view["description"] = flavor.get("description")
-    if version.matches("2.61"):
-        view["extra_specs"] = flavor.get("extra_specs", {})
+    if extra_specs:
+        view["extra_specs"] = flavor.get("extra_specs") or {}
     return view
 
 
@@ -119,7 +148,7 @@ def _parse_is_public(value: str | None) -> bool | None:
 async def _list(request: Request, detailed: bool):
     ctx = rest.get_context(request)
     params = request.query_params
-    validate({k: params[k] for k in ("sort_key", "sort_dir") if k in params}, _SORT_QUERY)
+    validate_query(params, LIST_QUERY_V275 if request.state.api_version.matches("2.75") else LIST_QUERY)
     is_public = _parse_is_public(params.get("is_public")) if ctx.is_admin else True
     filters: dict = {}
     for param, name in (("minRam", "min_ram"), ("minDisk", "min_disk")):
@@ -132,8 +161,11 @@ async def _list(request: Request, detailed: bool):
     flavors = await flavors_mod.list_flavors(
         _db(request), ctx, is_public=is_public, sort_key=params.get("sort_key") or "flavorid",
         sort_dir=params.get("sort_dir") or "asc", limit=limit, marker=marker, **filters)
-    view = detail_view if detailed else basic_view
-    body: dict = {"flavors": [view(request, f) for f in flavors]}
+    if detailed:
+        specs = _with_extra_specs(request)
+        body: dict = {"flavors": [detail_view(request, f, specs) for f in flavors]}
+    else:
+        body = {"flavors": [basic_view(request, f) for f in flavors]}
     links = common.collection_links(request, [{"id": f["flavorid"]} for f in flavors],
                                     "flavors/detail" if detailed else "flavors", "id")
     if links:
@@ -154,13 +186,25 @@ async def list_flavors_detail(request: Request):
 @router.get("/v2.1/flavors/{flavor_id}")
 async def show_flavor(request: Request, flavor_id: str):
     flavor = await flavors_mod.get_by_flavor_id(_db(request), flavor_id, rest.get_context(request))
-    return {"flavor": detail_view(request, flavor)}
+    return {"flavor": detail_view(request, flavor, _with_extra_specs(request))}
+
+
+@router.put("/v2.1/flavors/{flavor_id}")
+async def update_flavor(request: Request, flavor_id: str):
+    """2.55: change a flavor's description (the only thing that can change)."""
+    if not request.state.api_version.matches("2.55"):
+        raise exceptions.NotFound("The resource could not be found.")
+    body = await rest.json_body(request)
+    validate(body, UPDATE)
+    common.require_admin(request, "os_compute_api:os-flavor-manage:update")
+    flavor = await flavors_mod.set_description(_db(request), flavor_id, body["flavor"]["description"])
+    return {"flavor": detail_view(request, flavor, _with_extra_specs(request))}
 
 
 @router.post("/v2.1/flavors")
 async def create_flavor(request: Request):
     body = await rest.json_body(request)
-    validate(body, CREATE)
+    validate(body, CREATE_V255 if request.state.api_version.matches("2.55") else CREATE)
     common.require_admin(request, "os_compute_api:os-flavor-manage:create")
     spec = body["flavor"]
     values = {
@@ -180,7 +224,7 @@ async def create_flavor(request: Request):
         flavorid = str(flavorid)
     flavor = await flavors_mod.create(_db(request), name=spec["name"], flavorid=flavorid, rxtx_factor=rxtx,
                                       is_public=is_public, description=spec.get("description"), **values)
-    return {"flavor": detail_view(request, flavor)}
+    return {"flavor": detail_view(request, flavor, _with_extra_specs(request))}
 
 
 @router.delete("/v2.1/flavors/{flavor_id}")

@@ -1,7 +1,7 @@
 """``/v2.1/os-keypairs``: list, show, create (generate or import), delete (Compute API reference).
 
 2.2: ``type`` (ssh/x509), create answers 201 and delete 204; 2.10: admins act
-for another user with ``user_id``; 2.35: ``limit``/``marker`` paging.
+for another user with ``user_id``; 2.35: ``limit``/``marker`` paging; 2.75: unknown query parameters are refused.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from starlette.responses import JSONResponse, Response
 
 from nefos import policy, rest
 from nefos.api import common
-from nefos.api.validation import NAME, validate
+from nefos.api.validation import NAME, NON_NEGATIVE_INTEGER, query_schema, validate, validate_query
 from nefos.compute import keypairs as keypairs_mod
 
 router = APIRouter()
@@ -37,8 +37,16 @@ CREATE_V210 = copy.deepcopy(CREATE_V22)
 CREATE_V210["properties"]["keypair"]["properties"]["user_id"] = {"type": "string"}
 
 
+_USER = {"user_id": {"type": "string"}}
+_PAGES = {"limit": NON_NEGATIVE_INTEGER, "marker": {"type": "string"}}
+QUERY_V275 = {"index": query_schema({**_USER, **_PAGES}, strict=True),
+              "show": query_schema(_USER, strict=True), "delete": query_schema(_USER, strict=True)}
+
+
 def _user_id(request: Request, action: str, requested: str | None = None) -> str:
     """Whose key pairs: the caller's, or (2.10, admins only) another user's."""
+    if action in QUERY_V275 and request.state.api_version.matches("2.75"):
+        validate_query(request.query_params, QUERY_V275[action])
     ctx = rest.get_context(request)
     if requested is None and request.state.api_version.matches("2.10"):
         requested = request.query_params.get("user_id")

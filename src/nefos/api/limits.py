@@ -1,7 +1,8 @@
 """``/v2.1/limits``: the project's absolute limits and usage (no rate limits, as in Nova).
 
 2.36 drops the network limits (floating IPs, security groups and their rules),
-2.39 ``maxImageMeta``, 2.57 the personality (injected file) limits.
+2.39 ``maxImageMeta``, 2.57 the personality (injected file) limits; 2.75
+refuses query parameters other than ``tenant_id``.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 
 from nefos import policy, rest
+from nefos.api.validation import query_schema, validate_query
 from nefos.compute import quota_sets as qs_mod
 
 router = APIRouter()
@@ -58,8 +60,13 @@ def absolute_limits(version, limits: dict[str, int], used: dict[str, int]) -> di
     return absolute
 
 
+_QUERY = query_schema({"tenant_id": {"type": "string"}}, strict=False)
+_QUERY_V275 = query_schema({"tenant_id": {"type": "string"}}, strict=True)
+
+
 @router.get("/v2.1/limits")
 async def show_limits(request: Request):
+    validate_query(request.query_params, _QUERY_V275 if request.state.api_version.matches("2.75") else _QUERY)
     ctx = rest.get_context(request)
     policy.enforce(ctx, "os_compute_api:limits")
     project_id = ctx.project_id

@@ -2,7 +2,9 @@
 (show, update: the ``default`` class sets every project's defaults).
 
 2.36 drops the network resources (floating_ips, fixed_ips, security_groups,
-security_group_rules) from views and requests; 2.57 the injected_* ones.
+security_group_rules) from views and requests; 2.50 shows the server group
+resources in quota classes and drops the network ones there; 2.57 drops the
+injected_* ones; 2.75 refuses unknown query parameters (all but ``user_id``).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from starlette.responses import Response
 
 from nefos import exceptions, rest
 from nefos.api import common
-from nefos.api.validation import BOOLEAN, MAX_INT, bool_from_string, validate
+from nefos.api.validation import BOOLEAN, MAX_INT, bool_from_string, query_schema, validate, validate_query
 from nefos.compute import quota_sets as qs_mod
 
 router = APIRouter()
@@ -32,7 +34,13 @@ def _rt(request: Request):
     return request.app.state.rt
 
 
+_QUERY = query_schema({"user_id": {"type": "string"}}, strict=False)
+_QUERY_V275 = query_schema({"user_id": {"type": "string"}}, strict=True)
+
+
 def _check_project(request: Request, project_id: str, action: str) -> None:
+    if action != "defaults":
+        validate_query(request.query_params, _QUERY_V275 if request.state.api_version.matches("2.75") else _QUERY)
     common.authorize(request, f"os_compute_api:os-quota-sets:{action}", {"project_id": project_id})
 
 

@@ -63,12 +63,15 @@ def basic(instance: dict, base: str) -> dict:
             "links": links(base, "servers", instance["uuid"])}
 
 
-def detail(instance: dict, base: str, version, ctx, *, extended: bool = True) -> dict:
+def detail(instance: dict, base: str, version, ctx, *, extended: bool = True,
+           server_groups: list[str] | None = None) -> dict:
     """The server as GET /servers/{id} shows it.
 
-    ``extended=False`` is the narrower view PUT /servers/{id} answers with before
-    microversion 2.75 (Nova's ``show_all_attributes``): no OS-EXT-* / OS-SRV-USG
+    ``extended=False`` is the narrower view PUT /servers/{id} and rebuild answer with
+    before microversion 2.75 (Nova's ``show_all_attributes``): no OS-EXT-* / OS-SRV-USG
     attributes, key_name, config_drive, security groups or address extensions.
+    ``server_groups`` (the uuids of the server's groups) is shown from 2.71 by show,
+    update and rebuild, never by the detailed list.
     """
     status = states.status_from_state(instance.get("vm_state"), instance.get("task_state"))
     flavor = instance.get("flavor") or {}
@@ -140,7 +143,13 @@ def detail(instance: dict, base: str, version, ctx, *, extended: bool = True) ->
     if version.matches("2.19"):
         server["description"] = instance.get("display_description")
     if version.matches("2.26"):
-        server["tags"] = []
+        server["tags"] = list(instance.get("tags") or [])
+    if version.matches("2.63"):
+        server["trusted_image_certificates"] = instance.get("trusted_certs") or None
+    if server_groups is not None and version.matches("2.71"):
+        server["server_groups"] = server_groups
+    if version.matches("2.73"):
+        server["locked_reason"] = instance.get("locked_reason")
     fault = instance.get("fault")
     if fault and status in ("ERROR", "DELETED"):
         fault_view = {"code": fault["code"], "created": iso_z(fault["created_at"]),

@@ -1,7 +1,19 @@
-"""``/v2.1/servers``: create, list, show, update, delete (Compute API reference)."""
+"""``/v2.1/servers``: create, list, show, update, delete (Compute API reference).
+
+Microversions past 2.47: 2.52 ``tags`` on create; 2.54 ``key_name`` on rebuild
+(null removes it; the rebuild answer shows it); 2.57 no ``personality`` on create
+or rebuild, ``user_data`` on rebuild; 2.63 ``trusted_image_certificates`` on
+create and rebuild, shown by every detailed view; 2.66 ``changes-before``; 2.67
+``volume_type`` in block device mappings; 2.71 ``server_groups`` in show,
+update and rebuild; 2.73 ``locked_reason`` and the ``locked`` filter; 2.74
+``host`` / ``hypervisor_hostname`` on create (admin); 2.75 unknown query
+parameters of the lists are refused and update/rebuild answer with the whole
+server.
+"""
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 
 from fastapi import APIRouter, Request
@@ -45,6 +57,13 @@ _BDM_V2 = {"type": "array", "items": {"type": "object", "properties": {
 }, "additionalProperties": False}}
 
 
+_TAG = {"type": "string", "pattern": "^[^,/]*$", "minLength": 1, "maxLength": 60}
+MAX_TAGS = 50
+_TRUSTED_CERTS = {"type": ["array", "null"], "minItems": 1, "maxItems": 50, "uniqueItems": True,
+                  "items": {"type": "string", "minLength": 1}}
+_FQDN = {"type": "string", "pattern": "^[a-zA-Z0-9-._]*$", "minLength": 1, "maxLength": 255}
+
+
 def create_schema(version) -> dict:
     networks: dict = {"type": "array", "items": _NETWORK}
     if version.matches("2.37"):
@@ -75,6 +94,19 @@ def create_schema(version) -> dict:
     }
     if version.matches("2.19"):
         props["description"] = {"type": ["string", "null"], "maxLength": 255}
+    if version.matches("2.52"):
+        props["tags"] = {"type": "array", "items": _TAG, "maxItems": MAX_TAGS}
+    if version.matches("2.57"):
+        del props["personality"]
+    if version.matches("2.63"):
+        props["trusted_image_certificates"] = _TRUSTED_CERTS
+    if version.matches("2.67"):
+        bdm = copy.deepcopy(_BDM_V2)
+        bdm["items"]["properties"]["volume_type"] = {"type": ["string", "null"], "minLength": 0, "maxLength": 255}
+        props["block_device_mapping_v2"] = bdm
+    if version.matches("2.74"):
+        props["host"] = _FQDN
+        props["hypervisor_hostname"] = _FQDN
     required = ["name", "flavorRef"]
     if version.matches("2.37"):
         required.append("networks")
@@ -111,6 +143,13 @@ def rebuild_schema(version) -> dict:
              "personality": {"type": "array"}}
     if version.matches("2.19"):
         props["description"] = {"type": ["string", "null"], "maxLength": 255}
+    if version.matches("2.54"):
+        props["key_name"] = {"oneOf": [{"type": "string", "minLength": 1, "maxLength": 255}, {"type": "null"}]}
+    if version.matches("2.57"):
+        del props["personality"]
+        props["user_data"] = {"type": ["string", "null"], "format": "base64", "maxLength": 65535}
+    if version.matches("2.63"):
+        props["trusted_image_certificates"] = _TRUSTED_CERTS
     return {"type": "object", "properties": {"rebuild": {
         "type": "object", "properties": props, "required": ["imageRef"], "additionalProperties": False}},
         "required": ["rebuild"], "additionalProperties": False}
@@ -127,10 +166,31 @@ async def rebuild_server(request: Request, ctx, server_id: str, body: dict) -> d
     for key in ("access_ip_v4", "access_ip_v6"):
         if updates.get(key):
             updates[key] = _normalized_ip(updates[key])
+    if version.matches("2.54") and "key_name" in args:
+        updates["key_name"] = args["key_name"]
+    if version.matches("2.57") and "user_data" in args:
+        updates["user_data"] = args["user_data"]
+    if version.matches("2.63") and "trusted_image_certificates" in args:
+        policy.enforce(ctx, "os_compute_api:servers:rebuild:trusted_certs")
+        updates["trusted_certs"] = args["trusted_image_certificates"]
     instance = await _compute_api(request).rebuild(ctx, server_id, args["imageRef"], updates)
-    view = server_view.detail(instance, base_url(request), version, ctx, extended=version.matches("2.75"))
+    view = server_view.detail(instance, base_url(request), version, ctx, extended=version.matches("2.75"),
+                              server_groups=await _server_groups(request, instance))
+    if version.matches("2.54"):
+        view["key_name"] = instance.get("key_name")
+    if version.matches("2.57"):  # the user data, for everyone, instead of the admin's extended attribute
+        view.pop("OS-EXT-SRV-ATTR:user_data", None)
+        view["user_data"] = instance.get("user_data")
     view["adminPass"] = args.get("adminPass") or _generate_password()
     return {"server": view}
+
+
+async def _server_groups(request: Request, instance: dict) -> list[str] | None:
+    """2.71: the groups show, update and rebuild name."""
+    if not request.state.api_version.matches("2.71"):
+        return None
+    from nefos.compute.server_groups import groups_of
+    return await groups_of(request.app.state.rt.db, instance["uuid"])
 
 
 def base_url(request: Request) -> str:
@@ -170,6 +230,15 @@ async def create_server(request: Request):
     if min_count > max_count:
         raise exceptions.ValidationError("min_count must be <= max_count")
     hints = body.get("os:scheduler_hints") or body.get("OS-SCH-HNT:scheduler_hints") or {}
+    trusted_certs = server.get("trusted_image_certificates")
+    if trusted_certs:
+        policy.enforce(ctx, "os_compute_api:servers:create:trusted_certs")
+    requested_host, requested_node = server.get("host"), server.get("hypervisor_hostname")
+    if requested_host or requested_node:
+        policy.enforce(ctx, "compute:servers:create:requested_destination")
+        if ":" in (server.get("availability_zone") or ""):
+            raise exceptions.ValidationError("One mechanism with host and/or hypervisor_hostname and another "
+                                             "mechanism with zone:host:node are mutually exclusive.")
     image_ref = (server.get("imageRef") or "").rstrip("/").rsplit("/", 1)[-1] or None
     if image_ref and not is_uuid_like(image_ref):
         raise exceptions.ValidationError("Invalid imageRef provided.")
@@ -190,7 +259,9 @@ async def create_server(request: Request):
             admin_pass=server.get("adminPass"), scheduler_hints=hints, local_disks=local_disks,
             description=server.get("description"), access_ip_v4=server.get("accessIPv4"),
             access_ip_v6=server.get("accessIPv6"),
-            config_drive="True" if str(server.get("config_drive", "")).lower() in ("true", "1") else None)
+            config_drive="True" if str(server.get("config_drive", "")).lower() in ("true", "1") else None,
+            tags=server.get("tags"), trusted_certs=trusted_certs, requested_host=requested_host,
+            requested_node=requested_node)
     except exceptions.FlavorNotFound:
         raise exceptions.ValidationError("Flavor '%s' could not be found." % flavor_ref) from None
     except exceptions.ImageNotFound:
@@ -262,15 +333,40 @@ def _generate_password(length: int = 12) -> str:
     return "".join(secrets.choice(alphabet) for _ in range(length))
 
 
-_LIST_FILTERS = ("name", "status", "changes-since", "reservation_id", "host", "node", "image", "flavor",
-                 "all_tenants", "project_id", "tenant_id", "deleted", "vm_state", "task_state",
-                 "key_name", "availability_zone", "user_id", "locked", "ip", "ip6")
+_LIST_FILTERS = ("name", "status", "changes-since", "changes-before", "reservation_id", "host", "node", "image",
+                 "flavor", "all_tenants", "project_id", "tenant_id", "deleted", "vm_state", "task_state",
+                 "key_name", "availability_zone", "user_id", "locked", "ip", "ip6",
+                 "tags", "tags-any", "not-tags", "not-tags-any")
+# Each list filter's first microversion (the others: 2.1).
+_FILTER_SINCE = {"tags": "2.26", "tags-any": "2.26", "not-tags": "2.26", "not-tags-any": "2.26",
+                 "changes-before": "2.66", "locked": "2.73"}
+# What Nova's list accepts at 2.75, where anything else is a 400 (besides names starting with "_").
+_QUERY_V275 = (
+    "user_id", "project_id", "tenant_id", "launch_index", "image_ref", "image", "kernel_id", "ramdisk_id",
+    "hostname", "key_name", "power_state", "vm_state", "task_state", "host", "node", "flavor", "reservation_id",
+    "launched_at", "terminated_at", "availability_zone", "name", "display_name", "description",
+    "display_description", "locked_by", "uuid", "root_device_name", "config_drive", "access_ip_v4",
+    "access_ip_v6", "auto_disk_config", "progress", "sort_key", "sort_dir", "all_tenants", "soft_deleted",
+    "deleted", "status", "changes-since", "ip", "ip6", "created_at", "block_device_mapping", "services",
+    "metadata", "system_metadata", "info_cache", "security_groups", "pci_devices", "limit", "marker",
+    "tags", "tags-any", "not-tags", "not-tags-any", "changes-before", "locked")
+
+
+def _check_query_v275(params) -> None:
+    unknown = sorted(k for k in set(params.keys()) if k not in _QUERY_V275 and not k.startswith("_"))
+    if unknown:
+        names = ", ".join(repr(k) for k in unknown)
+        verb = "was" if len(unknown) == 1 else "were"
+        raise exceptions.ValidationError(f"Additional properties are not allowed ({names} {verb} unexpected)")
 _ADMIN_ONLY_FILTERS = {"host", "node", "all_tenants", "project_id", "tenant_id", "deleted",
                        "user_id"}
 
 
 def _parse_list_query(request: Request, ctx, detailed: bool = False) -> tuple[dict, int | None, str | None]:
     params = request.query_params
+    version = request.state.api_version
+    if version.matches("2.75"):
+        _check_query_v275(params)
     filters: dict = {}
     if "all_tenants" in params and params["all_tenants"].lower() not in ("false", "0", "no", "off"):
         # As Nova: asking for every project's servers is a policy decision (403), not a dropped filter.
@@ -281,7 +377,13 @@ def _parse_list_query(request: Request, ctx, detailed: bool = False) -> tuple[di
             continue
         if key in _ADMIN_ONLY_FILTERS and not admin_filters:
             continue  # Nova silently drops filters the caller may not use
-        if key == "status":
+        if key in _FILTER_SINCE and not version.matches(_FILTER_SINCE[key]):
+            continue  # not a filter yet at this version: ignored, as Nova
+        if key in ("tags", "tags-any", "not-tags", "not-tags-any"):
+            filters[key] = [t.strip() for t in params[key].split(",") if t.strip()]
+        elif key == "changes-before":
+            filters[key] = common.parse_isotime(params[key], key)
+        elif key == "status":
             filters["status"] = params.getlist("status")
         elif key == "changes-since":
             try:
@@ -303,6 +405,10 @@ def _parse_list_query(request: Request, ctx, detailed: bool = False) -> tuple[di
             filters["locked"] = params[key].lower() in ("true", "1")
         else:
             filters[key] = params[key]
+    if filters.get("changes-before") and filters.get("changes-since") and \
+            filters["changes-before"] < filters["changes-since"]:
+        raise exceptions.ValidationError("The value of changes-since must be less than or equal to "
+                                         "changes-before.")
     limit = None
     if "limit" in params:
         try:
@@ -371,7 +477,8 @@ async def show_view(request: Request, server_id: str) -> dict:
     instance = await _compute_api(request).get(ctx, server_id)
     if version.matches("2.16") and policy.check(ctx, "os_compute_api:servers:show:host_status"):
         await _host_statuses(request, [instance])
-    return server_view.detail(instance, base_url(request), version, ctx)
+    return server_view.detail(instance, base_url(request), version, ctx,
+                              server_groups=await _server_groups(request, instance))
 
 
 @router.get("/v2.1/servers/{server_id}")
@@ -395,8 +502,11 @@ async def update_server(request: Request, server_id: str):
                 updates[key] = _normalized_ip(server[api_key])
     instance = await _compute_api(request).update(ctx, server_id, updates)
     # Before 2.75 the update answers with the narrower view (no OS-EXT-* attributes).
+    if version.matches("2.75") and policy.check(ctx, "os_compute_api:servers:show:host_status"):
+        await _host_statuses(request, [instance])
     return {"server": server_view.detail(instance, base_url(request), version, ctx,
-                                         extended=version.matches("2.75"))}
+                                         extended=version.matches("2.75"),
+                                         server_groups=await _server_groups(request, instance))}
 
 
 @router.delete("/v2.1/servers/{server_id}")

@@ -2,7 +2,10 @@
 
 Before 2.53 a service is named by host and binary in the body of
 ``PUT /os-services/{enable,disable,disable-log-reason,force-down}``
-(force-down from 2.11) and by its integer id in ``DELETE``.
+(force-down from 2.11) and by its integer id in ``DELETE``. From 2.53 its id is
+its uuid: ``PUT /os-services/{uuid}`` takes ``status`` / ``disabled_reason`` /
+``forced_down`` and answers with the whole service. 2.75: unknown query
+parameters of the list are refused (400).
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from starlette.responses import Response
 
 from nefos import exceptions, rest
 from nefos.api import common
-from nefos.api.validation import BOOLEAN, HOSTNAME, bool_from_string, validate, validate_integer
+from nefos.api.validation import (BOOLEAN, HOSTNAME, bool_from_string, is_uuid_like, query_schema, validate,
+                                  validate_integer, validate_query)
 from nefos.compute import services as services_mod
 
 router = APIRouter()
@@ -31,6 +35,17 @@ UPDATE = {
 }
 UPDATE_V211 = copy.deepcopy(UPDATE)
 UPDATE_V211["properties"]["forced_down"] = BOOLEAN
+UPDATE_V253 = {
+    "type": "object",
+    "properties": {
+        "status": {"type": "string", "enum": ["enabled", "disabled"]},
+        "disabled_reason": {"type": "string", "minLength": 1, "maxLength": 255},
+        "forced_down": BOOLEAN,
+    },
+    "additionalProperties": False,
+}
+_QUERY = {"host": {"type": "string"}, "binary": {"type": "string"}}
+LIST_QUERY, LIST_QUERY_V275 = query_schema(_QUERY, strict=False), query_schema(_QUERY, strict=True)
 
 
 def _rt(request: Request):
@@ -52,6 +67,7 @@ def view(request: Request, svc: dict) -> dict:
 async def list_services(request: Request):
     common.require_admin(request, "os_compute_api:os-services:list")
     params = request.query_params
+    validate_query(params, LIST_QUERY_V275 if request.state.api_version.matches("2.75") else LIST_QUERY)
     rt = _rt(request)
     services = await services_mod.list_services(rt.db, rt.cfg, host=params.get("host"),
                                                 binary=params.get("binary"))
@@ -68,6 +84,8 @@ def _check_updatable(binary: str) -> None:
 @router.put("/v2.1/os-services/{action}")
 async def update_service(request: Request, action: str):
     version = request.state.api_version
+    if version.matches("2.53"):
+        return await _update_v253(request, action)
     actions = {"enable", "disable", "disable-log-reason"}
     if version.matches("2.11"):
         actions.add("force-down")
@@ -98,11 +116,34 @@ async def update_service(request: Request, action: str):
     return {"service": {"host": host, "binary": binary, "status": "enabled" if enable else "disabled"}}
 
 
+async def _update_v253(request: Request, service_id: str) -> dict:
+    body = await rest.json_body(request)
+    validate(body, UPDATE_V253)
+    if not is_uuid_like(service_id):
+        raise exceptions.ValidationError(f"Invalid uuid {service_id}")
+    common.require_admin(request, "os_compute_api:os-services:update")
+    values: dict = {}
+    if "status" in body:
+        if body["status"] == "enabled":
+            if body.get("disabled_reason"):
+                raise exceptions.ValidationError("Specifying 'disabled_reason' with status 'enabled' is invalid.")
+            values.update(disabled=False, disabled_reason=None)
+        else:
+            values.update(disabled=True, disabled_reason=body.get("disabled_reason"))
+    if "forced_down" in body:
+        values["forced_down"] = bool_from_string(body["forced_down"], strict=True)
+    rt = _rt(request)
+    if not values:
+        await services_mod.get_service(rt.db, rt.cfg, service_id)  # 404 first, as Nova looks it up first
+        raise exceptions.ValidationError("No updates were requested. Fields 'status' or 'forced_down' "
+                                         "should be specified.")
+    return {"service": view(request, await services_mod.update_by_uuid(rt.db, rt.cfg, service_id, values))}
+
+
 @router.delete("/v2.1/os-services/{service_id}")
 async def delete_service(request: Request, service_id: str):
     common.require_admin(request, "os_compute_api:os-services:delete")
     if request.state.api_version.matches("2.53"):
-        from nefos.api.validation import is_uuid_like
         if not is_uuid_like(service_id):
             raise exceptions.ValidationError(f"Invalid uuid {service_id}")
         await services_mod.delete_service(_rt(request).db, service_id)

@@ -265,3 +265,25 @@ POSITIVE_INTEGER = {"type": ["integer", "string"], "pattern": "^[0-9]*$", "minim
                     "minLength": 1, "maximum": MAX_INT}
 HOSTNAME = {"type": "string", "minLength": 1, "maxLength": 255, "pattern": r"^[a-zA-Z0-9-._]*$"}
 UUID = {"type": "string", "format": "uuid"}
+
+
+# Query strings --------------------------------------------------------------------
+
+def query_schema(properties: dict, *, strict: bool, single: tuple[str, ...] = ()) -> dict:
+    """Nova's query schemas: each parameter is a list of values (``single``: at most one); ``strict``
+    (``additionalProperties: False``, from 2.75 on most APIs) refuses unknown parameters."""
+    props = {name: {"type": "array", "items": item, **({"maxItems": 1} if name in single else {})}
+             for name, item in properties.items()}
+    return {"type": "object", "properties": props, "additionalProperties": not strict}
+
+
+def validate_query(params, schema: dict) -> None:
+    """Raise ``ValidationError`` (400, Nova's wording) when query ``params`` break ``schema``."""
+    query = {key: params.getlist(key) for key in params.keys()}
+    for error in _validator_for(schema).iter_errors(query):
+        if isinstance(error.cause, InvalidName):
+            raise exceptions.ValidationError(str(error.cause))
+        if len(error.path) > 0:
+            raise exceptions.ValidationError(f"Invalid input for query parameters {error.path[0]}. "
+                                             f"Value: {error.instance}. {error.message}")
+        raise exceptions.ValidationError(error.message)

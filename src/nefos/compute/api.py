@@ -86,6 +86,21 @@ class ComputeAPI:
         if host and host not in {svc.host for svc in services}:
             raise exceptions.Invalid(f"Compute host {host} could not be found.")
 
+    async def _check_requested_destination(self, host: str | None, node: str | None) -> None:
+        """2.74: a requested host and/or node must exist (400), as Nova checks before scheduling."""
+        from nefos.db.models import ComputeNode
+        q = select(ComputeNode.host).where(ComputeNode.deleted == 0)
+        if host:
+            q = q.where(ComputeNode.host == host)
+        if node:
+            q = q.where(ComputeNode.hypervisor_hostname == node)
+        async with self.rt.db.reader() as s:
+            found = (await s.execute(q.limit(1))).first()
+        if found is None:
+            if host and node:
+                raise exceptions.Invalid(f"Compute host {host} with node {node} could not be found.")
+            raise exceptions.Invalid(f"Compute host {host or node} could not be found.")
+
     async def _load_group(self, ctx, hints: dict) -> dict | None:
         group_uuid = (hints or {}).get("group")
         if not group_uuid:
@@ -106,7 +121,9 @@ class ComputeAPI:
                      scheduler_hints: dict | None = None, description: str | None = None,
                      access_ip_v4: str | None = None, access_ip_v6: str | None = None,
                      config_drive: str | None = None,
-                     local_disks: list[dict] | None = None) -> tuple[list[dict], str]:
+                     local_disks: list[dict] | None = None, tags: list[str] | None = None,
+                     trusted_certs: list[str] | None = None, requested_host: str | None = None,
+                     requested_node: str | None = None) -> tuple[list[dict], str]:
         flavor = await flavors_mod.get_by_flavor_id(self.rt.db, flavor_ref, ctx)
         if flavor.get("disabled"):
             raise exceptions.FlavorNotFound(flavor_id=flavor_ref)
@@ -118,13 +135,9 @@ class ComputeAPI:
             _check_local_disks(flavor, local_disks)
         zone, forced_host = self._parse_availability_zone(ctx, availability_zone)
         await self._check_availability_zone(zone, forced_host)
-        key_data = None
-        if key_name:
-            from nefos.compute import keypairs
-            try:
-                key_data = (await keypairs.get_keypair(self.rt.db, ctx.user_id, key_name))["public_key"]
-            except exceptions.KeypairNotFound:
-                raise exceptions.Invalid(f"Invalid key_name provided.")
+        if requested_host or requested_node:
+            await self._check_requested_destination(requested_host, requested_node)
+        key_name, key_data = await self._key_pair(ctx, key_name)
         if user_data:
             try:
                 base64.b64decode("".join(user_data.split()), validate=True)  # line breaks allowed
@@ -173,7 +186,8 @@ class ComputeAPI:
                     metadata_=metadata, system_metadata={}, security_groups=security_groups,
                     network_info=[], requested_networks=_requested_networks_record(requested_networks),
                     reservation_id=reservation_id, launch_index=index, access_ip_v4=access_ip_v4,
-                    access_ip_v6=access_ip_v6)
+                    access_ip_v6=access_ip_v6, tags=list(dict.fromkeys(tags or [])),
+                    trusted_certs=trusted_certs or None, scheduler_hints=scheduler_hints or {})
                 s.add(row)
                 for bdm in _block_device_mappings(uuid, image["id"], flavor, local_disks):
                     s.add(bdm)
@@ -191,10 +205,22 @@ class ComputeAPI:
             "force_hosts": [forced_host] if forced_host else [], "scheduler_hints": scheduler_hints or {},
             "instance_group": group, "num_instances": count,
         }
+        if requested_host or requested_node:
+            request_spec["requested_destination"] = {"host": requested_host, "node": requested_node}
         build_args = {"requested_networks": requested_networks, "security_groups": security_groups,
                       "admin_password": admin_pass, "image": request_spec["image"]}
         await self.conductor.build_instances(ctx, [i["uuid"] for i in created], request_spec, build_args)
         return created, reservation_id
+
+    async def _key_pair(self, ctx, key_name: str | None) -> tuple[str | None, str | None]:
+        """(name, public key) of the caller's key pair ``key_name`` (400 when there is none)."""
+        if not key_name:
+            return None, None
+        from nefos.compute import keypairs
+        try:
+            return key_name, (await keypairs.get_keypair(self.rt.db, ctx.user_id, key_name))["public_key"]
+        except exceptions.KeypairNotFound:
+            raise exceptions.Invalid("Invalid key_name provided.") from None
 
     async def _check_image(self, ctx, image_ref: str, flavor: dict) -> dict:
         """The image, if it can boot ``flavor`` (400 otherwise)."""
@@ -235,14 +261,16 @@ class ComputeAPI:
     async def list(self, ctx, *, filters: dict, limit: int | None, marker: str | None,
                    sort_keys: list[str] | None = None, sort_dirs: list[str] | None = None) -> list[dict]:
         q = select(instance_obj.INSTANCES)
-        since = filters.get("changes-since")
+        since, before = filters.get("changes-since"), filters.get("changes-before")
         if filters.get("deleted"):
             q = q.where(Instance.deleted != 0)
-        elif since is None:
-            # Nova's changes-since also reports servers deleted since then.
+        elif since is None and before is None:
+            # Nova's changes-since (and changes-before) also report servers deleted in the window.
             q = q.where(Instance.deleted == 0)
         if since is not None:
             q = q.where(func.coalesce(Instance.updated_at, Instance.created_at) >= since)
+        if before is not None:
+            q = q.where(func.coalesce(Instance.updated_at, Instance.created_at) <= before)
         if not (ctx.is_admin and filters.get("all_tenants")):
             q = q.where(Instance.project_id == ctx.project_id)
         elif filters.get("project_id"):
@@ -269,7 +297,8 @@ class ComputeAPI:
             q = q.where(Instance.locked == filters["locked"])
         name_regex = filters.get("name")
         ip_regexes = {4: filters.get("ip"), 6: filters.get("ip6")}
-        post_filtered = bool(name_regex or ip_regexes[4] or ip_regexes[6])
+        tag_filters = {k: filters[k] for k in _TAG_FILTERS if filters.get(k)}
+        post_filtered = bool(name_regex or ip_regexes[4] or ip_regexes[6] or tag_filters)
         order = [Instance.created_at.desc(), Instance.id.desc()]
         if marker:
             async with self.rt.db.reader() as s:
@@ -294,6 +323,8 @@ class ComputeAPI:
             result = [i for i in result if pattern.search(i.get("display_name") or "")]
         if ip_regexes[4] or ip_regexes[6]:
             result = [i for i in result if _ip_matches(i, ip_regexes)]
+        if tag_filters:
+            result = [i for i in result if _tags_match(i.get("tags") or [], tag_filters)]
         if post_filtered and limit is not None:
             result = result[:limit]
         faults = await self.latest_faults([i for i in result if i["vm_state"] == states.ERROR])
@@ -479,6 +510,11 @@ class ComputeAPI:
         instance = await self._begin_action(ctx, uuid, actions.REBUILD, [states.ACTIVE, states.STOPPED, states.ERROR],
                                             [None], states.REBUILDING)
         values: dict = {"image_ref": image_ref}
+        if "key_name" in updates:  # 2.54: a new key pair, or none
+            values["key_name"], values["key_data"] = await self._key_pair(ctx, updates["key_name"])
+        for key in ("user_data", "trusted_certs"):  # 2.57, 2.63: replaced (None clears)
+            if key in updates:
+                values[key] = updates[key]
         if "name" in updates:
             values["display_name"] = updates["name"]
         if "description" in updates:
@@ -552,13 +588,47 @@ class ComputeAPI:
         metadata.pop(key)
         await instance_obj.save(self.rt.db, uuid, {"metadata": metadata})
 
+    # Tags ------------------------------------------------------------------------
+    async def set_tags(self, ctx, uuid: str, tags: list[str]) -> list[str]:
+        """Replace the server's tags (2.26); 409 in a state Nova refuses tag changes in."""
+        instance = await self.get(ctx, uuid)
+        if instance["vm_state"] not in _TAGGABLE_VM_STATES:
+            raise exceptions.InstanceInvalidState(action="update tags", instance_uuid=uuid, attr="vm_state",
+                                                  state=instance["vm_state"])
+        return (await instance_obj.save(self.rt.db, uuid, {"tags": tags}))["tags"]
+
     # Instance actions ------------------------------------------------------------
-    async def list_actions(self, ctx, uuid: str) -> list[dict]:
+    async def list_actions(self, ctx, uuid: str, *, limit: int | None = None, marker: str | None = None,
+                           changes_since: dt.datetime | None = None,
+                           changes_before: dt.datetime | None = None) -> list[dict]:
+        """The server's actions, newest first, each with ``updated_at`` (its last event's time, as Nova
+        keeps it); ``marker`` (a request id), ``limit`` and the changes-since/-before bounds on
+        ``updated_at`` page and filter them (2.58, 2.66)."""
         await self._get_even_deleted(ctx, uuid)
         async with self.rt.db.reader() as s:
             rows = (await s.execute(select(InstanceAction).where(InstanceAction.instance_uuid == uuid)
                                     .order_by(InstanceAction.start_time.desc(), InstanceAction.id.desc()))).scalars().all()
-        return [r.to_dict() for r in rows]
+            last_event = dict((await s.execute(
+                select(InstanceActionEvent.action_id,
+                       func.max(func.coalesce(InstanceActionEvent.finish_time, InstanceActionEvent.start_time)))
+                .where(InstanceActionEvent.action_id.in_([r.id for r in rows]))
+                .group_by(InstanceActionEvent.action_id))).all()) if rows else {}
+        result = []
+        for row in rows:
+            action = row.to_dict()
+            # As Nova: an action's updated_at starts at its start and moves with each event.
+            action["updated_at"] = max(t for t in (last_event.get(row.id), row.updated_at, row.start_time) if t)
+            result.append(action)
+        if marker is not None:
+            index = next((i for i, a in enumerate(result) if a["request_id"] == marker), None)
+            if index is None:
+                raise exceptions.MarkerNotFound(marker=marker)
+            result = result[index + 1:]
+        if changes_since is not None:
+            result = [a for a in result if a["updated_at"] >= changes_since]
+        if changes_before is not None:
+            result = [a for a in result if a["updated_at"] <= changes_before]
+        return result if limit is None else result[:limit]
 
     async def get_action(self, ctx, uuid: str, request_id: str) -> dict:
         await self._get_even_deleted(ctx, uuid)
@@ -571,6 +641,8 @@ class ComputeAPI:
                 InstanceActionEvent.action_id == action.id).order_by(InstanceActionEvent.id))).scalars().all()
         result = action.to_dict()
         result["events"] = [e.to_dict() for e in events]
+        times = [e.finish_time or e.start_time for e in events]
+        result["updated_at"] = max(t for t in (*times, action.updated_at, action.start_time) if t)
         return result
 
     async def _get_even_deleted(self, ctx, uuid: str) -> dict:
@@ -578,6 +650,27 @@ class ComputeAPI:
         if not _visible(ctx, instance):
             raise exceptions.InstanceNotFound(instance_id=uuid)
         return instance
+
+
+# Nova's states for tag changes (nova.api.openstack.compute.server_tags).
+_TAGGABLE_VM_STATES = (states.ACTIVE, states.PAUSED, states.SHELVED, states.SHELVED_OFFLOADED, states.STOPPED,
+                       states.SUSPENDED)
+_TAG_FILTERS = ("tags", "tags-any", "not-tags", "not-tags-any")
+
+
+def _tags_match(tags: list[str], filters: dict[str, list[str]]) -> bool:
+    """Nova's tag filters (2.26): all of ``tags``, any of ``tags-any``, not all of ``not-tags``, none of
+    ``not-tags-any``."""
+    have = set(tags)
+    if "tags" in filters and not set(filters["tags"]) <= have:
+        return False
+    if "tags-any" in filters and not set(filters["tags-any"]) & have:
+        return False
+    if "not-tags" in filters and set(filters["not-tags"]) <= have:
+        return False
+    if "not-tags-any" in filters and set(filters["not-tags-any"]) & have:
+        return False
+    return True
 
 
 def _ip_matches(instance: dict, regexes: dict) -> bool:

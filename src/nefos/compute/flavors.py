@@ -163,6 +163,16 @@ async def create(db, *, name: str, memory_mb: int, vcpus: int, root_gb: int, eph
     return to_dict(row, {})
 
 
+async def set_description(db, flavorid: str, description: str | None) -> dict:
+    """Change a flavor's description (Nova's ``PUT /flavors/{id}``, 2.55); the flavor after."""
+    async with db.transaction() as s:
+        row = await _get_row(s, flavorid)
+        row.description = description
+        await s.flush()
+        specs = await _extra_specs(s, [row.id])
+    return to_dict(row, specs.get(row.id))
+
+
 async def delete(db, flavorid: str) -> None:
     async with db.transaction() as s:
         row = await _get_row(s, flavorid)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from sqlalchemy import func, or_, select
 
 from nefos import exceptions
@@ -47,19 +49,22 @@ async def _load(session, cfg, q) -> list[dict]:
 
 
 async def list_nodes(db, cfg, *, pattern: str | None = None, limit: int | None = None,
-                     marker: int | str | None = None) -> list[dict]:
+                     marker: int | str | None = None, by_uuid: bool = False) -> list[dict]:
+    """The nodes (by id); ``marker`` is the last one's id, or (``by_uuid``, from 2.53) its uuid."""
     q = select(ComputeNode)
     if pattern is not None:
         q = q.where(ComputeNode.hypervisor_hostname.contains(pattern, autoescape=True))
     async with db.reader() as s:
         if marker is not None:
-            try:
-                marker_id = int(marker)
-            except (TypeError, ValueError):
-                raise exceptions.MarkerNotFound(f"marker [{marker}] not found", marker=marker)
-            exists = (await s.execute(select(ComputeNode.id).where(
-                ComputeNode.id == marker_id, ComputeNode.deleted == 0))).first()
-            if exists is None:
+            marker_id = None
+            if by_uuid:
+                marker_id = (await s.execute(select(ComputeNode.id).where(
+                    ComputeNode.uuid == str(marker), ComputeNode.deleted == 0))).scalar_one_or_none()
+            else:
+                with contextlib.suppress(TypeError, ValueError):
+                    marker_id = (await s.execute(select(ComputeNode.id).where(
+                        ComputeNode.id == int(marker), ComputeNode.deleted == 0))).scalar_one_or_none()
+            if marker_id is None:
                 raise exceptions.MarkerNotFound(f"marker [{marker}] not found", marker=marker)
             q = q.where(ComputeNode.id > marker_id)
         if limit is not None:
@@ -67,13 +72,17 @@ async def list_nodes(db, cfg, *, pattern: str | None = None, limit: int | None =
         return await _load(s, cfg, q)
 
 
-async def get_node(db, cfg, node_id) -> dict:
-    try:
-        ident = int(node_id)
-    except (TypeError, ValueError):
-        raise exceptions.HypervisorNotFound(id=node_id)
+async def get_node(db, cfg, node_id, *, by_uuid: bool = False) -> dict:
+    """The node with integer id ``node_id``, or (``by_uuid``, from 2.53) with that uuid."""
+    if by_uuid:
+        where = ComputeNode.uuid == str(node_id)
+    else:
+        try:
+            where = ComputeNode.id == int(node_id)
+        except (TypeError, ValueError):
+            raise exceptions.HypervisorNotFound(id=node_id)
     async with db.reader() as s:
-        nodes = await _load(s, cfg, select(ComputeNode).where(ComputeNode.id == ident))
+        nodes = await _load(s, cfg, select(ComputeNode).where(where))
     if not nodes:
         raise exceptions.HypervisorNotFound(id=node_id)
     return nodes[0]

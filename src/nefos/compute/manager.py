@@ -20,6 +20,7 @@ from sqlalchemy import select
 
 from nefos import exceptions, notifications
 from nefos.bus import Endpoint
+from nefos.compute import image_trust
 from nefos.conductor.manager import ConductorAPI
 from nefos.db.models import BlockDeviceMapping, utcnow
 from nefos.objects import actions, allocations, instance as instance_obj, states
@@ -147,6 +148,10 @@ class ComputeManager(Endpoint):
                     reason=f"Failed to allocate the network(s), not rescheduling. ({exc})")
             instance = await instance_obj.save(self.rt.db, uuid, {"network_info": network_info},
                                                expected_task_state=[states.SPAWNING])
+            try:
+                image_trust.check_trusted_certs(instance)  # 2.63: before anything boots from the image
+            except exceptions.CertificateValidationFailed as exc:
+                raise exceptions.BuildAbortException(instance_uuid=uuid, reason=str(exc)) from None
             # Issue 3: spawn paused, wait for network-vif-plugged, resume (compute/instance_events.py).
             await self.instance_events.spawn(ctx, instance, args.get("image") or {}, network_info,
                                              block_device_info)
@@ -179,9 +184,11 @@ class ComputeManager(Endpoint):
         from nefos.compute.server_groups import member_placements
         placements = await member_placements(self.rt.db, group["uuid"])
         mine = next((p["claim_id"] for p in placements if p["uuid"] == instance["uuid"]), None)
-        hosts = {p["host"] for p in placements if p["uuid"] != instance["uuid"]
-                 and (p["claim_id"] is None or mine is None or p["claim_id"] < mine)}
-        if group["policy"] == "anti-affinity" and self.host in hosts:
+        earlier = [p["host"] for p in placements if p["uuid"] != instance["uuid"]
+                   and (p["claim_id"] is None or mine is None or p["claim_id"] < mine)]
+        hosts = set(earlier)
+        from nefos.scheduler.filters import max_server_per_host
+        if group["policy"] == "anti-affinity" and earlier.count(self.host) >= max_server_per_host(group):
             raise exceptions.RescheduledException(
                 instance_uuid=instance["uuid"], reason="Anti-affinity instance group policy was violated.")
         if group["policy"] == "affinity" and hosts and hosts != {self.host}:

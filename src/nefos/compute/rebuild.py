@@ -15,7 +15,7 @@ import logging
 import traceback
 
 from nefos import exceptions
-from nefos.compute import snapshots
+from nefos.compute import image_trust, snapshots
 from nefos.db.models import utcnow
 from nefos.objects import actions, instance as instance_obj, states
 
@@ -35,6 +35,7 @@ async def rebuild_instance(manager, ctx, uuid: str, image_id: str, was_stopped: 
             async with actions.step(db, ctx, uuid, "compute_rebuild_instance", manager.host):
                 await manager._notify(ctx, instance, "instance.rebuild.start")
                 image = await snapshots.image_meta(manager, ctx, image_id)
+                image_trust.check_trusted_certs(instance)
                 instance = await instance_obj.save(db, uuid, {"task_state": states.REBUILD_BLOCK_DEVICE_MAPPING},
                                                    expected_task_state=[states.REBUILDING])
                 with contextlib.suppress(exceptions.InstanceNotFound):

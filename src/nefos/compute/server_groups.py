@@ -55,6 +55,15 @@ async def get_group(db, group_uuid) -> dict:
     return _to_dict(row, members[row.id])
 
 
+async def groups_of(db, instance_uuid: str) -> list[str]:
+    """The uuids of the groups the server is a member of (at most one, as in Nova)."""
+    async with db.reader() as s:
+        rows = (await s.execute(select(InstanceGroup.uuid).join(
+            InstanceGroupMember, InstanceGroupMember.group_id == InstanceGroup.id)
+            .where(InstanceGroupMember.instance_uuid == instance_uuid))).scalars().all()
+    return list(rows)
+
+
 async def member_placements(db, group_uuid: str) -> list[dict]:
     """Where each live member of the group is, or is about to be.
 

@@ -116,6 +116,28 @@ async def set_forced_down(db, host: str, binary: str, forced_down: bool) -> None
     await update_by_host_and_binary(db, host, binary, {"forced_down": forced_down})
 
 
+async def update_by_uuid(db, cfg, service_uuid: str, values: dict) -> dict:
+    """Set ``values`` (disabled, disabled_reason, forced_down) on the service ``service_uuid``; its new
+    state. Only compute services can be updated (400), as in Nova from 2.53."""
+    async with db.transaction() as s:
+        row = (await s.execute(select(Service).where(Service.uuid == service_uuid, Service.deleted == 0))
+               ).scalar_one_or_none()
+        if row is None:
+            raise exceptions.ServiceNotFound(service_id=service_uuid)
+        if row.binary != COMPUTE_BINARY:
+            raise exceptions.ValidationError(
+                f"Updating a {row.binary} service is not supported. Only {COMPUTE_BINARY} "
+                "services can be updated.")
+        if values.get("disabled") is True:
+            values = {**values, "disabled_by": "operator"}
+        elif values.get("disabled") is False:
+            values = {**values, "disabled_by": None}
+        for key, value in values.items():
+            setattr(row, key, value)
+        await s.flush()
+        return to_dict(row, cfg)
+
+
 async def delete_service(db, service_id: int | str) -> None:
     """Soft-delete a service (and a compute service's nodes); 409 while it hosts instances."""
     column = Service.uuid if isinstance(service_id, str) and not service_id.isdigit() else Service.id

@@ -33,12 +33,17 @@ def server_group_filter(host: HostState, spec: dict) -> bool:
     group = spec.get("instance_group")
     if not group:
         return True
-    hosts = set(group.get("hosts") or [])
+    hosts = list(group.get("hosts") or [])  # one entry per member
     if group["policy"] == "affinity":
         return not hosts or host.host in hosts
     if group["policy"] == "anti-affinity":
-        return host.host not in hosts
+        return hosts.count(host.host) < max_server_per_host(group)
     return True
+
+
+def max_server_per_host(group: dict) -> int:
+    """An anti-affinity group's members allowed on one host: its ``max_server_per_host`` rule (2.64), else 1."""
+    return int((group.get("rules") or {}).get("max_server_per_host", 1))
 
 
 ENABLED_FILTERS = [compute_filter, availability_zone_filter, resources_filter, retry_filter,
@@ -50,4 +55,9 @@ def filter_hosts(hosts: list[HostState], spec: dict) -> list[HostState]:
     if forced:
         # A forced host skips the filters, as in Nova (only the claim can refuse it).
         return [h for h in hosts if h.host in forced]
+    wanted = spec.get("requested_destination") or {}
+    if wanted:
+        # 2.74: a requested host/node narrows the candidates, and the filters still run (unlike forcing).
+        hosts = [h for h in hosts if (not wanted.get("host") or h.host == wanted["host"])
+                 and (not wanted.get("node") or h.node == wanted["node"])]
     return [h for h in hosts if all(f(h, spec) for f in ENABLED_FILTERS)]
