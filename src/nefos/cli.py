@@ -18,7 +18,9 @@ app = typer.Typer(help="Nefos: an OpenStack-compatible compute cloud.", no_args_
                   add_completion=False)
 db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
-console = Console()
+# soft_wrap: a long line (the export line, a URL) is never broken in two when the output is not a
+# terminal (a log, `| tee`), where Rich would otherwise fold it at 80 columns.
+console = Console(soft_wrap=True)
 
 ConfigOpt = typer.Option(None, "--config", "-c", help="INI config file (options as in nefos.config.Config).")
 StateDirOpt = typer.Option(None, "--state-dir", help="Where state lives (default ./.nefos).")
@@ -117,8 +119,8 @@ def up(config: Optional[Path] = ConfigOpt, state_dir: Optional[Path] = StateDirO
         path = write_clouds_yaml(cloud.rt, await bootstrap(cloud.rt)).resolve()
         console.print("[bold green]Nefos is up.[/bold green]")
         for name, url in cloud.endpoints().items():
-            console.print(f"  {name:9} {url}")
-        console.print(f"  database  {cfg.effective_database_url}")
+            console.print(f"  {name:9} {url}", markup=False, highlight=False)
+        console.print(f"  database  {cfg.effective_database_url}", markup=False, highlight=False)
         if cfg.compute_driver == "fake":
             console.print(f"  hosts     {hosts['count']} fake compute host(s)")
         else:
@@ -127,7 +129,7 @@ def up(config: Optional[Path] = ConfigOpt, state_dir: Optional[Path] = StateDirO
             g = hosts["guest"]
             console.print(f"  image     nefos-tiny {g['image_id']} boots the tiny guest "
                           f"(kernel {g['kernel_version']}, busybox initramfs)")
-        console.print(f"\nexport OS_CLIENT_CONFIG_FILE={path}")
+        console.print(f"\nexport OS_CLIENT_CONFIG_FILE={path}", markup=False, highlight=False)
         console.print("openstack --os-cloud nefos server list")
 
     _serve_until_signal(start, announce)

@@ -1,5 +1,6 @@
-"""The acceptance flow through unmodified clients: `nefos up` as a real process, then the
-`openstack` CLI and openstacksdk with the clouds.yaml it wrote."""
+"""The acceptance flow through unmodified clients: the README's start command (`scripts/up.sh`,
+which runs `nefos up`) as a real process, then the `openstack` CLI and openstacksdk with the
+clouds.yaml it wrote, found through the `export OS_CLIENT_CONFIG_FILE=...` line it printed."""
 
 from __future__ import annotations
 
@@ -19,6 +20,14 @@ from nefos.allinone import free_port
 pytestmark = pytest.mark.cli
 
 BIN = Path(sys.executable).parent
+REPO = Path(__file__).resolve().parents[2]
+
+
+def start_up(state: Path, env: dict, log) -> subprocess.Popen:
+    """`bash scripts/up.sh` as the README says, with the fake driver (no libvirt set-up) and this venv."""
+    return subprocess.Popen(["bash", str(REPO / "scripts" / "up.sh"), "--state-dir", str(state), "--fake-hosts", "2",
+                             "--driver", "fake"], env=dict(env, NEFOS_VENV=str(BIN.parent)), stdout=log,
+                            stderr=subprocess.STDOUT)
 
 
 def _openstack() -> str:
@@ -29,24 +38,27 @@ def _openstack() -> str:
 
 @pytest.fixture(scope="module")
 def nefos_up(tmp_path_factory):
-    state = tmp_path_factory.mktemp("nefos-up")
+    # A state directory as long as operators' can be: the printed export line must stay one line.
+    state = tmp_path_factory.mktemp("nefos-up") / "a-state-directory-as-long-as-an-operators-could-choose"
+    state.mkdir()
     env = dict(os.environ)
     ports = {name: free_port() for name in ("COMPUTE", "NETWORK", "IMAGE", "IDENTITY")}
     for name, port in ports.items():
         env[f"NEFOS_{name}_API_PORT"] = str(port)
     env.pop("OS_CLOUD", None)
     log = open(state / "nefos-up.log", "w")
-    proc = subprocess.Popen([str(BIN / "nefos"), "up", "--state-dir", str(state), "--fake-hosts", "2",
-                             "--driver", "fake"],
-                            env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = start_up(state, env, log)
     clouds = state / "clouds.yaml"
     deadline = time.monotonic() + 60
-    while not clouds.exists():
+    while "openstack --os-cloud nefos server list" not in (state / "nefos-up.log").read_text():
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
             raise AssertionError("nefos up did not start:\n" + (state / "nefos-up.log").read_text())
         time.sleep(0.2)
-    time.sleep(0.3)
+    # What it printed says where the clouds.yaml is, in a line one can paste.
+    exports = [line for line in (state / "nefos-up.log").read_text().splitlines() if "OS_CLIENT_CONFIG_FILE" in line]
+    assert exports == [f"export OS_CLIENT_CONFIG_FILE={clouds}"], exports
+    assert clouds.exists()
     yield {"state": state, "clouds": clouds, "proc": proc, "env": env}
     proc.send_signal(signal.SIGTERM)
     try:
@@ -139,8 +151,7 @@ def test_restart_keeps_every_record(nefos_up, tmp_path):
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 0
     log = open(nefos_up["state"] / "nefos-up-2.log", "w")
-    proc2 = subprocess.Popen([str(BIN / "nefos"), "up", "--state-dir", str(nefos_up["state"]),
-                              "--fake-hosts", "2", "--driver", "fake"], env=nefos_up["env"], stdout=log, stderr=subprocess.STDOUT)
+    proc2 = start_up(nefos_up["state"], nefos_up["env"], log)
     nefos_up["proc"] = proc2
     deadline = time.monotonic() + 60
     while True:
