@@ -130,10 +130,13 @@ def test_boot_flow_each_service_its_own_process(multiprocess_cloud):
         ids.append(r.json()["server"]["id"])
     servers = [_wait(compute, i, "ACTIVE", procs) for i in ids]
     assert {s["OS-EXT-SRV-ATTR:host"] for s in servers} == {"mp-compute-1", "mp-compute-2"}
+    assert all(s["addresses"]["mp-net"][0]["addr"].startswith("10.9.0.") for s in servers)
+    listed = compute.get("/v2.1/servers").json()["servers"]
+    assert sorted(s["name"] for s in listed) == [f"mp-{i}" for i in range(4)]
     server_id = ids[0]
     for action, status in (({"os-stop": None}, "SHUTOFF"), ({"os-start": None}, "ACTIVE"),
-                           ({"reboot": {"type": "SOFT"}}, "ACTIVE"), ({"pause": None}, "PAUSED"),
-                           ({"unpause": None}, "ACTIVE")):
+                           ({"reboot": {"type": "SOFT"}}, "ACTIVE"), ({"reboot": {"type": "HARD"}}, "ACTIVE"),
+                           ({"pause": None}, "PAUSED"), ({"unpause": None}, "ACTIVE")):
         r = compute.post(f"/v2.1/servers/{server_id}/action", json=action)
         assert r.status_code == 202, r.text
         _wait(compute, server_id, status, procs)
