@@ -14,8 +14,12 @@ import asyncio
 import contextlib
 from typing import AsyncIterator
 
-from sqlalchemy import event
+from sqlalchemy import create_engine
+from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+from sqlalchemy.orm import sessionmaker
+
+from nefos.db import sqlite_inline
 
 
 def normalise_url(url: str) -> str:
@@ -41,13 +45,7 @@ class Database:
         self.url = normalise_url(url)
         self.is_sqlite = self.url.startswith("sqlite")
         kwargs: dict = {"echo": echo}
-        if self.is_sqlite:
-            from sqlalchemy.engine import make_url
-
-            from nefos.db import sqlite_inline
-            path = make_url(self.url).database or ":memory:"
-            kwargs["async_creator"] = sqlite_inline.creator(path, timeout=60)
-        else:
+        if not self.is_sqlite:
             # Per process: a multi-host cloud runs many processes against one server, whose
             # connection limit (PostgreSQL's default is 100) they all share.
             kwargs.update(pool_size=max_pool_size, max_overflow=max_overflow, pool_pre_ping=True,
@@ -58,29 +56,27 @@ class Database:
             # SQLAlchemy's MySQL dialects already ask for FOUND_ROWS, so an UPDATE that matches a
             # row without changing it still counts in ``rowcount`` (the CAS saves rely on it).
             kwargs["isolation_level"] = "READ COMMITTED"
+        # The asyncio engine: every session on PostgreSQL/MySQL; migrations and ad-hoc
+        # connections on SQLite.
         self.engine: AsyncEngine = create_async_engine(self.url, **kwargs)
         if self.is_sqlite:
-            @event.listens_for(self.engine.sync_engine, "connect")
-            def _sqlite_pragmas(dbapi_conn, _record):
-                cur = dbapi_conn.cursor()
-                cur.execute("PRAGMA journal_mode=WAL")
-                cur.execute("PRAGMA synchronous=NORMAL")
-                cur.execute("PRAGMA foreign_keys=ON")
-                cur.execute("PRAGMA busy_timeout=60000")
-                cur.close()
-                # Let SQLAlchemy, not the driver, decide when transactions begin (the driver
-                # would open one only at the first DML, so SAVEPOINTs and multi-SELECT reads
-                # would escape it): SQLAlchemy's documented recipe for SQLite.
-                dbapi_conn.isolation_level = None
-
-            @event.listens_for(self.engine.sync_engine, "begin")
-            def _sqlite_begin(conn):
-                if not conn.get_execution_options().get("nefos_autocommit"):
-                    conn.exec_driver_sql("BEGIN")
-        self._sessions = async_sessionmaker(self.engine, expire_on_commit=False)
-        # Plain reads run each statement on its own (one round trip less per read on SQLite).
-        self._autocommit_sessions = async_sessionmaker(
-            self.engine.execution_options(nefos_autocommit=True), expire_on_commit=False)
+            sqlite_inline.set_up_engine(self.engine.sync_engine)
+            # Sessions run inline on the event loop (db/sqlite_inline.py). A pool that never
+            # blocks: a wait for a free connection would stop the whole loop.
+            self.sync_engine = create_engine(
+                make_url(self.url).set(drivername="sqlite+pysqlite"), echo=echo,
+                pool_size=max_pool_size, max_overflow=-1,
+                connect_args={"timeout": 60, "check_same_thread": False})
+            sqlite_inline.set_up_engine(self.sync_engine)
+            sessions = sessionmaker(self.sync_engine, expire_on_commit=False)
+            autocommit = sessionmaker(self.sync_engine.execution_options(nefos_autocommit=True),
+                                      expire_on_commit=False)
+            self._sessions = _inline(sessions)
+            # Plain reads run each statement on its own (one round trip less per read on SQLite).
+            self._autocommit_sessions = _inline(autocommit)
+        else:
+            self._sessions = async_sessionmaker(self.engine, expire_on_commit=False)
+            self._autocommit_sessions = self._sessions
         self._write_lock = asyncio.Lock() if self.is_sqlite else None
 
     @contextlib.asynccontextmanager
@@ -101,9 +97,31 @@ class Database:
         Each statement sees what is committed when it runs; with ``snapshot`` all
         statements of the session see one snapshot (a read transaction).
         """
-        sessions = self._sessions if snapshot or not self.is_sqlite else self._autocommit_sessions
+        sessions = self._sessions if snapshot else self._autocommit_sessions
         async with sessions() as session:
             yield session
 
     async def dispose(self) -> None:
         await self.engine.dispose()
+        if self.is_sqlite:
+            self.sync_engine.dispose()
+
+
+class _InlineSessionContext:
+    """``async with sessions() as s, s.begin():`` for InlineSession, as async_sessionmaker gives."""
+
+    __slots__ = ("_factory", "_session")
+
+    def __init__(self, factory):
+        self._factory = factory
+
+    async def __aenter__(self) -> "sqlite_inline.InlineSession":
+        self._session = sqlite_inline.InlineSession(self._factory())
+        return self._session
+
+    async def __aexit__(self, *exc) -> None:
+        self._session.sync_session.close()
+
+
+def _inline(factory):
+    return lambda: _InlineSessionContext(factory)
