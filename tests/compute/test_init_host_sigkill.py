@@ -80,8 +80,8 @@ async def test_sigkill_in_the_middle_of_builds_reboots_and_deletes(tmp_path, pg_
         await start_compute()
         net = await cloud.make_network()
         slow_spawn = await _flavor(cloud, "slow-spawn", {"nefos:fake_spawn_delay": "60"})
-        slow_power = await _flavor(cloud, "slow-power", {"nefos:fake_power_delay": "3"})
-        slow_destroy = await _flavor(cloud, "slow-destroy", {"nefos:fake_destroy_delay": "3"})
+        slow_power = await _flavor(cloud, "slow-power", {"nefos:fake_power_delay": "5"})
+        slow_destroy = await _flavor(cloud, "slow-destroy", {"nefos:fake_destroy_delay": "5"})
 
         async def boot(name: str, flavor: str) -> str:
             created = await cloud.boot(name=name, flavor=flavor, networks=[{"uuid": net["id"]}])
@@ -95,20 +95,20 @@ async def test_sigkill_in_the_middle_of_builds_reboots_and_deletes(tmp_path, pg_
         for name in ("building_1", "building_2", "deleting_building"):
             ids[name] = await boot(name, slow_spawn)
 
-        # Every operation under way on the compute host when it dies.
+        async def all_under_way(steps: list[tuple[str, str]]) -> bool:
+            return all([await _compute_step_running(cloud, ids[name], event) for name, event in steps])
+        await eventually(lambda: all_under_way([(name, "compute__do_build_and_run_instance") for name in (
+            "building_1", "building_2", "deleting_building")]), timeout=30)
+        # The delete of a server whose build is under way waits for the build's lock.
+        assert (await cloud.compute.delete(f"/v2.1/servers/{ids['deleting_building']}")).status_code == 204
+        # Every other operation under way on the compute host when it dies (each takes 5 s there).
         await cloud.action(ids["hard_reboot"], {"reboot": {"type": "HARD"}})
         await cloud.action(ids["soft_reboot"], {"reboot": {"type": "SOFT"}})
         await cloud.action(ids["stopping"], {"os-stop": None})
         assert (await cloud.compute.delete(f"/v2.1/servers/{ids['deleting']}")).status_code == 204
-        under_way = [("building_1", "compute__do_build_and_run_instance"),
-                     ("building_2", "compute__do_build_and_run_instance"),
-                     ("deleting_building", "compute__do_build_and_run_instance"),
-                     ("hard_reboot", "compute_reboot_instance"), ("soft_reboot", "compute_reboot_instance"),
-                     ("stopping", "compute_stop_instance"), ("deleting", "compute_terminate_instance")]
-        for name, event in under_way:
-            await eventually(lambda: _compute_step_running(cloud, ids[name], event), timeout=20)
-        # The delete of a server whose build is under way waits for the build's lock.
-        assert (await cloud.compute.delete(f"/v2.1/servers/{ids['deleting_building']}")).status_code == 204
+        await eventually(lambda: all_under_way([
+            ("hard_reboot", "compute_reboot_instance"), ("soft_reboot", "compute_reboot_instance"),
+            ("stopping", "compute_stop_instance"), ("deleting", "compute_terminate_instance")]), timeout=3)
 
         (_name, proc, log), = procs.procs
         proc.kill()  # SIGKILL: nothing is finished, nothing cleaned up
