@@ -201,8 +201,12 @@ async def test_server_with_fault_matches_schemas(cloud, mv, who):
     (action,) = _check("servers.list_instance_actions", r, mv)["instanceActions"]
     body = _check("servers.show_instance_action", await cloud.compute.get(
         f"/v2.1/servers/{sid}/os-instance-actions/{action['request_id']}", headers=headers), mv)
-    events = body["instanceAction"]["events"]
-    assert any(e["result"] == "Error" for e in events)
+    if who == "member" and _v(mv) < (2, 51):
+        assert "events" not in body["instanceAction"]  # before 2.51 only admins see events
+        events = []
+    else:
+        events = body["instanceAction"]["events"]
+        assert any(e["result"] == "Error" for e in events)
     assert all(("traceback" in e) == (who == "admin") for e in events)
     _check("servers.delete_server", await cloud.compute.delete(f"/v2.1/servers/{sid}", headers=headers), mv)
     await cloud.wait_gone(sid, headers=headers)
