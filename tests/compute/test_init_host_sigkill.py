@@ -97,8 +97,11 @@ async def test_sigkill_in_the_middle_of_builds_reboots_and_deletes(tmp_path, pg_
 
         async def all_under_way(steps: list[tuple[str, str]]) -> bool:
             return all([await _compute_step_running(cloud, ids[name], event) for name, event in steps])
-        await eventually(lambda: all_under_way([(name, "compute__do_build_and_run_instance") for name in (
-            "building_1", "building_2", "deleting_building")]), timeout=30)
+
+        async def spawning() -> bool:
+            return all([(await cloud.server(ids[name]))["OS-EXT-STS:task_state"] == states.SPAWNING
+                        for name in ("building_1", "building_2", "deleting_building")])
+        await eventually(spawning, timeout=30)
         # The delete of a server whose build is under way waits for the build's lock.
         assert (await cloud.compute.delete(f"/v2.1/servers/{ids['deleting_building']}")).status_code == 204
         # Every other operation under way on the compute host when it dies (each takes 5 s there).
