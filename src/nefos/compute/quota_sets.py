@@ -51,7 +51,7 @@ def quota_class_resources(version) -> list[str]:
 
 
 def defaults(cfg) -> dict[str, int]:
-    result = {r: getattr(cfg, f"quota_{r}") for r in quotas.RESOURCES}
+    result = quotas.configured_defaults(cfg)
     result.update(NOVA_ONLY_DEFAULTS)
     return result
 

@@ -60,29 +60,27 @@ class PluginEndpoint(Endpoint):
     def __init__(self, manager):
         self.manager = manager  # nefos.network.manager.NetworkManager
 
-    async def _port(self, ctx: RequestContext, device: str) -> dict | None:
-        try:
-            port = await self.manager.get_port(ctx.elevated(), device)
-        except exceptions.PortNotFound:
-            return None
-        return port
-
     async def get_device_details(self, ctx: RequestContext, device: str, agent_host: str,
                                  agent_id: str | None = None) -> dict:
         """What the agent needs to wire ``device``; marks the port BUILD (DOWN if administratively down)."""
         host = agent_host
         LOG.info("device %s details requested by agent %s on host %s", device, agent_id, host)
-        port = await self._port(ctx, device)
-        if port is None:
+        brief = await self.manager.port_binding(device)
+        if brief is None:
             LOG.debug("device %s requested by agent %s on %s not found", device, agent_id, host)
             return {"device": device}
-        if port["binding:host_id"] != host:
+        if brief["binding:host_id"] != host:
             LOG.debug("device %s requested by agent %s is bound to %r, not %s",
-                      device, agent_id, port["binding:host_id"], host)
+                      device, agent_id, brief["binding:host_id"], host)
             return {"device": device}
-        status = "BUILD" if port["admin_state_up"] else "DOWN"
-        if port["status"] != status:
-            port = await self.manager.update_port_status(ctx.elevated(), port["id"], status)
+        status = "BUILD" if brief["admin_state_up"] else "DOWN"
+        try:
+            if brief["status"] != status:
+                port = await self.manager.update_port_status(ctx.elevated(), brief["id"], status)
+            else:
+                port = await self.manager.get_port(ctx.elevated(), brief["id"])
+        except exceptions.PortNotFound:
+            return {"device": device}
         return {"device": device, "port_id": port["id"], "network_id": port["network_id"],
                 "mac_address": port["mac_address"], "admin_state_up": port["admin_state_up"],
                 "fixed_ips": port["fixed_ips"], "device_owner": port["device_owner"],
@@ -94,7 +92,7 @@ class PluginEndpoint(Endpoint):
         """The agent wired ``device``: L2 acknowledged; the port goes ACTIVE unless another
         component (DHCP) has not acknowledged it yet."""
         host = agent_host
-        port = await self._port(ctx, device)
+        port = await self.manager.port_binding(device)
         if port is None:
             return {"device": device, "exists": False}
         if port["binding:host_id"] != host:
@@ -110,7 +108,7 @@ class PluginEndpoint(Endpoint):
                                  agent_id: str | None = None) -> dict:
         """``device`` is gone from the host: the port goes DOWN."""
         host = agent_host
-        port = await self._port(ctx, device)
+        port = await self.manager.port_binding(device)
         if port is None:
             return {"device": device, "exists": False}
         if port["binding:host_id"] not in (host, ""):

@@ -852,13 +852,19 @@ class NetworkManager(Endpoint):
                 await self._port_changed(s, ctx, before, None)
             await self._release(s, row.project_id, port=1)
 
-    async def update_port_status(self, ctx: RequestContext, port_id: str, status: str) -> dict:
-        """Set a port's status (the L2 agent's report: ACTIVE once the device is wired, DOWN ...)."""
+    async def update_port_status(self, ctx: RequestContext, port_id: str, status: str, *,
+                                 only_if: Callable[[Port], bool] | None = None) -> dict | None:
+        """Set a port's status (the L2 agent's report: ACTIVE once the device is wired, DOWN ...).
+
+        With ``only_if``, only when ``only_if(row)`` holds for the row read in this transaction
+        (None otherwise): a check and its change that no concurrent update can come between."""
         if status not in attrs.PORT_STATUSES:
             raise attrs.bad("status", f"{status} is not in {list(attrs.PORT_STATUSES)}")
         admin = ctx.elevated()
         async with self._tx() as s:
             row = await self._port_row(s, admin, port_id)
+            if only_if is not None and not only_if(row):
+                return None
             previous = row.status
             if previous != status:
                 row.status = status
@@ -875,6 +881,17 @@ class NetworkManager(Endpoint):
                 except Exception:
                     LOG.exception("port status listener failed for port %s", port_id)
         return doc
+
+    async def port_binding(self, port_id: str) -> dict | None:
+        """What an agent report needs of a port, in one row read (no view): id, status,
+        admin_state_up, binding:host_id, device_id; None when there is no such port."""
+        async with self.rt.db.reader() as s:
+            row = (await s.execute(select(Port.id, Port.status, Port.admin_state_up, Port.binding_host_id,
+                                          Port.device_id).where(Port.id == str(port_id)))).first()
+        if row is None:
+            return None
+        return {"id": row.id, "status": row.status, "admin_state_up": bool(row.admin_state_up),
+                "binding:host_id": row.binding_host_id or "", "device_id": row.device_id or ""}
 
     # Security groups --------------------------------------------------------------------
 

@@ -179,14 +179,16 @@ async def complete(manager, ctx, port_ids: list[str], component: str) -> list[st
 
 async def _activate(manager, ctx, port_id: str, component: str, components: list[str]) -> bool:
     from nefos import exceptions
-    admin = ctx.elevated()
+
+    def activatable(row) -> bool:
+        return row.status != "ACTIVE" and bool(row.admin_state_up) and bool(row.binding_host_id)
+
     try:
-        port = await manager.get_port(admin, port_id)
+        port = await manager.update_port_status(ctx.elevated(), port_id, "ACTIVE", only_if=activatable)
     except exceptions.PortNotFound:
         return False
-    if port["status"] == "ACTIVE" or not port["admin_state_up"] or not port["binding:host_id"]:
+    if port is None:
         return False
-    await manager.update_port_status(admin, port_id, "ACTIVE")
-    LOG.info("port %s: provisioning complete (%s satisfied, %s last): %s -> ACTIVE", port_id,
-             ", ".join(components), component, port["status"])
+    LOG.info("port %s: provisioning complete (%s satisfied, %s last): -> ACTIVE", port_id,
+             ", ".join(components), component)
     return True
