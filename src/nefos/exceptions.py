@@ -132,6 +132,15 @@ class InstanceInvalidState(Conflict):
                "%(attr)s %(state)s")
 
 
+class UnshelveInstanceInvalidState(InstanceInvalidState):
+    message = ('Specifying an availability zone or a host when unshelving server "%(instance_uuid)s" with '
+               'status "%(state)s" is not supported. The server status must be SHELVED_OFFLOADED.')
+
+
+class UnshelveHostNotInAZ(Conflict):
+    message = 'Host "%(host)s" is not in the availability zone "%(availability_zone)s".'
+
+
 class InstanceIsLocked(Conflict):
     message = "Instance %(instance_uuid)s is locked"
 

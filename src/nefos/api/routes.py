@@ -10,6 +10,7 @@ ROUTERS = [
     "nefos.api.server_actions",
     "nefos.api.server_metadata",
     "nefos.api.server_tags",
+    "nefos.api.server_topology",
     "nefos.api.server_ips",
     "nefos.api.instance_actions",
     "nefos.api.flavors",

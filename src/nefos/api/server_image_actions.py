@@ -1,5 +1,6 @@
 """The server actions that save a server's disk as an image: ``createImage``, ``createBackup``,
-``shelve``, and the rest of shelving: ``shelveOffload`` and ``unshelve`` (Compute API reference).
+``shelve``, and the rest of shelving: ``shelveOffload`` and ``unshelve`` (Compute API reference;
+unshelve takes an ``availability_zone`` from 2.77, a ``host`` and a null zone, unpinning, from 2.91).
 
 createImage and createBackup answer 202 before the image has data: with ``{"image_id": ...}`` from
 microversion 2.45, with a ``Location`` header of the image before it (createBackup: only when
@@ -27,7 +28,8 @@ _CREATE_BACKUP_SCHEMA = {"type": "object", "properties": {"createBackup": {
                                      "metadata": _METADATA},
     "required": ["name", "backup_type", "rotation"], "additionalProperties": False}},
     "required": ["createBackup"]}
-# Until 2.77 (availability_zone) and 2.91 (host) the shelve actions take no arguments.
+# Until 2.77 (availability_zone) and 2.91 (host) the shelve actions take no arguments; shelve and
+# shelveOffload never do.
 _NO_ARGUMENTS = ({"type": "null"}, {"type": "object", "additionalProperties": False})
 
 POLICIES = {
@@ -90,9 +92,36 @@ async def shelve_offload(request: Request, ctx, server_id: str, body: dict) -> R
     return Response(status_code=202)
 
 
+# Nova's parameter_types.name: no leading or trailing whitespace.
+_AZ_NAME = {"type": "string", "minLength": 1, "maxLength": 255,
+            "pattern": r"^(?![\s\u00a0])[\s\S]*(?<![\s\u00a0])$"}
+# 2.77: null, or an availability zone (required: {} is refused).
+_UNSHELVE_V277 = {"type": "object", "properties": {"unshelve": {
+    "type": ["object", "null"], "properties": {"availability_zone": _AZ_NAME},
+    "required": ["availability_zone"], "additionalProperties": False}},
+    "required": ["unshelve"], "additionalProperties": False}
+# 2.91: also a host, and a null zone (unpin); {} is allowed again.
+_UNSHELVE_V291 = {"type": "object", "properties": {"unshelve": {
+    "type": ["object", "null"], "properties": {"availability_zone": {"type": ["string", "null"]},
+                                               "host": {"type": "string"}},
+    "additionalProperties": False}}, "required": ["unshelve"], "additionalProperties": False}
+
+
 async def unshelve(request: Request, ctx, server_id: str, body: dict) -> Response:
-    _no_arguments("unshelve", body)
-    await request.app.state.compute_api.unshelve(ctx, server_id)
+    version = request.state.api_version
+    kwargs: dict = {}
+    if version.matches("2.91"):
+        validate(body, _UNSHELVE_V291)
+    elif version.matches("2.77"):
+        validate(body, _UNSHELVE_V277)
+    else:
+        _no_arguments("unshelve", body)
+    args = body["unshelve"] or {}
+    if version.matches("2.77") and "availability_zone" in args:
+        kwargs["new_az"] = args["availability_zone"]
+    if version.matches("2.91") and args.get("host"):
+        kwargs["host"] = args["host"]
+    await request.app.state.compute_api.unshelve(ctx, server_id, **kwargs)
     return Response(status_code=202)
 
 

@@ -187,7 +187,8 @@ class ComputeAPI:
                     network_info=[], requested_networks=_requested_networks_record(requested_networks),
                     reservation_id=reservation_id, launch_index=index, access_ip_v4=access_ip_v4,
                     access_ip_v6=access_ip_v6, tags=list(dict.fromkeys(tags or [])),
-                    trusted_certs=trusted_certs or None, scheduler_hints=scheduler_hints or {})
+                    trusted_certs=trusted_certs or None, scheduler_hints=scheduler_hints or {},
+                    pinned_availability_zone=zone)
                 s.add(row)
                 for bdm in _block_device_mappings(uuid, image["id"], flavor, local_disks):
                     s.add(bdm)
@@ -480,9 +481,36 @@ class ComputeAPI:
                                             states.SHELVING_OFFLOADING)
         await self.compute_rpcapi.cast(ctx, instance["host"], "shelve_offload_instance", instance_uuid=uuid)
 
-    async def unshelve(self, ctx, uuid: str) -> None:
+    async def unshelve(self, ctx, uuid: str, new_az=_ANY, host: str | None = None) -> None:
+        """Unshelve; ``new_az`` (2.77; None unpins, 2.91) and ``host`` (2.91, admin) only for a
+        SHELVED_OFFLOADED server (409 otherwise), as Nova: the zone must be available (400), the host
+        a compute host (400) in the zone the server is pinned to after the unshelve (409). The server
+        is then pinned to that zone (``pinned_availability_zone``, Nova's request spec zone)."""
+        az_passed = new_az is not _ANY
+        instance = await self.get(ctx, uuid)
+        self._check_lock(ctx, instance)
+        if instance["vm_state"] not in (states.SHELVED, states.SHELVED_OFFLOADED):
+            raise exceptions.InstanceInvalidState(action=actions.UNSHELVE, instance_uuid=uuid, attr="vm_state",
+                                                  state=instance["vm_state"])
+        if (az_passed or host) and instance["vm_state"] != states.SHELVED_OFFLOADED:
+            raise exceptions.UnshelveInstanceInvalidState(instance_uuid=uuid, state=instance["vm_state"])
+        if az_passed and new_az:
+            from nefos.compute import availability_zones
+            available, _unavailable, _services = await availability_zones.zones(self.rt.db, self.rt.cfg)
+            if new_az not in available:
+                raise exceptions.Invalid("The requested availability zone is not available")
+        pinned = new_az if az_passed else instance.get("pinned_availability_zone")
+        if host:
+            from nefos import policy
+            policy.enforce(ctx, "os_compute_api:os-shelve:unshelve_to_host",
+                           {"user_id": instance["user_id"], "project_id": instance["project_id"]})
+            host_zone = await self._host_zone(host)
+            if pinned is not None and host_zone != pinned:
+                raise exceptions.UnshelveHostNotInAZ(host=host, availability_zone=pinned)
         instance = await self._begin_action(ctx, uuid, actions.UNSHELVE,
                                             [states.SHELVED, states.SHELVED_OFFLOADED], [None], states.UNSHELVING)
+        if az_passed:
+            await instance_obj.save(self.rt.db, uuid, {"pinned_availability_zone": pinned})
         if instance["vm_state"] == states.SHELVED:
             await self.compute_rpcapi.cast(ctx, instance["host"], "unshelve_instance", instance_uuid=uuid)
             return
@@ -493,10 +521,24 @@ class ComputeAPI:
         request_spec = {
             "flavor": instance.get("flavor"), "image": {"id": image_id, "properties": image.get("properties", {})},
             "project_id": instance["project_id"], "user_id": instance["user_id"],
-            "availability_zone": instance.get("availability_zone"), "force_hosts": [], "scheduler_hints": {},
+            "availability_zone": pinned, "force_hosts": [], "scheduler_hints": {},
             "instance_group": None, "num_instances": 1,
         }
+        if host:
+            request_spec["requested_destination"] = {"host": host, "node": None}
         await self.conductor.unshelve_instance(ctx, uuid, request_spec)
+
+    async def _host_zone(self, host: str) -> str:
+        """The availability zone of compute host ``host`` (400 when there is no such compute host)."""
+        from nefos.db.models import ComputeNode, Service
+        async with self.rt.db.reader() as s:
+            node = (await s.execute(select(ComputeNode.host).where(
+                ComputeNode.host == host, ComputeNode.deleted == 0).limit(1))).first()
+            zone = (await s.execute(select(Service.availability_zone).where(
+                Service.host == host, Service.binary == COMPUTE_BINARY, Service.deleted == 0))).scalar()
+        if node is None:
+            raise exceptions.Invalid(f"Compute host {host} could not be found.")
+        return zone or self.rt.cfg.default_availability_zone
 
     async def rebuild(self, ctx, uuid: str, image_ref: str, updates: dict) -> dict:
         """Rebuild the server from ``image_ref`` (its ports and IPs kept); ``updates``: name,

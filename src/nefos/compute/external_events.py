@@ -2,8 +2,9 @@
 
 Per the Compute API reference: each event of the batch is answered on its
 own — ``code`` 200 (accepted; ``status`` "completed"), 404 (no such server),
-422 (the server is on no host yet), 400 (a ``volume-extended`` /
-``volume-reimaged`` event without a tag) — and the response is 200 when every
+422 (the server is on no host yet), 400 (a ``volume-extended``,
+``power-update``, ``accelerator-request-bound`` or ``volume-reimaged`` event without
+a tag) — and the response is 200 when every
 event was accepted, 207 otherwise. Accepting is not processing: an accepted
 event is stored in the durable inbox (``instance_external_events``, stamped
 with the instance's current operation, a duplicate updating its row),
@@ -12,6 +13,12 @@ instance action (Nova records no action of its own for network-* events), and
 cast to the server's compute host, which records how it processed it in the
 same action (``nefos.compute.instance_events``). The cast never fails the request: the
 compute host also reads its inbox.
+
+``power-update`` (2.76; the tag is ``POWER_ON`` or ``POWER_OFF``) reports a guest's power
+changed outside Nefos: as Nova, it starts a ``start`` / ``stop`` instance action of its own
+(the acceptance and the compute host's ``compute_power_update`` are recorded in it) and the
+compute host applies it (``ComputeManager.power_update``); any other tag is answered 200
+but dropped, as Nova logs and skips it.
 
 Policy (current Nova's default): the caller needs the ``service`` role (the
 ``admin`` role is accepted too).
@@ -34,7 +41,10 @@ LOG = logging.getLogger(__name__)
 ACCEPTED_EVENT = "api_external_instance_event"  # the action event recording an accepted event
 POLICY = "os_compute_api:os-server-external-events:create"
 ALLOWED_ROLES = ("service", "admin")
-TAG_REQUIRED = ("volume-extended", "volume-reimaged")
+# As Nova: these events are answered 400 without a tag (power-update's tag is its target power state).
+TAG_REQUIRED = ("volume-extended", "power-update", "accelerator-request-bound", "volume-reimaged")
+POWER_UPDATE = "power-update"
+POWER_ON, POWER_OFF = "POWER_ON", "POWER_OFF"
 
 # Event names by the microversion that introduced them (Nova's schemas).
 NAMES_BY_VERSION = (
@@ -168,6 +178,14 @@ async def create(rt, ctx: RequestContext, events: list[dict]) -> tuple[list[dict
                          "host": hosts[uuid]})
     if not accepted:
         return response, result
+    # Nova dispatches a power-update only with a valid target power state (answered 200 regardless).
+    dropped = [e for e in accepted if e["name"] == POWER_UPDATE and e["tag"] not in (POWER_ON, POWER_OFF)]
+    for event in dropped:
+        LOG.warning("invalid power state %s: cannot process the power-update event of instance %s; skipping it",
+                    event["tag"], event["instance_uuid"])
+    accepted = [e for e in accepted if e not in dropped]
+    if not accepted:
+        return response, result
     instance_uuids = list(dict.fromkeys(e["instance_uuid"] for e in accepted))
     now = utcnow()
     for event in accepted:
@@ -175,6 +193,12 @@ async def create(rt, ctx: RequestContext, events: list[dict]) -> tuple[list[dict
         # anything that can cause this event, so an event of an earlier operation never counts.
         event["operation"] = operations.get(event["instance_uuid"], "")
     async with rt.db.transaction() as s:
+        for event in accepted:
+            if event["name"] == POWER_UPDATE:  # the action the compute host's power update is recorded in
+                from nefos.objects import actions
+                s.add(actions.new_action(ctx, event["instance_uuid"],
+                                         actions.START if event["tag"] == POWER_ON else actions.STOP))
+        await s.flush()
         await _store(s, [{"instance_uuid": e["instance_uuid"], "name": e["name"], "tag": e["tag"],
                           "operation": e["operation"], "status": e["status"], "host": e["host"],
                           "received_at": now} for e in accepted])

@@ -23,7 +23,9 @@ The Compute API stores every accepted event in the durable inbox
 * ``external_instance_event`` (the cast from the API): an event a waiter of
   the current operation expects wakes it at once; ``network-changed``
   refreshes that one port in the network info cache; ``network-vif-deleted``
-  drops that VIF from it; an unexpected ``network-vif-plugged`` is logged and
+  drops that VIF from it; ``power-update`` (2.76) has the manager apply the
+  reported power state (``ComputeManager.power_update``); an unexpected
+  ``network-vif-plugged`` is logged and
   kept in the inbox (a waiter of the same operation may still come). Each
   processing result is recorded as an event of the API's instance action
   (``compute_external_instance_event``), apart from the API's acceptance.
@@ -69,6 +71,7 @@ VIF_PLUGGED = "network-vif-plugged"
 VIF_UNPLUGGED = "network-vif-unplugged"
 VIF_DELETED = "network-vif-deleted"
 NETWORK_CHANGED = "network-changed"
+POWER_UPDATE = "power-update"
 
 VIF_EVENT_DETAIL = "vif_plugged_event"  # binding:vif_details key: "plug" | "bind" | "none"
 WAIT_EVENT = "compute_wait_for_vif_plugged"
@@ -304,6 +307,9 @@ class InstanceEvents:
             await self._record(ctx, event, "Success", f"{key}: {details}", consume=True)
         elif name == VIF_DELETED:
             details = await self._drop_vif(uuid, tag)
+            await self._record(ctx, event, "Success", f"{key}: {details}", consume=True)
+        elif name == POWER_UPDATE:
+            details = await self.manager.power_update(ctx, uuid, tag)
             await self._record(ctx, event, "Success", f"{key}: {details}", consume=True)
         elif name == VIF_PLUGGED:
             state = await self._state(uuid)

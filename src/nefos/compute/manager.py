@@ -289,6 +289,51 @@ class ComputeManager(Endpoint):
         """Events the Compute API accepted for this host's instances (compute/instance_events.py)."""
         await self.instance_events.external_instance_event(ctx, events)
 
+    async def power_update(self, ctx, instance_uuid: str, target: str) -> str:
+        """A ``power-update`` event (2.76): the guest's power changed outside Nefos (``POWER_ON`` /
+        ``POWER_OFF``). As Nova, only an ACTIVE running server (POWER_OFF) or a STOPPED shut down one
+        (POWER_ON) with no task under way is updated, through task_state ``powering-off`` /
+        ``powering-on`` (a compare-and-swap: an operation started meanwhile wins), recorded as
+        ``compute_power_update`` in the event's start / stop action, with the power_off / power_on
+        notifications. The hypervisor is brought to the reported state when it is not there already
+        (so the periodic power sync does not undo it), then the database takes the driver's power
+        state and vm_state STOPPED / ACTIVE. Returns what was done, for the action event's details."""
+        from nefos.compute.external_events import POWER_OFF, POWER_ON
+        try:
+            instance = await instance_obj.get(self.rt.db, instance_uuid)
+        except exceptions.InstanceNotFound:
+            return "instance deleted"
+        power_on = target == POWER_ON
+        wanted = ((states.STOPPED, states.SHUTDOWN) if power_on else (states.ACTIVE, states.RUNNING))
+        if (instance["task_state"] is not None or instance["vm_state"] != wanted[0]
+                or instance["power_state"] != wanted[1]):
+            LOG.info("the power-update %s event for instance %s is a no-op since the instance is in vm_state "
+                     "%s, task_state %s and power_state %s", target, instance_uuid, instance["vm_state"],
+                     instance["task_state"], states.POWER_STATE_NAMES.get(instance["power_state"]))
+            return (f"no-op: vm_state {instance['vm_state']}, task_state {instance['task_state']}, power_state "
+                    f"{states.POWER_STATE_NAMES.get(instance['power_state'], instance['power_state'])}")
+        task = states.POWERING_ON if power_on else states.POWERING_OFF
+        try:
+            await instance_obj.save(self.rt.db, instance_uuid, {"task_state": task, **({} if power_on else {"progress": 0})},
+                                    expected_task_state=[None], expected_vm_state=[wanted[0]])
+        except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError,
+                exceptions.InstanceInvalidState) as exc:
+            LOG.info("instance %s: the power-update event was possibly preempted: %s", instance_uuid, exc)
+            return f"preempted: {exc}"
+
+        async def op(i):
+            current = await power_sync.driver_power_state(self.driver, i)
+            if power_on and current != states.RUNNING:
+                await self.instance_events.replug(ctx, i, lambda nw: self.driver.power_on(ctx, i, nw),
+                                                  what="power-update")
+            elif not power_on and current not in (states.SHUTDOWN, states.NOSTATE, states.CRASHED):
+                await self.driver.power_off(i, self.rt.cfg.shutdown_timeout)
+
+        await self._power_op(ctx, instance_uuid, event="compute_power_update", expected=[task],
+                             final_vm_state=states.ACTIVE if power_on else states.STOPPED,
+                             notification="power_on" if power_on else "power_off", op=op)
+        return f"applied {POWER_ON if power_on else POWER_OFF} (see compute_power_update)"
+
     # Delete ------------------------------------------------------------------
     async def terminate_instance(self, ctx, instance_uuid: str) -> None:
         # A build waiting for its network-vif-plugged events holds the lock: wake it now.

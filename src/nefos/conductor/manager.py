@@ -98,7 +98,8 @@ class ConductorManager(Endpoint):
             return
         try:
             await instance_obj.save(self.rt.db, instance_uuid,
-                                    {"host": selection["host"], "node": selection["node"]},
+                                    {"host": selection["host"], "node": selection["node"],
+                                     "availability_zone": selection["availability_zone"]},
                                     expected_task_state=[states.UNSHELVING])
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
             await allocations.release(self.rt.db, instance_uuid)

@@ -82,6 +82,8 @@ class Instance(TimestampMixin, Base):
     tags: Mapped[list | None] = mapped_column(JSON)  # server tags (2.26, on create from 2.52)
     trusted_certs: Mapped[list | None] = mapped_column(JSON)  # trusted_image_certificates (2.63)
     scheduler_hints: Mapped[dict | None] = mapped_column(JSON)  # as given on create (shown from 2.100)
+    # The zone asked for on create or unshelve (Nova's request spec availability_zone; 2.96)
+    pinned_availability_zone: Mapped[str | None] = mapped_column(String(255))
     progress: Mapped[int] = mapped_column(Integer, default=0)
     launched_at: Mapped[dt.datetime | None] = mapped_column(DateTime)
     terminated_at: Mapped[dt.datetime | None] = mapped_column(DateTime)

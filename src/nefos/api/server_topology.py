@@ -1,0 +1,33 @@
+"""``GET /v2.1/servers/{id}/topology`` (2.78): the server's NUMA topology.
+
+Nefos builds no guest with a NUMA topology (neither driver places vCPUs or memory
+on host NUMA nodes, nor pins them), so every server answers as a Nova server
+without one does: ``{"nodes": [], "pagesize_kb": null}``. Policies as Nova's:
+``compute:server:topology:index`` (the project's readers, admins) and
+``compute:server:topology:host:index`` (admins: host NUMA node ids and CPU
+pinning, which a server without a topology has none of).
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+
+from nefos import exceptions, policy, rest
+from nefos.api.validation import query_schema, validate_query
+
+router = APIRouter()
+
+_QUERY_V2102 = query_schema({}, strict=True)  # 2.102: no query parameter at all
+
+
+@router.get("/v2.1/servers/{server_id}/topology")
+async def show_topology(request: Request, server_id: str):
+    version = request.state.api_version
+    if not version.matches("2.78"):
+        raise exceptions.NotFound("The resource could not be found.")
+    if version.matches("2.102"):
+        validate_query(request.query_params, _QUERY_V2102)
+    ctx = rest.get_context(request)
+    instance = await request.app.state.compute_api.get(ctx, server_id)
+    policy.enforce(ctx, "compute:server:topology:index", {"project_id": instance["project_id"]})
+    return {"nodes": [], "pagesize_kb": None}

@@ -1,0 +1,209 @@
+"""Microversions past 2.75 on a running cloud, each response checked against Tempest's schema for its
+version (or Nova's own schema where Tempest has none): power-update events applied by the compute host
+(2.76), an availability zone on unshelve (2.77) and a host (2.91), the server topology (2.78), ..."""
+
+from __future__ import annotations
+
+import copy
+import time
+
+import pytest
+
+from nefos.api import microversion
+from tests.api.test_microversions_servers import _boot, _h, _show
+from tests.pipeline.conftest import member, start_cloud, stop_cloud
+from tests.schemas import assert_schema, resolve
+
+SERVICE = {"X-Project-Id": "service", "X-User-Id": "nefos", "X-Roles": "service"}
+EVENTS = "/v2.1/os-server-external-events"
+
+
+@pytest.fixture
+async def cloud(tmp_path):
+    harness = await start_cloud(tmp_path, fake_hosts=2, lifecycle_stopped_delay=0.0, sync_power_state_interval=-1)
+    harness.net = await harness.make_network()
+    yield harness
+    await stop_cloud(harness)
+
+
+async def _active(cloud, mv: str = "2.75", **server) -> str:
+    sid = (await _boot(cloud, mv, **server))["server"]["id"]
+    await cloud.wait_status(sid, "ACTIVE")
+    return sid
+
+
+async def _until(predicate, timeout: float = 10.0):
+    deadline = time.monotonic() + timeout
+    while not (value := await predicate()):
+        assert time.monotonic() < deadline, "timed out"
+        import asyncio
+        await asyncio.sleep(0.05)
+    return value
+
+
+async def _actions(cloud, sid: str, mv: str = microversion.MAX_VERSION) -> list[dict]:
+    r = await cloud.compute.get(f"/v2.1/servers/{sid}/os-instance-actions", headers=_h(mv))
+    return assert_schema("servers.list_instance_actions", r)["instanceActions"]
+
+
+async def _action(cloud, sid: str, request_id: str, mv: str = microversion.MAX_VERSION) -> dict:
+    r = await cloud.compute.get(f"/v2.1/servers/{sid}/os-instance-actions/{request_id}", headers=_h(mv))
+    return assert_schema("servers.show_instance_action", r)["instanceAction"]
+
+
+def needs(version: str):
+    """Skip while the API's maximum is below ``version``."""
+    return pytest.mark.skipif(microversion.MAX < microversion.APIVersion.parse(version),
+                              reason=f"the maximum microversion is below {version}")
+
+
+def _events_schema(*names: str) -> dict:
+    """Tempest has the 2.1 schema only: Nova's create_response_v2NN adds each version's names."""
+    schema = copy.deepcopy(resolve("v2_1.server_external_events.create"))
+    schema["status_code"] = [200, 207]
+    schema["response_body"]["properties"]["events"]["items"]["properties"]["name"]["enum"] += list(names)
+    return schema
+
+
+EVENTS_V276 = _events_schema("volume-extended", "power-update")
+
+
+def test_max_version():
+    assert microversion.MAX_VERSION == "2.79"
+
+
+# 2.76 ----------------------------------------------------------------------------------------------
+
+async def test_power_update_event_applied_by_the_compute_host(cloud):
+    sid = await _active(cloud)
+    event = {"name": "power-update", "server_uuid": sid, "tag": "POWER_OFF"}
+    r = await cloud.compute.post(EVENTS, json={"events": [event]}, headers=_h("2.75", SERVICE))
+    assert r.status_code == 400  # not an event name before 2.76
+    r = await cloud.compute.post(EVENTS, json={"events": [event]}, headers=_h("2.76", SERVICE))
+    body = assert_schema(EVENTS_V276, r)
+    assert body["events"] == [dict(event, status="completed", code=200)]
+    request_id = r.headers["x-openstack-request-id"]
+    shown = await cloud.wait_status(sid, "SHUTOFF")
+    assert shown["OS-EXT-STS:power_state"] == 4 and shown["OS-EXT-STS:task_state"] is None
+    # The hypervisor was brought to the reported state: the guest is off there too.
+    info = await cloud.driver(shown["OS-EXT-SRV-ATTR:host"]).get_info({"uuid": sid})
+    assert info["power_state"] == 4
+    # Its own "stop" action (Nova's), with the acceptance and the compute host's compute_power_update.
+    stop = next(a for a in await _actions(cloud, sid) if a["request_id"] == request_id)
+    assert stop["action"] == "stop"
+
+    async def finished():
+        action = await _action(cloud, sid, request_id)
+        return action if any(e["event"] == "compute_power_update" and e["result"] == "Success"
+                             for e in action["events"]) else None
+    await _until(finished)
+
+    # POWER_ON on the stopped server: ACTIVE and running again, through a "start" action.
+    r = await cloud.compute.post(EVENTS, json={"events": [dict(event, tag="POWER_ON")]},
+                                 headers=_h("2.76", SERVICE))
+    assert r.status_code == 200, r.text
+    shown = await cloud.wait_status(sid, "ACTIVE")
+    assert shown["OS-EXT-STS:power_state"] == 1
+    start = next(a for a in await _actions(cloud, sid) if a["request_id"] == r.headers["x-openstack-request-id"])
+    assert start["action"] == "start"
+
+
+async def test_power_update_tag_required_and_checked(cloud):
+    sid = await _active(cloud)
+    r = await cloud.compute.post(EVENTS, json={"events": [{"name": "power-update", "server_uuid": sid}]},
+                                 headers=_h("2.76", SERVICE))
+    assert assert_schema(EVENTS_V276, r)["events"][0]["code"] == 400 and r.status_code == 207
+    assert r.json()["events"][0]["code"] == 400 and r.json()["events"][0]["status"] == "failed"
+    before = len(await _actions(cloud, sid))
+    # An unknown target power state is answered 200 but dropped (no action, no change), as Nova.
+    r = await cloud.compute.post(EVENTS, json={"events": [{"name": "power-update", "server_uuid": sid,
+                                                           "tag": "POWER_SIDEWAYS"}]}, headers=_h("2.76", SERVICE))
+    assert r.status_code == 200 and r.json()["events"][0]["code"] == 200
+    assert len(await _actions(cloud, sid)) == before
+    assert (await _show(cloud, sid, "2.76"))["status"] == "ACTIVE"
+    # POWER_ON on a running server is a no-op recorded in its "start" action.
+    r = await cloud.compute.post(EVENTS, json={"events": [{"name": "power-update", "server_uuid": sid,
+                                                           "tag": "POWER_ON"}]}, headers=_h("2.76", SERVICE))
+    request_id = r.headers["x-openstack-request-id"]
+
+    async def recorded():
+        action = await _action(cloud, sid, request_id)
+        return action if any(e["event"] == "compute_external_instance_event" for e in action["events"]) else None
+    action = await _until(recorded)
+    assert action["action"] == "start"
+    assert not any(e["event"] == "compute_power_update" for e in action["events"])
+    processed = next(e for e in action["events"] if e["event"] == "compute_external_instance_event")
+    assert "no-op" in processed.get("details", "no-op")  # the details are shown from 2.84
+    assert (await _show(cloud, sid, "2.76"))["status"] == "ACTIVE"
+
+
+# 2.77 / 2.91 ---------------------------------------------------------------------------------------
+
+async def _offloaded(cloud, sid: str) -> None:
+    await cloud.action(sid, {"shelve": None})
+    await cloud.wait_status(sid, {"SHELVED", "SHELVED_OFFLOADED"}, timeout=20)
+    if (await _show(cloud, sid, "2.75"))["status"] == "SHELVED":
+        await cloud.action(sid, {"shelveOffload": None})
+        await cloud.wait_status(sid, "SHELVED_OFFLOADED", timeout=20)
+
+
+async def test_unshelve_availability_zone(cloud):
+    sid = await _active(cloud)
+    action = f"/v2.1/servers/{sid}/action"
+    await cloud.action(sid, {"shelve": None})
+    await cloud.wait_status(sid, {"SHELVED", "SHELVED_OFFLOADED"}, timeout=20)
+    if (await _show(cloud, sid, "2.75"))["status"] == "SHELVED":
+        r = await cloud.compute.post(action, json={"unshelve": {"availability_zone": "nova"}}, headers=_h("2.77"))
+        assert r.status_code == 409, r.text  # a zone only for a SHELVED_OFFLOADED server
+        await cloud.action(sid, {"shelveOffload": None})
+        await cloud.wait_status(sid, "SHELVED_OFFLOADED", timeout=20)
+    for mv, body in (("2.76", {"availability_zone": "nova"}), ("2.77", {}), ("2.77", {"availability_zone": None}),
+                     ("2.77", {"availability_zone": "nova", "host": "host-1"}), ("2.77", {"availability_zone": " x"})):
+        r = await cloud.compute.post(action, json={"unshelve": body}, headers=_h(mv))
+        assert r.status_code == 400, (mv, body, r.text)
+    r = await cloud.compute.post(action, json={"unshelve": {"availability_zone": "nowhere"}}, headers=_h("2.77"))
+    assert r.status_code == 400 and "not available" in r.text
+    r = await cloud.compute.post(action, json={"unshelve": {"availability_zone": "nova"}}, headers=_h("2.77"))
+    assert r.status_code == 202, r.text
+    await cloud.wait_status(sid, "ACTIVE", timeout=20)
+    assert (await _show(cloud, sid, "2.77"))["OS-EXT-AZ:availability_zone"] == "nova"
+
+
+@needs("2.96")
+async def test_unshelve_to_a_host_and_unpin(cloud):
+    sid = await _active(cloud, availability_zone="nova")
+    await _offloaded(cloud, sid)
+    action = f"/v2.1/servers/{sid}/action"
+    r = await cloud.compute.post(action, json={"unshelve": {"host": "host-2"}}, headers=_h("2.90"))
+    assert r.status_code == 400  # a host only from 2.91
+    r = await cloud.compute.post(action, json={"unshelve": {"host": "host-2"}}, headers=_h("2.91", member()))
+    assert r.status_code in (403, 404)  # admin only (and another project's server is not seen at all)
+    r = await cloud.compute.post(action, json={"unshelve": {"host": "nowhere"}}, headers=_h("2.91"))
+    assert r.status_code == 400, r.text
+    r = await cloud.compute.post(action, json={"unshelve": {"availability_zone": None, "host": "host-2"}},
+                                 headers=_h("2.91"))
+    assert r.status_code == 202, r.text
+    shown = await cloud.wait_status(sid, "ACTIVE", timeout=20)
+    assert shown["OS-EXT-SRV-ATTR:host"] == "host-2"
+    assert (await _show(cloud, sid, "2.96"))["pinned_availability_zone"] is None
+
+
+# 2.78 ----------------------------------------------------------------------------------------------
+
+TOPOLOGY = {"status_code": [200], "response_body": {  # Nova's server_topology.index_response
+    "type": "object", "properties": {
+        "nodes": {"type": "array", "items": {"type": "object"}},
+        "pagesize_kb": {"type": ["integer", "null"]}},
+    "required": ["nodes", "pagesize_kb"], "additionalProperties": False}}
+
+
+async def test_server_topology(cloud):
+    sid = await _active(cloud)
+    url = f"/v2.1/servers/{sid}/topology"
+    assert (await cloud.compute.get(url, headers=_h("2.77"))).status_code == 404
+    body = assert_schema(TOPOLOGY, await cloud.compute.get(url, headers=_h("2.78")))
+    assert body == {"nodes": [], "pagesize_kb": None}  # Nefos' guests have no NUMA topology
+    r = await cloud.compute.get("/v2.1/servers/00000000-0000-0000-0000-000000000000/topology", headers=_h("2.78"))
+    assert r.status_code == 404
+    r = await cloud.compute.get(url, headers=_h("2.78", member()))
+    assert r.status_code == 404  # another project's server
