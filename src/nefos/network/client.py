@@ -84,13 +84,15 @@ class NetworkAPI:
         return list(dict.fromkeys(ids))
 
     async def _vifs(self, ctx: RequestContext, ports: list[dict], preserve: set[str],
-                    tags: dict[str, str | None] | None = None) -> list[dict]:
-        """Nova's network_info (a list of VIF dicts) for ``ports``, in their order."""
+                    tags: dict[str, str | None] | None = None, nets: dict[str, dict] | None = None) -> list[dict]:
+        """Nova's network_info (a list of VIF dicts) for ``ports``, in their order (``nets``: the
+        networks by id when the caller has them already)."""
         if not ports:
             return []
         admin = ctx.elevated()
         net_ids = list(dict.fromkeys(p["network_id"] for p in ports))
-        nets = {n["id"]: n for n in await self._call(admin, "list_networks", filters={"id": net_ids})}
+        if nets is None or not set(net_ids) <= set(nets):
+            nets = {n["id"]: n for n in await self._call(admin, "list_networks", filters={"id": net_ids})}
         subnets = {s["id"]: s for s in await self._call(admin, "list_subnets", filters={"network_id": net_ids})}
         vifs = []
         for port in ports:
@@ -255,14 +257,16 @@ class NetworkAPI:
         touched: dict[str, dict] = {}  # port id -> what to restore
         port_ids: list[str] = []
         tags: dict[str, str | None] = {}
+        ports: list[dict] = []  # the admin views of the ports as created or claimed
         try:
             for entry in ordered:
                 net = by_id[entry["network_id"]]
                 if entry["port"]:
-                    await self._call(admin, "update_port", port_id=entry["port"], port=dict(binding),
-                                     expected_device_id="")
+                    port = await self._call(admin, "update_port", port_id=entry["port"], port=dict(binding),
+                                            expected_device_id="")
                     touched[entry["port"]] = _restore_body(existing[entry["port"]])
                     port_ids.append(entry["port"])
+                    ports.append(port)
                 else:
                     body = {"network_id": net["id"], "project_id": project, "admin_state_up": True, **binding}
                     if entry["fixed_ip"]:
@@ -276,9 +280,9 @@ class NetworkAPI:
                     port = await self._call(admin, "create_port", port=body)
                     created.append(port["id"])
                     port_ids.append(port["id"])
+                    ports.append(port)
                 tags[port_ids[-1]] = entry.get("tag")
-            ports = [await self._call(admin, "get_port", port_id=pid) for pid in port_ids]
-            return await self._vifs(ctx, ports, set(touched), tags)
+            return await self._vifs(ctx, ports, set(touched), tags, nets=by_id)
         except BaseException:
             await self._undo(admin, uuid, created, touched, existing)
             raise
