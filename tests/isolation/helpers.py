@@ -75,7 +75,8 @@ def login(auth_url: str, user: str, password: str, project: str | None) -> Api:
                tok.get("project", {}).get("id"))
 
 
-def start_nefos(state: Path, extra_env: dict | None = None, fake_hosts: int = 1) -> tuple[subprocess.Popen, dict]:
+def start_nefos(state: Path, extra_env: dict | None = None, fake_hosts: int = 1,
+                driver: str = "fake") -> tuple[subprocess.Popen, dict]:
     env = dict(os.environ)
     for name in ("COMPUTE", "NETWORK", "IMAGE", "IDENTITY"):
         env[f"NEFOS_{name}_API_PORT"] = str(free_port())
@@ -83,7 +84,7 @@ def start_nefos(state: Path, extra_env: dict | None = None, fake_hosts: int = 1)
     env.update(extra_env or {})
     env.pop("OS_CLOUD", None)
     log = open(state / "nefos-up.log", "w")
-    proc = subprocess.Popen([str(BIN / "nefos"), "up", "--state-dir", str(state), "--driver", "fake",
+    proc = subprocess.Popen([str(BIN / "nefos"), "up", "--state-dir", str(state), "--driver", driver,
                              "--fake-hosts", str(fake_hosts)], env=env,
                             stdout=log, stderr=subprocess.STDOUT)
     clouds = state / "clouds.yaml"
