@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import importlib
 import pkgutil
+from pathlib import Path
 
 import jsonschema
 from tempest.lib.api_schema.response import compute as _compute
@@ -26,10 +27,13 @@ from tempest.lib.common.jsonschema_validator import FORMAT_CHECKER, JSONSCHEMA_V
 
 @functools.cache
 def _versions() -> list[tuple[int, int]]:
-    found = []
+    found = set()
     for mod in pkgutil.iter_modules(_compute.__path__):
         if mod.ispkg and mod.name.startswith("v2_"):
-            found.append((2, int(mod.name[3:])))
+            found.add((2, int(mod.name[3:])))
+    for path in _compute.__path__:  # a few (v2_84) have no __init__.py: namespace packages
+        for entry in Path(path).glob("v2_*/*.py"):
+            found.add((2, int(entry.parent.name[3:])))
     return sorted(found)
 
 

@@ -1,6 +1,8 @@
 """Microversions past 2.75 on a running cloud, each response checked against Tempest's schema for its
 version (or Nova's own schema where Tempest has none): power-update events applied by the compute host
-(2.76), an availability zone on unshelve (2.77) and a host (2.91), the server topology (2.78), ..."""
+(2.76), an availability zone on unshelve (2.77; a host and unpinning, 2.91, once the maximum gets there),
+the server topology (2.78), accelerator-request-bound events (2.82), the list filters non-admins may
+use (2.83) and flavor extra spec validation (2.86)."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ EVENTS = "/v2.1/os-server-external-events"
 @pytest.fixture
 async def cloud(tmp_path):
     harness = await start_cloud(tmp_path, fake_hosts=2, lifecycle_stopped_delay=0.0, sync_power_state_interval=-1)
-    harness.net = await harness.make_network()
+    harness.net = await harness.make_network(shared=True)
     yield harness
     await stop_cloud(harness)
 
@@ -69,7 +71,7 @@ EVENTS_V276 = _events_schema("volume-extended", "power-update")
 
 
 def test_max_version():
-    assert microversion.MAX_VERSION == "2.79"
+    assert microversion.MAX_VERSION == "2.89"
 
 
 # 2.76 ----------------------------------------------------------------------------------------------
@@ -207,3 +209,70 @@ async def test_server_topology(cloud):
     assert r.status_code == 404
     r = await cloud.compute.get(url, headers=_h("2.78", member()))
     assert r.status_code == 404  # another project's server
+
+
+# 2.82 ----------------------------------------------------------------------------------------------
+
+async def test_accelerator_request_bound_event(cloud):
+    sid = await _active(cloud)
+    event = {"name": "accelerator-request-bound", "server_uuid": sid, "tag": "arq-1"}
+    r = await cloud.compute.post(EVENTS, json={"events": [event]}, headers=_h("2.81", SERVICE))
+    assert r.status_code == 400
+    schema = _events_schema("volume-extended", "power-update", "accelerator-request-bound")
+    r = await cloud.compute.post(EVENTS, json={"events": [event]}, headers=_h("2.82", SERVICE))
+    assert assert_schema(schema, r)["events"][0]["code"] == 200 and r.status_code == 200
+    del event["tag"]  # a tag is required
+    r = await cloud.compute.post(EVENTS, json={"events": [event]}, headers=_h("2.82", SERVICE))
+    assert assert_schema(schema, r)["events"][0]["code"] == 400 and r.status_code == 207
+
+
+# 2.83 ----------------------------------------------------------------------------------------------
+
+@needs("2.83")
+async def test_more_list_filters_for_non_admins(cloud):
+    owner = member()
+    r = await cloud.compute.post("/v2.1/os-keypairs", json={"keypair": {"name": "k"}}, headers=_h("2.2", owner))
+    assert r.status_code in (200, 201), r.text
+    with_key = (await _boot(cloud, "2.83", headers=_h("2.83", owner), key_name="k"))["server"]["id"]
+    without = (await _boot(cloud, "2.83", headers=_h("2.83", owner)))["server"]["id"]
+    for sid in (with_key, without):
+        await cloud.wait_status(sid, "ACTIVE", headers=owner)
+
+    async def listed(mv: str, **params) -> set[str]:
+        r = await cloud.compute.get("/v2.1/servers/detail", params=params, headers=_h(mv, owner))
+        return {s["id"] for s in assert_schema("servers.list_servers_detail", r)["servers"]}
+    assert await listed("2.82", key_name="k") == {with_key, without}  # dropped before 2.83
+    assert await listed("2.83", key_name="k") == {with_key}
+    assert await listed("2.83", power_state="1", vm_state="active", availability_zone="nova",
+                        progress="0", config_drive="") == {with_key, without}
+    assert await listed("2.83", power_state="4") == set()
+    assert await listed("2.83", user_id=owner["X-User-Id"]) == {with_key, without}
+    assert await listed("2.83", user_id="someone-else") == set()
+    assert await listed("2.83", created_at="^2") == {with_key, without}
+    assert await listed("2.83", terminated_at=".") == set()
+
+
+# 2.86 ----------------------------------------------------------------------------------------------
+
+@needs("2.86")
+async def test_flavor_extra_spec_validation(cloud):
+    r = await cloud.compute.post("/v2.1/flavors", json={"flavor": {"name": "xs", "ram": 64, "vcpus": 1, "disk": 1}},
+                                 headers=_h("2.86"))
+    fid = assert_schema("flavors.create_update_get_flavor_details", r)["flavor"]["id"]
+    url = f"/v2.1/flavors/{fid}/os-extra_specs"
+    bad = {"hw:cpu_policy": "sometimes"}
+    r = await cloud.compute.post(url, json={"extra_specs": bad}, headers=_h("2.85"))
+    assert r.status_code == 200  # not validated before 2.86
+    for specs in (bad, {"hw:no_such_spec": "1"}, {"hw:numa_nodes": "two"}, {"resources:VCPU": "-"},
+                  {"trait:HW_CPU_X86_AVX": "maybe"}, {"hw:mem_encryption": "perhaps"}):
+        r = await cloud.compute.post(url, json={"extra_specs": specs}, headers=_h("2.86"))
+        assert r.status_code == 400 and "Validation failed" in r.text, (specs, r.text)
+    good = {"hw:cpu_policy": "shared", "foo:bar": "baz", "hw:numa_nodes": "1", "resources1:CUSTOM_GPU": "2",
+            "trait:CUSTOM_FAST": "required", "aggregate_instance_extra_specs:ssd": "true", "plain": "x"}
+    r = await cloud.compute.post(url, json={"extra_specs": good}, headers=_h("2.86"))
+    body = assert_schema("flavors_extra_specs.set_get_flavor_extra_specs", r)
+    assert {k: body["extra_specs"][k] for k in good} == good
+    r = await cloud.compute.put(f"{url}/hw:numa_nodes", json={"hw:numa_nodes": "x"}, headers=_h("2.86"))
+    assert r.status_code == 400
+    r = await cloud.compute.put(f"{url}/hw:numa_nodes", json={"hw:numa_nodes": "2"}, headers=_h("2.86"))
+    assert assert_schema("flavors_extra_specs.set_get_flavor_extra_specs_key", r) == {"hw:numa_nodes": "2"}

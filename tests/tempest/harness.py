@@ -33,7 +33,7 @@ SELECTION = HERE / "selected_tests.txt"
 BIN = Path(sys.executable).parent
 SHARED_NETWORK = "tempest-shared"
 SHARED_CIDR = "10.250.0.0/16"
-MAX_MICROVERSION = "2.79"
+MAX_MICROVERSION = "2.89"
 ALT_IMAGE = "tempest-alt"
 
 

@@ -4,7 +4,8 @@ reference).
 2.55: ``description`` (set on create, changed by ``PUT /flavors/{id}``, shown in
 every view); 2.61: ``extra_specs`` in the detailed views, when the caller may
 list extra specs; 2.75: ``swap`` is 0 rather than "" and unknown query
-parameters of the lists are refused.
+parameters of the lists are refused; 2.86: the extra specs Nova knows are validated
+on create and update (``nefos.compute.extra_specs``).
 """
 
 from __future__ import annotations
@@ -236,8 +237,14 @@ async def delete_flavor(request: Request, flavor_id: str):
 
 # Extra specs ---------------------------------------------------------------------
 
-def _spec_values(specs: dict) -> dict[str, str]:
-    return {k: str(v) for k, v in specs.items()}
+def _spec_values(request: Request, specs: dict) -> dict[str, str]:
+    """The values as strings; from 2.86 each known extra spec is validated (400), as Nova."""
+    values = {k: str(v) for k, v in specs.items()}
+    if request.state.api_version.matches("2.86"):
+        from nefos.compute import extra_specs
+        for name, value in values.items():
+            extra_specs.validate(name, value)
+    return values
 
 
 @router.get("/v2.1/flavors/{flavor_id}/os-extra_specs")
@@ -252,7 +259,8 @@ async def create_extra_specs(request: Request, flavor_id: str):
     body = await rest.json_body(request)
     validate(body, EXTRA_SPECS_CREATE)
     common.require_admin(request, "os_compute_api:os-flavor-extra-specs:create")
-    specs = await flavors_mod.update_extra_specs(_db(request), flavor_id, _spec_values(body["extra_specs"]))
+    values = _spec_values(request, body["extra_specs"])
+    specs = await flavors_mod.update_extra_specs(_db(request), flavor_id, values)
     return {"extra_specs": specs}
 
 
@@ -270,9 +278,10 @@ async def update_extra_spec(request: Request, flavor_id: str, key: str):
     body = await rest.json_body(request)
     validate(body, EXTRA_SPEC_UPDATE)
     common.require_admin(request, "os_compute_api:os-flavor-extra-specs:update")
+    values = _spec_values(request, body)
     if key not in body:
         raise exceptions.ValidationError("Request body and URI mismatch")
-    specs = await flavors_mod.update_extra_specs(_db(request), flavor_id, _spec_values(body))
+    specs = await flavors_mod.update_extra_specs(_db(request), flavor_id, values)
     return specs
 
 

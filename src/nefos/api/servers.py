@@ -8,7 +8,10 @@ create and rebuild, shown by every detailed view; 2.66 ``changes-before``; 2.67
 update and rebuild; 2.73 ``locked_reason`` and the ``locked`` filter; 2.74
 ``host`` / ``hypervisor_hostname`` on create (admin); 2.75 unknown query
 parameters of the lists are refused and update/rebuild answer with the whole
-server.
+server; 2.83 non-admins may filter the lists by availability_zone, config_drive,
+key_name, created_at, launched_at, terminated_at, power_state, task_state,
+vm_state, progress and user_id (before, as Nova, those filters are dropped for
+them).
 """
 
 from __future__ import annotations
@@ -336,7 +339,25 @@ def _generate_password(length: int = 12) -> str:
 _LIST_FILTERS = ("name", "status", "changes-since", "changes-before", "reservation_id", "host", "node", "image",
                  "flavor", "all_tenants", "project_id", "tenant_id", "deleted", "vm_state", "task_state",
                  "key_name", "availability_zone", "user_id", "locked", "ip", "ip6",
-                 "tags", "tags-any", "not-tags", "not-tags-any")
+                 "tags", "tags-any", "not-tags", "not-tags-any",
+                 "config_drive", "created_at", "launched_at", "terminated_at", "power_state", "progress",
+                 "hostname")
+# The filters a caller without os_compute_api:servers:allow_all_filters may use, by the microversion
+# that allowed them (Nova's _get_server_search_options); the others are dropped silently.
+_NON_ADMIN_FILTERS = (
+    ("2.1", ("reservation_id", "name", "status", "image", "flavor", "ip", "changes-since", "all_tenants")),
+    ("2.5", ("ip6",)),
+    ("2.26", ("tags", "tags-any", "not-tags", "not-tags-any")),
+    ("2.66", ("changes-before",)),
+    ("2.73", ("locked",)),
+    ("2.83", ("availability_zone", "config_drive", "key_name", "created_at", "launched_at", "terminated_at",
+              "power_state", "task_state", "vm_state", "progress", "user_id")),
+    ("2.90", ("hostname",)),
+)
+
+
+def _non_admin_filters(version) -> set[str]:
+    return {name for since, names in _NON_ADMIN_FILTERS if version.matches(since) for name in names}
 # Each list filter's first microversion (the others: 2.1).
 _FILTER_SINCE = {"tags": "2.26", "tags-any": "2.26", "not-tags": "2.26", "not-tags-any": "2.26",
                  "changes-before": "2.66", "locked": "2.73"}
@@ -358,8 +379,6 @@ def _check_query_v275(params) -> None:
         names = ", ".join(repr(k) for k in unknown)
         verb = "was" if len(unknown) == 1 else "were"
         raise exceptions.ValidationError(f"Additional properties are not allowed ({names} {verb} unexpected)")
-_ADMIN_ONLY_FILTERS = {"host", "node", "all_tenants", "project_id", "tenant_id", "deleted",
-                       "user_id"}
 
 
 def _parse_list_query(request: Request, ctx, detailed: bool = False) -> tuple[dict, int | None, str | None]:
@@ -371,12 +390,12 @@ def _parse_list_query(request: Request, ctx, detailed: bool = False) -> tuple[di
     if "all_tenants" in params and params["all_tenants"].lower() not in ("false", "0", "no", "off"):
         # As Nova: asking for every project's servers is a policy decision (403), not a dropped filter.
         policy.enforce(ctx, "os_compute_api:servers:%s:get_all_tenants" % ("detail" if detailed else "index"))
-    admin_filters = policy.check(ctx, "os_compute_api:servers:allow_all_filters")
+    allowed = None if policy.check(ctx, "os_compute_api:servers:allow_all_filters") else _non_admin_filters(version)
     for key in _LIST_FILTERS:
         if key not in params:
             continue
-        if key in _ADMIN_ONLY_FILTERS and not admin_filters:
-            continue  # Nova silently drops filters the caller may not use
+        if allowed is not None and key not in allowed:
+            continue  # Nova silently drops filters the caller may not use (2.83 and 2.90 allow more)
         if key in _FILTER_SINCE and not version.matches(_FILTER_SINCE[key]):
             continue  # not a filter yet at this version: ignored, as Nova
         if key in ("tags", "tags-any", "not-tags", "not-tags-any"):
