@@ -3,7 +3,7 @@
 Tempest ships the Compute API's published response schemas per microversion
 (``tempest.lib.api_schema.response.compute.v2_N``); ``tests.schemas.assert_schema``
 picks the one Tempest would use for the microversion the response echoes. The
-whole life of a server is driven at 2.1, 2.19, 2.37, 2.47, 2.75 and 2.89, as admin and as
+whole life of a server is driven at 2.1, 2.19, 2.37, 2.47, 2.75, 2.89 and 2.100, as admin and as
 a project member, including a server in ERROR (with a fault) and one still
 building.
 """
@@ -15,7 +15,7 @@ import pytest
 from tests.pipeline.conftest import ADMIN, member
 from tests.schemas import assert_schema
 
-VERSIONS = ["2.1", "2.19", "2.37", "2.47", "2.75", "2.89"]
+VERSIONS = ["2.1", "2.19", "2.37", "2.47", "2.75", "2.89", "2.100"]
 
 
 def _v(mv: str) -> tuple[int, int]:

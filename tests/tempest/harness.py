@@ -33,7 +33,7 @@ SELECTION = HERE / "selected_tests.txt"
 BIN = Path(sys.executable).parent
 SHARED_NETWORK = "tempest-shared"
 SHARED_CIDR = "10.250.0.0/16"
-MAX_MICROVERSION = "2.89"
+MAX_MICROVERSION = "2.100"
 ALT_IMAGE = "tempest-alt"
 
 
@@ -188,7 +188,7 @@ def tempest_conf(cloud: dict, prep: dict, work: Path) -> str:
         volume_multiattach = false
         ide_bus = false
         unified_limits = false
-        hostname_fqdn_sanitization = false
+        hostname_fqdn_sanitization = true
 
         [service_available]
         nova = true

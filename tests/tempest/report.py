@@ -34,8 +34,6 @@ SKIP_WHY = [
     ("personality", "personality files are deprecated and off (compute-feature-enabled.personality = false)"),
     ("DiskConfig extension not enabled", "no OS-DCF:diskConfig MANUAL/AUTO semantics "
                                          "(compute-feature-enabled.disk_config = false)"),
-    ("FQDN hostname sanitization", "hostname FQDN sanitization is a 2.94 feature "
-                                   "(compute-feature-enabled.hostname_fqdn_sanitization = false)"),
     ("fixed_network_name needs to be configured", "needs per-project networks behind a router "
                                                   "(auth.create_isolated_networks = false: Nefos has no routers)"),
     ("certified_image_ref", "booting with trusted image certificates (2.63) needs a key manager holding the "
@@ -116,6 +114,19 @@ def render(summary: dict) -> str:
         "detail, no statistics or uptime routes). The others change APIs Nefos does not have: volume",
         "attachments 2.79/2.85/2.89, migrations 2.80, aggregates' image caches 2.81, rescue 2.87 (Nefos",
         "has no rescue: the action answers 501 at every version).",
+        "",
+        "Past 2.89 it honours: 2.90 (`hostname` on create, update and rebuild, one server only on",
+        "create; `OS-EXT-SRV-ATTR:hostname` shown to every user; a rename keeps the hostname, as Nova),",
+        "2.91 (unshelve to a host, admin only, and a null zone that unpins), 2.92 (key pairs imported",
+        "only, `@` and `.` allowed in their names), 2.94 (FQDN hostnames), 2.96",
+        "(`pinned_availability_zone` in show, the detailed list, update and rebuild), 2.98 (the image's",
+        "properties Nova knows, copied into the server's system metadata on create and rebuild, shown",
+        "as `image.properties`), 2.100 (`scheduler_hints` as given on create, each value in a list as",
+        "Nova's request spec keeps them; so a `group` or `cidr` hint is shown as a list, which Tempest's",
+        "2.100 schema, the create request's, does not allow, as for Nova). The others change APIs Nefos",
+        "does not have: volume-backed rebuild 2.93 (Nefos has no volumes), evacuate 2.95 (the action",
+        "answers 501), share attachments 2.97 (no shared file systems service), the `spice-direct`",
+        "console type and `os-console-auth-tokens` 2.99 (no remote consoles: their actions answer 501).",
         "",
         "## Result",
         "",

@@ -1,7 +1,8 @@
 """``/v2.1/os-keypairs``: list, show, create (generate or import), delete (Compute API reference).
 
 2.2: ``type`` (ssh/x509), create answers 201 and delete 204; 2.10: admins act
-for another user with ``user_id``; 2.35: ``limit``/``marker`` paging; 2.75: unknown query parameters are refused.
+for another user with ``user_id``; 2.35: ``limit``/``marker`` paging; 2.75: unknown query parameters are refused;
+2.92: import only (``public_key`` required, nothing generated), ``@`` and ``.`` allowed in names.
 """
 
 from __future__ import annotations
@@ -35,6 +36,16 @@ CREATE_V22 = copy.deepcopy(CREATE)
 CREATE_V22["properties"]["keypair"]["properties"]["type"] = {"type": "string", "enum": ["ssh", "x509"]}
 CREATE_V210 = copy.deepcopy(CREATE_V22)
 CREATE_V210["properties"]["keypair"]["properties"]["user_id"] = {"type": "string"}
+CREATE_V292 = copy.deepcopy(CREATE_V210)
+CREATE_V292["properties"]["keypair"]["properties"]["name"] = {
+    "allOf": [NAME, {"type": "string", "pattern": r"^[_\-\@\. a-zA-Z0-9]+$", "minLength": 1, "maxLength": 255}]}
+CREATE_V292["properties"]["keypair"]["required"] = ["name", "public_key"]
+
+
+def _create_schema(version) -> dict:
+    if version.matches("2.92"):
+        return CREATE_V292
+    return CREATE_V210 if version.matches("2.10") else CREATE_V22 if version.matches("2.2") else CREATE
 
 
 _USER = {"user_id": {"type": "string"}}
@@ -94,14 +105,14 @@ async def show_keypair(request: Request, name: str):
 async def create_keypair(request: Request):
     version = request.state.api_version
     body = await rest.json_body(request)
-    validate(body, CREATE_V210 if version.matches("2.10") else CREATE_V22 if version.matches("2.2") else CREATE)
+    validate(body, _create_schema(version))
     params = body["keypair"]
     ctx = rest.get_context(request)
     user_id = _user_id(request, "create", params.get("user_id"))
     k = await keypairs_mod.create_keypair(
         request.app.state.rt.db, request.app.state.rt.cfg, user_id=user_id, project_id=ctx.project_id,
         name=params["name"], key_type=params.get("type", keypairs_mod.TYPE_SSH),
-        public_key=params.get("public_key"))
+        public_key=params.get("public_key"), extra_name_chars="@." if version.matches("2.92") else "")
     view = {"name": k["name"], "public_key": k["public_key"], "fingerprint": k["fingerprint"],
             "user_id": k["user_id"]}
     if "private_key" in k:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 
+from nefos.compute import image_properties
 from nefos.objects import states
 
 
@@ -63,6 +64,12 @@ def basic(instance: dict, base: str) -> dict:
             "links": links(base, "servers", instance["uuid"])}
 
 
+def scheduler_hints(instance: dict) -> dict:
+    """The hints given on create as Nova's request spec keeps them (2.100): every value a list."""
+    return {hint: value if isinstance(value, list) else [value]
+            for hint, value in (instance.get("scheduler_hints") or {}).items()}
+
+
 def detail(instance: dict, base: str, version, ctx, *, extended: bool = True,
            server_groups: list[str] | None = None) -> dict:
     """The server as GET /servers/{id} shows it.
@@ -71,7 +78,9 @@ def detail(instance: dict, base: str, version, ctx, *, extended: bool = True,
     before microversion 2.75 (Nova's ``show_all_attributes``): no OS-EXT-* / OS-SRV-USG
     attributes, key_name, config_drive, security groups or address extensions.
     ``server_groups`` (the uuids of the server's groups) is shown from 2.71 by show,
-    update and rebuild, never by the detailed list.
+    update and rebuild, never by the detailed list. From 2.90 ``OS-EXT-SRV-ATTR:hostname``
+    is shown to every user; 2.96 adds ``pinned_availability_zone``, 2.98 the image's
+    properties (``image.properties``), 2.100 ``scheduler_hints``.
     """
     status = states.status_from_state(instance.get("vm_state"), instance.get("task_state"))
     flavor = instance.get("flavor") or {}
@@ -87,6 +96,8 @@ def detail(instance: dict, base: str, version, ctx, *, extended: bool = True,
     image_ref = instance.get("image_ref")
     image_view = ({"id": image_ref, "links": [{"rel": "bookmark", "href": f"{base}/images/{image_ref}"}]}
                   if image_ref else "")
+    if image_ref and version.matches("2.98"):
+        image_view["properties"] = image_properties.shown(instance.get("system_metadata"))
     server = {
         "id": instance["uuid"],
         "name": instance.get("display_name") or "",
@@ -118,6 +129,8 @@ def detail(instance: dict, base: str, version, ctx, *, extended: bool = True,
             "OS-EXT-STS:power_state": instance.get("power_state") or 0,
             "os-extended-volumes:volumes_attached": [],
         })
+        if version.matches("2.96"):  # the zone asked for on create or unshelve (Nova's request spec)
+            server["pinned_availability_zone"] = instance.get("pinned_availability_zone")
         if instance.get("security_groups"):  # none: no key at all, as Nova
             server["security_groups"] = [{"name": name} for name in instance["security_groups"]]
     if status in ("BUILD", "ACTIVE"):
@@ -150,6 +163,10 @@ def detail(instance: dict, base: str, version, ctx, *, extended: bool = True,
         server["server_groups"] = server_groups
     if version.matches("2.73"):
         server["locked_reason"] = instance.get("locked_reason")
+    if version.matches("2.90") and "OS-EXT-SRV-ATTR:hostname" not in server:
+        server["OS-EXT-SRV-ATTR:hostname"] = instance.get("hostname") or ""  # for every user from 2.90
+    if version.matches("2.100"):
+        server["scheduler_hints"] = scheduler_hints(instance)
     fault = instance.get("fault")
     if fault and status in ("ERROR", "DELETED"):
         fault_view = {"code": fault["code"], "created": iso_z(fault["created_at"]),

@@ -11,7 +11,11 @@ parameters of the lists are refused and update/rebuild answer with the whole
 server; 2.83 non-admins may filter the lists by availability_zone, config_drive,
 key_name, created_at, launched_at, terminated_at, power_state, task_state,
 vm_state, progress and user_id (before, as Nova, those filters are dropped for
-them).
+them); 2.90 ``hostname`` on create, update and rebuild (one server only on
+create), shown to every user, and a list filter for non-admins; 2.94 the
+hostname may be an FQDN; 2.96 ``pinned_availability_zone``, 2.98 the image's
+properties and 2.100 ``scheduler_hints`` in show, the detailed list, update
+and rebuild.
 """
 
 from __future__ import annotations
@@ -65,6 +69,15 @@ MAX_TAGS = 50
 _TRUSTED_CERTS = {"type": ["array", "null"], "minItems": 1, "maxItems": 50, "uniqueItems": True,
                   "items": {"type": "string", "minLength": 1}}
 _FQDN = {"type": "string", "pattern": "^[a-zA-Z0-9-._]*$", "minLength": 1, "maxLength": 255}
+# 2.90: a hostname on create, update and rebuild (an RFC 952 label); from 2.94 an FQDN.
+_HOSTNAME = {"type": "string", "pattern": "^[a-zA-Z0-9]+[a-zA-Z0-9-]*[a-zA-Z0-9]+$", "minLength": 2,
+             "maxLength": 63}
+
+
+def _hostname_schema(version) -> dict | None:
+    if version.matches("2.94"):
+        return _FQDN
+    return _HOSTNAME if version.matches("2.90") else None
 
 
 def create_schema(version) -> dict:
@@ -110,6 +123,8 @@ def create_schema(version) -> dict:
     if version.matches("2.74"):
         props["host"] = _FQDN
         props["hypervisor_hostname"] = _FQDN
+    if _hostname_schema(version):
+        props["hostname"] = _hostname_schema(version)
     required = ["name", "flavorRef"]
     if version.matches("2.37"):
         required.append("networks")
@@ -132,6 +147,8 @@ def update_schema(version) -> dict:
              "OS-DCF:diskConfig": {"type": "string", "enum": ["AUTO", "MANUAL"]}}
     if version.matches("2.19"):
         props["description"] = {"type": ["string", "null"], "maxLength": 255}
+    if _hostname_schema(version):
+        props["hostname"] = _hostname_schema(version)
     return {"type": "object", "properties": {
         "server": {"type": "object", "properties": props, "additionalProperties": False}},
         "required": ["server"], "additionalProperties": False}
@@ -153,6 +170,8 @@ def rebuild_schema(version) -> dict:
         props["user_data"] = {"type": ["string", "null"], "format": "base64", "maxLength": 65535}
     if version.matches("2.63"):
         props["trusted_image_certificates"] = _TRUSTED_CERTS
+    if _hostname_schema(version):
+        props["hostname"] = _hostname_schema(version)
     return {"type": "object", "properties": {"rebuild": {
         "type": "object", "properties": props, "required": ["imageRef"], "additionalProperties": False}},
         "required": ["rebuild"], "additionalProperties": False}
@@ -176,6 +195,8 @@ async def rebuild_server(request: Request, ctx, server_id: str, body: dict) -> d
     if version.matches("2.63") and "trusted_image_certificates" in args:
         policy.enforce(ctx, "os_compute_api:servers:rebuild:trusted_certs")
         updates["trusted_certs"] = args["trusted_image_certificates"]
+    if version.matches("2.90") and "hostname" in args:
+        updates["hostname"] = args["hostname"]
     instance = await _compute_api(request).rebuild(ctx, server_id, args["imageRef"], updates)
     view = server_view.detail(instance, base_url(request), version, ctx, extended=version.matches("2.75"),
                               server_groups=await _server_groups(request, instance))
@@ -264,7 +285,7 @@ async def create_server(request: Request):
             access_ip_v6=server.get("accessIPv6"),
             config_drive="True" if str(server.get("config_drive", "")).lower() in ("true", "1") else None,
             tags=server.get("tags"), trusted_certs=trusted_certs, requested_host=requested_host,
-            requested_node=requested_node)
+            requested_node=requested_node, hostname=server.get("hostname"))
     except exceptions.FlavorNotFound:
         raise exceptions.ValidationError("Flavor '%s' could not be found." % flavor_ref) from None
     except exceptions.ImageNotFound:
@@ -513,7 +534,7 @@ async def update_server(request: Request, server_id: str):
     validate(body, update_schema(version))
     server = body["server"]
     updates = {}
-    for api_key, key in (("name", "name"), ("description", "description"),
+    for api_key, key in (("name", "name"), ("description", "description"), ("hostname", "hostname"),
                          ("accessIPv4", "access_ip_v4"), ("accessIPv6", "access_ip_v6")):
         if api_key in server:
             updates[key] = server[api_key]

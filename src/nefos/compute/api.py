@@ -20,7 +20,7 @@ import uuid as uuidlib
 from sqlalchemy import and_, func, or_, select
 
 from nefos import exceptions
-from nefos.compute import flavors as flavors_mod, server_groups
+from nefos.compute import flavors as flavors_mod, image_properties, server_groups
 from nefos.compute.services import COMPUTE_BINARY
 from nefos.compute.rpcapi import ComputeRPCAPI
 from nefos.conductor.manager import ConductorAPI
@@ -124,7 +124,9 @@ class ComputeAPI:
                      config_drive: str | None = None,
                      local_disks: list[dict] | None = None, tags: list[str] | None = None,
                      trusted_certs: list[str] | None = None, requested_host: str | None = None,
-                     requested_node: str | None = None) -> tuple[list[dict], str]:
+                     requested_node: str | None = None, hostname: str | None = None) -> tuple[list[dict], str]:
+        if hostname and max_count > 1:  # 2.90: a hostname for one server only
+            raise exceptions.Invalid("Unable to allocate a single hostname to multiple instances")
         flavor = await flavors_mod.get_by_flavor_id(self.rt.db, flavor_ref, ctx)
         if flavor.get("disabled"):
             raise exceptions.FlavorNotFound(flavor_id=flavor_ref)
@@ -178,13 +180,14 @@ class ComputeAPI:
                 display_name = name if count == 1 else f"{name}-{index + 1}"
                 row = Instance(
                     uuid=uuid, project_id=ctx.project_id, user_id=ctx.user_id, display_name=display_name,
-                    display_description=description, hostname=_hostname(display_name),
+                    display_description=description, hostname=hostname or _hostname(display_name),
                     vm_state=states.BUILDING, task_state=states.SCHEDULING, power_state=states.NOSTATE,
                     availability_zone=zone, instance_type_id=flavor["id"], flavor=flavor_snapshot,
                     vcpus=flavor["vcpus"], memory_mb=flavor["memory_mb"], root_gb=flavor["root_gb"],
                     ephemeral_gb=flavor["ephemeral_gb"], image_ref=image["id"], key_name=key_name,
                     key_data=key_data, user_data=user_data, config_drive=config_drive or "",
-                    metadata_=metadata, system_metadata={}, security_groups=security_groups,
+                    metadata_=metadata, system_metadata=image_properties.from_image(image, flavor),
+                    security_groups=security_groups,
                     network_info=[], requested_networks=_requested_networks_record(requested_networks),
                     reservation_id=reservation_id, launch_index=index, access_ip_v4=access_ip_v4,
                     access_ip_v6=access_ip_v6, tags=list(dict.fromkeys(tags or [])),
@@ -359,9 +362,10 @@ class ComputeAPI:
         instance = await self.get(ctx, uuid)
         self._check_lock(ctx, instance)
         values = {}
-        if "name" in updates:
+        if "name" in updates:  # the hostname stays (as Nova): only 2.90's hostname changes it
             values["display_name"] = updates["name"]
-            values["hostname"] = _hostname(updates["name"])
+        if "hostname" in updates:
+            values["hostname"] = updates["hostname"]
         if "description" in updates:
             values["display_description"] = updates["description"]
         for key in ("access_ip_v4", "access_ip_v6"):
@@ -550,16 +554,20 @@ class ComputeAPI:
 
     async def rebuild(self, ctx, uuid: str, image_ref: str, updates: dict) -> dict:
         """Rebuild the server from ``image_ref`` (its ports and IPs kept); ``updates``: name,
-        description, metadata, access_ip_v4/6 applied now, as Nova does."""
+        description, metadata, access_ip_v4/6, hostname (2.90) applied now, as Nova does, and the
+        new image's properties in the system metadata (2.98)."""
         instance = await self.get(ctx, uuid)
         self._check_lock(ctx, instance)
+        flavor = instance.get("flavor") or instance
         try:
-            await self._check_image(ctx, image_ref, instance.get("flavor") or instance)
+            image = await self._check_image(ctx, image_ref, flavor)
         except exceptions.ImageNotFound:
             raise exceptions.Invalid("Cannot find image for rebuild") from None
         instance = await self._begin_action(ctx, uuid, actions.REBUILD, [states.ACTIVE, states.STOPPED, states.ERROR],
                                             [None], states.REBUILDING)
-        values: dict = {"image_ref": image_ref}
+        # 2.98: the new image's properties replace the old one's in the system metadata.
+        values: dict = {"image_ref": image_ref,
+                        "system_metadata": image_properties.replaced(instance.get("system_metadata"), image, flavor)}
         if "key_name" in updates:  # 2.54: a new key pair, or none
             values["key_name"], values["key_data"] = await self._key_pair(ctx, updates["key_name"])
         for key in ("user_data", "trusted_certs"):  # 2.57, 2.63: replaced (None clears)
@@ -569,6 +577,8 @@ class ComputeAPI:
             values["display_name"] = updates["name"]
         if "description" in updates:
             values["display_description"] = updates["description"]
+        if "hostname" in updates:  # 2.90
+            values["hostname"] = updates["hostname"]
         if "metadata" in updates:
             values["metadata"] = updates["metadata"]
         for key in ("access_ip_v4", "access_ip_v6"):

@@ -84,8 +84,9 @@ def _generate_x509(user_id: str) -> tuple[str, str, str]:
     return private, pem, x509_fingerprint(pem)
 
 
-def validate_name(name: str) -> None:
-    if any(ch not in _SAFE_CHARS for ch in name):
+def validate_name(name: str, extra_chars: str = "") -> None:
+    """``extra_chars``: allowed besides letters, digits, ``_``, ``-`` and spaces (2.92: ``@`` and ``.``)."""
+    if any(ch not in _SAFE_CHARS and ch not in extra_chars for ch in name):
         raise exceptions.InvalidKeypair(reason="Keypair name contains unsafe characters")
     if not 1 <= len(name) <= 255:
         raise exceptions.InvalidKeypair(
@@ -119,9 +120,10 @@ async def list_keypairs(db, user_id, *, limit: int | None = None, marker: str | 
 
 
 async def create_keypair(db, cfg, *, user_id: str, project_id: str | None, name: str,
-                         key_type: str = TYPE_SSH, public_key: str | None = None) -> dict:
+                         key_type: str = TYPE_SSH, public_key: str | None = None,
+                         extra_name_chars: str = "") -> dict:
     """Import ``public_key`` or generate a key pair (then ``private_key`` is in the result)."""
-    validate_name(name)
+    validate_name(name, extra_name_chars)
     private_key = None
     if public_key is not None:
         fingerprint = x509_fingerprint(public_key) if key_type == TYPE_X509 else ssh_fingerprint(public_key)
