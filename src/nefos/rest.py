@@ -123,8 +123,12 @@ async def json_body(request: Request) -> Any:
         raise exceptions.ValidationError("Malformed request body: the body is not valid JSON.")
 
 
-def make_app(title: str, error_body: ErrorBody) -> FastAPI:
+def make_app(title: str, error_body: ErrorBody, inner_middleware: tuple = ()) -> FastAPI:
+    """An API app whose every response, including one a middleware in ``inner_middleware``
+    answers by itself (e.g. a 406 for an unsupported microversion), carries the request ids."""
     app = FastAPI(title=title, docs_url=None, redoc_url=None, openapi_url=None)
+    for middleware in inner_middleware:  # added first: they run inside the request context
+        app.add_middleware(middleware)
     app.add_middleware(RequestContextMiddleware, error_body=error_body)
 
     def respond(status: int, message: str, kind: str, headers=None) -> Response:

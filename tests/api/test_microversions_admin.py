@@ -209,3 +209,20 @@ async def test_strict_query_v275(client, path):
     r = await client.get(path, params={"bogus": 1}, headers=version("2.75"))
     assert r.status_code == 400, r.text
     assert r.json()["badRequest"]["message"] == "Additional properties are not allowed ('bogus' was unexpected)"
+
+
+@pytest.mark.parametrize("headers,status", [
+    ({"OpenStack-API-Version": "compute 3.0"}, 406),
+    ({"OpenStack-API-Version": "compute 2.0"}, 406),
+    ({"X-OpenStack-Nova-API-Version": "9.9"}, 406),
+    ({"OpenStack-API-Version": "compute two"}, 400),
+])
+async def test_refused_versions_answer_with_request_ids(client, headers, status):
+    """A version outside the range (or no version at all) is refused before routing, and the
+    answer still carries the request ids every Compute API response has."""
+    r = await client.get("/v2.1/flavors", headers=headers)
+    assert r.status_code == status, r.text
+    fault = "computeFault" if status == 406 else "badRequest"  # Nova names no fault for 406
+    assert r.json()[fault]["code"] == status and r.json()[fault]["message"]
+    assert r.headers["x-openstack-request-id"].startswith("req-")
+    assert r.headers["x-compute-request-id"] == r.headers["x-openstack-request-id"]

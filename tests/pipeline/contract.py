@@ -37,7 +37,7 @@ ROUTES: list[tuple[str, re.Pattern, dict[int, str | None]]] = [(m, re.compile(f"
 ]]
 
 ERROR_KEYS = {400: "badRequest", 401: "unauthorized", 403: "forbidden", 404: "itemNotFound",
-              405: "badMethod", 406: "notAcceptable", 409: "conflictingRequest", 413: "overLimit",
+              405: "badMethod", 409: "conflictingRequest", 413: "overLimit",
               415: "badMediaType", 429: "overLimit", 500: "computeFault", 501: "notImplemented",
               503: "serviceUnavailable"}
 

@@ -50,8 +50,7 @@ class MicroversionMiddleware(BaseHTTPMiddleware):
 
 def create_app(rt, compute_api):
     """The Compute API over ``rt`` (config, database, bus) and the compute API layer."""
-    app = rest.make_app("Nefos Compute API", nova_error_body)
-    app.add_middleware(MicroversionMiddleware)
+    app = rest.make_app("Nefos Compute API", nova_error_body, inner_middleware=(MicroversionMiddleware,))
     app.state.rt = rt
     app.state.compute_api = compute_api
     from nefos.api import routes
