@@ -88,6 +88,7 @@ async def test_a_real_guest_through_its_whole_life(lvcloud):
     await wait_domstate(sid, "running")
     await wait_console(cloud, sid, "NEFOS-BOOT", count=2)
     print(f"start: {time.monotonic() - t:.2f} s")
+    await wait_console(cloud, sid, f"NEFOS-IP: {ip}/24", count=2)  # the L2 agent wired the new tap
 
     t = time.monotonic()
     await cloud.action(sid, {"reboot": {"type": "SOFT"}})
@@ -95,6 +96,7 @@ async def test_a_real_guest_through_its_whole_life(lvcloud):
     out = await wait_console(cloud, sid, "NEFOS-BOOT", count=3)
     assert out.count("NEFOS-ACPI: power button") == 2  # soft: the guest was asked to shut down
     print(f"soft reboot: {time.monotonic() - t:.2f} s")
+    await wait_console(cloud, sid, f"NEFOS-IP: {ip}/24", count=3)
 
     t = time.monotonic()
     await cloud.action(sid, {"reboot": {"type": "HARD"}})
@@ -102,6 +104,7 @@ async def test_a_real_guest_through_its_whole_life(lvcloud):
     out = await wait_console(cloud, sid, "NEFOS-BOOT", count=4)
     assert out.count("NEFOS-ACPI: power button") == 2  # hard: it was not asked
     print(f"hard reboot: {time.monotonic() - t:.2f} s")
+    await wait_console(cloud, sid, f"NEFOS-IP: {ip}/24", count=4)
 
     await cloud.action(sid, {"pause": None})
     await _status(cloud, sid, "PAUSED", PAUSED)
@@ -119,6 +122,7 @@ async def test_a_real_guest_through_its_whole_life(lvcloud):
     await wait_domstate(sid, "running")
     assert (await console(cloud, sid)).count("NEFOS-BOOT") == 4  # restored, not booted again
     print(f"suspend + resume: {time.monotonic() - t:.2f} s")
+    await ping_from_dhcp_namespace(cloud, net["id"], ip)  # the restored guest's new tap, wired again
 
     # Out of band: virsh destroy -> SHUTOFF within 2 s, through the lifecycle event (the periodic
     # sync is off in these tests).

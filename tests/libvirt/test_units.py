@@ -24,7 +24,8 @@ def test_domain_xml():
     assert root.find("os/kernel").text == "/b/k" and root.find("os/cmdline").text == "console=ttyS0"
     assert [d.get("dev") for d in root.findall("devices/disk/target")] == ["vda", "vdb"]
     iface = root.find("devices/interface")
-    assert iface.get("type") == "bridge" and iface.find("source").get("bridge") == "brqnet"
+    # A tap on no bridge: the host's L2 agent wires it (no agent, no traffic).
+    assert iface.get("type") == "ethernet" and iface.find("source") is None
     assert iface.find("mac").get("address") == "fa:16:3e:00:00:01"
     assert iface.find("target").get("dev") == "tapport-1" and iface.find("mtu").get("size") == "1450"
     assert root.find("devices/serial/source").get("path") == "/i/console.log"
@@ -33,6 +34,9 @@ def test_domain_xml():
     assert vconfig.ports_from_xml(xml) == [{"id": "port-1", "devname": "tapport-1", "mac": "fa:16:3e:00:00:01",
                                             "bridge": "brqnet"}]
     assert vconfig.disks_from_xml(xml) == ["/i/disk", "/i/disk.eph0"]
+    assert vconfig.bridges_of_bridge_interfaces(xml) == set()
+    legacy = xml.replace('<interface type="ethernet">', '<interface type="bridge"><source bridge="brqold" />')
+    assert vconfig.bridges_of_bridge_interfaces(legacy) == {"brqold"}
 
 
 def _cpio_names(data: bytes) -> dict[str, bytes]:

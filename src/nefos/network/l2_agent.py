@@ -1,18 +1,22 @@
 """The Linux bridge L2 agent (Neutron's linuxbridge agent, reduced): one per compute host.
 
 It watches the host's network devices over rtnetlink (``RTMGRP_LINK``: a raw
-``AF_NETLINK`` socket read on the event loop; no polling): a device named
-``tap<port id[:11]>`` that is a port of a Linux bridge is a plugged VIF. For
-each such device it finds the port (bound to this host, id starting with the
-device's suffix) and reports over the L2 agent protocol
-(``nefos.network.agent_rpc``): ``get_device_details`` then
-``update_device_up`` (the port goes ACTIVE, the server gets
-``network-vif-plugged``); when the device disappears, ``update_device_down``
-(``network-vif-unplugged``). It also makes sure the bridge of each network it
-serves exists (``brq<network id[:11]>``), and removes the bridges it has seen in
-use once their network is gone and nothing is plugged into them (every
-``BRIDGE_GC_INTERVAL`` seconds; bridges of other clouds on the same machine are
-never its business).
+``AF_NETLINK`` socket read on the event loop; no polling). The agent is the one
+who wires a VIF: libvirt makes a guest's tap (``tap<port id[:11]>``,
+``<interface type='ethernet'>``) and attaches it to nothing, so until the agent
+acts the guest's NIC reaches nothing (no DHCP, no address: the Linux bridge
+counterpart of OVS's dead VLAN). For each new tap it finds the port (bound to
+this host, id starting with the device's suffix) and, over the L2 agent
+protocol (``nefos.network.agent_rpc``), asks ``get_device_details`` (the port's
+network); then it makes sure the security-group chains cover the port, creates
+the network's bridge (``brq<network id[:11]>``) when missing, enslaves the tap
+to it and reports ``update_device_up`` (the port goes ACTIVE, the server gets
+``network-vif-plugged``). A tap already in its network's bridge (a domain
+defined with ``<interface type='bridge'>``, or wired by hand) is only reported.
+When the device disappears: ``update_device_down`` (``network-vif-unplugged``).
+It removes the bridges it has seen in use once their network is gone and
+nothing is plugged into them (every ``BRIDGE_GC_INTERVAL`` seconds; bridges of
+other clouds on the same machine are never its business).
 
 Security groups are enforced on the taps of the ports bound to this host
 (``nefos.network.firewall``: iptables on bridged traffic); the agent re-reads
@@ -23,8 +27,9 @@ agent must not open the guests up); ``remove_firewall()`` takes them away.
 
 Reports are made one at a time, in order, with retries. ``stop()`` and
 ``start()`` act out seed 001's experiment 1: while the agent is stopped nothing
-is reported (a new guest's port stays DOWN); when it starts it resynchronises
-with what is plugged now. Every report is logged with the request id of the
+is wired nor reported (a new guest's tap stays on no bridge, its port DOWN, its
+DHCP client gets no answer); when it starts it resynchronises with the taps
+present now (wiring those on no bridge). Every report is logged with the request id of the
 report (one grep follows a device from the agent to the compute host).
 """
 
@@ -89,17 +94,23 @@ def parse_link_messages(data: bytes) -> list[tuple[int, str, int | None]]:
     return out
 
 
-def _is_plugged(name: str) -> bool:
-    """A tap that is a port of a bridge."""
-    return Path(f"/sys/class/net/{name}/master").exists() and Path(f"/sys/class/net/{name}/brport").exists()
+def _master(name: str) -> str | None:
+    """The bridge device ``name`` is a port of, if any."""
+    if not Path(f"/sys/class/net/{name}/brport").exists():
+        return None
+    try:
+        return os.path.basename(os.readlink(f"/sys/class/net/{name}/master"))
+    except OSError:
+        return None
 
 
-def _plugged_taps() -> set[str]:
+def _taps() -> set[str]:
+    """Every ``tap*`` device of the host, wired or not."""
     try:
         names = os.listdir("/sys/class/net")
     except OSError:
         return set()
-    return {n for n in names if n.startswith(TAP_PREFIX) and _is_plugged(n)}
+    return {n for n in names if n.startswith(TAP_PREFIX)}
 
 
 class L2Agent(Component):
@@ -112,7 +123,7 @@ class L2Agent(Component):
         self.plugin = PluginAPI(rt.bus, self.host, self.agent_id)
         self.running = False
         self.devices: dict[str, str] = {}  # tap name -> port id, reported up
-        self._seen: set[str] = set()  # taps plugged now (as netlink told us)
+        self._seen: set[str] = set()  # taps present now (as netlink told us)
         self._queue: asyncio.Queue | None = None
         self._worker: asyncio.Task | None = None
         self._sock: socket.socket | None = None
@@ -122,6 +133,7 @@ class L2Agent(Component):
         from nefos.network.firewall import Firewall
         self.firewall = Firewall(f"{Path(rt.cfg.state_dir).resolve()}:{self.host}")
         self._sg: asyncio.Task | None = None
+        self._sg_lock = asyncio.Lock()  # the periodic sync and a wiring's sync never interleave
 
     # Lifecycle -----------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -166,8 +178,8 @@ class L2Agent(Component):
             await asyncio.sleep(0.01)
 
     async def _resync(self) -> None:
-        """What is plugged now vs what we reported, plus this host's ports still ACTIVE without a tap."""
-        plugged = _plugged_taps()
+        """The taps present now vs what we reported, plus this host's ports still ACTIVE without a tap."""
+        plugged = _taps()
         self._seen = set(plugged)
         for tap in sorted(plugged):
             self._enqueue("up", tap)
@@ -201,7 +213,8 @@ class L2Agent(Component):
 
     async def sync_security_groups(self) -> bool:
         from nefos.network.firewall import load_filters
-        return await self.firewall.apply(await load_filters(self.rt.db, self.host))
+        async with self._sg_lock:
+            return await self.firewall.apply(await load_filters(self.rt.db, self.host))
 
     async def _sg_loop(self) -> None:
         while True:
@@ -266,14 +279,13 @@ class L2Agent(Component):
                 LOG.warning("%s: netlink: %s; resynchronising", self.name, exc)
                 asyncio.get_running_loop().create_task(self._resync())
                 return
-            for mtype, name, master in parse_link_messages(data):
+            for mtype, name, _ in parse_link_messages(data):
                 if not name.startswith(TAP_PREFIX):
                     continue
-                plugged = mtype == RTM_NEWLINK and master is not None
-                if plugged and name not in self._seen:
+                if mtype == RTM_NEWLINK and name not in self._seen:  # a new tap: wire it
                     self._seen.add(name)
                     self._enqueue("up", name)
-                elif not plugged and name in self._seen:
+                elif mtype == RTM_DELLINK and name in self._seen:
                     self._seen.discard(name)
                     self._enqueue("down", name)
 
@@ -307,6 +319,23 @@ class L2Agent(Component):
                 Port.id.like(f"{suffix}%"), Port.binding_host_id == self.host))).scalars().all()
         return ids[0] if len(ids) == 1 else None
 
+    async def _wire(self, tap: str, bridge: str) -> bool:
+        """Security groups for the tap's port, then the tap into ``bridge`` (created when missing) and up.
+        False when the tap is gone."""
+        from nefos.virt.libvirt.vif import device_exists, enslave, ensure_bridge
+        if self._sg is not None:
+            await self.sync_security_groups()  # the port's chains exist before its first packet crosses
+        if _master(tap) != bridge:
+            await ensure_bridge(bridge)
+            rc, err = await enslave(tap, bridge)
+            if rc != 0:
+                if not device_exists(tap) or tap not in self._seen:
+                    return False
+                raise RuntimeError(f"cannot put {tap} into {bridge}: {err}")
+            LOG.info("%s: %s wired into %s", self.name, tap, bridge)
+        self.bridges.add(bridge)
+        return True
+
     async def _report(self, kind: str, tap: str) -> None:
         from nefos.network.agent_rpc import report_context
         with report_context():
@@ -317,17 +346,15 @@ class L2Agent(Component):
                 if port_id is None:
                     LOG.debug("%s: %s is no port bound here", self.name, tap)
                     return
-                LOG.info("%s: device %s (port %s) plugged into a bridge: reporting it", self.name, tap, port_id)
+                LOG.info("%s: device %s (port %s) appeared: wiring it", self.name, tap, port_id)
                 details = await self.plugin.get_device_details(port_id)
                 if "port_id" not in details:
                     LOG.debug("%s: %s: port %s is not bound here", self.name, tap, port_id)
                     return
+                if not await self._wire(tap, BRIDGE_PREFIX + details["network_id"][:11]):
+                    return  # gone meanwhile
                 await self.plugin.update_device_up(port_id)
                 self.devices[tap] = port_id
-                with contextlib.suppress(OSError):
-                    bridge = os.path.basename(os.readlink(f"/sys/class/net/{tap}/master"))
-                    if bridge.startswith(BRIDGE_PREFIX):
-                        self.bridges.add(bridge)
                 LOG.info("%s: device %s (port %s) up", self.name, tap, port_id)
             else:
                 port_id = self.devices.pop(tap, None)

@@ -10,7 +10,8 @@ button + evdev so busybox ``acpid`` sees the power button) and this init:
   ``acpid`` (power button -> ``poweroff``), brings ``lo`` and ``eth0`` up and
   runs ``udhcpc`` on eth0 in the background;
 * udhcpc's script configures the lease and prints ``NEFOS-IP: <addr>/<prefix>``
-  (``NEFOS-DHCP: no lease`` while it has none) to the serial console;
+  to the serial console; while it has none, ``NEFOS-DHCP: no lease on eth0``
+  after every 3 unanswered DISCOVERs (one a second, 1 s pause between rounds);
 * ``poweroff`` (from acpid or a user) goes through busybox init, which powers
   the machine off (ACPI), so the domain stops.
 
@@ -35,7 +36,7 @@ from pathlib import Path
 
 BUSYBOX = "/bin/busybox"  # busybox-static
 MODULES = ["virtio_net", "virtio_pci", "button", "evdev"]  # plus their dependencies
-VERSION = "1"  # bump when the init changes
+VERSION = "2"  # bump when the init changes
 DEFAULT_CMDLINE = "console=ttyS0 panic=-1"
 
 INITTAB = """\
@@ -59,7 +60,9 @@ ip link set lo up
 if [ -e /sys/class/net/eth0 ]; then
     echo "NEFOS-MAC: $(cat /sys/class/net/eth0/address)"
     ip link set eth0 up
-    udhcpc -i eth0 -s /etc/udhcpc.script -b -t 30 -T 1 -A 2 -S >/dev/null 2>&1
+    # A DISCOVER a second; after 3 unanswered, "no lease" on the console and again after a 1 s pause,
+    # for ever (in the background): a guest whose NIC is wired late still gets its address within ~2 s.
+    udhcpc -i eth0 -s /etc/udhcpc.script -b -t 3 -T 1 -A 1 -S >/dev/null 2>&1
 else
     echo "NEFOS-NET: no eth0"
 fi

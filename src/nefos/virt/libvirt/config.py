@@ -2,8 +2,11 @@
 
 ``GuestSpec`` holds what spawn decided (CPU, memory, boot, disks, VIFs, the
 console file); ``domain_xml`` renders it. The domain carries Nefos metadata
-(``<nefos:instance>``): the instance's name, flavor and the ports of its VIFs,
-so a restarted compute host knows which port each tap belongs to.
+(``<nefos:instance>``): the instance's name, flavor and the ports of its VIFs
+(tap, MAC, the bridge the L2 agent puts the tap in), so a restarted compute
+host knows which port each tap belongs to. VIFs are ``<interface
+type='ethernet'>``: a tap libvirt makes and attaches to nothing; the host's L2
+agent wires it into the network's bridge.
 """
 
 from __future__ import annotations
@@ -100,9 +103,11 @@ def domain_xml(spec: GuestSpec) -> str:
         _sub(d, "source", file=disk.path)
         _sub(d, "target", dev=disk.target, bus=disk.bus)
     for vif in spec.vifs:
-        i = _sub(devices, "interface", type="bridge")
+        # type='ethernet': libvirt creates the tap (up, on no bridge) and deletes it when the domain
+        # stops; the host's L2 agent wires it into the network's bridge (nefos.network.l2_agent).
+        # Until then the guest's NIC reaches nothing: no DHCP, no address.
+        i = _sub(devices, "interface", type="ethernet")
         _sub(i, "mac", address=vif.mac)
-        _sub(i, "source", bridge=vif.bridge)
         _sub(i, "target", dev=vif.devname)
         _sub(i, "model", type=vif.model)
         if vif.mtu:
@@ -128,6 +133,15 @@ def ports_from_xml(xml: str) -> list[dict]:
     except ET.ParseError:
         return []
     return [dict(p.attrib) for p in root.iter(f"{{{NEFOS_NS}}}port")]
+
+
+def bridges_of_bridge_interfaces(xml: str) -> set[str]:
+    """The bridges named by ``<interface type='bridge'>`` (domains defined by an older Nefos)."""
+    try:
+        root = ET.fromstring(xml)
+    except ET.ParseError:
+        return set()
+    return {s.get("bridge") for s in root.findall("./devices/interface[@type='bridge']/source") if s.get("bridge")}
 
 
 def disks_from_xml(xml: str) -> list[str]:

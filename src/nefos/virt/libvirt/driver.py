@@ -11,9 +11,9 @@ Options (``nefos.config``): ``virt_type`` (``qemu`` = TCG, ``kvm``, or
   and ramdisk straight from the cache for images with ``kernel_id`` /
   ``ramdisk_id``, booted with ``os_command_line``), ephemeral and swap disks
   from ``block_device_info``, the serial console logged to
-  ``<instance dir>/console.log``, ACPI on, one ``<interface type='bridge'>``
-  per VIF on its network's bridge (created when missing) with the port's MAC
-  and tap name; the domain is persistent (defined, then started — paused when
+  ``<instance dir>/console.log``, ACPI on, one ``<interface type='ethernet'>``
+  per VIF with the port's MAC and tap name (libvirt makes the tap and attaches
+  it to nothing); the domain is persistent (defined, then started — paused when
   asked to, for the VIF-plugged wait).
 * stop: ACPI shutdown (pressed again every few seconds) within the timeout,
   then destroy; reboot SOFT: the same clean shutdown then start, falling back
@@ -24,10 +24,12 @@ Options (``nefos.config``): ``virt_type`` (``qemu`` = TCG, ``kvm``, or
   a managed save's STOPPED is SUSPENDED); the connection's close callback
   becomes ``ConnectionEvent(connected=False)``, the reconnect (with backoff)
   ``ConnectionEvent(connected=True)``.
-* VIFs: libvirt creates each tap on the bridge when the domain starts and
-  removes it when the domain stops; the host's L2 agent
-  (``nefos.network.l2_agent``) sees that over netlink and reports the ports
-  up and down (``network-vif-plugged`` / ``-unplugged``).
+* VIFs: libvirt creates each tap when the domain starts and removes it when
+  the domain stops; the host's L2 agent (``nefos.network.l2_agent``) sees that
+  over netlink, wires the tap into its network's bridge (creating the bridge,
+  security groups first) and reports the port up; the tap gone, down
+  (``network-vif-plugged`` / ``-unplugged``). Without a running L2 agent a
+  guest's tap stays on no bridge: no DHCP, no traffic (seed 001, experiment 1).
 """
 
 from __future__ import annotations
@@ -182,8 +184,6 @@ class LibvirtDriver(ComputeDriver):
             inst_dir.mkdir(parents=True, exist_ok=True)
             spec = await self._guest_spec(instance, image_meta or {}, network_info or [],
                                           block_device_info or {}, inst_dir)
-            for vif in spec.vifs:
-                await vifs.ensure_bridge(vif.bridge)
             xml = vconfig.domain_xml(spec)
             t0 = time.monotonic()
             dom = await self._host.call(conn.defineXML, xml)
@@ -363,10 +363,9 @@ class LibvirtDriver(ComputeDriver):
     async def _start(self, dom, uuid: str, network_info: list[dict] | None, fresh: bool = True) -> None:
         if fresh:
             await self._drop_managed_save(dom)
-        ports = vconfig.ports_from_xml(await self._host.call(dom.XMLDesc, 0))
-        for bridge in {p.get("bridge") for p in ports if p.get("bridge")}:
-            await vifs.ensure_bridge(bridge)
-        await self._host.call(dom.create)  # new taps: the L2 agent sees the VIFs plugged again
+        for bridge in vconfig.bridges_of_bridge_interfaces(await self._host.call(dom.XMLDesc, 0)):
+            await vifs.ensure_bridge(bridge)  # a domain defined before VIFs were type='ethernet'
+        await self._host.call(dom.create)  # new taps: the L2 agent wires them and reports them up again
 
     async def power_on(self, ctx, instance: dict, network_info: list[dict], **kwargs) -> None:
         libvirt = libvirt_module()

@@ -1,5 +1,7 @@
-"""VIFs on Linux bridges: each network's bridge (``brq<network id[:11]>``) exists before a
-guest's tap (``tap<port id[:11]>``, made by libvirt from ``<interface type='bridge'>``) joins it."""
+"""VIFs on Linux bridges: each network has a bridge (``brq<network id[:11]>``); a guest's tap
+(``tap<port id[:11]>``, made by libvirt from ``<interface type='ethernet'>`` and attached to
+nothing) is put into it by the host's L2 agent (``nefos.network.l2_agent``), which creates the
+bridge when missing (``ensure_bridge``, also used by the DHCP agent)."""
 
 from __future__ import annotations
 
@@ -44,6 +46,11 @@ async def ensure_bridge(name: str) -> None:
         rc, err = await _ip("link", "set", name, "up")
         if rc != 0:
             raise exceptions.InstanceDeployFailure(reason=f"cannot bring bridge {name} up: {err}")
+
+
+async def enslave(dev: str, bridge: str) -> tuple[int, str]:
+    """Put ``dev`` into ``bridge`` and bring it up: (return code, ``ip``'s error)."""
+    return await _ip("link", "set", "dev", dev, "master", bridge, "up")
 
 
 def vif_bridge(vif: dict) -> str:
