@@ -92,19 +92,22 @@ async def start_libvirt_cloud(tmp_path, **overrides):
     return harness
 
 
+def remove_domains_under(path) -> None:
+    """Destroy and undefine the domains whose files are under ``path`` (only a test's own)."""
+    for name in virsh("list", "--all", "--name", check=False).split():
+        if str(path) in virsh("dumpxml", name, check=False):
+            virsh("destroy", name, check=False)
+            virsh("undefine", name, "--managed-save", "--nvram", check=False)
+
+
 async def stop_libvirt_cloud(harness) -> None:
     driver = harness.driver(HOST)
     try:
         await stop_cloud(harness)
         await harness.l2_agent.remove_firewall()
     finally:
-        # Whatever a failed test left behind: its domains (only those under this cloud's
-        # instances_path) and the bridges of its networks.
-        for name in virsh("list", "--all", "--name", check=False).split():
-            xml = virsh("dumpxml", name, check=False)
-            if str(driver.instances_path) in xml:
-                virsh("destroy", name, check=False)
-                virsh("undefine", name, "--managed-save", "--nvram", check=False)
+        # Whatever a failed test left behind: its domains and the bridges of its networks.
+        remove_domains_under(driver.instances_path)
         for bridge in harness.bridges:
             subprocess.run(["ip", "link", "del", bridge], capture_output=True)
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.libvirt.conftest import virsh
+from tests.libvirt.conftest import remove_domains_under, virsh
 from tests.pipeline.test_openstack_clients import run_json, run_openstack
 from tests.isolation.helpers import start_nefos, stop_nefos
 
@@ -50,6 +50,9 @@ def test_real_guest_through_the_openstack_cli(libvirtd, tmp_path):
         run_openstack(up, "server", "delete", "--wait", "cli-real-vm")
         assert server["id"] not in virsh("list", "--all", "--uuid")
     finally:
-        stop_nefos(proc, state)
+        try:
+            stop_nefos(proc, state)
+        finally:
+            remove_domains_under(state)  # a failed run's guest must not outlive the test
         if net is not None:
             subprocess.run(["ip", "link", "del", "brq" + net["id"][:11]], capture_output=True)
