@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import traceback as tb
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 
 from nefos import exceptions
 from nefos.context import RequestContext
@@ -54,23 +54,28 @@ _action_ids: dict[tuple[str, str], int] = {}
 _ACTION_ID_CACHE_SIZE = 20000
 
 
+_EVENTS = InstanceActionEvent.__table__
+# Built once (several run in every boot; composing a statement costs more than running it).
+_ACTION_ID = (select(InstanceAction.id)
+              .where(InstanceAction.instance_uuid == bindparam("b_instance"),
+                     InstanceAction.request_id == bindparam("b_request"))
+              .order_by(InstanceAction.id.desc()).limit(1))
+_INSERT_EVENT = _EVENTS.insert()
+_FINISH_EVENT = _EVENTS.update().where(_EVENTS.c.id == bindparam("b_id"))
+
+
 async def _action_id(s, ctx: RequestContext, instance_uuid: str) -> int | None:
     key = (instance_uuid, ctx.request_id)
     cached = _action_ids.get(key)
     if cached is not None:
         return cached
-    action_id = (await s.execute(
-        select(InstanceAction.id).where(InstanceAction.instance_uuid == instance_uuid,
-                                        InstanceAction.request_id == ctx.request_id)
-        .order_by(InstanceAction.id.desc()).limit(1))).scalar_one_or_none()
+    action_id = (await s.execute(_ACTION_ID, {"b_instance": instance_uuid, "b_request": ctx.request_id})
+                 ).scalar_one_or_none()
     if action_id is not None:
         if len(_action_ids) >= _ACTION_ID_CACHE_SIZE:
             _action_ids.clear()
         _action_ids[key] = action_id
     return action_id
-
-
-_EVENTS = InstanceActionEvent.__table__
 
 
 async def event_start(db: Database, ctx: RequestContext, instance_uuid: str, event: str,
@@ -80,8 +85,8 @@ async def event_start(db: Database, ctx: RequestContext, instance_uuid: str, eve
         if action_id is None:
             return None
         now = utcnow()
-        result = await s.execute(_EVENTS.insert().values(
-            action_id=action_id, event=event, start_time=now, host=host, created_at=now))
+        result = await s.execute(_INSERT_EVENT, {"action_id": action_id, "event": event, "start_time": now,
+                                                 "host": host, "created_at": now})
         return result.inserted_primary_key[0]
 
 
@@ -90,8 +95,8 @@ async def event_finish(db: Database, event_id: int | None, *, result: str = "Suc
     if event_id is None:
         return
     async with db.transaction() as s:
-        await s.execute(_EVENTS.update().where(_EVENTS.c.id == event_id).values(
-            finish_time=utcnow(), result=result, traceback=traceback, details=details))
+        await s.execute(_FINISH_EVENT, {"b_id": event_id, "finish_time": utcnow(), "result": result,
+                                        "traceback": traceback, "details": details})
 
 
 async def record_event(db: Database, ctx: RequestContext, instance_uuid: str, event: str,
@@ -102,9 +107,9 @@ async def record_event(db: Database, ctx: RequestContext, instance_uuid: str, ev
         action_id = await _action_id(s, ctx, instance_uuid)
         if action_id is None:
             return
-        await s.execute(_EVENTS.insert().values(
-            action_id=action_id, event=event, start_time=start_time, finish_time=utcnow(), host=host,
-            result=result, traceback=traceback, details=details, created_at=start_time))
+        await s.execute(_INSERT_EVENT, {"action_id": action_id, "event": event, "start_time": start_time,
+                                        "finish_time": utcnow(), "host": host, "result": result,
+                                        "traceback": traceback, "details": details, "created_at": start_time})
 
 
 @contextlib.asynccontextmanager

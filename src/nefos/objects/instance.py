@@ -11,9 +11,10 @@ delete racing a build always wins and the build notices.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Iterable
+import functools
+from typing import Any
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import bindparam, or_, select, update
 
 from nefos import exceptions
 from nefos.db.models import Instance, InstanceFault, utcnow
@@ -56,30 +57,41 @@ def _column_values(updates: dict) -> dict:
     return values
 
 
+# Built once: composing a statement costs SQLAlchemy about three times what running it does
+# (docs/benchmarks.md), and these run several times in every boot.
+_GET = select(INSTANCES).where(INSTANCES.c.uuid == bindparam("b_uuid"), INSTANCES.c.deleted == 0)
+_GET_ANY = select(INSTANCES).where(INSTANCES.c.uuid == bindparam("b_uuid"))
+
+
 async def get(db: Database, uuid: str, *, read_deleted: bool = False) -> dict:
-    q = select(INSTANCES).where(INSTANCES.c.uuid == uuid)
-    if not read_deleted:
-        q = q.where(INSTANCES.c.deleted == 0)
     async with db.reader() as s:
-        row = (await s.execute(q)).mappings().one_or_none()
+        row = (await s.execute(_GET_ANY if read_deleted else _GET, {"b_uuid": uuid})).mappings().one_or_none()
     if row is None:
         raise exceptions.InstanceNotFound(instance_id=uuid)
     return mapping_to_dict(row)
 
 
-def _task_state_clause(expected: Iterable[str | None]):
-    expected = list(expected)
-    values = [e for e in expected if e is not None]
-    clauses = []
-    if values:
-        clauses.append(INSTANCES.c.task_state.in_(values))
-    if None in expected:
-        clauses.append(INSTANCES.c.task_state.is_(None))
-    return or_(*clauses)
-
-
 def _as_list(value) -> list:
     return list(value) if isinstance(value, (list, tuple, set)) else [value]
+
+
+@functools.lru_cache(maxsize=512)
+def _save_statement(columns: tuple[str, ...], task_values: bool, task_none: bool, vm_states: bool,
+                    returning: bool):
+    """The compare-and-swap UPDATE for one shape of save (which columns, which expectations),
+    built once; the values and expected states are its parameters."""
+    q = update(INSTANCES).where(INSTANCES.c.uuid == bindparam("b_uuid"), INSTANCES.c.deleted == 0)
+    expected = []
+    if task_values:
+        expected.append(INSTANCES.c.task_state.in_(bindparam("b_task_states", expanding=True)))
+    if task_none:
+        expected.append(INSTANCES.c.task_state.is_(None))
+    if expected:
+        q = q.where(or_(*expected))
+    if vm_states:
+        q = q.where(INSTANCES.c.vm_state.in_(bindparam("b_vm_states", expanding=True)))
+    q = q.values({c: bindparam(f"v_{c}") for c in columns})
+    return q.returning(*INSTANCES.c) if returning else q
 
 
 async def save(db: Database, uuid: str, updates: dict, *,
@@ -88,23 +100,29 @@ async def save(db: Database, uuid: str, updates: dict, *,
     """Write ``updates``; with ``expected_*`` only if the row still matches. Returns the new row."""
     values = _column_values(updates)
     values["updated_at"] = utcnow()
-    q = update(INSTANCES).where(INSTANCES.c.uuid == uuid, INSTANCES.c.deleted == 0)
+    params = {f"v_{c}": v for c, v in values.items()}
+    params["b_uuid"] = uuid
+    task_values = task_none = False
     if expected_task_state is not _UNSET:
-        q = q.where(_task_state_clause(_as_list(expected_task_state)))
+        expected = _as_list(expected_task_state)
+        states_given = [e for e in expected if e is not None]
+        task_values, task_none = bool(states_given), None in expected
+        params["b_task_states"] = states_given
     if expected_vm_state is not _UNSET:
-        q = q.where(INSTANCES.c.vm_state.in_(_as_list(expected_vm_state)))
-    q = q.values(**values)
+        params["b_vm_states"] = _as_list(expected_vm_state)
     returning = db.engine.dialect.update_returning
+    q = _save_statement(tuple(sorted(values)), task_values, task_none, expected_vm_state is not _UNSET,
+                        returning)
 
     async def _apply(s):
         if returning:  # one round trip where the database can return the updated row
-            row = (await s.execute(q.returning(*INSTANCES.c))).mappings().one_or_none()
+            row = (await s.execute(q, params)).mappings().one_or_none()
             if row is not None:
                 return mapping_to_dict(row)
         else:
-            result = await s.execute(q)
+            result = await s.execute(q, params)
             if result.rowcount == 1:
-                row = (await s.execute(select(INSTANCES).where(INSTANCES.c.uuid == uuid))).mappings().one()
+                row = (await s.execute(_GET_ANY, {"b_uuid": uuid})).mappings().one()
                 return mapping_to_dict(row)
         current = (await s.execute(select(INSTANCES.c.deleted, INSTANCES.c.task_state, INSTANCES.c.vm_state)
                                    .where(INSTANCES.c.uuid == uuid))).one_or_none()
@@ -150,8 +168,16 @@ async def save_with_fault(db: Database, uuid: str, updates: dict, exc: BaseExcep
 
 
 def quota_deltas(instance: dict) -> dict[str, int]:
-    """What one instance counts against its project's quota."""
+    """What one instance counts against its project's quota (during a resize: the larger of its old
+    and new flavors' cores and RAM, as held since the request, ``nefos.compute.resize``)."""
+    held = ((instance.get("system_metadata") or {}).get(MIGRATION_KEY) or {}).get("quota")
+    if held:
+        return {"instances": 1, "cores": held["cores"], "ram": held["ram"]}
     return {"instances": 1, "cores": instance.get("vcpus") or 0, "ram": instance.get("memory_mb") or 0}
+
+
+# The system metadata key of a server's resize or cold migration under way (nefos.compute.resize).
+MIGRATION_KEY = "nefos_migration"
 
 
 async def destroy(db: Database, uuid: str, *, only_if_unscheduled: bool = False) -> dict | None:
