@@ -61,9 +61,35 @@ async def test_candidate_taken_by_a_racer_is_retried(manager, h, monkeypatch):
             yield taken
         yield from real(pools, _taken)
     monkeypatch.setattr(manager_module.ipam, "candidates", stale_candidates)
+    manager._last_ip.clear()  # no hint: the lowest-free scan (the hint path is the next test's)
     port = await manager.create_port(admin_context(), {"network_id": net["id"]})
     assert port["fixed_ips"][0]["ip_address"] not in (taken, "10.8.0.1")
     assert len(calls) == 2 and taken in calls[1]  # the failed insert was retried with another address
+
+
+async def test_next_address_after_the_last_one_and_a_racers_address_is_skipped(rt, manager, h):
+    """Addresses are handed out after the last one (no read of every allocation), the primary key
+    still decides (an address another process took in between is skipped), and once the pool's end
+    is reached the lowest free address (one freed by a delete) is found by the scan."""
+    from sqlalchemy import insert
+
+    from nefos.db.models import IPAllocation
+    net = await h.network()
+    subnet = await h.subnet(net["id"], "10.9.0.0/29")  # pool .2 - .6
+    ctx = admin_context()
+    first = await manager.create_port(ctx, {"network_id": net["id"]})
+    assert first["fixed_ips"][0]["ip_address"] == "10.9.0.2"
+    racer = await manager.create_port(ctx, {"network_id": net["id"], "fixed_ips": [{"ip_address": "10.9.0.5"}]})
+    async with rt.db.transaction() as s:  # as another process would: .3 taken behind this one's back
+        await s.execute(insert(IPAllocation).values(network_id=net["id"], ip_address="10.9.0.3",
+                                                    subnet_id=subnet["id"], port_id=racer["id"]))
+    second = await manager.create_port(ctx, {"network_id": net["id"]})
+    assert second["fixed_ips"][0]["ip_address"] == "10.9.0.4"
+    third = await manager.create_port(ctx, {"network_id": net["id"]})
+    assert third["fixed_ips"][0]["ip_address"] == "10.9.0.6"
+    await manager.delete_port(ctx, first["id"])
+    fourth = await manager.create_port(ctx, {"network_id": net["id"]})  # the end reached: .2 is free again
+    assert fourth["fixed_ips"][0]["ip_address"] == "10.9.0.2"
 
 
 async def test_concurrent_quota_never_overshoots(h, client):

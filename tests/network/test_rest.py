@@ -125,7 +125,7 @@ async def test_port_shape_binding_and_status(h, client, manager):
     r = await client.put(f"/v2.0/ports/{port['id']}",
                          json={"port": {"fixed_ips": [{"subnet_id": sub["id"], "ip_address": "10.0.0.50"}]}})
     assert r.json()["port"]["fixed_ips"] == [{"subnet_id": sub["id"], "ip_address": "10.0.0.50"}]
-    other = await h.port(net["id"])
+    other = await h.port(net["id"], fixed_ips=[{"ip_address": "10.0.0.2"}])
     assert other["fixed_ips"][0]["ip_address"] == "10.0.0.2"  # the released address is free again
 
     # a given MAC must be unique on the network

@@ -122,17 +122,33 @@ def pool_size(pools: list[dict]) -> int:
                for p in pools)
 
 
+def _pool_range(pool: dict, above: int | None = None) -> tuple[type, int, int]:
+    """(address class, first, last) of an allocation pool as integers, from above ``above``."""
+    start = ipaddress.ip_address(pool["start"])
+    first = int(start) if above is None else max(int(start), above + 1)
+    return type(start), first, int(ipaddress.ip_address(pool["end"]))
+
+
 def candidates(pools: list[dict], taken: set[str]) -> Iterator[str]:
     """Free addresses of the pools, lowest first (``taken`` holds canonical strings)."""
     taken_ints = {int(ipaddress.ip_address(t)) for t in taken}
     for pool in pools:
-        start = ipaddress.ip_address(pool["start"])
-        cls = type(start)
-        a, b = int(start), int(ipaddress.ip_address(pool["end"]))
-        i = a
-        while i <= b:
+        cls, i, last = _pool_range(pool)
+        while i <= last:
             if i not in taken_ints:
                 yield str(cls(i))
+            i += 1
+
+
+def after(pools: list[dict], address: str) -> Iterator[str]:
+    """The pools' addresses above ``address``, in order (no wrapping round to the start)."""
+    above = ipaddress.ip_address(address)
+    for pool in pools:
+        cls, i, last = _pool_range(pool, int(above))
+        if cls is not type(above):
+            continue
+        while i <= last:
+            yield str(cls(i))
             i += 1
 
 
