@@ -41,6 +41,8 @@ class Config(BaseModel):
 
     # Scheduler.
     max_attempts: int = 3
+    # Resize: may the scheduler pick the server's own host (Nova's option; a cold migration never does).
+    allow_resize_to_same_host: bool = False
     ram_allocation_ratio: float = 1.5
     cpu_allocation_ratio: float = 16.0
     disk_allocation_ratio: float = 1.0

@@ -506,3 +506,29 @@ class ImageConflict(Conflict):
 
 class ImageUnacceptable(Invalid):
     message = "Image %(image_id)s is unacceptable: %(reason)s"
+
+
+# Resize and cold migration (Nova's names and answers) ------------------------------------------
+class CannotResizeToSameFlavor(Invalid):
+    message = "When resizing, instances must change flavor!"
+
+
+class CannotResizeDisk(Invalid):
+    message = "Server disk was unable to be resized because: %(reason)s"
+
+
+class CannotMigrateToSameHost(Invalid):
+    message = "Cannot migrate to the host where the server exists."
+
+
+class MigrationNotFoundByStatus(Invalid):
+    message = "Instance has not been resized."
+
+
+class ResizeNotSupported(Conflict):
+    """A host whose hypervisor driver cannot resize or migrate (the libvirt driver, for now)."""
+    message = "The hypervisor driver of host %(host)s cannot resize or migrate servers."
+
+
+class ComputeServiceUnavailable(Conflict):
+    message = "Compute service of %(host)s is unavailable at this time."

@@ -25,7 +25,8 @@ ROUTES: list[tuple[str, re.Pattern, dict[int, str | None]]] = [(m, re.compile(f"
     ("PUT", f"/servers/{_ID}", {200: "servers.update_server"}),
     ("DELETE", f"/servers/{_ID}", {204: "servers.delete_server"}),
     ("POST", f"/servers/{_ID}/action", {202: "servers.server_actions_common_schema",
-                                         200: "servers.get_console_output"}),  # os-getConsoleOutput
+                                         200: "servers.get_console_output",  # os-getConsoleOutput
+                                         204: "servers.server_actions_confirm_resize"}),
     ("GET", f"/servers/{_ID}/metadata", {200: "servers.list_server_metadata"}),
     ("POST", f"/servers/{_ID}/metadata", {200: "servers.update_server_metadata"}),
     ("PUT", f"/servers/{_ID}/metadata", {200: "servers.set_server_metadata"}),

@@ -162,12 +162,12 @@ def tempest_conf(cloud: dict, prep: dict, work: Path) -> str:
         disk_config = true
         change_password = true
         console_output = true
-        resize = false
+        resize = true
         pause = true
         suspend = true
         shelve = true
         shelve_migrate = false
-        cold_migration = false
+        cold_migration = true
         live_migration = false
         live_migrate_back_and_forth = false
         block_migration_for_live_migration = false

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import JSONResponse, Response
 
 from nefos import exceptions, policy, rest
-from nefos.api import server_admin_actions, server_image_actions
+from nefos.api import server_admin_actions, server_image_actions, server_resize_actions
 from nefos.api.validation import validate
 
 router = APIRouter()
@@ -81,6 +81,8 @@ async def server_action(request: Request, server_id: str):
     elif name == "changePassword":
         validate(body, _CHANGE_PASSWORD_SCHEMA)
         await compute_api.set_admin_password(ctx, server_id, body["changePassword"]["adminPass"])
+    elif name in server_resize_actions.HANDLERS:
+        return await server_resize_actions.HANDLERS[name](request, ctx, server_id, body)
     elif name in server_image_actions.HANDLERS:
         return await server_image_actions.handle(request, ctx, server_id, name, body)
     elif name in server_admin_actions.HANDLERS:

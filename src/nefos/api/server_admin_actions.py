@@ -7,8 +7,8 @@ but cannot carry out.
   configuration into a running guest (as with Nova's libvirt driver, where it is a no-op).
 - ``restore`` / ``forceDelete``: only for soft-deleted servers; Nefos deletes at once (Nova with
   ``reclaim_instance_interval = 0``), so an existing server always answers 409.
-- Actions Nova has and Nefos does not implement (resize, migration, consoles,
-  rescue, ...): the server is looked up first (404 when it is not there, as in Nova), then
+- Actions Nova has and Nefos does not implement (live migration, evacuate, consoles,
+  rescue, ...; resize and cold migration are in ``server_resize_actions``): the server is looked up first (404 when it is not there, as in Nova), then
   501 Not Implemented, Nova's answer when a driver lacks the feature.
 """
 
@@ -30,10 +30,6 @@ _RESET_STATE_SCHEMA = {"type": "object", "properties": {"os-resetState": {
 
 # Nova actions Nefos does not implement -> the policy rule Nova checks for them.
 UNSUPPORTED = {
-    "resize": "os_compute_api:servers:resize",
-    "confirmResize": "os_compute_api:servers:confirm_resize",
-    "revertResize": "os_compute_api:servers:revert_resize",
-    "migrate": "os_compute_api:os-migrate-server:migrate",
     "os-migrateLive": "os_compute_api:os-migrate-server:migrate_live",
     "evacuate": "os_compute_api:os-evacuate",
     "os-getVNCConsole": "os_compute_api:os-remote-consoles",

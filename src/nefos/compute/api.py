@@ -408,6 +408,8 @@ class ComputeAPI:
         # No compute host does this delete, so the API announces it (as Nova's local delete does).
         await self._notify_delete(ctx, before, "instance.delete.start")
         await allocations.release(self.rt.db, uuid)
+        from nefos.compute import resize
+        await resize.release_claims_of_deleted(self.rt.db, before)  # a migration's claim too
         await self.network_api.deallocate_for_instance(ctx, before, before.get("network_info"))
         await actions.finish_action(self.rt.db, ctx, uuid)
         await self._notify_delete(ctx, dict(before, vm_state=states.DELETED, task_state=None,
@@ -588,6 +590,23 @@ class ComputeAPI:
         await self.compute_rpcapi.cast(ctx, instance["host"], "rebuild_instance", instance_uuid=uuid,
                                        image_id=image_ref, was_stopped=instance["vm_state"] == states.STOPPED)
         return await self.get(ctx, uuid)
+
+    # Resize and cold migration (nefos.compute.resize) ---------------------------------------
+    async def resize(self, ctx, uuid: str, flavor_id: str) -> None:
+        from nefos.compute import resize
+        await resize.request_resize(self, ctx, uuid, flavor_id=flavor_id)
+
+    async def migrate(self, ctx, uuid: str, host: str | None = None) -> None:
+        from nefos.compute import resize
+        await resize.request_resize(self, ctx, uuid, host=host)
+
+    async def confirm_resize(self, ctx, uuid: str) -> None:
+        from nefos.compute import resize
+        await resize.confirm(self, ctx, uuid)
+
+    async def revert_resize(self, ctx, uuid: str) -> None:
+        from nefos.compute import resize
+        await resize.revert(self, ctx, uuid)
 
     async def change_security_group(self, ctx, uuid: str, name: str, *, add: bool) -> None:
         """addSecurityGroup / removeSecurityGroup: on the server's ports (where they take effect), and on

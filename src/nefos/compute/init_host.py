@@ -169,6 +169,15 @@ async def _init_instance(manager, instance: dict) -> None:
         ctx = await _action_context(db, uuid, action)
         await _clear_task_state(manager, ctx, uuid, task_state, power_state,
                                 vm_state=done_vm if power_state == done_power else None)
+    elif task_state in (*states.RESIZE_TASK_STATES, states.RESIZE_REVERTING):
+        # A resize interrupted by this host's restart: ERROR, as Nova; its claims and guests stay
+        # until a delete cleans both hosts (compute/resize.py).
+        LOG.warning("init_host: instance %s was interrupted in %s; setting it to ERROR", uuid, task_state)
+        with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
+            await instance_obj.save_with_fault(
+                db, uuid, {"vm_state": states.ERROR, "task_state": None},
+                exceptions.NefosError(f"the compute host restarted during {task_state}"), host=manager.host,
+                expected_task_state=[task_state])
     else:
         await _clear_task_state(manager, admin_context(), uuid, task_state, power_state)
 

@@ -26,7 +26,7 @@ from nefos.db.models import BlockDeviceMapping, utcnow
 from nefos.objects import actions, allocations, instance as instance_obj, states
 from nefos.compute.resource_tracker import ResourceTracker
 from nefos.compute import (deadlines, init_host as host_init, instance_events, lifecycle, power_sync, rebuild,
-                           service_state, shelve, snapshots)
+                           resize, service_state, shelve, snapshots)
 from nefos.image.client import ImageAPI
 
 LOG = logging.getLogger(__name__)
@@ -351,6 +351,7 @@ class ComputeManager(Endpoint):
                     await self.driver.destroy(ctx, instance, instance.get("network_info"))
                 await self.network_api.deallocate_for_instance(ctx, instance, instance.get("network_info"))
                 await allocations.release(self.rt.db, instance_uuid)
+                await resize.cleanup_on_delete(self, ctx, instance)  # a migration's claim and other guest
                 await instance_obj.destroy(self.rt.db, instance_uuid)
             await actions.finish_action(self.rt.db, ctx, instance_uuid)
             self.instance_events.forget(instance_uuid)
@@ -473,6 +474,31 @@ class ComputeManager(Endpoint):
 
     async def rebuild_instance(self, ctx, instance_uuid: str, image_id: str, was_stopped: bool = False) -> None:
         await rebuild.rebuild_instance(self, ctx, instance_uuid, image_id, was_stopped)
+
+    # Resize and cold migration (compute/resize.py) --------------------------------------------
+    async def check_can_migrate(self, ctx) -> None:
+        resize.check_can_migrate(self)
+
+    async def prep_resize(self, ctx, instance_uuid: str, migration: dict) -> None:
+        await resize.prep_resize(self, ctx, instance_uuid, migration)
+
+    async def resize_instance(self, ctx, instance_uuid: str, migration: dict) -> None:
+        await resize.resize_instance(self, ctx, instance_uuid, migration)
+
+    async def finish_resize(self, ctx, instance_uuid: str, migration: dict) -> None:
+        await resize.finish_resize(self, ctx, instance_uuid, migration)
+
+    async def confirm_resize(self, ctx, instance_uuid: str, migration: dict) -> None:
+        await resize.confirm_resize(self, ctx, instance_uuid, migration)
+
+    async def revert_resize(self, ctx, instance_uuid: str, migration: dict) -> None:
+        await resize.revert_resize(self, ctx, instance_uuid, migration)
+
+    async def finish_revert_resize(self, ctx, instance_uuid: str, migration: dict) -> None:
+        await resize.finish_revert_resize(self, ctx, instance_uuid, migration)
+
+    async def cleanup_deleted_migration(self, ctx, instance_uuid: str) -> None:
+        await resize.cleanup_deleted_migration(self, ctx, instance_uuid)
 
     async def set_admin_password(self, ctx, instance_uuid: str, new_pass: str) -> None:
         """changePassword (a bus call: the API answers with its outcome)."""

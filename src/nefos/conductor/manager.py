@@ -109,6 +109,11 @@ class ConductorManager(Endpoint):
         await self.compute_rpcapi.cast(ctx, selection["host"], "unshelve_instance", instance_uuid=instance_uuid,
                                        node=selection["node"])
 
+    async def migrate_server(self, ctx, instance_uuid: str, request_spec: dict, migration: dict) -> None:
+        """Resize or cold migration: schedule the destination, hand it the server (nefos.compute.resize)."""
+        from nefos.compute import resize
+        await resize.conductor_migrate_server(self, ctx, instance_uuid, request_spec, migration)
+
 
 class ConductorAPI:
     """The client the compute API and compute managers use."""
@@ -124,3 +129,8 @@ class ConductorAPI:
     async def unshelve_instance(self, ctx, instance_uuid: str, request_spec: dict) -> None:
         await self.bus.cast(ctx, "conductor", "unshelve_instance", instance_uuid=instance_uuid,
                             request_spec=request_spec)
+
+    async def migrate_server(self, ctx, instance_uuid: str, request_spec: dict, migration: dict) -> None:
+        """A call: NoValidHost, or a host that cannot resize, reaches the API before it answers."""
+        await self.bus.call(ctx, "conductor", "migrate_server", instance_uuid=instance_uuid,
+                            request_spec=request_spec, migration=migration)

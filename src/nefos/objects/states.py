@@ -45,6 +45,13 @@ UPDATING_PASSWORD = "updating_password"
 REBUILDING = "rebuilding"
 REBUILD_BLOCK_DEVICE_MAPPING = "rebuild_block_device_mapping"
 REBUILD_SPAWNING = "rebuild_spawning"
+RESIZE_PREP = "resize_prep"
+RESIZE_MIGRATING = "resize_migrating"
+RESIZE_MIGRATED = "resize_migrated"
+RESIZE_FINISH = "resize_finish"
+RESIZE_REVERTING = "resize_reverting"
+# The task states of a resize or cold migration before it reaches VERIFY_RESIZE (status RESIZE).
+RESIZE_TASK_STATES = (RESIZE_PREP, RESIZE_MIGRATING, RESIZE_MIGRATED, RESIZE_FINISH)
 # The task states of a build (None: claimed, not started yet), for builds' compare-and-swap saves.
 BUILD_TASK_STATES = (None, SCHEDULING, NETWORKING, BLOCK_DEVICE_MAPPING, SPAWNING)
 
@@ -67,11 +74,13 @@ _STATUS_BY_STATE = {
              REBOOT_STARTED: "REBOOT", REBOOTING_HARD: "HARD_REBOOT",
              REBOOT_PENDING_HARD: "HARD_REBOOT", REBOOT_STARTED_HARD: "HARD_REBOOT",
              UPDATING_PASSWORD: "PASSWORD", REBUILDING: "REBUILD", REBUILD_BLOCK_DEVICE_MAPPING: "REBUILD",
-             REBUILD_SPAWNING: "REBUILD", "default": "ACTIVE"},
+             REBUILD_SPAWNING: "REBUILD", RESIZE_PREP: "RESIZE", RESIZE_MIGRATING: "RESIZE",
+             RESIZE_MIGRATED: "RESIZE", RESIZE_FINISH: "RESIZE", "default": "ACTIVE"},
     BUILDING: {"default": "BUILD"},
     STOPPED: {REBUILDING: "REBUILD", REBUILD_BLOCK_DEVICE_MAPPING: "REBUILD", REBUILD_SPAWNING: "REBUILD",
-              "default": "SHUTOFF"},
-    RESIZED: {"default": "VERIFY_RESIZE"},
+              RESIZE_PREP: "RESIZE", RESIZE_MIGRATING: "RESIZE", RESIZE_MIGRATED: "RESIZE",
+              RESIZE_FINISH: "RESIZE", "default": "SHUTOFF"},
+    RESIZED: {RESIZE_REVERTING: "REVERT_RESIZE", "default": "VERIFY_RESIZE"},
     PAUSED: {"default": "PAUSED"},
     SUSPENDED: {"default": "SUSPENDED"},
     RESCUED: {"default": "RESCUE"},

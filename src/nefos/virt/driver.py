@@ -102,3 +102,36 @@ class ComputeDriver:
         """Set the guest's administrator password (changePassword); NotImplementedError when the
         driver cannot."""
         raise NotImplementedError
+
+    # Resize and cold migration (Nova's names) ------------------------------------------
+    # A driver that implements the four methods below says so; the others answer a resize or a
+    # migration with NotSupported (409 at the API, before anything moves).
+    supports_resize = False
+
+    async def migrate_disk_and_power_off(self, ctx, instance: dict, dest: str, flavor: dict,
+                                         network_info: list[dict]) -> None:
+        """On the source: power the guest off, unplug its VIFs and keep its disks for the
+        destination (and for a revert)."""
+        raise NotImplementedError
+
+    async def finish_migration(self, ctx, instance: dict, network_info: list[dict], image_meta: dict,
+                               block_device_info: dict | None, power_on: bool = True,
+                               paused: bool = False) -> None:
+        """On the destination: the guest with ``instance``'s (new) flavor over the migrated disks,
+        VIFs plugged; started (``paused`` first when ``supports_paused_start``) if ``power_on``."""
+        raise NotImplementedError
+
+    async def confirm_migration(self, ctx, instance: dict, network_info: list[dict]) -> None:
+        """On the source, once confirmed: drop what was kept for a revert."""
+        raise NotImplementedError
+
+    async def destroy_migrated_guest(self, ctx, instance: dict, network_info: list[dict]) -> None:
+        """On the destination of a revert: remove the new guest (on the same host, what was kept
+        for the revert stays)."""
+        await self.destroy(ctx, instance, network_info)
+
+    async def finish_revert_migration(self, ctx, instance: dict, network_info: list[dict],
+                                      power_on: bool = True, paused: bool = False) -> None:
+        """On the source, after a revert: the original guest back, VIFs plugged, started if
+        ``power_on``."""
+        raise NotImplementedError

@@ -12,6 +12,12 @@ user of the hypervisor would, and emit lifecycle events like a real one;
 restore the hypervisor connection (``get_info`` and ``list_instance_uuids``
 raise ``HypervisorUnavailable`` meanwhile) and emit ``ConnectionEvent``s.
 
+Resize and cold migration: ``migrate_disk_and_power_off`` powers the source guest off, unplugs
+its VIFs and sets it aside (``resize_backups``: the "disk" kept for a revert);
+``finish_migration`` creates the guest with the new flavor on the destination (the same host
+included); ``confirm_migration`` drops what was set aside, ``finish_revert_migration`` brings it
+back (VIFs plugged, started when asked).
+
 VIFs: spawn plugs the guest's VIFs (before creating it), destroy unplugs them,
 a hard reboot and a power on re-plug them; ``plugged_vifs`` is the virtual
 switch (port id -> instance uuid) and ``vif_listener`` (the host's fake L2
@@ -70,23 +76,28 @@ class FakeDriver(ComputeDriver):
         self.connected = True
         self.disconnect_reason = ""
         self.plugged_vifs: dict[str, str] = {}  # the virtual switch: port id -> instance uuid
+        self.resize_backups: dict[str, FakeGuest] = {}  # source guests kept for a revert
         self.vif_listener = None  # the host's L2 agent (device_plugged / device_unplugged)
         self._state_file = (Path(cfg.fake_hypervisor_dir) / f"{host}.json") if cfg.fake_hypervisor_dir else None
         if self._state_file is not None and self._state_file.exists():
             saved = json.loads(self._state_file.read_text())
             self.guests = {g["uuid"]: FakeGuest(**g) for g in saved["guests"]}
             self.plugged_vifs = saved["plugged_vifs"]
+            self.resize_backups = {g["uuid"]: FakeGuest(**g) for g in saved.get("resize_backups", [])}
 
     def _save(self) -> None:
         """Keep the hypervisor's state in ``fake_hypervisor_dir`` (when set)."""
         if self._state_file is None:
             return
-        guests = [{"uuid": g.uuid, "name": g.name, "power_state": g.power_state, "vcpus": g.vcpus,
-                   "memory_mb": g.memory_mb, "vifs": g.vifs, "paused_start": g.paused_start,
-                   "admin_password": g.admin_password} for g in self.guests.values()]
+        def plain(g):
+            return {"uuid": g.uuid, "name": g.name, "power_state": g.power_state, "vcpus": g.vcpus,
+                    "memory_mb": g.memory_mb, "vifs": g.vifs, "paused_start": g.paused_start,
+                    "admin_password": g.admin_password}
+        guests = [plain(g) for g in self.guests.values()]
         tmp = self._state_file.with_suffix(".tmp")
         self._state_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps({"guests": guests, "plugged_vifs": self.plugged_vifs}))
+        tmp.write_text(json.dumps({"guests": guests, "plugged_vifs": self.plugged_vifs,
+                                   "resize_backups": [plain(g) for g in self.resize_backups.values()]}))
         os.replace(tmp, self._state_file)
 
     def _delay(self, instance: dict, spec: str, default: float = 0.0) -> float:
@@ -154,6 +165,10 @@ class FakeDriver(ComputeDriver):
             await asyncio.sleep(delay)
         if self._should_fail(instance, image_meta):
             raise exceptions.InstanceDeployFailure(reason=f"injected spawn failure on {self.host}")
+        self._create_guest(instance, network_info, power_on, paused)
+
+    def _create_guest(self, instance: dict, network_info, power_on: bool, paused: bool) -> None:
+        """Plug the VIFs, then the guest with ``instance``'s flavor (spawn, and a migration's destination)."""
         self.plug_vifs(instance, network_info)
         paused = paused and power_on
         self.guests[instance["uuid"]] = FakeGuest(
@@ -171,6 +186,10 @@ class FakeDriver(ComputeDriver):
         delay = self._delay(instance, "nefos:fake_destroy_delay")
         if delay:
             await asyncio.sleep(delay)
+        self.resize_backups.pop(instance["uuid"], None)
+        self._remove_guest(instance)
+
+    def _remove_guest(self, instance: dict) -> None:
         self.unplug_vifs(instance)
         guest = self.guests.pop(instance["uuid"], None)
         self._save()
@@ -245,6 +264,44 @@ class FakeDriver(ComputeDriver):
         lines += [f"eth{i}: link up (port {port})" for i, port in enumerate(guest.vifs)]
         lines += [f"{guest.name} login: "]
         return "\n".join(lines)
+
+    # Resize and cold migration ---------------------------------------------------------
+    supports_resize = True
+
+    async def migrate_disk_and_power_off(self, ctx, instance, dest, flavor, network_info) -> None:
+        guest = self._guest(instance)
+        if guest.power_state != states.SHUTDOWN:
+            await self._transition(instance, states.SHUTDOWN, virtevent.EVENT_LIFECYCLE_STOPPED)
+        self.unplug_vifs(instance)
+        self.resize_backups[guest.uuid] = self.guests.pop(guest.uuid)
+        self._save()
+
+    async def finish_migration(self, ctx, instance, network_info, image_meta, block_device_info,
+                               power_on=True, paused=False) -> None:
+        delay = self._delay(instance, "nefos:fake_spawn_delay", self.cfg.fake_spawn_delay)
+        if delay:
+            await asyncio.sleep(delay)
+        self._create_guest(instance, network_info, power_on, paused)
+
+    async def confirm_migration(self, ctx, instance, network_info) -> None:
+        self.resize_backups.pop(instance["uuid"], None)
+        self._save()
+
+    async def destroy_migrated_guest(self, ctx, instance, network_info) -> None:
+        self._remove_guest(instance)  # on the same host, the kept guest stays
+
+    async def finish_revert_migration(self, ctx, instance, network_info, power_on=True, paused=False) -> None:
+        guest = self.resize_backups.pop(instance["uuid"], None) or self.guests.get(instance["uuid"])
+        if guest is None:
+            raise exceptions.InstanceNotFound(instance_id=instance["uuid"])
+        self.guests[guest.uuid] = guest
+        self.plug_vifs(instance, network_info)
+        guest.vifs = [vif["id"] for vif in network_info or []]
+        self._save()
+        if power_on:
+            paused = paused and self.supports_paused_start
+            await self._transition(instance, states.PAUSED_POWER if paused else states.RUNNING,
+                                   virtevent.EVENT_LIFECYCLE_PAUSED if paused else virtevent.EVENT_LIFECYCLE_STARTED)
 
     # Out-of-band actions (a user of the hypervisor, not Nefos) -------------------
     def simulate_power_off(self, uuid: str) -> None:
