@@ -141,23 +141,8 @@ if ! port_open "$AMQP_PORT"; then
   rabbitmqctl -q await_startup >/dev/null 2>&1 || true
 fi
 
-# 5. The virtualenv --------------------------------------------------------------
-stamp="$VENV/.nefos-installed"
-here="$(pwd -P)"
-installed_from() {
-  "$VENV/bin/python" -c 'import pathlib, nefos; print(pathlib.Path(nefos.__file__).resolve().parents[2])' 2>/dev/null
-}
-if [ ! -x "$VENV/bin/python" ]; then
-  log "creating the virtualenv $VENV"
-  "$PYTHON" -m venv "$VENV"
-fi
-if [ ! -e "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ "$(installed_from)" != "$here" ] \
-    || ! "$VENV/bin/python" -c 'import pytest, pytest_asyncio' 2>/dev/null; then
-  log "installing this checkout into $VENV"
-  "$VENV/bin/python" -m pip install -q --upgrade pip
-  "$VENV/bin/python" -m pip install -q -e '.[test]'
-  touch "$stamp"
-fi
+# 5. The virtualenv (scripts/install-venv.sh: made with $PYTHON, this checkout installed) ---------
+NEFOS_PYTHON="$PYTHON" bash scripts/install-venv.sh "$VENV"
 # 6. libvirt + QEMU (real guests: tests/libvirt, issue 4) ---------------------------------
 #    A block of its own: scripts/setup-libvirt.sh installs the Debian packages (libvirt,
 #    QEMU, libvirt-dev, the guest's cloud kernel and busybox-static), makes /dev/kvm access

@@ -7,15 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${NEFOS_VENV:-/opt/nefos-venv}"
-if ! command -v python3 >/dev/null || ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
-  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3 python3-venv python3-pip
-fi
-if [ ! -x "$VENV/bin/nefos" ] || [ pyproject.toml -nt "$VENV/.nefos-installed" ]; then
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q --upgrade pip
-  "$VENV/bin/pip" install -q -e '.[test]'
-  touch "$VENV/.nefos-installed"
-fi
+bash scripts/install-venv.sh "$VENV"  # the one place the virtualenv is made
 # Real guests: libvirt + QEMU + the tiny guest's packages (skipped with --driver fake).
 case " $* " in
   *" --driver fake "*|*" --driver=fake "*) ;;
