@@ -85,7 +85,8 @@ class Config(BaseModel):
     virt_type: str = "auto"  # qemu (TCG), kvm, or auto: kvm only when a KVM guest really boots here
     connection_uri: str = "qemu:///system"
     instances_path: str = ""  # guests' disks and console logs; default: <state_dir>/instances
-    dhcp_agent_sync_interval: float = 0.5  # seconds between the DHCP agent's looks at the ports
+    dhcp_agent_sync_interval: float = 5.0  # seconds between the DHCP agent's full resyncs (the backstop:
+    # it syncs a network at once when the network service notifies a port/subnet/network change)
 
     # Fake driver.
     fake_spawn_delay: float = 0.0

@@ -81,7 +81,8 @@ async def start_libvirt_cloud(tmp_path, **overrides):
     from nefos.network.dhcp_agent import DhcpAgent
     from nefos.network.l2_agent import L2Agent
     harness.l2_agent = L2Agent(harness.rt, HOST)
-    harness.dhcp = DhcpAgent(harness.rt, HOST, interval=0.2)
+    # (its periodic resync at the default 5 s: the guests' ports are served on the notifications)
+    harness.dhcp = DhcpAgent(harness.rt, HOST)
     for agent in (harness.l2_agent, harness.dhcp):
         await agent.start()
         harness.cloud.components.append(agent)

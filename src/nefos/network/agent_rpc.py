@@ -14,6 +14,12 @@ ACTIVE waits for every component the port needs (``nefos.network.provisioning``)
 with ``dhcp_ready_on_ports`` once dnsmasq re-read a hosts file holding the
 ports' entries. ``update_device_down`` blocks the port on ``L2`` again.
 
+The other direction (Neutron's ``DhcpAgentNotifyAPI``, topic ``dhcp_agent``): after a port,
+subnet or network change commits, the network service fans out ``network_changed`` (the
+network id and Neutron's event name, ``port_create_end`` ...) to every DHCP agent
+(``DhcpAgentNotifier``), which syncs that network at once instead of at its next periodic
+look (``nefos.network.dhcp_agent``).
+
 Each report is served under the agent's request context (it travels with the
 bus message), so the agent's request id is on every log line of the hop, on
 the port's outbox row and on the external event the notifier posts.
@@ -25,6 +31,7 @@ host's process whatever process the network service runs in.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 
@@ -36,6 +43,7 @@ from nefos.network import provisioning
 LOG = logging.getLogger(__name__)
 
 TOPIC = "q-plugin"
+DHCP_TOPIC = "dhcp_agent"  # Neutron's topics.DHCP_AGENT: the network service -> the DHCP agents
 
 
 def _admin() -> RequestContext:
@@ -156,3 +164,46 @@ class PluginAPI:
     async def dhcp_ready_on_ports(self, port_ids: list[str]) -> list[str]:
         return await self.bus.call(current_context.get() or _admin(), TOPIC, "dhcp_ready_on_ports",
                                    port_ids=list(port_ids), agent_host=self.host)
+
+
+class DhcpAgentNotifier:
+    """The network service's side of ``dhcp_agent``: a network change listener of the manager
+    (``add_network_change_listener``), called after the change committed. Each change is fanned
+    out in a task of its own, so the change never waits for the bus nor fails with it."""
+
+    def __init__(self, bus):
+        self.bus = bus
+        self._tasks: set[asyncio.Task] = set()
+
+    def network_changed(self, ctx: RequestContext | None, event: str, network_id: str) -> None:
+        task = asyncio.get_running_loop().create_task(self._send(ctx, event, network_id))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, ctx: RequestContext | None, event: str, network_id: str) -> None:
+        try:
+            await self.bus.fanout(ctx or _admin(), DHCP_TOPIC, "network_changed", network_id=network_id,
+                                  event=event)
+            LOG.debug("%s on network %s: DHCP agents notified", event, network_id)
+        except Exception:
+            LOG.warning("%s on network %s: notifying the DHCP agents failed (their periodic sync "
+                        "will see it)", event, network_id, exc_info=True)
+
+    async def stop(self) -> None:
+        tasks = list(self._tasks)
+        if tasks:
+            await asyncio.wait(tasks, timeout=2)
+        for task in tasks:
+            task.cancel()
+
+
+class DhcpAgentEndpoint(Endpoint):
+    """The DHCP agent's side of ``dhcp_agent``: ``agent.network_changed(network_id)`` queues that
+    network for a sync at once (bursts coalesce there)."""
+
+    def __init__(self, agent):
+        self.agent = agent  # nefos.network.dhcp_agent.DhcpAgent
+
+    async def network_changed(self, ctx: RequestContext, network_id: str, event: str | None = None) -> None:
+        LOG.debug("%s: %s on network %s", self.agent.name, event or "change", network_id)
+        self.agent.network_changed(network_id)

@@ -11,10 +11,18 @@ For every network with an IPv4 subnet that has DHCP enabled, the agent keeps:
   the compute side does);
 * a ``dnsmasq`` in that namespace answering only for the ports it knows: one
   host entry per port (MAC -> fixed IP), static ranges, the subnet's gateway and
-  DNS servers as options. Entries follow the ports: the agent re-reads the
-  ports every ``dhcp_agent_sync_interval`` seconds and, when a network's entries
-  changed, rewrites its hosts file and sends dnsmasq SIGHUP (it re-reads them
-  without restarting).
+  DNS servers as options. Entries follow the ports: when a network's entries
+  changed, the agent rewrites its hosts file and sends dnsmasq SIGHUP (it re-reads
+  them without restarting).
+
+When to look (Neutron's DHCP agent): the network service notifies the DHCP agents
+(``network_changed`` on bus topic ``dhcp_agent``, fanout, see ``agent_rpc``) after
+a port, subnet or network change committed, and the agent syncs that network at
+once. Notifications are coalesced: the networks notified while a sync runs are
+synced together once it ends (several notifications for one network: one more
+sync). Every ``dhcp_agent_sync_interval`` seconds (5 s) it still syncs every
+network, the backstop for a notification lost (the service restarting, a bus
+error) or a change the notifications do not cover.
 
 Networks that no longer need DHCP (deleted, DHCP disabled) lose their dnsmasq,
 namespace, veth and DHCP port. ``stop()`` tears everything down.
@@ -96,15 +104,21 @@ class DhcpAgent(Component):
         self.rt = rt
         self.host = host or rt.cfg.host
         self.name = f"dhcp-agent:{self.host}"
-        self.interval = interval if interval is not None else getattr(rt.cfg, "dhcp_agent_sync_interval", 0.5)
+        self.interval = interval if interval is not None else getattr(rt.cfg, "dhcp_agent_sync_interval", 5.0)
         self.state_dir = Path(rt.cfg.state_dir).resolve() / "dhcp"
         self._task: asyncio.Task | None = None
         self._applied: dict[str, str] = {}  # network id -> digest of what dnsmasq serves
         self._procs: dict[str, asyncio.subprocess.Process] = {}
         self._ports: dict[str, dict] = {}  # network id -> its DHCP port
         self.synced = asyncio.Event()
-        from nefos.network.agent_rpc import PluginAPI
+        self.full_syncs = 0  # periodic (every network) syncs done, for tests
+        self.network_syncs = 0  # notified (some networks) syncs done, for tests
+        self._dirty: set[str] = set()  # networks notified since the last sync began
+        self._kick = asyncio.Event()
+        from nefos.network.agent_rpc import DhcpAgentEndpoint, PluginAPI
         self.plugin = PluginAPI(rt.bus, self.host, f"dhcp-agent-{self.host}")
+        self.endpoint = DhcpAgentEndpoint(self)
+        self._serving = False
         self.heartbeat_interval = min(float(getattr(rt.cfg, "report_interval", 10.0)), 10.0)
         self._last_heartbeat = 0.0
 
@@ -117,10 +131,18 @@ class DhcpAgent(Component):
             return
         self.state_dir.mkdir(parents=True, exist_ok=True)
         await self._heartbeat(started=True)  # from now on new ports on DHCP networks wait for us
+        from nefos.network.agent_rpc import DHCP_TOPIC
+        await self.rt.bus.serve(DHCP_TOPIC, self.endpoint, host=self.host)
+        self._serving = True
         self._task = asyncio.create_task(self._loop(), name=self.name)
-        LOG.info("%s started (dnsmasq per network, sync every %.1f s)", self.name, self.interval)
+        LOG.info("%s started (dnsmasq per network; on the network service's notifications, all "
+                 "networks every %.1f s)", self.name, self.interval)
 
     async def stop(self) -> None:
+        if self._serving:
+            self._serving = False
+            with contextlib.suppress(Exception):
+                await self.rt.bus.unserve(self.endpoint)
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
@@ -136,23 +158,47 @@ class DhcpAgent(Component):
             await provisioning.heartbeat(self.rt.db, provisioning.DHCP_AGENT, self.host, started=started)
             self._last_heartbeat = loop.time()
 
+    def network_changed(self, network_id: str) -> None:
+        """The network service says ``network_id`` changed: sync it as soon as the current sync
+        (if any) ends; notifications meanwhile coalesce into that one sync."""
+        self._dirty.add(network_id)
+        self._kick.set()
+
     async def _loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_full = loop.time()  # at start: every network
         while True:
             try:
                 await self._heartbeat()
-                await self.sync()
+                if loop.time() >= next_full:
+                    next_full = loop.time() + self.interval
+                    self._dirty.clear()
+                    self._kick.clear()
+                    await self.sync()
+                    self.full_syncs += 1
+                elif self._dirty:
+                    networks, self._dirty = self._dirty, set()
+                    self._kick.clear()
+                    await self.sync(networks)
+                    self.network_syncs += 1
             except asyncio.CancelledError:
                 raise
             except Exception:
                 LOG.exception("%s: sync failed", self.name)
-            await asyncio.sleep(self.interval)
+            if self._dirty:
+                continue  # notified while syncing: at once
+            timeout = max(0.0, min(next_full - loop.time(), self.heartbeat_interval))
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._kick.wait(), timeout)
 
     # Sync ----------------------------------------------------------------------------------------
-    async def _wanted(self) -> dict[str, NetworkState]:
+    async def _wanted(self, network_ids: set[str] | None = None) -> dict[str, NetworkState]:
         async with self.rt.db.reader() as s:
-            subnets = (await s.execute(select(Subnet).join(Network, Network.id == Subnet.network_id).where(
-                Subnet.enable_dhcp.is_(True), Subnet.ip_version == 4,
-                Network.admin_state_up.is_(True)))).scalars().all()
+            q = select(Subnet).join(Network, Network.id == Subnet.network_id).where(
+                Subnet.enable_dhcp.is_(True), Subnet.ip_version == 4, Network.admin_state_up.is_(True))
+            if network_ids is not None:
+                q = q.where(Subnet.network_id.in_(list(network_ids)))
+            subnets = (await s.execute(q)).scalars().all()
             wanted: dict[str, NetworkState] = {}
             for sn in subnets:
                 state = wanted.setdefault(sn.network_id, NetworkState(sn.network_id, []))
@@ -182,10 +228,11 @@ class DhcpAgent(Component):
             st.hosts.sort()
         return wanted
 
-    async def sync(self) -> None:
-        wanted = await self._wanted()
+    async def sync(self, network_ids: set[str] | None = None) -> None:
+        """Bring dnsmasq in line with the ports of ``network_ids`` (None: every network)."""
+        wanted = await self._wanted(network_ids)
         for network_id in list(self._applied):
-            if network_id not in wanted:
+            if network_id not in wanted and (network_ids is None or network_id in network_ids):
                 LOG.info("%s: network %s needs no DHCP any more", self.name, network_id)
                 await self._teardown(network_id, delete_port=True)
         ready: list[str] = []

@@ -86,6 +86,8 @@ _CHUNK = 500
 PortStatusListener = Callable[[RequestContext, dict, str], Awaitable[None]]
 # (session, ctx, port before or None, port after or None), inside the changing transaction
 PortChangeHook = Callable[[Any, RequestContext, "dict | None", "dict | None"], Awaitable[None]]
+# (ctx, Neutron's event name e.g. "port_create_end", network id), after the change committed
+NetworkChangeListener = Callable[[RequestContext, str, str], None]
 
 
 def iso(value) -> str | None:
@@ -115,6 +117,7 @@ class NetworkManager(Endpoint):
         self.rt = rt
         self._port_status_listeners: list[PortStatusListener] = []
         self._port_change_hooks: list[PortChangeHook] = []
+        self._network_change_listeners: list[NetworkChangeListener] = []
         # subnet id -> the address this process last handed out there (a hint, see _allocate_from_subnet)
         self._last_ip: dict[str, str] = {}
 
@@ -122,8 +125,35 @@ class NetworkManager(Endpoint):
 
     @contextlib.asynccontextmanager
     async def _tx(self):
+        changes: list[tuple[RequestContext, str, str]] = []
         async with self.rt.db.transaction() as s:
+            s.info["nefos_network_changes"] = changes
             yield s
+        # Committed (an error above skips this): tell the listeners what changed.
+        self._tell_network_changed(changes)
+
+    def add_network_change_listener(self, listener: NetworkChangeListener) -> None:
+        """Call ``listener(ctx, event, network_id)`` after a transaction that changed what a DHCP
+        agent serves committed: a port created, updated or deleted, a subnet created, updated or
+        deleted, a network updated or deleted (Neutron's ``port_create_end`` ... event names).
+        A plain call (it must not block: ``DhcpAgentNotifier`` starts a task); a failing
+        listener is logged, never fails the change."""
+        self._network_change_listeners.append(listener)
+
+    @staticmethod
+    def _network_changed(s, ctx: RequestContext, event: str, network_id: str) -> None:
+        """Inside the changing transaction: ``event`` on ``network_id``, told once it committed."""
+        changes = s.info.get("nefos_network_changes")
+        if changes is not None and not any(e == event and n == network_id for _, e, n in changes):
+            changes.append((ctx, event, network_id))
+
+    def _tell_network_changed(self, changes: list) -> None:
+        for ctx, event, network_id in changes:
+            for listener in list(self._network_change_listeners):
+                try:
+                    listener(ctx, event, network_id)
+                except Exception:
+                    LOG.exception("network change listener failed for %s on network %s", event, network_id)
 
     def add_port_status_listener(self, listener: PortStatusListener) -> None:
         """Call ``listener(ctx, port, previous_status)`` after a port's status changed (not over the bus)."""
@@ -319,6 +349,7 @@ class NetworkManager(Endpoint):
                 row.revision_number = (row.revision_number or 0) + 1
                 row.updated_at = utcnow()
             await s.flush()
+            self._network_changed(s, ctx, "network_update_end", row.id)
             return (await self._network_views(s, [row]))[0]
 
     async def delete_network(self, ctx: RequestContext, network_id: str) -> None:
@@ -339,6 +370,7 @@ class NetworkManager(Endpoint):
                 await self._release(s, project, subnet=1)
             await s.execute(delete(Network).where(Network.id == row.id))
             await self._release(s, row.project_id, network=1)
+            self._network_changed(s, ctx, "network_delete_end", row.id)
 
     # Subnets ----------------------------------------------------------------------------
 
@@ -430,6 +462,7 @@ class NetworkManager(Endpoint):
         network.updated_at = now
         await s.flush()
         await self._consume(s, project, subnet=1)
+        self._network_changed(s, ctx, "subnet_create_end", row.network_id)
         return self._subnet_view(row)
 
     async def create_subnet(self, ctx: RequestContext, subnet: dict) -> dict:
@@ -478,6 +511,7 @@ class NetworkManager(Endpoint):
                 row.revision_number = (row.revision_number or 0) + 1
                 row.updated_at = utcnow()
             await s.flush()
+            self._network_changed(s, ctx, "subnet_update_end", row.network_id)
             return self._subnet_view(row)
 
     async def delete_subnet(self, ctx: RequestContext, subnet_id: str) -> None:
@@ -493,6 +527,7 @@ class NetworkManager(Endpoint):
             await s.execute(update(Network).where(Network.id == row.network_id).values(
                 revision_number=Network.revision_number + 1, updated_at=utcnow()))
             await self._release(s, row.project_id, subnet=1)
+            self._network_changed(s, ctx, "subnet_delete_end", row.network_id)
 
     # Ports ------------------------------------------------------------------------------
 
@@ -713,6 +748,7 @@ class NetworkManager(Endpoint):
             await s.execute(insert(PortSecurityGroup).values(port_id=port_id, security_group_id=gid))
         await self._consume(s, project, port=1)
         await provisioning.port_created(s, self.rt.cfg, port_id, values["binding_host_id"], body["device_owner"])
+        self._network_changed(s, ctx, "port_create_end", network.id)
         row = (await s.execute(select(Port).where(Port.id == port_id))).scalar_one()
         return (await self._port_views(s, ctx, [row]))[0]
 
@@ -812,6 +848,7 @@ class NetworkManager(Endpoint):
                                                 host=row.binding_host_id or "",
                                                 addresses_changed=addresses_changed,
                                                 device_owner=row.device_owner or "")
+            self._network_changed(s, ctx, "port_update_end", row.network_id)
             doc = (await self._port_views(s, ctx, [row]))[0]
             if before is not None:
                 await self._port_changed(s, ctx, before, doc if ctx.is_admin else
@@ -863,6 +900,7 @@ class NetworkManager(Endpoint):
                     raise _not_owner("delete_port")
             before = await self._port_view_for_hooks(s, row)
             await self._delete_port_rows(s, row.id)
+            self._network_changed(s, ctx, "port_delete_end", row.network_id)
             if before is not None:
                 await self._port_changed(s, ctx, before, None)
             await self._release(s, row.project_id, port=1)

@@ -14,11 +14,14 @@ class NetworkComponent(Component):
         self.rt = rt
         self.manager = NetworkManager(rt)
         # Issue 3: port changes -> Compute API external events (outbox + sender); the L2 agents' RPC.
-        from nefos.network.agent_rpc import PluginEndpoint
+        from nefos.network.agent_rpc import DhcpAgentNotifier, PluginEndpoint
         from nefos.network.notifier import Notifier
         self.notifier = Notifier(rt)
         self.manager.add_port_change_hook(self.notifier.on_port_change)
         self.plugin_endpoint = PluginEndpoint(self.manager)
+        # Port / subnet / network changes -> the DHCP agents (topic dhcp_agent), after the commit.
+        self.dhcp_notifier = DhcpAgentNotifier(rt.bus)
+        self.manager.add_network_change_listener(self.dhcp_notifier.network_changed)
         self.app = create_app(rt, self.manager)
         self.port = rt.cfg.network_api_port
         self.service: Service | None = None
@@ -33,6 +36,7 @@ class NetworkComponent(Component):
     async def stop(self) -> None:
         await self.rt.bus.unserve(self.plugin_endpoint)
         await self.notifier.stop()
+        await self.dhcp_notifier.stop()
         if self.service is not None:
             await self.service.stop()
 
