@@ -1,5 +1,5 @@
 """The migrations and the models agree: migrating an empty database gives the schema
-the models describe (run ``python scripts/regen_migration.py`` after changing a model)."""
+the models describe (run ``python scripts/regen_migration.py "what changed"`` after changing a model)."""
 
 from __future__ import annotations
 
