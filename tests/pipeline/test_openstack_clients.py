@@ -59,7 +59,9 @@ def nefos_up(tmp_path_factory):
     exports = [line for line in (state / "nefos-up.log").read_text().splitlines() if "OS_CLIENT_CONFIG_FILE" in line]
     assert exports == [f"export OS_CLIENT_CONFIG_FILE={clouds}"], exports
     assert clouds.exists()
-    yield {"state": state, "clouds": clouds, "proc": proc, "env": env}
+    cloud = {"state": state, "clouds": clouds, "proc": proc, "env": env}
+    yield cloud
+    proc = cloud["proc"]  # the cloud running now: a test may have restarted it
     proc.send_signal(signal.SIGTERM)
     try:
         assert proc.wait(timeout=30) == 0, (state / "nefos-up.log").read_text()
