@@ -479,6 +479,15 @@ class InstanceEvents:
             return "fatal"
         return outcome
 
+    async def plug_and_wait(self, ctx, instance: dict, events: list, plug, *, what: str) -> None:
+        """Run ``plug()`` (a paused start, or a re-plug) inside a wait for ``events``. When the wait
+        ends fatally (``vif_plugging_is_fatal``) the guest is powered off and
+        VirtualInterfaceCreateException raised; otherwise the caller carries on (and resumes)."""
+        if await self._wait_around(ctx, instance, events, plug, what=what) == "fatal":
+            with contextlib.suppress(Exception):
+                await self.manager.driver.power_off(instance)
+            raise exceptions.VirtualInterfaceCreateException()
+
     async def spawn(self, ctx, instance: dict, image_meta: dict, network_info: list[dict],
                     block_device_info: dict | None) -> None:
         """The build's spawn: paused until the VIFs are plugged (or as the config says)."""
@@ -495,11 +504,9 @@ class InstanceEvents:
         if not events:
             await do_spawn(False)
             return
-        outcome = await self._wait_around(ctx, instance, events, lambda: do_spawn(True), what="spawn")
-        if outcome == "fatal":
-            with contextlib.suppress(Exception):
-                await m.driver.power_off(instance)
-            cause = exceptions.VirtualInterfaceCreateException()
+        try:
+            await self.plug_and_wait(ctx, instance, events, lambda: do_spawn(True), what="spawn")
+        except exceptions.VirtualInterfaceCreateException as cause:
             raise exceptions.BuildAbortException(
                 instance_uuid=uuid,
                 reason=f"VirtualInterfaceCreateException: {cause} (no network-vif-plugged within "
@@ -527,8 +534,4 @@ class InstanceEvents:
         if not events:
             await driver_call(network_info)
             return
-        outcome = await self._wait_around(ctx, instance, events, lambda: driver_call(network_info), what=what)
-        if outcome == "fatal":
-            with contextlib.suppress(Exception):
-                await self.manager.driver.power_off(instance)
-            raise exceptions.VirtualInterfaceCreateException()
+        await self.plug_and_wait(ctx, instance, events, lambda: driver_call(network_info), what=what)

@@ -386,11 +386,7 @@ async def _start_guest(manager, ctx, instance: dict, network_info: list[dict], d
     if not events:
         await driver_call(False)
         return
-    outcome = await events_api._wait_around(ctx, instance, events, lambda: driver_call(True), what=what)
-    if outcome == "fatal":
-        with contextlib.suppress(Exception):
-            await manager.driver.power_off(instance)
-        raise exceptions.VirtualInterfaceCreateException()
+    await events_api.plug_and_wait(ctx, instance, events, lambda: driver_call(True), what=what)
     await manager.driver.unpause(instance)
 
 
