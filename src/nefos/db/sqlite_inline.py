@@ -45,12 +45,6 @@ class InlineSession:
         options = _BUFFERED if not execution_options else {**execution_options, **_BUFFERED}
         return self.sync_session.execute(statement, params, execution_options=options, **kw)
 
-    async def scalar(self, statement, params=None, **kw):
-        return (await self.execute(statement, params, **kw)).scalar()
-
-    async def scalars(self, statement, params=None, **kw):
-        return (await self.execute(statement, params, **kw)).scalars()
-
     async def get(self, entity, ident, **kw):
         return self.sync_session.get(entity, ident, **kw)
 
@@ -69,9 +63,6 @@ class InlineSession:
     async def refresh(self, instance, attribute_names=None) -> None:
         self.sync_session.refresh(instance, attribute_names)
 
-    async def merge(self, instance, **kw):
-        return self.sync_session.merge(instance, **kw)
-
     @contextlib.asynccontextmanager
     async def begin(self):
         """The session's transaction: committed when the block ends, rolled back when it fails."""
@@ -83,12 +74,6 @@ class InlineSession:
         """A SAVEPOINT: rolled back (and the error raised) when the block fails."""
         with self.sync_session.begin_nested():
             yield self
-
-    async def commit(self) -> None:
-        self.sync_session.commit()
-
-    async def rollback(self) -> None:
-        self.sync_session.rollback()
 
 
 def set_up_engine(engine: Engine) -> None:
@@ -111,4 +96,3 @@ def set_up_engine(engine: Engine) -> None:
     def _sqlite_begin(conn):
         if not conn.get_execution_options().get("nefos_autocommit"):
             conn.exec_driver_sql("BEGIN")
-
