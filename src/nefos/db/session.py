@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import AsyncIterator
+from typing import AsyncIterator, Callable
 
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, event as sa_event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
-from sqlalchemy.orm import sessionmaker
 
 from nefos.db import sqlite_inline
 
@@ -38,6 +37,18 @@ def normalise_url(url: str) -> str:
         # Full Unicode (4-byte UTF-8) on the connection, whatever the server's default.
         url += ("&" if "?" in url else "?") + "charset=utf8mb4"
     return url
+
+# Reader connections a SQLite Database keeps between sessions (more are opened while more
+# readers run at once, and closed when they end).
+_MAX_IDLE_READERS = 32
+
+
+def after_commit(session, callback: Callable[[], None]) -> None:
+    """Call ``callback()`` once the transaction of ``session`` (from ``Database.transaction``) commits."""
+    if isinstance(session, sqlite_inline.InlineSession):
+        session.after_commit.append(callback)
+    else:
+        sa_event.listen(session.sync_session, "after_commit", lambda _session: callback(), once=True)
 
 
 class Database:
@@ -61,31 +72,34 @@ class Database:
         self.engine: AsyncEngine = create_async_engine(self.url, **kwargs)
         if self.is_sqlite:
             sqlite_inline.set_up_engine(self.engine.sync_engine)
-            # Sessions run inline on the event loop (db/sqlite_inline.py). A pool that never
+            # Sessions run inline on the event loop (db/sqlite_inline.py), on connections this
+            # Database holds: one for the writer (writers queue on the lock below) and idle
+            # ones for readers, each reader holding one for its session. A pool that never
             # blocks: a wait for a free connection would stop the whole loop.
             self.sync_engine = create_engine(
                 make_url(self.url).set(drivername="sqlite+pysqlite"), echo=echo,
                 pool_size=max_pool_size, max_overflow=-1,
                 connect_args={"timeout": 60, "check_same_thread": False})
             sqlite_inline.set_up_engine(self.sync_engine)
-            sessions = sessionmaker(self.sync_engine, expire_on_commit=False)
-            autocommit = sessionmaker(self.sync_engine.execution_options(nefos_autocommit=True),
-                                      expire_on_commit=False)
-            self._sessions = _inline(sessions)
-            # Plain reads run each statement on its own (one round trip less per read on SQLite).
-            self._autocommit_sessions = _inline(autocommit)
-        else:
-            self._sessions = async_sessionmaker(self.engine, expire_on_commit=False)
-            self._autocommit_sessions = self._sessions
+            self._autocommit_engine = self.sync_engine.execution_options(nefos_autocommit=True)
+            self._writer_conn = None
+            self._idle_readers: list = []
+        self._sessions = async_sessionmaker(self.engine, expire_on_commit=False)
         self._write_lock = asyncio.Lock() if self.is_sqlite else None
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncSession]:
         """A session in one transaction: committed on success, rolled back on error."""
-        if self._write_lock is not None:
+        if self.is_sqlite:
             async with self._write_lock:
-                async with self._sessions() as session, session.begin():
-                    yield session
+                if self._writer_conn is None or self._writer_conn.closed:
+                    self._writer_conn = self.sync_engine.connect()
+                session = sqlite_inline.InlineSession(self._writer_conn)
+                try:
+                    async with session.begin():
+                        yield session
+                finally:
+                    session.close()
         else:
             async with self._sessions() as session, session.begin():
                 yield session
@@ -97,31 +111,39 @@ class Database:
         Each statement sees what is committed when it runs; with ``snapshot`` all
         statements of the session see one snapshot (a read transaction).
         """
-        sessions = self._sessions if snapshot else self._autocommit_sessions
-        async with sessions() as session:
+        if not self.is_sqlite:
+            async with self._sessions() as session:
+                yield session
+            return
+        if snapshot:
+            with self.sync_engine.connect() as conn:
+                session = sqlite_inline.InlineSession(conn)
+                try:
+                    with conn.begin():
+                        yield session
+                finally:
+                    session.close()
+            return
+        conn = self._idle_readers.pop() if self._idle_readers else self._autocommit_engine.connect()
+        session = sqlite_inline.InlineSession(conn)
+        try:
             yield session
+        except BaseException:
+            conn.rollback()
+            raise
+        finally:
+            session.close()
+            if len(self._idle_readers) < _MAX_IDLE_READERS:
+                self._idle_readers.append(conn)
+            else:
+                conn.close()
 
     async def dispose(self) -> None:
         await self.engine.dispose()
         if self.is_sqlite:
+            for conn in [self._writer_conn, *self._idle_readers]:
+                if conn is not None:
+                    conn.close()
+            self._writer_conn, self._idle_readers = None, []
             self.sync_engine.dispose()
 
-
-class _InlineSessionContext:
-    """``async with sessions() as s, s.begin():`` for InlineSession, as async_sessionmaker gives."""
-
-    __slots__ = ("_factory", "_session")
-
-    def __init__(self, factory):
-        self._factory = factory
-
-    async def __aenter__(self) -> "sqlite_inline.InlineSession":
-        self._session = sqlite_inline.InlineSession(self._factory())
-        return self._session
-
-    async def __aexit__(self, *exc) -> None:
-        self._session.sync_session.close()
-
-
-def _inline(factory):
-    return lambda: _InlineSessionContext(factory)

@@ -4,20 +4,27 @@ SQLite's statements take a few microseconds, and in one Nefos process its
 writers already queue on an asyncio lock (``Database.transaction``), so a
 call never waits on another writer and can simply run inline. SQLAlchemy's
 asyncio layer (a greenlet switch and an adapted driver per call) costs ten
-times the statement itself: measured on the project's 2-core machine, a
-prebuilt SELECT took 74 us through ``AsyncSession`` and 36 us through a plain
-``Session``; an empty write transaction 80 us and 27 us. So for SQLite
+times the statement itself, and so do, per session, a pooled connection's
+check-out and reset and an ORM ``Session``'s set-up (measured on the
+project's 2-core machine: one prebuilt SELECT in its own session took 83 us
+through ``Session`` over the pool and 24 us on a connection already held;
+an empty write transaction 80 us through ``AsyncSession``). So for SQLite,
 ``Database`` hands out ``InlineSession``: the awaitable interface of
-``AsyncSession`` that Nefos uses, over a synchronous ``Session`` of a
-synchronous engine on the same file. PostgreSQL and MySQL keep the real
-asyncio drivers (their calls do wait on the network).
+``AsyncSession`` that Nefos uses, over a connection the ``Database`` keeps
+(the writer's, or an idle reader's), which runs Core statements on that
+connection directly and makes an ORM ``Session`` on it only when a caller
+needs one (an entity to load, add or delete). PostgreSQL and MySQL keep the
+real asyncio drivers (their calls do wait on the network).
 """
 
 from __future__ import annotations
 
 import contextlib
+from typing import Callable
+
 from sqlalchemy import event
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine.cursor import FullyBufferedCursorFetchStrategy
 from sqlalchemy.orm import Session
 
 # What AsyncSession asks for on every statement: rows are fetched before the call returns,
@@ -28,22 +35,43 @@ _BUFFERED = {"prebuffer_rows": True}
 class InlineSession:
     """``AsyncSession``'s methods that Nefos calls, each running the synchronous call at once."""
 
-    __slots__ = ("sync_session",)
+    __slots__ = ("_conn", "_orm", "info", "after_commit")
 
-    def __init__(self, sync_session: Session):
-        self.sync_session = sync_session
+    def __init__(self, conn: Connection):
+        self._conn = conn
+        self._orm: Session | None = None
+        self.info: dict = {}
+        # Called once the transaction committed (see ``nefos.db.session.after_commit``).
+        self.after_commit: list[Callable[[], None]] = []
 
     @property
-    def info(self) -> dict:
-        return self.sync_session.info
+    def bind(self) -> Connection:
+        return self._conn
 
     @property
-    def bind(self) -> Engine:
-        return self.sync_session.get_bind()
+    def sync_session(self) -> Session:
+        """The ORM session on this session's connection, made on first use."""
+        if self._orm is None:
+            # It joins the connection's transaction: this session's ``begin`` commits it.
+            self._orm = Session(bind=self._conn, expire_on_commit=False,
+                                join_transaction_mode="rollback_only")
+        return self._orm
 
     async def execute(self, statement, params=None, *, execution_options=None, **kw):
-        options = _BUFFERED if not execution_options else {**execution_options, **_BUFFERED}
-        return self.sync_session.execute(statement, params, execution_options=options, **kw)
+        if getattr(statement, "_propagate_attrs", None) or kw:
+            # ORM-enabled (entities or mapped attributes): the ORM session loads them.
+            options = _BUFFERED if not execution_options else {**execution_options, **_BUFFERED}
+            return self.sync_session.execute(statement, params, execution_options=options, **kw)
+        orm = self._orm
+        if orm is not None and (orm.new or orm.dirty or orm.deleted):
+            orm.flush()  # what the ORM session's autoflush would have done
+        result = self._conn.execute(statement, params, execution_options=execution_options)
+        if result.returns_rows:
+            # Read every row now: a half-read cursor would keep this connection's SQLite
+            # snapshot open for whoever uses the connection next.
+            cursor = result.cursor
+            result.cursor_strategy = FullyBufferedCursorFetchStrategy(cursor, cursor.description, cursor.fetchall())
+        return result
 
     async def get(self, entity, ident, **kw):
         return self.sync_session.get(entity, ident, **kw)
@@ -55,7 +83,8 @@ class InlineSession:
         self.sync_session.add_all(instances)
 
     async def flush(self, objects=None) -> None:
-        self.sync_session.flush(objects)
+        if self._orm is not None:
+            self._orm.flush(objects)
 
     async def delete(self, instance) -> None:
         self.sync_session.delete(instance)
@@ -65,15 +94,29 @@ class InlineSession:
 
     @contextlib.asynccontextmanager
     async def begin(self):
-        """The session's transaction: committed when the block ends, rolled back when it fails."""
-        with self.sync_session.begin():
+        """The connection's transaction: committed when the block ends, rolled back when it fails."""
+        transaction = self._conn.begin()
+        try:
             yield self
+            if self._orm is not None:
+                self._orm.flush()
+        except BaseException:
+            transaction.rollback()
+            raise
+        transaction.commit()
+        for callback in self.after_commit:
+            callback()
 
     @contextlib.asynccontextmanager
     async def begin_nested(self):
         """A SAVEPOINT: rolled back (and the error raised) when the block fails."""
         with self.sync_session.begin_nested():
             yield self
+
+    def close(self) -> None:
+        if self._orm is not None:
+            self._orm.close()
+            self._orm = None
 
 
 def set_up_engine(engine: Engine) -> None:

@@ -58,9 +58,10 @@ from pathlib import Path
 
 import httpx
 import yaml
-from sqlalchemy import delete, event as sa_event, select, update
+from sqlalchemy import delete, select, update
 
 from nefos.db.models import PortEventOutbox, utcnow
+from nefos.db.session import after_commit
 
 LOG = logging.getLogger(__name__)
 
@@ -228,14 +229,14 @@ class Notifier:
             await s.flush()
         fresh = s.info.setdefault("nefos_notifier_rows", [])
         if not fresh:
-            sa_event.listen(s.sync_session, "after_commit", self._after_commit, once=True)
+            after_commit(s, lambda: self._after_commit(fresh))
         fresh.extend(_as_dict(row) for row in rows)
 
-    def _after_commit(self, session) -> None:
+    def _after_commit(self, committed: list[dict]) -> None:
         # Runs in the event loop's thread (the async session's greenlet): hand the committed
         # rows to the sender, which posts them at once (no claim: see _claim's grace period).
         if self._task is not None:
-            self._fresh.extend(session.info.get("nefos_notifier_rows", []))
+            self._fresh.extend(committed)
             self._wake.set()
 
     # The sender ----------------------------------------------------------------
