@@ -17,7 +17,7 @@ import logging
 import re
 import uuid as uuidlib
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import and_, func, insert, or_, select
 
 from nefos import exceptions
 from nefos.compute import flavors as flavors_mod, image_properties, server_groups
@@ -77,6 +77,8 @@ class ComputeAPI:
         return zone or None, host
 
     async def _check_availability_zone(self, zone: str | None, host: str | None) -> None:
+        if not zone and not host:
+            return  # nothing asked for: the scheduler picks among every zone
         from nefos.db.models import Service
         async with self.rt.db.reader() as s:
             services = (await s.execute(select(Service).where(
@@ -178,7 +180,7 @@ class ComputeAPI:
             for index in range(count):
                 uuid = str(uuidlib.uuid4())
                 display_name = name if count == 1 else f"{name}-{index + 1}"
-                row = Instance(
+                instance = await instance_obj.create(s, dict(
                     uuid=uuid, project_id=ctx.project_id, user_id=ctx.user_id, display_name=display_name,
                     display_description=description, hostname=hostname or _hostname(display_name),
                     vm_state=states.BUILDING, task_state=states.SCHEDULING, power_state=states.NOSTATE,
@@ -186,21 +188,18 @@ class ComputeAPI:
                     vcpus=flavor["vcpus"], memory_mb=flavor["memory_mb"], root_gb=flavor["root_gb"],
                     ephemeral_gb=flavor["ephemeral_gb"], image_ref=image["id"], key_name=key_name,
                     key_data=key_data, user_data=user_data, config_drive=config_drive or "",
-                    metadata_=metadata, system_metadata=image_properties.from_image(image, flavor),
+                    metadata=metadata, system_metadata=image_properties.from_image(image, flavor),
                     security_groups=security_groups,
                     network_info=[], requested_networks=_requested_networks_record(requested_networks),
                     reservation_id=reservation_id, launch_index=index, access_ip_v4=access_ip_v4,
                     access_ip_v6=access_ip_v6, tags=list(dict.fromkeys(tags or [])),
                     trusted_certs=trusted_certs or None, scheduler_hints=scheduler_hints or {},
-                    pinned_availability_zone=zone)
-                s.add(row)
-                for bdm in _block_device_mappings(uuid, image["id"], flavor, local_disks):
-                    s.add(bdm)
+                    pinned_availability_zone=zone))
+                await s.execute(_INSERT_BDM, _block_device_mappings(uuid, image["id"], flavor, local_disks))
                 if group is not None:
                     await server_groups.add_member(s, group["uuid"], uuid, limit=member_limit)
-                s.add(actions.new_action(ctx, uuid, actions.CREATE))
-                await s.flush()
-                created.append(instance_obj.to_dict(row))
+                await actions.record_action(self.rt.db, ctx, uuid, actions.CREATE, session=s)
+                created.append(instance)
         if group is not None:
             # The members known at scheduling time (including these new ones) drive the group filters.
             group = dict(group, members=[*group.get("members", []), *[i["uuid"] for i in created]])
@@ -240,13 +239,17 @@ class ComputeAPI:
 
     async def _fit_quota(self, ctx, flavor: dict, min_count: int, max_count: int, metadata: dict) -> int:
         """How many of min..max instances fit the quota now (the consume re-checks atomically)."""
+        per = {"instances": 1, "cores": flavor["vcpus"], "ram": flavor["memory_mb"]}
         async with self.rt.db.reader() as s:
             limit = await quotas.limits(s, self.rt.cfg, ctx.project_id)
-            used = await quotas.usages(s, ctx.project_id)
+            # Usage matters only where a limit applies (and only to fit more than one).
+            limited = max_count > min_count and any(limit[r] >= 0 and n for r, n in per.items())
+            used = await quotas.usages(s, ctx.project_id) if limited else {}
         if limit["metadata_items"] >= 0 and len(metadata) > limit["metadata_items"]:
             raise exceptions.OverQuota(f"Quota exceeded for metadata_items: Requested {len(metadata)}, "
                                        f"but the limit is {limit['metadata_items']}", overs=["metadata_items"])
-        per = {"instances": 1, "cores": flavor["vcpus"], "ram": flavor["memory_mb"]}
+        if not limited:
+            return max_count  # the consume checks min..max atomically
         fit = max_count
         for resource, amount in per.items():
             if limit[resource] < 0 or not amount:
@@ -802,12 +805,16 @@ def _check_local_disks(flavor: dict, local_disks: list[dict]) -> None:
                                          "disks is greater than allowed by the flavor.")
 
 
+_INSERT_BDM = insert(BlockDeviceMapping.__table__)
+
+
 def _block_device_mappings(uuid: str, image_id: str, flavor: dict,
-                           local_disks: list[dict] | None = None) -> list[BlockDeviceMapping]:
-    """The root disk from the image, then the ephemeral and swap disks (requested, or the flavor's)."""
-    bdms = [BlockDeviceMapping(instance_uuid=uuid, source_type="image", destination_type="local",
-                               device_name="/dev/vda", boot_index=0, image_id=image_id,
-                               volume_size=flavor["root_gb"] or None, delete_on_termination=True)]
+                           local_disks: list[dict] | None = None) -> list[dict]:
+    """The root disk from the image, then the ephemeral and swap disks (requested, or the flavor's),
+    as ``block_device_mapping`` rows (every row with the same columns: one INSERT writes them all)."""
+    bdms = [dict(instance_uuid=uuid, source_type="image", destination_type="local",
+                 device_name="/dev/vda", boot_index=0, image_id=image_id, guest_format=None,
+                 volume_size=flavor["root_gb"] or None, delete_on_termination=True)]
     if local_disks is None:
         local_disks = []
         if flavor.get("ephemeral_gb"):
@@ -815,8 +822,9 @@ def _block_device_mappings(uuid: str, image_id: str, flavor: dict,
         if flavor.get("swap"):
             local_disks.append({"size": flavor["swap"], "guest_format": "swap"})
     for index, disk in enumerate(local_disks):
-        bdms.append(BlockDeviceMapping(
+        bdms.append(dict(
             instance_uuid=uuid, source_type="blank", destination_type="local",
             device_name=disk.get("device_name") or f"/dev/vd{chr(ord('b') + index)}", boot_index=-1,
-            guest_format=disk.get("guest_format"), volume_size=disk["size"], delete_on_termination=True))
+            image_id=None, guest_format=disk.get("guest_format"), volume_size=disk["size"],
+            delete_on_termination=True))
     return bdms

@@ -13,6 +13,7 @@ from sqlalchemy import func, select, update
 
 from nefos import exceptions
 from nefos.db.models import Allocation, ComputeNode
+from nefos.objects import allocations
 
 
 class ResourceTracker:
@@ -60,10 +61,8 @@ class ResourceTracker:
     async def instance_claim(self, instance: dict, node: str) -> None:
         """The scheduler's claim for this instance must be on this host's ``node``."""
         node_id = self.node_ids.get(node)
-        async with self.rt.db.reader() as s:
-            alloc = (await s.execute(select(Allocation).where(
-                Allocation.consumer_uuid == instance["uuid"]))).scalar_one_or_none()
-        if alloc is None or alloc.compute_node_id != node_id:
+        alloc = await allocations.get(self.rt.db, instance["uuid"])
+        if alloc is None or alloc["compute_node_id"] != node_id:
             raise exceptions.ComputeResourcesUnavailable(
                 reason=f"no resource claim for instance {instance['uuid']} on {self.host}/{node}")
 

@@ -9,50 +9,59 @@ backend. ``release`` is idempotent.
 
 from __future__ import annotations
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import bindparam, delete, insert, select, update
 
 from nefos.db.models import Allocation, ComputeNode
 from nefos.db.session import Database
+
+NODES = ComputeNode.__table__
+ALLOCATIONS = Allocation.__table__
+
+# Built once (every boot claims and every delete releases); values are bound per call.
+_CLAIM = (
+    update(NODES)
+    .where(NODES.c.id == bindparam("b_node_id"), NODES.c.deleted == 0,
+           NODES.c.vcpus_used + bindparam("b_vcpus") <= NODES.c.vcpus * NODES.c.cpu_allocation_ratio,
+           NODES.c.memory_mb_used + bindparam("b_memory_mb") <= NODES.c.memory_mb * NODES.c.ram_allocation_ratio,
+           NODES.c.local_gb_used + bindparam("b_disk_gb") <= NODES.c.local_gb * NODES.c.disk_allocation_ratio)
+    .values(vcpus_used=NODES.c.vcpus_used + bindparam("b_vcpus"),
+            memory_mb_used=NODES.c.memory_mb_used + bindparam("b_memory_mb"),
+            local_gb_used=NODES.c.local_gb_used + bindparam("b_disk_gb"),
+            running_vms=NODES.c.running_vms + 1))
+_INSERT = insert(ALLOCATIONS)
+_BY_CONSUMER = select(ALLOCATIONS).where(ALLOCATIONS.c.consumer_uuid == bindparam("b_consumer"))
+_DELETE = delete(ALLOCATIONS).where(ALLOCATIONS.c.id == bindparam("b_id"))
+_GIVE_BACK = (
+    update(NODES).where(NODES.c.id == bindparam("b_node_id"))
+    .values(vcpus_used=NODES.c.vcpus_used - bindparam("b_vcpus"),
+            memory_mb_used=NODES.c.memory_mb_used - bindparam("b_memory_mb"),
+            local_gb_used=NODES.c.local_gb_used - bindparam("b_disk_gb"),
+            running_vms=NODES.c.running_vms - 1))
 
 
 async def claim(session, consumer_uuid: str, node_id: int, *, vcpus: int, memory_mb: int,
                 disk_gb: int) -> bool:
     """Claim resources on ``node_id`` for ``consumer_uuid``; False when they don't fit."""
-    result = await session.execute(
-        update(ComputeNode)
-        .where(ComputeNode.id == node_id, ComputeNode.deleted == 0,
-               ComputeNode.vcpus_used + vcpus <= ComputeNode.vcpus * ComputeNode.cpu_allocation_ratio,
-               ComputeNode.memory_mb_used + memory_mb <= ComputeNode.memory_mb * ComputeNode.ram_allocation_ratio,
-               ComputeNode.local_gb_used + disk_gb <= ComputeNode.local_gb * ComputeNode.disk_allocation_ratio)
-        .values(vcpus_used=ComputeNode.vcpus_used + vcpus,
-                memory_mb_used=ComputeNode.memory_mb_used + memory_mb,
-                local_gb_used=ComputeNode.local_gb_used + disk_gb,
-                running_vms=ComputeNode.running_vms + 1)
-        .execution_options(synchronize_session=False))
+    amounts = {"b_vcpus": vcpus, "b_memory_mb": memory_mb, "b_disk_gb": disk_gb}
+    result = await session.execute(_CLAIM, {"b_node_id": node_id, **amounts})
     if result.rowcount != 1:
         return False
-    session.add(Allocation(consumer_uuid=consumer_uuid, compute_node_id=node_id, vcpus=vcpus,
-                           memory_mb=memory_mb, disk_gb=disk_gb))
-    await session.flush()
+    await session.execute(_INSERT, {"consumer_uuid": consumer_uuid, "compute_node_id": node_id,
+                                    "vcpus": vcpus, "memory_mb": memory_mb, "disk_gb": disk_gb})
     return True
 
 
 async def release(db: Database, consumer_uuid: str, session=None) -> bool:
     """Give back the consumer's claim, if it has one."""
     async def _release(s) -> bool:
-        alloc = (await s.execute(select(Allocation).where(
-            Allocation.consumer_uuid == consumer_uuid))).scalar_one_or_none()
+        alloc = (await s.execute(_BY_CONSUMER, {"b_consumer": consumer_uuid})).mappings().one_or_none()
         if alloc is None:
             return False
-        deleted = await s.execute(delete(Allocation).where(Allocation.id == alloc.id)
-                                  .execution_options(synchronize_session=False))
+        deleted = await s.execute(_DELETE, {"b_id": alloc["id"]})
         if deleted.rowcount != 1:
             return False
-        await s.execute(update(ComputeNode).where(ComputeNode.id == alloc.compute_node_id).values(
-            vcpus_used=ComputeNode.vcpus_used - alloc.vcpus,
-            memory_mb_used=ComputeNode.memory_mb_used - alloc.memory_mb,
-            local_gb_used=ComputeNode.local_gb_used - alloc.disk_gb,
-            running_vms=ComputeNode.running_vms - 1).execution_options(synchronize_session=False))
+        await s.execute(_GIVE_BACK, {"b_node_id": alloc["compute_node_id"], "b_vcpus": alloc["vcpus"],
+                                     "b_memory_mb": alloc["memory_mb"], "b_disk_gb": alloc["disk_gb"]})
         return True
 
     if session is not None:
@@ -63,6 +72,5 @@ async def release(db: Database, consumer_uuid: str, session=None) -> bool:
 
 async def get(db: Database, consumer_uuid: str) -> dict | None:
     async with db.reader() as s:
-        row = (await s.execute(select(Allocation).where(
-            Allocation.consumer_uuid == consumer_uuid))).scalar_one_or_none()
-        return row.to_dict() if row else None
+        row = (await s.execute(_BY_CONSUMER, {"b_consumer": consumer_uuid})).mappings().one_or_none()
+    return dict(row) if row else None

@@ -14,7 +14,7 @@ import datetime as dt
 import functools
 from typing import Any
 
-from sqlalchemy import bindparam, or_, select, update
+from sqlalchemy import bindparam, insert, or_, select, update
 
 from nefos import exceptions
 from nefos.db.models import Instance, InstanceFault, utcnow
@@ -61,6 +61,18 @@ def _column_values(updates: dict) -> dict:
 # (docs/benchmarks.md), and these run several times in every boot.
 _GET = select(INSTANCES).where(INSTANCES.c.uuid == bindparam("b_uuid"), INSTANCES.c.deleted == 0)
 _GET_ANY = select(INSTANCES).where(INSTANCES.c.uuid == bindparam("b_uuid"))
+
+
+_INSERT = insert(INSTANCES)
+_INSERT_RETURNING = insert(INSTANCES).returning(*INSTANCES.c)
+
+
+async def create(session, values: dict) -> dict:
+    """Insert an instance row (``values`` by column name) in the caller's transaction; returns it."""
+    if session.bind.dialect.insert_returning:
+        return mapping_to_dict((await session.execute(_INSERT_RETURNING, values)).mappings().one())
+    await session.execute(_INSERT, values)
+    return mapping_to_dict((await session.execute(_GET, {"b_uuid": values["uuid"]})).mappings().one())
 
 
 async def get(db: Database, uuid: str, *, read_deleted: bool = False) -> dict:

@@ -4,10 +4,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sqlalchemy import select
+from sqlalchemy import and_, select
 
 from nefos.compute.services import COMPUTE_BINARY
 from nefos.db.models import ComputeNode, Service
+
+NODES = ComputeNode.__table__
+SERVICES = Service.__table__
+
+# Every live compute node with its service's state (built once: it runs for every boot).
+_HOSTS = (
+    select(NODES.c.host, NODES.c.hypervisor_hostname, NODES.c.id, NODES.c.vcpus, NODES.c.vcpus_used,
+           NODES.c.memory_mb, NODES.c.memory_mb_used, NODES.c.local_gb, NODES.c.local_gb_used,
+           NODES.c.cpu_allocation_ratio, NODES.c.ram_allocation_ratio, NODES.c.disk_allocation_ratio,
+           NODES.c.failed_builds, SERVICES.c.availability_zone, SERVICES.c.disabled,
+           SERVICES.c.forced_down, SERVICES.c.last_seen_up, SERVICES.c.updated_at, SERVICES.c.created_at)
+    .join(SERVICES, and_(SERVICES.c.host == NODES.c.host, SERVICES.c.binary == COMPUTE_BINARY,
+                         SERVICES.c.deleted == 0))
+    .where(NODES.c.deleted == 0))
 
 
 @dataclass
@@ -51,19 +65,15 @@ class HostState:
 async def load_host_states(db, cfg) -> list[HostState]:
     from nefos.compute.services import is_up
     async with db.reader() as s:
-        rows = (await s.execute(
-            select(ComputeNode, Service)
-            .join(Service, (Service.host == ComputeNode.host) & (Service.binary == COMPUTE_BINARY)
-                  & (Service.deleted == 0))
-            .where(ComputeNode.deleted == 0))).all()
+        rows = (await s.execute(_HOSTS)).mappings().all()
     return [
-        HostState(host=node.host, node=node.hypervisor_hostname, node_id=node.id,
-                  availability_zone=svc.availability_zone or cfg.default_availability_zone,
-                  service_up=is_up(svc, cfg), service_disabled=bool(svc.disabled),
-                  vcpus=node.vcpus, vcpus_used=node.vcpus_used, memory_mb=node.memory_mb,
-                  memory_mb_used=node.memory_mb_used, local_gb=node.local_gb,
-                  local_gb_used=node.local_gb_used, cpu_allocation_ratio=node.cpu_allocation_ratio,
-                  ram_allocation_ratio=node.ram_allocation_ratio,
-                  disk_allocation_ratio=node.disk_allocation_ratio, failed_builds=node.failed_builds)
-        for node, svc in rows
+        HostState(host=row["host"], node=row["hypervisor_hostname"], node_id=row["id"],
+                  availability_zone=row["availability_zone"] or cfg.default_availability_zone,
+                  service_up=is_up(row, cfg), service_disabled=bool(row["disabled"]),
+                  vcpus=row["vcpus"], vcpus_used=row["vcpus_used"], memory_mb=row["memory_mb"],
+                  memory_mb_used=row["memory_mb_used"], local_gb=row["local_gb"],
+                  local_gb_used=row["local_gb_used"], cpu_allocation_ratio=row["cpu_allocation_ratio"],
+                  ram_allocation_ratio=row["ram_allocation_ratio"],
+                  disk_allocation_ratio=row["disk_allocation_ratio"], failed_builds=row["failed_builds"])
+        for row in rows
     ]
