@@ -14,7 +14,7 @@ from typing import Any, Callable
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.datastructures import MutableHeaders
 from starlette.responses import JSONResponse, Response
 
 from nefos import exceptions, policy
@@ -33,7 +33,19 @@ def is_public(method: str, path: str) -> bool:
     return path in PUBLIC_PATHS or (method == "POST" and path.rstrip("/") == "/v3/auth/tokens")
 
 
-class RequestContextMiddleware(BaseHTTPMiddleware):
+def send_with_headers(send, headers: dict[str, str]):
+    """``send`` that sets ``headers`` on the response it starts (pure ASGI middlewares use it:
+    Starlette's BaseHTTPMiddleware runs every request through an extra task and stream)."""
+    async def wrapped(message) -> None:
+        if message["type"] == "http.response.start":
+            response_headers = MutableHeaders(scope=message)
+            for name, value in headers.items():
+                response_headers[name] = value
+        await send(message)
+    return wrapped
+
+
+class RequestContextMiddleware:
     """Give every request a context and its id; return the id on every response.
 
     A request without a valid token gets 401 in the app's own error body
@@ -41,11 +53,16 @@ class RequestContextMiddleware(BaseHTTPMiddleware):
     """
 
     def __init__(self, app, error_body: ErrorBody | None = None):
-        super().__init__(app)
+        self.app = app
         self.error_body = error_body or (lambda status, message, kind: {"error": {"code": status, "message": message}})
 
-    async def dispatch(self, request: Request, call_next):
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
         request_id = new_request_id()
+        send = send_with_headers(send, {"x-openstack-request-id": request_id, "x-compute-request-id": request_id})
         global_id = request.headers.get("x-openstack-request-id")
         if global_id and not global_id.startswith("req-"):
             global_id = None
@@ -62,18 +79,16 @@ class RequestContextMiddleware(BaseHTTPMiddleware):
                 response.headers["www-authenticate"] = f'Keystone uri="{identity_base_url(rt.cfg)}"'
             if policy_token is not None:
                 policy.restore(policy_token)
-        else:
-            request.state.context = ctx
-            token = current_context.set(ctx)
-            try:
-                response = await call_next(request)
-            finally:
-                current_context.reset(token)
-                if policy_token is not None:
-                    policy.restore(policy_token)
-        response.headers["x-openstack-request-id"] = request_id
-        response.headers["x-compute-request-id"] = request_id
-        return response
+            await response(scope, receive, send)
+            return
+        request.state.context = ctx
+        token = current_context.set(ctx)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            current_context.reset(token)
+            if policy_token is not None:
+                policy.restore(policy_token)
 
 
 async def context_from_headers(request: Request, request_id: str, global_id: str | None) -> RequestContext:

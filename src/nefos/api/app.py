@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fastapi import Request
-from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 
 from nefos import rest
@@ -21,31 +21,32 @@ def nova_error_body(status: int, message: str, kind: str) -> dict:
     return {_FAULT_NAMES.get(status, "computeFault"): {"code": status, "message": message}}
 
 
-class MicroversionMiddleware(BaseHTTPMiddleware):
+# Sent with every /v2.1 response.
+_VARY = "OpenStack-API-Version, X-OpenStack-Nova-API-Version"
+
+
+class MicroversionMiddleware:
     """Negotiate the microversion for /v2.1 requests and echo it in both headers."""
 
-    async def dispatch(self, request: Request, call_next):
-        path = request.url.path
-        versioned = path.startswith("/v2.1") or path.startswith("/v2/")
-        if not versioned:
-            return await call_next(request)
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] != "http" or not (path.startswith("/v2.1") or path.startswith("/v2/")):
+            await self.app(scope, receive, send)
+            return
         try:
-            version = microversion.negotiate(request.headers)
+            version = microversion.negotiate(Headers(scope=scope))
         except Exception as exc:  # bad or unsupported version: answer here, before routing
             status = getattr(exc, "code", 400)
             response = JSONResponse(nova_error_body(status, str(exc), type(exc).__name__), status_code=status)
-            self._vary(response)
-            return response
-        request.state.api_version = version
-        response = await call_next(request)
-        response.headers["openstack-api-version"] = f"compute {version}"
-        response.headers["x-openstack-nova-api-version"] = str(version)
-        self._vary(response)
-        return response
-
-    @staticmethod
-    def _vary(response) -> None:
-        response.headers["vary"] = "OpenStack-API-Version, X-OpenStack-Nova-API-Version"
+            await response(scope, receive, rest.send_with_headers(send, {"vary": _VARY}))
+            return
+        Request(scope).state.api_version = version
+        await self.app(scope, receive, rest.send_with_headers(send, {
+            "openstack-api-version": f"compute {version}", "x-openstack-nova-api-version": str(version),
+            "vary": _VARY}))
 
 
 def create_app(rt, compute_api):

@@ -101,7 +101,8 @@ class InlineSession:
             if self._orm is not None:
                 self._orm.flush()
         except BaseException:
-            transaction.rollback()
+            if transaction.is_active:  # the ORM session may have rolled it back already
+                transaction.rollback()
             raise
         transaction.commit()
         for callback in self.after_commit:
