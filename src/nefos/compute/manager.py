@@ -16,7 +16,7 @@ import logging
 import time
 import traceback
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 
 from nefos import exceptions, notifications
 from nefos.bus import Endpoint
@@ -32,6 +32,10 @@ from nefos.image.client import ImageAPI
 LOG = logging.getLogger(__name__)
 
 BUILD_EVENT = "compute__do_build_and_run_instance"
+
+_BDM = BlockDeviceMapping.__table__
+_BDMS_OF = select(_BDM.c.guest_format, _BDM.c.device_name, _BDM.c.volume_size, _BDM.c.source_type,
+                  _BDM.c.destination_type, _BDM.c.boot_index).where(_BDM.c.instance_uuid == bindparam("b_uuid"))
 
 
 class BuildAborted(Exception):
@@ -220,8 +224,7 @@ class ComputeManager(Endpoint):
 
     async def _prep_block_device(self, instance: dict) -> dict:
         async with self.rt.db.reader() as s:
-            bdms = [b.to_dict() for b in (await s.execute(select(BlockDeviceMapping).where(
-                BlockDeviceMapping.instance_uuid == instance["uuid"]))).scalars()]
+            bdms = (await s.execute(_BDMS_OF, {"b_uuid": instance["uuid"]})).mappings().all()
         info: dict = {"root_device_name": "/dev/vda", "ephemerals": [], "swap": None,
                       "block_device_mapping": []}
         for bdm in bdms:
