@@ -88,20 +88,21 @@ def _as_list(value) -> list:
 
 
 @functools.lru_cache(maxsize=512)
-def _save_statement(columns: tuple[str, ...], task_values: bool, task_none: bool, vm_states: bool,
+def _save_statement(columns: tuple[str, ...], task_values: int, task_none: bool, vm_states: int,
                     returning: bool):
-    """The compare-and-swap UPDATE for one shape of save (which columns, which expectations),
-    built once; the values and expected states are its parameters."""
+    """The compare-and-swap UPDATE for one shape of save (which columns, how many expected states),
+    built once; the values and expected states are its parameters (one per expected state, not an
+    expanding IN, which SQLAlchemy would rewrite on every call)."""
     q = update(INSTANCES).where(INSTANCES.c.uuid == bindparam("b_uuid"), INSTANCES.c.deleted == 0)
     expected = []
     if task_values:
-        expected.append(INSTANCES.c.task_state.in_(bindparam("b_task_states", expanding=True)))
+        expected.append(INSTANCES.c.task_state.in_([bindparam(f"b_task_state_{i}") for i in range(task_values)]))
     if task_none:
         expected.append(INSTANCES.c.task_state.is_(None))
     if expected:
         q = q.where(or_(*expected))
     if vm_states:
-        q = q.where(INSTANCES.c.vm_state.in_(bindparam("b_vm_states", expanding=True)))
+        q = q.where(INSTANCES.c.vm_state.in_([bindparam(f"b_vm_state_{i}") for i in range(vm_states)]))
     q = q.values({c: bindparam(f"v_{c}") for c in columns})
     return q.returning(*INSTANCES.c) if returning else q
 
@@ -114,17 +115,18 @@ async def save(db: Database, uuid: str, updates: dict, *,
     values["updated_at"] = utcnow()
     params = {f"v_{c}": v for c, v in values.items()}
     params["b_uuid"] = uuid
-    task_values = task_none = False
+    task_values, task_none, vm_states = 0, False, 0
     if expected_task_state is not _UNSET:
         expected = _as_list(expected_task_state)
         states_given = [e for e in expected if e is not None]
-        task_values, task_none = bool(states_given), None in expected
-        params["b_task_states"] = states_given
+        task_values, task_none = len(states_given), None in expected
+        params.update({f"b_task_state_{i}": state for i, state in enumerate(states_given)})
     if expected_vm_state is not _UNSET:
-        params["b_vm_states"] = _as_list(expected_vm_state)
+        vm_given = _as_list(expected_vm_state)
+        vm_states = len(vm_given)
+        params.update({f"b_vm_state_{i}": state for i, state in enumerate(vm_given)})
     returning = db.engine.dialect.update_returning
-    q = _save_statement(tuple(sorted(values)), task_values, task_none, expected_vm_state is not _UNSET,
-                        returning)
+    q = _save_statement(tuple(sorted(values)), task_values, task_none, vm_states, returning)
 
     async def _apply(s):
         if returning:  # one round trip where the database can return the updated row
