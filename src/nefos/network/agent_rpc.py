@@ -73,21 +73,22 @@ class PluginEndpoint(Endpoint):
         """What the agent needs to wire ``device``; marks the port BUILD (DOWN if administratively down)."""
         host = agent_host
         LOG.info("device %s details requested by agent %s on host %s", device, agent_id, host)
-        brief = await self.manager.port_binding(device)
-        if brief is None:
+
+        def decide(row, _blocks) -> str | None:
+            # the port as read in the transaction that sets its status (BUILD, or DOWN when
+            # administratively down; unchanged when it already is)
+            if (row.binding_host_id or "") != host:
+                LOG.debug("device %s requested by agent %s is bound to %r, not %s",
+                          device, agent_id, row.binding_host_id or "", host)
+                return None
+            return "BUILD" if row.admin_state_up else "DOWN"
+
+        try:
+            port = await self.manager._change_port_status(ctx.elevated(), device, decide)
+        except exceptions.PortNotFound:
             LOG.debug("device %s requested by agent %s on %s not found", device, agent_id, host)
             return {"device": device}
-        if brief["binding:host_id"] != host:
-            LOG.debug("device %s requested by agent %s is bound to %r, not %s",
-                      device, agent_id, brief["binding:host_id"], host)
-            return {"device": device}
-        status = "BUILD" if brief["admin_state_up"] else "DOWN"
-        try:
-            if brief["status"] != status:
-                port = await self.manager.update_port_status(ctx.elevated(), brief["id"], status)
-            else:
-                port = await self.manager.get_port(ctx.elevated(), brief["id"])
-        except exceptions.PortNotFound:
+        if port is None:
             return {"device": device}
         return {"device": device, "port_id": port["id"], "network_id": port["network_id"],
                 "mac_address": port["mac_address"], "admin_state_up": port["admin_state_up"],
@@ -100,16 +101,24 @@ class PluginEndpoint(Endpoint):
         """The agent wired ``device``: L2 acknowledged; the port goes ACTIVE unless another
         component (DHCP) has not acknowledged it yet."""
         host = agent_host
-        port = await self.manager.port_binding(device)
-        if port is None:
+        bound_elsewhere = False
+
+        def accept(row) -> bool:  # in the acknowledging transaction
+            nonlocal bound_elsewhere
+            if (row.binding_host_id or "") != host:
+                LOG.debug("device %s reported up on %s but bound to %r: ignored", device, host,
+                          row.binding_host_id or "")
+                bound_elsewhere = True
+                return False
+            LOG.info("device %s (server %s) reported up by agent %s on host %s", device,
+                     row.device_id or "-", agent_id, host)
+            return True
+
+        row = await provisioning.device_up(self.manager, ctx, device, accept)
+        if row is None:
             return {"device": device, "exists": False}
-        if port["binding:host_id"] != host:
-            LOG.debug("device %s reported up on %s but bound to %r: ignored", device, host,
-                      port["binding:host_id"])
+        if bound_elsewhere:
             return {"device": device, "exists": True, "bound_elsewhere": True}
-        LOG.info("device %s (server %s) reported up by agent %s on host %s", device, port["device_id"] or "-",
-                 agent_id, host)
-        await provisioning.complete(self.manager, ctx, [port["id"]], provisioning.L2)
         return {"device": device, "exists": True}
 
     async def update_device_down(self, ctx: RequestContext, device: str, agent_host: str,

@@ -246,9 +246,12 @@ class NetworkAPI:
         by_id = {n["id"]: n for n in nets}
         for net in nets:
             self._check_attachable(ctx, net)
-        # 3. Security groups by name or id within the instance's project.
-        group_ids = await self._resolve_security_groups(ctx, project, list(security_groups or []))
+        # 3. Security groups by name or id within the instance's project. Just "default" needs no
+        # look-up: a port created without security groups gets the project's default group
+        # (made on first use), wherever the client would have passed it.
         only_default = list(security_groups or []) in ([], ["default"])
+        group_ids = [] if only_default else await self._resolve_security_groups(
+            ctx, project, list(security_groups or []))
         # 4. Claim or create, undoing everything on the first failure.
         zone = instance.get("availability_zone") or self.rt.cfg.default_availability_zone
         binding = {"device_id": uuid, "device_owner": f"compute:{zone}",

@@ -18,23 +18,31 @@ transaction as the resource.
 from __future__ import annotations
 
 import contextlib
+import functools
 import ipaddress
 import itertools
+import json
 import logging
+import types
 from typing import Any, Awaitable, Callable
 
-from sqlalchemy import delete, func, insert, or_, select, update
+from sqlalchemy import (
+    bindparam, case, delete, func, insert, literal_column, null, or_, select, union_all, update,
+)
 from sqlalchemy.exc import IntegrityError
 
 from nefos import exceptions
 from nefos.bus import Endpoint
 from nefos.context import RequestContext
 from nefos.db.models import (
-    IPAllocation, Network, Port, PortSecurityGroup, Quota, QuotaUsage, SecurityGroup, Subnet, utcnow,
+    IPAllocation, Network, Port, PortProvisioning, PortSecurityGroup, Quota, QuotaUsage, SecurityGroup, Subnet,
+    utcnow,
 )
 from nefos.network import attributes as attrs
 from nefos.network import ipam, provisioning
-from nefos.network.common import bulk as _bulk, chunks as _chunks, iso, new_id, not_owner as _not_owner
+from nefos.network.common import (
+    bulk as _bulk, chunks as _chunks, insert_ignoring_duplicate, iso, new_id, not_owner as _not_owner,
+)
 from nefos.network.security_groups import SecurityGroups
 from nefos.objects import quotas
 
@@ -77,6 +85,127 @@ PortStatusListener = Callable[[RequestContext, dict, str], Awaitable[None]]
 PortChangeHook = Callable[[Any, RequestContext, "dict | None", "dict | None"], Awaitable[None]]
 # (ctx, Neutron's event name e.g. "port_create_end", network id), after the change committed
 NetworkChangeListener = Callable[[RequestContext, str, str], None]
+
+# Prebuilt Core statements of the hot paths (a server boot lists networks and subnets, creates a
+# port and changes its status twice): built once, values as bind parameters. Statements whose
+# shape depends on the caller are built once per shape (``functools.lru_cache``). The
+# visibility of a non-admin caller is one of three shapes: admin (everything), a project, or no
+# project (``project_id IS NULL``, as the ORM compared with None).
+_N = Network.__table__
+_S = Subnet.__table__
+_P = Port.__table__
+_IP = IPAllocation.__table__
+_PSG = PortSecurityGroup.__table__
+_PP = PortProvisioning.__table__
+_SG = SecurityGroup.__table__
+
+_NETWORK_FILTERS = {"id": _N.c.id, "name": _N.c.name, "project_id": _N.c.project_id,
+                    "tenant_id": _N.c.project_id}
+_SUBNET_FILTERS = {"id": _S.c.id, "network_id": _S.c.network_id, "name": _S.c.name,
+                   "project_id": _S.c.project_id, "tenant_id": _S.c.project_id}
+_PORT_FILTERS = {"id": _P.c.id, "network_id": _P.c.network_id, "device_id": _P.c.device_id,
+                 "device_owner": _P.c.device_owner, "project_id": _P.c.project_id,
+                 "tenant_id": _P.c.project_id, "name": _P.c.name, "mac_address": _P.c.mac_address}
+_PORT_FILTERS_ADMIN = {**_PORT_FILTERS, "binding:host_id": _P.c.binding_host_id}
+
+
+def _visibility(ctx: RequestContext) -> str:
+    return "admin" if ctx.is_admin else ("project" if ctx.project_id is not None else "none")
+
+
+def _owned(column, visibility: str):
+    return column == bindparam("b_project") if visibility == "project" else column.is_(None)
+
+
+def _prefilter_params(filters: dict | None, columns: dict[str, Any]) -> tuple[tuple, dict]:
+    """``_prefilter`` as a statement shape (the filtered fields) and its parameters."""
+    keys, params = [], {}
+    for field, values in (filters or {}).items():
+        values = values if isinstance(values, list) else [values]
+        if field in columns and values and all(isinstance(v, str) and v for v in values):
+            params[f"f{len(keys)}"] = values
+            keys.append(field)
+    return tuple(keys), params
+
+
+def _where_filters(q, columns: dict[str, Any], keys: tuple):
+    for i, field in enumerate(keys):
+        q = q.where(columns[field].in_(bindparam(f"f{i}", expanding=True)))
+    return q
+
+
+@functools.lru_cache(maxsize=256)
+def _networks_statement(visibility: str, keys: tuple):
+    """The visible networks, each with its subnets' ids (one row per subnet, in subnet order)."""
+    q = select(_N, _S.c.id.label("subnet_id")).select_from(_N.outerjoin(_S, _S.c.network_id == _N.c.id))
+    if visibility != "admin":
+        q = q.where(or_(_owned(_N.c.project_id, visibility), _N.c.shared.is_(True), _N.c.external.is_(True)))
+    return _where_filters(q, _NETWORK_FILTERS, keys).order_by(_S.c.created_at, _S.c.id)
+
+
+@functools.lru_cache(maxsize=8)
+def _network_row_statement(visibility: str):
+    q = select(_N).where(_N.c.id == bindparam("b_id"))
+    if visibility != "admin":
+        q = q.where(or_(_owned(_N.c.project_id, visibility), _N.c.shared.is_(True), _N.c.external.is_(True)))
+    return q
+
+
+_SUBNET_IDS = (select(_S.c.id, _S.c.network_id).where(_S.c.network_id.in_(bindparam("b_ids", expanding=True)))
+               .order_by(_S.c.created_at, _S.c.id))
+_SUBNETS_OF = select(_S).where(_S.c.network_id == bindparam("b_network")).order_by(_S.c.created_at, _S.c.id)
+
+
+@functools.lru_cache(maxsize=256)
+def _subnets_statement(visibility: str, keys: tuple):
+    q = select(_S)
+    if visibility != "admin":
+        q = q.select_from(_S.join(_N, _N.c.id == _S.c.network_id)).where(or_(
+            _owned(_S.c.project_id, visibility), _owned(_N.c.project_id, visibility),
+            _N.c.shared.is_(True), _N.c.external.is_(True)))
+    return _where_filters(q, _SUBNET_FILTERS, keys)
+
+
+@functools.lru_cache(maxsize=256)
+def _ports_statement(visibility: str, keys: tuple):
+    q = select(_P)
+    if visibility != "admin":
+        q = q.select_from(_P.join(_N, _N.c.id == _P.c.network_id)).where(or_(
+            _owned(_P.c.project_id, visibility), _owned(_N.c.project_id, visibility)))
+    return _where_filters(q, _PORT_FILTERS_ADMIN if visibility == "admin" else _PORT_FILTERS, keys)
+
+
+_PORT_BY_ID = select(_P).where(_P.c.id == bindparam("b_id"))
+_PORT_BINDING = select(_P.c.id, _P.c.status, _P.c.admin_state_up, _P.c.binding_host_id,
+                       _P.c.device_id).where(_P.c.id == bindparam("b_id"))
+_SET_PORT_STATUS = update(_P).where(_P.c.id == bindparam("b_id")).values(
+    status=bindparam("b_status"), revision_number=bindparam("b_revision"), updated_at=bindparam("b_now"))
+
+
+@functools.lru_cache(maxsize=2)
+def _port_parts_statement(admin: bool):
+    """What a port view needs besides the port's row, for the ports ``b_ids``, in one statement:
+    rows (port_id, kind, a, b, created) of kind ``i`` (a: subnet, b: address, created: the
+    subnet's created_at), ``g`` (a: security group) and, for ``admin``, ``p`` (a: provisioning
+    component, b: "satisfied" or "pending")."""
+    ids = bindparam("b_ids", expanding=True)
+    parts = [
+        select(_IP.c.port_id, literal_column("'i'").label("kind"), _IP.c.subnet_id.label("a"),
+               _IP.c.ip_address.label("b"), _S.c.created_at.label("created"))
+        .select_from(_IP.join(_S, _S.c.id == _IP.c.subnet_id)).where(_IP.c.port_id.in_(ids)),
+        select(_PSG.c.port_id, literal_column("'g'"), _PSG.c.security_group_id, null(), null())
+        .where(_PSG.c.port_id.in_(ids)),
+    ]
+    if admin:
+        parts.append(select(_PP.c.port_id, literal_column("'p'"), _PP.c.component,
+                            case((_PP.c.satisfied, literal_column("'satisfied'")),
+                                 else_=literal_column("'pending'")), null())
+                     .where(_PP.c.port_id.in_(ids)))
+    return union_all(*parts)
+
+
+_GROUP_PROJECT = select(_SG.c.project_id).where(_SG.c.id == bindparam("b_id"))
+_INSERT_PORT_GROUP = insert(_PSG)
 
 
 class NetworkManager(SecurityGroups, Endpoint):
@@ -217,11 +346,21 @@ class NetworkManager(SecurityGroups, Endpoint):
                    Network.external.is_(True))
 
     async def _network_row(self, s, ctx: RequestContext, network_id: str) -> Network:
+        """The network as an ORM object (to change it)."""
         q = select(Network).where(Network.id == str(network_id))
         cond = self._network_visible(ctx)
         if cond is not None:
             q = q.where(cond)
         row = (await s.execute(q)).scalar_one_or_none()
+        if row is None:
+            raise exceptions.NetworkNotFound(net_id=network_id)
+        return row
+
+    @staticmethod
+    async def _network_brief(s, ctx: RequestContext, network_id: str):
+        """The network's row (read only: a Core row, attributes as the ORM object's)."""
+        row = (await s.execute(_network_row_statement(_visibility(ctx)),
+                               {"b_id": str(network_id), "b_project": ctx.project_id})).first()
         if row is None:
             raise exceptions.NetworkNotFound(net_id=network_id)
         return row
@@ -249,9 +388,7 @@ class NetworkManager(SecurityGroups, Endpoint):
         ids = [r.id for r in rows]
         subnets: dict[str, list[str]] = {i: [] for i in ids}
         for chunk in _chunks(ids):
-            for sid, nid in (await s.execute(select(Subnet.id, Subnet.network_id)
-                                             .where(Subnet.network_id.in_(chunk))
-                                             .order_by(Subnet.created_at, Subnet.id))).all():
+            for sid, nid in (await s.execute(_SUBNET_IDS, {"b_ids": chunk})).all():
                 subnets[nid].append(sid)
         return [self._network_view(r, subnets[r.id]) for r in rows]
 
@@ -278,25 +415,32 @@ class NetworkManager(SecurityGroups, Endpoint):
         async with self._tx() as s:
             return [await self._create_network(s, ctx, n) for n in _bulk(networks)]
 
+    async def _visible_networks(self, s, ctx: RequestContext, keys: tuple, params: dict) -> list[dict]:
+        """The views of the visible networks that pass the SQL prefilter (one statement)."""
+        docs: dict[str, dict] = {}
+        for row in (await s.execute(_networks_statement(_visibility(ctx), keys),
+                                    {**params, "b_project": ctx.project_id})).all():
+            doc = docs.get(row.id)
+            if doc is None:
+                doc = docs[row.id] = self._network_view(row, [])
+            if row.subnet_id is not None:
+                doc["subnets"].append(row.subnet_id)
+        return list(docs.values())
+
     async def get_network(self, ctx: RequestContext, network_id: str, fields: list[str] | None = None) -> dict:
         async with self.rt.db.reader() as s:
-            row = await self._network_row(s, ctx, network_id)
-            return attrs.select_fields((await self._network_views(s, [row]))[0], fields)
+            docs = await self._visible_networks(s, ctx, ("id",), {"f0": [str(network_id)]})
+        if not docs:
+            raise exceptions.NetworkNotFound(net_id=network_id)
+        return attrs.select_fields(docs[0], fields)
 
     async def list_networks(self, ctx: RequestContext, filters: dict | None = None,
                             fields: list[str] | None = None, sort_key=None, sort_dir=None,
                             limit: int | None = None, marker: str | None = None,
                             page_reverse: bool = False) -> list[dict]:
+        keys, params = _prefilter_params(filters, _NETWORK_FILTERS)
         async with self.rt.db.reader() as s:
-            q = select(Network)
-            cond = self._network_visible(ctx)
-            if cond is not None:
-                q = q.where(cond)
-            for w in self._prefilter(filters, {"id": Network.id, "name": Network.name,
-                                               "project_id": Network.project_id,
-                                               "tenant_id": Network.project_id}):
-                q = q.where(w)
-            docs = await self._network_views(s, list((await s.execute(q)).scalars()))
+            docs = await self._visible_networks(s, ctx, keys, params)
         return await self._list(docs, NETWORK_FIELDS, filters=filters, fields=fields, sort_key=sort_key,
                                 sort_dir=sort_dir, limit=limit, marker=marker, page_reverse=page_reverse,
                                 get_marker=lambda m: self.get_network(ctx, m))
@@ -444,19 +588,20 @@ class NetworkManager(SecurityGroups, Endpoint):
 
     async def get_subnet(self, ctx: RequestContext, subnet_id: str, fields: list[str] | None = None) -> dict:
         async with self.rt.db.reader() as s:
-            return attrs.select_fields(self._subnet_view(await self._subnet_row(s, ctx, subnet_id)), fields)
+            row = (await s.execute(_subnets_statement(_visibility(ctx), ("id",)),
+                                   {"f0": [str(subnet_id)], "b_project": ctx.project_id})).first()
+        if row is None:
+            raise exceptions.SubnetNotFound(subnet_id=subnet_id)
+        return attrs.select_fields(self._subnet_view(row), fields)
 
     async def list_subnets(self, ctx: RequestContext, filters: dict | None = None,
                            fields: list[str] | None = None, sort_key=None, sort_dir=None,
                            limit: int | None = None, marker: str | None = None,
                            page_reverse: bool = False) -> list[dict]:
+        keys, params = _prefilter_params(filters, _SUBNET_FILTERS)
         async with self.rt.db.reader() as s:
-            q = self._subnet_query(ctx)
-            for w in self._prefilter(filters, {"id": Subnet.id, "network_id": Subnet.network_id,
-                                               "name": Subnet.name, "project_id": Subnet.project_id,
-                                               "tenant_id": Subnet.project_id}):
-                q = q.where(w)
-            docs = [self._subnet_view(r) for r in (await s.execute(q)).scalars()]
+            docs = [self._subnet_view(r) for r in (await s.execute(
+                _subnets_statement(_visibility(ctx), keys), {**params, "b_project": ctx.project_id})).all()]
         return await self._list(docs, SUBNET_FIELDS, filters=filters, fields=fields, sort_key=sort_key,
                                 sort_dir=sort_dir, limit=limit, marker=marker, page_reverse=page_reverse,
                                 get_marker=lambda m: self.get_subnet(ctx, m))
@@ -513,33 +658,37 @@ class NetworkManager(SecurityGroups, Endpoint):
             raise exceptions.PortNotFound(port_id=port_id)
         return row
 
-    async def _port_views(self, s, ctx: RequestContext, rows: list[Port]) -> list[dict]:
-        ids = [r.id for r in rows]
+    @staticmethod
+    async def _port_parts(s, ids: list[str], admin: bool) -> tuple[dict, dict, dict]:
+        """The ports' addresses ((subnet created_at, subnet, int, address) each), security groups and
+        (``admin``) provisioning blocks, by port id: one statement per chunk of ports."""
         ips: dict[str, list[tuple]] = {i: [] for i in ids}
         groups: dict[str, list[str]] = {i: [] for i in ids}
+        blocks: dict[str, dict] = {}
+        statement = _port_parts_statement(admin)
         for chunk in _chunks(ids):
-            for pid, sid, ip, created in (await s.execute(
-                    select(IPAllocation.port_id, IPAllocation.subnet_id, IPAllocation.ip_address,
-                           Subnet.created_at).join(Subnet, Subnet.id == IPAllocation.subnet_id)
-                    .where(IPAllocation.port_id.in_(chunk)))).all():
-                ips[pid].append((created, sid, int(ipaddress.ip_address(ip)), ip))
-            for pid, gid in (await s.execute(select(PortSecurityGroup.port_id, PortSecurityGroup.security_group_id)
-                                             .where(PortSecurityGroup.port_id.in_(chunk)))).all():
-                groups[pid].append(gid)
-        blocks = {}
-        if ctx.is_admin:
-            for chunk in _chunks(ids):
-                blocks.update(await provisioning.views(s, chunk))
-        out = []
-        for r in rows:
-            fixed = [{"subnet_id": sid, "ip_address": ip} for _, sid, _, ip in sorted(ips[r.id])]
-            doc = self._port_view(r, fixed, sorted(groups[r.id]))
-            doc[provisioning.ATTRIBUTE] = blocks.get(r.id, {})
-            if not ctx.is_admin:
-                for key in ADMIN_ONLY_PORT_FIELDS:
-                    doc.pop(key, None)
-            out.append(doc)
-        return out
+            for pid, kind, a, b, created in (await s.execute(statement, {"b_ids": chunk})).all():
+                if kind == "i":
+                    ips[pid].append((created, a, int(ipaddress.ip_address(b)), b))
+                elif kind == "g":
+                    groups[pid].append(a)
+                else:
+                    blocks.setdefault(pid, {})[a] = b
+        return ips, groups, blocks
+
+    async def _port_views(self, s, ctx: RequestContext, rows: list) -> list[dict]:
+        ips, groups, blocks = await self._port_parts(s, [r.id for r in rows], ctx.is_admin)
+        return [self._port_doc(ctx, r, ips[r.id], groups[r.id], blocks.get(r.id, {})) for r in rows]
+
+    def _port_doc(self, ctx: RequestContext, row, ips: list[tuple], groups: list[str], blocks: dict) -> dict:
+        """The view of the port ``row`` (an ORM object or any object with its columns as attributes)."""
+        fixed = [{"subnet_id": sid, "ip_address": ip} for _, sid, _, ip in sorted(ips)]
+        doc = self._port_view(row, fixed, sorted(groups))
+        doc[provisioning.ATTRIBUTE] = blocks
+        if not ctx.is_admin:
+            for key in ADMIN_ONLY_PORT_FIELDS:
+                doc.pop(key, None)
+        return doc
 
     @staticmethod
     def _port_view(row: Port, fixed_ips: list[dict], security_groups: list[str]) -> dict:
@@ -567,19 +716,14 @@ class NetworkManager(SecurityGroups, Endpoint):
                                             "vif_plugged_event": "plug"}}
         return {"binding_host_id": "", "binding_vif_type": "unbound", "binding_vif_details": {}}
 
-    async def _subnets_of(self, s, network_id: str) -> list[Subnet]:
-        return list((await s.execute(select(Subnet).where(Subnet.network_id == network_id)
-                                     .order_by(Subnet.created_at, Subnet.id))).scalars())
+    async def _subnets_of(self, s, network_id: str) -> list:
+        """The network's subnets (Core rows), oldest first."""
+        return (await s.execute(_SUBNETS_OF, {"b_network": network_id})).all()
 
-    async def _insert_ip(self, s, subnet: Subnet, port_id: str, address: str) -> bool:
+    async def _insert_ip(self, s, subnet, port_id: str, address: str) -> bool:
         """Claim ``address``; False when another port holds it (the primary key said so)."""
-        try:
-            async with s.begin_nested():
-                await s.execute(insert(IPAllocation).values(network_id=subnet.network_id, ip_address=address,
-                                                            subnet_id=subnet.id, port_id=port_id))
-            return True
-        except IntegrityError:
-            return False
+        return await insert_ignoring_duplicate(s, _IP, {"network_id": subnet.network_id, "ip_address": address,
+                                                        "subnet_id": subnet.id, "port_id": port_id})
 
     async def _allocate_from_subnet(self, s, subnet: Subnet, port_id: str, mac: str) -> str:
         if subnet.ip_version == 6 and subnet.ipv6_address_mode in ("slaac", "dhcpv6-stateless"):
@@ -611,8 +755,11 @@ class NetworkManager(SecurityGroups, Endpoint):
         raise exceptions.IpAddressGenerationFailure(net_id=subnet.network_id)
 
     async def _allocate_ips(self, s, network_id: str, port_id: str, mac: str,
-                            requests: list[dict] | None) -> list[dict]:
-        subnets = await self._subnets_of(s, network_id)
+                            requests: list[dict] | None, subnets: list | None = None) -> list[dict]:
+        """Allocate the addresses ``requests`` ask for (None: Neutron's default) on the network's
+        ``subnets`` (read when not given); the allocations, as ``fixed_ips`` entries."""
+        if subnets is None:
+            subnets = await self._subnets_of(s, network_id)
         allocated: list[dict] = []
         if requests is None:  # Neutron's default: one IPv4 address, and IPv6 as the subnets say
             v4 = [sn for sn in subnets if sn.ip_version == 4]
@@ -664,7 +811,7 @@ class NetworkManager(SecurityGroups, Endpoint):
                                      group_ids: list[str]) -> list[str]:
         out = []
         for gid in dict.fromkeys(group_ids):
-            row = (await s.execute(select(SecurityGroup.project_id).where(SecurityGroup.id == gid))).first()
+            row = (await s.execute(_GROUP_PROJECT, {"b_id": gid})).first()
             if row is None or (not ctx.is_admin and row[0] != project):
                 raise exceptions.SecurityGroupNotFound(id=gid)
             out.append(gid)
@@ -672,7 +819,7 @@ class NetworkManager(SecurityGroups, Endpoint):
 
     async def _create_port(self, s, ctx: RequestContext, body: dict) -> dict:
         body = attrs.validate_body("port", body, create=True, is_admin=ctx.is_admin)
-        network = await self._network_row(s, ctx, body["network_id"])
+        network = await self._network_brief(s, ctx, body["network_id"])
         project = self._project_for_create(ctx, body)
         if not ctx.is_admin and network.project_id != ctx.project_id:
             if "mac_address" in body:
@@ -704,22 +851,31 @@ class NetworkManager(SecurityGroups, Endpoint):
                       binding_profile=body["binding:profile"], port_security_enabled=port_security,
                       revision_number=0, created_at=now, updated_at=now, **self._binding(body["binding:host_id"]))
         for attempt in range(MAX_MAC_ATTEMPTS):
-            try:
-                async with s.begin_nested():
-                    await s.execute(insert(Port).values(**values))
+            # the id is new: only the network's MAC key can refuse the row
+            if await insert_ignoring_duplicate(s, _P, values):
                 break
-            except IntegrityError:
-                if mac is not None or attempt == MAX_MAC_ATTEMPTS - 1:
-                    raise exceptions.MacAddressInUse(net_id=network.id, mac=values["mac_address"])
-                values["mac_address"] = ipam.random_mac()
-        await self._allocate_ips(s, network.id, port_id, values["mac_address"], body.get("fixed_ips"))
+            if mac is not None or attempt == MAX_MAC_ATTEMPTS - 1:
+                raise exceptions.MacAddressInUse(net_id=network.id, mac=values["mac_address"])
+            values["mac_address"] = ipam.random_mac()
+        subnets = await self._subnets_of(s, network.id)
+        allocated = await self._allocate_ips(s, network.id, port_id, values["mac_address"], body.get("fixed_ips"),
+                                             subnets)
         for gid in groups:
-            await s.execute(insert(PortSecurityGroup).values(port_id=port_id, security_group_id=gid))
+            await s.execute(_INSERT_PORT_GROUP, {"port_id": port_id, "security_group_id": gid})
         await self._consume(s, project, port=1)
-        await provisioning.port_created(s, self.rt.cfg, port_id, values["binding_host_id"], body["device_owner"])
+        by_id = {sn.id: sn for sn in subnets}
+        on_dhcp_subnet = bool(network.admin_state_up) and any(
+            by_id[a["subnet_id"]].enable_dhcp and by_id[a["subnet_id"]].ip_version == 4 for a in allocated)
+        components = await provisioning.port_created(s, self.rt.cfg, port_id, values["binding_host_id"],
+                                                     body["device_owner"], on_dhcp_subnet=on_dhcp_subnet)
         self._network_changed(s, ctx, "port_create_end", network.id)
-        row = (await s.execute(select(Port).where(Port.id == port_id))).scalar_one()
-        return (await self._port_views(s, ctx, [row]))[0]
+        # The view from what was written (the row, its addresses, groups and blocks): nothing to read back.
+        if values["binding_profile"]:
+            values["binding_profile"] = json.loads(json.dumps(values["binding_profile"]))
+        ips = [(by_id[a["subnet_id"]].created_at, a["subnet_id"], int(ipaddress.ip_address(a["ip_address"])),
+                a["ip_address"]) for a in allocated]
+        return self._port_doc(ctx, types.SimpleNamespace(**values), ips, list(groups),
+                              {c: "pending" for c in components} if ctx.is_admin else {})
 
     async def create_port(self, ctx: RequestContext, port: dict) -> dict:
         async with self._tx() as s:
@@ -731,22 +887,22 @@ class NetworkManager(SecurityGroups, Endpoint):
 
     async def get_port(self, ctx: RequestContext, port_id: str, fields: list[str] | None = None) -> dict:
         async with self.rt.db.reader() as s:
-            row = await self._port_row(s, ctx, port_id)
-            return attrs.select_fields((await self._port_views(s, ctx, [row]))[0], fields)
+            rows = (await s.execute(_ports_statement(_visibility(ctx), ("id",)),
+                                    {"f0": [str(port_id)], "b_project": ctx.project_id})).all()
+            if not rows:
+                raise exceptions.PortNotFound(port_id=port_id)
+            return attrs.select_fields((await self._port_views(s, ctx, rows[:1]))[0], fields)
 
     async def list_ports(self, ctx: RequestContext, filters: dict | None = None,
                          fields: list[str] | None = None, sort_key=None, sort_dir=None,
                          limit: int | None = None, marker: str | None = None,
                          page_reverse: bool = False) -> list[dict]:
+        visibility = _visibility(ctx)
+        keys, params = _prefilter_params(filters, _PORT_FILTERS_ADMIN if visibility == "admin" else _PORT_FILTERS)
         async with self.rt.db.reader() as s:
-            q = self._port_query(ctx)
-            for w in self._prefilter(filters, {
-                    "id": Port.id, "network_id": Port.network_id, "device_id": Port.device_id,
-                    "device_owner": Port.device_owner, "project_id": Port.project_id,
-                    "tenant_id": Port.project_id, "name": Port.name, "mac_address": Port.mac_address,
-                    "binding:host_id": Port.binding_host_id if ctx.is_admin else None}):
-                q = q.where(w)
-            docs = await self._port_views(s, ctx, list((await s.execute(q)).scalars()))
+            rows = (await s.execute(_ports_statement(visibility, keys),
+                                    {**params, "b_project": ctx.project_id})).all()
+            docs = await self._port_views(s, ctx, rows)
         return await self._list(docs, PORT_FIELDS, filters=filters, fields=fields, sort_key=sort_key,
                                 sort_dir=sort_dir, limit=limit, marker=marker, page_reverse=page_reverse,
                                 get_marker=lambda m: self.get_port(ctx, m))
@@ -882,34 +1038,73 @@ class NetworkManager(SecurityGroups, Endpoint):
         (None otherwise): a check and its change that no concurrent update can come between."""
         if status not in attrs.PORT_STATUSES:
             raise attrs.bad("status", f"{status} is not in {list(attrs.PORT_STATUSES)}")
-        admin = ctx.elevated()
+        if only_if is None:
+            return await self._change_port_status(ctx, port_id, lambda row, blocks: status)
+        return await self._change_port_status(ctx, port_id, lambda row, blocks: status if only_if(row) else None)
+
+    async def _change_port_status(self, ctx: RequestContext, port_id: str,
+                                 decide: Callable[[Any, dict[str, bool]], "str | None"]) -> dict | None:
+        """``update_port_status`` with the status chosen in the transaction: ``decide(row,
+        blocks)`` (the port's row and its provisioning blocks, ``{component: satisfied}``, as read
+        in this transaction) gives the status to set, or None to leave the port alone (and return
+        None). Not over the bus (in-process callers: the agent protocol, provisioning)."""
         async with self._tx() as s:
-            row = await self._port_row(s, admin, port_id)
-            if only_if is not None and not only_if(row):
-                return None
-            previous = row.status
-            if previous != status:
-                row.status = status
-                row.revision_number = (row.revision_number or 0) + 1
-                row.updated_at = utcnow()
-                await s.flush()
-            doc = (await self._port_views(s, admin, [row]))[0]
-            if previous != status:
-                await self._port_changed(s, ctx, dict(doc, status=previous), doc)
-        if previous != status:
-            for listener in list(self._port_status_listeners):
-                try:
-                    await listener(ctx, doc, previous)
-                except Exception:
-                    LOG.exception("port status listener failed for port %s", port_id)
+            row = await self._port_by_id(s, port_id)
+            if row is None:
+                raise exceptions.PortNotFound(port_id=port_id)
+            doc, previous = await self._set_port_status_in(s, ctx, row, decide)
+        if doc is not None:
+            await self._tell_port_status(ctx, doc, previous)
         return doc
+
+    @staticmethod
+    async def _port_by_id(s, port_id: str):
+        """The port's row (a Core row, the ORM object's attributes), None when there is none."""
+        return (await s.execute(_PORT_BY_ID, {"b_id": str(port_id)})).first()
+
+    async def _set_port_status_in(self, s, ctx: RequestContext, row, decide) -> tuple[dict | None, str | None]:
+        """``_change_port_status`` inside the transaction ``s`` for the port ``row`` read in it:
+        (the admin view after the change, the status before), (None, None) when ``decide`` said
+        None. The caller tells the listeners (``_tell_port_status``) once ``s`` committed."""
+        ips, groups, blocks = await self._port_parts(s, [row.id], True)
+        views = blocks.get(row.id, {})
+        status = decide(row, {c: v == "satisfied" for c, v in views.items()})
+        if status is None:
+            return None, None
+        if status not in attrs.PORT_STATUSES:
+            raise attrs.bad("status", f"{status} is not in {list(attrs.PORT_STATUSES)}")
+        values = row._asdict()
+        previous = row.status
+        if previous != status:
+            values.update(status=status, revision_number=(row.revision_number or 0) + 1, updated_at=utcnow())
+            await s.execute(_SET_PORT_STATUS, {"b_id": row.id, "b_status": status,
+                                               "b_revision": values["revision_number"],
+                                               "b_now": values["updated_at"]})
+        doc = self._port_doc(ctx.elevated(), types.SimpleNamespace(**values), ips[row.id], groups[row.id], views)
+        if previous != status:
+            await self._port_changed(s, ctx, dict(doc, status=previous), doc)
+        return doc, previous
+
+    async def _tell_port_status(self, ctx: RequestContext, doc: dict, previous: str | None) -> None:
+        """After the commit: the port status listeners, when the status changed."""
+        if previous == doc["status"]:
+            return
+        for listener in list(self._port_status_listeners):
+            try:
+                await listener(ctx, doc, previous)
+            except Exception:
+                LOG.exception("port status listener failed for port %s", doc["id"])
 
     async def port_binding(self, port_id: str) -> dict | None:
         """What an agent report needs of a port, in one row read (no view): id, status,
         admin_state_up, binding:host_id, device_id; None when there is no such port."""
         async with self.rt.db.reader() as s:
-            row = (await s.execute(select(Port.id, Port.status, Port.admin_state_up, Port.binding_host_id,
-                                          Port.device_id).where(Port.id == str(port_id)))).first()
+            return await self._port_binding_in(s, port_id)
+
+    @staticmethod
+    async def _port_binding_in(s, port_id: str) -> dict | None:
+        """``port_binding`` in the session ``s`` (e.g. the transaction that acts on it)."""
+        row = (await s.execute(_PORT_BINDING, {"b_id": str(port_id)})).first()
         if row is None:
             return None
         return {"id": row.id, "status": row.status, "admin_state_up": bool(row.admin_state_up),

@@ -53,15 +53,17 @@ import asyncio
 import datetime as dt
 import logging
 import time
+import types
 import uuid as uuidlib
 from pathlib import Path
 
 import httpx
 import yaml
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, insert, select, update
 
 from nefos.db.models import PortEventOutbox, utcnow
 from nefos.db.session import after_commit
+from nefos.network.common import savepoint
 
 LOG = logging.getLogger(__name__)
 
@@ -79,6 +81,7 @@ FRESH_GRACE = 10.0  # seconds a new row is left to the process that wrote it
 MAX_BACKOFF = 30.0
 HTTP_TIMEOUT = 10.0
 MAX_REQUESTS_PER_BATCH = 8  # requests (one per request id) a batch may become
+_INSERT_EVENT = insert(PortEventOutbox.__table__)
 TOKEN_MARGIN = 60.0  # renew a token this long before it expires
 
 
@@ -219,18 +222,18 @@ class Notifier:
             return
         now = utcnow()
         request_id = (ctx.global_request_id or ctx.request_id) if ctx is not None else None
-        rows = [PortEventOutbox(server_uuid=ev["server_uuid"], name=ev["name"], tag=ev["tag"], status=ev["status"],
-                                created_at=now, attempts=0, next_attempt_at=now, request_id=request_id)
+        rows = [{"server_uuid": ev["server_uuid"], "name": ev["name"], "tag": ev["tag"], "status": ev["status"],
+                 "created_at": now, "attempts": 0, "next_attempt_at": now, "request_id": request_id}
                 for ev in events]
         for ev in events:
             LOG.info("port %s: event %s for server %s queued", ev["tag"], ev["name"], ev["server_uuid"])
-        async with s.begin_nested():  # a failure here is rolled back alone; the port change stays
-            s.add_all(rows)
-            await s.flush()
+        async with savepoint(s):  # a failure here is rolled back alone; the port change stays
+            for row in rows:  # one row at a time: its id from the insert (RETURNING or lastrowid)
+                row["id"] = (await s.execute(_INSERT_EVENT, row)).inserted_primary_key[0]
         fresh = s.info.setdefault("nefos_notifier_rows", [])
         if not fresh:
             after_commit(s, lambda: self._after_commit(fresh))
-        fresh.extend(_as_dict(row) for row in rows)
+        fresh.extend(_as_dict(types.SimpleNamespace(lease_owner=None, lease_until=None, **row)) for row in rows)
 
     def _after_commit(self, committed: list[dict]) -> None:
         # Runs in the event loop's thread (the async session's greenlet): hand the committed

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from sqlalchemy import delete, insert, or_, select, update
+from sqlalchemy import bindparam, delete, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from nefos import exceptions
@@ -31,14 +31,16 @@ RULE_FIELDS = {
 PORT_RANGE_PROTOCOLS = {"tcp", "udp", "sctp", "dccp", "udplite", "6", "17", "132", "33", "136"}
 ICMP_PROTOCOLS = {"icmp", "ipv6-icmp", "icmpv6", "1", "58"}
 
+_DEFAULT_GROUP = select(DefaultSecurityGroup.__table__.c.security_group_id).where(
+    DefaultSecurityGroup.__table__.c.project_id == bindparam("b_project"))
+
 
 class SecurityGroups:
     # Groups --------------------------------------------------------------------
 
     async def _ensure_default_group(self, s, project_id: str) -> str:
         """The project's ``default`` group, created on first need; racing creators agree on one."""
-        found = (await s.execute(select(DefaultSecurityGroup.security_group_id)
-                                 .where(DefaultSecurityGroup.project_id == project_id))).scalar_one_or_none()
+        found = (await s.execute(_DEFAULT_GROUP, {"b_project": project_id})).scalar_one_or_none()
         if found:
             return found
         gid = new_id()
@@ -56,8 +58,7 @@ class SecurityGroups:
                         ethertype=ethertype, remote_group_id=gid if direction == "ingress" else None,
                         description="", revision_number=0, created_at=now, updated_at=now))
         except IntegrityError:
-            found = (await s.execute(select(DefaultSecurityGroup.security_group_id)
-                                     .where(DefaultSecurityGroup.project_id == project_id))).scalar_one_or_none()
+            found = (await s.execute(_DEFAULT_GROUP, {"b_project": project_id})).scalar_one_or_none()
             if found is None:
                 raise
             return found
@@ -70,8 +71,7 @@ class SecurityGroups:
         if project != ctx.project_id and not ctx.is_admin:
             raise _not_owner("create_security_group")
         async with self.rt.db.reader() as s:
-            found = (await s.execute(select(DefaultSecurityGroup.security_group_id)
-                                     .where(DefaultSecurityGroup.project_id == project))).scalar_one_or_none()
+            found = (await s.execute(_DEFAULT_GROUP, {"b_project": project})).scalar_one_or_none()
         if found:
             return found
         async with self._tx() as s:
