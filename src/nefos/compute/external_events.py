@@ -26,9 +26,10 @@ Policy (current Nova's default): the caller needs the ``service`` role (the
 
 from __future__ import annotations
 
+import functools
 import logging
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from nefos import exceptions
@@ -102,18 +103,35 @@ def check_policy(ctx: RequestContext) -> None:
         raise exceptions.PolicyNotAuthorized(f"Policy doesn't allow {POLICY} to be performed.")
 
 
-def _upsert(s, rows: list[dict]):
-    """One INSERT of the inbox rows, a duplicate key updating its row (the dialect's own upsert)."""
-    columns = ("instance_uuid", "name", "tag", "operation")
-    dialect = s.bind.dialect.name if s.bind is not None else ""
+_INBOX = InstanceExternalEvent.__table__
+_INBOX_KEY = ("instance_uuid", "name", "tag", "operation")
+_ACTIONS = InstanceAction.__table__
+_INSTANCES = Instance.__table__
+_OPERATIONS = InstanceEventOperation.__table__
+# Built once (a batch of events runs them all).
+_TARGETS = (select(_INSTANCES.c.uuid, _INSTANCES.c.host, _OPERATIONS.c.operation)
+            .select_from(_INSTANCES.outerjoin(_OPERATIONS, _OPERATIONS.c.instance_uuid == _INSTANCES.c.uuid))
+            .where(_INSTANCES.c.uuid.in_(bindparam("b_uuids", expanding=True)), _INSTANCES.c.deleted == 0))
+_LATEST_ACTIONS = (select(_ACTIONS.c.instance_uuid, func.max(_ACTIONS.c.id))
+                   .where(_ACTIONS.c.instance_uuid.in_(bindparam("b_uuids", expanding=True)))
+                   .group_by(_ACTIONS.c.instance_uuid))
+_INSERT_ACTION_EVENT = insert(InstanceActionEvent.__table__)
+_SET_INBOX_ROW = update(_INBOX).where(*[_INBOX.c[c] == bindparam(f"b_{c}") for c in _INBOX_KEY]).values(
+    status=bindparam("b_status"), host=bindparam("b_host"), received_at=bindparam("b_received_at"))
+_INSERT_INBOX_ROW = insert(_INBOX)
+
+
+@functools.lru_cache(maxsize=8)
+def _upsert(dialect: str):
+    """An INSERT of inbox rows, a duplicate key updating its row (the dialect's own upsert), or None."""
     if dialect in ("sqlite", "postgresql"):
         module = __import__(f"sqlalchemy.dialects.{dialect}", fromlist=["insert"])
-        stmt = module.insert(InstanceExternalEvent).values(rows)
-        return stmt.on_conflict_do_update(index_elements=list(columns), set_={
+        stmt = module.insert(_INBOX)
+        return stmt.on_conflict_do_update(index_elements=[_INBOX.c[c] for c in _INBOX_KEY], set_={
             "status": stmt.excluded.status, "host": stmt.excluded.host, "received_at": stmt.excluded.received_at})
     if dialect in ("mysql", "mariadb"):
         from sqlalchemy.dialects.mysql import insert as mysql_insert
-        stmt = mysql_insert(InstanceExternalEvent).values(rows)
+        stmt = mysql_insert(_INBOX)
         return stmt.on_duplicate_key_update(status=stmt.inserted.status, host=stmt.inserted.host,
                                             received_at=stmt.inserted.received_at)
     return None
@@ -122,20 +140,19 @@ def _upsert(s, rows: list[dict]):
 async def _store(s, rows: list[dict]) -> None:
     # The last of duplicates in one batch wins (one statement must not touch a row twice).
     unique = list({(r["instance_uuid"], r["name"], r["tag"], r["operation"]): r for r in rows}.values())
-    stmt = _upsert(s, unique)
+    stmt = _upsert(s.bind.dialect.name if s.bind is not None else "")
     if stmt is not None:
-        await s.execute(stmt)
+        await s.execute(stmt, unique)
         return
     for row in unique:  # any other database: update, else insert
-        key = [getattr(InstanceExternalEvent, c) == row[c] for c in ("instance_uuid", "name", "tag", "operation")]
-        values = {k: row[k] for k in ("status", "host", "received_at")}
-        if (await s.execute(update(InstanceExternalEvent).where(*key).values(**values))).rowcount:
+        change = {f"b_{k}": v for k, v in row.items()}
+        if (await s.execute(_SET_INBOX_ROW, change)).rowcount:
             continue
         try:
             async with s.begin_nested():
-                await s.execute(insert(InstanceExternalEvent).values(**row))
+                await s.execute(_INSERT_INBOX_ROW, row)
         except IntegrityError:
-            await s.execute(update(InstanceExternalEvent).where(*key).values(**values))
+            await s.execute(_SET_INBOX_ROW, change)
 
 
 async def create(rt, ctx: RequestContext, events: list[dict]) -> tuple[list[dict], int]:
@@ -143,10 +160,7 @@ async def create(rt, ctx: RequestContext, events: list[dict]) -> tuple[list[dict
     check_policy(ctx)
     uuids = list(dict.fromkeys(e["server_uuid"] for e in events))
     async with rt.db.reader() as s:
-        found = (await s.execute(select(Instance.uuid, Instance.host, InstanceEventOperation.operation)
-                                 .outerjoin(InstanceEventOperation,
-                                            InstanceEventOperation.instance_uuid == Instance.uuid)
-                                 .where(Instance.uuid.in_(uuids), Instance.deleted == 0))).all()
+        found = (await s.execute(_TARGETS, {"b_uuids": uuids})).all()
     hosts = {u: h for u, h, _op in found}
     operations = {u: op or "" for u, _h, op in found}
     response: list[dict] = []
@@ -196,25 +210,26 @@ async def create(rt, ctx: RequestContext, events: list[dict]) -> tuple[list[dict
         for event in accepted:
             if event["name"] == POWER_UPDATE:  # the action the compute host's power update is recorded in
                 from nefos.objects import actions
-                s.add(actions.new_action(ctx, event["instance_uuid"],
-                                         actions.START if event["tag"] == POWER_ON else actions.STOP))
-        await s.flush()
+                await actions.record_action(rt.db, ctx, event["instance_uuid"],
+                                            actions.START if event["tag"] == POWER_ON else actions.STOP,
+                                            session=s)
         await _store(s, [{"instance_uuid": e["instance_uuid"], "name": e["name"], "tag": e["tag"],
                           "operation": e["operation"], "status": e["status"], "host": e["host"],
                           "received_at": now} for e in accepted])
         # Recorded as events of the server's current (latest) action, as Nova records no action of
         # its own for network-* events: clients counting a server's actions see the same ones.
-        action_ids = dict((await s.execute(
-            select(InstanceAction.instance_uuid, func.max(InstanceAction.id))
-            .where(InstanceAction.instance_uuid.in_(instance_uuids))
-            .group_by(InstanceAction.instance_uuid))).all())
+        action_ids = dict((await s.execute(_LATEST_ACTIONS, {"b_uuids": instance_uuids})).all())
+        recorded = []
         for event in accepted:
             event["action_id"] = action_ids.get(event["instance_uuid"])
             if event["action_id"] is not None:
-                s.add(InstanceActionEvent(
-                    action_id=event["action_id"], event=ACCEPTED_EVENT, start_time=now, finish_time=now,
-                    result="Success", details=(f"{event['name']}-{event['tag']} ({event['status']}) accepted, "
-                                               f"request {ctx.request_id}")[:2000]))
+                recorded.append({
+                    "action_id": event["action_id"], "event": ACCEPTED_EVENT, "start_time": now,
+                    "finish_time": now, "result": "Success", "created_at": now,
+                    "details": (f"{event['name']}-{event['tag']} ({event['status']}) accepted, "
+                                f"request {ctx.request_id}")[:2000]})
+        if recorded:
+            await s.execute(_INSERT_ACTION_EVENT, recorded)
     by_host: dict[str, list[dict]] = {}
     for event in accepted:
         by_host.setdefault(event["host"], []).append(

@@ -51,12 +51,13 @@ import asyncio
 import collections
 import contextlib
 import datetime as dt
+import functools
 import logging
 import time
 import traceback
 import uuid as uuidlib
 
-from sqlalchemy import delete, insert, or_, select, update
+from sqlalchemy import bindparam, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from nefos import exceptions
@@ -105,6 +106,45 @@ def wait_summary(host: str, window: float = 3600.0, not_before: float = 0.0) -> 
             "failed": sum(1 for m in waits if m["result"] == "failed")}
 
 
+# Statements built once (each runs in every build).
+_OPS = InstanceEventOperation.__table__
+_INBOX = InstanceExternalEvent.__table__
+_SET_OPERATION = update(_OPS).where(_OPS.c.instance_uuid == bindparam("b_instance")).values(
+    operation=bindparam("b_operation"), host=bindparam("b_host"), started_at=bindparam("b_started_at"))
+_INSERT_OPERATION = insert(_OPS)
+_DROP_EARLIER_EVENTS = delete(_INBOX).where(_INBOX.c.instance_uuid == bindparam("b_instance"),
+                                            _INBOX.c.operation != bindparam("b_operation"))
+_STORED_EVENTS = select(_INBOX.c.id, _INBOX.c.name, _INBOX.c.tag, _INBOX.c.status).where(
+    _INBOX.c.instance_uuid == bindparam("b_instance"), _INBOX.c.operation == bindparam("b_operation"))
+_CONSUME_BY_ID = delete(_INBOX).where(_INBOX.c.id.in_(bindparam("b_ids", expanding=True)))
+_CONSUME = delete(_INBOX).where(_INBOX.c.instance_uuid == bindparam("b_instance"),
+                                _INBOX.c.name == bindparam("b_name"), _INBOX.c.tag == bindparam("b_tag"),
+                                _INBOX.c.operation == bindparam("b_operation"))
+_PURGE_EVENTS = delete(_INBOX).where(_INBOX.c.received_at < bindparam("b_cutoff"))
+_PURGE_OPERATIONS = delete(_OPS).where(_OPS.c.started_at < bindparam("b_cutoff"))
+_LATEST_ACTION = (select(InstanceAction.__table__.c.id)
+                  .where(InstanceAction.__table__.c.instance_uuid == bindparam("b_instance"))
+                  .order_by(InstanceAction.__table__.c.id.desc()).limit(1))
+_INSERT_ACTION_EVENT = insert(InstanceActionEvent.__table__)
+
+
+@functools.lru_cache(maxsize=8)
+def _upsert_operation(dialect: str):
+    """The instance's operation row written in one statement (the dialect's own upsert), or None."""
+    if dialect in ("sqlite", "postgresql"):
+        module = __import__(f"sqlalchemy.dialects.{dialect}", fromlist=["insert"])
+        stmt = module.insert(_OPS)
+        return stmt.on_conflict_do_update(index_elements=[_OPS.c.instance_uuid], set_={
+            "operation": stmt.excluded.operation, "host": stmt.excluded.host,
+            "started_at": stmt.excluded.started_at})
+    if dialect in ("mysql", "mariadb"):
+        from sqlalchemy.dialects.mysql import insert as mysql_insert
+        stmt = mysql_insert(_OPS)
+        return stmt.on_duplicate_key_update(operation=stmt.inserted.operation, host=stmt.inserted.host,
+                                            started_at=stmt.inserted.started_at)
+    return None
+
+
 def make_key(name: str, tag: str | None) -> str:
     """Nova's event key: ``name-tag`` (or the name alone)."""
     return f"{name}-{tag}" if tag else name
@@ -139,20 +179,20 @@ class InstanceEvents:
         """Start an operation that may wait for events; call before anything can trigger them."""
         op = uuidlib.uuid4().hex
         now = utcnow()
+        row = {"instance_uuid": uuid, "operation": op, "host": self.host, "started_at": now}
         async with self.rt.db.transaction() as s:
-            result = await s.execute(update(InstanceEventOperation).where(
-                InstanceEventOperation.instance_uuid == uuid).values(operation=op, host=self.host, started_at=now))
-            if result.rowcount == 0:
-                try:
-                    async with s.begin_nested():
-                        await s.execute(insert(InstanceEventOperation).values(
-                            instance_uuid=uuid, operation=op, host=self.host, started_at=now))
-                except IntegrityError:
-                    await s.execute(update(InstanceEventOperation).where(
-                        InstanceEventOperation.instance_uuid == uuid).values(
-                        operation=op, host=self.host, started_at=now))
-            await s.execute(delete(InstanceExternalEvent).where(
-                InstanceExternalEvent.instance_uuid == uuid, InstanceExternalEvent.operation != op))
+            upsert = _upsert_operation(s.bind.dialect.name if s.bind is not None else "")
+            if upsert is not None:
+                await s.execute(upsert, row)
+            else:  # any other database: update, else insert
+                change = {"b_instance": uuid, "b_operation": op, "b_host": self.host, "b_started_at": now}
+                if (await s.execute(_SET_OPERATION, change)).rowcount == 0:
+                    try:
+                        async with s.begin_nested():
+                            await s.execute(_INSERT_OPERATION, row)
+                    except IntegrityError:
+                        await s.execute(_SET_OPERATION, change)
+            await s.execute(_DROP_EARLIER_EVENTS, {"b_instance": uuid, "b_operation": op})
         self._operations[uuid] = op
         self._delivered.pop(uuid, None)
         await self._maybe_purge()
@@ -165,8 +205,8 @@ class InstanceEvents:
         cutoff = utcnow() - dt.timedelta(seconds=max(EVENT_TTL, 2 * self.cfg.vif_plugging_timeout))
         try:
             async with self.rt.db.transaction() as s:
-                await s.execute(delete(InstanceExternalEvent).where(InstanceExternalEvent.received_at < cutoff))
-                await s.execute(delete(InstanceEventOperation).where(InstanceEventOperation.started_at < cutoff))
+                await s.execute(_PURGE_EVENTS, {"b_cutoff": cutoff})
+                await s.execute(_PURGE_OPERATIONS, {"b_cutoff": cutoff})
         except Exception:
             LOG.exception("purging old external events failed")
 
@@ -201,8 +241,7 @@ class InstanceEvents:
         if not op or not waiters:
             return
         async with self.rt.db.reader() as s:
-            rows = (await s.execute(select(InstanceExternalEvent).where(
-                InstanceExternalEvent.instance_uuid == uuid, InstanceExternalEvent.operation == op))).scalars().all()
+            rows = (await s.execute(_STORED_EVENTS, {"b_instance": uuid, "b_operation": op})).all()
         consumed = []
         for row in rows:
             fut = waiters.get((row.name, row.tag or ""))
@@ -215,7 +254,7 @@ class InstanceEvents:
                 consumed.append(row.id)
         if consumed:
             async with self.rt.db.transaction() as s:
-                await s.execute(delete(InstanceExternalEvent).where(InstanceExternalEvent.id.in_(consumed)))
+                await s.execute(_CONSUME_BY_ID, {"b_ids": consumed})
 
     def forget(self, uuid: str) -> None:
         """The instance is gone from this host: drop what is kept about it."""
@@ -336,19 +375,17 @@ class InstanceEvents:
         now = utcnow()
         async with self.rt.db.transaction() as s:
             if consume:
-                await s.execute(delete(InstanceExternalEvent).where(
-                    InstanceExternalEvent.instance_uuid == uuid, InstanceExternalEvent.name == event["name"],
-                    InstanceExternalEvent.tag == (event.get("tag") or ""),
-                    InstanceExternalEvent.operation == (event.get("operation") or "")))
+                await s.execute(_CONSUME, {"b_instance": uuid, "b_name": event["name"], "b_tag": event.get("tag") or "",
+                                           "b_operation": event.get("operation") or ""})
             # The action the API recorded the event in; an event read from the inbox has none: the
             # server's current (latest) action.
-            action_id = event.get("action_id") or (await s.execute(select(InstanceAction.id).where(
-                InstanceAction.instance_uuid == uuid).order_by(InstanceAction.id.desc()).limit(1))
-            ).scalar_one_or_none()
+            action_id = event.get("action_id") or (
+                await s.execute(_LATEST_ACTION, {"b_instance": uuid})).scalar_one_or_none()
             if action_id is not None:
-                s.add(InstanceActionEvent(action_id=action_id, event=PROCESS_EVENT, start_time=now,
-                                          finish_time=now, result=result, host=self.host,
-                                          details=details[:2000], traceback=traceback))
+                await s.execute(_INSERT_ACTION_EVENT, {
+                    "action_id": action_id, "event": PROCESS_EVENT, "start_time": now, "finish_time": now,
+                    "result": result, "host": self.host, "details": details[:2000], "traceback": traceback,
+                    "created_at": now})
 
     def _cache_lock(self, uuid: str) -> asyncio.Lock:
         return self._cache_locks.setdefault(uuid, asyncio.Lock())

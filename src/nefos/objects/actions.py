@@ -7,12 +7,12 @@ from __future__ import annotations
 import contextlib
 import traceback as tb
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import bindparam, insert, select, update
 
 from nefos import exceptions
 from nefos.context import RequestContext
 from nefos.db.models import InstanceAction, InstanceActionEvent, utcnow
-from nefos.db.session import Database
+from nefos.db.session import Database, after_commit
 
 # Action names, as Nova records them.
 CREATE = "create"
@@ -40,28 +40,48 @@ def new_action(ctx: RequestContext, instance_uuid: str, action: str) -> Instance
                           user_id=ctx.user_id, project_id=ctx.project_id, start_time=utcnow())
 
 
-async def record_action(db: Database, ctx: RequestContext, instance_uuid: str, action: str,
-                        session=None) -> None:
-    if session is not None:
-        session.add(new_action(ctx, instance_uuid, action))
-        return
-    async with db.transaction() as s:
-        s.add(new_action(ctx, instance_uuid, action))
-
-
 # Action rows are never rewritten, so (instance, request id) -> action id is cached per process.
 _action_ids: dict[tuple[str, str], int] = {}
 _ACTION_ID_CACHE_SIZE = 20000
 
 
+def _remember(key: tuple[str, str], action_id: int) -> None:
+    if len(_action_ids) >= _ACTION_ID_CACHE_SIZE:
+        _action_ids.clear()
+    _action_ids[key] = action_id
+
+
+_ACTIONS = InstanceAction.__table__
 _EVENTS = InstanceActionEvent.__table__
 # Built once (several run in every boot; composing a statement costs more than running it).
-_ACTION_ID = (select(InstanceAction.id)
-              .where(InstanceAction.instance_uuid == bindparam("b_instance"),
-                     InstanceAction.request_id == bindparam("b_request"))
-              .order_by(InstanceAction.id.desc()).limit(1))
+_INSERT_ACTION = insert(_ACTIONS)
+_ACTION_ID = (select(_ACTIONS.c.id)
+              .where(_ACTIONS.c.instance_uuid == bindparam("b_instance"),
+                     _ACTIONS.c.request_id == bindparam("b_request"))
+              .order_by(_ACTIONS.c.id.desc()).limit(1))
+_FINISH_ACTION = (update(_ACTIONS)
+                  .where(_ACTIONS.c.instance_uuid == bindparam("b_instance"),
+                         _ACTIONS.c.request_id == bindparam("b_request"))
+                  .values(finish_time=bindparam("b_now"), message=bindparam("b_message")))
 _INSERT_EVENT = _EVENTS.insert()
 _FINISH_EVENT = _EVENTS.update().where(_EVENTS.c.id == bindparam("b_id"))
+
+
+async def record_action(db: Database, ctx: RequestContext, instance_uuid: str, action: str,
+                        session=None) -> None:
+    """Record an action (in ``session``'s transaction when given); its id is known to this
+    process's action events once the transaction commits (no look-up by request id)."""
+    now = utcnow()
+    params = {"action": action, "instance_uuid": instance_uuid, "request_id": ctx.request_id,
+              "user_id": ctx.user_id, "project_id": ctx.project_id, "start_time": now, "created_at": now}
+    key = (instance_uuid, ctx.request_id)
+    if session is not None:
+        action_id = (await session.execute(_INSERT_ACTION, params)).inserted_primary_key[0]
+        after_commit(session, lambda: _remember(key, action_id))
+        return
+    async with db.transaction() as s:
+        action_id = (await s.execute(_INSERT_ACTION, params)).inserted_primary_key[0]
+    _remember(key, action_id)
 
 
 async def _action_id(s, ctx: RequestContext, instance_uuid: str) -> int | None:
@@ -72,9 +92,7 @@ async def _action_id(s, ctx: RequestContext, instance_uuid: str) -> int | None:
     action_id = (await s.execute(_ACTION_ID, {"b_instance": instance_uuid, "b_request": ctx.request_id})
                  ).scalar_one_or_none()
     if action_id is not None:
-        if len(_action_ids) >= _ACTION_ID_CACHE_SIZE:
-            _action_ids.clear()
-        _action_ids[key] = action_id
+        _remember(key, action_id)
     return action_id
 
 
@@ -145,6 +163,5 @@ async def step(db: Database, ctx: RequestContext, instance_uuid: str, event: str
 async def finish_action(db: Database, ctx: RequestContext, instance_uuid: str,
                         message: str | None = None) -> None:
     async with db.transaction() as s:
-        await s.execute(update(InstanceAction).where(
-            InstanceAction.instance_uuid == instance_uuid,
-            InstanceAction.request_id == ctx.request_id).values(finish_time=utcnow(), message=message))
+        await s.execute(_FINISH_ACTION, {"b_instance": instance_uuid, "b_request": ctx.request_id,
+                                         "b_now": utcnow(), "b_message": message})
