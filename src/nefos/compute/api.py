@@ -239,17 +239,14 @@ class ComputeAPI:
 
     async def _fit_quota(self, ctx, flavor: dict, min_count: int, max_count: int, metadata: dict) -> int:
         """How many of min..max instances fit the quota now (the consume re-checks atomically)."""
-        per = {"instances": 1, "cores": flavor["vcpus"], "ram": flavor["memory_mb"]}
+        if max_count == min_count and not metadata:
+            return max_count  # nothing to fit: the consume checks the count atomically
         async with self.rt.db.reader() as s:
-            limit = await quotas.limits(s, self.rt.cfg, ctx.project_id)
-            # Usage matters only where a limit applies (and only to fit more than one).
-            limited = max_count > min_count and any(limit[r] >= 0 and n for r, n in per.items())
-            used = await quotas.usages(s, ctx.project_id) if limited else {}
+            limit, used = await quotas.limits_and_usages(s, self.rt.cfg, ctx.project_id)
         if limit["metadata_items"] >= 0 and len(metadata) > limit["metadata_items"]:
             raise exceptions.OverQuota(f"Quota exceeded for metadata_items: Requested {len(metadata)}, "
                                        f"but the limit is {limit['metadata_items']}", overs=["metadata_items"])
-        if not limited:
-            return max_count  # the consume checks min..max atomically
+        per = {"instances": 1, "cores": flavor["vcpus"], "ram": flavor["memory_mb"]}
         fit = max_count
         for resource, amount in per.items():
             if limit[resource] < 0 or not amount:

@@ -38,11 +38,10 @@ from nefos.db.models import (
     IPAllocation, Network, Port, PortProvisioning, PortSecurityGroup, Quota, QuotaUsage, SecurityGroup, Subnet,
     utcnow,
 )
+from nefos.db.session import insert_ignoring_duplicate
 from nefos.network import attributes as attrs
 from nefos.network import ipam, provisioning
-from nefos.network.common import (
-    bulk as _bulk, chunks as _chunks, insert_ignoring_duplicate, iso, new_id, not_owner as _not_owner,
-)
+from nefos.network.common import bulk as _bulk, chunks as _chunks, iso, new_id, not_owner as _not_owner
 from nefos.network.security_groups import SecurityGroups
 from nefos.objects import quotas
 
@@ -1137,8 +1136,7 @@ class NetworkManager(SecurityGroups, Endpoint):
         """Limits and usage: ``{"port": {"limit": 500, "used": 3, "reserved": 0}, ...}``."""
         self._check_quota_access(ctx, project_id)
         async with self.rt.db.reader() as s:
-            limits = await quotas.limits(s, self.rt.cfg, project_id)
-            used = await quotas.usages(s, project_id)
+            limits, used = await quotas.limits_and_usages(s, self.rt.cfg, project_id)
         return {name: {"limit": limits[plural], "used": used[plural], "reserved": 0}
                 for name, plural in QUOTA_RESOURCES.items()}
 

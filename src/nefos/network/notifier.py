@@ -62,8 +62,7 @@ import yaml
 from sqlalchemy import delete, insert, select, update
 
 from nefos.db.models import PortEventOutbox, utcnow
-from nefos.db.session import after_commit
-from nefos.network.common import savepoint
+from nefos.db.session import after_commit, savepoint
 
 LOG = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ from sqlalchemy import bindparam, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from nefos.db.models import IPAllocation, Network, NetworkAgent, PortProvisioning, Subnet, utcnow
-from nefos.network.common import savepoint
+from nefos.db.session import savepoint
 
 LOG = logging.getLogger(__name__)
 

@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from nefos import exceptions
 from nefos.config import Config
 from nefos.db.models import Quota, QuotaClass, QuotaUsage
+from nefos.db.session import insert_ignoring_duplicate
 
 RESOURCES = (
     "instances", "cores", "ram", "key_pairs", "server_groups", "server_group_members",
@@ -130,13 +131,9 @@ async def _ensure_usage_rows(session, project_id: str, resources) -> None:
                 except IntegrityError:
                     pass  # a concurrent request created it
         return
-    for resource in missing:
-        try:
-            async with session.begin_nested():
-                await session.execute(_INSERT_USAGE, {"project_id": project_id, "resource": resource,
-                                                      "in_use": 0})
-        except IntegrityError:
-            pass  # a concurrent request created it
+    for resource in missing:  # a concurrent request may create it first: that row serves as well
+        await insert_ignoring_duplicate(session, QuotaUsage.__table__,
+                                        {"project_id": project_id, "resource": resource, "in_use": 0})
 
 
 async def consume(session, cfg: Config, project_id: str | None, deltas: dict[str, int]) -> None:
