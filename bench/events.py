@@ -58,11 +58,10 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from sqlalchemy import event as sa_event  # noqa: E402
-
 from nefos.allinone import Cloud, all_in_one_components, free_port  # noqa: E402
 from nefos.compute import instance_events  # noqa: E402
 from nefos.config import load_config  # noqa: E402
+from nefos.db.session import after_commit  # noqa: E402
 from nefos.service import Runtime, tune_gc_for_service  # noqa: E402
 
 
@@ -107,8 +106,7 @@ async def run(args) -> dict:
     async def hook(s, ctx, before, after):
         if after is not None and after["status"] == "ACTIVE" and (before or {}).get("status") != "ACTIVE":
             port = after["id"]
-            sa_event.listen(s.sync_session, "after_commit",
-                            lambda _s: active_at.__setitem__(port, time.monotonic()), once=True)
+            after_commit(s, lambda: active_at.__setitem__(port, time.monotonic()))
     network.manager.add_port_change_hook(hook)
     compute = httpx.AsyncClient(base_url=f"http://127.0.0.1:{cfg.compute_api_port}", timeout=60)
     neutron = httpx.AsyncClient(base_url=f"http://127.0.0.1:{cfg.network_api_port}", timeout=60)
