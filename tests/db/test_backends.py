@@ -13,13 +13,13 @@ import asyncio
 import uuid
 
 import pytest
-from sqlalchemy import func, select, text
+from sqlalchemy import func, insert, select, text
 
 from nefos import exceptions
 from nefos.config import Config
 from nefos.db.migrate import upgrade
 from nefos.db.models import Instance, QuotaUsage
-from nefos.db.session import Database
+from nefos.db.session import Database, after_commit, insert_ignoring_duplicate, savepoint
 from nefos.objects import instance as instance_obj
 from nefos.objects import quotas, states
 from tests.backends import BACKENDS, fresh_database
@@ -272,3 +272,76 @@ async def test_backend_is_the_one_asked_for(db, db_url):
             assert await conn.get_isolation_level() == "READ COMMITTED"
     assert dialect == {"sqlite": "sqlite", "postgresql": "postgresql", "mysql": "mysql"}[
         db_url.split(":")[0]]
+
+
+# The session plumbing every module relies on -------------------------------------
+
+USAGES = QuotaUsage.__table__
+
+
+async def _usage_rows(db: Database, project: str) -> dict[str, int]:
+    async with db.reader() as s:
+        rows = (await s.execute(select(USAGES.c.resource, USAGES.c.in_use)
+                                .where(USAGES.c.project_id == project))).all()
+    return dict(rows)
+
+
+async def test_after_commit_runs_once_the_transaction_committed_and_never_after_a_rollback(db):
+    calls: list[str] = []
+    async with db.transaction() as s:
+        after_commit(s, lambda: calls.append("committed"))
+        await s.execute(insert(USAGES).values(project_id=f"p-{uuid.uuid4().hex}", resource="ram", in_use=1))
+        assert calls == []  # not before the commit
+    assert calls == ["committed"]
+    with pytest.raises(RuntimeError):
+        async with db.transaction() as s:
+            after_commit(s, lambda: calls.append("rolled back"))
+            raise RuntimeError("the change failed")
+    assert calls == ["committed"]
+
+
+async def test_savepoint_undoes_only_its_own_block(db):
+    project = f"p-{uuid.uuid4().hex}"
+    async with db.transaction() as s:
+        await s.execute(insert(USAGES).values(project_id=project, resource="ram", in_use=1))
+        with pytest.raises(RuntimeError):
+            async with savepoint(s):
+                await s.execute(insert(USAGES).values(project_id=project, resource="cores", in_use=2))
+                raise RuntimeError("this part failed")
+        await s.execute(insert(USAGES).values(project_id=project, resource="instances", in_use=3))
+    assert await _usage_rows(db, project) == {"ram": 1, "instances": 3}
+
+
+async def test_a_duplicate_key_insert_is_refused_without_breaking_the_transaction(db):
+    project = f"p-{uuid.uuid4().hex}"
+    async with db.transaction() as s:
+        assert await insert_ignoring_duplicate(s, USAGES, {"project_id": project, "resource": "ram", "in_use": 1})
+        assert not await insert_ignoring_duplicate(s, USAGES, {"project_id": project, "resource": "ram",
+                                                               "in_use": 7})
+        await s.execute(insert(USAGES).values(project_id=project, resource="cores", in_use=2))
+    assert await _usage_rows(db, project) == {"ram": 1, "cores": 2}
+
+
+async def test_a_core_statement_sees_what_the_orm_added_earlier_in_the_transaction(db):
+    uid = str(uuid.uuid4())
+    async with db.transaction() as s:
+        s.add(Instance(uuid=uid, project_id="p1", user_id="u1", vm_state=states.BUILDING, display_name="vm"))
+        table = Instance.__table__
+        assert (await s.execute(select(func.count()).select_from(table).where(table.c.uuid == uid))).scalar() == 1
+
+
+async def test_a_reader_sees_commits_made_after_an_earlier_reader_left_a_result_half_read(db):
+    """SQLite readers share held connections: a result read only in part must not leave its
+    connection on an old snapshot for the next reader."""
+    project = f"p-{uuid.uuid4().hex}"
+    async with db.transaction() as s:
+        for resource in ("ram", "cores", "instances"):
+            await s.execute(insert(USAGES).values(project_id=project, resource=resource, in_use=1))
+    for _ in range(3):  # whichever held connection the next reader gets
+        async with db.reader() as s:
+            result = await s.execute(select(USAGES.c.resource).where(USAGES.c.project_id == project))
+            next(iter(result))  # one row of three, and the session ends
+    async with db.transaction() as s:
+        await s.execute(insert(USAGES).values(project_id=project, resource="key_pairs", in_use=1))
+    for _ in range(3):
+        assert len(await _usage_rows(db, project)) == 4
