@@ -454,8 +454,7 @@ class InstanceEvents:
 
     def _abort_if_deleting(self, uuid: str):
         async def check():
-            instance = await instance_obj.get(self.rt.db, uuid)  # InstanceNotFound once deleted
-            if instance["task_state"] == states.DELETING:
+            if await instance_obj.task_state(self.rt.db, uuid) == states.DELETING:  # or InstanceNotFound
                 raise exceptions.UnexpectedDeletingTaskStateError(
                     instance_uuid=uuid, expected="not deleting", actual=states.DELETING)
         return check

@@ -153,12 +153,24 @@ def issue(cfg, data: TokenData) -> str:
     return fernet(cfg).encrypt(raw).decode()
 
 
+# (keys, token) -> its decrypted payload. A process reads its keys once (``fernet``), so a token
+# always decrypts to the same payload; decrypting (AES and HMAC) costs more than the rest of a
+# request's authentication. Expiry and revocation are still checked on every use.
+_decrypted: collections.OrderedDict[tuple[MultiFernet, str], bytes] = collections.OrderedDict()
+
+
 def decode(cfg, token: str, *, allow_expired: bool = False) -> TokenData:
     """Decrypt and check expiry (no revocation check). Raises Unauthorized."""
     if not token or len(token) > 8192:
         raise exceptions.Unauthorized("The request you have made requires authentication.")
     try:
-        raw = fernet(cfg).decrypt(token.encode("ascii"))
+        keys = fernet(cfg)
+        raw = _decrypted.get((keys, token))
+        if raw is None:
+            raw = keys.decrypt(token.encode("ascii"))
+            _decrypted[(keys, token)] = raw
+            while len(_decrypted) > _CACHE_SIZE:
+                _decrypted.popitem(last=False)
         data = TokenData.from_payload(json.loads(raw))
     except (InvalidToken, UnicodeError, ValueError, KeyError, TypeError):
         raise exceptions.Unauthorized("The request you have made requires authentication.")

@@ -19,7 +19,7 @@ import uuid
 from typing import AsyncIterable, AsyncIterator
 from urllib.parse import urlencode
 
-from sqlalchemy import or_, select
+from sqlalchemy import bindparam, or_, select
 from sqlalchemy import update as sql_update
 from sqlalchemy.exc import IntegrityError
 
@@ -130,9 +130,21 @@ async def _visible_row(session, ctx: RequestContext, image_id: str, *, lock: boo
     return row
 
 
-async def get(rt, ctx: RequestContext, image_id: str) -> Image:
-    async with rt.db.reader() as s:
-        return await _visible_row(s, ctx, image_id)
+# Built once: every server create reads its image.
+_IMAGES = Image.__table__
+_BY_ID = select(_IMAGES).where(_IMAGES.c.id == bindparam("b_id"))
+
+
+async def get(rt, ctx: RequestContext, image_id: str):
+    """The image ``ctx`` may see, read-only: a row whose attributes are named as ``Image``'s
+    (a Core row: no ORM object to build for a read)."""
+    row = None
+    if isinstance(image_id, str) and _UUID_RE.match(image_id):
+        async with rt.db.reader() as s:
+            row = (await s.execute(_BY_ID, {"b_id": image_id})).one_or_none()
+    if row is None or not is_visible(ctx, row):
+        raise exceptions.ImageNotFound(f"No image found with ID {image_id}", image_id=image_id)
+    return row
 
 
 # Validation -----------------------------------------------------------------

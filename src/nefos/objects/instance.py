@@ -83,6 +83,18 @@ async def get(db: Database, uuid: str, *, read_deleted: bool = False) -> dict:
     return mapping_to_dict(row)
 
 
+_TASK_STATE = select(INSTANCES.c.task_state).where(INSTANCES.c.uuid == bindparam("b_uuid"), INSTANCES.c.deleted == 0)
+
+
+async def task_state(db: Database, uuid: str) -> str | None:
+    """Only the instance's task_state (InstanceNotFound once it is deleted), for checks needing no more."""
+    async with db.reader() as s:
+        row = (await s.execute(_TASK_STATE, {"b_uuid": uuid})).one_or_none()
+    if row is None:
+        raise exceptions.InstanceNotFound(instance_id=uuid)
+    return row.task_state
+
+
 def _as_list(value) -> list:
     return list(value) if isinstance(value, (list, tuple, set)) else [value]
 
