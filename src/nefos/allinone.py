@@ -40,9 +40,12 @@ class Cloud:
                 await self._serve(component)
 
     async def _serve(self, component: Component) -> None:
+        # Idle keep-alive connections are kept 75 s (uvicorn's default is 5 s, the same as httpx's
+        # client-side expiry: a client reusing a connection just as the server drops it got a
+        # ReadError; seen with 200 creates at once).
         config = uvicorn.Config(component.app, host=self.rt.cfg.bind_host, port=component.port,
                                 log_level="warning", access_log=False, lifespan="off",
-                                timeout_graceful_shutdown=5)
+                                timeout_graceful_shutdown=5, timeout_keep_alive=75)
         server = uvicorn.Server(config)
         server.install_signal_handlers = lambda: None  # the CLI owns signals
         task = asyncio.create_task(server.serve(), name=f"http:{component.name}")
