@@ -24,7 +24,7 @@ from nefos.compute import flavors as flavors_mod, image_properties, server_group
 from nefos.compute.services import COMPUTE_BINARY
 from nefos.compute.rpcapi import ComputeRPCAPI
 from nefos.conductor.manager import ConductorAPI
-from nefos.db.models import BlockDeviceMapping, Instance, InstanceAction, InstanceActionEvent, InstanceFault
+from nefos.db.models import BlockDeviceMapping, Instance, InstanceFault
 from nefos.objects import actions, allocations, instance as instance_obj, quotas, states
 
 LOG = logging.getLogger(__name__)
@@ -85,7 +85,7 @@ class ComputeAPI:
                 Service.binary == COMPUTE_BINARY, Service.deleted == 0))).scalars().all()
         zones = {svc.availability_zone or self.rt.cfg.default_availability_zone for svc in services}
         if zone and zone not in zones:
-            raise exceptions.Invalid(f"The requested availability zone is not available")
+            raise exceptions.Invalid("The requested availability zone is not available")
         if host and host not in {svc.host for svc in services}:
             raise exceptions.Invalid(f"Compute host {host} could not be found.")
 
@@ -676,53 +676,17 @@ class ComputeAPI:
                                                   state=instance["vm_state"])
         return (await instance_obj.save(self.rt.db, uuid, {"tags": tags}))["tags"]
 
-    # Instance actions ------------------------------------------------------------
+    # Instance actions (nefos.objects.actions) -------------------------------------
     async def list_actions(self, ctx, uuid: str, *, limit: int | None = None, marker: str | None = None,
                            changes_since: dt.datetime | None = None,
                            changes_before: dt.datetime | None = None) -> list[dict]:
-        """The server's actions, newest first, each with ``updated_at`` (its last event's time, as Nova
-        keeps it); ``marker`` (a request id), ``limit`` and the changes-since/-before bounds on
-        ``updated_at`` page and filter them (2.58, 2.66)."""
         await self._get_even_deleted(ctx, uuid)
-        async with self.rt.db.reader() as s:
-            rows = (await s.execute(select(InstanceAction).where(InstanceAction.instance_uuid == uuid)
-                                    .order_by(InstanceAction.start_time.desc(), InstanceAction.id.desc()))).scalars().all()
-            last_event = dict((await s.execute(
-                select(InstanceActionEvent.action_id,
-                       func.max(func.coalesce(InstanceActionEvent.finish_time, InstanceActionEvent.start_time)))
-                .where(InstanceActionEvent.action_id.in_([r.id for r in rows]))
-                .group_by(InstanceActionEvent.action_id))).all()) if rows else {}
-        result = []
-        for row in rows:
-            action = row.to_dict()
-            # As Nova: an action's updated_at starts at its start and moves with each event.
-            action["updated_at"] = max(t for t in (last_event.get(row.id), row.updated_at, row.start_time) if t)
-            result.append(action)
-        if marker is not None:
-            index = next((i for i, a in enumerate(result) if a["request_id"] == marker), None)
-            if index is None:
-                raise exceptions.MarkerNotFound(marker=marker)
-            result = result[index + 1:]
-        if changes_since is not None:
-            result = [a for a in result if a["updated_at"] >= changes_since]
-        if changes_before is not None:
-            result = [a for a in result if a["updated_at"] <= changes_before]
-        return result if limit is None else result[:limit]
+        return await actions.list_actions(self.rt.db, uuid, limit=limit, marker=marker,
+                                          changes_since=changes_since, changes_before=changes_before)
 
     async def get_action(self, ctx, uuid: str, request_id: str) -> dict:
         await self._get_even_deleted(ctx, uuid)
-        async with self.rt.db.reader() as s:
-            action = (await s.execute(select(InstanceAction).where(
-                InstanceAction.instance_uuid == uuid, InstanceAction.request_id == request_id))).scalars().first()
-            if action is None:
-                raise exceptions.InstanceActionNotFound(request_id=request_id, instance_uuid=uuid)
-            events = (await s.execute(select(InstanceActionEvent).where(
-                InstanceActionEvent.action_id == action.id).order_by(InstanceActionEvent.id))).scalars().all()
-        result = action.to_dict()
-        result["events"] = [e.to_dict() for e in events]
-        times = [e.finish_time or e.start_time for e in events]
-        result["updated_at"] = max(t for t in (*times, action.updated_at, action.start_time) if t)
-        return result
+        return await actions.get_action(self.rt.db, uuid, request_id)
 
     async def _get_even_deleted(self, ctx, uuid: str) -> dict:
         instance = await instance_obj.get(self.rt.db, uuid, read_deleted=True)

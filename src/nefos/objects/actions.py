@@ -5,9 +5,10 @@ traceback)."""
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import traceback as tb
 
-from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy import bindparam, func, insert, select, update
 
 from nefos import exceptions
 from nefos.context import RequestContext
@@ -165,3 +166,53 @@ async def finish_action(db: Database, ctx: RequestContext, instance_uuid: str,
     async with db.transaction() as s:
         await s.execute(_FINISH_ACTION, {"b_instance": instance_uuid, "b_request": ctx.request_id,
                                          "b_now": utcnow(), "b_message": message})
+
+
+# Reading them (os-instance-actions) ------------------------------------------------
+
+async def list_actions(db: Database, uuid: str, *, limit: int | None = None, marker: str | None = None,
+                       changes_since: dt.datetime | None = None,
+                       changes_before: dt.datetime | None = None) -> list[dict]:
+    """The server's actions, newest first, each with ``updated_at`` (its last event's time, as Nova
+    keeps it); ``marker`` (a request id), ``limit`` and the changes-since/-before bounds on
+    ``updated_at`` page and filter them (2.58, 2.66)."""
+    async with db.reader() as s:
+        rows = (await s.execute(select(InstanceAction).where(InstanceAction.instance_uuid == uuid)
+                                .order_by(InstanceAction.start_time.desc(), InstanceAction.id.desc()))).scalars().all()
+        last_event = dict((await s.execute(
+            select(InstanceActionEvent.action_id,
+                   func.max(func.coalesce(InstanceActionEvent.finish_time, InstanceActionEvent.start_time)))
+            .where(InstanceActionEvent.action_id.in_([r.id for r in rows]))
+            .group_by(InstanceActionEvent.action_id))).all()) if rows else {}
+    result = []
+    for row in rows:
+        action = row.to_dict()
+        # As Nova: an action's updated_at starts at its start and moves with each event.
+        action["updated_at"] = max(t for t in (last_event.get(row.id), row.updated_at, row.start_time) if t)
+        result.append(action)
+    if marker is not None:
+        index = next((i for i, a in enumerate(result) if a["request_id"] == marker), None)
+        if index is None:
+            raise exceptions.MarkerNotFound(marker=marker)
+        result = result[index + 1:]
+    if changes_since is not None:
+        result = [a for a in result if a["updated_at"] >= changes_since]
+    if changes_before is not None:
+        result = [a for a in result if a["updated_at"] <= changes_before]
+    return result if limit is None else result[:limit]
+
+
+async def get_action(db: Database, uuid: str, request_id: str) -> dict:
+    """The server's action of request ``request_id`` with its events, oldest first."""
+    async with db.reader() as s:
+        action = (await s.execute(select(InstanceAction).where(
+            InstanceAction.instance_uuid == uuid, InstanceAction.request_id == request_id))).scalars().first()
+        if action is None:
+            raise exceptions.InstanceActionNotFound(request_id=request_id, instance_uuid=uuid)
+        events = (await s.execute(select(InstanceActionEvent).where(
+            InstanceActionEvent.action_id == action.id).order_by(InstanceActionEvent.id))).scalars().all()
+    result = action.to_dict()
+    result["events"] = [e.to_dict() for e in events]
+    times = [e.finish_time or e.start_time for e in events]
+    result["updated_at"] = max(t for t in (*times, action.updated_at, action.start_time) if t)
+    return result
