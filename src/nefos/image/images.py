@@ -123,11 +123,15 @@ async def _load(session, image_id: str, *, lock: bool = False) -> Image | None:
     return (await session.execute(query)).scalar_one_or_none()
 
 
-async def _visible_row(session, ctx: RequestContext, image_id: str, *, lock: bool = False) -> Image:
-    row = await _load(session, image_id, lock=lock)
+def _seen(ctx: RequestContext, image_id: str, row):
+    """``row`` if ``ctx`` may see it; ImageNotFound when it is missing or hidden from ``ctx``."""
     if row is None or not is_visible(ctx, row):
         raise exceptions.ImageNotFound(f"No image found with ID {image_id}", image_id=image_id)
     return row
+
+
+async def _visible_row(session, ctx: RequestContext, image_id: str, *, lock: bool = False) -> Image:
+    return _seen(ctx, image_id, await _load(session, image_id, lock=lock))
 
 
 # Built once: every server create reads its image.
@@ -142,9 +146,7 @@ async def get(rt, ctx: RequestContext, image_id: str):
     if isinstance(image_id, str) and _UUID_RE.match(image_id):
         async with rt.db.reader() as s:
             row = (await s.execute(_BY_ID, {"b_id": image_id})).one_or_none()
-    if row is None or not is_visible(ctx, row):
-        raise exceptions.ImageNotFound(f"No image found with ID {image_id}", image_id=image_id)
-    return row
+    return _seen(ctx, image_id, row)
 
 
 # Validation -----------------------------------------------------------------
