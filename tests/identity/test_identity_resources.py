@@ -181,3 +181,34 @@ async def test_bootstrap_is_idempotent(rt, api, creds, admin_token):
     assert clouds["nefos-admin"]["auth"]["auth_url"] == f"http://127.0.0.1:{rt.cfg.identity_api_port}/v3"
     assert clouds["nefos-service"]["auth"]["project_name"] == "service"
     assert clouds["nefos"]["region_name"] == "RegionOne" and clouds["nefos"]["identity_api_version"] == 3
+
+
+async def test_services_endpoints_and_regions_are_listed_shown_and_filtered(api, admin_token, demo_token):
+    h = auth(admin_token)
+    r = await api.get("/v3/services", headers=h)
+    assert r.status_code == 200, r.text
+    services = r.json()["services"]
+    compute = next(s for s in services if s["type"] == "compute")
+    assert compute["links"]["self"].endswith(f"/v3/services/{compute['id']}")
+    r = await api.get("/v3/services", params={"type": "compute"}, headers=h)
+    assert [s["id"] for s in r.json()["services"]] == [compute["id"]]
+    r = await api.get(f"/v3/services/{compute['id']}", headers=h)
+    assert r.status_code == 200 and r.json()["service"] == compute
+    r = await api.get("/v3/services/nope", headers=h)
+    assert r.status_code == 404 and r.json()["error"]["message"] == "Could not find service: nope."
+
+    r = await api.get("/v3/endpoints", params={"service_id": compute["id"], "interface": "public"}, headers=h)
+    (endpoint,) = r.json()["endpoints"]
+    assert endpoint["service_id"] == compute["id"] and endpoint["interface"] == "public"
+    r = await api.get(f"/v3/endpoints/{endpoint['id']}", headers=h)
+    assert r.status_code == 200 and r.json()["endpoint"] == endpoint
+    r = await api.get("/v3/endpoints/nope", headers=h)
+    assert r.status_code == 404 and r.json()["error"]["message"] == "Could not find endpoint: nope."
+
+    r = await api.get("/v3/regions", headers=h)
+    (region,) = r.json()["regions"]
+    assert (await api.get(f"/v3/regions/{region['id']}", headers=h)).json()["region"] == region
+    assert (await api.get("/v3/regions/elsewhere", headers=h)).status_code == 404
+    # Services and endpoints are the admin's to read.
+    assert (await api.get("/v3/services", headers=auth(demo_token))).status_code == 403
+    assert (await api.get("/v3/endpoints", headers=auth(demo_token))).status_code == 403
