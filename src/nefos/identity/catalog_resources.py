@@ -13,23 +13,32 @@ from nefos.identity.tokens import TokenData
 router = APIRouter()
 
 
+def _linked(request: Request, row: dict, collection: str) -> dict:
+    return {**row, "links": _self_link(request, f"{collection}/{row['id']}")}
+
+
+def _one(request: Request, rows: list[dict], kind: str, collection: str, item_id: str) -> dict:
+    """``{kind: row}`` for the row with id ``item_id``; Keystone's 404 when there is none."""
+    for row in rows:
+        if row["id"] == item_id:
+            return {kind: _linked(request, row, collection)}
+    raise exceptions.NotFound(f"Could not find {kind}: {item_id}.")
+
+
 @router.get("/v3/services")
 async def list_services(request: Request, tok: TokenData = Depends(auth)):
     require_admin(tok, "list_services")
     rows = catalog.services(_rt(request).cfg)
     if "type" in request.query_params:
         rows = [r for r in rows if r["type"] == request.query_params["type"]]
-    return {"services": [{**r, "links": _self_link(request, f"services/{r['id']}")} for r in rows],
+    return {"services": [_linked(request, r, "services") for r in rows],
             "links": _list_links(request)}
 
 
 @router.get("/v3/services/{service_id}")
 async def show_service(request: Request, service_id: str, tok: TokenData = Depends(auth)):
     require_admin(tok, "get_service")
-    for r in catalog.services(_rt(request).cfg):
-        if r["id"] == service_id:
-            return {"service": {**r, "links": _self_link(request, f"services/{r['id']}")}}
-    raise exceptions.NotFound(f"Could not find service: {service_id}.")
+    return _one(request, catalog.services(_rt(request).cfg), "service", "services", service_id)
 
 
 @router.get("/v3/endpoints")
@@ -39,17 +48,14 @@ async def list_endpoints(request: Request, tok: TokenData = Depends(auth)):
     for key in ("interface", "service_id", "region_id"):
         if key in request.query_params:
             rows = [r for r in rows if r[key] == request.query_params[key]]
-    return {"endpoints": [{**r, "links": _self_link(request, f"endpoints/{r['id']}")} for r in rows],
+    return {"endpoints": [_linked(request, r, "endpoints") for r in rows],
             "links": _list_links(request)}
 
 
 @router.get("/v3/endpoints/{endpoint_id}")
 async def show_endpoint(request: Request, endpoint_id: str, tok: TokenData = Depends(auth)):
     require_admin(tok, "get_endpoint")
-    for r in catalog.endpoints(_rt(request).cfg):
-        if r["id"] == endpoint_id:
-            return {"endpoint": {**r, "links": _self_link(request, f"endpoints/{r['id']}")}}
-    raise exceptions.NotFound(f"Could not find endpoint: {endpoint_id}.")
+    return _one(request, catalog.endpoints(_rt(request).cfg), "endpoint", "endpoints", endpoint_id)
 
 
 def _region(request: Request) -> dict:
