@@ -42,16 +42,21 @@ def to_dict(row: Flavor, extra_specs: dict[str, str] | None = None) -> dict:
 
 
 FLAVORS = Flavor.__table__
-# What a non-admin caller may see: public flavors and those its project (``b_project_id``) was given.
-_VISIBLE = or_(FLAVORS.c.is_public.is_(True), FLAVORS.c.id.in_(
-    select(FlavorProject.__table__.c.flavor_id).where(FlavorProject.__table__.c.project_id == bindparam("b_project_id"))))
+
+
+def _visible_clause(project_id):
+    """What a non-admin caller may see: public flavors and those given to ``project_id`` (a value,
+    or a ``bindparam`` in a statement built once)."""
+    access = FlavorProject.__table__
+    return or_(FLAVORS.c.is_public.is_(True),
+               FLAVORS.c.id.in_(select(access.c.flavor_id).where(access.c.project_id == project_id)))
 
 
 def _visible_to(ctx):
     """The filter limiting flavors to those ``ctx`` may see (None: no limit)."""
     if ctx is None or ctx.is_admin:
         return None
-    return _VISIBLE.params(b_project_id=ctx.project_id)
+    return _visible_clause(ctx.project_id)
 
 
 async def _extra_specs(session, flavor_ids: list[int]) -> dict[int, dict[str, str]]:
@@ -79,7 +84,7 @@ _SPECS_OF = select(FlavorExtraSpec.__table__.c.key, FlavorExtraSpec.__table__.c.
     FlavorExtraSpec.__table__.c.flavor_id == bindparam("b_flavor_id"))
 # Built once: every boot reads its flavor (a non-admin caller sees public flavors and its own).
 _BY_FLAVORID = select(FLAVORS).where(FLAVORS.c.flavorid == bindparam("b_flavorid"))
-_BY_FLAVORID_VISIBLE = _BY_FLAVORID.where(_VISIBLE)
+_BY_FLAVORID_VISIBLE = _BY_FLAVORID.where(_visible_clause(bindparam("b_project_id")))
 
 
 async def get_by_flavor_id(db, flavorid: str, ctx=None) -> dict:
