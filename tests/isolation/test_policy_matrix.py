@@ -13,6 +13,7 @@ delete or a state change one persona makes does not decide what the next one get
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 
@@ -84,6 +85,7 @@ class Matrix:
         self.users: dict[str, str] = {}
         self.roles: dict[str, str] = {}
         self.project_a = self.member_password = ""
+        self.private_ids: set[str] = set()  # every fixture id of project A, whatever the API
         self.seq = 0
 
     def unique(self, prefix: str) -> str:
@@ -375,7 +377,15 @@ def _fill(value, values: dict):
     return value
 
 
+# Callers outside project A, and the ids of A's own resources they must never be shown.
+OUTSIDERS = ("other", "service")
+PRIVATE_IDS = {"compute": ("server_id", "group_id"), "image": ("image_id",),
+               "network": ("network_id", "subnet_id", "port_id", "security_group_id", "security_group_rule_id")}
+
+
 async def _run_case(m: Matrix, api: str, case: dict, persona: str) -> tuple[int, str]:
+    """(status, the start of the body); an answer that shows an outsider one of project A's resources,
+    beyond ids the request itself named, is a failure too."""
     values = dict(m.ids[api])
     headers = dict(case.get("headers") or {})
     if case.get("fresh"):
@@ -384,9 +394,14 @@ async def _run_case(m: Matrix, api: str, case: dict, persona: str) -> tuple[int,
         values.update(made)
     values.update(_fill(case.get("params") or {}, values))
     method, template = case["route"].split(" ", 1)
-    r = await m.call(persona, api, method, template.format_map(values), body=_fill(case.get("body"), values),
-                     query=_fill(case.get("query"), values), headers=_fill(headers, values),
-                     content=case.get("content"))
+    path, body = template.format_map(values), _fill(case.get("body"), values)
+    r = await m.call(persona, api, method, path, body=body, query=_fill(case.get("query"), values),
+                     headers=_fill(headers, values), content=case.get("content"))
+    if persona in OUTSIDERS and r.status_code < 300:
+        asked = path + json.dumps(body)
+        private = {values[k] for k in PRIVATE_IDS.get(api, ()) if k in values} | m.private_ids
+        shown = {i for i in private if i in r.text and i not in asked}
+        assert not shown, f"{method} {path} shows {persona} project A's {shown}: {r.text[:300]}"
     return r.status_code, r.text[:300]
 
 
@@ -410,6 +425,7 @@ async def test_policy_matrix(tmp_path):
         await _compute_fixtures(m)
         await _image_fixtures(m)
         await _identity_fixtures(m)
+        m.private_ids = {ids[k] for api, keys in PRIVATE_IDS.items() for k in keys for ids in [m.ids[api]]}
         mismatches = []
         for api, cases in policy_matrix.load().items():
             for case in cases:
