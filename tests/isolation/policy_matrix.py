@@ -28,8 +28,8 @@ END = "<!-- policy-matrix:end -->"
 
 def load() -> dict[str, list[dict]]:
     """``{api: [case, ...]}``; each case has ``route`` ("METHOD /path"), ``expect`` (one status per
-    persona, in ``PERSONAS`` order) and optionally ``action``, ``body``, ``query``, ``headers``,
-    ``params``, ``fresh`` and ``note``."""
+    persona, in ``PERSONAS`` order) and optionally ``variant`` (what the request tries, when a route has
+    several lines), ``body``, ``query``, ``headers``, ``content``, ``params``, ``fresh`` and ``note``."""
     data = yaml.safe_load(MATRIX_FILE.read_text())
     for api, cases in data.items():
         assert api in APIS, api
@@ -42,8 +42,8 @@ def load() -> dict[str, list[dict]]:
 def _label(case: dict) -> str:
     method, path = case["route"].split(" ", 1)
     label = f"`{method} {path}`"
-    if case.get("action"):
-        label += f" `{case['action']}`"
+    if case.get("variant"):
+        label += f" `{case['variant']}`"
     return label
 
 

@@ -183,6 +183,8 @@ async def _compute_fixtures(m: Matrix) -> None:
                    if s["binary"] == "nova-compute")
     ids["compute_host"], ids["action"], ids["project_id"] = compute["host"], "enable", m.project_a
     ids["class_name"], ids["image_ref"] = "default", DEFAULT_IMAGE_ID
+    ids["member_user_id"] = m.users["member"]
+    m.ids["network"]["compute_host"] = compute["host"]
 
 
 async def _server(m: Matrix) -> str:
@@ -432,7 +434,7 @@ async def test_policy_matrix(tmp_path):
                 for persona, expected in zip(PERSONAS, case["expect"]):
                     status, text = await _run_case(m, api, case, persona)
                     if status != expected:
-                        mismatches.append(f"{api} {case['route']} {case.get('action', '')} as {persona}: "
+                        mismatches.append(f"{api} {case['route']} {case.get('variant', '')} as {persona}: "
                                           f"{status}, expected {expected}: {text}")
         assert not mismatches, "\n".join(mismatches)
     finally:
