@@ -1,15 +1,15 @@
 """Every route of the Compute, Networking, Image and Identity APIs, called by each persona, answers the
-status ``policy_matrix.yaml`` expects; a route without an entry fails, and docs/policy.md shows the
-same matrix.
+status ``policy_matrix.yaml`` expects, and no successful answer to an outsider shows project A's
+resources; a route without an entry fails, and docs/policy.md shows the same matrix.
 
-One all-in-one cloud (fake driver, auth_strategy=keystone) runs in this process; the matrix's requests
-go to each API's app over ASGI with real tokens from its identity API. Personas: anonymous (no token), reader
-and member of project A, member of project B ("other"), the bootstrap admin, and a user holding only
-the ``service`` role in the service project. Path parameters name resources of project A (or of A's
-member for key pairs); a case with ``fresh`` gets a new one before each persona's request, so a
-delete or a state change one persona makes does not decide what the next one gets.
+One all-in-one cloud (fake driver, auth_strategy=keystone) runs in this process; the matrix's
+requests go to each API's app over ASGI with real tokens from its identity API. Personas: anonymous
+(no token), reader and member of project A, member of project B ("other"), the bootstrap admin, and a
+user holding only the ``service`` role in the service project. Path parameters name resources of
+project A (or of A's member for key pairs); a case with ``fresh`` gets a new one before each
+persona's request, so a delete or a state change one persona makes does not decide what the next one
+gets.
 """
-
 from __future__ import annotations
 
 import asyncio
@@ -264,7 +264,8 @@ async def _fresh_flavor(m):
 
 
 async def _fresh_extra_spec(m):
-    await m.ok("admin", "compute", "POST", "/v2.1/flavors/42/os-extra_specs", {"extra_specs": {"hw:gone": "1"}})
+    await m.ok("admin", "compute", "POST", "/v2.1/flavors/42/os-extra_specs",
+               {"extra_specs": {"hw:gone": "1"}})
     return {"key": "hw:gone"}
 
 
@@ -381,8 +382,10 @@ def _fill(value, values: dict):
 
 # Callers outside project A, and the ids of A's own resources they must never be shown.
 OUTSIDERS = ("other", "service")
-PRIVATE_IDS = {"compute": ("server_id", "group_id"), "image": ("image_id",),
-               "network": ("network_id", "subnet_id", "port_id", "security_group_id", "security_group_rule_id")}
+PRIVATE_IDS = {
+    "compute": ("server_id", "group_id"), "image": ("image_id",),
+    "network": ("network_id", "subnet_id", "port_id", "security_group_id", "security_group_rule_id"),
+}
 
 
 async def _run_case(m: Matrix, api: str, case: dict, persona: str) -> tuple[int, str]:
@@ -414,7 +417,9 @@ async def test_policy_matrix(tmp_path):
     # Room for the fresh resources each persona's request gets.
     quotas = {"quota_instances": 100, "quota_cores": 200, "quota_ram": 1 << 20, "quota_server_groups": 50,
               "quota_security_groups": 100, "quota_security_group_rules": 500}
-    cfg = load_config(state_dir=tmp_path, auth_strategy="keystone", password_hash_rounds=12, **ports, **quotas)
+    # A cheaper scrypt cost (2^12) for the dozen logins; what is checked does not depend on it.
+    cfg = load_config(state_dir=tmp_path, auth_strategy="keystone", password_hash_rounds=12,
+                      **ports, **quotas)
     rt = await Runtime.open(cfg, migrate=True)
     components, apps = components_by_api(rt)
     cloud = Cloud(rt, components)
@@ -427,7 +432,7 @@ async def test_policy_matrix(tmp_path):
         await _compute_fixtures(m)
         await _image_fixtures(m)
         await _identity_fixtures(m)
-        m.private_ids = {ids[k] for api, keys in PRIVATE_IDS.items() for k in keys for ids in [m.ids[api]]}
+        m.private_ids = {m.ids[api][k] for api, keys in PRIVATE_IDS.items() for k in keys}
         mismatches = []
         for api, cases in policy_matrix.load().items():
             for case in cases:
