@@ -229,9 +229,11 @@ IDENTITY_RULES: dict[str, str] = {
         "list_roles", "get_role", "create_role", "update_role", "delete_role",
         "list_grants", "create_grant", "revoke_grant", "list_groups",
         "list_services", "get_service", "list_endpoints", "get_endpoint",
-        "validate_token:other_user", "revoke_token:other_user", "list_role_assignments")
+        "revoke_token:other_user", "list_role_assignments")
 }
 IDENTITY_RULES.update({
+    # Services validate the tokens their callers send; only an admin revokes another user's token.
+    "identity:validate_token:other_user": "rule:admin_required or rule:service_role",
     "identity:get_domain": "rule:admin_required or token.domain.id:%(target.domain.id)s "
                            "or token.user.domain.id:%(target.domain.id)s "
                            "or token.project.domain.id:%(target.domain.id)s",

@@ -88,6 +88,27 @@ async def test_member_cannot_validate_someone_elses_token(api, admin_token, demo
     assert r.status_code == 200
 
 
+async def test_service_role_validates_but_does_not_revoke_others_tokens(api, creds, admin_token, demo_token):
+    """Keystone's defaults: validate_token admits the service role, revoke_token only an admin or the
+    token's own user (a service user revoking anyone's token would be a denial of service)."""
+    admin = auth(admin_token)
+    r = await api.post("/v3/users", headers=admin, json={"user": {"name": "svc-only", "password": "svc-pw-1",
+                                                                   "domain_id": "default"}})
+    assert r.status_code == 201, r.text
+    user_id = r.json()["user"]["id"]
+    roles = {x["name"]: x["id"] for x in (await api.get("/v3/roles", headers=admin)).json()["roles"]}
+    r = await api.put(f"/v3/projects/{creds['service']['project_id']}/users/{user_id}/roles/{roles['service']}",
+                      headers=admin)
+    assert r.status_code == 204, r.text
+    service_token = await get_token(api, "svc-only", "svc-pw-1", "service")
+    subject = {"X-Subject-Token": demo_token}
+    assert (await api.get("/v3/auth/tokens", headers=auth(service_token, **subject))).status_code == 200
+    r = await api.delete("/v3/auth/tokens", headers=auth(service_token, **subject))
+    assert_keystone_error(r, 403, "Forbidden")
+    assert (await api.get("/v3/auth/tokens", headers=auth(demo_token, **subject))).status_code == 200
+    assert (await api.delete("/v3/auth/tokens", headers=auth(admin_token, **subject))).status_code == 204
+
+
 @pytest.mark.parametrize("cfg_overrides", [{"token_expiration": 1}])
 async def test_token_expires(api, rt, creds, cfg_overrides):
     token = await get_token(api, "demo", creds["demo"]["password"], "demo")
