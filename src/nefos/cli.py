@@ -197,7 +197,7 @@ def db_upgrade(config: Optional[Path] = ConfigOpt, state_dir: Optional[Path] = S
         from nefos.db.migrate import upgrade
         from nefos.db.session import Database
         from nefos import fileperms
-        fileperms.state_dir(cfg.state_dir)
+        fileperms.passable_dir(cfg.state_dir)
         if not cfg.database_url:
             fileperms.private_file(cfg.sqlite_path)
         db = Database(cfg.effective_database_url)

@@ -1,6 +1,6 @@
 """Modes of what Nefos keeps on the host, so that no other local user reads it.
 
-* The state directory is ``0711``: others may pass through it (QEMU, running as libvirt's user,
+* The state directory (and instances_path) is ``0711``: others may pass through it (QEMU, running as libvirt's user,
   opens guests' disks under ``<state_dir>/instances``; dnsmasq, dropped to its own user, re-reads
   its hosts file under ``<state_dir>/dhcp``) but not list it. What it holds for Nefos alone — the
   SQLite database, Fernet keys, passwords.yaml, clouds.yaml — is ``0600``, and the image store
@@ -23,7 +23,7 @@ import secrets
 import stat
 from pathlib import Path
 
-STATE_DIR_MODE = 0o711
+PASSABLE_DIR_MODE = 0o711
 PRIVATE_DIR_MODE = 0o700
 SHARED_DIR_MODE = 0o750
 PRIVATE_FILE_MODE = 0o600
@@ -63,9 +63,9 @@ def _ensure_dir(path: Path, mode: int, gid: int | None = None) -> Path:
     return path
 
 
-def state_dir(path: Path) -> Path:
-    """The state directory: traversable, not listable, by others."""
-    return _ensure_dir(path, STATE_DIR_MODE)
+def passable_dir(path: Path) -> Path:
+    """The state directory, instances_path: others may pass through (0711), not list or read."""
+    return _ensure_dir(path, PASSABLE_DIR_MODE)
 
 
 def private_dir(path: Path) -> Path:
@@ -79,13 +79,26 @@ def shared_dir(path: Path, gid: int | None) -> Path:
     return _ensure_dir(path, SHARED_DIR_MODE, gid)
 
 
-def share_file(path: Path, gid: int | None) -> None:
-    """``path`` readable by group ``gid`` (0640), or by this process's user alone (0600)."""
+def share_file(path: Path, gid: int | None, writable: bool = False) -> None:
+    """``path`` readable (and ``writable``) by group ``gid`` (0640 / 0660), or by this process's user
+    alone (0600)."""
     if gid is None or os.geteuid() != 0:
         os.chmod(path, PRIVATE_FILE_MODE)
         return
     os.chown(path, -1, gid)
-    os.chmod(path, SHARED_FILE_MODE)
+    os.chmod(path, SHARED_FILE_MODE | (0o020 if writable else 0))
+
+
+QEMU_USERS = ("libvirt-qemu", "qemu")  # libvirt's QEMU user: Debian's, then Fedora's and upstream's
+
+
+def qemu_gid() -> int | None:
+    """The group of the user libvirt runs QEMU as, or None on a host without one."""
+    for name in QEMU_USERS:
+        found = account(name)
+        if found is not None:
+            return found[1]
+    return None
 
 
 def private_file(path: Path) -> Path:

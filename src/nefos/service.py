@@ -44,7 +44,7 @@ class Runtime:
 
     @classmethod
     async def open(cls, cfg: Config, *, migrate: bool = False) -> "Runtime":
-        fileperms.state_dir(cfg.state_dir)
+        fileperms.passable_dir(cfg.state_dir)
         if not cfg.database_url:  # the SQLite database in the state directory: 0600 before SQLite opens it
             fileperms.private_file(cfg.sqlite_path)
         db = Database(cfg.effective_database_url, max_pool_size=cfg.max_pool_size,

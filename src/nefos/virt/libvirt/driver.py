@@ -44,7 +44,7 @@ import socket
 import time
 from pathlib import Path
 
-from nefos import exceptions
+from nefos import exceptions, fileperms
 from nefos.objects import states
 from nefos.virt import event as virtevent
 from nefos.virt.driver import ComputeDriver
@@ -84,7 +84,7 @@ class LibvirtDriver(ComputeDriver):
             works, why = await probe.kvm_works()
             self.virt_type = "kvm" if works else "qemu"
             LOG.info("virt_type auto: %s (%s)", self.virt_type, why)
-        self.instances_path.mkdir(parents=True, exist_ok=True)
+        fileperms.passable_dir(self.instances_path)
         self.dac_label = self._choose_dac_label()
         await self._host.connect()  # emits ConnectionEvent either way
         if self._host.connected:
@@ -181,7 +181,7 @@ class LibvirtDriver(ComputeDriver):
         conn = self._host.get_connection()
         inst_dir = self._instance_dir(uuid)
         try:
-            inst_dir.mkdir(parents=True, exist_ok=True)
+            fileperms.shared_dir(inst_dir, fileperms.qemu_gid())  # QEMU's group passes; no one else
             spec = await self._guest_spec(instance, image_meta or {}, network_info or [],
                                           block_device_info or {}, inst_dir)
             xml = vconfig.domain_xml(spec)
