@@ -1,13 +1,14 @@
 """Modes of what Nefos keeps on the host, so that no other local user reads it.
 
-* The state directory (and instances_path) is ``0711``: others may pass through it (QEMU, running as libvirt's user,
-  opens guests' disks under ``<state_dir>/instances``; dnsmasq, dropped to its own user, re-reads
-  its hosts file under ``<state_dir>/dhcp``) but not list it. What it holds for Nefos alone — the
-  SQLite database, Fernet keys, passwords.yaml, clouds.yaml — is ``0600``, and the image store
-  ``0700``.
+* The state directory and instances_path are ``0711`` (``passable_dir``): others may pass through
+  (QEMU, running as libvirt's user, opens guests' disks under ``<state_dir>/instances``; dnsmasq,
+  dropped to its own user, re-reads its hosts file under ``<state_dir>/dhcp``) but not list them.
+  What the state directory holds for Nefos alone — the SQLite database, Fernet keys,
+  passwords.yaml, clouds.yaml, compute_id — is ``0600``, the image store ``0700``.
 * A directory another service's user must reach is ``0750`` with that user's group (``shared_dir``):
-  the instance and image-cache directories with QEMU's group, dnsmasq's directories with its own.
-  Files in them that user reads are ``0640`` the same way (``share_file``).
+  each instance directory and the image cache with QEMU's group (``qemu_gid``), dnsmasq's
+  directories with its own. Files in them that user reads are ``0640`` (``share_file``), guests'
+  disks QEMU writes ``0660``. Without such a group (or not root): ``0700`` / ``0600``.
 
 Modes are applied when a directory is created and tightened (never loosened) on an existing one,
 so an operator's stricter choice stands.
@@ -16,7 +17,6 @@ so an operator's stricter choice stands.
 from __future__ import annotations
 
 import contextlib
-import grp
 import os
 import pwd
 import secrets
@@ -37,13 +37,6 @@ def account(name: str) -> tuple[int, int] | None:
     except KeyError:
         return None
     return entry.pw_uid, entry.pw_gid
-
-
-def group_id(name: str) -> int | None:
-    try:
-        return grp.getgrnam(name).gr_gid
-    except KeyError:
-        return None
 
 
 def _ensure_dir(path: Path, mode: int, gid: int | None = None) -> Path:
