@@ -24,8 +24,8 @@ sync). Every ``dhcp_agent_sync_interval`` seconds (5 s) it still syncs every
 network, the backstop for a notification lost (the service restarting, a bus
 error) or a change the notifications do not cover.
 
-dnsmasq drops root for its own user (``dnsmasq``, else ``nobody``; Neutron's dnsmasq does the
-same): its directory and the hosts and options files it re-reads on SIGHUP are owned by root
+dnsmasq drops root for its own user (``dnsmasq``, else ``nobody``, dnsmasq's compiled-in
+default; never ``--user=root``): its directory and the hosts and options files it re-reads on SIGHUP are owned by root
 and readable by that user's group alone (0750 / 0640). When that user cannot reach
 ``dhcp_confs`` (a private parent directory), the agent keeps the files under
 ``/run/nefos/dhcp`` instead and says so.
