@@ -1,5 +1,6 @@
 """The DHCP agent's dnsmasq runs as its own unprivileged user (not root), with its files readable by
-that user's group alone, and still re-reads its hosts file after a change (SIGHUP, as that user).
+that user's group alone, and still re-reads its hosts file after a change (SIGHUP, as that user);
+its log stays bounded.
 Real dnsmasq in a real namespace: root, iproute2 and dnsmasq-base needed."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pytest
 
 from nefos.config import load_config
 from nefos.context import admin_context
-from nefos.network.dhcp_agent import RUNTIME_CONFS, DhcpAgent, dnsmasq_account
+from nefos.network.dhcp_agent import LOG_KEEP_BYTES, LOG_MAX_BYTES, RUNTIME_CONFS, DhcpAgent, dnsmasq_account
 from nefos.network.service import component as network_component
 from nefos.service import Runtime
 
@@ -76,6 +77,15 @@ async def _serve_and_check(state_dir: Path) -> Path:
                      second["mac_address"] in (d / "host").read_text(), "dnsmasq re-reading its hosts file")
         assert "Permission denied" not in log.read_text()
         assert agent._procs[net["id"]].pid == proc.pid
+        # Its log (guests' DHCP requests land there) is cut back at the next sync, and still read.
+        with open(log, "ab") as f:
+            f.write(b"DHCPDISCOVER(ns-x) 52:54:00:00:00:01 no address available\n" * 40000)
+        assert log.stat().st_size > LOG_MAX_BYTES
+        third = await manager.create_port(ctx, {"network_id": net["id"]})
+        await _until(lambda: third["mac_address"] in (d / "host").read_text() and
+                     log.stat().st_size < LOG_KEEP_BYTES + 4096 and
+                     f"read {d / 'host'}" in log.read_bytes()[-4096:].decode(errors="replace"),
+                     "the log cut back and dnsmasq re-reading its hosts file")
         return agent.state_dir
     finally:
         await agent.stop()

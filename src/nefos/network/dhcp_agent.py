@@ -68,6 +68,8 @@ LOG = logging.getLogger(__name__)
 DHCP_OWNER = "network:dhcp"
 LEASE_SECONDS = 86400
 RELOAD_TIMEOUT = 5.0  # seconds dnsmasq has to say it re-read its hosts file
+LOG_MAX_BYTES = 1024 * 1024  # dnsmasq's log per network, cut back to LOG_KEEP_BYTES past this
+LOG_KEEP_BYTES = 64 * 1024
 DNSMASQ_USERS = ("dnsmasq", "nobody")  # the first that exists; Debian's dnsmasq-base makes "dnsmasq"
 RUNTIME_CONFS = Path("/run/nefos/dhcp")
 
@@ -274,6 +276,8 @@ class DhcpAgent(Component):
             if network_id not in wanted and (network_ids is None or network_id in network_ids):
                 LOG.info("%s: network %s needs no DHCP any more", self.name, network_id)
                 await self._teardown(network_id, delete_port=True)
+        for network_id in wanted:
+            self._bound_log(network_id)
         ready: list[str] = []
         for network_id, st in wanted.items():
             digest = st.digest()
@@ -293,6 +297,21 @@ class DhcpAgent(Component):
         if ready:
             await self._ready(ready)
         self.synced.set()
+
+    def _bound_log(self, network_id: str) -> None:
+        """Cut dnsmasq's log back to its last LOG_KEEP_BYTES once past LOG_MAX_BYTES: guests' DHCP
+        requests are logged (errors even with --quiet-dhcp), so a guest must not grow it without
+        bound. Between syncs only: _apply reads the log from an offset."""
+        log = self._dir(network_id) / "dnsmasq.log"
+        with contextlib.suppress(FileNotFoundError):
+            if log.stat().st_size <= LOG_MAX_BYTES:
+                return
+            with open(log, "r+b") as f:
+                f.seek(-LOG_KEEP_BYTES, os.SEEK_END)
+                tail = f.read()
+                f.seek(0)
+                f.truncate()
+                f.write(tail)  # dnsmasq appends (O_APPEND) after it
 
     async def _ready(self, port_ids: list[str]) -> None:
         from nefos.network.agent_rpc import report_context
