@@ -111,3 +111,4 @@ async def test_dnsmasq_files_move_to_run_when_the_state_dir_is_private(tmp_path)
     # pytest's tmp_path lies under a 0700 directory: dnsmasq's user cannot reach it
     confs = await _serve_and_check(tmp_path / "state")
     assert confs.parent == RUNTIME_CONFS
+    assert not confs.exists()  # removed with the agent

@@ -192,6 +192,9 @@ class DhcpAgent(Component):
         for network_id in set(self._applied) | set(self._procs) | set(self._ports):
             with contextlib.suppress(Exception):
                 await self._teardown(network_id)
+        if RUNTIME_CONFS in self.state_dir.parents:
+            with contextlib.suppress(OSError):
+                self.state_dir.rmdir()  # the /run directory of its own, when nothing is left in it
 
     async def _heartbeat(self, started: bool = False) -> None:
         loop = asyncio.get_running_loop()
