@@ -196,7 +196,10 @@ def db_upgrade(config: Optional[Path] = ConfigOpt, state_dir: Optional[Path] = S
     async def run():
         from nefos.db.migrate import upgrade
         from nefos.db.session import Database
-        Path(cfg.state_dir).mkdir(parents=True, exist_ok=True)
+        from nefos import fileperms
+        fileperms.passable_dir(cfg.state_dir)
+        if not cfg.database_url:
+            fileperms.private_file(cfg.sqlite_path)
         db = Database(cfg.effective_database_url)
         try:
             await upgrade(db, revision)

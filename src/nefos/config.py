@@ -87,6 +87,10 @@ class Config(BaseModel):
     instances_path: str = ""  # guests' disks and console logs; default: <state_dir>/instances
     dhcp_agent_sync_interval: float = 5.0  # seconds between the DHCP agent's full resyncs (the backstop:
     # it syncs a network at once when the network service notifies a port/subnet/network change)
+    # Where the DHCP agent keeps each network's dnsmasq files (Neutron's option); default:
+    # <state_dir>/dhcp. dnsmasq runs as its own user, which must be able to reach it (else the agent
+    # uses a directory under /run/nefos/dhcp).
+    dhcp_confs: str = ""
 
     # Fake driver.
     fake_spawn_delay: float = 0.0
@@ -134,10 +138,15 @@ class Config(BaseModel):
     extra: dict[str, str] = Field(default_factory=dict, exclude=True)
 
     @property
+    def sqlite_path(self) -> Path:
+        """The default database's file (used when database_url is empty)."""
+        return Path(self.state_dir).resolve() / "nefos.sqlite"
+
+    @property
     def effective_database_url(self) -> str:
         if self.database_url:
             return self.database_url
-        return f"sqlite+aiosqlite:///{Path(self.state_dir).resolve() / 'nefos.sqlite'}"
+        return f"sqlite+aiosqlite:///{self.sqlite_path}"
 
 
 ENV_PREFIX = "NEFOS_"

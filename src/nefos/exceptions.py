@@ -73,6 +73,12 @@ class NotFound(Error):
     message = "Resource could not be found."
 
 
+class Gone(Error):
+    """An API Nova removed (its HTTPGone, webob's wording)."""
+    code = 410
+    message = "This resource is no longer available.  No forwarding address is given."
+
+
 class Conflict(Error):
     code = 409
     message = "Conflict."

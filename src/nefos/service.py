@@ -11,6 +11,7 @@ from typing import Awaitable, Callable
 
 from sqlalchemy import select, update
 
+from nefos import fileperms
 from nefos.bus import Bus, Endpoint, create_bus
 from nefos.config import Config
 from nefos.db.models import Service as ServiceRow, utcnow
@@ -43,7 +44,9 @@ class Runtime:
 
     @classmethod
     async def open(cls, cfg: Config, *, migrate: bool = False) -> "Runtime":
-        cfg.state_dir.mkdir(parents=True, exist_ok=True)
+        fileperms.passable_dir(cfg.state_dir)
+        if not cfg.database_url:  # the SQLite database in the state directory: 0600 before SQLite opens it
+            fileperms.private_file(cfg.sqlite_path)
         db = Database(cfg.effective_database_url, max_pool_size=cfg.max_pool_size,
                       max_overflow=cfg.max_overflow)
         if migrate:

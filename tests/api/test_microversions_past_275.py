@@ -106,7 +106,8 @@ async def test_power_update_event_applied_by_the_compute_host(cloud):
 
 async def test_power_update_tag_required_and_checked(cloud):
     sid = await _active(cloud)
-    r = await cloud.compute.post(EVENTS, json={"events": [{"name": "power-update", "server_uuid": sid}]},
+    r = await cloud.compute.post(EVENTS, json={"events": [{"name": "power-update", "server_uuid": sid},
+                                                          {"name": "network-changed", "server_uuid": sid}]},
                                  headers=_h("2.76", SERVICE))
     assert assert_schema(EVENTS_V276, r)["events"][0]["code"] == 400 and r.status_code == 207
     assert r.json()["events"][0]["code"] == 400 and r.json()["events"][0]["status"] == "failed"
@@ -215,8 +216,11 @@ async def test_accelerator_request_bound_event(cloud):
     r = await cloud.compute.post(EVENTS, json={"events": [event]}, headers=_h("2.82", SERVICE))
     assert assert_schema(schema, r)["events"][0]["code"] == 200 and r.status_code == 200
     del event["tag"]  # a tag is required
-    r = await cloud.compute.post(EVENTS, json={"events": [event]}, headers=_h("2.82", SERVICE))
+    accepted = {"name": "network-changed", "server_uuid": sid}
+    r = await cloud.compute.post(EVENTS, json={"events": [event, accepted]}, headers=_h("2.82", SERVICE))
     assert assert_schema(schema, r)["events"][0]["code"] == 400 and r.status_code == 207
+    r = await cloud.compute.post(EVENTS, json={"events": [event]}, headers=_h("2.82", SERVICE))
+    assert r.status_code == 404  # no event accepted (Nova)
 
 
 # 2.83 ----------------------------------------------------------------------------------------------

@@ -91,25 +91,43 @@ async def test_mixed_batch_is_207_with_a_code_per_event(cloud, server):
     assert {row.tag for row in await inbox(cloud, server)} >= {"a"}  # the good ones went through
 
 
-async def test_unknown_server_is_404_in_a_207(cloud):
-    r = await post(cloud, {"events": [plugged(str(uuid.uuid4()), "x")]})
+def assert_none_accepted(r) -> None:
+    """Nova: a batch with no event accepted is 404 as a whole."""
+    assert r.status_code == 404, r.text
+    assert r.json() == {"itemNotFound": {"code": 404, "message": "No instances found for any event"}}
+
+
+async def test_unknown_server_is_404_in_a_207(cloud, server):
+    r = await post(cloud, {"events": [plugged(str(uuid.uuid4()), "x"), plugged(server, "y")]})
     body = assert_schema(schema_207(), r)
     assert body["events"][0]["code"] == 404 and body["events"][0]["status"] == "failed"
+    assert body["events"][1]["code"] == 200
+
+
+async def test_no_event_naming_a_known_server_is_404(cloud):
+    assert_none_accepted(await post(cloud, {"events": [plugged(str(uuid.uuid4()), "x"),
+                                                       plugged(str(uuid.uuid4()), "y")]}))
 
 
 async def test_deleted_server_is_404(cloud, server):
+    other = await boot(cloud)
+    await cloud.wait_status(other, "ACTIVE")
     assert (await cloud.compute.delete(f"/v2.1/servers/{server}")).status_code == 204
     await cloud.wait_gone(server)
-    r = await post(cloud, {"events": [plugged(server, "x")]})
+    r = await post(cloud, {"events": [plugged(server, "x"), plugged(other, "x")]})
     assert r.status_code == 207 and r.json()["events"][0]["code"] == 404
+    assert_none_accepted(await post(cloud, {"events": [plugged(server, "x")]}))
 
 
 async def test_server_on_no_host_is_422(cloud, server):
+    other = await boot(cloud)
+    await cloud.wait_status(other, "ACTIVE")
     await instance_obj.save(cloud.rt.db, server, {"host": None})
-    r = await post(cloud, {"events": [plugged(server, "x")]})
+    r = await post(cloud, {"events": [plugged(server, "x"), plugged(other, "x")]})
     body = assert_schema(schema_207(), r)
     assert body["events"][0]["code"] == 422 and body["events"][0]["status"] == "failed"
     assert await inbox(cloud, server) == []
+    assert_none_accepted(await post(cloud, {"events": [plugged(server, "x")]}))  # none accepted
 
 
 async def test_duplicate_events_are_idempotent(cloud, server):

@@ -67,8 +67,10 @@ class RecordingClient(ComputeEventsClient):
         if self.fail:
             self.fail -= 1
             raise httpx.ConnectError("connection refused")
-        body = {"events": [dict(e, code=self.code) for e in events]}
-        return httpx.Response(200 if self.code == 200 else 207, json=body)
+        if self.code != 200:  # no event accepted: Nova answers the whole batch 404
+            return httpx.Response(404, json={"itemNotFound": {
+                "code": 404, "message": "No instances found for any event"}})
+        return httpx.Response(200, json={"events": [dict(e, code=self.code) for e in events]})
 
 
 async def _stub_notifier(cloud, **kwargs) -> tuple[Notifier, RecordingClient]:

@@ -76,15 +76,18 @@ def login(auth_url: str, user: str, password: str, project: str | None) -> Api:
 
 
 def start_nefos(state: Path, extra_env: dict | None = None, fake_hosts: int = 1,
-                driver: str = "fake") -> tuple[subprocess.Popen, dict]:
+                driver: str = "fake", bin_dir: Path = BIN) -> tuple[subprocess.Popen, dict]:
+    """``nefos up`` from ``bin_dir`` (another virtualenv's: without this tree on PYTHONPATH)."""
     env = dict(os.environ)
+    if bin_dir != BIN:
+        env.pop("PYTHONPATH", None)
     for name in ("COMPUTE", "NETWORK", "IMAGE", "IDENTITY"):
         env[f"NEFOS_{name}_API_PORT"] = str(free_port())
     env["NEFOS_AUTH_STRATEGY"] = "keystone"
     env.update(extra_env or {})
     env.pop("OS_CLOUD", None)
     log = open(state / "nefos-up.log", "w")
-    proc = subprocess.Popen([str(BIN / "nefos"), "up", "--state-dir", str(state), "--driver", driver,
+    proc = subprocess.Popen([str(bin_dir / "nefos"), "up", "--state-dir", str(state), "--driver", driver,
                              "--fake-hosts", str(fake_hosts)], env=env,
                             stdout=log, stderr=subprocess.STDOUT)
     clouds = state / "clouds.yaml"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import stat
 import time
 
 import pytest
@@ -51,6 +52,10 @@ async def test_a_real_guest_through_its_whole_life(lvcloud):
     assert "<acpi/>" in xml and f"<mac address='{port['mac_address']}'/>" in xml
     inst_dir = driver.instances_path / sid
     assert (inst_dir / "disk").is_file() and (inst_dir / "console.log").is_file()
+    # No other local user reads the guest's files; QEMU's group reaches its disk.
+    assert stat.S_IMODE(inst_dir.stat().st_mode) == 0o750 and stat.S_IMODE(driver.instances_path.stat().st_mode) == 0o711
+    assert stat.S_IMODE((inst_dir / "disk").stat().st_mode) & 0o007 == 0
+    assert stat.S_IMODE((inst_dir / "console.log").stat().st_mode) & 0o007 == 0  # virtlogd's file
     print(f"\nboot: ACTIVE after {active_after:.2f} s, guest init on the console after {booted_after:.2f} s")
 
     # DHCP: the guest got exactly its port's address from the network's dnsmasq.

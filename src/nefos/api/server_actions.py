@@ -34,6 +34,16 @@ POLICIES = {
     "addSecurityGroup": "os_compute_api:os-security-groups:add",
     "removeSecurityGroup": "os_compute_api:os-security-groups:remove",
 }
+# Actions Nova has only within a microversion range (min, max): outside it, 404 before anything else.
+ACTION_VERSIONS = {
+    "addFixedIp": ("2.1", "2.43"), "removeFixedIp": ("2.1", "2.43"),
+    "addFloatingIp": ("2.1", "2.43"), "removeFloatingIp": ("2.1", "2.43"),
+    "os-getVNCConsole": ("2.1", "2.5"), "os-getSPICEConsole": ("2.1", "2.5"),
+    "os-getRDPConsole": ("2.1", "2.5"), "os-getSerialConsole": ("2.1", "2.5"),
+    "trigger_crash_dump": ("2.17", None),
+}
+# Actions Nova removed (nova-network's): 410 Gone at every microversion.
+REMOVED_ACTIONS = ("resetNetwork",)
 _CHANGE_PASSWORD_SCHEMA = {"type": "object", "properties": {"changePassword": {
     "type": "object", "properties": {"adminPass": {"type": "string"}},
     "required": ["adminPass"], "additionalProperties": False}}, "required": ["changePassword"]}
@@ -46,6 +56,10 @@ async def server_action(request: Request, server_id: str):
     if not isinstance(body, dict) or len(body) != 1:
         raise exceptions.ValidationError("Malformed request body: exactly one action is expected.")
     (name, args), = body.items()
+    if name in ACTION_VERSIONS and not request.state.api_version.matches(*ACTION_VERSIONS[name]):
+        raise exceptions.NotFound("The resource could not be found.")
+    if name in REMOVED_ACTIONS:
+        raise exceptions.Gone()
     if name in POLICIES:
         policy.enforce(ctx, POLICIES[name])
     compute_api = request.app.state.compute_api

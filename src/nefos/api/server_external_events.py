@@ -2,8 +2,8 @@
 
 The body is validated against Nova's schema for the request's microversion
 (400); the caller needs the ``service`` (or ``admin``) role (403); each event
-is then answered on its own: 200 when all were accepted, 207 otherwise
-(``nefos.compute.external_events``).
+is then answered on its own: 200 when all were accepted, 207 when some were,
+404 when none was (``nefos.compute.external_events``).
 """
 
 from __future__ import annotations

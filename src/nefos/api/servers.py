@@ -29,8 +29,9 @@ from starlette.responses import JSONResponse, Response
 from nefos import exceptions, rest
 from nefos import policy
 from nefos.api import common, server_view
-from nefos.api.validation import is_uuid_like, validate
+from nefos.api.validation import bool_from_string, is_uuid_like, validate, validate_query
 from nefos.compute.services import COMPUTE_BINARY
+from nefos.objects import states
 
 router = APIRouter()
 
@@ -402,16 +403,62 @@ def _check_query_v275(params) -> None:
         raise exceptions.ValidationError(f"Additional properties are not allowed ({names} {verb} unexpected)")
 
 
+# Nova's list sort keys (its query schema's enum; 400 for another) and those it accepts but ignores.
+_SORT_KEYS = (
+    "access_ip_v4", "access_ip_v6", "auto_disk_config", "availability_zone", "config_drive", "created_at",
+    "display_description", "display_name", "host", "hostname", "image_ref", "instance_type_id", "kernel_id",
+    "key_name", "launch_index", "launched_at", "locked_by", "node", "power_state", "progress", "project_id",
+    "ramdisk_id", "root_device_name", "task_state", "terminated_at", "updated_at", "user_id", "uuid", "vm_state")
+_IGNORED_SORT_KEYS = (
+    "architecture", "cell_name", "cleaned", "default_ephemeral_device", "default_swap_device", "deleted",
+    "deleted_at", "disable_terminate", "ephemeral_gb", "ephemeral_key_uuid", "id", "key_data", "launched_on",
+    "locked", "memory_mb", "os_type", "reservation_id", "root_gb", "shutdown_terminate", "user_data", "vcpus",
+    "vm_mode")
+# Filters on joined tables (and names starting with "_"): Nova answers 400 for them.
+_JOINED_TABLE_FILTERS = ("block_device_mapping", "services", "metadata", "system_metadata", "info_cache",
+                         "security_groups", "pci_devices")
+
+
+def _sort_keys_schema(version) -> dict:
+    valid = set(_SORT_KEYS) | set(_IGNORED_SORT_KEYS)  # "locked" a real key from 2.73
+    if version.matches("2.75"):
+        valid = set(_SORT_KEYS) | {"locked"}  # the ignored ones are 400 from 2.75
+    return {"type": "object", "properties": {"sort_key": {"type": "array", "items": {
+        "type": "string", "enum": sorted(valid)}}}}
+
+
+def _check_list_query(params, version, ctx, allowed: set[str] | None) -> None:
+    """Nova's 400 and 403 answers to a list query, in Nova's order (``_get_servers``)."""
+    validate_query(params, _sort_keys_schema(version))
+    for key in params.keys():
+        if (key in _JOINED_TABLE_FILTERS or key.startswith("_")) and allowed is None:
+            raise exceptions.ValidationError(f"Invalid filter field: {key}.")
+    statuses = params.getlist("status")
+    if statuses and not any(states.states_from_status(v) for v in statuses):
+        if version.matches("2.38"):  # before 2.38 Nova lists nothing
+            raise exceptions.ValidationError("Invalid status value")
+    elif statuses and all(v.upper() == "DELETED" for v in statuses) and not ctx.is_admin:
+        raise exceptions.NotAuthorized("Only administrators may list deleted instances")
+    if params.get("all_tenants"):
+        bool_from_string(params["all_tenants"], strict=True)
+    if "locked" in params and (allowed is None or "locked" in allowed):
+        bool_from_string(params["locked"], strict=True)
+    for key in params.getlist("sort_key"):
+        if key in ("host", "node") and not ctx.is_admin:
+            raise exceptions.NotAuthorized(f"Only administrators can sort servers by {key}")
+
+
 def _parse_list_query(request: Request, ctx, detailed: bool = False) -> tuple[dict, int | None, str | None]:
     params = request.query_params
     version = request.state.api_version
     if version.matches("2.75"):
         _check_query_v275(params)
+    allowed = None if policy.check(ctx, "os_compute_api:servers:allow_all_filters") else _non_admin_filters(version)
+    _check_list_query(params, version, ctx, allowed)
     filters: dict = {}
-    if "all_tenants" in params and params["all_tenants"].lower() not in ("false", "0", "no", "off"):
+    if "all_tenants" in params and (params["all_tenants"] == "" or bool_from_string(params["all_tenants"])):
         # As Nova: asking for every project's servers is a policy decision (403), not a dropped filter.
         policy.enforce(ctx, "os_compute_api:servers:%s:get_all_tenants" % ("detail" if detailed else "index"))
-    allowed = None if policy.check(ctx, "os_compute_api:servers:allow_all_filters") else _non_admin_filters(version)
     for key in _LIST_FILTERS:
         if key not in params:
             continue
@@ -435,14 +482,14 @@ def _parse_list_query(request: Request, ctx, detailed: bool = False) -> tuple[di
                 since = since.astimezone(dt.timezone.utc).replace(tzinfo=None)
             filters["changes-since"] = since
         elif key == "all_tenants":
-            filters["all_tenants"] = params[key].lower() not in ("false", "0", "no", "off")
+            filters["all_tenants"] = params[key] == "" or bool_from_string(params[key])
         elif key in ("tenant_id", "project_id"):
             # As Nova: a project filter only counts together with all_tenants (lp:#1185290).
             filters["project_id"] = params[key]
         elif key == "deleted":
             filters["deleted"] = params[key].lower() in ("true", "1")
         elif key == "locked":
-            filters["locked"] = params[key].lower() in ("true", "1")
+            filters["locked"] = bool_from_string(params[key])
         else:
             filters[key] = params[key]
     if filters.get("changes-before") and filters.get("changes-since") and \

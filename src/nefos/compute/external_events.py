@@ -5,7 +5,8 @@ own — ``code`` 200 (accepted; ``status`` "completed"), 404 (no such server),
 422 (the server is on no host yet), 400 (a ``volume-extended``,
 ``power-update``, ``accelerator-request-bound`` or ``volume-reimaged`` event without
 a tag) — and the response is 200 when every
-event was accepted, 207 otherwise. Accepting is not processing: an accepted
+event was accepted, 207 when some were, and 404 ("No instances found for any
+event") when none was. Accepting is not processing: an accepted
 event is stored in the durable inbox (``instance_external_events``, stamped
 with the instance's current operation, a duplicate updating its row),
 recorded as an ``api_external_instance_event`` event of the server's current (latest)
@@ -156,7 +157,7 @@ async def _store(s, rows: list[dict]) -> None:
 
 
 async def create(rt, ctx: RequestContext, events: list[dict]) -> tuple[list[dict], int]:
-    """Accept a validated batch; (the per-event answers, 200 or 207)."""
+    """Accept a validated batch; (the per-event answers, 200 or 207). NotFound when no event was accepted."""
     check_policy(ctx)
     uuids = list(dict.fromkeys(e["server_uuid"] for e in events))
     async with rt.db.reader() as s:
@@ -191,7 +192,8 @@ async def create(rt, ctx: RequestContext, events: list[dict]) -> tuple[list[dict
         accepted.append({"instance_uuid": uuid, "name": name, "tag": tag or "", "status": status,
                          "host": hosts[uuid]})
     if not accepted:
-        return response, result
+        # Nova: a batch none of whose events could be dispatched is 404 as a whole.
+        raise exceptions.NotFound("No instances found for any event")
     # Nova dispatches a power-update only with a valid target power state (answered 200 regardless).
     dropped = [e for e in accepted if e["name"] == POWER_UPDATE and e["tag"] not in (POWER_ON, POWER_OFF)]
     for event in dropped:

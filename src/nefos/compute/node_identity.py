@@ -23,7 +23,7 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from nefos import exceptions
+from nefos import exceptions, fileperms
 from nefos.db.models import ComputeNode
 
 LOG = logging.getLogger(__name__)
@@ -66,7 +66,6 @@ async def ensure_stable_identity(rt, host: str, driver) -> str | None:
                 f"{recorded}: this state belongs to another node; refusing to start")
         return recorded
     node_uuid = mine[0][0] if mine else str(uuidlib.uuid4())
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(node_uuid + "\n")
+    fileperms.write_private(path, node_uuid + "\n")
     LOG.info("compute host %s: node identity %s written to %s", host, node_uuid, path)
     return node_uuid

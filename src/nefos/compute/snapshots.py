@@ -16,7 +16,7 @@ import logging
 import tempfile
 from pathlib import Path
 
-from nefos import exceptions
+from nefos import exceptions, fileperms
 from nefos.objects import instance as instance_obj, states
 
 LOG = logging.getLogger(__name__)
@@ -36,8 +36,7 @@ async def snapshot_to_image(manager, ctx, instance: dict, image_id: str, *, firs
     try:
         instance = await instance_obj.save(manager.rt.db, uuid, {"task_state": pending},
                                            expected_task_state=[first_task_state])
-        workdir = Path(manager.rt.cfg.state_dir) / "snapshots"
-        workdir.mkdir(parents=True, exist_ok=True)
+        workdir = fileperms.private_dir(Path(manager.rt.cfg.state_dir) / "snapshots")
         with tempfile.TemporaryDirectory(dir=workdir) as tmp:
             target = Path(tmp) / "disk"
             disk_format = await manager.driver.snapshot(ctx, instance, target)

@@ -18,6 +18,7 @@ import yaml
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
+from nefos import fileperms
 from nefos.db.models import (
     IdentityDomain, IdentityProject, IdentityRole, IdentityRoleAssignment, IdentityUser,
 )
@@ -39,13 +40,6 @@ def passwords_file(cfg) -> Path:
     return Path(cfg.state_dir) / "passwords.yaml"
 
 
-def _write_private(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 def _load_passwords(cfg) -> dict[str, str]:
@@ -66,7 +60,7 @@ def _load_passwords(cfg) -> dict[str, str]:
             result[key] = stored[key] = secrets.token_urlsafe(18)
             changed = True
     if changed:
-        _write_private(path, yaml.safe_dump(stored, default_flow_style=False))
+        fileperms.write_private(path, yaml.safe_dump(stored, default_flow_style=False))
     return result
 
 
@@ -167,5 +161,5 @@ def clouds_yaml(rt, creds: dict) -> dict:
 def write_clouds_yaml(rt, creds: dict, path: str | os.PathLike | None = None) -> Path:
     """Write clouds.yaml (0600, it holds passwords); default ``<state_dir>/clouds.yaml``."""
     target = Path(path) if path else Path(rt.cfg.state_dir) / "clouds.yaml"
-    _write_private(target, yaml.safe_dump(clouds_yaml(rt, creds), default_flow_style=False, sort_keys=False))
+    fileperms.write_private(target, yaml.safe_dump(clouds_yaml(rt, creds), default_flow_style=False, sort_keys=False))
     return target

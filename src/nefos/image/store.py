@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import AsyncIterable, AsyncIterator
 
-from nefos import exceptions
+from nefos import exceptions, fileperms
 
 HASH_ALGO = "sha512"
 CHUNK_SIZE = 64 * 1024
@@ -64,8 +64,8 @@ class ImageStore:
                     max_size: int | None = None, disk_format: str | None = None) -> StoredData:
         """Stream ``chunks`` into the image's file; raises ImageSizeLimitExceeded past ``max_size``."""
         final = self.path(image_id)
-        self.root.mkdir(parents=True, exist_ok=True)
-        tmp = self.root / f".{image_id}.{uuid.uuid4().hex}.part"
+        fileperms.private_dir(self.root)  # tenants' image data: this service's alone
+        tmp = fileperms.private_file(self.root / f".{image_id}.{uuid.uuid4().hex}.part")
         md5 = hashlib.md5(usedforsecurity=False)
         sha = hashlib.new(HASH_ALGO)
         size = 0

@@ -24,6 +24,12 @@ sync). Every ``dhcp_agent_sync_interval`` seconds (5 s) it still syncs every
 network, the backstop for a notification lost (the service restarting, a bus
 error) or a change the notifications do not cover.
 
+dnsmasq drops root for its own user (``dnsmasq``, else ``nobody``, dnsmasq's compiled-in
+default; never ``--user=root``): its directory and the hosts and options files it re-reads on SIGHUP are owned by root
+and readable by that user's group alone (0750 / 0640). When that user cannot reach
+``dhcp_confs`` (a private parent directory), the agent keeps the files under
+``/run/nefos/dhcp`` instead and says so.
+
 Networks that no longer need DHCP (deleted, DHCP disabled) lose their dnsmasq,
 namespace, veth and DHCP port. ``stop()`` tears everything down.
 
@@ -39,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import grp
 import hashlib
 import ipaddress
 import logging
@@ -50,6 +57,7 @@ from pathlib import Path
 
 from sqlalchemy import select
 
+from nefos import fileperms
 from nefos.context import admin_context
 from nefos.db.models import IPAllocation, Network, Port, PortProvisioning, Subnet
 from nefos.network import provisioning
@@ -60,6 +68,21 @@ LOG = logging.getLogger(__name__)
 DHCP_OWNER = "network:dhcp"
 LEASE_SECONDS = 86400
 RELOAD_TIMEOUT = 5.0  # seconds dnsmasq has to say it re-read its hosts file
+LOG_MAX_BYTES = 1024 * 1024  # dnsmasq's log per network, cut back to LOG_KEEP_BYTES past this
+LOG_KEEP_BYTES = 64 * 1024
+DNSMASQ_USERS = ("dnsmasq", "nobody")  # the first that exists; Debian's dnsmasq-base makes "dnsmasq"
+RUNTIME_CONFS = Path("/run/nefos/dhcp")
+
+
+def dnsmasq_account() -> tuple[str, int, int] | None:
+    """(name, uid, gid) of the user dnsmasq drops to, or None when it keeps this process's user."""
+    if os.geteuid() != 0:
+        return None  # only root can switch users; dnsmasq keeps ours
+    for name in DNSMASQ_USERS:
+        found = fileperms.account(name)
+        if found is not None:
+            return (name, *found)
+    return None
 
 
 async def _run(*argv: str, check: bool = True) -> tuple[int, str]:
@@ -105,7 +128,9 @@ class DhcpAgent(Component):
         self.host = host or rt.cfg.host
         self.name = f"dhcp-agent:{self.host}"
         self.interval = interval if interval is not None else getattr(rt.cfg, "dhcp_agent_sync_interval", 5.0)
-        self.state_dir = Path(rt.cfg.state_dir).resolve() / "dhcp"
+        confs = getattr(rt.cfg, "dhcp_confs", "") or Path(rt.cfg.state_dir) / "dhcp"
+        self.state_dir = Path(confs).resolve()  # each network's dnsmasq files, in <network id>/
+        self.dnsmasq_user = dnsmasq_account()
         self._task: asyncio.Task | None = None
         self._applied: dict[str, str] = {}  # network id -> digest of what dnsmasq serves
         self._procs: dict[str, asyncio.subprocess.Process] = {}
@@ -129,7 +154,7 @@ class DhcpAgent(Component):
             LOG.error("%s: %s not installed (apt-get install dnsmasq-base iproute2); no DHCP here",
                       self.name, ", ".join(missing))
             return
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self._choose_confs_dir()
         await self._heartbeat(started=True)  # from now on new ports on DHCP networks wait for us
         from nefos.network.agent_rpc import DHCP_TOPIC
         await self.rt.bus.serve(DHCP_TOPIC, self.endpoint, host=self.host)
@@ -137,6 +162,22 @@ class DhcpAgent(Component):
         self._task = asyncio.create_task(self._loop(), name=self.name)
         LOG.info("%s started (dnsmasq per network; on the network service's notifications, all "
                  "networks every %.1f s)", self.name, self.interval)
+
+    def _choose_confs_dir(self) -> None:
+        """dhcp_confs when dnsmasq's user can reach it, else a directory of its own under /run."""
+        gid = None
+        if self.dnsmasq_user is not None:
+            name, uid, gid = self.dnsmasq_user
+            if not fileperms.reachable_by(self.state_dir, uid, {gid}):
+                fallback = RUNTIME_CONFS / hashlib.sha256(str(self.state_dir).encode()).hexdigest()[:16]
+                LOG.warning("%s: dnsmasq's user %s cannot reach %s (a parent directory is private); "
+                            "its files go to %s", self.name, name, self.state_dir, fallback)
+                self.state_dir = fallback
+        fileperms.shared_dir(self.state_dir, gid)
+
+    @property
+    def _dnsmasq_gid(self) -> int | None:
+        return self.dnsmasq_user[2] if self.dnsmasq_user is not None else None
 
     async def stop(self) -> None:
         if self._serving:
@@ -151,6 +192,9 @@ class DhcpAgent(Component):
         for network_id in set(self._applied) | set(self._procs) | set(self._ports):
             with contextlib.suppress(Exception):
                 await self._teardown(network_id)
+        if RUNTIME_CONFS in self.state_dir.parents:
+            with contextlib.suppress(OSError):
+                self.state_dir.rmdir()  # the /run directory of its own, when nothing is left in it
 
     async def _heartbeat(self, started: bool = False) -> None:
         loop = asyncio.get_running_loop()
@@ -235,6 +279,8 @@ class DhcpAgent(Component):
             if network_id not in wanted and (network_ids is None or network_id in network_ids):
                 LOG.info("%s: network %s needs no DHCP any more", self.name, network_id)
                 await self._teardown(network_id, delete_port=True)
+        for network_id in wanted:
+            self._bound_log(network_id)
         ready: list[str] = []
         for network_id, st in wanted.items():
             digest = st.digest()
@@ -254,6 +300,21 @@ class DhcpAgent(Component):
         if ready:
             await self._ready(ready)
         self.synced.set()
+
+    def _bound_log(self, network_id: str) -> None:
+        """Cut dnsmasq's log back to its last LOG_KEEP_BYTES once past LOG_MAX_BYTES: guests' DHCP
+        requests are logged (errors even with --quiet-dhcp), so a guest must not grow it without
+        bound. Between syncs only: _apply reads the log from an offset."""
+        log = self._dir(network_id) / "dnsmasq.log"
+        with contextlib.suppress(FileNotFoundError):
+            if log.stat().st_size <= LOG_MAX_BYTES:
+                return
+            with open(log, "r+b") as f:
+                f.seek(-LOG_KEEP_BYTES, os.SEEK_END)
+                tail = f.read()
+                f.seek(0)
+                f.truncate()
+                f.write(tail)  # dnsmasq appends (O_APPEND) after it
 
     async def _ready(self, port_ids: list[str]) -> None:
         from nefos.network.agent_rpc import report_context
@@ -318,8 +379,7 @@ class DhcpAgent(Component):
         return inner
 
     def _write_files(self, st: NetworkState) -> None:
-        d = self._dir(st.network_id)
-        d.mkdir(parents=True, exist_ok=True)
+        d = fileperms.shared_dir(self._dir(st.network_id), self._dnsmasq_gid)
         hosts = "".join(f"{mac},host-{ip.replace('.', '-')},{ip}\n" for mac, ip in st.hosts)
         opts = []
         for sn in st.subnets:
@@ -333,6 +393,7 @@ class DhcpAgent(Component):
         for name, text in (("host", hosts), ("opts", "\n".join(opts) + "\n")):
             tmp = d / f".{name}.tmp"
             tmp.write_text(text)
+            fileperms.share_file(tmp, self._dnsmasq_gid)  # dnsmasq re-reads it as its own user
             os.replace(tmp, d / name)
 
     async def _apply(self, st: NetworkState) -> None:
@@ -386,15 +447,13 @@ class DhcpAgent(Component):
                 f"--interface={inner}", f"--pid-file={d / 'pid'}", f"--dhcp-hostsfile={d / 'host'}",
                 f"--dhcp-optsfile={d / 'opts'}", "--leasefile-ro", "--dhcp-authoritative",
                 "--log-facility=-", "--quiet-dhcp6"]
-        if os.geteuid() == 0:
-            # dnsmasq drops to "nobody" by default, and then cannot re-read the hosts file on SIGHUP
-            # when the state directory is private (a 0700 home, pytest's tmp).
-            argv.append("--user=root")
+        if self.dnsmasq_user is not None:
+            argv += [f"--user={self.dnsmasq_user[0]}", f"--group={grp.getgrgid(self.dnsmasq_user[2]).gr_name}"]
         for sn in st.subnets:
             net = ipaddress.ip_network(sn["cidr"])
             argv.append(f"--dhcp-range=set:subnet-{sn['id']},{net.network_address},static,"
                         f"{net.netmask},{LEASE_SECONDS}s")
-        log = open(d / "dnsmasq.log", "ab")
+        log = open(fileperms.private_file(d / "dnsmasq.log"), "ab")  # dnsmasq writes it through our fd
         try:
             proc = await asyncio.create_subprocess_exec(*argv, stdout=log, stderr=log,
                                                         start_new_session=True)

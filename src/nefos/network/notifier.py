@@ -25,7 +25,7 @@ Neutron's notifier: the first event after a quiet spell goes at once, then at
 most one batch per ``send_events_interval`` seconds (0: no batching); a batch
 carries one ``network-changed`` per port (coalesced). Unlike Neutron,
 ``network-vif-plugged`` is never held by the window: a build is waiting for it. Rows the Compute API
-answered (200, or a per-event 404/422/400 that retrying cannot change) are
+answered (200, or a 404/422/400 for an event or the whole batch that retrying cannot change) are
 deleted; the others are retried with a backoff (1, 2, 4 ... 30 s) until the
 Compute API answers.
 
@@ -435,6 +435,9 @@ class Notifier:
                     else:
                         retry.append(row)
                 self.sent += sum(1 for a in answers if (a or {}).get("code") == 200)
+            elif response.status_code == 404:  # no event named a server on a host: no retry helps (Neutron)
+                done += [row["id"] for row, _ev in events]
+                LOG.info("the Compute API found no server for any of events %s", [ev for _row, ev in events])
             elif response.status_code == 400:
                 done += [row["id"] for row, _ev in events]
                 LOG.error("the Compute API rejected a batch of external events: %s", response.text[:500])

@@ -112,11 +112,14 @@ def domain_xml(spec: GuestSpec) -> str:
         _sub(i, "model", type=vif.model)
         if vif.mtu:
             _sub(i, "mtu", size=vif.mtu)
-    serial = _sub(devices, "serial", type="file")
-    _sub(serial, "source", path=spec.console_log, append="on")
+    # The serial console on a pty whose output virtlogd writes to the log (Nova's libvirt driver): a
+    # guest cannot grow it past virtlogd's max_size (2 MiB, then rotated; max_backups old copies),
+    # where a file chardev written by QEMU grows without bound. append='on' (Nova: 'off') keeps
+    # the boots before a hard reboot or a start in the log, within that bound.
+    serial = _sub(devices, "serial", type="pty")
+    _sub(serial, "log", file=spec.console_log, append="on")
     _sub(serial, "target", port=0)
-    console = _sub(devices, "console", type="file")
-    _sub(console, "source", path=spec.console_log, append="on")
+    console = _sub(devices, "console", type="pty")
     _sub(console, "target", type="serial", port=0)
     _sub(devices, "memballoon", model="none")
     if spec.dac_label:

@@ -10,8 +10,8 @@ Options (``nefos.config``): ``virt_type`` (``qemu`` = TCG, ``kvm``, or
 * spawn: disks from the image (a qcow2 overlay over the cached base; kernel
   and ramdisk straight from the cache for images with ``kernel_id`` /
   ``ramdisk_id``, booted with ``os_command_line``), ephemeral and swap disks
-  from ``block_device_info``, the serial console logged to
-  ``<instance dir>/console.log``, ACPI on, one ``<interface type='ethernet'>``
+  from ``block_device_info``, the serial console logged by virtlogd to
+  ``<instance dir>/console.log`` (bounded by its max_size, rotated), ACPI on, one ``<interface type='ethernet'>``
   per VIF with the port's MAC and tap name (libvirt makes the tap and attaches
   it to nothing); the domain is persistent (defined, then started — paused when
   asked to, for the VIF-plugged wait).
@@ -44,7 +44,7 @@ import socket
 import time
 from pathlib import Path
 
-from nefos import exceptions
+from nefos import exceptions, fileperms
 from nefos.objects import states
 from nefos.virt import event as virtevent
 from nefos.virt.driver import ComputeDriver
@@ -84,7 +84,7 @@ class LibvirtDriver(ComputeDriver):
             works, why = await probe.kvm_works()
             self.virt_type = "kvm" if works else "qemu"
             LOG.info("virt_type auto: %s (%s)", self.virt_type, why)
-        self.instances_path.mkdir(parents=True, exist_ok=True)
+        fileperms.passable_dir(self.instances_path)
         self.dac_label = self._choose_dac_label()
         await self._host.connect()  # emits ConnectionEvent either way
         if self._host.connected:
@@ -181,7 +181,7 @@ class LibvirtDriver(ComputeDriver):
         conn = self._host.get_connection()
         inst_dir = self._instance_dir(uuid)
         try:
-            inst_dir.mkdir(parents=True, exist_ok=True)
+            fileperms.shared_dir(inst_dir, fileperms.qemu_gid())  # QEMU's group passes; no one else
             spec = await self._guest_spec(instance, image_meta or {}, network_info or [],
                                           block_device_info or {}, inst_dir)
             xml = vconfig.domain_xml(spec)
@@ -289,12 +289,19 @@ class LibvirtDriver(ComputeDriver):
     async def get_console_output(self, instance: dict) -> str:
         path = self.console_log_path(instance["uuid"])
 
-        def read() -> bytes:
-            with open(path, "rb") as f:
+        def tail(p: Path, limit: int) -> bytes:
+            with open(p, "rb") as f:
                 f.seek(0, os.SEEK_END)
                 size = f.tell()
-                f.seek(max(0, size - MAX_CONSOLE_BYTES))
+                f.seek(max(0, size - limit))
                 return f.read()
+
+        def read() -> bytes:
+            data = tail(path, MAX_CONSOLE_BYTES)
+            if len(data) < MAX_CONSOLE_BYTES:  # virtlogd just rotated: the rest is in the newest backup
+                with contextlib.suppress(FileNotFoundError):
+                    data = tail(path.with_name(path.name + ".0"), MAX_CONSOLE_BYTES - len(data)) + data
+            return data
         try:
             data = await asyncio.to_thread(read)
         except FileNotFoundError:

@@ -2,6 +2,8 @@
 
 * ``<instances_path>/_base/<image id>``: a cached copy of the image's data
   (fetched once per host from the image store, then shared read-only);
+  the directory 0750 and its files 0640, and the guests' disks 0660, for
+  QEMU's group (``nefos.fileperms``): no other local user reads them;
 * ``<instances_path>/<uuid>/disk``: a copy-on-write qcow2 overlay over the
   base (``qemu-img create -f qcow2 -b <base> -F raw|qcow2``), grown to the
   flavor's root disk size;
@@ -20,7 +22,7 @@ import os
 import shutil
 from pathlib import Path
 
-from nefos import exceptions
+from nefos import exceptions, fileperms
 
 LOG = logging.getLogger(__name__)
 
@@ -70,12 +72,12 @@ class ImageCache:
             if target.is_file():
                 return target
             source = self._source(image_id)
-            self.base_dir.mkdir(parents=True, exist_ok=True)
+            fileperms.shared_dir(self.base_dir, fileperms.qemu_gid())
             tmp = target.with_name(f".{image_id}.part")
 
             def copy():
                 shutil.copyfile(source, tmp)
-                os.chmod(tmp, 0o644)
+                fileperms.share_file(tmp, fileperms.qemu_gid())  # QEMU reads it; no one else
                 os.replace(tmp, target)
             try:
                 await asyncio.to_thread(copy)
@@ -95,6 +97,7 @@ class ImageCache:
             if size_gb * GiB >= virtual:
                 argv.append(str(size_gb * GiB))
         await run(*argv)
+        fileperms.share_file(path, fileperms.qemu_gid(), writable=True)
         return "qcow2"
 
     @staticmethod
@@ -108,4 +111,5 @@ class ImageCache:
     @staticmethod
     async def create_blank(path: Path, size_bytes: int) -> str:
         await run("qemu-img", "create", "-q", "-f", "qcow2", str(path), str(size_bytes))
+        fileperms.share_file(path, fileperms.qemu_gid(), writable=True)
         return "qcow2"

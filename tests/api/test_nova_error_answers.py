@@ -1,0 +1,135 @@
+"""Error answers that follow Nova's for the microversion asked (nova/api/openstack/compute/servers.py
+``_get_servers``, its query schema, and the action methods' microversion bounds)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.pipeline.conftest import start_cloud, stop_cloud
+
+PROJECT = "a" * 32
+ADMIN = {"X-Project-Id": PROJECT, "X-User-Id": "b" * 32, "X-Roles": "admin,member,reader"}
+MEMBER = {"X-Project-Id": PROJECT, "X-User-Id": "c" * 32, "X-Roles": "member,reader"}
+
+
+def _h(mv: str, base: dict = ADMIN) -> dict:
+    return {**base, "OpenStack-API-Version": f"compute {mv}"}
+
+
+@pytest.fixture
+async def cloud(tmp_path):
+    harness = await start_cloud(tmp_path)
+    net = await harness.make_network(headers=MEMBER)
+    r = await harness.compute.post("/v2.1/servers", json={"server": {
+        "name": "vm", "imageRef": await harness.default_image(), "flavorRef": "1",
+        "networks": [{"uuid": net["id"]}]}}, headers=MEMBER)
+    assert r.status_code == 202, r.text
+    harness.sid = r.json()["server"]["id"]
+    await harness.wait_status(harness.sid, "ACTIVE")
+    yield harness
+    await stop_cloud(harness)
+
+
+async def _list(cloud, query: str, mv: str = "2.1", headers: dict = ADMIN, detail: bool = False):
+    path = "/v2.1/servers/detail" if detail else "/v2.1/servers"
+    return await cloud.compute.get(f"{path}?{query}", headers=_h(mv, headers))
+
+
+async def test_an_unknown_status_is_400_from_2_38_and_an_empty_list_before(cloud):
+    for detail in (False, True):
+        r = await _list(cloud, "status=bogus", "2.38", detail=detail)
+        assert r.status_code == 400 and r.json()["badRequest"]["message"] == "Invalid status value", r.text
+        r = await _list(cloud, "status=bogus", "2.37", detail=detail)
+        assert r.status_code == 200 and r.json() == {"servers": []}, r.text
+    r = await _list(cloud, "status=ACTIVE", "2.38", headers=MEMBER)
+    assert [s["id"] for s in r.json()["servers"]] == [cloud.sid]
+
+
+async def test_listing_deleted_servers_by_status_is_for_administrators(cloud):
+    r = await _list(cloud, "status=DELETED", headers=MEMBER)
+    assert r.status_code == 403, r.text
+    assert r.json()["forbidden"]["message"] == "Only administrators may list deleted instances"
+    assert (await _list(cloud, "status=DELETED")).status_code == 200
+
+
+async def test_all_tenants_and_locked_must_be_booleans(cloud):
+    for headers in (ADMIN, MEMBER):
+        r = await _list(cloud, "all_tenants=maybe", headers=headers)
+        assert r.status_code == 400 and "Unrecognized value 'maybe'" in r.text, r.text
+    r = await _list(cloud, "all_tenants=")  # the empty string asks for every project (Nova)
+    assert r.status_code == 200 and cloud.sid in [s["id"] for s in r.json()["servers"]]
+    r = await _list(cloud, "locked=maybe", "2.73", headers=MEMBER)
+    assert r.status_code == 400, r.text
+    r = await _list(cloud, "locked=maybe", "2.72", headers=MEMBER)  # not a member's filter yet: dropped
+    assert r.status_code == 200, r.text
+    r = await _list(cloud, "locked=false", "2.73", headers=MEMBER)
+    assert [s["id"] for s in r.json()["servers"]] == [cloud.sid]
+
+
+async def test_sort_keys_follow_nova_s_query_schema(cloud):
+    r = await _list(cloud, "sort_key=bogus")
+    assert r.status_code == 400 and "sort_key" in r.json()["badRequest"]["message"], r.text
+    assert (await _list(cloud, "sort_key=display_name&sort_dir=asc")).status_code == 200
+    assert (await _list(cloud, "sort_key=vcpus", "2.74")).status_code == 200  # accepted and ignored
+    assert (await _list(cloud, "sort_key=vcpus", "2.75")).status_code == 400  # from 2.75 a 400
+    assert (await _list(cloud, "sort_key=locked", "2.75")).status_code == 200
+    r = await _list(cloud, "sort_key=host", headers=MEMBER)
+    assert r.status_code == 403 and r.json()["forbidden"]["message"] == "Only administrators can sort servers by host"
+    assert (await _list(cloud, "sort_key=node")).status_code == 200
+
+
+async def test_joined_table_filters_are_400_for_those_who_may_use_every_filter(cloud):
+    for name in ("metadata", "pci_devices", "_private"):
+        r = await _list(cloud, f"{name}=x")
+        assert r.status_code == 400 and r.json()["badRequest"]["message"] == f"Invalid filter field: {name}."
+    r = await _list(cloud, "metadata=x", headers=MEMBER)  # a member's other filters are dropped
+    assert r.status_code == 200 and [s["id"] for s in r.json()["servers"]] == [cloud.sid]
+
+
+async def _action(cloud, body: dict, mv: str):
+    return await cloud.compute.post(f"/v2.1/servers/{cloud.sid}/action", json=body, headers=_h(mv))
+
+
+@pytest.mark.parametrize("body, last", [
+    ({"addFixedIp": {"networkId": "x"}}, "2.43"),
+    ({"removeFixedIp": {"address": "10.0.0.9"}}, "2.43"),
+    ({"addFloatingIp": {"address": "172.24.4.9"}}, "2.43"),
+    ({"removeFloatingIp": {"address": "172.24.4.9"}}, "2.43"),
+    ({"os-getVNCConsole": {"type": "novnc"}}, "2.5"),
+    ({"os-getSerialConsole": {"type": "serial"}}, "2.5"),
+])
+async def test_actions_nova_dropped_at_a_microversion_are_404_from_it(cloud, body, last):
+    major, minor = last.split(".")
+    after = f"{major}.{int(minor) + 1}"
+    r = await _action(cloud, body, after)
+    assert r.status_code == 404 and r.json() == {"itemNotFound": {
+        "code": 404, "message": "The resource could not be found."}}, r.text
+    r = await _action(cloud, body, last)
+    assert r.status_code == 501, r.text  # Nova has it there; this cloud does not carry it out
+
+
+async def test_trigger_crash_dump_starts_at_2_17(cloud):
+    assert (await _action(cloud, {"trigger_crash_dump": None}, "2.16")).status_code == 404
+    assert (await _action(cloud, {"trigger_crash_dump": None}, "2.17")).status_code == 501
+
+
+async def test_reset_network_is_gone(cloud):
+    for mv in ("2.1", "2.100"):
+        r = await _action(cloud, {"resetNetwork": None}, mv)
+        assert r.status_code == 410, r.text
+        assert r.json() == {"computeFault": {"code": 410, "message": (
+            "This resource is no longer available.  No forwarding address is given.")}}
+
+
+async def test_force_down_before_2_11_is_404(cloud):
+    body = {"host": cloud.hosts[0], "binary": "nova-compute"}
+    for mv in ("2.1", "2.10"):
+        r = await cloud.compute.put("/v2.1/os-services/force-down", json=body, headers=_h(mv))
+        assert r.status_code == 404, r.text
+        # forced_down is no field of that version's schema: 400 first, as Nova validates first
+        r = await cloud.compute.put("/v2.1/os-services/force-down", json={**body, "forced_down": True},
+                                    headers=_h(mv))
+        assert r.status_code == 400, r.text
+    r = await cloud.compute.put("/v2.1/os-services/force-down", json={**body, "forced_down": True},
+                                headers=_h("2.11"))
+    assert r.status_code == 200, r.text
