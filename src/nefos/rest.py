@@ -18,7 +18,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.responses import JSONResponse, Response
 
 from nefos import exceptions, policy
-from nefos.context import RequestContext, current_context, new_request_id
+from nefos.context import DEFAULT_USER_ID, RequestContext, current_context, new_request_id
 
 LOG = logging.getLogger(__name__)
 
@@ -48,8 +48,8 @@ def send_with_headers(send, headers: dict[str, str]):
 class RequestContextMiddleware:
     """Give every request a context and its id; return the id on every response.
 
-    A request without a valid token gets 401 in the app's own error body
-    (``error_body``) when ``auth_strategy`` is "keystone".
+    A request without a valid token (or, with ``auth_strategy`` "noauth", without
+    X-Project-Id) gets 401 in the app's own error body (``error_body``).
     """
 
     def __init__(self, app, error_body: ErrorBody | None = None):
@@ -93,34 +93,33 @@ class RequestContextMiddleware:
 
 async def context_from_headers(request: Request, request_id: str, global_id: str | None) -> RequestContext:
     """The caller's context: from a valid X-Auth-Token, else (auth_strategy "noauth" only)
-    from optional X-Project-Id / X-User-Id / X-Roles (Nova's noauth2).
+    from X-Project-Id / X-User-Id / X-Roles (Nova's noauth2: admin only when X-Roles says so).
 
-    With "keystone" a missing or invalid token raises Unauthorized, except on public paths.
+    A missing or invalid token raises Unauthorized, except on public paths, where the caller
+    is nobody in particular; so does a noauth request that names no project.
     """
     rt = getattr(request.app.state, "rt", None)
-    keystone = rt is not None and rt.cfg.auth_strategy == "keystone"
+    noauth = rt is not None and rt.cfg.auth_strategy == "noauth"
+    public = is_public(request.method, request.scope["path"])
     token = request.headers.get("x-auth-token")
     if token and rt is not None:
         from nefos.identity.tokens import validate_token
         try:
             return await validate_token(rt, token, request_id=request_id, global_request_id=global_id)
         except exceptions.Unauthorized:
-            if keystone and not is_public(request.method, request.scope["path"]):
+            # noauth clients send a placeholder token (keystoneauth's NoAuth sends "notused").
+            if not public and not noauth:
                 raise
-    elif keystone and not is_public(request.method, request.scope["path"]):
-        raise exceptions.Unauthorized("The request you have made requires authentication.")
-    ctx = RequestContext(request_id=request_id, global_request_id=global_id)
-    if keystone:  # a public path without a (valid) token: nobody in particular
-        ctx.project_id, ctx.user_id, ctx.roles, ctx.is_admin = None, None, [], False
-        return ctx
-    project = request.headers.get("x-project-id")
-    if project:
-        ctx.project_id = project
-        ctx.user_id = request.headers.get("x-user-id") or ctx.user_id
+    if noauth and request.headers.get("x-project-id"):
         roles = [r.strip().lower() for r in request.headers.get("x-roles", "member,reader").split(",") if r.strip()]
-        ctx.roles = roles
-        ctx.is_admin = "admin" in roles
-    return ctx
+        return RequestContext(request_id=request_id, global_request_id=global_id,
+                              project_id=request.headers["x-project-id"],
+                              user_id=request.headers.get("x-user-id") or DEFAULT_USER_ID,
+                              roles=roles, is_admin="admin" in roles)
+    if not public:
+        raise exceptions.Unauthorized("The request you have made requires authentication.")
+    return RequestContext(request_id=request_id, global_request_id=global_id,
+                          project_id=None, user_id=None, roles=[], is_admin=False)
 
 
 def get_context(request: Request) -> RequestContext:
