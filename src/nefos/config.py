@@ -129,6 +129,9 @@ class Config(BaseModel):
     auth_strategy: Literal["keystone", "noauth"] = "keystone"
     # noauth serves on loopback addresses only, unless the operator also sets this.
     noauth_allow_remote: bool = False
+    # Request bodies larger than this (bytes) are refused with 413 by every API before being
+    # read whole (Nova's and Keystone's option and default); image data uploads have image_size_cap.
+    max_request_body_size: int = 114688
     token_expiration: int = 3600  # seconds
     fernet_key: str = ""  # comma-separated Fernet keys (first one signs); default: <state_dir>/fernet.key
     revocation_cache_time: float = 5.0  # seconds a "not revoked" answer is reused per token

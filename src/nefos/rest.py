@@ -14,7 +14,7 @@ from typing import Any, Callable
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.datastructures import MutableHeaders
+from starlette.datastructures import Headers, MutableHeaders
 from starlette.responses import JSONResponse, Response
 
 from nefos import exceptions, policy
@@ -137,13 +137,64 @@ async def json_body(request: Request) -> Any:
         raise exceptions.ValidationError("Malformed request body: the body is not valid JSON.")
 
 
-def make_app(title: str, error_body: ErrorBody, inner_middleware: tuple = ()) -> FastAPI:
+class BodySizeLimitMiddleware:
+    """Refuse a request body over ``max_request_body_size`` (Nova's and Keystone's option, from
+    oslo.middleware's sizelimit) with 413 before it is read whole: at once when Content-Length
+    says so, else as soon as the bytes received pass the limit. It runs before authentication,
+    so an unauthenticated caller cannot make a service buffer a huge body either. ``streams``
+    names the requests whose bodies are streamed to disk under their own cap (image data)."""
+
+    def __init__(self, app, error_body: ErrorBody, streams: Callable[[str, str], bool] | None = None):
+        self.app = app
+        self.error_body = error_body
+        self.streams = streams or (lambda method, path: False)
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or self.streams(scope["method"], scope["path"]):
+            await self.app(scope, receive, send)
+            return
+        rt = getattr(scope["app"].state, "rt", None) if "app" in scope else None
+        limit = rt.cfg.max_request_body_size if rt is not None else DEFAULT_MAX_BODY
+        if limit <= 0:
+            await self.app(scope, receive, send)
+            return
+        length = Headers(scope=scope).get("content-length", "")
+        if length.strip().isdigit() and int(length) > limit:
+            await self._refuse(scope, receive, send)
+            return
+        seen = 0
+
+        async def bounded_receive():
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise exceptions.RequestEntityTooLarge("Request is too large.")
+            return message
+
+        await self.app(scope, bounded_receive, send)
+
+    async def _refuse(self, scope, receive, send) -> None:
+        body = self.error_body(413, "Request is too large.", "RequestEntityTooLarge")
+        response = JSONResponse(body, status_code=413, headers={"connection": "close"})
+        await response(scope, receive, send)
+
+
+DEFAULT_MAX_BODY = 114688
+
+
+def make_app(title: str, error_body: ErrorBody, inner_middleware: tuple = (),
+             streamed_bodies: Callable[[str, str], bool] | None = None) -> FastAPI:
     """An API app whose every response, including one a middleware in ``inner_middleware``
-    answers by itself (e.g. a 406 for an unsupported microversion), carries the request ids."""
+    answers by itself (e.g. a 406 for an unsupported microversion), carries the request ids.
+    Request bodies are bounded by ``max_request_body_size`` except where ``streamed_bodies``
+    (method, path) says the route streams its body under its own cap."""
     app = FastAPI(title=title, docs_url=None, redoc_url=None, openapi_url=None)
     for middleware in inner_middleware:  # added first: they run inside the request context
         app.add_middleware(middleware)
     app.add_middleware(RequestContextMiddleware, error_body=error_body)
+    app.add_middleware(BodySizeLimitMiddleware, error_body=error_body, streams=streamed_bodies)
 
     def respond(status: int, message: str, kind: str, headers=None) -> Response:
         if status == 204:
