@@ -122,6 +122,18 @@ async def context_from_headers(request: Request, request_id: str, global_id: str
                           project_id=None, user_id=None, roles=[], is_admin=False)
 
 
+INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
+
+
+def parse_int64(value) -> int:
+    """``int(value)`` for a number bound for a 64-bit database column or comparison: ValueError
+    (which every caller answers with its 400) rather than an overflow deep in the driver."""
+    number = int(value)
+    if not INT64_MIN <= number <= INT64_MAX:
+        raise ValueError(f"{value} does not fit in 64 bits")
+    return number
+
+
 def get_context(request: Request) -> RequestContext:
     return request.state.context
 
