@@ -138,8 +138,11 @@ class Config(BaseModel):
     endpoint_host: str = ""  # host in catalog URLs; default: bind_host (or `host` when binding a wildcard)
     region_name: str = "RegionOne"
     password_hash_rounds: int = 15  # scrypt cost, log2(N)
-    lockout_failure_attempts: int = 0  # failed logins before a user is locked out; 0 disables lockout
-    lockout_duration: float = 1800.0  # seconds a locked-out user stays locked
+    # Failed logins in a row (within lockout_duration) after which a user is locked out for
+    # lockout_duration seconds (Keystone's options; 6 as its PCI-DSS guidance); 0 disables lockout.
+    # Users holding the admin role are never locked out, so nobody can lock the operator out.
+    lockout_failure_attempts: int = 6
+    lockout_duration: float = 1800.0
     admin_password: str = ""  # bootstrap passwords; empty: generated once into <state_dir>/passwords.yaml
     demo_password: str = ""
     service_password: str = ""
