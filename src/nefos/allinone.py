@@ -13,7 +13,7 @@ from pathlib import Path
 
 import uvicorn
 
-from nefos.config import Config
+from nefos.config import Config, check_serving
 from nefos.service import Component, Runtime
 
 LOG = logging.getLogger(__name__)
@@ -33,6 +33,12 @@ class Cloud:
         self._started: list[Component] = []
 
     async def start(self) -> None:
+        if any(c.app is not None and c.port for c in self.components):
+            check_serving(self.rt.cfg)
+            if self.rt.cfg.auth_strategy == "noauth":
+                LOG.warning("*** auth_strategy = noauth: NO AUTHENTICATION. Every request is trusted "
+                            "to be who its X-Project-Id / X-Roles headers claim (admin included), on "
+                            "%s. For development only. ***", self.rt.cfg.bind_host)
         for component in self.components:
             await component.start()
             self._started.append(component)

@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from nefos.config import Config, load_config
+from nefos.config import Config, ConfigError, load_config
 from nefos.service import tune_gc_for_service
 
 app = typer.Typer(help="Nefos: an OpenStack-compatible compute cloud.", no_args_is_help=True,
@@ -55,7 +55,11 @@ def setup_logging(debug: bool) -> None:
 
 
 def _config(config: Optional[Path], state_dir: Optional[Path], **overrides) -> Config:
-    return load_config(config, state_dir=state_dir, **overrides)
+    try:
+        return load_config(config, state_dir=state_dir, **overrides)
+    except ConfigError as exc:
+        console.print(f"[bold red]nefos: {exc}[/bold red]", highlight=False)
+        raise typer.Exit(2)
 
 
 def _serve_until_signal(open_cloud, announce) -> None:
@@ -76,7 +80,11 @@ def _serve_until_signal(open_cloud, announce) -> None:
             await cloud.stop()
             await cloud.rt.close()
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except ConfigError as exc:  # refused at start (e.g. noauth on a non-loopback address)
+        console.print(f"[bold red]nefos: {exc}[/bold red]", highlight=False)
+        raise typer.Exit(2)
 
 
 @app.command()

@@ -9,10 +9,12 @@ every key must be a field below.
 from __future__ import annotations
 
 import configparser
+import ipaddress
 import os
 from pathlib import Path
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 
 class Config(BaseModel):
@@ -120,15 +122,27 @@ class Config(BaseModel):
     quota_security_group_rules: int = 100
 
     # Identity (Keystone v3 subset) and API authentication.
-    auth_strategy: str = "keystone"  # "keystone" (tokens required) or "noauth" (trust X-Project-Id/X-Roles)
+    # "keystone": every request but the version documents and getting a token needs a valid token.
+    # "noauth": no tokens; X-Project-Id / X-User-Id / X-Roles are trusted as given (Nova's noauth2,
+    # for development only): a request without them is refused, and a caller is admin only when its
+    # X-Roles says so. Any other value refuses to start.
+    auth_strategy: Literal["keystone", "noauth"] = "keystone"
+    # noauth serves on loopback addresses only, unless the operator also sets this.
+    noauth_allow_remote: bool = False
+    # Request bodies larger than this (bytes) are refused with 413 by every API before being
+    # read whole (Nova's and Keystone's option and default); image data uploads have image_size_cap.
+    max_request_body_size: int = 114688
     token_expiration: int = 3600  # seconds
     fernet_key: str = ""  # comma-separated Fernet keys (first one signs); default: <state_dir>/fernet.key
     revocation_cache_time: float = 5.0  # seconds a "not revoked" answer is reused per token
     endpoint_host: str = ""  # host in catalog URLs; default: bind_host (or `host` when binding a wildcard)
     region_name: str = "RegionOne"
     password_hash_rounds: int = 15  # scrypt cost, log2(N)
-    lockout_failure_attempts: int = 0  # failed logins before a user is locked out; 0 disables lockout
-    lockout_duration: float = 1800.0  # seconds a locked-out user stays locked
+    # Failed logins in a row (within lockout_duration) after which a user is locked out for
+    # lockout_duration seconds (Keystone's options; 6 as its PCI-DSS guidance); 0 disables lockout.
+    # Users holding the admin role are never locked out, so nobody can lock the operator out.
+    lockout_failure_attempts: int = 6
+    lockout_duration: float = 1800.0
     admin_password: str = ""  # bootstrap passwords; empty: generated once into <state_dir>/passwords.yaml
     demo_password: str = ""
     service_password: str = ""
@@ -152,6 +166,20 @@ class Config(BaseModel):
 ENV_PREFIX = "NEFOS_"
 
 
+class ConfigError(ValueError):
+    """The configuration cannot be used; the message says which option and why."""
+
+
+def _describe(error: ValidationError) -> str:
+    lines = []
+    for item in error.errors():
+        name = ".".join(str(p) for p in item["loc"]) or "configuration"
+        got = item.get("input")
+        shown = f" (got {got!r})" if not isinstance(got, dict) else ""
+        lines.append(f"{name}: {item['msg']}{shown}")
+    return "invalid configuration: " + "; ".join(lines)
+
+
 def load_config(path: str | os.PathLike | None = None, **overrides) -> Config:
     """Build the configuration: defaults < INI file < NEFOS_* environment < overrides."""
     values: dict[str, object] = {}
@@ -169,4 +197,26 @@ def load_config(path: str | os.PathLike | None = None, **overrides) -> Config:
             if name in fields:
                 values[name] = value
     values.update({k: v for k, v in overrides.items() if v is not None})
-    return Config(**values)
+    try:
+        return Config(**values)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc)) from None
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_serving(cfg: Config) -> None:
+    """Refuse to serve an API without authentication beyond this machine unless asked twice."""
+    if cfg.auth_strategy == "noauth" and not cfg.noauth_allow_remote and not is_loopback(cfg.bind_host):
+        raise ConfigError(
+            f"auth_strategy = noauth trusts whatever identity a request claims, so it serves on "
+            f"loopback addresses only; bind_host = {cfg.bind_host} is not one. Use bind_host = "
+            f"127.0.0.1, or auth_strategy = keystone, or set noauth_allow_remote = true as well "
+            f"if anyone who can reach this address may act as admin.")

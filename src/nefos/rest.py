@@ -14,11 +14,11 @@ from typing import Any, Callable
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.datastructures import MutableHeaders
+from starlette.datastructures import Headers, MutableHeaders
 from starlette.responses import JSONResponse, Response
 
 from nefos import exceptions, policy
-from nefos.context import RequestContext, current_context, new_request_id
+from nefos.context import DEFAULT_USER_ID, RequestContext, current_context, new_request_id
 
 LOG = logging.getLogger(__name__)
 
@@ -48,8 +48,8 @@ def send_with_headers(send, headers: dict[str, str]):
 class RequestContextMiddleware:
     """Give every request a context and its id; return the id on every response.
 
-    A request without a valid token gets 401 in the app's own error body
-    (``error_body``) when ``auth_strategy`` is "keystone".
+    A request without a valid token (or, with ``auth_strategy`` "noauth", without
+    X-Project-Id) gets 401 in the app's own error body (``error_body``).
     """
 
     def __init__(self, app, error_body: ErrorBody | None = None):
@@ -93,34 +93,45 @@ class RequestContextMiddleware:
 
 async def context_from_headers(request: Request, request_id: str, global_id: str | None) -> RequestContext:
     """The caller's context: from a valid X-Auth-Token, else (auth_strategy "noauth" only)
-    from optional X-Project-Id / X-User-Id / X-Roles (Nova's noauth2).
+    from X-Project-Id / X-User-Id / X-Roles (Nova's noauth2: admin only when X-Roles says so).
 
-    With "keystone" a missing or invalid token raises Unauthorized, except on public paths.
+    A missing or invalid token raises Unauthorized, except on public paths, where the caller
+    is nobody in particular; so does a noauth request that names no project.
     """
     rt = getattr(request.app.state, "rt", None)
-    keystone = rt is not None and rt.cfg.auth_strategy == "keystone"
+    noauth = rt is not None and rt.cfg.auth_strategy == "noauth"
+    public = is_public(request.method, request.scope["path"])
     token = request.headers.get("x-auth-token")
     if token and rt is not None:
         from nefos.identity.tokens import validate_token
         try:
             return await validate_token(rt, token, request_id=request_id, global_request_id=global_id)
         except exceptions.Unauthorized:
-            if keystone and not is_public(request.method, request.scope["path"]):
+            # noauth clients send a placeholder token (keystoneauth's NoAuth sends "notused").
+            if not public and not noauth:
                 raise
-    elif keystone and not is_public(request.method, request.scope["path"]):
-        raise exceptions.Unauthorized("The request you have made requires authentication.")
-    ctx = RequestContext(request_id=request_id, global_request_id=global_id)
-    if keystone:  # a public path without a (valid) token: nobody in particular
-        ctx.project_id, ctx.user_id, ctx.roles, ctx.is_admin = None, None, [], False
-        return ctx
-    project = request.headers.get("x-project-id")
-    if project:
-        ctx.project_id = project
-        ctx.user_id = request.headers.get("x-user-id") or ctx.user_id
+    if noauth and request.headers.get("x-project-id"):
         roles = [r.strip().lower() for r in request.headers.get("x-roles", "member,reader").split(",") if r.strip()]
-        ctx.roles = roles
-        ctx.is_admin = "admin" in roles
-    return ctx
+        return RequestContext(request_id=request_id, global_request_id=global_id,
+                              project_id=request.headers["x-project-id"],
+                              user_id=request.headers.get("x-user-id") or DEFAULT_USER_ID,
+                              roles=roles, is_admin="admin" in roles)
+    if not public:
+        raise exceptions.Unauthorized("The request you have made requires authentication.")
+    return RequestContext(request_id=request_id, global_request_id=global_id,
+                          project_id=None, user_id=None, roles=[], is_admin=False)
+
+
+INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
+
+
+def parse_int64(value) -> int:
+    """``int(value)`` for a number bound for a 64-bit database column or comparison: ValueError
+    (which every caller answers with its 400) rather than an overflow deep in the driver."""
+    number = int(value)
+    if not INT64_MIN <= number <= INT64_MAX:
+        raise ValueError(f"{value} does not fit in 64 bits")
+    return number
 
 
 def get_context(request: Request) -> RequestContext:
@@ -138,13 +149,64 @@ async def json_body(request: Request) -> Any:
         raise exceptions.ValidationError("Malformed request body: the body is not valid JSON.")
 
 
-def make_app(title: str, error_body: ErrorBody, inner_middleware: tuple = ()) -> FastAPI:
+class BodySizeLimitMiddleware:
+    """Refuse a request body over ``max_request_body_size`` (Nova's and Keystone's option, from
+    oslo.middleware's sizelimit) with 413 before it is read whole: at once when Content-Length
+    says so, else as soon as the bytes received pass the limit. It runs before authentication,
+    so an unauthenticated caller cannot make a service buffer a huge body either. ``streams``
+    names the requests whose bodies are streamed to disk under their own cap (image data)."""
+
+    def __init__(self, app, error_body: ErrorBody, streams: Callable[[str, str], bool] | None = None):
+        self.app = app
+        self.error_body = error_body
+        self.streams = streams or (lambda method, path: False)
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or self.streams(scope["method"], scope["path"]):
+            await self.app(scope, receive, send)
+            return
+        rt = getattr(scope["app"].state, "rt", None) if "app" in scope else None
+        limit = rt.cfg.max_request_body_size if rt is not None else DEFAULT_MAX_BODY
+        if limit <= 0:
+            await self.app(scope, receive, send)
+            return
+        length = Headers(scope=scope).get("content-length", "")
+        if length.strip().isdigit() and int(length) > limit:
+            await self._refuse(scope, receive, send)
+            return
+        seen = 0
+
+        async def bounded_receive():
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise exceptions.RequestEntityTooLarge("Request is too large.")
+            return message
+
+        await self.app(scope, bounded_receive, send)
+
+    async def _refuse(self, scope, receive, send) -> None:
+        body = self.error_body(413, "Request is too large.", "RequestEntityTooLarge")
+        response = JSONResponse(body, status_code=413, headers={"connection": "close"})
+        await response(scope, receive, send)
+
+
+DEFAULT_MAX_BODY = 114688
+
+
+def make_app(title: str, error_body: ErrorBody, inner_middleware: tuple = (),
+             streamed_bodies: Callable[[str, str], bool] | None = None) -> FastAPI:
     """An API app whose every response, including one a middleware in ``inner_middleware``
-    answers by itself (e.g. a 406 for an unsupported microversion), carries the request ids."""
+    answers by itself (e.g. a 406 for an unsupported microversion), carries the request ids.
+    Request bodies are bounded by ``max_request_body_size`` except where ``streamed_bodies``
+    (method, path) says the route streams its body under its own cap."""
     app = FastAPI(title=title, docs_url=None, redoc_url=None, openapi_url=None)
     for middleware in inner_middleware:  # added first: they run inside the request context
         app.add_middleware(middleware)
     app.add_middleware(RequestContextMiddleware, error_body=error_body)
+    app.add_middleware(BodySizeLimitMiddleware, error_body=error_body, streams=streamed_bodies)
 
     def respond(status: int, message: str, kind: str, headers=None) -> Response:
         if status == 204:

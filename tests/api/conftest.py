@@ -9,7 +9,7 @@ from nefos.api.app import create_app
 from nefos.config import Config, load_config
 from nefos.service import Runtime
 
-ADMIN: dict = {}  # no identity headers: the noauth admin context
+from tests.noauth import ADMIN  # noqa: E402  (the default clients send it)
 PROJECT = "p" * 32
 USER = "u" * 32
 
@@ -40,5 +40,6 @@ async def app(rt):
 
 @pytest.fixture
 async def client(app):
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://nefos") as c:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://nefos",
+                                 headers=ADMIN) as c:
         yield c

@@ -56,7 +56,10 @@ async def test_keystone_strategy_requires_a_token(rt, creds, demo_token, admin_t
 @pytest.mark.parametrize("cfg_overrides", [{"auth_strategy": "noauth"}])
 async def test_noauth_strategy_keeps_header_behaviour(rt, creds, demo_token, cfg_overrides):
     async with other_api(rt) as c:
+        # Nobody is anybody by default: no identity headers, no access (Nova's noauth2).
         r = await c.get("/v2.1/whoami")
+        assert r.status_code == 401
+        r = await c.get("/v2.1/whoami", headers={"X-Project-Id": "p1", "X-Roles": "admin"})
         assert r.status_code == 200 and r.json()["admin"] is True
         r = await c.get("/v2.1/whoami", headers={"X-Project-Id": "p1", "X-User-Id": "u1", "X-Roles": "member"})
         assert r.json() == {"user": "u1", "project": "p1", "roles": ["member"], "admin": False}

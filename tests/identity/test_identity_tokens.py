@@ -265,6 +265,33 @@ async def test_lockout_after_failed_logins(api, creds, cfg_overrides):
     assert r.status_code == 201  # others are unaffected
 
 
+async def test_lockout_is_on_with_the_shipped_defaults_and_spares_admins(api, rt, creds):
+    """Keystone's lockout_failure_attempts, on by default (6 failures in a row lock a user for
+    lockout_duration); an admin is never locked out, so nobody can lock the operator out."""
+    from nefos.config import Config
+    defaults = Config()
+    assert rt.cfg.lockout_failure_attempts == defaults.lockout_failure_attempts == 6
+    assert rt.cfg.lockout_duration == defaults.lockout_duration == 1800.0
+    for user in ("demo", "admin"):
+        for _ in range(defaults.lockout_failure_attempts):
+            r = await api.post("/v3/auth/tokens", json=password_auth(user, "wrong"))
+            assert r.status_code == 401
+    r = await api.post("/v3/auth/tokens", json=password_auth("demo", creds["demo"]["password"]))
+    assert r.status_code == 401 and "locked" in r.json()["error"]["message"]
+    for _ in range(3):  # more failures change nothing for an admin
+        await api.post("/v3/auth/tokens", json=password_auth("admin", "wrong"))
+    r = await api.post("/v3/auth/tokens", json=password_auth("admin", creds["admin"]["password"]))
+    assert r.status_code == 201, r.text
+
+
+async def test_a_success_before_the_limit_resets_the_count(api, creds):
+    pw = creds["demo"]["password"]
+    for _ in range(2):
+        for _ in range(5):
+            assert (await api.post("/v3/auth/tokens", json=password_auth("demo", "wrong"))).status_code == 401
+        assert (await api.post("/v3/auth/tokens", json=password_auth("demo", pw))).status_code == 201
+
+
 async def test_password_checks_do_not_block_the_event_loop(api, rt, creds):
     """Several failed logins at once: the KDF runs in threads, so the loop keeps ticking."""
     gaps = []

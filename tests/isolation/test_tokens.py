@@ -102,3 +102,23 @@ def test_expired_token(short_lived):
     fresh = login(demo["auth_url"].rstrip("/"), demo["username"], demo["password"], demo["project_name"])
     r = fresh.get("identity", "/auth/tokens", headers={"X-Subject-Token": api.token})
     assert r.status_code == 404, r.text
+
+
+def _tampered(token: str) -> list[str]:
+    middle = len(token) // 2
+    flipped = token[:middle] + ("A" if token[middle] != "A" else "B") + token[middle + 1:]
+    return [flipped, token[:-1], token[: len(token) // 2], token + "A", token + "=", token + "==",
+            token.swapcase(), token[1:], token[:20] + "." + token[21:]]
+
+
+def test_modified_truncated_and_another_deployments_tokens(tenancy: Tenancy, short_lived):
+    for bad in _tampered(tenancy.a.token) + _tampered(tenancy.admin.token):
+        for service, path in PROBES:
+            assert_unauthorized(tenancy.a.get(service, path, token=bad), service)
+    # A valid token of another deployment (its own Fernet keys, its own users) is nobody here.
+    other = short_lived["nefos-admin"]["auth"]
+    foreign = login(other["auth_url"].rstrip("/"), other["username"], other["password"], other["project_name"])
+    assert foreign.get("compute", "/servers").status_code == 200  # valid where it was issued
+    for service, path in PROBES:
+        assert_unauthorized(tenancy.a.get(service, path, token=foreign.token), service)
+    assert tenancy.a.get("compute", "/servers").status_code == 200

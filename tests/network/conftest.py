@@ -12,7 +12,7 @@ from nefos.network.client import NetworkAPI
 from nefos.network.service import component
 from nefos.service import Runtime
 
-ADMIN: dict = {}  # no identity headers: the noauth admin context
+from tests.noauth import ADMIN  # noqa: E402  (the default clients send it)
 PROJECT = "p" * 32
 OTHER = "o" * 32
 USER = "u" * 32
@@ -49,7 +49,7 @@ def manager(network):
 @pytest.fixture
 async def client(network):
     transport = httpx.ASGITransport(app=network.app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://neutron:9696") as c:
+    async with httpx.AsyncClient(transport=transport, base_url="http://neutron:9696", headers=ADMIN) as c:
         yield c
 
 

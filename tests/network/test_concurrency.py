@@ -9,7 +9,7 @@ import httpx
 from nefos import exceptions
 from nefos.context import admin_context
 from nefos.network import manager as manager_module
-from tests.network.conftest import PROJECT, member, member_ctx
+from tests.network.conftest import ADMIN, PROJECT, member, member_ctx
 
 
 async def test_100_ports_at_once_get_distinct_addresses(h, client):
@@ -128,7 +128,7 @@ async def test_http_over_real_socket(network, tmp_path):
     try:
         while not server.started:
             await asyncio.sleep(0.01)
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as c:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=ADMIN) as c:
             r = await c.post("/v2.0/networks", json={"network": {"name": "wire"}})
             assert r.status_code == 201
             r = await c.get("/v2.0/networks", params={"name": "wire"})

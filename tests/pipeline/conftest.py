@@ -12,7 +12,7 @@ from nefos.allinone import Cloud, all_in_one_components, free_port
 from nefos.config import load_config
 from nefos.service import Runtime
 
-ADMIN = {}  # no identity headers: the noauth admin context
+from tests.noauth import ADMIN  # noqa: E402  (the default clients send it)
 DEMO_PROJECT = "d" * 32
 
 
@@ -152,8 +152,9 @@ async def start_cloud(tmp_path, *, fake_hosts: int = 1, drivers: dict[str, str] 
     # Every Compute API response the suite gets is checked against the published contract.
     from tests.pipeline.contract import response_hook
     compute = httpx.AsyncClient(base_url=f"http://127.0.0.1:{cfg.compute_api_port}", timeout=30,
-                                event_hooks={"response": [response_hook]})
-    network = httpx.AsyncClient(base_url=f"http://127.0.0.1:{cfg.network_api_port}", timeout=30)
+                                headers=ADMIN, event_hooks={"response": [response_hook]})
+    network = httpx.AsyncClient(base_url=f"http://127.0.0.1:{cfg.network_api_port}", timeout=30,
+                                headers=ADMIN)
     harness = CloudHarness(cloud, compute, network)
 
     async def collect(notification):

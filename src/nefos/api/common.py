@@ -79,7 +79,7 @@ def limit_and_marker(request: Request) -> tuple[int, str | None]:
     limit = MAX_LIMIT
     if "limit" in params:
         try:
-            requested = int(params["limit"])
+            requested = rest.parse_int64(params["limit"])
         except ValueError:
             raise exceptions.ValidationError("limit param must be an integer")
         if requested < 0:

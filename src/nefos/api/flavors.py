@@ -155,7 +155,7 @@ async def _list(request: Request, detailed: bool):
     for param, name in (("minRam", "min_ram"), ("minDisk", "min_disk")):
         if param in params:
             try:
-                filters[name] = int(params[param])
+                filters[name] = rest.parse_int64(params[param])
             except ValueError:
                 raise exceptions.ValidationError(f"Invalid {param} filter [{params[param]}]")
     limit, marker = common.limit_and_marker(request)

@@ -499,7 +499,7 @@ def _parse_list_query(request: Request, ctx, detailed: bool = False) -> tuple[di
     limit = None
     if "limit" in params:
         try:
-            limit = int(params["limit"])
+            limit = rest.parse_int64(params["limit"])
         except ValueError:
             raise exceptions.ValidationError("limit param must be an integer")
         if limit < 0:

@@ -20,7 +20,7 @@ import uuid as uuidlib
 from sqlalchemy import and_, func, insert, or_, select
 
 from nefos import exceptions
-from nefos.compute import flavors as flavors_mod, image_properties, server_groups
+from nefos.compute import flavors as flavors_mod, image_properties, regex_filters as regex_filters_mod, server_groups
 from nefos.compute.services import COMPUTE_BINARY
 from nefos.compute.rpcapi import ComputeRPCAPI
 from nefos.conductor.manager import ConductorAPI
@@ -320,23 +320,10 @@ class ComputeAPI:
         async with self.rt.db.reader() as s:
             rows = (await s.execute(q)).mappings().all()
         result = [instance_obj.mapping_to_dict(r) for r in rows]
-        if name_regex:
-            try:
-                pattern = re.compile(name_regex)
-            except re.error:
-                raise exceptions.ValidationError(f"Invalid regular expression for name: {name_regex}")
-            result = [i for i in result if pattern.search(i.get("display_name") or "")]
-        if ip_regexes[4] or ip_regexes[6]:
-            result = [i for i in result if _ip_matches(i, ip_regexes)]
         if tag_filters:
             result = [i for i in result if _tags_match(i.get("tags") or [], tag_filters)]
-        for key, regex in regex_filters.items():
-            # Nova matches these columns with the database's REGEXP (LIKE on SQLite) on their text.
-            try:
-                pattern = re.compile(str(regex))
-            except re.error:
-                raise exceptions.ValidationError(f"Invalid regular expression for {key}: {regex}")
-            result = [i for i in result if i.get(key) is not None and pattern.search(str(i[key]))]
+        # Nova matches these columns with the database's REGEXP (LIKE on SQLite) on their text.
+        result = await regex_filters_mod.apply(result, name=name_regex, ips=ip_regexes, columns=regex_filters)
         if post_filtered and limit is not None:
             result = result[:limit]
         faults = await self.latest_faults([i for i in result if i["vm_state"] == states.ERROR])
@@ -717,27 +704,6 @@ def _tags_match(tags: list[str], filters: dict[str, list[str]]) -> bool:
     if "not-tags-any" in filters and set(filters["not-tags-any"]) & have:
         return False
     return True
-
-
-def _ip_matches(instance: dict, regexes: dict) -> bool:
-    """Nova's ip/ip6 filters: a regular expression matched at the start of any fixed IP of that version."""
-    import re
-    compiled = {}
-    for version, regex in regexes.items():
-        if regex:
-            try:
-                compiled[version] = re.compile(str(regex))
-            except re.error:
-                raise exceptions.ValidationError(f"Invalid regular expression for ip: {regex}")
-    for vif in instance.get("network_info") or []:
-        for subnet in (vif.get("network") or {}).get("subnets") or []:
-            for ip in subnet.get("ips") or []:
-                address = ip.get("address") or ""
-                version = ip.get("version") or (6 if ":" in address else 4)
-                pattern = compiled.get(version)
-                if pattern is not None and pattern.match(address):
-                    return True
-    return False
 
 
 def _hostname(name: str) -> str:

@@ -167,7 +167,8 @@ async def _password_user(rt, pw: Any) -> IdentityUser:
     locked = False
     if user is not None and cfg.lockout_failure_attempts > 0 and user.failed_auth_at is not None:
         recent = utcnow() - user.failed_auth_at < dt.timedelta(seconds=cfg.lockout_duration)
-        locked = recent and user.failed_auth_count >= cfg.lockout_failure_attempts
+        locked = (recent and user.failed_auth_count >= cfg.lockout_failure_attempts
+                  and not await _exempt_from_lockout(rt, user.id))
     # Always spend one KDF, even for unknown users, so timing does not tell them apart.
     ok = await passwords.verify_password(password, user.password_hash if user else None,
                                          cfg.password_hash_rounds)
@@ -185,6 +186,17 @@ async def _password_user(rt, pw: Any) -> IdentityUser:
             if row is not None:
                 row.failed_auth_count, row.failed_auth_at = 0, None
     return user
+
+
+async def _exempt_from_lockout(rt, user_id: str) -> bool:
+    """Users holding the admin role are never locked out (Keystone's per-user
+    ``ignore_lockout_failure_attempts``, set here for every admin): otherwise anyone who knows
+    the operator's or the services' user names could lock the cloud's own accounts out."""
+    async with rt.db.reader() as s:
+        found = await s.execute(
+            select(IdentityRoleAssignment.id).join(IdentityRole, IdentityRole.id == IdentityRoleAssignment.role_id)
+            .where(IdentityRoleAssignment.actor_id == user_id, IdentityRole.name == "admin").limit(1))
+        return found.first() is not None
 
 
 async def _record_failure(rt, user_id: str) -> None:

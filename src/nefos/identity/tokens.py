@@ -22,6 +22,7 @@ import base64
 import collections
 import json
 import os
+import re
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -156,12 +157,15 @@ def issue(cfg, data: TokenData) -> str:
 # (keys, token) -> its decrypted payload. A process reads its keys once (``fernet``), so a token
 # always decrypts to the same payload; decrypting (AES and HMAC) costs more than the rest of a
 # request's authentication. Expiry and revocation are still checked on every use.
+_FERNET_TEXT = re.compile(r"[A-Za-z0-9_-]+={0,2}")
 _decrypted: collections.OrderedDict[tuple[MultiFernet, str], bytes] = collections.OrderedDict()
 
 
 def decode(cfg, token: str, *, allow_expired: bool = False) -> TokenData:
     """Decrypt and check expiry (no revocation check). Raises Unauthorized."""
-    if not token or len(token) > 8192:
+    # Only the exact token issued: Fernet's lenient base64 would also accept it with characters
+    # appended after its padding, or with stray characters inside.
+    if not token or len(token) > 8192 or len(token) % 4 or not _FERNET_TEXT.fullmatch(token):
         raise exceptions.Unauthorized("The request you have made requires authentication.")
     try:
         keys = fernet(cfg)

@@ -23,7 +23,7 @@ from sqlalchemy import bindparam, or_, select
 from sqlalchemy import update as sql_update
 from sqlalchemy.exc import IntegrityError
 
-from nefos import exceptions
+from nefos import exceptions, rest
 from nefos.context import RequestContext
 from nefos.db.models import Image, utcnow
 from nefos.image import schemas
@@ -185,8 +185,8 @@ def _validate_core(key: str, value):
             raise bad("a boolean")
         return value
     if key in ("min_ram", "min_disk"):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise bad("an integer >= 0")
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= schemas.MAX_INT32:
+            raise bad(f"an integer from 0 to {schemas.MAX_INT32}")
         return value
     if key == "container_format":
         if value is not None and value not in schemas.CONTAINER_FORMATS:
@@ -296,7 +296,7 @@ def _parse_bool(key: str, value: str) -> bool:
 
 def _parse_int(key: str, value: str) -> int:
     try:
-        return int(value)
+        return rest.parse_int64(value)
     except ValueError:
         raise _bad(f"{key} param must be an integer")
 

@@ -85,9 +85,14 @@ def _ctx(request: Request, rule: str):
     return ctx
 
 
+def _image_data_upload(method: str, path: str) -> bool:
+    """PUT /v2/images/{id}/file streams image data to the store under image_size_cap."""
+    return method == "PUT" and path.startswith("/v2/images/") and path.endswith("/file")
+
+
 def create_app(rt, *, size_cap: int | None = None):
     """The Image API over ``rt``; ``size_cap`` bounds uploads (default: Glance's 1 TiB)."""
-    app = rest.make_app("Nefos Image API", glance_error_body)
+    app = rest.make_app("Nefos Image API", glance_error_body, streamed_bodies=_image_data_upload)
     app.state.rt = rt
     cap = images.size_cap(rt) if size_cap is None else size_cap
 

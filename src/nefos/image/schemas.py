@@ -13,6 +13,7 @@ import copy
 CONTAINER_FORMATS = ["ami", "ari", "aki", "bare", "ovf", "ova", "docker", "compressed"]
 DISK_FORMATS = ["ami", "ari", "aki", "vhd", "vhdx", "vmdk", "raw", "qcow2", "vdi", "iso", "ploop"]
 VISIBILITIES = ["public", "private", "shared", "community"]
+MAX_INT32 = 2 ** 31 - 1  # min_ram and min_disk are 32-bit columns, as in Glance
 STATUSES = ["queued", "saving", "active", "killed", "deleted", "pending_delete",
             "deactivated", "uploading", "importing"]
 UUID_PATTERN = ("^([0-9a-fA-F]){8}-([0-9a-fA-F]){4}-([0-9a-fA-F]){4}"
@@ -53,9 +54,9 @@ def _image_properties() -> dict:
         "updated_at": ro({"type": "string"}, "Date and time of the last image modification"),
         "tags": {"type": "array", "items": {"type": "string", "maxLength": 255},
                  "description": "List of strings related to the image"},
-        "min_ram": {"type": "integer", "minimum": 0,
+        "min_ram": {"type": "integer", "minimum": 0, "maximum": MAX_INT32,
                     "description": "Amount of ram (in MB) required to boot image."},
-        "min_disk": {"type": "integer", "minimum": 0,
+        "min_disk": {"type": "integer", "minimum": 0, "maximum": MAX_INT32,
                      "description": "Amount of disk space (in GB) required to boot image."},
         "self": ro({"type": "string"}, "An image self url"),
         "file": ro({"type": "string"}, "An image file url"),

@@ -14,7 +14,7 @@ import uuid as uuidlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from nefos import exceptions
+from nefos import exceptions, rest
 
 REQUIRED = object()
 UNSET = object()
@@ -76,6 +76,8 @@ def v_int(low: int | None = None, high: int | None = None, nullable: bool = Fals
                 value = int(value.strip())
             except ValueError:
                 raise bad(attr, f"'{value}' is not an integer")
+        if isinstance(value, int) and not rest.INT64_MIN <= value <= rest.INT64_MAX:
+            raise bad(attr, f"'{value}' is out of range")
         if not isinstance(value, int):
             raise bad(attr, f"'{value}' is not an integer")
         if low is not None and value < low:

@@ -102,7 +102,7 @@ def _list_args(request: Request) -> dict:
             sort_dirs.append(value)
         elif key == "limit":
             try:
-                limit = int(value)
+                limit = rest.parse_int64(value)
                 if limit < 0:
                     raise ValueError
             except ValueError:
