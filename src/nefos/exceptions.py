@@ -508,6 +508,11 @@ class ImageUnacceptable(Invalid):
     message = "Image %(image_id)s is unacceptable: %(reason)s"
 
 
+class FlavorDiskSmallerThanImage(Invalid):
+    message = ("Flavor's disk is too small for requested image. Flavor disk is %(flavor_size)i bytes, "
+               "image is %(image_size)i bytes.")
+
+
 # Resize and cold migration (Nova's names and answers) ------------------------------------------
 class CannotResizeToSameFlavor(Invalid):
     message = "When resizing, instances must change flavor!"

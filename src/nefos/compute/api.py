@@ -204,7 +204,8 @@ class ComputeAPI:
             # The members known at scheduling time (including these new ones) drive the group filters.
             group = dict(group, members=[*group.get("members", []), *[i["uuid"] for i in created]])
         request_spec = {
-            "flavor": flavor_snapshot, "image": {"id": image["id"], "properties": image.get("properties", {})},
+            "flavor": flavor_snapshot, "image": {"id": image["id"], "disk_format": image.get("disk_format"),
+                                            "properties": image.get("properties", {})},
             "project_id": ctx.project_id, "user_id": ctx.user_id, "availability_zone": zone,
             "force_hosts": [forced_host] if forced_host else [], "scheduler_hints": scheduler_hints or {},
             "instance_group": group, "num_instances": count,
@@ -533,7 +534,8 @@ class ComputeAPI:
         with contextlib.suppress(exceptions.ImageNotFound):
             image = await self.image_api.get(ctx.elevated(), image_id)
         request_spec = {
-            "flavor": instance.get("flavor"), "image": {"id": image_id, "properties": image.get("properties", {})},
+            "flavor": instance.get("flavor"), "image": {"id": image_id, "disk_format": image.get("disk_format"),
+                                               "properties": image.get("properties", {})},
             "project_id": instance["project_id"], "user_id": instance["user_id"],
             "availability_zone": pinned, "force_hosts": [], "scheduler_hints": {},
             "instance_group": None, "num_instances": 1,

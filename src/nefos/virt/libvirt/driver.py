@@ -214,16 +214,17 @@ class LibvirtDriver(ComputeDriver):
             console_log=str(inst_dir / "console.log"), display_name=instance.get("display_name") or "",
             flavor_name=flavor.get("name") or "", dac_label=self.dac_label)
         if props.get("kernel_id"):
-            spec.kernel = str(await self.image_cache.fetch(props["kernel_id"]))
+            spec.kernel = str((await self.image_cache.fetch(props["kernel_id"], "aki"))[0])
             if props.get("ramdisk_id"):
-                spec.ramdisk = str(await self.image_cache.fetch(props["ramdisk_id"]))
+                spec.ramdisk = str((await self.image_cache.fetch(props["ramdisk_id"], "ari"))[0])
             spec.cmdline = props.get("os_command_line") or DEFAULT_CMDLINE
         used: set[str] = set()
         root_target = _target(bdi.get("root_device_name") or "/dev/vda", used)
         image_id = image_meta.get("id")
         if image_id:
             disk = inst_dir / "disk"
-            fmt = await self.image_cache.create_root_disk(image_id, disk, int(instance.get("root_gb") or 0))
+            fmt = await self.image_cache.create_root_disk(image_id, image_meta.get("disk_format"), disk,
+                                                          int(instance.get("root_gb") or 0))
             spec.disks.append(vconfig.Disk(str(disk), root_target, fmt))
         for i, eph in enumerate(bdi.get("ephemerals") or []):
             size = int(eph.get("size") or 0)
