@@ -228,7 +228,11 @@ class ComputeAPI:
             raise exceptions.Invalid("Invalid key_name provided.") from None
 
     async def _check_image(self, ctx, image_ref: str, flavor: dict) -> dict:
-        """The image, if it can boot ``flavor`` (400 otherwise)."""
+        """The image, if it can boot ``flavor`` (400 otherwise).
+
+        Its ``kernel_id`` and ``ramdisk_id`` are looked up as the caller too (Nova's
+        ``_handle_kernel_and_ramdisk``): another project's private kernel is as missing as
+        another project's private image (``ImageNotFound``)."""
         image = await self.image_api.get(ctx, image_ref)
         if image.get("status") != "active":
             raise exceptions.Invalid(f"Image {image_ref} is not active.")
@@ -236,6 +240,10 @@ class ComputeAPI:
             raise exceptions.Invalid("Flavor's memory is too small for requested image.")
         if flavor["root_gb"] and flavor["root_gb"] < (image.get("min_disk") or 0):
             raise exceptions.Invalid("Flavor's disk is too small for requested image.")
+        props = image.get("properties") or {}
+        for key in ("kernel_id", "ramdisk_id"):
+            if props.get(key):
+                await self.image_api.get(ctx, props[key])
         return image
 
     async def _fit_quota(self, ctx, flavor: dict, min_count: int, max_count: int, metadata: dict) -> int:
