@@ -216,6 +216,11 @@ class HypervisorUnavailable(Error):
     message = "Connection to the hypervisor is broken on host: %(host)s"
 
 
+class HostConfigurationError(Error):
+    """The host is set up in a way a compute service must not run on (it says how to fix it)."""
+    message = "This host cannot run guests safely: %(reason)s"
+
+
 class InstanceNotReady(Conflict):
     message = "Instance %(instance_id)s has not been scheduled to a host yet."
 

@@ -71,7 +71,23 @@ def libvirtd():
     return URI
 
 
+def open_to_qemu(path) -> None:
+    """Let QEMU's group traverse the test's temporary directories above the state dir ``path``
+    (pytest makes them 0700), as the driver's refusal to start asks an operator to do; the state
+    dir itself the driver opens to QEMU's group."""
+    from pathlib import Path
+
+    from nefos.virt.libvirt import qemu_user
+    user = qemu_user.from_capabilities(virsh("capabilities"), "qemu")
+    for parent in Path(path).parents:
+        st = parent.stat()
+        if not user.can_traverse(st):
+            os.chown(parent, -1, user.gid)
+            os.chmod(parent, (st.st_mode & 0o7777) | 0o010)
+
+
 async def start_libvirt_cloud(tmp_path, **overrides):
+    open_to_qemu(tmp_path)
     overrides.setdefault("virt_type", "qemu")
     overrides.setdefault("lifecycle_stopped_delay", 0.3)
     overrides.setdefault("shutdown_timeout", 15.0)

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.libvirt.conftest import remove_domains_under, virsh
+from tests.libvirt.conftest import open_to_qemu, remove_domains_under, virsh
 from tests.pipeline.test_openstack_clients import run_json, run_openstack
 from tests.isolation.helpers import start_nefos, stop_nefos
 
@@ -21,6 +21,7 @@ pytestmark = [pytest.mark.libvirt, pytest.mark.cli]
 def test_real_guest_through_the_openstack_cli(libvirtd, tmp_path):
     state = tmp_path / "up"
     state.mkdir()
+    open_to_qemu(state)
     proc, _clouds = start_nefos(state, {"NEFOS_PASSWORD_HASH_ROUNDS": "12",
                                         "NEFOS_SYNC_POWER_STATE_INTERVAL": "-1"}, driver="libvirt")
     up = {"env": {"PATH": "/usr/bin:/bin", "HOME": str(state)}, "clouds": state / "clouds.yaml"}

@@ -18,7 +18,10 @@ The rules, as Nova applies them:
 * the detected format must be the declared one (a ``raw`` image may carry an
   MBR/GPT partition table, which the inspector names ``gpt``); content that
   looks like two formats at once is refused;
-* the inspector's safety checks must pass: no qcow2 backing file, external data
+* the inspector's safety checks must pass (except the MBR checks on a kernel
+  or ramdisk: a Linux bzImage starts with a legacy boot sector the inspector
+  takes for a partition table, and QEMU's ``-kernel``/``-initrd`` read the file
+  as bytes, never as a disk; Nova would refuse such a kernel): no qcow2 backing file, external data
   file or unknown incompatible feature, no VMDK other than a single-extent
   ``monolithicSparse``/``streamOptimized`` file (a descriptor naming extents is
   refused), no QED, sane MBR/GPT structures, and so on.
@@ -70,7 +73,8 @@ def inspect(path: str, disk_format: str | None, image_id: str) -> Inspection:
                 and detected not in _ALSO_MATCHES.get(disk_format, ()):
             raise refuse(f"Image content does not match disk_format: declared {disk_format}, "
                          f"the content is {detected}")
-        inspector.safety_check()
+        if not (disk_format in AMI_FORMATS and detected == "gpt"):
+            inspector.safety_check()
         # The inspector stops reading once it knows the format: a raw disk's size is the file's.
         virtual_size = os.path.getsize(path) if detected in ("raw", "gpt") or disk_format in AMI_FORMATS \
             else int(inspector.virtual_size)
