@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import time
 
 import pytest
 
-from tests.libvirt.conftest import open_to_qemu, remove_domains_under, virsh
+from tests.libvirt.conftest import qemu_reachable_dir, remove_domains_under, virsh
 from tests.pipeline.test_openstack_clients import run_json, run_openstack
 from tests.isolation.helpers import start_nefos, stop_nefos
 
@@ -21,9 +22,10 @@ pytestmark = [pytest.mark.libvirt, pytest.mark.cli]
 def test_real_guest_through_the_openstack_cli(libvirtd, tmp_path):
     state = tmp_path / "up"
     state.mkdir()
-    open_to_qemu(state)
+    instances = qemu_reachable_dir()
     proc, _clouds = start_nefos(state, {"NEFOS_PASSWORD_HASH_ROUNDS": "12",
-                                        "NEFOS_SYNC_POWER_STATE_INTERVAL": "-1"}, driver="libvirt")
+                                        "NEFOS_SYNC_POWER_STATE_INTERVAL": "-1",
+                                        "NEFOS_INSTANCES_PATH": str(instances / "instances")}, driver="libvirt")
     up = {"env": {"PATH": "/usr/bin:/bin", "HOME": str(state)}, "clouds": state / "clouds.yaml"}
     net = None
     try:
@@ -54,6 +56,7 @@ def test_real_guest_through_the_openstack_cli(libvirtd, tmp_path):
         try:
             stop_nefos(proc, state)
         finally:
-            remove_domains_under(state)  # a failed run's guest must not outlive the test
+            remove_domains_under(instances)  # a failed run's guest must not outlive the test
+            shutil.rmtree(instances, ignore_errors=True)
         if net is not None:
             subprocess.run(["ip", "link", "del", "brq" + net["id"][:11]], capture_output=True)

@@ -48,7 +48,7 @@ class QemuUser:
     def can_traverse(self, st: os.stat_result) -> bool:
         if self.uid == st.st_uid:
             return bool(st.st_mode & stat.S_IXUSR)
-        if self.gid == st.st_gid or self.gid in _supplementary_gids(self.uid):
+        if st.st_gid == self.gid or st.st_gid in _supplementary_gids(self.uid):
             return bool(st.st_mode & stat.S_IXGRP)
         return bool(st.st_mode & stat.S_IXOTH)
 
