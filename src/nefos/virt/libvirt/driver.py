@@ -7,6 +7,8 @@ Options (``nefos.config``): ``virt_type`` (``qemu`` = TCG, ``kvm``, or
 
 * Blocking libvirt calls run in worker threads; libvirt's events come through
   ``libvirtaio`` (``host.Host``).
+* QEMU runs as libvirt's own user, never root; the host refuses to start
+  otherwise or when that user cannot reach ``instances_path`` (``qemu_user``).
 * spawn: disks from the image (a qcow2 overlay over the cached base; kernel
   and ramdisk straight from the cache for images with ``kernel_id`` /
   ``ramdisk_id``, booted with ``os_command_line``), ephemeral and swap disks
