@@ -637,7 +637,7 @@ async def upload(rt, ctx: RequestContext, image_id: str, chunks: AsyncIterable[b
                    "another upload may be under way.")
     store = store_for(rt)
     try:
-        data = await store.write(image_id, chunks, max_size=max_size, disk_format=row.disk_format)
+        data = await store.write(image_id, chunks, max_size=max_size)
         try:
             inspection = await asyncio.to_thread(format_inspection.inspect, data.path, row.disk_format, image_id)
         except exceptions.ImageUnacceptable:
