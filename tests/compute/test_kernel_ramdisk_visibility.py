@@ -70,3 +70,25 @@ async def test_a_rebuild_to_an_image_with_a_foreign_kernel_is_refused(cloud):
     r = await cloud.action(server_id, {"rebuild": {"imageRef": machine}}, expect=400, headers=member(OWNER))
     assert r.json()["badRequest"]["message"] == "Cannot find image for rebuild"
     assert (await cloud.server(server_id, headers=member(OWNER)))["image"]["id"] == own
+
+
+async def test_unshelve_with_a_foreign_kernel_put_on_the_snapshot_is_refused(cloud):
+    """The shelved snapshot is the server owner's image: pointing its kernel_id at another
+    project's private kernel does not get that kernel booted."""
+    own = await _image(cloud, OWNER, "ami")
+    created = await cloud.boot(name="shelf", imageRef=own, networks="none", headers=_boot_headers(OWNER))
+    server_id = created["server"]["id"]
+    await cloud.wait_status(server_id, "ACTIVE", headers=member(OWNER))
+    await cloud.action(server_id, {"shelve": None}, headers=member(OWNER))
+    await cloud.wait_status(server_id, "SHELVED_OFFLOADED", headers=member(OWNER))
+    listed = await images.list_images(cloud.rt, _ctx(OWNER), [("name", "shelf-shelved")])
+    (snapshot,) = listed["images"]
+    foreign = await _image(cloud, OTHER, "aki")
+    await images.update(cloud.rt, _ctx(OWNER), snapshot["id"], [("add", "kernel_id", foreign)])
+    r = await cloud.action(server_id, {"unshelve": None}, expect=400, headers=member(OWNER))
+    assert r.json()["badRequest"]["message"] == f"Unshelve attempted but the image {foreign} cannot be found."
+    assert (await cloud.server(server_id, headers=member(OWNER)))["status"] == "SHELVED_OFFLOADED"
+
+    await images.update(cloud.rt, _ctx(OWNER), snapshot["id"], [("remove", "kernel_id", None)])
+    await cloud.action(server_id, {"unshelve": None}, headers=member(OWNER))
+    await cloud.wait_status(server_id, "ACTIVE", headers=member(OWNER))

@@ -240,11 +240,15 @@ class ComputeAPI:
             raise exceptions.Invalid("Flavor's memory is too small for requested image.")
         if flavor["root_gb"] and flavor["root_gb"] < (image.get("min_disk") or 0):
             raise exceptions.Invalid("Flavor's disk is too small for requested image.")
+        await self._check_kernel_and_ramdisk(ctx, image)
+        return image
+
+    async def _check_kernel_and_ramdisk(self, ctx, image: dict) -> None:
+        """``ImageNotFound`` unless the caller may see ``image``'s kernel and ramdisk."""
         props = image.get("properties") or {}
         for key in ("kernel_id", "ramdisk_id"):
             if props.get(key):
                 await self.image_api.get(ctx, props[key])
-        return image
 
     async def _fit_quota(self, ctx, flavor: dict, min_count: int, max_count: int, metadata: dict) -> int:
         """How many of min..max instances fit the quota now (the consume re-checks atomically)."""
@@ -530,6 +534,16 @@ class ComputeAPI:
             host_zone = await self._host_zone(host)
             if pinned is not None and host_zone != pinned:
                 raise exceptions.UnshelveHostNotInAZ(host=host, availability_zone=pinned)
+        image_id = (instance.get("system_metadata") or {}).get("shelved_image_id")
+        image = {"id": image_id, "properties": {}}
+        if instance["vm_state"] == states.SHELVED_OFFLOADED:
+            with contextlib.suppress(exceptions.ImageNotFound):
+                image = await self.image_api.get(ctx.elevated(), image_id)
+            try:  # the snapshot's kernel and ramdisk (its owner may have changed them) as the caller
+                await self._check_kernel_and_ramdisk(ctx, image)
+            except exceptions.ImageNotFound as exc:
+                raise exceptions.Invalid(
+                    f"Unshelve attempted but the image {exc.kwargs.get('image_id')} cannot be found.") from None
         instance = await self._begin_action(ctx, uuid, actions.UNSHELVE,
                                             [states.SHELVED, states.SHELVED_OFFLOADED], [None], states.UNSHELVING)
         if az_passed:
@@ -537,10 +551,6 @@ class ComputeAPI:
         if instance["vm_state"] == states.SHELVED:
             await self.compute_rpcapi.cast(ctx, instance["host"], "unshelve_instance", instance_uuid=uuid)
             return
-        image_id = (instance.get("system_metadata") or {}).get("shelved_image_id")
-        image = {"id": image_id, "properties": {}}
-        with contextlib.suppress(exceptions.ImageNotFound):
-            image = await self.image_api.get(ctx.elevated(), image_id)
         request_spec = {
             "flavor": instance.get("flavor"), "image": {"id": image_id, "disk_format": image.get("disk_format"),
                                                "properties": image.get("properties", {})},
