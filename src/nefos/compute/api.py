@@ -240,15 +240,8 @@ class ComputeAPI:
             raise exceptions.Invalid("Flavor's memory is too small for requested image.")
         if flavor["root_gb"] and flavor["root_gb"] < (image.get("min_disk") or 0):
             raise exceptions.Invalid("Flavor's disk is too small for requested image.")
-        await self._check_kernel_and_ramdisk(ctx, image)
+        await self.image_api.check_kernel_and_ramdisk(ctx, image)
         return image
-
-    async def _check_kernel_and_ramdisk(self, ctx, image: dict) -> None:
-        """``ImageNotFound`` unless the caller may see ``image``'s kernel and ramdisk."""
-        props = image.get("properties") or {}
-        for key in ("kernel_id", "ramdisk_id"):
-            if props.get(key):
-                await self.image_api.get(ctx, props[key])
 
     async def _fit_quota(self, ctx, flavor: dict, min_count: int, max_count: int, metadata: dict) -> int:
         """How many of min..max instances fit the quota now (the consume re-checks atomically)."""
@@ -540,7 +533,7 @@ class ComputeAPI:
             with contextlib.suppress(exceptions.ImageNotFound):
                 image = await self.image_api.get(ctx.elevated(), image_id)
             try:  # the snapshot's kernel and ramdisk (its owner may have changed them) as the caller
-                await self._check_kernel_and_ramdisk(ctx, image)
+                await self.image_api.check_kernel_and_ramdisk(ctx, image)
             except exceptions.ImageNotFound as exc:
                 raise exceptions.Invalid(
                     f"Unshelve attempted but the image {exc.kwargs.get('image_id')} cannot be found.") from None
