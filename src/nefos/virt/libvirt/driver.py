@@ -429,7 +429,8 @@ class LibvirtDriver(ComputeDriver):
             await self._host.call(dom.suspend)
         try:
             # -U: the running QEMU holds the disk's lock; the guest is paused, so reading is safe.
-            await imagebackend.run("qemu-img", "convert", "-U", "-q", "-f", "qcow2", "-O", "qcow2", str(disk), str(target))
+            await imagebackend.run("qemu-img", "convert", "-U", "-q", "-f", "qcow2", "-O", "qcow2",
+                                   str(disk), str(target))
         finally:
             if paused:
                 await self._host.call(dom.resume)
