@@ -9,6 +9,10 @@
 #  * makes /dev/kvm access consistent (0666) BEFORE libvirtd starts: when root can
 #    open it but the qemu user cannot, libvirt re-probes QEMU on every domain start
 #    (~44 s each, see shared/notes/hypervisor-on-these-machines.md);
+#  * keeps QEMU off root: comments out `user`/`group = "root"`, `dynamic_ownership = 0` and
+#    `security_driver = "none"` in /etc/libvirt/qemu.conf (restarting libvirtd when it changed
+#    anything), so guests run as libvirt's own user (Debian: libvirt-qemu) with its DAC
+#    relabelling; the compute driver refuses to start otherwise;
 #  * starts virtlogd and libvirtd (no systemd needed) when qemu:///system does not answer;
 #  * installs libvirt-python into the virtualenv $1 (the `libvirt` extra) when missing.
 #
@@ -46,6 +50,22 @@ fi
 if [ -e /dev/kvm ] && [ "$(stat -c %a /dev/kvm)" != "666" ]; then
   log "making /dev/kvm usable by every user (consistent KVM capabilities for libvirt)"
   chmod 0666 /dev/kvm
+fi
+
+QEMU_CONF=/etc/libvirt/qemu.conf
+ROOT_QEMU='^[[:space:]]*((user|group)[[:space:]]*=[[:space:]]*"(root|\+0)"|dynamic_ownership[[:space:]]*=[[:space:]]*0|security_driver[[:space:]]*=[[:space:]]*"none")'
+if [ -f "$QEMU_CONF" ] && grep -Eq "$ROOT_QEMU" "$QEMU_CONF"; then
+  log "QEMU must not run as root: commenting out in $QEMU_CONF: $(grep -E "$ROOT_QEMU" "$QEMU_CONF" | tr '\n' ' ')"
+  sed -i -E "s/$ROOT_QEMU/# &  (nefos: QEMU runs as libvirt's user)/" "$QEMU_CONF"
+  if pid=$(pidof libvirtd); then
+    log "restarting libvirtd (pid $pid) to apply it"
+    kill "$pid"
+    deadline=$((SECONDS + 30))
+    while kill -0 "$pid" 2>/dev/null; do
+      ((SECONDS < deadline)) || die "libvirtd (pid $pid) did not stop within 30 s"
+      sleep 0.5
+    done
+  fi
 fi
 
 if ! virsh -c "$URI" version >/dev/null 2>&1; then

@@ -70,16 +70,16 @@ async def _check_cache_and_disks(tmp_path: Path) -> None:
     async def chunks():
         yield b"\0" * 65536
 
-    await store.write("img-1", chunks(), disk_format="raw")
+    await store.write("img-1", chunks())
     assert _mode(tmp_path / "images") == 0o700 and _mode(store.path("img-1")) == 0o600
     instances = fileperms.passable_dir(tmp_path / "instances")
     cache = ImageCache(instances, tmp_path / "images")
-    base = await cache.fetch("img-1")
+    base, _ = await cache.fetch("img-1", "raw")
     assert (_mode(base.parent), base.parent.stat().st_gid) == (0o750, gid)
     assert (_mode(base), base.stat().st_uid, base.stat().st_gid) == (0o640, 0, gid)
     inst_dir = fileperms.shared_dir(instances / "uuid-1", gid)
     assert (_mode(instances), _mode(inst_dir), inst_dir.stat().st_gid) == (0o711, 0o750, gid)
-    await cache.create_root_disk("img-1", inst_dir / "disk", 1)
+    await cache.create_root_disk("img-1", "raw", inst_dir / "disk", 1)
     await cache.create_blank(inst_dir / "disk.eph0", 1 << 20)
     for disk in (inst_dir / "disk", inst_dir / "disk.eph0"):
         assert (_mode(disk), disk.stat().st_gid) == (0o660, gid), disk

@@ -222,6 +222,11 @@ class HypervisorUnavailable(Error):
     message = "Connection to the hypervisor is broken on host: %(host)s"
 
 
+class HostConfigurationError(Error):
+    """The host is set up in a way a compute service must not run on (it says how to fix it)."""
+    message = "This host cannot run guests safely: %(reason)s"
+
+
 class InstanceNotReady(Conflict):
     message = "Instance %(instance_id)s has not been scheduled to a host yet."
 
@@ -512,6 +517,11 @@ class ImageConflict(Conflict):
 
 class ImageUnacceptable(Invalid):
     message = "Image %(image_id)s is unacceptable: %(reason)s"
+
+
+class FlavorDiskSmallerThanImage(Invalid):
+    message = ("Flavor's disk is too small for requested image. Flavor disk is %(flavor_size)i bytes, "
+               "image is %(image_size)i bytes.")
 
 
 # Resize and cold migration (Nova's names and answers) ------------------------------------------

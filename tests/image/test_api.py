@@ -328,7 +328,7 @@ BAD_REQUESTS = [
     ("create-too-many-tags", "POST", "/v2/images", {"json": {"tags": [f"t{i}" for i in range(129)]}}, 413, "128"),
     ("create-too-many-props", "POST", "/v2/images",
      {"json": {f"p{i}": "v" for i in range(129)}}, 413, "128"),
-    ("create-huge-body", "POST", "/v2/images", {"content": b" " * (1024 * 1024 + 1), "headers": J}, 413, "larger"),
+    ("create-huge-body", "POST", "/v2/images", {"content": b" " * (1024 * 1024 + 1), "headers": J}, 413, "too large"),
     ("show-missing", "GET", f"/v2/images/{MISSING}", {}, 404, MISSING),
     ("show-not-uuid", "GET", "/v2/images/cirros", {}, 404, "cirros"),
     ("delete-missing", "DELETE", f"/v2/images/{MISSING}", {}, 404, MISSING),

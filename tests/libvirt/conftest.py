@@ -14,7 +14,9 @@ import asyncio
 import os
 import shutil
 import subprocess
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -71,7 +73,20 @@ def libvirtd():
     return URI
 
 
+def qemu_reachable_dir(prefix: str = "nefos-instances-") -> Path:
+    """A fresh directory QEMU's group may traverse (0710, group QEMU's), outside pytest's basetemp:
+    every pytest session resets /tmp/pytest-of-<user> to 0700, which would shut QEMU out of a
+    running test's files. Remove it with ``shutil.rmtree``."""
+    from nefos.virt.libvirt import qemu_user
+    user = qemu_user.from_capabilities(virsh("capabilities"), "qemu")
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir="/var/tmp"))
+    os.chown(path, -1, user.gid)
+    os.chmod(path, 0o710)
+    return path
+
+
 async def start_libvirt_cloud(tmp_path, **overrides):
+    overrides.setdefault("instances_path", str(qemu_reachable_dir() / "instances"))
     overrides.setdefault("virt_type", "qemu")
     overrides.setdefault("lifecycle_stopped_delay", 0.3)
     overrides.setdefault("shutdown_timeout", 15.0)
@@ -109,6 +124,7 @@ async def stop_libvirt_cloud(harness) -> None:
     finally:
         # Whatever a failed test left behind: its domains and the bridges of its networks.
         remove_domains_under(driver.instances_path)
+        shutil.rmtree(driver.instances_path.parent, ignore_errors=True)
         for bridge in harness.bridges:
             subprocess.run(["ip", "link", "del", bridge], capture_output=True)
 

@@ -6,21 +6,25 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import time
 
 import pytest
 
-from tests.libvirt.conftest import remove_domains_under, virsh
+from tests.libvirt.conftest import qemu_reachable_dir, remove_domains_under, virsh
 from tests.pipeline.test_openstack_clients import run_json, run_openstack
 from tests.isolation.helpers import start_nefos, stop_nefos
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.cli]
 
 
-def test_real_guest_through_the_openstack_cli(libvirtd, tmp_path):
-    state = tmp_path / "up"
-    state.mkdir()
+def test_real_guest_through_the_openstack_cli(libvirtd):
+    # The shipped layout: instances under a state dir closed to everyone (0700), which the driver
+    # opens to QEMU's group alone (the test's top directory is what an operator would open).
+    top = qemu_reachable_dir("nefos-up-")
+    state = top / "up"
+    state.mkdir(mode=0o700)
     proc, _clouds = start_nefos(state, {"NEFOS_PASSWORD_HASH_ROUNDS": "12",
                                         "NEFOS_SYNC_POWER_STATE_INTERVAL": "-1"}, driver="libvirt")
     up = {"env": {"PATH": "/usr/bin:/bin", "HOME": str(state)}, "clouds": state / "clouds.yaml"}
@@ -38,6 +42,7 @@ def test_real_guest_through_the_openstack_cli(libvirtd, tmp_path):
         assert port["Status"] == "ACTIVE"
         ip = re.search(r"10\.86\.0\.[0-9]+", json.dumps(port["Fixed IP Addresses"])).group(0)
         assert "running" in virsh("domstate", server["id"])
+        assert oct(state.stat().st_mode & 0o777) == "0o710"  # QEMU's group passes through, no one lists
         deadline = time.monotonic() + 120
         while f"NEFOS-IP: {ip}/24" not in (log := run_openstack(up, "console", "log", "show", "cli-real-vm").stdout):
             assert time.monotonic() < deadline, log[-2000:]
@@ -54,5 +59,6 @@ def test_real_guest_through_the_openstack_cli(libvirtd, tmp_path):
             stop_nefos(proc, state)
         finally:
             remove_domains_under(state)  # a failed run's guest must not outlive the test
+            shutil.rmtree(top, ignore_errors=True)
         if net is not None:
             subprocess.run(["ip", "link", "del", "brq" + net["id"][:11]], capture_output=True)

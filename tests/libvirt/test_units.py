@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import gzip
+import os
+import shutil
+import stat
+import tempfile
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
+import pytest
+
+from nefos import exceptions
 from nefos.image.guest import build
-from nefos.virt.libvirt import config as vconfig
+from nefos.virt.libvirt import config as vconfig, qemu_user
 
 
 def test_domain_xml():
@@ -15,7 +23,7 @@ def test_domain_xml():
         vcpus=2, console_log="/i/console.log", kernel="/b/k", ramdisk="/b/r", cmdline="console=ttyS0",
         disks=[vconfig.Disk("/i/disk", "vda"), vconfig.Disk("/i/disk.eph0", "vdb")],
         vifs=[vconfig.Vif("port-1", "fa:16:3e:00:00:01", "brqnet", "tapport-1", mtu=1450)],
-        display_name="vm", flavor_name="m1.nano", dac_label="+0:+0")
+        display_name="vm", flavor_name="m1.nano")
     xml = vconfig.domain_xml(spec)
     root = ET.fromstring(xml)
     assert root.get("type") == "qemu"
@@ -34,7 +42,7 @@ def test_domain_xml():
     assert serial.find("log").get("file") == "/i/console.log" and serial.find("log").get("append") == "on"
     assert root.find("devices/console").get("type") == "pty"
     assert root.find("devices/console/target").get("type") == "serial"
-    assert root.find("seclabel/label").text == "+0:+0"
+    assert root.find("seclabel") is None  # libvirt's DAC driver: QEMU as its user, files relabelled
     assert root.find("on_poweroff").text == "destroy"
     assert vconfig.ports_from_xml(xml) == [{"id": "port-1", "devname": "tapport-1", "mac": "fa:16:3e:00:00:01",
                                             "bridge": "brqnet"}]
@@ -74,3 +82,48 @@ def test_guest_initramfs(tmp_path):
     order = files["etc/modules.order"].decode().split()
     assert order.index("virtio_net") > order.index("net_failover") and "button" in order
     assert all(f"lib/modules/{m}.ko" in files for m in order)
+
+
+
+CAPS = """<capabilities><host>
+  <secmodel><model>none</model><doi>0</doi></secmodel>
+  <secmodel><model>dac</model><doi>0</doi>
+    <baselabel type='kvm'>{label}</baselabel><baselabel type='qemu'>{label}</baselabel></secmodel>
+</host></capabilities>"""
+
+
+def test_qemu_as_root_refuses_to_start():
+    assert qemu_user.from_capabilities(CAPS.format(label="+64055:+64055"), "qemu") == qemu_user.QemuUser(64055, 64055)
+    with pytest.raises(exceptions.HostConfigurationError, match='libvirt runs QEMU as root .*user = "root"'):
+        qemu_user.from_capabilities(CAPS.format(label="+0:+0"), "qemu")
+    with pytest.raises(exceptions.HostConfigurationError, match="no DAC security label"):
+        qemu_user.from_capabilities("<capabilities><host/></capabilities>", "qemu")
+
+
+@pytest.fixture
+def outside_basetemp():
+    """A directory not under pytest's basetemp (which every pytest session resets to 0700)."""
+    top = Path(tempfile.mkdtemp(dir="/var/tmp"))
+    os.chmod(top, 0o755)
+    yield top
+    shutil.rmtree(top)
+
+
+def test_instances_path_opened_to_qemu_or_refused(outside_basetemp):
+    user = qemu_user.QemuUser(64055, 64055)
+    closed = outside_basetemp / "closed"  # a directory above the state dir, not Nefos's to open
+    state = closed / "state"
+    state.mkdir(parents=True)
+    os.chmod(closed, 0o700)
+    os.chmod(state, 0o700)
+    with pytest.raises(exceptions.HostConfigurationError) as caught:
+        qemu_user.prepare_instances_path(state / "instances", state, user)
+    assert f"{closed} is mode 0700" in str(caught.value) and f"chmod g+x {closed}" in str(caught.value)
+
+    os.chmod(closed, 0o711)
+    qemu_user.prepare_instances_path(state / "instances", state, user)
+    st = state.stat()  # the state dir: QEMU's group may pass, not list; nobody else may
+    assert (stat.S_IMODE(st.st_mode), st.st_gid) == (0o710, 64055)
+    for d in (state / "instances", state / "instances" / "_base"):
+        st = d.stat()
+        assert (stat.S_IMODE(st.st_mode), st.st_gid) == (0o750, 64055)

@@ -204,7 +204,8 @@ class ComputeAPI:
             # The members known at scheduling time (including these new ones) drive the group filters.
             group = dict(group, members=[*group.get("members", []), *[i["uuid"] for i in created]])
         request_spec = {
-            "flavor": flavor_snapshot, "image": {"id": image["id"], "properties": image.get("properties", {})},
+            "flavor": flavor_snapshot, "image": {"id": image["id"], "disk_format": image.get("disk_format"),
+                                            "properties": image.get("properties", {})},
             "project_id": ctx.project_id, "user_id": ctx.user_id, "availability_zone": zone,
             "force_hosts": [forced_host] if forced_host else [], "scheduler_hints": scheduler_hints or {},
             "instance_group": group, "num_instances": count,
@@ -227,7 +228,11 @@ class ComputeAPI:
             raise exceptions.Invalid("Invalid key_name provided.") from None
 
     async def _check_image(self, ctx, image_ref: str, flavor: dict) -> dict:
-        """The image, if it can boot ``flavor`` (400 otherwise)."""
+        """The image, if it can boot ``flavor`` (400 otherwise).
+
+        Its ``kernel_id`` and ``ramdisk_id`` are looked up as the caller too (Nova's
+        ``_handle_kernel_and_ramdisk``): another project's private kernel is as missing as
+        another project's private image (``ImageNotFound``)."""
         image = await self.image_api.get(ctx, image_ref)
         if image.get("status") != "active":
             raise exceptions.Invalid(f"Image {image_ref} is not active.")
@@ -235,6 +240,7 @@ class ComputeAPI:
             raise exceptions.Invalid("Flavor's memory is too small for requested image.")
         if flavor["root_gb"] and flavor["root_gb"] < (image.get("min_disk") or 0):
             raise exceptions.Invalid("Flavor's disk is too small for requested image.")
+        await self.image_api.check_kernel_and_ramdisk(ctx, image)
         return image
 
     async def _fit_quota(self, ctx, flavor: dict, min_count: int, max_count: int, metadata: dict) -> int:
@@ -508,6 +514,16 @@ class ComputeAPI:
             host_zone = await self._host_zone(host)
             if pinned is not None and host_zone != pinned:
                 raise exceptions.UnshelveHostNotInAZ(host=host, availability_zone=pinned)
+        image_id = (instance.get("system_metadata") or {}).get("shelved_image_id")
+        image = {"id": image_id, "properties": {}}
+        if instance["vm_state"] == states.SHELVED_OFFLOADED:
+            with contextlib.suppress(exceptions.ImageNotFound):
+                image = await self.image_api.get(ctx.elevated(), image_id)
+            try:  # the snapshot's kernel and ramdisk (its owner may have changed them) as the caller
+                await self.image_api.check_kernel_and_ramdisk(ctx, image)
+            except exceptions.ImageNotFound as exc:
+                raise exceptions.Invalid(
+                    f"Unshelve attempted but the image {exc.kwargs.get('image_id')} cannot be found.") from None
         instance = await self._begin_action(ctx, uuid, actions.UNSHELVE,
                                             [states.SHELVED, states.SHELVED_OFFLOADED], [None], states.UNSHELVING)
         if az_passed:
@@ -515,12 +531,9 @@ class ComputeAPI:
         if instance["vm_state"] == states.SHELVED:
             await self.compute_rpcapi.cast(ctx, instance["host"], "unshelve_instance", instance_uuid=uuid)
             return
-        image_id = (instance.get("system_metadata") or {}).get("shelved_image_id")
-        image = {"id": image_id, "properties": {}}
-        with contextlib.suppress(exceptions.ImageNotFound):
-            image = await self.image_api.get(ctx.elevated(), image_id)
         request_spec = {
-            "flavor": instance.get("flavor"), "image": {"id": image_id, "properties": image.get("properties", {})},
+            "flavor": instance.get("flavor"), "image": {"id": image_id, "disk_format": image.get("disk_format"),
+                                               "properties": image.get("properties", {})},
             "project_id": instance["project_id"], "user_id": instance["user_id"],
             "availability_zone": pinned, "force_hosts": [], "scheduler_hints": {},
             "instance_group": None, "num_instances": 1,

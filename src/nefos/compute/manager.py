@@ -30,6 +30,10 @@ from nefos.compute import (deadlines, init_host as host_init, instance_events, l
 from nefos.image.client import ImageAPI
 
 LOG = logging.getLogger(__name__)
+# Build failures that abort instead of rescheduling (Nova's _build_and_run_instance): the image
+# or its certificates are refused, which another host would do just the same.
+_IMAGE_REFUSALS = (exceptions.CertificateValidationFailed, exceptions.ImageUnacceptable,
+                   exceptions.FlavorDiskSmallerThanImage)
 
 BUILD_EVENT = "compute__do_build_and_run_instance"
 
@@ -154,11 +158,11 @@ class ComputeManager(Endpoint):
                                                expected_task_state=[states.SPAWNING])
             try:
                 image_trust.check_trusted_certs(instance)  # 2.63: before anything boots from the image
-            except exceptions.CertificateValidationFailed as exc:
+                # Issue 3: spawn paused, wait for network-vif-plugged, resume (compute/instance_events.py).
+                await self.instance_events.spawn(ctx, instance, args.get("image") or {}, network_info,
+                                                 block_device_info)
+            except _IMAGE_REFUSALS as exc:  # the image is the problem: no other host would take it either
                 raise exceptions.BuildAbortException(instance_uuid=uuid, reason=str(exc)) from None
-            # Issue 3: spawn paused, wait for network-vif-plugged, resume (compute/instance_events.py).
-            await self.instance_events.spawn(ctx, instance, args.get("image") or {}, network_info,
-                                             block_device_info)
             power_state = (await self.driver.get_info(instance))["power_state"]
             instance = await instance_obj.save(
                 self.rt.db, uuid,

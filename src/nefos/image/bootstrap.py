@@ -80,5 +80,5 @@ async def ensure_default_image(rt) -> str:
             pass  # another process is uploading it
     elif row.status == "active" and not store.exists(image_id):
         LOG.info("default image %s has no data in this store; writing it", image_id)
-        await store.write(image_id, _chunks(default_image_bytes()), disk_format="raw")
+        await store.write(image_id, _chunks(default_image_bytes()))
     return image_id

@@ -33,6 +33,14 @@ class ImageAPI:
         doc["properties"] = dict(row.properties or {})
         return doc
 
+    async def check_kernel_and_ramdisk(self, ctx: RequestContext, image: dict) -> None:
+        """``ImageNotFound`` unless ``ctx`` may see ``image``'s ``kernel_id`` and ``ramdisk_id``
+        (Nova's ``_handle_kernel_and_ramdisk``: they are fetched as the caller, like the image)."""
+        props = image.get("properties") or {}
+        for key in ("kernel_id", "ramdisk_id"):
+            if props.get(key):
+                await self.get(ctx, props[key])
+
     async def path(self, image_id: str) -> str:
         """The local file holding the image's data.
 

@@ -8,10 +8,15 @@ Statuses: ``queued`` (no data) -> ``saving`` (upload under way) -> ``active``;
 ``deleted`` rows stay in the table (ids are never reused) but are invisible.
 Each transition is a conditional UPDATE on the expected status, so racing
 uploads or an upload racing a delete resolve cleanly on every backend.
+Uploaded data is inspected before the image turns ``active``
+(``nefos.image.format_inspection``): content that is not its declared
+``disk_format`` or fails the safety checks is refused with 400, discarded, and
+the image goes back to ``queued``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import datetime as dt
 import re
@@ -26,7 +31,7 @@ from sqlalchemy.exc import IntegrityError
 from nefos import exceptions, rest
 from nefos.context import RequestContext
 from nefos.db.models import Image, utcnow
-from nefos.image import schemas
+from nefos.image import format_inspection, schemas
 from nefos.image.store import ImageStore
 
 MAX_PROPERTIES = 128  # Glance's image_property_quota
@@ -632,12 +637,17 @@ async def upload(rt, ctx: RequestContext, image_id: str, chunks: AsyncIterable[b
                    "another upload may be under way.")
     store = store_for(rt)
     try:
-        data = await store.write(image_id, chunks, max_size=max_size, disk_format=row.disk_format)
+        data = await store.write(image_id, chunks, max_size=max_size)
+        try:
+            inspection = await asyncio.to_thread(format_inspection.inspect, data.path, row.disk_format, image_id)
+        except exceptions.ImageUnacceptable:
+            await store.delete(image_id)  # refused content is not kept (Glance discards it too)
+            raise
     except BaseException:
         await _transition(rt, image_id, "saving", "queued")
         raise
     if not await _transition(rt, image_id, "saving", "active", size=data.size,
-                             virtual_size=data.virtual_size, checksum=data.checksum,
+                             virtual_size=inspection.virtual_size, checksum=data.checksum,
                              os_hash_algo=data.os_hash_algo, os_hash_value=data.os_hash_value,
                              location=data.path):
         await store.delete(image_id)

@@ -17,7 +17,6 @@ from nefos.image import images, schemas
 
 PATCH_MEDIA_TYPE = "application/openstack-images-v2.1-json-patch"
 UPLOAD_MEDIA_TYPES = ("application/octet-stream", "application/x-image")
-MAX_JSON_BODY = 1024 * 1024
 
 # (id, status) newest first; Nefos serves the v2 subset these share.
 VERSIONS = [("v2.9", "CURRENT")] + [(f"v2.{n}", "SUPPORTED") for n in range(8, -1, -1)]
@@ -39,16 +38,7 @@ def _media_type(request: Request) -> str | None:
 
 
 async def _json(request: Request):
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > MAX_JSON_BODY:
-        raise exceptions.RequestEntityTooLarge(f"Request body larger than {MAX_JSON_BODY} bytes.")
-    parts, total = [], 0
-    async for chunk in request.stream():
-        total += len(chunk)
-        if total > MAX_JSON_BODY:
-            raise exceptions.RequestEntityTooLarge(f"Request body larger than {MAX_JSON_BODY} bytes.")
-        parts.append(chunk)
-    raw = b"".join(parts)
+    raw = await request.body()  # bounded by max_request_body_size (nefos.rest)
     if not raw:
         raise exceptions.Invalid("The request body is missing or empty.")
     try:

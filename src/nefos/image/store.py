@@ -12,7 +12,6 @@ import asyncio
 import hashlib
 import os
 import re
-import struct
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,14 +33,6 @@ class StoredData:
     checksum: str  # md5 hex
     os_hash_algo: str
     os_hash_value: str
-    virtual_size: int | None = None
-
-
-def _qcow2_virtual_size(head: bytes) -> int | None:
-    """The virtual size from a qcow2 header (magic ``QFI\\xfb``; size at offset 24)."""
-    if len(head) >= 32 and head[:4] == b"QFI\xfb":
-        return struct.unpack(">Q", head[24:32])[0]
-    return None
 
 
 class ImageStore:
@@ -61,7 +52,7 @@ class ImageStore:
         return self.path(image_id).is_file()
 
     async def write(self, image_id: str, chunks: AsyncIterable[bytes], *,
-                    max_size: int | None = None, disk_format: str | None = None) -> StoredData:
+                    max_size: int | None = None) -> StoredData:
         """Stream ``chunks`` into the image's file; raises ImageSizeLimitExceeded past ``max_size``."""
         final = self.path(image_id)
         fileperms.private_dir(self.root)  # tenants' image data: this service's alone
@@ -69,7 +60,6 @@ class ImageStore:
         md5 = hashlib.md5(usedforsecurity=False)
         sha = hashlib.new(HASH_ALGO)
         size = 0
-        head = b""
         pending: list[bytes] = []
         pending_len = 0
 
@@ -87,8 +77,6 @@ class ImageStore:
                     size += len(chunk)
                     if max_size is not None and size > max_size:
                         raise exceptions.ImageSizeLimitExceeded(limit=max_size)
-                    if len(head) < 512:
-                        head += chunk[:512 - len(head)]
                     pending.append(chunk)
                     pending_len += len(chunk)
                     if pending_len >= _FLUSH_SIZE:
@@ -104,14 +92,8 @@ class ImageStore:
         except BaseException:
             await asyncio.to_thread(_unlink, tmp)
             raise
-        virtual_size = None
-        if disk_format == "qcow2":
-            virtual_size = _qcow2_virtual_size(head)
-        elif disk_format in ("raw", "iso"):
-            virtual_size = size
         return StoredData(path=str(final), size=size, checksum=md5.hexdigest(),
-                          os_hash_algo=HASH_ALGO, os_hash_value=sha.hexdigest(),
-                          virtual_size=virtual_size)
+                          os_hash_algo=HASH_ALGO, os_hash_value=sha.hexdigest())
 
     async def open(self, image_id: str, chunk_size: int = CHUNK_SIZE) -> AsyncIterator[bytes]:
         """Open the image's file now and return an iterator streaming it in chunks.

@@ -2,11 +2,14 @@
 
 The initramfs (a gzip'ed newc cpio archive, written here in Python) holds
 ``busybox-static`` with a link per applet, the few kernel modules the guest
-needs from the same kernel (virtio PCI + virtio-net for its NIC, the ACPI
-button + evdev so busybox ``acpid`` sees the power button) and this init:
+needs from the same kernel (virtio PCI + virtio-net for its NIC, virtio-blk
+for its disks, the ACPI button + evdev so busybox ``acpid`` sees the power
+button) and this init:
 
 * busybox ``init`` runs ``/etc/init.d/rcS``: mounts proc, sys, devtmpfs,
-  loads the modules, prints ``NEFOS-BOOT: ...`` to the console, starts
+  loads the modules, prints ``NEFOS-BOOT: ...`` and what it sees of its root
+  disk (``NEFOS-DISK: vda <sectors> sectors <sha256 of MiB 0-3> <of MiB
+  4-7>``) to the console, starts
   ``acpid`` (power button -> ``poweroff``), brings ``lo`` and ``eth0`` up and
   runs ``udhcpc`` on eth0 in the background;
 * udhcpc's script configures the lease and prints ``NEFOS-IP: <addr>/<prefix>``
@@ -35,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 BUSYBOX = "/bin/busybox"  # busybox-static
-MODULES = ["virtio_net", "virtio_pci", "button", "evdev"]  # plus their dependencies
+MODULES = ["virtio_net", "virtio_blk", "virtio_pci", "button", "evdev"]  # plus their dependencies
 VERSION = "2"  # bump when the init changes
 DEFAULT_CMDLINE = "console=ttyS0 panic=-1"
 
@@ -55,6 +58,13 @@ mount -t tmpfs tmpfs /run
 for m in $(cat /etc/modules.order); do insmod "/lib/modules/$m.ko" 2>/dev/null; done
 hostname nefos-guest
 echo "NEFOS-BOOT: $(uname -r) up after $(cut -d' ' -f1 /proc/uptime) s"
+for i in 1 2 3 4 5 6 7 8 9 10; do [ -e /sys/block/vda ] && break; usleep 200000; done
+if [ -e /sys/block/vda ]; then
+    # What the guest sees of its root disk: its size and the SHA-256 of its first two 4 MiB blocks.
+    first=$(dd if=/dev/vda bs=1048576 count=4 2>/dev/null | sha256sum | cut -d' ' -f1)
+    second=$(dd if=/dev/vda bs=1048576 skip=4 count=4 2>/dev/null | sha256sum | cut -d' ' -f1)
+    echo "NEFOS-DISK: vda $(cat /sys/block/vda/size) sectors $first $second"
+fi
 acpid -c /etc/acpi -l /dev/null
 ip link set lo up
 if [ -e /sys/class/net/eth0 ]; then

@@ -73,7 +73,7 @@ async def _ensure_file_image(rt, image_id: str, name: str, fmt: str, path: Path,
         except exceptions.ImageConflict:
             pass  # another process is uploading it
     elif row.status == "active" and not images.store_for(rt).exists(image_id):
-        await images.store_for(rt).write(image_id, _file_chunks(path), disk_format=fmt)
+        await images.store_for(rt).write(image_id, _file_chunks(path))
 
 
 async def ensure_guest_image(rt, build_dir: str | Path | None = None) -> dict:

@@ -50,7 +50,6 @@ class GuestSpec:
     vifs: list[Vif] = field(default_factory=list)
     display_name: str = ""
     flavor_name: str = ""
-    dac_label: str | None = None  # "+uid:+gid": run QEMU as this user, no relabelling
 
 
 def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs) -> ET.Element:
@@ -122,9 +121,6 @@ def domain_xml(spec: GuestSpec) -> str:
     console = _sub(devices, "console", type="pty")
     _sub(console, "target", type="serial", port=0)
     _sub(devices, "memballoon", model="none")
-    if spec.dac_label:
-        sec = _sub(dom, "seclabel", type="static", model="dac", relabel="no")
-        _sub(sec, "label", spec.dac_label)
     ET.indent(dom)
     return ET.tostring(dom, encoding="unicode")
 

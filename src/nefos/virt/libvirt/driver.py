@@ -7,6 +7,8 @@ Options (``nefos.config``): ``virt_type`` (``qemu`` = TCG, ``kvm``, or
 
 * Blocking libvirt calls run in worker threads; libvirt's events come through
   ``libvirtaio`` (``host.Host``).
+* QEMU runs as libvirt's own user, never root; the host refuses to start
+  otherwise or when that user cannot reach ``instances_path`` (``qemu_user``).
 * spawn: disks from the image (a qcow2 overlay over the cached base; kernel
   and ramdisk straight from the cache for images with ``kernel_id`` /
   ``ramdisk_id``, booted with ``os_command_line``), ephemeral and swap disks
@@ -44,12 +46,12 @@ import socket
 import time
 from pathlib import Path
 
-from nefos import exceptions, fileperms
+from nefos import exceptions
 from nefos.objects import states
 from nefos.virt import event as virtevent
 from nefos.virt.driver import ComputeDriver
 from nefos.virt.libvirt import config as vconfig
-from nefos.virt.libvirt import imagebackend, probe, vif as vifs
+from nefos.virt.libvirt import imagebackend, probe, qemu_user, vif as vifs
 from nefos.virt.libvirt.host import Host, libvirt_module
 
 LOG = logging.getLogger(__name__)
@@ -74,7 +76,8 @@ class LibvirtDriver(ComputeDriver):
         self.instances_path = Path(path).resolve()
         self.image_cache = imagebackend.ImageCache(self.instances_path, Path(cfg.state_dir).resolve() / "images")
         self._host = Host(self.uri, host, on_lifecycle=self._on_lifecycle, on_connection=self._on_connection)
-        self.dac_label: str | None = None
+        self.state_dir = Path(cfg.state_dir).resolve()
+        self.qemu_user: qemu_user.QemuUser | None = None
         self.hypervisor_version = 0
         self._stopped: dict[str, asyncio.Event] = {}  # instances whose stop we are waiting for
 
@@ -84,29 +87,25 @@ class LibvirtDriver(ComputeDriver):
             works, why = await probe.kvm_works()
             self.virt_type = "kvm" if works else "qemu"
             LOG.info("virt_type auto: %s (%s)", self.virt_type, why)
-        fileperms.passable_dir(self.instances_path)
-        self.dac_label = self._choose_dac_label()
+        self.instances_path.mkdir(parents=True, exist_ok=True)
         await self._host.connect()  # emits ConnectionEvent either way
         if self._host.connected:
+            await self._prepare_for_qemu()  # refuses to start when QEMU would run as root or see nothing
             with contextlib.suppress(Exception):
                 self.hypervisor_version = await self._host.call(self._host.get_connection().getVersion)
 
     async def cleanup_host(self) -> None:
         await self._host.close()
 
-    def _choose_dac_label(self) -> str | None:
-        """Run QEMU as libvirt's user when it can reach ``instances_path``, else as this process's user."""
-        path = self.instances_path
-        for p in [path, *path.parents]:
-            try:
-                mode = p.stat().st_mode
-            except OSError:
-                break
-            if not mode & 0o001:
-                LOG.info("%s is not reachable by other users (%s is mode %o): guests run as uid %d",
-                         path, p, mode & 0o777, os.getuid())
-                return f"+{os.getuid()}:+{os.getgid()}"
-        return None
+    async def _prepare_for_qemu(self) -> qemu_user.QemuUser:
+        """Who QEMU runs as (never root), with ``instances_path`` reachable by it; once per driver."""
+        if self.qemu_user is None:
+            caps = await self._host.call(self._host.get_connection().getCapabilities)
+            user = qemu_user.from_capabilities(caps, self.virt_type or "qemu")
+            await asyncio.to_thread(qemu_user.prepare_instances_path, self.instances_path, self.state_dir, user)
+            LOG.info("guests run as %s; %s is reachable by it", user, self.instances_path)
+            self.qemu_user = user
+        return self.qemu_user
 
     def get_available_nodes(self) -> list[str]:
         return [self.host]
@@ -181,9 +180,13 @@ class LibvirtDriver(ComputeDriver):
         conn = self._host.get_connection()
         inst_dir = self._instance_dir(uuid)
         try:
-            fileperms.shared_dir(inst_dir, fileperms.qemu_gid())  # QEMU's group passes; no one else
+            user = await self._prepare_for_qemu()
+            inst_dir.mkdir(parents=True, exist_ok=True)
+            qemu_user.share_dir(inst_dir, user)
             spec = await self._guest_spec(instance, image_meta or {}, network_info or [],
                                           block_device_info or {}, inst_dir)
+            for disk in spec.disks:
+                qemu_user.hand_over(Path(disk.path), user)
             xml = vconfig.domain_xml(spec)
             t0 = time.monotonic()
             dom = await self._host.call(conn.defineXML, xml)
@@ -212,18 +215,19 @@ class LibvirtDriver(ComputeDriver):
             memory_mb=int(instance.get("memory_mb") or flavor.get("memory_mb") or 512),
             vcpus=int(instance.get("vcpus") or flavor.get("vcpus") or 1),
             console_log=str(inst_dir / "console.log"), display_name=instance.get("display_name") or "",
-            flavor_name=flavor.get("name") or "", dac_label=self.dac_label)
+            flavor_name=flavor.get("name") or "")
         if props.get("kernel_id"):
-            spec.kernel = str(await self.image_cache.fetch(props["kernel_id"]))
+            spec.kernel = str((await self.image_cache.fetch(props["kernel_id"], "aki"))[0])
             if props.get("ramdisk_id"):
-                spec.ramdisk = str(await self.image_cache.fetch(props["ramdisk_id"]))
+                spec.ramdisk = str((await self.image_cache.fetch(props["ramdisk_id"], "ari"))[0])
             spec.cmdline = props.get("os_command_line") or DEFAULT_CMDLINE
         used: set[str] = set()
         root_target = _target(bdi.get("root_device_name") or "/dev/vda", used)
         image_id = image_meta.get("id")
         if image_id:
             disk = inst_dir / "disk"
-            fmt = await self.image_cache.create_root_disk(image_id, disk, int(instance.get("root_gb") or 0))
+            fmt = await self.image_cache.create_root_disk(image_id, image_meta.get("disk_format"), disk,
+                                                          int(instance.get("root_gb") or 0))
             spec.disks.append(vconfig.Disk(str(disk), root_target, fmt))
         for i, eph in enumerate(bdi.get("ephemerals") or []):
             size = int(eph.get("size") or 0)
@@ -432,7 +436,8 @@ class LibvirtDriver(ComputeDriver):
             await self._host.call(dom.suspend)
         try:
             # -U: the running QEMU holds the disk's lock; the guest is paused, so reading is safe.
-            await imagebackend.run("qemu-img", "convert", "-U", "-q", "-O", "qcow2", str(disk), str(target))
+            await imagebackend.run("qemu-img", "convert", "-U", "-q", "-f", "qcow2", "-O", "qcow2",
+                                   str(disk), str(target))
         finally:
             if paused:
                 await self._host.call(dom.resume)

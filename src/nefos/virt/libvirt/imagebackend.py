@@ -11,18 +11,28 @@
   the request's) ephemeral and swap space;
 * kernel and ramdisk images (direct kernel boot) are used from the cache as
   they are.
+
+Every base is inspected each time a disk or a kernel is made from it
+(``nefos.image.format_inspection``, Nova's deep inspection and base-image
+re-check): its content must be its declared ``disk_format`` and pass the safety
+checks, ``qemu-img info`` (always with an explicit ``-f``) must show no backing
+file or data file, and its virtual size must fit the flavor's root disk
+(``FlavorDiskSmallerThanImage``, as Nova's ``verify_base_size``). QEMU is never
+left to probe a format: the overlay names its base's format with ``-F``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import shutil
 from pathlib import Path
 
 from nefos import exceptions, fileperms
+from nefos.image import format_inspection
 
 LOG = logging.getLogger(__name__)
 
@@ -30,12 +40,6 @@ GiB = 1024 ** 3
 MiB = 1024 ** 2
 
 _cache_locks: dict[tuple[int, str], asyncio.Lock] = {}  # (event loop, base file) -> lock
-
-
-def disk_format_of(path: str | os.PathLike) -> str:
-    """qcow2 when the file starts with qcow2's magic, raw otherwise."""
-    with open(path, "rb") as f:
-        return "qcow2" if f.read(4) == b"QFI\xfb" else "raw"
 
 
 async def run(*argv: str) -> str:
@@ -62,8 +66,16 @@ class ImageCache:
                 image_id=image_id, reason=f"its data is not in this host's image store ({path})")
         return path
 
-    async def fetch(self, image_id: str) -> Path:
-        """The cached base file of ``image_id`` (copied from the image store on first use)."""
+    async def fetch(self, image_id: str, disk_format: str | None) -> tuple[Path, format_inspection.Inspection]:
+        """The cached base file of ``image_id`` (declared ``disk_format``) once it passes inspection."""
+        base = await self._cached(image_id)
+        inspection = await asyncio.to_thread(format_inspection.inspect, str(base), disk_format, image_id)
+        if inspection.format != "raw":
+            await self._check_qemu_info(base, inspection.format, image_id)
+        return base, inspection
+
+    async def _cached(self, image_id: str) -> Path:
+        """The cached copy of ``image_id``'s data (copied from the image store on first use)."""
         target = self.base_dir / image_id
         if target.is_file():
             return target
@@ -87,26 +99,31 @@ class ImageCache:
             LOG.info("image %s cached as %s", image_id, target)
         return target
 
-    async def create_root_disk(self, image_id: str, path: Path, size_gb: int) -> str:
-        """A qcow2 overlay over the cached base; returns the disk's format (qcow2)."""
-        base = await self.fetch(image_id)
-        fmt = await asyncio.to_thread(disk_format_of, base)
-        argv = ["qemu-img", "create", "-q", "-f", "qcow2", "-b", str(base), "-F", fmt, str(path)]
+    @staticmethod
+    async def _check_qemu_info(path: Path, fmt: str, image_id: str) -> None:
+        """What QEMU itself reads in the base's header: no backing file, no data file (Nova's
+        second look after the inspector, with the format given, never probed)."""
+        info = json.loads(await run("qemu-img", "info", "-U", "--output=json", "-f", fmt, str(path)))
+        backing = info.get("backing-filename") or info.get("full-backing-filename")
+        data_file = ((info.get("format-specific") or {}).get("data") or {}).get("data-file")
+        if backing:
+            raise exceptions.ImageUnacceptable(image_id=image_id, reason=f"fmt={fmt} backed by: {backing}")
+        if data_file:
+            raise exceptions.ImageUnacceptable(image_id=image_id, reason=f"fmt={fmt} has data-file: {data_file}")
+
+    async def create_root_disk(self, image_id: str, disk_format: str | None, path: Path, size_gb: int) -> str:
+        """A qcow2 overlay over the inspected base, ``size_gb`` large (the image's own size when 0);
+        returns the disk's format (qcow2)."""
+        base, inspection = await self.fetch(image_id, disk_format)
+        if size_gb and inspection.virtual_size > size_gb * GiB:
+            raise exceptions.FlavorDiskSmallerThanImage(flavor_size=size_gb * GiB,
+                                                        image_size=inspection.virtual_size)
+        argv = ["qemu-img", "create", "-q", "-f", "qcow2", "-b", str(base), "-F", inspection.format, str(path)]
         if size_gb:
-            virtual = await self.virtual_size(base, fmt)
-            if size_gb * GiB >= virtual:
-                argv.append(str(size_gb * GiB))
+            argv.append(str(size_gb * GiB))
         await run(*argv)
         fileperms.share_file(path, fileperms.qemu_gid(), writable=True)
         return "qcow2"
-
-    @staticmethod
-    async def virtual_size(path: Path, fmt: str) -> int:
-        if fmt == "raw":
-            return path.stat().st_size
-        import json
-        info = json.loads(await run("qemu-img", "info", "--output=json", "-f", fmt, str(path)))
-        return int(info["virtual-size"])
 
     @staticmethod
     async def create_blank(path: Path, size_bytes: int) -> str:
