@@ -199,6 +199,11 @@ async def _network_fixtures(m: Matrix) -> None:
     ids["subnet_id"] = (await m.ok("member", "network", "POST", "/v2.0/subnets", {"subnet": {
         "network_id": ids["network_id"], "cidr": "10.91.0.0/24", "ip_version": 4}}))["subnet"]["id"]
     ids["alias"], ids["project_id"] = "security-group", m.project_a
+    # A shared network project A owns: other projects may put guest ports on it, nothing else.
+    ids["shared_network_id"] = (await m.ok("admin", "network", "POST", "/v2.0/networks", {"network": {
+        "name": m.unique("matrix-shared"), "shared": True, "project_id": m.project_a}}))["network"]["id"]
+    await m.ok("admin", "network", "POST", "/v2.0/subnets", {"subnet": {
+        "network_id": ids["shared_network_id"], "cidr": "10.93.0.0/24", "ip_version": 4}})
     ids.update(await _fresh_port(m))
     ids.update(await _fresh_security_group(m))
     ids.update(await _fresh_security_group_rule(m))

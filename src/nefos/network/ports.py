@@ -108,6 +108,19 @@ _GROUP_PROJECT = select(_SG.c.project_id).where(_SG.c.id == bindparam("b_id"))
 _INSERT_PORT_GROUP = insert(_PSG)
 
 
+
+def _check_guest_port_on_foreign_network(body: dict, action: str) -> None:
+    """On a network it does not own (a shared one), a project's ports are its guests' ports:
+    it may not lift their anti-spoofing (``port_security_enabled``) nor give them a
+    ``device_owner`` other than a compute one (a router's or DHCP server's role, whose ports
+    carry no security groups). Neutron's ``*:port_security_enabled`` and ``*:device_owner``
+    rules: the network's owner or an admin only."""
+    if body.get("port_security_enabled") is False:
+        raise _not_owner(f"{action}:port_security_enabled")
+    owner = body.get("device_owner")
+    if owner and not owner.startswith("compute:"):
+        raise _not_owner(f"{action}:device_owner")
+
 class Ports:
     def _port_query(self, ctx: RequestContext):
         q = select(Port)
@@ -290,6 +303,7 @@ class Ports:
                 raise _not_owner("create_port:mac_address")
             if any("ip_address" in f for f in body.get("fixed_ips") or []):
                 raise _not_owner("create_port:fixed_ips:ip_address")
+            _check_guest_port_on_foreign_network(body, "create_port")
         port_security = body.get("port_security_enabled", bool(network.port_security_enabled))
         groups = body.get("security_groups")
         if groups and not port_security:
@@ -392,6 +406,9 @@ class Ports:
                         f"Unable to complete operation on port {row.id} for network {row.network_id}. "
                         f"Port already has an attached device {row.device_id}.", port_id=row.id)
                 await s.refresh(row)
+            if not ctx.is_admin and network.project_id != ctx.project_id:
+                _check_guest_port_on_foreign_network(
+                    {k: v for k, v in body.items() if k != "device_owner" or v != row.device_owner}, "update_port")
             if "mac_address" in body and body["mac_address"] != row.mac_address:
                 if not ctx.is_admin:
                     raise _not_owner("update_port:mac_address")
