@@ -9,6 +9,7 @@ import pytest
 
 from nefos.objects import states
 from tests.compute.conftest import FAST, boot_active, eventually
+from tests.noauth import ADMIN
 from tests.pipeline.conftest import start_cloud, stop_cloud
 
 V245 = {"OpenStack-API-Version": "compute 2.45"}
@@ -17,7 +18,8 @@ V245 = {"OpenStack-API-Version": "compute 2.45"}
 @pytest.fixture
 async def cloud(tmp_path):
     harness = await start_cloud(tmp_path, fake_hosts=2, **FAST)
-    harness.images = httpx.AsyncClient(base_url=f"http://127.0.0.1:{harness.rt.cfg.image_api_port}", timeout=30)
+    harness.images = httpx.AsyncClient(base_url=f"http://127.0.0.1:{harness.rt.cfg.image_api_port}", timeout=30,
+                                       headers=ADMIN)
     yield harness
     await harness.images.aclose()
     await stop_cloud(harness)

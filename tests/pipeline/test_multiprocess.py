@@ -16,6 +16,7 @@ import pytest
 from nefos.allinone import free_port
 from nefos.image.bootstrap import DEFAULT_IMAGE_ID
 from tests.backends import fresh_database
+from tests.noauth import ADMIN
 
 BIN = Path(sys.executable).parent
 RABBIT_URL = os.environ.get("NEFOS_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
@@ -77,8 +78,8 @@ def multiprocess_cloud(request, tmp_path):
         try:
             for args in SERVICES:
                 procs.start(args)
-            compute = httpx.Client(base_url=f"http://127.0.0.1:{ports['COMPUTE']}", timeout=30)
-            network = httpx.Client(base_url=f"http://127.0.0.1:{ports['NETWORK']}", timeout=30)
+            compute = httpx.Client(base_url=f"http://127.0.0.1:{ports['COMPUTE']}", timeout=30, headers=ADMIN)
+            network = httpx.Client(base_url=f"http://127.0.0.1:{ports['NETWORK']}", timeout=30, headers=ADMIN)
             deadline = time.monotonic() + 90
             while True:  # ready when the API answers and both computes reported their nodes
                 procs.check_alive()
