@@ -53,7 +53,9 @@ async def test_a_real_guest_through_its_whole_life(lvcloud):
     inst_dir = driver.instances_path / sid
     assert (inst_dir / "disk").is_file() and (inst_dir / "console.log").is_file()
     # No other local user reads the guest's files; QEMU's group reaches its disk.
-    assert stat.S_IMODE(inst_dir.stat().st_mode) == 0o750 and stat.S_IMODE(driver.instances_path.stat().st_mode) == 0o711
+    # QEMU's group may pass (and the instance directory be read) there; nobody else.
+    assert stat.S_IMODE(inst_dir.stat().st_mode) == 0o750 and stat.S_IMODE(driver.instances_path.stat().st_mode) == 0o750
+    assert inst_dir.stat().st_gid == driver.instances_path.stat().st_gid == driver.qemu_user.gid
     assert stat.S_IMODE((inst_dir / "disk").stat().st_mode) & 0o007 == 0
     assert stat.S_IMODE((inst_dir / "console.log").stat().st_mode) & 0o007 == 0  # virtlogd's file
     print(f"\nboot: ACTIVE after {active_after:.2f} s, guest init on the console after {booted_after:.2f} s")

@@ -10,13 +10,14 @@ import httpx
 import pytest
 
 from tests.libvirt.conftest import HOST, avirsh, make_network, wait_console, wait_domstate
+from tests.noauth import ADMIN
 
 pytestmark = pytest.mark.libvirt
 V245 = {"OpenStack-API-Version": "compute 2.45"}
 
 
 async def _active_image(cloud, image_id: str, timeout: float = 120) -> dict:
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{cloud.rt.cfg.image_api_port}") as images:
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{cloud.rt.cfg.image_api_port}", headers=ADMIN) as images:
         deadline = time.monotonic() + timeout
         while True:
             image = (await images.get(f"/v2/images/{image_id}")).json()
