@@ -1,22 +1,33 @@
-"""Security groups on the taps of one host, with iptables (Neutron's iptables firewall driver, reduced).
+"""Security groups and anti-spoofing on the taps of one host (Neutron's iptables firewall driver
+and the Linux-bridge agent's ARP protection, reduced).
 
-Bridged traffic goes through the ``FORWARD`` chain (``br_netfilter``), where
-``physdev`` tells the tap it leaves by (to the guest: ingress) or arrives
-from (from the guest: egress). Each agent owns a set of chains whose names
-start with its own prefix (two clouds on one machine never touch each other's):
+Bridged traffic goes through the ``FORWARD`` chains of iptables and ip6tables
+(``br_netfilter``), where ``physdev`` tells the tap it leaves by (to the guest:
+ingress) or arrives from (from the guest: egress). Each agent owns a set of
+chains whose names start with its own prefix (two clouds on one machine never
+touch each other's), the same in both families:
 
 * ``<P>-FWD``, jumped to from ``FORWARD``: for each protected port, traffic
   out of its tap -> ``<P>-I<port>`` and traffic in from its tap ->
   ``<P>-O<port>``; both return when allowed (a packet between two guests
   passes the sender's egress and the receiver's ingress); then it is accepted.
-* ``<P>-I<port>`` (ingress): established/related, DHCP replies, one rule per
-  ingress security group rule (remote prefix, or the addresses of the remote
-  group's ports), then DROP.
+* ``<P>-I<port>`` (ingress): established/related, DHCP replies (IPv6: also the
+  ICMPv6 that IPv6 needs: router advertisements, neighbour discovery, MLD), one
+  rule per ingress security group rule of that ethertype (remote prefix, or the
+  addresses of the remote group's ports), then DROP.
 * ``<P>-O<port>`` (egress): DHCP requests, anti-spoofing (``<P>-S<port>``: the
-  port's MAC and fixed IPs only), established/related, the egress rules, DROP.
+  port's MAC and fixed IPs only; IPv6 also its link-local address, and ``::``
+  for duplicate address detection), no DHCP server replies and (IPv6) no router
+  advertisements or redirects from the guest, established/related, the egress
+  rules, DROP.
 
-Ports with ``port_security_enabled = False`` are not filtered. IPv4 only.
-The whole set is rewritten atomically with ``iptables-restore --noflush``.
+Below IP, ebtables (``<P>-FWD`` and ``<P>-E<port>`` in its ``filter`` table)
+drops every frame from a protected tap whose source MAC is not the port's, every
+ARP packet whose sender MAC or IPv4 address is not the port's, and every frame
+that is neither IPv4, IPv6 nor ARP.
+
+Ports with ``port_security_enabled = False`` are not filtered. The IP sets are
+rewritten atomically with ``iptables-restore``/``ip6tables-restore --noflush``.
 """
 
 from __future__ import annotations
@@ -33,7 +44,12 @@ from nefos.db.models import IPAllocation, Port, PortSecurityGroup, SecurityGroup
 
 LOG = logging.getLogger(__name__)
 
-PROTOCOL_NUMBERS = {"tcp": "tcp", "6": "tcp", "udp": "udp", "17": "udp", "icmp": "icmp", "1": "icmp"}
+PROTOCOL_NUMBERS = {"tcp": "tcp", "6": "tcp", "udp": "udp", "17": "udp", "icmp": "icmp", "1": "icmp",
+                    "icmpv6": "icmpv6", "ipv6-icmp": "icmpv6", "58": "icmpv6"}
+# ICMPv6 a guest must send and receive for IPv6 to work (Neutron's firewall allows these).
+ICMPV6_NEEDED = {"egress": (130, 131, 132, 133, 135, 136, 143),  # MLD, router solicitation, NS, NA
+                 "ingress": (130, 131, 132, 134, 135, 136, 143)}  # MLD, router advertisement, NS, NA
+ICMPV6_FORBIDDEN_FROM_GUEST = (134, 137)  # router advertisements and redirects
 
 
 @dataclass
@@ -41,8 +57,19 @@ class PortFilter:
     port_id: str
     tap: str
     mac: str
-    ips: list[str]
+    ips: list[str]  # fixed IPs (and allowed address pairs), both versions
     rules: list[dict] = field(default_factory=list)  # security group rules, remote groups expanded
+
+    def addresses(self, version: int) -> list[str]:
+        return [ip for ip in self.ips if ipaddress.ip_address(ip).version == version]
+
+    @property
+    def link_local(self) -> str:
+        """The IPv6 link-local address the guest derives from its MAC (modified EUI-64)."""
+        octets = [int(x, 16) for x in self.mac.split(":")]
+        octets[0] ^= 0x02
+        eui = octets[:3] + [0xFF, 0xFE] + octets[3:]
+        return str(ipaddress.IPv6Address(bytes([0xFE, 0x80] + [0] * 6 + eui)))
 
 
 def chain_prefix(key: str) -> str:
@@ -81,27 +108,26 @@ async def load_filters(db, host: str) -> list[PortFilter]:
                 members.setdefault(sg, set()).add(ip)
     out = []
     for p in sorted(ports, key=lambda p: p.id):
-        v4 = sorted(ip for ip in ips.get(p.id, []) if ipaddress.ip_address(ip).version == 4)
-        pf = PortFilter(p.id, "tap" + p.id[:11], p.mac_address.lower(), v4)
+        pf = PortFilter(p.id, "tap" + p.id[:11], p.mac_address.lower(), sorted(ips.get(p.id, [])))
         for sg in sorted(groups.get(p.id, [])):
             for r in sorted(rules.get(sg, []), key=lambda r: r.id):
-                if r.ethertype != "IPv4":
-                    continue
+                version = 6 if r.ethertype == "IPv6" else 4
                 if r.remote_group_id:
                     remotes = sorted(ip for ip in members.get(r.remote_group_id, ())
-                                     if ipaddress.ip_address(ip).version == 4)
+                                     if ipaddress.ip_address(ip).version == version)
                     if not remotes:
                         continue
                 else:
                     remotes = [r.remote_ip_prefix] if r.remote_ip_prefix else [None]
-                pf.rules.append({"direction": r.direction, "protocol": r.protocol,
+                pf.rules.append({"direction": r.direction, "protocol": r.protocol, "version": version,
                                  "min": r.port_range_min, "max": r.port_range_max, "remotes": remotes})
         out.append(pf)
     return out
 
 
-def _match(rule: dict) -> list[str] | None:
-    """iptables match arguments for a rule's protocol and ports (None: a protocol we cannot express)."""
+def _match(rule: dict, version: int) -> list[str] | None:
+    """ip(6)tables match arguments for a rule's protocol and ports (None: not of this family, or a
+    protocol we cannot express)."""
     proto = rule["protocol"]
     if proto in (None, "", "any"):
         return []
@@ -110,22 +136,28 @@ def _match(rule: dict) -> list[str] | None:
         if str(proto).isdigit():
             return ["-p", str(proto)]
         return None
-    args = ["-p", name]
+    if (name == "icmp" and version == 6) or (name == "icmpv6" and version == 4):
+        name = "icmpv6" if version == 6 else "icmp"  # Neutron: "icmp" means the family's ICMP
+    args = ["-p", "ipv6-icmp" if name == "icmpv6" else name]
     lo, hi = rule["min"], rule["max"]
     if name in ("tcp", "udp") and lo is not None:
         args += ["--dport", str(lo) if hi in (None, lo) else f"{lo}:{hi}"]
     elif name == "icmp" and lo is not None:
         args += ["--icmp-type", str(lo) if hi is None else f"{lo}/{hi}"]
+    elif name == "icmpv6" and lo is not None:
+        args += ["--icmpv6-type", str(lo) if hi is None else f"{lo}/{hi}"]
     return args
 
 
-def ruleset(prefix: str, filters: list[PortFilter]) -> tuple[list[str], list[str]]:
-    """(chain names, iptables-restore lines for the filter table) of the whole set."""
+def ruleset(prefix: str, filters: list[PortFilter], version: int = 4) -> tuple[list[str], list[str]]:
+    """(chain names, ip(6)tables-restore lines for the filter table) of the whole set of one family."""
     fwd = f"{prefix}-FWD"
     chains = [fwd]
     lines: list[str] = []
     jumps: list[str] = []
     accepts: list[str] = []
+    host = "128" if version == 6 else "32"
+    dhcp_client, dhcp_server = ("546", "547") if version == 6 else ("68", "67")
     for pf in filters:
         short = pf.port_id.replace("-", "")[:16]
         ing, egr, spoof = f"{prefix}-I{short}", f"{prefix}-O{short}", f"{prefix}-S{short}"
@@ -136,11 +168,13 @@ def ruleset(prefix: str, filters: list[PortFilter]) -> tuple[list[str], list[str
         accepts += [f"-A {fwd} {out_tap} -j ACCEPT", f"-A {fwd} {in_tap} -j ACCEPT"]
         # ingress
         lines += [f"-A {ing} -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN",
-                  f"-A {ing} -p udp --sport 67 --dport 68 -j RETURN"]
+                  f"-A {ing} -p udp --sport {dhcp_server} --dport {dhcp_client} -j RETURN"]
+        if version == 6:
+            lines += [f"-A {ing} -p ipv6-icmp --icmpv6-type {t} -j RETURN" for t in ICMPV6_NEEDED["ingress"]]
         for rule in pf.rules:
-            if rule["direction"] != "ingress":
+            if rule["direction"] != "ingress" or rule["version"] != version:
                 continue
-            match = _match(rule)
+            match = _match(rule, version)
             if match is None:
                 continue
             for remote in rule["remotes"]:
@@ -148,18 +182,29 @@ def ruleset(prefix: str, filters: list[PortFilter]) -> tuple[list[str], list[str
                 lines.append(" ".join([f"-A {ing}", *src, *match, "-j RETURN"]))
         lines += [f"-A {ing} -m conntrack --ctstate INVALID -j DROP", f"-A {ing} -j DROP"]
         # anti-spoofing
-        for ip in pf.ips:
-            lines.append(f"-A {spoof} -s {ip}/32 -m mac --mac-source {pf.mac} -j RETURN")
+        sources = pf.addresses(version) + ([pf.link_local] if version == 6 else [])
+        for ip in sources:
+            lines.append(f"-A {spoof} -s {ip}/{host} -m mac --mac-source {pf.mac} -j RETURN")
         lines.append(f"-A {spoof} -j DROP")
         # egress
-        lines += [f"-A {egr} -s 0.0.0.0/32 -d 255.255.255.255/32 -p udp --sport 68 --dport 67 -j RETURN",
-                  f"-A {egr} -m mac --mac-source {pf.mac} -p udp --sport 68 --dport 67 -j RETURN",
-                  f"-A {egr} -j {spoof}",
+        if version == 4:
+            lines += [f"-A {egr} -s 0.0.0.0/32 -d 255.255.255.255/32 -p udp --sport 68 --dport 67 -j RETURN",
+                      f"-A {egr} -m mac --mac-source {pf.mac} -p udp --sport 68 --dport 67 -j RETURN"]
+        else:
+            # Duplicate address detection and MLD reports come from "::" before an address is set.
+            lines += [f"-A {egr} -s ::/128 -m mac --mac-source {pf.mac} -p ipv6-icmp --icmpv6-type {t} -j RETURN"
+                      for t in (131, 135, 143)]
+        lines += [f"-A {egr} -j {spoof}",
+                  f"-A {egr} -p udp --sport {dhcp_server} -j DROP"]  # no DHCP server in a guest
+        if version == 6:
+            lines += [f"-A {egr} -p ipv6-icmp --icmpv6-type {t} -j DROP" for t in ICMPV6_FORBIDDEN_FROM_GUEST]
+            lines += [f"-A {egr} -p ipv6-icmp --icmpv6-type {t} -j RETURN" for t in ICMPV6_NEEDED["egress"]]
+        lines += [f"-A {egr} -p udp --sport {dhcp_client} --dport {dhcp_server} -j RETURN",
                   f"-A {egr} -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN"]
         for rule in pf.rules:
-            if rule["direction"] != "egress":
+            if rule["direction"] != "egress" or rule["version"] != version:
                 continue
-            match = _match(rule)
+            match = _match(rule, version)
             if match is None:
                 continue
             for remote in rule["remotes"]:
@@ -167,6 +212,23 @@ def ruleset(prefix: str, filters: list[PortFilter]) -> tuple[list[str], list[str
                 lines.append(" ".join([f"-A {egr}", *dst, *match, "-j RETURN"]))
         lines += [f"-A {egr} -m conntrack --ctstate INVALID -j DROP", f"-A {egr} -j DROP"]
     return chains, jumps + accepts + lines
+
+
+def l2_ruleset(prefix: str, filters: list[PortFilter]) -> tuple[list[str], list[list[str]]]:
+    """(chain names, ebtables rules as argument lists) of the link-layer anti-spoofing."""
+    fwd = f"{prefix}-FWD"
+    chains, rules = [fwd], []
+    for pf in filters:
+        chain = f"{prefix}-E{pf.port_id.replace('-', '')[:16]}"
+        chains.append(chain)
+        rules.append(["-A", fwd, "-i", pf.tap, "-j", chain])
+        rules.append(["-A", chain, "-s", "!", pf.mac, "-j", "DROP"])
+        rules.append(["-A", chain, "-p", "ARP", "--arp-mac-src", "!", pf.mac, "-j", "DROP"])
+        rules += [["-A", chain, "-p", "ARP", "--arp-ip-src", ip, "-j", "RETURN"] for ip in pf.addresses(4)]
+        rules.append(["-A", chain, "-p", "ARP", "-j", "DROP"])
+        rules += [["-A", chain, "-p", proto, "-j", "RETURN"] for proto in ("IPv4", "IPv6")]
+        rules.append(["-A", chain, "-j", "DROP"])
+    return chains, rules
 
 
 async def _run(*argv: str, stdin: str | None = None, check: bool = True) -> tuple[int, str]:
@@ -179,47 +241,83 @@ async def _run(*argv: str, stdin: str | None = None, check: bool = True) -> tupl
     return proc.returncode, out.decode(errors="replace")
 
 
+FAMILIES = {4: ("iptables", "iptables-save", "iptables-restore"),
+            6: ("ip6tables", "ip6tables-save", "ip6tables-restore")}
+
+
 class Firewall:
-    """The host's security-group chains of one agent (``key`` makes its chain names its own)."""
+    """The host's security-group and anti-spoofing chains of one agent (``key`` makes its chain
+    names its own)."""
 
     def __init__(self, key: str):
         self.prefix = chain_prefix(key)
-        self._chains: set[str] = set()
+        self._chains: dict[int, set[str]] = {4: set(), 6: set()}
         self._applied: str | None = None
 
-    async def existing_chains(self) -> set[str]:
-        _, out = await _run("iptables-save", "-t", "filter")
+    async def existing_chains(self, version: int = 4) -> set[str]:
+        _, out = await _run(FAMILIES[version][1], "-t", "filter")
         return {line[1:].split()[0] for line in out.splitlines()
                 if line.startswith(":") and line[1:].startswith(self.prefix + "-")}
 
+    async def _existing_l2_chains(self) -> set[str]:
+        _, out = await _run("ebtables", "-t", "filter", "-L", check=False)
+        return {line.split()[2].rstrip(",") for line in out.splitlines()
+                if line.startswith("Bridge chain: ") and line.split()[2].startswith(self.prefix + "-")}
+
     async def apply(self, filters: list[PortFilter]) -> bool:
         """Make the chains say ``filters``; False when nothing changed."""
-        chains, lines = ruleset(self.prefix, filters)
-        text = "\n".join(lines)
+        sets = {v: ruleset(self.prefix, filters, v) for v in (4, 6)}
+        l2_chains, l2_rules = l2_ruleset(self.prefix, filters)
+        text = "\n".join(["\n".join(sets[4][1]), "\n".join(sets[6][1]), repr(l2_rules)])
         if text == self._applied:
             return False
-        stale = (self._chains or await self.existing_chains()) - set(chains)
-        restore = ["*filter"] + [f":{c} - [0:0]" for c in chains + sorted(stale)] + lines
-        restore += [f"-X {c}" for c in sorted(stale)] + ["COMMIT", ""]
-        await _run("iptables-restore", "--noflush", stdin="\n".join(restore))
-        fwd = f"{self.prefix}-FWD"
-        if (await _run("iptables", "-C", "FORWARD", "-j", fwd, check=False))[0] != 0:
-            await _run("iptables", "-I", "FORWARD", "1", "-j", fwd)
-        self._chains = set(chains)
+        # Link layer first: a tap is never on the bridge with its frames unchecked.
+        await self._apply_l2(l2_chains, l2_rules)
+        for version, (chains, lines) in sets.items():
+            tool, _save, restore_tool = FAMILIES[version]
+            stale = (self._chains[version] or await self.existing_chains(version)) - set(chains)
+            restore = ["*filter"] + [f":{c} - [0:0]" for c in chains + sorted(stale)] + lines
+            restore += [f"-X {c}" for c in sorted(stale)] + ["COMMIT", ""]
+            await _run(restore_tool, "--noflush", stdin="\n".join(restore))
+            fwd = f"{self.prefix}-FWD"
+            if (await _run(tool, "-C", "FORWARD", "-j", fwd, check=False))[0] != 0:
+                await _run(tool, "-I", "FORWARD", "1", "-j", fwd)
+            self._chains[version] = set(chains)
         self._applied = text
-        LOG.info("security groups: %d port(s) filtered (%d rules, chains %s-*)", len(filters), len(lines),
-                 self.prefix)
+        LOG.info("security groups: %d port(s) filtered (%d IPv4, %d IPv6, %d link-layer rules, chains %s-*)",
+                 len(filters), len(sets[4][1]), len(sets[6][1]), len(l2_rules), self.prefix)
         return True
+
+    async def _apply_l2(self, chains: list[str], rules: list[list[str]]) -> None:
+        existing = await self._existing_l2_chains()
+        for chain in chains:
+            if chain not in existing:
+                await _run("ebtables", "-t", "filter", "-N", chain, "-P", "RETURN")
+            await _run("ebtables", "-t", "filter", "-F", chain)
+        for rule in rules:
+            await _run("ebtables", "-t", "filter", *rule)
+        fwd = f"{self.prefix}-FWD"
+        if (await _run("ebtables", "-t", "filter", "-C", "FORWARD", "-j", fwd, check=False))[0] != 0:
+            await _run("ebtables", "-t", "filter", "-I", "FORWARD", "1", "-j", fwd)
+        for chain in sorted(existing - set(chains)):
+            await _run("ebtables", "-t", "filter", "-X", chain, check=False)
 
     async def remove(self) -> None:
         """Take every chain of this agent away (the agent stops)."""
         fwd = f"{self.prefix}-FWD"
-        while (await _run("iptables", "-D", "FORWARD", "-j", fwd, check=False))[0] == 0:
+        for version, (tool, _save, restore_tool) in FAMILIES.items():
+            while (await _run(tool, "-D", "FORWARD", "-j", fwd, check=False))[0] == 0:
+                pass
+            chains = self._chains[version] | await self.existing_chains(version)
+            if chains:
+                restore = ["*filter"] + [f":{c} - [0:0]" for c in sorted(chains)]
+                restore += [f"-X {c}" for c in sorted(chains)] + ["COMMIT", ""]
+                await _run(restore_tool, "--noflush", stdin="\n".join(restore), check=False)
+            self._chains[version] = set()
+        while (await _run("ebtables", "-t", "filter", "-D", "FORWARD", "-j", fwd, check=False))[0] == 0:
             pass
-        chains = self._chains | await self.existing_chains()
-        if chains:
-            restore = ["*filter"] + [f":{c} - [0:0]" for c in sorted(chains)]
-            restore += [f"-X {c}" for c in sorted(chains)] + ["COMMIT", ""]
-            await _run("iptables-restore", "--noflush", stdin="\n".join(restore), check=False)
-        self._chains = set()
+        for chain in await self._existing_l2_chains():
+            await _run("ebtables", "-t", "filter", "-F", chain, check=False)
+        for chain in await self._existing_l2_chains():
+            await _run("ebtables", "-t", "filter", "-X", chain, check=False)
         self._applied = None

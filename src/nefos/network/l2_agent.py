@@ -63,6 +63,7 @@ BRIDGE_PREFIX = "brq"
 BRIDGE_GC_INTERVAL = 5.0
 SG_SYNC_INTERVAL = 0.5
 BRIDGE_NF = "/proc/sys/net/bridge/bridge-nf-call-iptables"
+BRIDGE_NF6 = "/proc/sys/net/bridge/bridge-nf-call-ip6tables"
 
 
 def parse_link_messages(data: bytes) -> list[tuple[int, str, int | None]]:
@@ -197,14 +198,16 @@ class L2Agent(Component):
 
     # Security groups ---------------------------------------------------------------------------------
     async def _bridge_netfilter(self) -> bool:
-        """Bridged traffic must go through iptables (br_netfilter) for security groups to apply."""
+        """Bridged traffic must go through iptables and ip6tables (br_netfilter) for security groups
+        to apply."""
         if not Path(BRIDGE_NF).exists():
             proc = await asyncio.create_subprocess_exec("modprobe", "br_netfilter",
                                                         stderr=asyncio.subprocess.DEVNULL)
             await proc.wait()
         try:
-            if Path(BRIDGE_NF).read_text().strip() != "1":
-                Path(BRIDGE_NF).write_text("1\n")
+            for switch in (BRIDGE_NF, BRIDGE_NF6):
+                if Path(switch).read_text().strip() != "1":
+                    Path(switch).write_text("1\n")
         except OSError as exc:
             LOG.error("%s: bridged traffic does not go through iptables (%s): security groups are NOT "
                       "enforced on this host", self.name, exc)
