@@ -76,6 +76,8 @@ if [ -e /sys/class/net/eth0 ]; then
 else
     echo "NEFOS-NET: no eth0"
 fi
+# A variant built with extra files (tests of what a guest can do on its network) runs its own step.
+[ -x /etc/nefos-after-boot ] && /etc/nefos-after-boot &
 """
 
 UDHCPC_SCRIPT = r"""#!/bin/sh
@@ -230,7 +232,9 @@ def _applets() -> list[str]:
     return [line.strip() for line in out.splitlines() if line.strip()]
 
 
-def build_initramfs(version: str) -> bytes:
+def build_initramfs(version: str, extra_files: dict[str, tuple[bytes, int]] | None = None) -> bytes:
+    """The initramfs; ``extra_files`` (path -> (data, mode)) are added as they are, e.g. an
+    ``etc/nefos-after-boot`` script the init runs once the network is being set up."""
     if not Path(BUSYBOX).is_file():
         raise GuestImageUnavailable(f"no {BUSYBOX}: apt-get install busybox-static")
     cpio = _Cpio()
@@ -253,6 +257,8 @@ def build_initramfs(version: str) -> bytes:
         cpio.file(f"lib/modules/{name}.ko", _module_bytes(path))
         order.append(name)
     cpio.file("etc/modules.order", ("\n".join(order) + "\n").encode())
+    for name, (data, mode) in sorted((extra_files or {}).items()):
+        cpio.file(name, data, mode)
     return gzip.compress(cpio.finish(), compresslevel=6, mtime=0)
 
 
