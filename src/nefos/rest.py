@@ -25,8 +25,9 @@ LOG = logging.getLogger(__name__)
 ErrorBody = Callable[[int, str, str], dict]  # (status, message, error type name) -> body
 
 
-# Paths every API serves without a token: version documents and getting a token.
-PUBLIC_PATHS = frozenset({"/", "/versions", "/v2.1", "/v2.1/", "/v2.0", "/v2.0/", "/v3", "/v3/"})
+# Paths every API serves without a token: version documents, OpenAPI documents, getting a token.
+PUBLIC_PATHS = frozenset({"/", "/versions", "/v2.1", "/v2.1/", "/v2.0", "/v2.0/", "/v3", "/v3/",
+                          "/v2.1/openapi.json", "/v2.0/openapi.json", "/v2/openapi.json", "/v3/openapi.json"})
 
 
 def is_public(method: str, path: str) -> bool:

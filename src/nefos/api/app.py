@@ -6,7 +6,7 @@ from fastapi import Request
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 
-from nefos import rest
+from nefos import openapi, rest
 from nefos.api import microversion
 
 # Nova's error body keys by status (nova.api.openstack.wsgi.Fault).
@@ -15,6 +15,11 @@ _FAULT_NAMES = {
     405: "badMethod", 409: "conflictingRequest", 413: "overLimit", 415: "badMediaType",
     429: "overLimit", 501: "notImplemented", 503: "serviceUnavailable",
 }
+
+
+NOVA_ERROR_SCHEMA = {"type": "object", "minProperties": 1, "maxProperties": 1, "additionalProperties": {
+    "type": "object", "required": ["code", "message"],
+    "properties": {"code": {"type": "integer"}, "message": {"type": "string"}}}}
 
 
 def nova_error_body(status: int, message: str, kind: str) -> dict:
@@ -56,4 +61,7 @@ def create_app(rt, compute_api):
     app.state.compute_api = compute_api
     from nefos.api import routes
     routes.include_all(app)
+    openapi.serve(app, "/v2.1/openapi.json", title="Nefos Compute API", version="2.1",
+                  error_schema=NOVA_ERROR_SCHEMA,
+                  description="The OpenStack Compute API at its default microversion, 2.1.")
     return app

@@ -21,6 +21,7 @@ from nefos import policy
 from nefos.api.validation import (BOOLEAN, MAX_INT, NAME, NON_NEGATIVE_INTEGER, bool_from_string, query_schema,
                                   validate, validate_integer, validate_query)
 from nefos.compute import flavors as flavors_mod
+from nefos.openapi import documented
 
 router = APIRouter()
 
@@ -191,6 +192,7 @@ async def show_flavor(request: Request, flavor_id: str):
 
 
 @router.put("/v2.1/flavors/{flavor_id}")
+@documented(request=UPDATE)
 async def update_flavor(request: Request, flavor_id: str):
     """2.55: change a flavor's description (the only thing that can change)."""
     if not request.state.api_version.matches("2.55"):
@@ -203,6 +205,7 @@ async def update_flavor(request: Request, flavor_id: str):
 
 
 @router.post("/v2.1/flavors")
+@documented(request=CREATE)
 async def create_flavor(request: Request):
     body = await rest.json_body(request)
     validate(body, CREATE_V255 if request.state.api_version.matches("2.55") else CREATE)
@@ -255,6 +258,7 @@ async def list_extra_specs(request: Request, flavor_id: str):
 
 
 @router.post("/v2.1/flavors/{flavor_id}/os-extra_specs")
+@documented(request=EXTRA_SPECS_CREATE)
 async def create_extra_specs(request: Request, flavor_id: str):
     body = await rest.json_body(request)
     validate(body, EXTRA_SPECS_CREATE)
@@ -274,6 +278,7 @@ async def show_extra_spec(request: Request, flavor_id: str, key: str):
 
 
 @router.put("/v2.1/flavors/{flavor_id}/os-extra_specs/{key}")
+@documented(request=EXTRA_SPEC_UPDATE)
 async def update_extra_spec(request: Request, flavor_id: str, key: str):
     body = await rest.json_body(request)
     validate(body, EXTRA_SPEC_UPDATE)

@@ -16,6 +16,8 @@ from nefos import policy, rest
 from nefos.api import common
 from nefos.api.validation import NAME, NON_NEGATIVE_INTEGER, query_schema, validate, validate_query
 from nefos.compute import keypairs as keypairs_mod
+from nefos.openapi import documented
+from nefos.api import microversion
 
 router = APIRouter()
 
@@ -102,6 +104,7 @@ async def show_keypair(request: Request, name: str):
 
 
 @router.post("/v2.1/os-keypairs")
+@documented(request=lambda: _create_schema(microversion.MIN))
 async def create_keypair(request: Request):
     version = request.state.api_version
     body = await rest.json_body(request)

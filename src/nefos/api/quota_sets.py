@@ -16,6 +16,8 @@ from nefos import exceptions, rest
 from nefos.api import common
 from nefos.api.validation import BOOLEAN, MAX_INT, bool_from_string, query_schema, validate, validate_query
 from nefos.compute import quota_sets as qs_mod
+from nefos.openapi import documented
+from nefos.api import microversion
 
 router = APIRouter()
 
@@ -76,6 +78,7 @@ async def show_quota_detail(request: Request, project_id: str):
 
 
 @router.put("/v2.1/os-quota-sets/{project_id}")
+@documented(request=lambda: update_schema(microversion.MIN))
 async def update_quota_set(request: Request, project_id: str):
     body = await rest.json_body(request)
     validate(body, update_schema(request.state.api_version))

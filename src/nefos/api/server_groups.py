@@ -18,6 +18,7 @@ from nefos.api import common
 from nefos.api.validation import (NAME, NON_NEGATIVE_INTEGER, POSITIVE_INTEGER, query_schema, validate,
                                   validate_query)
 from nefos.compute import server_groups as groups_mod
+from nefos.openapi import documented
 
 router = APIRouter()
 
@@ -115,6 +116,7 @@ async def show_server_group(request: Request, group_id: str):
 
 
 @router.post("/v2.1/os-server-groups")
+@documented(request=CREATE)
 async def create_server_group(request: Request):
     body = await rest.json_body(request)
     version = request.state.api_version

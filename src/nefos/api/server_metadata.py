@@ -8,6 +8,7 @@ from starlette.responses import Response
 from nefos import exceptions, policy, rest
 from nefos.api.servers import _METADATA
 from nefos.api.validation import validate
+from nefos.openapi import documented
 
 router = APIRouter()
 
@@ -56,6 +57,7 @@ async def show_metadata_item(request: Request, server_id: str, key: str):
 
 
 @router.put("/v2.1/servers/{server_id}/metadata/{key}")
+@documented(request=_META_ITEM_BODY)
 async def set_metadata_item(request: Request, server_id: str, key: str):
     policy.enforce(rest.get_context(request), "os_compute_api:server-metadata:update")
     body = await rest.json_body(request)

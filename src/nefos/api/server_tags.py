@@ -10,6 +10,7 @@ from nefos import exceptions, policy, rest
 from nefos.api.common import base_url
 from nefos.api.servers import MAX_TAGS, _TAG
 from nefos.api.validation import validate
+from nefos.openapi import documented
 
 router = APIRouter()
 
@@ -36,6 +37,7 @@ async def list_tags(request: Request, server_id: str):
 
 
 @router.put("/v2.1/servers/{server_id}/tags")
+@documented(request=_TAGS_BODY)
 async def replace_tags(request: Request, server_id: str):
     ctx = _context(request, "update_all")
     body = await rest.json_body(request)

@@ -32,6 +32,8 @@ from nefos.api import common, server_view
 from nefos.api.validation import bool_from_string, is_uuid_like, validate, validate_query
 from nefos.compute.services import COMPUTE_BINARY
 from nefos.objects import states
+from nefos.openapi import documented
+from nefos.api import microversion
 
 router = APIRouter()
 
@@ -241,6 +243,7 @@ def _requested_networks(server: dict, version):
 
 
 @router.post("/v2.1/servers")
+@documented(request=lambda: create_schema(microversion.MIN))
 async def create_server(request: Request):
     ctx = common.authorize(request, "os_compute_api:servers:create")
     version = request.state.api_version
@@ -574,6 +577,7 @@ async def show_server(request: Request, server_id: str):
 
 
 @router.put("/v2.1/servers/{server_id}")
+@documented(request=lambda: update_schema(microversion.MIN))
 async def update_server(request: Request, server_id: str):
     ctx = common.authorize(request, "os_compute_api:servers:update")
     version = request.state.api_version

@@ -20,6 +20,7 @@ from nefos.api import common
 from nefos.api.validation import (BOOLEAN, HOSTNAME, bool_from_string, is_uuid_like, query_schema, validate,
                                   validate_integer, validate_query)
 from nefos.compute import services as services_mod
+from nefos.openapi import documented
 
 router = APIRouter()
 
@@ -82,6 +83,7 @@ def _check_updatable(binary: str) -> None:
 
 
 @router.put("/v2.1/os-services/{action}")
+@documented(request=UPDATE)
 async def update_service(request: Request, action: str):
     version = request.state.api_version
     if version.matches("2.53"):

@@ -17,7 +17,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 from starlette.responses import JSONResponse, Response
 
-from nefos import exceptions, policy, rest
+from nefos import exceptions, openapi, policy, rest
 from nefos.db.models import (
     IdentityDomain, IdentityProject, IdentityRole, IdentityRoleAssignment, IdentityUser,
 )
@@ -35,6 +35,11 @@ _TITLES = {
     415: "Unsupported Media Type", 500: "Internal Server Error", 501: "Not Implemented",
     503: "Service Unavailable",
 }
+
+
+KEYSTONE_ERROR_SCHEMA = {"type": "object", "required": ["error"], "properties": {"error": {
+    "type": "object", "required": ["code", "message", "title"],
+    "properties": {"code": {"type": "integer"}, "message": {"type": "string"}, "title": {"type": "string"}}}}}
 
 
 def keystone_error_body(status: int, message: str, kind: str) -> dict:
@@ -755,4 +760,6 @@ def create_app(rt):
     app.include_router(router)
     app.include_router(grants.router)
     app.include_router(catalog_resources.router)
+    openapi.serve(app, "/v3/openapi.json", title="Nefos Identity API", version="3.14",
+                  error_schema=KEYSTONE_ERROR_SCHEMA)
     return app

@@ -12,7 +12,7 @@ from fastapi import Request
 from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from nefos import exceptions, policy, rest
+from nefos import exceptions, openapi, policy, rest
 from nefos.image import images, schemas
 
 PATCH_MEDIA_TYPE = "application/openstack-images-v2.1-json-patch"
@@ -28,6 +28,10 @@ def glance_error_body(status: int, message: str, kind: str) -> dict:
     except ValueError:
         title = "Error"
     return {"message": message, "code": f"{status} {title}", "title": title}
+
+
+GLANCE_ERROR_SCHEMA = {"type": "object", "required": ["message", "code", "title"], "properties": {
+    "message": {"type": "string"}, "code": {"type": "string"}, "title": {"type": "string"}}}
 
 
 def _media_type(request: Request) -> str | None:
@@ -181,4 +185,6 @@ def create_app(rt, *, size_cap: int | None = None):
         await images.remove_tag(rt, _ctx(request, "modify_image"), image_id, tag)
         return Response(status_code=204)
 
+    openapi.serve(app, "/v2/openapi.json", title="Nefos Image API", version="2.9",
+                  error_schema=GLANCE_ERROR_SCHEMA)
     return app

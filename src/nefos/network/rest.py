@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 from fastapi import Request
 from starlette.responses import JSONResponse, Response
 
-from nefos import exceptions, policy, rest
+from nefos import exceptions, openapi, policy, rest
 from nefos.network import attributes as attrs
 
 # collection -> (member name, manager method suffix for one, for many)
@@ -60,6 +60,11 @@ _RENAMED = {"ValidationError": "HTTPBadRequest", "Invalid": "HTTPBadRequest"}
 _RESERVED_PARAMS = {"fields", "limit", "marker", "page_reverse", "sort_key", "sort_dir"}
 
 
+NEUTRON_ERROR_SCHEMA = {"type": "object", "required": ["NeutronError"], "properties": {"NeutronError": {
+    "type": "object", "required": ["type", "message"],
+    "properties": {"type": {"type": "string"}, "message": {"type": "string"}, "detail": {"type": "string"}}}}}
+
+
 def neutron_error_body(status: int, message: str, kind: str) -> dict:
     if kind == "HTTPException":
         kind = _HTTP_TYPES.get(status, "HTTPError")
@@ -76,7 +81,7 @@ class JsonSuffixMiddleware:
         self.app = app
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and scope["path"].endswith(".json"):
+        if scope["type"] == "http" and scope["path"].endswith(".json") and scope["path"] not in openapi.DOCUMENT_PATHS:
             scope = dict(scope, path=scope["path"][:-5])
         await self.app(scope, receive, send)
 
@@ -254,6 +259,8 @@ def create_app(rt, manager):
 
     for collection, (member, one, many) in COLLECTIONS.items():
         _add_collection(app, manager, collection, member, one, many, ctx_of)
+    openapi.serve(app, "/v2.0/openapi.json", title="Nefos Networking API", version="2.0",
+                  error_schema=NEUTRON_ERROR_SCHEMA)
     return app
 
 

@@ -1,0 +1,101 @@
+"""OpenAPI 3.1 documents of the APIs, built from their route tables and the very JSON Schemas
+their handlers validate with (``documented`` attaches them to an endpoint; nothing is copied).
+
+Every route of an app is in its document, with its path parameters; a route whose handler
+validates a JSON body with a schema declares it, for the microversion a request without a version
+header gets (the Compute API's 2.1); error answers carry the API's own error body. Each API
+serves its document without a token (``/v2.1/openapi.json``, ``/v2.0/openapi.json``,
+``/v2/openapi.json``, ``/v3/openapi.json``), as it serves its version documents.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any, Callable
+
+from fastapi.routing import iter_route_contexts
+
+Schema = dict | Callable[[], dict]
+
+_PATH_PARAMETER = re.compile(r"{(\w+)(?::\w+)?}")
+DOCUMENT_PATHS = ("/v2.1/openapi.json", "/v2.0/openapi.json", "/v2/openapi.json", "/v3/openapi.json")
+
+
+def documented(request: Schema | None = None, responses: dict[int, Schema] | None = None,
+               request_media_type: str = "application/json"):
+    """Mark an endpoint with the schema its body is validated with and its responses' schemas."""
+    def mark(fn):
+        fn.__openapi__ = {"request": request, "responses": responses or {}, "media_type": request_media_type}
+        return fn
+    return mark
+
+
+def _resolve(schema: Schema) -> dict:
+    return copy.deepcopy(schema() if callable(schema) else schema)
+
+
+def to_openapi_31(schema: Any) -> Any:
+    """A Draft 4 schema as JSON Schema 2020-12 (OpenAPI 3.1): boolean exclusive bounds become
+    numeric ones, ``id`` and ``$schema`` go."""
+    if isinstance(schema, list):
+        return [to_openapi_31(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {}
+    for key, value in schema.items():
+        if key in ("$schema", "id"):
+            continue
+        if key in ("properties", "patternProperties", "definitions"):
+            out[key] = {k: to_openapi_31(v) for k, v in value.items()}
+        elif isinstance(value, (dict, list)):
+            out[key] = to_openapi_31(value)
+        else:
+            out[key] = value
+    for bound, flag in (("minimum", "exclusiveMinimum"), ("maximum", "exclusiveMaximum")):
+        if out.get(flag) is True and bound in out:
+            out[flag] = out.pop(bound)
+        elif isinstance(out.get(flag), bool):
+            out.pop(flag)
+    return out
+
+
+def document(app, *, title: str, version: str, error_schema: dict, description: str = "") -> dict:
+    paths: dict[str, dict] = {}
+    error = {"description": "An error, in this API's own error body.",
+             "content": {"application/json": {"schema": error_schema}}}
+    for route in iter_route_contexts(app.routes):
+        spec = getattr(route.endpoint, "__openapi__", {})
+        parameters = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+                      for name in _PATH_PARAMETER.findall(route.path)]
+        path = _PATH_PARAMETER.sub(lambda m: "{" + m.group(1) + "}", route.path)
+        for method in sorted(set(route.methods or ()) - {"HEAD"}):
+            operation_id = method.lower() + re.sub(r"[^A-Za-z0-9]", "_", path)  # "/v2.1" and "/v2.1/" differ
+            operation: dict[str, Any] = {"operationId": operation_id, "summary": route.name, "responses": {}}
+            if parameters:
+                operation["parameters"] = parameters
+            if spec.get("request") is not None:
+                operation["requestBody"] = {"required": True, "content": {
+                    spec["media_type"]: {"schema": to_openapi_31(_resolve(spec["request"]))}}}
+            for status, schema in sorted((spec.get("responses") or {}).items()):
+                operation["responses"][str(status)] = {"description": "Success.", "content": {
+                    "application/json": {"schema": to_openapi_31(_resolve(schema))}}}
+            if not operation["responses"]:
+                operation["responses"]["2XX"] = {"description": "Success."}
+            operation["responses"]["3XX"] = {"description": "A choice of versions (the version documents)."}
+            operation["responses"]["4XX"] = error
+            operation["responses"]["default"] = error
+            paths.setdefault(path, {})[method.lower()] = operation
+    return {"openapi": "3.1.0", "info": {"title": title, "version": version, "description": description},
+            "paths": paths}
+
+
+def serve(app, path: str, **kwargs) -> None:
+    """Serve ``app``'s document at ``path`` (built once, when first asked for)."""
+    built: dict[str, dict] = {}
+
+    @app.get(path, include_in_schema=True)
+    async def openapi_document():
+        if "doc" not in built:
+            built["doc"] = document(app, **kwargs)
+        return built["doc"]

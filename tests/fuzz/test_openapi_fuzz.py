@@ -1,0 +1,110 @@
+"""Generated requests against a `nefos up` with the shipped defaults: every operation of the four
+APIs' OpenAPI documents, as an admin, a member of project A and a member of project B, each
+request drawn by schemathesis from the documented parameters and request bodies. No answer is a
+5xx, none breaks the documented response (status, content type, schema), none takes 5 s; and
+afterwards the database still agrees with itself (quota usage = real usage, no compute port
+without its instance, no allocation without an instance)."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections import Counter
+
+import httpx
+import pytest
+import requests
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance, response_schema_conformance, status_code_conformance)
+
+from tests.isolation.helpers import make_tenancy, start_nefos, stop_nefos
+
+# Examples per operation and caller (40 in CI: about 13 000 requests); `python bench/fuzz.py
+# --examples N` runs the long version.
+EXAMPLES = int(os.environ.get("NEFOS_FUZZ_EXAMPLES", "40"))
+SLOW = 5.0
+DOCUMENTS = {"compute": "/openapi.json", "network": "/v2.0/openapi.json", "image": "/v2/openapi.json",
+             "identity": "/openapi.json"}
+CHECKS = (not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance)
+
+
+@pytest.fixture(scope="module")
+def cloud(tmp_path_factory):
+    state = tmp_path_factory.mktemp("nefos-fuzz")
+    proc, clouds = start_nefos(state, {"NEFOS_PASSWORD_HASH_ROUNDS": "12"})
+    try:
+        yield make_tenancy(clouds, state)
+    finally:
+        stop_nefos(proc, state)
+
+
+def _fuzz(api, service: str, caller, counts: Counter, failures: list) -> None:
+    base = api.auth_url if service == "identity" else api.catalog[service]
+    document = httpx.get(base.rstrip("/") + DOCUMENTS[service], timeout=30).json()
+    schema = schemathesis.openapi.from_dict(document)
+    root = base.rstrip("/")
+    for path in ("/v2.1", "/v3"):  # the documents' paths are absolute; the catalog URLs end in a version
+        if root.endswith(path):
+            root = root[: -len(path)]
+    session = requests.Session()
+    for result in schema.get_all_operations():
+        operation = result.ok()
+
+        @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
+                  suppress_health_check=list(HealthCheck))
+        @given(operation.as_strategy())
+        def one(case):
+            started = time.monotonic()
+            response = case.call(base_url=root, session=session, headers={"X-Auth-Token": caller.token},
+                                 timeout=SLOW * 2)
+            elapsed = time.monotonic() - started
+            counts[service] += 1
+            counts[response.status_code // 100 * 100] += 1
+            where = f"{caller.user_id[:6]} {case.method} {case.formatted_path} {str(case.body)[:200]}"
+            if elapsed > SLOW:
+                failures.append(f"{where}: took {elapsed:.1f} s")
+            for check in CHECKS:
+                try:
+                    case.validate_response(response, checks=[check])
+                except (Exception, BaseExceptionGroup) as exc:  # noqa: BLE001 — each failure is recorded
+                    failures.append(f"{where}: {response.status_code} {type(exc).__name__}: {str(exc)[:300]}")
+        one()
+    session.close()
+
+
+def test_generated_requests_get_no_5xx_and_keep_the_documents(cloud):
+    counts: Counter = Counter()
+    failures: list[str] = []
+    for service in DOCUMENTS:
+        for caller in (cloud.admin, cloud.a, cloud.b):
+            _fuzz(caller, service, caller, counts, failures)
+    total = sum(counts[s] for s in DOCUMENTS)
+    print(f"\ngenerated requests: {total} {dict(counts)}")
+    if EXAMPLES >= 40:  # the shipped run: every operation, every caller, at least 10 000 requests
+        assert total >= 10_000, counts
+    assert not [f for f in failures if " 5" in f.split(":")[1][:4] or "Server" in f], failures[:20]
+    assert failures == [], f"{len(failures)} failures, first: {failures[:20]}"
+    _check_invariants(cloud.state / "nefos.sqlite")
+
+
+def _check_invariants(db_path) -> None:
+    db = sqlite3.connect(db_path)
+    live = {row[0]: row for row in db.execute(
+        "SELECT uuid, project_id, vcpus, memory_mb FROM instances WHERE deleted = 0")}
+    usage = {(p, r): n for p, r, n in db.execute("SELECT project_id, resource, in_use FROM quota_usages")}
+    real = Counter()
+    for _uuid, project, vcpus, ram in live.values():
+        real[(project, "instances")] += 1
+        real[(project, "cores")] += vcpus
+        real[(project, "ram")] += ram
+    for key in set(real) | {k for k in usage if k[1] in ("instances", "cores", "ram")}:
+        assert usage.get(key, 0) == real.get(key, 0), (key, usage.get(key), real.get(key))
+    orphans = [r for r in db.execute("SELECT id, device_id FROM ports WHERE device_owner LIKE 'compute:%'")
+               if r[1] not in live]
+    assert orphans == [], f"compute ports without their instance: {orphans}"
+    stray = [r[0] for r in db.execute("SELECT consumer_uuid FROM allocations") if r[0] not in live]
+    assert stray == [], f"allocations without an instance: {stray}"
