@@ -113,6 +113,7 @@ def create_app(rt, *, size_cap: int | None = None):
         return JSONResponse(doc)
 
     @app.post("/v2/images")
+    @openapi.documented(request=schemas.image_schema, responses={201: schemas.image_schema})
     async def create_image(request: Request):
         ctx = _ctx(request, "add_image")
         body = await _json(request)
@@ -121,6 +122,7 @@ def create_app(rt, *, size_cap: int | None = None):
         return JSONResponse(doc, status_code=201, headers={"Location": doc["self"]})
 
     @app.get("/v2/images/{image_id}")
+    @openapi.documented(responses={200: schemas.image_schema})
     async def show_image(request: Request, image_id: str):
         row = await images.get(rt, _ctx(request, "get_image"), image_id)
         return JSONResponse(images.view(row))
