@@ -6,6 +6,7 @@ fails here at start."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -17,7 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _run(*argv, cwd: Path | None = None) -> None:
-    done = subprocess.run([str(a) for a in argv], cwd=cwd, capture_output=True, text=True, timeout=540)
+    # Without this tree on PYTHONPATH: pip would take its metadata for an installed nefos.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([str(a) for a in argv], cwd=cwd, capture_output=True, text=True, timeout=540, env=env)
     assert done.returncode == 0, f"{' '.join(map(str, argv))}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
 
 
