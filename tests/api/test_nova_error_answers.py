@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from nefos.objects import instance as instance_obj, states
 from tests.pipeline.conftest import start_cloud, stop_cloud
 
 PROJECT = "a" * 32
@@ -43,6 +44,31 @@ async def test_an_unknown_status_is_400_from_2_38_and_an_empty_list_before(cloud
         assert r.status_code == 200 and r.json() == {"servers": []}, r.text
     r = await _list(cloud, "status=ACTIVE", "2.38", headers=MEMBER)
     assert [s["id"] for s in r.json()["servers"]] == [cloud.sid]
+
+
+async def _listed_by_status(cloud, status: str) -> bool:
+    r = await _list(cloud, f"status={status}", "2.38")
+    assert r.status_code == 200, r.text
+    return cloud.sid in [s["id"] for s in r.json()["servers"]]
+
+
+async def test_the_status_filter_matches_vm_and_task_state_as_nova(cloud):
+    """Nova maps a status to (vm_states, task_states): REBOOT is active *and* a reboot task;
+    a status that is a vm_state's default (ACTIVE, SHUTOFF) filters on the vm_state alone."""
+    assert await _listed_by_status(cloud, "ACTIVE")
+    for status in ("REBOOT", "HARD_REBOOT", "RESIZE", "REBUILD", "PASSWORD"):
+        assert not await _listed_by_status(cloud, status), status
+    await instance_obj.save(cloud.rt.db, cloud.sid, {"task_state": states.REBOOTING})
+    assert await _listed_by_status(cloud, "REBOOT")
+    assert await _listed_by_status(cloud, "ACTIVE")  # Nova: ACTIVE is vm_state active, any task
+    assert not await _listed_by_status(cloud, "HARD_REBOOT")
+    await instance_obj.save(cloud.rt.db, cloud.sid, {"task_state": states.REBOOT_STARTED_HARD})
+    assert await _listed_by_status(cloud, "HARD_REBOOT") and not await _listed_by_status(cloud, "REBOOT")
+    r = await _list(cloud, "status=REBOOT&status=HARD_REBOOT", "2.38")
+    assert [s["id"] for s in r.json()["servers"]] == [cloud.sid], r.text
+    await instance_obj.save(cloud.rt.db, cloud.sid, {"vm_state": states.STOPPED, "task_state": states.RESIZE_PREP})
+    assert await _listed_by_status(cloud, "RESIZE") and await _listed_by_status(cloud, "SHUTOFF")
+    assert not await _listed_by_status(cloud, "ACTIVE") and not await _listed_by_status(cloud, "REBOOT")
 
 
 async def test_listing_deleted_servers_by_status_is_for_administrators(cloud):

@@ -287,10 +287,10 @@ class ComputeAPI:
         elif filters.get("project_id"):
             q = q.where(Instance.project_id == filters["project_id"])
         if filters.get("status"):
-            vm_states = []
-            for status in filters["status"]:
-                vm_states += states.states_from_status(status)
+            vm_states, task_states = states.task_and_vm_states_from_statuses(filters["status"])
             q = q.where(Instance.vm_state.in_(vm_states or ["__none__"]))
+            if task_states is not None:
+                q = q.where(Instance.task_state.in_(task_states))
         for key, column in (("vm_state", Instance.vm_state), ("task_state", Instance.task_state),
                             ("host", Instance.host), ("node", Instance.node),
                             ("reservation_id", Instance.reservation_id), ("image", Instance.image_ref),
