@@ -159,3 +159,51 @@ async def test_force_down_before_2_11_is_404(cloud):
     r = await cloud.compute.put("/v2.1/os-services/force-down", json={**body, "forced_down": True},
                                 headers=_h("2.11"))
     assert r.status_code == 200, r.text
+
+
+async def _boot(cloud, name: str) -> str:
+    net = (await cloud.network.get("/v2.0/networks", headers=MEMBER)).json()["networks"][0]
+    r = await cloud.compute.post("/v2.1/servers", json={"server": {
+        "name": name, "imageRef": await cloud.default_image(), "flavorRef": "1",
+        "networks": [{"uuid": net["id"]}]}}, headers=MEMBER)
+    assert r.status_code == 202, r.text
+    return r.json()["server"]["id"]
+
+
+async def _names(cloud, query: str) -> list[str]:
+    r = await _list(cloud, query, headers=MEMBER)
+    assert r.status_code == 200, r.text
+    return [s["name"] for s in r.json()["servers"]]
+
+
+async def _paged_names(cloud, query: str) -> list[str]:
+    """Every page of one server, each from the previous page's last id."""
+    names, marker = [], None
+    while True:
+        r = await _list(cloud, query + "&limit=1" + (f"&marker={marker}" if marker else ""), headers=MEMBER)
+        page = r.json()["servers"]
+        if not page:
+            return names
+        names.append(page[0]["name"])
+        marker = page[0]["id"]
+
+
+async def test_the_server_list_is_sorted_and_paged_by_sort_key_and_sort_dir(cloud):
+    """Nova sorts by every sort_key with its sort_dir (a missing one is the first given), then
+    created_at and id; without sort_key, newest first; the marker pages in that order."""
+    for name in ("b", "a"):
+        await cloud.wait_status(await _boot(cloud, name), "ACTIVE")
+    assert await _names(cloud, "") == ["a", "b", "vm"]  # created_at desc
+    assert await _names(cloud, "sort_dir=asc") == ["vm", "b", "a"]
+    assert await _names(cloud, "sort_key=display_name&sort_dir=asc") == ["a", "b", "vm"]
+    assert await _names(cloud, "sort_key=display_name") == ["vm", "b", "a"]
+    assert await _paged_names(cloud, "sort_key=display_name&sort_dir=asc") == ["a", "b", "vm"]
+    assert await _paged_names(cloud, "sort_key=vm_state&sort_key=display_name&sort_dir=asc&sort_dir=desc") \
+        == ["vm", "b", "a"]
+    assert await _paged_names(cloud, "sort_key=vm_state&sort_dir=asc") == ["vm", "b", "a"]  # then created_at asc
+    assert await _names(cloud, "sort_key=vcpus&sort_dir=asc") == ["a", "b", "vm"]  # ignored key, its dir too
+    r = await _list(cloud, "sort_key=display_name&sort_dir=asc&sort_dir=desc")
+    assert r.status_code == 400 and r.json()["badRequest"]["message"] == \
+        "Sort direction size exceeds sort key size", r.text
+    r = await _list(cloud, "sort_key=display_name&sort_dir=up")
+    assert r.status_code == 400, r.text
