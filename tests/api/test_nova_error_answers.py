@@ -204,6 +204,7 @@ async def test_the_server_list_is_sorted_and_paged_by_sort_key_and_sort_dir(clou
     assert await _names(cloud, "sort_key=vcpus&sort_dir=asc") == ["a", "b", "vm"]  # ignored key, its dir too
     r = await _list(cloud, "sort_key=display_name&sort_dir=asc&sort_dir=desc")
     assert r.status_code == 400 and r.json()["badRequest"]["message"] == \
-        "Sort direction size exceeds sort key size", r.text
+        "Invalid input received: Sort direction size exceeds sort key size", r.text
     r = await _list(cloud, "sort_key=display_name&sort_dir=up")
-    assert r.status_code == 400, r.text
+    assert r.status_code == 400 and r.json()["badRequest"]["message"] == \
+        "Invalid input received: Unknown sort direction, must be 'desc' or 'asc'", r.text

@@ -240,14 +240,15 @@ async def destroy(db: Database, uuid: str, *, only_if_unscheduled: bool = False)
 
 
 def list_sort_order(sort_keys: list[str], sort_dirs: list[str]) -> list[tuple[Any, bool]]:
-    """(column, descending) pairs for a server list, as Nova's ``process_sort_params``: a missing
-    direction is the first one given (else desc), created_at and id always close the order.
-    Nova's sort keys this cloud keeps no column for sort every server as equal."""
+    """(column, descending) pairs for a server list, as Nova's ``process_sort_params`` (its 400s in
+    Nova's InvalidInput wording): a missing direction is the first one given (else desc), created_at
+    and id always close the order. Nova's sort keys this cloud keeps no column for sort as equal."""
     for direction in sort_dirs:
         if direction not in ("asc", "desc"):
-            raise exceptions.ValidationError("Unknown sort direction, must be 'desc' or 'asc'")
+            raise exceptions.ValidationError(
+                "Invalid input received: Unknown sort direction, must be 'desc' or 'asc'")
     if len(sort_dirs) > len(sort_keys):
-        raise exceptions.ValidationError("Sort direction size exceeds sort key size")
+        raise exceptions.ValidationError("Invalid input received: Sort direction size exceeds sort key size")
     default_dir = sort_dirs[0] if sort_dirs else "desc"
     keys = list(sort_keys)
     dirs = list(sort_dirs) + [default_dir] * (len(keys) - len(sort_dirs))
