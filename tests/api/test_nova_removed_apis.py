@@ -39,3 +39,13 @@ async def test_the_gone_answer_is_novas(cloud):
     assert r.status_code == 410, r.text
     r = await cloud.compute.get("/v2.1/os-networks", headers=MEMBER)  # a proxy API: not in this list
     assert r.status_code != 410, r.text
+
+
+async def test_a_fixed_ip_action_is_gone_only_for_the_actions_nova_had(cloud):
+    for action in ("reserve", "unreserve"):
+        r = await cloud.compute.post("/v2.1/os-fixed-ips/10.0.0.5/action", json={action: None}, headers=ADMIN)
+        assert r.status_code == 410 and r.json() == GONE, r.text
+    r = await cloud.compute.post("/v2.1/os-fixed-ips/10.0.0.5/action", json={"bogus": None}, headers=ADMIN)
+    assert r.status_code == 400 and "There is no such action: bogus" in r.text, r.text
+    r = await cloud.compute.post("/v2.1/os-fixed-ips/10.0.0.5/action", json={}, headers=ADMIN)
+    assert r.status_code == 400, r.text

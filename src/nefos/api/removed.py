@@ -5,9 +5,9 @@ here."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
-from nefos import exceptions
+from nefos import exceptions, rest
 
 router = APIRouter()
 
@@ -27,7 +27,6 @@ REMOVED_ROUTES = (
     ("/v2.1/os-cloudpipe", ("GET", "POST")),
     ("/v2.1/os-cloudpipe/{id}", ("PUT",)),
     ("/v2.1/os-fixed-ips/{id}", ("GET",)),
-    ("/v2.1/os-fixed-ips/{id}/action", ("POST",)),
     ("/v2.1/os-floating-ip-dns", ("GET",)),
     ("/v2.1/os-floating-ip-dns/{id}", ("PUT", "DELETE")),
     ("/v2.1/os-floating-ip-dns/{domain_id}/entries/{id}", ("GET", "PUT", "DELETE")),
@@ -49,3 +48,16 @@ async def gone():
 
 for _path, _methods in REMOVED_ROUTES:
     router.add_api_route(_path, gone, methods=list(_methods), include_in_schema=False)
+
+
+@router.post("/v2.1/os-fixed-ips/{id}/action", include_in_schema=False)
+async def fixed_ip_action(request: Request, id: str):
+    """Nova dispatches the action before its removed handler: only reserve/unreserve are Gone."""
+    body = await rest.json_body(request)
+    if not isinstance(body, dict) or len(body) != 1:
+        raise exceptions.ValidationError("Malformed request body: exactly one action is expected.")
+    (name, _args), = body.items()
+    if name not in ("reserve", "unreserve"):
+        raise exceptions.ValidationError(f"There is no such action: {name}. Verify the request body "
+                                         "and Content-Type header and try again.")
+    raise exceptions.Gone()
