@@ -46,6 +46,10 @@ async def test_a_fixed_ip_action_is_gone_only_for_the_actions_nova_had(cloud):
         r = await cloud.compute.post("/v2.1/os-fixed-ips/10.0.0.5/action", json={action: None}, headers=ADMIN)
         assert r.status_code == 410 and r.json() == GONE, r.text
     r = await cloud.compute.post("/v2.1/os-fixed-ips/10.0.0.5/action", json={"bogus": None}, headers=ADMIN)
-    assert r.status_code == 400 and "There is no such action: bogus" in r.text, r.text
+    assert r.status_code == 400 and r.json()["badRequest"]["message"] == "There is no such action: bogus", r.text
     r = await cloud.compute.post("/v2.1/os-fixed-ips/10.0.0.5/action", json={}, headers=ADMIN)
-    assert r.status_code == 400, r.text
+    assert r.status_code == 400 and r.json()["badRequest"]["message"] == "Malformed request body", r.text
+    r = await cloud.compute.post("/v2.1/servers/x/action", json={"bogus": None}, headers=ADMIN)
+    assert r.status_code == 400 and r.json()["badRequest"]["message"] == "There is no such action: bogus", r.text
+    r = await cloud.compute.post("/v2.1/servers/x/action", json={"a": 1, "b": 2}, headers=ADMIN)
+    assert r.status_code == 400 and r.json()["badRequest"]["message"] == "Malformed request body", r.text

@@ -8,6 +8,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 
 from nefos import exceptions, rest
+from nefos.api.server_actions import no_such_action, single_action
 
 router = APIRouter()
 
@@ -53,11 +54,7 @@ for _path, _methods in REMOVED_ROUTES:
 @router.post("/v2.1/os-fixed-ips/{id}/action", include_in_schema=False)
 async def fixed_ip_action(request: Request, id: str):
     """Nova dispatches the action before its removed handler: only reserve/unreserve are Gone."""
-    body = await rest.json_body(request)
-    if not isinstance(body, dict) or len(body) != 1:
-        raise exceptions.ValidationError("Malformed request body: exactly one action is expected.")
-    (name, _args), = body.items()
+    name, _args = single_action(await rest.json_body(request))
     if name not in ("reserve", "unreserve"):
-        raise exceptions.ValidationError(f"There is no such action: {name}. Verify the request body "
-                                         "and Content-Type header and try again.")
+        raise no_such_action(name)
     raise exceptions.Gone()
