@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from nefos.objects import instance as instance_obj, states
 from tests.pipeline.conftest import start_cloud, stop_cloud
 
 PROJECT = "a" * 32
@@ -43,6 +44,31 @@ async def test_an_unknown_status_is_400_from_2_38_and_an_empty_list_before(cloud
         assert r.status_code == 200 and r.json() == {"servers": []}, r.text
     r = await _list(cloud, "status=ACTIVE", "2.38", headers=MEMBER)
     assert [s["id"] for s in r.json()["servers"]] == [cloud.sid]
+
+
+async def _listed_by_status(cloud, status: str) -> bool:
+    r = await _list(cloud, f"status={status}", "2.38")
+    assert r.status_code == 200, r.text
+    return cloud.sid in [s["id"] for s in r.json()["servers"]]
+
+
+async def test_the_status_filter_matches_vm_and_task_state_as_nova(cloud):
+    """Nova maps a status to (vm_states, task_states): REBOOT is active *and* a reboot task;
+    a status that is a vm_state's default (ACTIVE, SHUTOFF) filters on the vm_state alone."""
+    assert await _listed_by_status(cloud, "ACTIVE")
+    for status in ("REBOOT", "HARD_REBOOT", "RESIZE", "REBUILD", "PASSWORD"):
+        assert not await _listed_by_status(cloud, status), status
+    await instance_obj.save(cloud.rt.db, cloud.sid, {"task_state": states.REBOOTING})
+    assert await _listed_by_status(cloud, "REBOOT")
+    assert await _listed_by_status(cloud, "ACTIVE")  # Nova: ACTIVE is vm_state active, any task
+    assert not await _listed_by_status(cloud, "HARD_REBOOT")
+    await instance_obj.save(cloud.rt.db, cloud.sid, {"task_state": states.REBOOT_STARTED_HARD})
+    assert await _listed_by_status(cloud, "HARD_REBOOT") and not await _listed_by_status(cloud, "REBOOT")
+    r = await _list(cloud, "status=REBOOT&status=HARD_REBOOT", "2.38")
+    assert [s["id"] for s in r.json()["servers"]] == [cloud.sid], r.text
+    await instance_obj.save(cloud.rt.db, cloud.sid, {"vm_state": states.STOPPED, "task_state": states.RESIZE_PREP})
+    assert await _listed_by_status(cloud, "RESIZE") and await _listed_by_status(cloud, "SHUTOFF")
+    assert not await _listed_by_status(cloud, "ACTIVE") and not await _listed_by_status(cloud, "REBOOT")
 
 
 async def test_listing_deleted_servers_by_status_is_for_administrators(cloud):
@@ -133,3 +159,52 @@ async def test_force_down_before_2_11_is_404(cloud):
     r = await cloud.compute.put("/v2.1/os-services/force-down", json={**body, "forced_down": True},
                                 headers=_h("2.11"))
     assert r.status_code == 200, r.text
+
+
+async def _boot(cloud, name: str) -> str:
+    net = (await cloud.network.get("/v2.0/networks", headers=MEMBER)).json()["networks"][0]
+    r = await cloud.compute.post("/v2.1/servers", json={"server": {
+        "name": name, "imageRef": await cloud.default_image(), "flavorRef": "1",
+        "networks": [{"uuid": net["id"]}]}}, headers=MEMBER)
+    assert r.status_code == 202, r.text
+    return r.json()["server"]["id"]
+
+
+async def _names(cloud, query: str) -> list[str]:
+    r = await _list(cloud, query, headers=MEMBER)
+    assert r.status_code == 200, r.text
+    return [s["name"] for s in r.json()["servers"]]
+
+
+async def _paged_names(cloud, query: str) -> list[str]:
+    """Every page of one server, each from the previous page's last id."""
+    names, marker = [], None
+    while True:
+        r = await _list(cloud, query + "&limit=1" + (f"&marker={marker}" if marker else ""), headers=MEMBER)
+        page = r.json()["servers"]
+        if not page:
+            return names
+        names.append(page[0]["name"])
+        marker = page[0]["id"]
+
+
+async def test_the_server_list_is_sorted_and_paged_by_sort_key_and_sort_dir(cloud):
+    """Nova sorts by every sort_key with its sort_dir (a missing one is the first given), then
+    created_at and id; without sort_key, newest first; the marker pages in that order."""
+    for name in ("b", "a"):
+        await cloud.wait_status(await _boot(cloud, name), "ACTIVE")
+    assert await _names(cloud, "") == ["a", "b", "vm"]  # created_at desc
+    assert await _names(cloud, "sort_dir=asc") == ["vm", "b", "a"]
+    assert await _names(cloud, "sort_key=display_name&sort_dir=asc") == ["a", "b", "vm"]
+    assert await _names(cloud, "sort_key=display_name") == ["vm", "b", "a"]
+    assert await _paged_names(cloud, "sort_key=display_name&sort_dir=asc") == ["a", "b", "vm"]
+    assert await _paged_names(cloud, "sort_key=vm_state&sort_key=display_name&sort_dir=asc&sort_dir=desc") \
+        == ["vm", "b", "a"]
+    assert await _paged_names(cloud, "sort_key=vm_state&sort_dir=asc") == ["vm", "b", "a"]  # then created_at asc
+    assert await _names(cloud, "sort_key=vcpus&sort_dir=asc") == ["a", "b", "vm"]  # ignored key, its dir too
+    r = await _list(cloud, "sort_key=display_name&sort_dir=asc&sort_dir=desc")
+    assert r.status_code == 400 and r.json()["badRequest"]["message"] == \
+        "Invalid input received: Sort direction size exceeds sort key size", r.text
+    r = await _list(cloud, "sort_key=display_name&sort_dir=up")
+    assert r.status_code == 400 and r.json()["badRequest"]["message"] == \
+        "Invalid input received: Unknown sort direction, must be 'desc' or 'asc'", r.text

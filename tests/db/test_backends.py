@@ -345,3 +345,32 @@ async def test_a_reader_sees_commits_made_after_an_earlier_reader_left_a_result_
         await s.execute(insert(USAGES).values(project_id=project, resource="key_pairs", in_use=1))
     for _ in range(3):
         assert len(await _usage_rows(db, project)) == 4
+
+
+# Server list sorting -----------------------------------------------------------
+
+async def test_server_list_order_and_marker_paging_agree_with_nulls(db):
+    """NULL sorts lowest on every backend, and keyset paging from each row walks the same order."""
+    project = uuid.uuid4().hex
+    names = {await make_instance(db, project_id=project, key_name=k, display_name=n): n
+             for k, n in (("k2", "a"), (None, "b"), ("k1", "c"), (None, "d"))}
+    q = select(instance_obj.INSTANCES.c.uuid).where(instance_obj.INSTANCES.c.project_id == project)
+    for direction, expected in (("asc", ["b", "d", "c", "a"]), ("desc", ["a", "c", "d", "b"])):
+        order = instance_obj.list_sort_order(["key_name"], [direction])
+        async with db.reader() as s:
+            full = [names[u] for u in (await s.execute(
+                q.order_by(*instance_obj.order_by_clauses(order)))).scalars()]
+        assert full == expected, direction
+        walked, marker = [], None
+        while True:
+            page = q.order_by(*instance_obj.order_by_clauses(order)).limit(1)
+            if marker is not None:
+                page = page.where(instance_obj.after_marker(order, marker))
+            async with db.reader() as s:
+                row = (await s.execute(page)).scalar_one_or_none()
+                if row is None:
+                    break
+                marker = dict((await s.execute(select(*(c for c, _ in order)).where(
+                    instance_obj.INSTANCES.c.uuid == row))).mappings().one())
+            walked.append(names[row])
+        assert walked == expected, direction

@@ -23,6 +23,7 @@ ROUTERS = [
     "nefos.api.quota_sets",
     "nefos.api.server_groups",
     "nefos.api.server_external_events",
+    "nefos.api.removed",
 ]
 
 

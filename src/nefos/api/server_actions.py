@@ -49,13 +49,24 @@ _CHANGE_PASSWORD_SCHEMA = {"type": "object", "properties": {"changePassword": {
     "required": ["adminPass"], "additionalProperties": False}}, "required": ["changePassword"]}
 
 
+def single_action(body) -> tuple[str, object]:
+    """The one action an action body names; Nova's wsgi answers 400 for any other body."""
+    if not isinstance(body, dict) or len(body) != 1:
+        raise exceptions.ValidationError("Malformed request body")
+    (name, args), = body.items()
+    return name, args
+
+
+def no_such_action(name: str) -> exceptions.ValidationError:
+    """Nova answers an unknown action with 400 (nova.api.openstack.wsgi), not 404."""
+    return exceptions.ValidationError(f"There is no such action: {name}")
+
+
 @router.post("/v2.1/servers/{server_id}/action")
 async def server_action(request: Request, server_id: str):
     ctx = rest.get_context(request)
     body = await rest.json_body(request)
-    if not isinstance(body, dict) or len(body) != 1:
-        raise exceptions.ValidationError("Malformed request body: exactly one action is expected.")
-    (name, args), = body.items()
+    name, args = single_action(body)
     if name in ACTION_VERSIONS and not request.state.api_version.matches(*ACTION_VERSIONS[name]):
         raise exceptions.NotFound("The resource could not be found.")
     if name in REMOVED_ACTIONS:
@@ -102,7 +113,5 @@ async def server_action(request: Request, server_id: str):
     elif name in server_admin_actions.HANDLERS:
         await server_admin_actions.HANDLERS[name](request, ctx, server_id, body)
     else:
-        # Nova answers an unknown action with 400 (nova.api.openstack.wsgi), not 404.
-        raise exceptions.ValidationError(f"There is no such action: {name}. Verify the request body "
-                                         "and Content-Type header and try again.")
+        raise no_such_action(name)
     return Response(status_code=202)

@@ -430,6 +430,19 @@ def _sort_keys_schema(version) -> dict:
         "type": "string", "enum": sorted(valid)}}}}
 
 
+def _sort_params(params, version) -> tuple[list[str], list[str]]:
+    """Nova's ``get_sort_params`` (created_at desc when none given), then the keys it accepts but
+    ignores dropped with their direction (``remove_invalid_sort_keys``)."""
+    keys = [k.strip() for k in params.getlist("sort_key")] or ["created_at"]
+    dirs = [d.strip() for d in params.getlist("sort_dir")] or ["desc"]
+    ignored = set(_IGNORED_SORT_KEYS) - ({"locked"} if version.matches("2.73") else set())
+    for key in [k for k in keys if k in ignored]:
+        if len(dirs) > keys.index(key):
+            dirs.pop(keys.index(key))
+        keys.remove(key)
+    return keys, dirs
+
+
 def _check_list_query(params, version, ctx, allowed: set[str] | None) -> None:
     """Nova's 400 and 403 answers to a list query, in Nova's order (``_get_servers``)."""
     validate_query(params, _sort_keys_schema(version))
@@ -533,7 +546,9 @@ async def _list(request: Request, detailed: bool):
     ctx = common.authorize(request, "os_compute_api:servers:%s" % ("detail" if detailed else "index"))
     version = request.state.api_version
     filters, limit, marker = _parse_list_query(request, ctx, detailed)
-    instances = await _compute_api(request).list(ctx, filters=filters, limit=limit, marker=marker)
+    sort_keys, sort_dirs = _sort_params(request.query_params, version)
+    instances = await _compute_api(request).list(ctx, filters=filters, limit=limit, marker=marker,
+                                                 sort_keys=sort_keys, sort_dirs=sort_dirs)
     base = base_url(request)
     if detailed:
         if version.matches("2.16") and policy.check(ctx, "os_compute_api:servers:show:host_status"):

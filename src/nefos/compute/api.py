@@ -17,7 +17,7 @@ import logging
 import re
 import uuid as uuidlib
 
-from sqlalchemy import and_, func, insert, or_, select
+from sqlalchemy import func, insert, select
 
 from nefos import exceptions
 from nefos.compute import flavors as flavors_mod, image_properties, regex_filters as regex_filters_mod, server_groups
@@ -287,11 +287,10 @@ class ComputeAPI:
         elif filters.get("project_id"):
             q = q.where(Instance.project_id == filters["project_id"])
         if filters.get("status"):
-            vm_states, task_states = states.task_and_vm_states_from_status(filters["status"])
+            vm_states, task_states = states.task_and_vm_states_from_statuses(filters["status"])
             q = q.where(Instance.vm_state.in_(vm_states or ["__none__"]))
             if task_states is not None:
-                q = q.where(or_(Instance.task_state.in_([t for t in task_states if t is not None] or ["__none__"]),
-                                *([Instance.task_state.is_(None)] if None in task_states else [])))
+                q = q.where(Instance.task_state.in_(task_states))
         for key, column in (("vm_state", Instance.vm_state), ("task_state", Instance.task_state),
                             ("host", Instance.host), ("node", Instance.node),
                             ("reservation_id", Instance.reservation_id), ("image", Instance.image_ref),
@@ -312,16 +311,15 @@ class ComputeAPI:
         tag_filters = {k: filters[k] for k in _TAG_FILTERS if filters.get(k)}
         regex_filters = {k: filters[k] for k in _REGEX_FILTERS if filters.get(k) is not None}
         post_filtered = bool(name_regex or ip_regexes[4] or ip_regexes[6] or tag_filters or regex_filters)
-        order = [Instance.created_at.desc(), Instance.id.desc()]
+        order = instance_obj.list_sort_order(sort_keys or [], sort_dirs or [])
         if marker:
             async with self.rt.db.reader() as s:
-                mrow = (await s.execute(select(Instance.created_at, Instance.id).where(
-                    Instance.uuid == marker))).one_or_none()
+                mrow = (await s.execute(select(*(c for c, _ in order)).where(
+                    Instance.uuid == marker))).mappings().one_or_none()
             if mrow is None:
                 raise exceptions.ValidationError(f"marker [{marker}] not found")
-            q = q.where(or_(Instance.created_at < mrow.created_at,
-                            and_(Instance.created_at == mrow.created_at, Instance.id < mrow.id)))
-        q = q.order_by(*order)
+            q = q.where(instance_obj.after_marker(order, dict(mrow)))
+        q = q.order_by(*instance_obj.order_by_clauses(order))
         if limit is not None and not post_filtered:
             q = q.limit(limit)
         async with self.rt.db.reader() as s:

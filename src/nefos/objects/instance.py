@@ -14,7 +14,7 @@ import datetime as dt
 import functools
 from typing import Any
 
-from sqlalchemy import bindparam, insert, or_, select, update
+from sqlalchemy import and_, bindparam, false, insert, or_, select, update
 
 from nefos import exceptions
 from nefos.db.models import Instance, InstanceFault, utcnow
@@ -237,3 +237,54 @@ async def destroy(db: Database, uuid: str, *, only_if_unscheduled: bool = False)
         await s.execute(sql_delete(BlockDeviceMapping).where(BlockDeviceMapping.instance_uuid == uuid))
         await s.execute(sql_delete(InstanceGroupMember).where(InstanceGroupMember.instance_uuid == uuid))
         return before
+
+
+def list_sort_order(sort_keys: list[str], sort_dirs: list[str]) -> list[tuple[Any, bool]]:
+    """(column, descending) pairs for a server list, as Nova's ``process_sort_params`` (its 400s in
+    Nova's InvalidInput wording): a missing direction is the first one given (else desc), created_at
+    and id always close the order. Nova's sort keys this cloud keeps no column for sort as equal."""
+    for direction in sort_dirs:
+        if direction not in ("asc", "desc"):
+            raise exceptions.ValidationError(
+                "Invalid input received: Unknown sort direction, must be 'desc' or 'asc'")
+    if len(sort_dirs) > len(sort_keys):
+        raise exceptions.ValidationError("Invalid input received: Sort direction size exceeds sort key size")
+    default_dir = sort_dirs[0] if sort_dirs else "desc"
+    keys = list(sort_keys)
+    dirs = list(sort_dirs) + [default_dir] * (len(keys) - len(sort_dirs))
+    for key in ("created_at", "id"):
+        if key not in keys:
+            keys.append(key)
+            dirs.append(default_dir)
+    order = []
+    for key, direction in zip(keys, dirs):
+        column = INSTANCES.c.get(key)
+        if column is not None:
+            order.append((column, direction == "desc"))
+    return order
+
+
+def order_by_clauses(order: list[tuple[Any, bool]]) -> list:
+    """NULL sorts lowest on every backend (first ascending, last descending)."""
+    clauses = []
+    for column, descending in order:
+        known = column.is_not(None)
+        clauses += [known.desc(), column.desc()] if descending else [known.asc(), column.asc()]
+    return clauses
+
+
+def after_marker(order: list[tuple[Any, bool]], marker: dict) -> Any:
+    """Rows that come after the marker row in ``order`` (keyset paging; NULL is lowest)."""
+    def equal(column, value):
+        return column.is_(None) if value is None else column == value
+
+    def beyond(column, value, descending):
+        if descending:
+            return false() if value is None else or_(column < value, column.is_(None))
+        return column.is_not(None) if value is None else column > value
+
+    alternatives = []
+    for i, (column, descending) in enumerate(order):
+        same_before = [equal(c, marker[c.name]) for c, _ in order[:i]]
+        alternatives.append(and_(*same_before, beyond(column, marker[column.name], descending)))
+    return or_(*alternatives)

@@ -101,24 +101,19 @@ def status_from_state(vm_state: str | None, task_state: str | None) -> str:
     return status
 
 
-def task_and_vm_states_from_status(statuses: list[str]) -> tuple[list[str], list[str | None] | None]:
-    """The (vm_states, task_states) a ``status=`` list filter matches, as Nova's
-    ``task_and_vm_state_from_status``: REBOOT is an ACTIVE server in a reboot task state; a status
-    that is some vm_state's default (ACTIVE, SHUTOFF, ...) does not filter on the task state (None)."""
-    wanted = {s.strip().upper() for s in statuses}
+def task_and_vm_states_from_statuses(statuses: list[str]) -> tuple[list[str], list[str | None] | None]:
+    """The (vm_states, task_states) the ``status=`` list filter matches, as Nova's
+    ``task_and_vm_state_from_status``: REBOOT is active + a reboot task, RESIZE active or
+    stopped + a resize task. When a status is some vm_state's default (ACTIVE, SHUTOFF,
+    VERIFY_RESIZE...), Nova filters on vm_state alone, so the task_states are None."""
+    wanted = {s.upper() for s in statuses}
     vm_states: set[str] = set()
-    task_states: set = set()
-    for vm_state, by_task in _STATUS_BY_STATE.items():
-        for task_state, status in by_task.items():
+    task_states: set[str | None] = set()
+    for vm, by_task in _STATUS_BY_STATE.items():
+        for task, status in by_task.items():
             if status in wanted:
-                vm_states.add(vm_state)
-                task_states.add(task_state)
-    if "default" in task_states:
+                vm_states.add(vm)
+                task_states.add(task)
+    if "default" in task_states or None in task_states:
         return sorted(vm_states), None
-    return sorted(vm_states), sorted(task_states, key=str)
-
-
-def states_from_status(status: str) -> list[str]:
-    """The vm_states a status filter matches (Nova's ``status=`` list filter)."""
-    status = status.upper()
-    return [vm for vm, m in _STATUS_BY_STATE.items() if status in m.values()]
+    return sorted(vm_states), sorted(task_states)
