@@ -60,3 +60,18 @@ def test_draft4_bounds_become_openapi_31_ones():
     assert to_openapi_31({"type": "number", "minimum": 0, "exclusiveMinimum": True, "id": "x"}) == {
         "type": "number", "exclusiveMinimum": 0}
     assert to_openapi_31({"maximum": 5, "exclusiveMaximum": False}) == {"maximum": 5}
+
+
+async def test_image_responses_are_the_schemas_the_image_api_publishes(apps):
+    from nefos.image import schemas
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=apps["/v2/openapi.json"]),
+                                 base_url="http://nefos") as c:
+        paths = (await c.get("/v2/openapi.json")).json()["paths"]
+        published = (await c.get("/v2/schemas/image", headers=ADMIN)).json()
+    image = to_openapi_31(schemas.image_schema())
+    assert image == to_openapi_31(published)
+    for method, path, status in (("post", "/v2/images", "201"), ("get", "/v2/images/{image_id}", "200"),
+                                 ("patch", "/v2/images/{image_id}", "200")):
+        assert paths[path][method]["responses"][status]["content"]["application/json"]["schema"] == image
+    listed = paths["/v2/images"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+    assert listed == to_openapi_31(schemas.images_schema())

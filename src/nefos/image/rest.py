@@ -107,12 +107,14 @@ def create_app(rt, *, size_cap: int | None = None):
         return JSONResponse(schemas.images_schema())
 
     @app.get("/v2/images")
+    @openapi.documented(responses={200: schemas.images_schema})
     async def list_images(request: Request):
         ctx = _ctx(request, "get_images")
         doc = await images.list_images(rt, ctx, list(request.query_params.multi_items()))
         return JSONResponse(doc)
 
     @app.post("/v2/images")
+    @openapi.documented(request=schemas.image_schema, responses={201: schemas.image_schema})
     async def create_image(request: Request):
         ctx = _ctx(request, "add_image")
         body = await _json(request)
@@ -121,6 +123,7 @@ def create_app(rt, *, size_cap: int | None = None):
         return JSONResponse(doc, status_code=201, headers={"Location": doc["self"]})
 
     @app.get("/v2/images/{image_id}")
+    @openapi.documented(responses={200: schemas.image_schema})
     async def show_image(request: Request, image_id: str):
         row = await images.get(rt, _ctx(request, "get_image"), image_id)
         return JSONResponse(images.view(row))
@@ -133,6 +136,7 @@ def create_app(rt, *, size_cap: int | None = None):
         return JSONResponse({"tasks": []})
 
     @app.patch("/v2/images/{image_id}")
+    @openapi.documented(responses={200: schemas.image_schema})
     async def update_image(request: Request, image_id: str):
         ctx = _ctx(request, "modify_image")
         media_type = _media_type(request)
