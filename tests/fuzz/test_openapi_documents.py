@@ -75,3 +75,18 @@ async def test_image_responses_are_the_schemas_the_image_api_publishes(apps):
         assert paths[path][method]["responses"][status]["content"]["application/json"]["schema"] == image
     listed = paths["/v2/images"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
     assert listed == to_openapi_31(schemas.images_schema())
+
+
+async def test_network_bodies_are_the_attributes_the_api_validates(apps):
+    from nefos.network import attributes
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=apps["/v2.0/openapi.json"]),
+                                 base_url="http://nefos") as c:
+        paths = (await c.get("/v2.0/openapi.json")).json()["paths"]
+    create = paths["/v2.0/ports"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert create == to_openapi_31(attributes.request_schema("port", create=True))
+    port = create["properties"]["port"]
+    assert port["required"] == ["network_id"] and "id" not in port["properties"]
+    assert port["properties"]["binding:vnic_type"]["enum"] == list(attributes.VNIC_TYPES)
+    update = paths["/v2.0/subnets/{item_id}"]["put"]["requestBody"]["content"]["application/json"]["schema"]
+    assert "cidr" not in update["properties"]["subnet"]["properties"]  # not updatable
+    assert "required" not in update["properties"]["subnet"]
