@@ -60,3 +60,46 @@ def test_draft4_bounds_become_openapi_31_ones():
     assert to_openapi_31({"type": "number", "minimum": 0, "exclusiveMinimum": True, "id": "x"}) == {
         "type": "number", "exclusiveMinimum": 0}
     assert to_openapi_31({"maximum": 5, "exclusiveMaximum": False}) == {"maximum": 5}
+
+
+async def test_image_responses_are_the_schemas_the_image_api_publishes(apps):
+    from nefos.image import schemas
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=apps["/v2/openapi.json"]),
+                                 base_url="http://nefos") as c:
+        paths = (await c.get("/v2/openapi.json")).json()["paths"]
+        published = (await c.get("/v2/schemas/image", headers=ADMIN)).json()
+    image = to_openapi_31(schemas.image_schema())
+    assert image == to_openapi_31(published)
+    for method, path, status in (("post", "/v2/images", "201"), ("get", "/v2/images/{image_id}", "200"),
+                                 ("patch", "/v2/images/{image_id}", "200")):
+        assert paths[path][method]["responses"][status]["content"]["application/json"]["schema"] == image
+    listed = paths["/v2/images"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+    assert listed == to_openapi_31(schemas.images_schema())
+
+
+async def test_network_bodies_are_the_attributes_the_api_validates(apps):
+    from nefos.network import attributes
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=apps["/v2.0/openapi.json"]),
+                                 base_url="http://nefos") as c:
+        paths = (await c.get("/v2.0/openapi.json")).json()["paths"]
+    create = paths["/v2.0/ports"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert create == to_openapi_31(attributes.request_schema("port", create=True))
+    port = create["properties"]["port"]
+    assert port["required"] == ["network_id"] and "id" not in port["properties"]
+    assert port["properties"]["binding:vnic_type"]["enum"] == list(attributes.VNIC_TYPES)
+    update = paths["/v2.0/subnets/{item_id}"]["put"]["requestBody"]["content"]["application/json"]["schema"]
+    assert "cidr" not in update["properties"]["subnet"]["properties"]  # not updatable
+    assert "required" not in update["properties"]["subnet"]
+
+
+async def test_server_action_body_is_every_action_the_handler_validates(apps):
+    from nefos.api import console_output, server_actions
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=apps["/v2.1/openapi.json"]),
+                                 base_url="http://nefos") as c:
+        paths = (await c.get("/v2.1/openapi.json")).json()["paths"]
+    body = paths["/v2.1/servers/{server_id}/action"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    actions = {name for schema in body["anyOf"] for name in schema["required"]}
+    assert {"reboot", "rebuild", "resize", "createImage", "os-start", "unshelve"} <= actions
+    assert "evacuate" not in actions and "trigger_crash_dump" not in actions  # unsupported; not in 2.1
+    assert to_openapi_31(console_output.SCHEMA) in body["anyOf"]
+    assert body == to_openapi_31(server_actions.action_schema())

@@ -6,8 +6,9 @@ from fastapi import APIRouter, Request
 from starlette.responses import JSONResponse, Response
 
 from nefos import exceptions, policy, rest
-from nefos.api import server_admin_actions, server_image_actions, server_resize_actions
+from nefos.api import console_output, microversion, server_admin_actions, server_image_actions, server_resize_actions
 from nefos.api.validation import validate
+from nefos.openapi import documented
 
 router = APIRouter()
 
@@ -62,7 +63,35 @@ def no_such_action(name: str) -> exceptions.ValidationError:
     return exceptions.ValidationError(f"There is no such action: {name}")
 
 
+def _security_group_schema(name: str) -> dict:
+    return {"type": "object", "properties": {name: {
+        "type": "object", "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 255}},
+        "required": ["name"], "additionalProperties": False}}, "required": [name]}
+
+
+def _no_argument(name: str) -> dict:
+    return {"type": "object", "properties": {name: {"type": "null"}}, "required": [name],
+            "additionalProperties": False}
+
+
+def action_schema() -> dict:
+    """The actions' bodies at 2.1, one action per body: those validated with a schema use it, the
+    others take null (actions Nefos does not support, and those not in 2.1, are left out)."""
+    from nefos.api.servers import rebuild_schema
+    with_schema = [_REBOOT_SCHEMA, {**_LOCK_SCHEMA, "required": ["lock"]}, _CHANGE_PASSWORD_SCHEMA,
+                   console_output.SCHEMA, rebuild_schema(microversion.MIN),
+                   _security_group_schema("addSecurityGroup"), _security_group_schema("removeSecurityGroup"),
+                   server_resize_actions._RESIZE_SCHEMA, server_image_actions._CREATE_IMAGE_SCHEMA,
+                   server_image_actions._CREATE_BACKUP_SCHEMA, server_admin_actions._RESET_STATE_SCHEMA]
+    named = {name for schema in with_schema for name in schema["required"]}
+    others = sorted({*_POWER_ACTIONS, "unlock", *server_resize_actions.HANDLERS, *server_image_actions.HANDLERS,
+                     *server_admin_actions.HANDLERS} - named - set(server_admin_actions.UNSUPPORTED)
+                    - {n for n, (low, _) in ACTION_VERSIONS.items() if low != microversion.MIN_VERSION})
+    return {"anyOf": [*with_schema, *(_no_argument(name) for name in others)]}
+
+
 @router.post("/v2.1/servers/{server_id}/action")
+@documented(request=action_schema)
 async def server_action(request: Request, server_id: str):
     ctx = rest.get_context(request)
     body = await rest.json_body(request)
@@ -93,15 +122,12 @@ async def server_action(request: Request, server_id: str):
     elif name == "unlock":
         await compute_api.unlock(ctx, server_id)
     elif name == "os-getConsoleOutput":
-        from nefos.api.console_output import console_output
-        return await console_output(request, ctx, server_id, body)
+        return await console_output.console_output(request, ctx, server_id, body)
     elif name == "rebuild":
         from nefos.api.servers import rebuild_server
         return JSONResponse(await rebuild_server(request, ctx, server_id, body), status_code=202)
     elif name in ("addSecurityGroup", "removeSecurityGroup"):
-        validate(body, {"type": "object", "properties": {name: {
-            "type": "object", "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 255}},
-            "required": ["name"], "additionalProperties": False}}, "required": [name]})
+        validate(body, _security_group_schema(name))
         await compute_api.change_security_group(ctx, server_id, body[name]["name"], add=name == "addSecurityGroup")
     elif name == "changePassword":
         validate(body, _CHANGE_PASSWORD_SCHEMA)

@@ -37,11 +37,13 @@ async def _update(request: Request, server_id: str, replace: bool):
 
 
 @router.post("/v2.1/servers/{server_id}/metadata")
+@documented(request=_METADATA_BODY)
 async def update_metadata(request: Request, server_id: str):
     return await _update(request, server_id, replace=False)
 
 
 @router.put("/v2.1/servers/{server_id}/metadata")
+@documented(request=_METADATA_BODY)
 async def replace_metadata(request: Request, server_id: str):
     return await _update(request, server_id, replace=True)
 

@@ -107,6 +107,7 @@ def create_app(rt, *, size_cap: int | None = None):
         return JSONResponse(schemas.images_schema())
 
     @app.get("/v2/images")
+    @openapi.documented(responses={200: schemas.images_schema})
     async def list_images(request: Request):
         ctx = _ctx(request, "get_images")
         doc = await images.list_images(rt, ctx, list(request.query_params.multi_items()))
@@ -135,6 +136,7 @@ def create_app(rt, *, size_cap: int | None = None):
         return JSONResponse({"tasks": []})
 
     @app.patch("/v2/images/{image_id}")
+    @openapi.documented(responses={200: schemas.image_schema})
     async def update_image(request: Request, image_id: str):
         ctx = _ctx(request, "modify_image")
         media_type = _media_type(request)

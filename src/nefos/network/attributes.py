@@ -43,6 +43,12 @@ def bad_request(message: str) -> exceptions.ValidationError:
 
 # Validators: (value, attribute name) -> normalised value, or raise bad(...) ----------------
 
+def _described(check: Callable, schema: dict) -> Callable:
+    """A validator with the JSON Schema of the values it takes (for the OpenAPI document)."""
+    check.json_schema = schema
+    return check
+
+
 def v_string(max_len: int = 255, nullable: bool = False) -> Callable:
     def check(value, attr):
         if value is None and nullable:
@@ -52,7 +58,7 @@ def v_string(max_len: int = 255, nullable: bool = False) -> Callable:
         if len(value) > max_len:
             raise bad(attr, f"'{value}' exceeds maximum length of {max_len}")
         return value
-    return check
+    return _described(check, {"type": ["string", "null"] if nullable else "string", "maxLength": max_len})
 
 
 def to_bool(value, attr):
@@ -85,7 +91,8 @@ def v_int(low: int | None = None, high: int | None = None, nullable: bool = Fals
         if high is not None and value > high:
             raise bad(attr, f"'{value}' is too large - must be no larger than '{high}'")
         return value
-    return check
+    bounds = {k: v for k, v in (("minimum", low), ("maximum", high)) if v is not None}
+    return _described(check, {"type": ["integer", "null"] if nullable else "integer", **bounds})
 
 
 def v_uuid(value, attr):
@@ -226,6 +233,10 @@ def v_mac(value, attr):
     return mac
 
 
+to_bool.json_schema = {"type": "boolean"}
+v_uuid.json_schema = {"type": "string", "format": "uuid"}
+
+
 def v_dict(value, attr):
     if value is None:
         return {}
@@ -241,7 +252,7 @@ def v_in(values, nullable: bool = False) -> Callable:
         if value not in values:
             raise bad(attr, f"{value} is not in {list(values)}")
         return value
-    return check
+    return _described(check, {"enum": [*values, None] if nullable else list(values)})
 
 
 def v_protocol(value, attr):
@@ -366,6 +377,21 @@ def _no_pools(value, attr):
     if value is not None:
         raise bad(attr, "subnet pools are not supported")
     return None
+
+
+def request_schema(resource: str, *, create: bool) -> dict:
+    """The JSON Schema of a ``{resource: {...}}`` create or update body, from the attributes
+    ``validate_body`` checks it against: the attributes it accepts, those it requires, and each
+    value's type where its validator declares one."""
+    spec = ATTRIBUTES[resource]
+    accepted = {name: dict(getattr(attr.validate, "json_schema", {}))
+                for name, attr in spec.items() if (attr.post if create else attr.put)}
+    item = {"type": "object", "properties": accepted, "additionalProperties": False}
+    required = sorted(n for n, a in spec.items() if create and a.post and a.default is REQUIRED)
+    if required:
+        item["required"] = required
+    return {"type": "object", "required": [resource], "properties": {resource: item},
+            "additionalProperties": False}
 
 
 def validate_body(resource: str, body: Any, *, create: bool, is_admin: bool) -> dict:

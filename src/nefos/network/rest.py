@@ -314,6 +314,8 @@ def _add_collection(app, manager, collection: str, member: str, one: str, many: 
         await delete_fn(ctx_of(request), item_id)
         return Response(status_code=204)
 
+    openapi.documented(request=lambda: attrs.request_schema(member, create=True))(create_item)
+    openapi.documented(request=lambda: attrs.request_schema(member, create=False))(update_item)
     base = f"/v2.0/{collection}"
     app.add_api_route(base, list_items, methods=["GET"], name=f"list_{many}")
     app.add_api_route(base, create_item, methods=["POST"], name=f"create_{one}")
