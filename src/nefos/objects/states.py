@@ -101,6 +101,11 @@ def status_from_state(vm_state: str | None, task_state: str | None) -> str:
     return status
 
 
+def states_from_status(status: str) -> list[str]:
+    """The vm_states a status filter matches (Nova's ``status=`` list filter)."""
+    return task_and_vm_states_from_statuses([status])[0]
+
+
 def task_and_vm_states_from_statuses(statuses: list[str]) -> tuple[list[str], list[str | None] | None]:
     """The (vm_states, task_states) the ``status=`` list filter matches, as Nova's
     ``task_and_vm_state_from_status``: REBOOT is active + a reboot task, RESIZE active or
