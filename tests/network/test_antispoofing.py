@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import sys
 import uuid
@@ -19,7 +18,6 @@ import pytest
 from nefos.network.firewall import Firewall, PortFilter
 from tests.network import frames
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for namespaces and netfilter")
 
 ROOT = Path(__file__).resolve().parents[2]
 GUEST_MAC, GUEST_IP = "fa:16:3e:12:34:56", "10.77.0.5"
