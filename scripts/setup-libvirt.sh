@@ -5,7 +5,9 @@
 #    libvirt-daemon-system qemu-system-x86 qemu-utils (the hypervisor), libvirt-dev
 #    pkg-config gcc (to build libvirt-python), linux-image-cloud-amd64 busybox-static
 #    (the tiny guest: nothing is downloaded from elsewhere), dnsmasq-base iproute2 (DHCP
-#    for the guests' networks: nefos.network.dhcp_agent);
+#    for the guests' networks: nefos.network.dhcp_agent), iptables (iptables, ip6tables and
+#    ebtables: the L2 agent's security groups and anti-spoofing, nefos.network.firewall),
+#    libc6-dev (static libc: the real-guest anti-spoofing test compiles a raw-frame sender);
 #  * makes /dev/kvm access consistent (0666) BEFORE libvirtd starts: when root can
 #    open it but the qemu user cannot, libvirt re-probes QEMU on every domain start
 #    (~44 s each, see shared/notes/hypervisor-on-these-machines.md);
@@ -23,7 +25,7 @@ cd "$(dirname "$0")/.."
 VENV="${1:-${NEFOS_VENV:-/opt/nefos-venv}}"
 URI="qemu:///system"
 PACKAGES=(libvirt-daemon-system libvirt-clients qemu-system-x86 qemu-utils libvirt-dev pkg-config gcc
-          linux-image-cloud-amd64 busybox-static dnsmasq-base iproute2)
+          linux-image-cloud-amd64 busybox-static dnsmasq-base iproute2 iptables libc6-dev)
 
 log() { echo "setup-libvirt: $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }

@@ -1,7 +1,7 @@
 """Anti-spoofing seen from a real guest: a variant of the tiny guest, once its NIC is up, sends
 raw frames: its own (a control) and forged ones (another source MAC, another IPv4 source, an ARP
 reply for another address, a packet from another IPv6 address, a rogue IPv6 router advertisement,
-a DHCP server reply). An observer on the network's bridge sees none of the forged frames from a
+a neighbour advertisement for another address, a DHCP server reply). An observer on the network's bridge sees none of the forged frames from a
 port with port security, and all of them from a port without it (so the test can fail)."""
 
 from __future__ import annotations
@@ -75,10 +75,12 @@ def _frames(mac: str, ip: str, observer_ip: str) -> tuple[dict[str, bytes], dict
         "forged ARP reply": frames.arp_reply(mac, mac, OTHER_IP, observer_ip),
         "spoofed IPv6 source": frames.neighbour_solicitation(mac, "fe80::1", "fe80::2"),
         "rogue router advertisement": frames.router_advertisement(mac, link_local),
+        "forged neighbour advertisement": frames.neighbour_advertisement(mac, link_local, "fe80::1"),
         "DHCP server reply": frames.udp4(mac, ip, "255.255.255.255", b"NEFOS-DHCP-OFFER", sport=67, dport=68),
     }
     controls = {"its own IPv4": frames.udp4(mac, ip, observer_ip, b"NEFOS-OWN-IP"),
-                "its own ARP": frames.arp_reply(mac, mac, ip, observer_ip)}
+                "its own ARP": frames.arp_reply(mac, mac, ip, observer_ip),
+                "its own neighbour advertisement": frames.neighbour_advertisement(mac, link_local, link_local)}
     end = frames.udp4(mac, ip, observer_ip, frames.END)
     return attacks, controls, end
 
@@ -152,7 +154,8 @@ async def test_forged_frames_from_a_real_guest(lvcloud, tmp_path, port_security)
     port = r.json()["port"]
     mac, ip = port["mac_address"], port["fixed_ips"][0]["ip_address"]
     attacks, controls, end = _frames(mac, ip, "10.79.0.251")
-    image = await _attacker_image(cloud, tmp_path, list(attacks.values()) + list(controls.values()) + [end])
+    sent = list(attacks.values()) + list(controls.values()) + [end]
+    image = await _attacker_image(cloud, tmp_path, sent)
     observer = Observer("brq" + net["id"][:11])
     try:
         await observer.start()
@@ -161,7 +164,7 @@ async def test_forged_frames_from_a_real_guest(lvcloud, tmp_path, port_security)
         assert r.status_code == 202, r.text
         sid = r.json()["server"]["id"]
         await cloud.wait_status(sid, "ACTIVE", timeout=120)
-        await wait_console(cloud, sid, "NEFOS-ATTACK: 9 frames sent", timeout=120)
+        await wait_console(cloud, sid, f"NEFOS-ATTACK: {len(sent)} frames sent", timeout=120)
         received = await observer.received()
     finally:
         observer.close()

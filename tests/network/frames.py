@@ -74,6 +74,12 @@ def neighbour_solicitation(src_mac: str, src_ip: str, target: str) -> bytes:
     return icmpv6(src_mac, src_ip, "ff02::1", 135, body)
 
 
+def neighbour_advertisement(src_mac: str, src_ip: str, target: str) -> bytes:
+    """An unsolicited "``target`` is at ``src_mac``" (override flag set), to all nodes."""
+    body = struct.pack("!I16s", 0x20000000, ipaddress.IPv6Address(target).packed)
+    return icmpv6(src_mac, src_ip, "ff02::1", 136, body + struct.pack("!BB6s", 2, 1, _mac(src_mac)))
+
+
 def _send(iface: str, path: str) -> None:
     with socket.socket(socket.AF_PACKET, socket.SOCK_RAW) as s:
         s.bind((iface, 0))

@@ -2,7 +2,8 @@
 named like a guest's tap) sends forged frames; an observer on the same bridge sees none of them
 while the port is protected, and sees them all when port security is off (so the observer and the
 frames are proven to work). Forged: another MAC, another IPv4 source, an ARP reply for another
-address, an IPv6 packet from another address, a router advertisement, a DHCP server reply."""
+address, an IPv6 packet from another address, a router advertisement, a neighbour advertisement
+for another address, a DHCP server reply."""
 
 from __future__ import annotations
 
@@ -72,6 +73,7 @@ def _attacks(link_local: str) -> dict[str, bytes]:
         "ARP with another MAC inside": frames.arp_reply(GUEST_MAC, OTHER_MAC, GUEST_IP, OBSERVER_IP),
         "spoofed IPv6 source": frames.neighbour_solicitation(GUEST_MAC, "fe80::1", "fe80::2"),
         "rogue router advertisement": frames.router_advertisement(GUEST_MAC, link_local),
+        "forged neighbour advertisement": frames.neighbour_advertisement(GUEST_MAC, link_local, "fe80::1"),
         "DHCP server reply": frames.udp4(GUEST_MAC, GUEST_IP, "255.255.255.255", b"NEFOS-DHCP-OFFER",
                                          sport=67, dport=68),
     }
@@ -82,6 +84,7 @@ def _controls(link_local: str) -> dict[str, bytes]:
         "its own IPv4": frames.udp4(GUEST_MAC, GUEST_IP, OBSERVER_IP, b"NEFOS-OWN-IP"),
         "its own ARP": frames.arp_reply(GUEST_MAC, GUEST_MAC, GUEST_IP, OBSERVER_IP),
         "its own IPv6 neighbour solicitation": frames.neighbour_solicitation(GUEST_MAC, link_local, "fe80::2"),
+        "its own neighbour advertisement": frames.neighbour_advertisement(GUEST_MAC, link_local, link_local),
     }
 
 

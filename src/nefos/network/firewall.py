@@ -18,8 +18,10 @@ touch each other's), the same in both families:
 * ``<P>-O<port>`` (egress): DHCP requests, anti-spoofing (``<P>-S<port>``: the
   port's MAC and fixed IPs only; IPv6 also its link-local address, and ``::``
   for duplicate address detection), no DHCP server replies and (IPv6) no router
-  advertisements or redirects from the guest, established/related, the egress
-  rules, DROP.
+  advertisements or redirects from the guest, nor neighbour advertisements for
+  an address that is not its own (the IPv6 form of a forged ARP reply; Neutron's
+  Open vSwitch agent checks their target the same way), established/related,
+  the egress rules, DROP.
 
 Below IP, ebtables (``<P>-FWD`` and ``<P>-E<port>`` in its ``filter`` table)
 drops every frame from a protected tap whose source MAC is not the port's, every
@@ -50,6 +52,11 @@ PROTOCOL_NUMBERS = {"tcp": "tcp", "6": "tcp", "udp": "udp", "17": "udp", "icmp":
 ICMPV6_NEEDED = {"egress": (130, 131, 132, 133, 135, 136, 143),  # MLD, router solicitation, NS, NA
                  "ingress": (130, 131, 132, 134, 135, 136, 143)}  # MLD, router advertisement, NS, NA
 ICMPV6_FORBIDDEN_FROM_GUEST = (134, 137)  # router advertisements and redirects
+NEIGHBOUR_ADVERTISEMENT = 136
+# Where a neighbour advertisement's target address lies, from the IPv6 header: the 40-byte header,
+# then type, code, checksum and flags (8 bytes). An extension header moves it: such an advertisement
+# matches no allowed target and is dropped.
+NA_TARGET_OFFSET = 48
 
 
 @dataclass
@@ -149,6 +156,12 @@ def _match(rule: dict, version: int) -> list[str] | None:
     return args
 
 
+def _na_target_is(ip: str) -> str:
+    """A ``u32`` test: the neighbour advertisement's target is ``ip``."""
+    words = ipaddress.IPv6Address(ip).packed
+    return '"' + "&&".join(f"{NA_TARGET_OFFSET + 4 * i}=0x{words[4 * i:4 * i + 4].hex()}" for i in range(4)) + '"'
+
+
 def ruleset(prefix: str, filters: list[PortFilter], version: int = 4) -> tuple[list[str], list[str]]:
     """(chain names, ip(6)tables-restore lines for the filter table) of the whole set of one family."""
     fwd = f"{prefix}-FWD"
@@ -198,6 +211,9 @@ def ruleset(prefix: str, filters: list[PortFilter], version: int = 4) -> tuple[l
                   f"-A {egr} -p udp --sport {dhcp_server} -j DROP"]  # no DHCP server in a guest
         if version == 6:
             lines += [f"-A {egr} -p ipv6-icmp --icmpv6-type {t} -j DROP" for t in ICMPV6_FORBIDDEN_FROM_GUEST]
+            lines += [f"-A {egr} -p ipv6-icmp --icmpv6-type {NEIGHBOUR_ADVERTISEMENT} -m u32 --u32 "
+                      f"{_na_target_is(ip)} -j RETURN" for ip in sources]
+            lines.append(f"-A {egr} -p ipv6-icmp --icmpv6-type {NEIGHBOUR_ADVERTISEMENT} -j DROP")
             lines += [f"-A {egr} -p ipv6-icmp --icmpv6-type {t} -j RETURN" for t in ICMPV6_NEEDED["egress"]]
         lines += [f"-A {egr} -p udp --sport {dhcp_client} --dport {dhcp_server} -j RETURN",
                   f"-A {egr} -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN"]
