@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import socket
 from pathlib import Path
 
@@ -19,10 +20,36 @@ from nefos.service import Component, Runtime
 LOG = logging.getLogger(__name__)
 
 
+_handed_out: set[int] = set()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    """A port nothing listens on now, for a server that starts a moment later.
+
+    It is drawn from below the kernel's ephemeral range: a port the kernel handed out for
+    ``bind(0)`` goes back to the pool that outgoing connections draw from, and one of them
+    (to the database, the broker, libvirt) could take it before the server binds it.
+    """
+    low = _ephemeral_range_start()
+    for _ in range(1000):
+        port = random.randrange(max(1024, low - 12000), low)
+        if port in _handed_out:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    raise RuntimeError(f"no free port below {low} on {host}")
+
+
+def _ephemeral_range_start() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 class Cloud:
@@ -39,11 +66,17 @@ class Cloud:
                 LOG.warning("*** auth_strategy = noauth: NO AUTHENTICATION. Every request is trusted "
                             "to be who its X-Project-Id / X-Roles headers claim (admin included), on "
                             "%s. For development only. ***", self.rt.cfg.bind_host)
-        for component in self.components:
-            await component.start()
-            self._started.append(component)
-            if component.app is not None and component.port:
-                await self._serve(component)
+        try:
+            for component in self.components:
+                await component.start()
+                self._started.append(component)
+                if component.app is not None and component.port:
+                    await self._serve(component)
+        except BaseException:
+            # A cloud that could not start leaves nothing running behind it (servers, loops,
+            # bus consumers): stop what did start, then report why.
+            await self.stop()
+            raise
 
     async def _serve(self, component: Component) -> None:
         # Idle keep-alive connections are kept 75 s (uvicorn's default is 5 s, the same as httpx's
@@ -54,12 +87,14 @@ class Cloud:
                                 timeout_graceful_shutdown=5, timeout_keep_alive=75)
         server = uvicorn.Server(config)
         server.install_signal_handlers = lambda: None  # the CLI owns signals
-        task = asyncio.create_task(server.serve(), name=f"http:{component.name}")
+        where = f"{self.rt.cfg.bind_host}:{component.port}"
+        task = asyncio.create_task(_serve(server, f"{component.name} could not serve on {where}"),
+                                   name=f"http:{component.name}")
         self._servers.append((server, task))
         while not server.started:
             if task.done():
-                task.result()  # raises the bind error
-                raise RuntimeError(f"{component.name} could not serve on port {component.port}")
+                task.result()  # raises why it could not serve
+                raise RuntimeError(f"{component.name} stopped serving on {where} as it started")
             await asyncio.sleep(0.01)
 
     async def stop(self) -> None:
@@ -83,6 +118,15 @@ class Cloud:
             "network": f"http://{host}:{cfg.network_api_port}",
             "image": f"http://{host}:{cfg.image_api_port}",
         }
+
+
+async def _serve(server: uvicorn.Server, failure: str) -> None:
+    # uvicorn calls sys.exit when it cannot bind; a SystemExit leaving a task escapes the event
+    # loop itself, so it becomes an ordinary error here.
+    try:
+        await server.serve()
+    except SystemExit:
+        raise RuntimeError(failure) from None
 
 
 def all_in_one_components(rt: Runtime, fake_hosts: int = 1) -> list[Component]:
@@ -113,11 +157,15 @@ def all_in_one_components(rt: Runtime, fake_hosts: int = 1) -> list[Component]:
 
 async def open_cloud(cfg: Config, fake_hosts: int = 1) -> Cloud:
     rt = await Runtime.open(cfg, migrate=True)
-    cloud = Cloud(rt, all_in_one_components(rt, fake_hosts))
+    return await run_components(rt, all_in_one_components(rt, fake_hosts))
+
+
+async def run_components(rt: Runtime, components: list[Component]) -> Cloud:
+    """Start ``components`` on ``rt``; if they cannot all start, nothing is left running."""
+    cloud = Cloud(rt, components)
     try:
-        await cloud.start()
+        await cloud.start()  # stops what it started if it fails
     except BaseException:
-        await cloud.stop()
         await rt.close()
         raise
     return cloud

@@ -113,7 +113,11 @@ def up(config: Optional[Path] = ConfigOpt, state_dir: Optional[Path] = StateDirO
             console.print(f"  --fake-hosts {fake_hosts} ignored: one {chosen} compute host ({cfg.host})")
             hosts["count"] = 1
         with console.status("Starting Nefos (migrating the database, starting services)..."):
-            cloud = await open_cloud(cfg, fake_hosts=hosts["count"])
+            try:
+                cloud = await open_cloud(cfg, fake_hosts=hosts["count"])
+            except RuntimeError as exc:  # e.g. a port already taken: say which, no traceback
+                console.print(f"[bold red]nefos: {exc}[/bold red]", highlight=False)
+                raise typer.Exit(1)
         if chosen == "libvirt":
             from nefos.image.guest.register import ensure_guest_image
             try:
@@ -144,19 +148,16 @@ def up(config: Optional[Path] = ConfigOpt, state_dir: Optional[Path] = StateDirO
 
 
 def _run_components(cfg: Config, build) -> None:
-    from nefos.allinone import Cloud
+    from nefos.allinone import run_components
     from nefos.service import Runtime
 
     async def start():
         rt = await Runtime.open(cfg)
-        cloud = Cloud(rt, build(rt))
         try:
-            await cloud.start()
-        except BaseException:
-            await cloud.stop()
-            await rt.close()
-            raise
-        return cloud
+            return await run_components(rt, build(rt))
+        except RuntimeError as exc:  # e.g. a port already taken: say which, no traceback
+            console.print(f"[bold red]nefos: {exc}[/bold red]", highlight=False)
+            raise typer.Exit(1)
 
     async def announce(cloud):
         console.print(f"[green]{', '.join(c.name for c in cloud.components)} started[/green]")

@@ -148,7 +148,11 @@ async def start_cloud(tmp_path, *, fake_hosts: int = 1, drivers: dict[str, str] 
         components += [compute_component(rt, h, driver=load_driver(name, cfg, h)) for h, name in drivers.items()]
     components += [api]
     cloud = Cloud(rt, components)
-    await cloud.start()
+    try:
+        await cloud.start()
+    except BaseException:
+        await rt.close()
+        raise
     # Every Compute API response the suite gets is checked against the published contract.
     from tests.pipeline.contract import response_hook
     compute = httpx.AsyncClient(base_url=f"http://127.0.0.1:{cfg.compute_api_port}", timeout=30,
