@@ -6,7 +6,6 @@ in the test's event loop.
 
 import asyncio
 import hashlib
-import socket
 
 import openstack.connection
 import pytest
@@ -17,6 +16,7 @@ from keystoneauth1 import noauth
 from keystoneauth1 import session as ks_session
 
 from nefos.image.bootstrap import ensure_default_image
+from nefos.allinone import free_port
 from nefos.image.rest import create_app
 
 # Deprecations inside the SDK itself, not in how this test calls it.
@@ -24,14 +24,8 @@ pytestmark = [pytest.mark.filterwarnings("ignore::openstack.warnings.RemovedInSD
               pytest.mark.filterwarnings("ignore::openstack.warnings.RemovedInSDK60Warning")]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 async def _serve(app):
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
                                            lifespan="off"))
     task = asyncio.create_task(server.serve())

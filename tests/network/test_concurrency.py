@@ -116,13 +116,10 @@ async def test_default_security_group_is_created_once(manager):
 
 async def test_http_over_real_socket(network, tmp_path):
     """The app also serves over a real HTTP server (uvicorn), as ``nefos up`` runs it."""
-    import socket
-
     import uvicorn
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
+
+    from nefos.allinone import free_port
+    port = free_port()
     server = uvicorn.Server(uvicorn.Config(network.app, host="127.0.0.1", port=port, log_level="warning"))
     task = asyncio.create_task(server.serve())
     try:
