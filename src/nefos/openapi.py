@@ -23,12 +23,27 @@ DOCUMENT_PATHS = ("/v2.1/openapi.json", "/v2.0/openapi.json", "/v2/openapi.json"
 
 
 def documented(request: Schema | None = None, responses: dict[int, Schema] | None = None,
-               request_media_type: str = "application/json"):
-    """Mark an endpoint with the schema its body is validated with and its responses' schemas."""
+               request_media_type: str = "application/json", query: Schema | None = None):
+    """Mark an endpoint with the schema its body is validated with, its responses' schemas and the
+    query parameters it reads (an object schema whose properties are the parameters; an array
+    property is a parameter that may be repeated, Nova's query schemas)."""
     def mark(fn):
-        fn.__openapi__ = {"request": request, "responses": responses or {}, "media_type": request_media_type}
+        fn.__openapi__ = {"request": request, "responses": responses or {}, "media_type": request_media_type,
+                          "query": query}
         return fn
     return mark
+
+
+def query_parameters(schema: dict) -> list[dict]:
+    """OpenAPI query parameters from an object schema of them."""
+    parameters = []
+    for name, prop in sorted(schema.get("properties", {}).items()):
+        parameter = {"name": name, "in": "query", "required": name in schema.get("required", ()),
+                     "schema": to_openapi_31(prop)}
+        if prop.get("type") == "array":
+            parameter.update(style="form", explode=True)
+        parameters.append(parameter)
+    return parameters
 
 
 def _resolve(schema: Schema) -> dict:
@@ -72,7 +87,9 @@ def document(app, *, title: str, version: str, error_schema: dict, description: 
         for method in sorted(set(route.methods or ()) - {"HEAD"}):
             operation_id = method.lower() + re.sub(r"[^A-Za-z0-9]", "_", path)  # "/v2.1" and "/v2.1/" differ
             operation: dict[str, Any] = {"operationId": operation_id, "summary": route.name, "responses": {}}
-            if parameters:
+            if spec.get("query") is not None:
+                operation["parameters"] = parameters + query_parameters(_resolve(spec["query"]))
+            elif parameters:
                 operation["parameters"] = parameters
             if spec.get("request") is not None:
                 operation["requestBody"] = {"required": True, "content": {

@@ -10,8 +10,8 @@ import pytest
 from fastapi.routing import iter_route_contexts
 from openapi_spec_validator import validate
 
-from nefos.api import keypairs, microversion, servers
-from nefos.openapi import to_openapi_31
+from nefos.api import flavors, keypairs, microversion, servers
+from nefos.openapi import query_parameters, to_openapi_31
 from tests.noauth import ADMIN
 
 
@@ -54,6 +54,9 @@ async def test_request_bodies_are_the_schemas_the_handlers_validate_with(apps):
     assert body == to_openapi_31(servers.create_schema(microversion.MIN))
     body = paths["/v2.1/os-keypairs"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert body == to_openapi_31(keypairs._create_schema(microversion.MIN))
+    parameters = paths["/v2.1/flavors/detail"]["get"]["parameters"]
+    assert parameters == query_parameters(flavors.LIST_QUERY)
+    assert {p["name"] for p in parameters} >= {"limit", "marker", "minRam", "minDisk", "is_public", "sort_key"}
 
 
 def test_draft4_bounds_become_openapi_31_ones():

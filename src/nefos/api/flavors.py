@@ -176,11 +176,13 @@ async def _list(request: Request, detailed: bool):
 
 
 @router.get("/v2.1/flavors")
+@documented(query=LIST_QUERY)
 async def list_flavors(request: Request):
     return await _list(request, detailed=False)
 
 
 @router.get("/v2.1/flavors/detail")
+@documented(query=LIST_QUERY)
 async def list_flavors_detail(request: Request):
     return await _list(request, detailed=True)
 
