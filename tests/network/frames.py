@@ -1,12 +1,15 @@
 """Raw Ethernet frames for the anti-spoofing tests, built by hand (no packet library), and a
 sender/receiver run inside a network namespace: ``python -m tests.network.frames send IFACE FILE``
-sends each frame of a JSON list of hex strings; ``... recv IFACE SECONDS`` prints every frame
-received, one hex string a line, until the end marker arrives (at most SECONDS)."""
+sends each frame of a JSON list of hex strings; ``... stream IFACE FILE STOPFILE`` sends them over
+and over (one every half millisecond) until STOPFILE exists, then the end marker frame (the file's
+last); ``... recv IFACE SECONDS`` prints every frame received, one hex string a line, until the end
+marker arrives (at most SECONDS)."""
 
 from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import select
 import socket
 import struct
@@ -69,6 +72,13 @@ def router_advertisement(src_mac: str, src_ip: str, prefix: str = "2001:db8:bad:
     return icmpv6(src_mac, src_ip, "ff02::1", 134, ra + prefix_option + source_option)
 
 
+def arp_probe(src_mac: str, target_ip: str) -> bytes:
+    """An ARP probe (RFC 5227): "is anyone at ``target_ip``?", asked from sender address 0.0.0.0."""
+    body = struct.pack("!HHBBH6s4s6s4s", 1, 0x0800, 6, 4, 1, _mac(src_mac), bytes(4), bytes(6),
+                       ipaddress.IPv4Address(target_ip).packed)
+    return ethernet(src_mac, BROADCAST, 0x0806, body)
+
+
 def neighbour_solicitation(src_mac: str, src_ip: str, target: str) -> bytes:
     body = struct.pack("!I16s", 0, ipaddress.IPv6Address(target).packed) + struct.pack("!BB6s", 1, 1, _mac(src_mac))
     return icmpv6(src_mac, src_ip, "ff02::1", 135, body)
@@ -85,6 +95,21 @@ def _send(iface: str, path: str) -> None:
         s.bind((iface, 0))
         for frame in json.load(open(path)):
             s.send(bytes.fromhex(frame))
+
+
+def _stream(iface: str, path: str, stop_file: str) -> None:
+    *frames, end = [bytes.fromhex(f) for f in json.load(open(path))]
+    with socket.socket(socket.AF_PACKET, socket.SOCK_RAW) as s:
+        s.bind((iface, 0))
+        print("SENDING", flush=True)
+        sent = 0
+        while not os.path.exists(stop_file):
+            for frame in frames:
+                s.send(frame)
+            sent += 1
+            time.sleep(0.0005)  # a steady stream, not a flood the receiver cannot keep up with
+        s.send(end)
+        print(sent, flush=True)
 
 
 def _recv(iface: str, deadline: float) -> None:
@@ -109,5 +134,7 @@ def _recv(iface: str, deadline: float) -> None:
 if __name__ == "__main__":
     if sys.argv[1] == "send":
         _send(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "stream":
+        _stream(sys.argv[2], sys.argv[3], sys.argv[4])
     else:
         _recv(sys.argv[2], float(sys.argv[3]))

@@ -70,6 +70,10 @@ def _attacks(link_local: str) -> dict[str, bytes]:
         "spoofed MAC": frames.udp4(OTHER_MAC, GUEST_IP, OBSERVER_IP, b"NEFOS-SPOOF-MAC"),
         "spoofed IPv4 source": frames.udp4(GUEST_MAC, OTHER_IP, OBSERVER_IP, b"NEFOS-SPOOF-IP"),
         "forged ARP reply": frames.arp_reply(GUEST_MAC, GUEST_MAC, OTHER_IP, OBSERVER_IP),
+        "ARP reply from 0.0.0.0": frames.arp_reply(GUEST_MAC, GUEST_MAC, "0.0.0.0", OBSERVER_IP),
+        # the guest's own Ethernet header, another MAC as the ARP sender
+        "ARP probe with another MAC inside": frames.arp_probe(GUEST_MAC, OBSERVER_IP)[:22]
+        + frames.arp_probe(OTHER_MAC, OBSERVER_IP)[22:],
         "ARP with another MAC inside": frames.arp_reply(GUEST_MAC, OTHER_MAC, GUEST_IP, OBSERVER_IP),
         "spoofed IPv6 source": frames.neighbour_solicitation(GUEST_MAC, "fe80::1", "fe80::2"),
         "rogue router advertisement": frames.router_advertisement(GUEST_MAC, link_local),
@@ -83,6 +87,7 @@ def _controls(link_local: str) -> dict[str, bytes]:
     return {
         "its own IPv4": frames.udp4(GUEST_MAC, GUEST_IP, OBSERVER_IP, b"NEFOS-OWN-IP"),
         "its own ARP": frames.arp_reply(GUEST_MAC, GUEST_MAC, GUEST_IP, OBSERVER_IP),
+        "an ARP probe before it takes an address": frames.arp_probe(GUEST_MAC, GUEST_IP),
         "its own IPv6 neighbour solicitation": frames.neighbour_solicitation(GUEST_MAC, link_local, "fe80::2"),
         "its own neighbour advertisement": frames.neighbour_advertisement(GUEST_MAC, link_local, link_local),
     }
@@ -156,3 +161,47 @@ async def test_remove_leaves_no_chain(wire):
     await firewall.remove()
     assert not await firewall.existing_chains(4) and not await firewall.existing_chains(6)
     assert not await firewall._existing_l2_chains()
+
+
+async def test_rewriting_the_rules_never_lets_a_spoofed_frame_through(wire):
+    """The guest streams forged ARP replies while the agent rewrites the port's rules again and
+    again (a security group change each time): the link-layer chains are replaced in one
+    transaction, so not one frame passes in between."""
+    firewall = Firewall(wire["key"])
+    pf = _port_filter(wire)
+    rule_sets = [pf.rules, pf.rules + [{"direction": "egress", "protocol": "tcp", "min": 22, "max": 22,
+                                        "remotes": [None], "version": 4}]]
+    # ARP: only the link-layer chains see it (IPv4 meets the IP chains' MAC check as well).
+    spoofed = frames.arp_reply(GUEST_MAC, GUEST_MAC, OTHER_IP, OBSERVER_IP)
+    end = frames.udp4(GUEST_MAC, GUEST_IP, OBSERVER_IP, frames.END)
+    path, stop = Path(f"/tmp/{wire['key']}.json"), Path(f"/tmp/{wire['key']}.stop")
+    path.write_text(json.dumps([spoofed.hex(), end.hex()]))
+    receiver = await asyncio.create_subprocess_exec(
+        "ip", "netns", "exec", wire["obs_ns"], sys.executable, "-m", "tests.network.frames", "recv",
+        wire["obs_dev"], "60", cwd=ROOT, stdout=asyncio.subprocess.PIPE)
+    try:
+        await firewall.apply([pf])
+        assert (await receiver.stdout.readline()).strip() == b"READY"
+        sender = await asyncio.create_subprocess_exec(
+            "ip", "netns", "exec", wire["guest_ns"], sys.executable, "-m", "tests.network.frames", "stream",
+            wire["guest_dev"], str(path), str(stop), cwd=ROOT, stdout=asyncio.subprocess.PIPE)
+        assert (await sender.stdout.readline()).strip() == b"SENDING"
+        for i in range(30):
+            pf.rules = rule_sets[(i + 1) % 2]
+            assert await firewall.apply([pf])
+        stop.touch()
+        counted, _ = await sender.communicate()
+        assert sender.returncode == 0
+        sent = int(counted.decode())
+        out, _ = await receiver.communicate()
+    finally:
+        path.unlink(missing_ok=True)
+        stop.unlink(missing_ok=True)
+        if receiver.returncode is None:
+            receiver.kill()
+        await firewall.remove()
+    received = [bytes.fromhex(line) for line in out.decode().split() if line != "READY"]
+    assert end in received, "the end marker never arrived: the observer saw nothing"
+    leaked = sum(1 for frame in received if frame == spoofed)
+    assert sent >= 100, f"only {sent} forged frames were sent while the rules changed: the test proves nothing"
+    assert leaked == 0, f"{leaked} spoofed frames passed while the rules were rewritten"

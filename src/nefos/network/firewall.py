@@ -25,11 +25,14 @@ touch each other's), the same in both families:
 
 Below IP, ebtables (``<P>-FWD`` and ``<P>-E<port>`` in its ``filter`` table)
 drops every frame from a protected tap whose source MAC is not the port's, every
-ARP packet whose sender MAC or IPv4 address is not the port's, and every frame
-that is neither IPv4, IPv6 nor ARP.
+ARP packet whose sender MAC or IPv4 address is not the port's (an ARP probe, a
+request from 0.0.0.0, excepted), and every frame that is neither IPv4, IPv6 nor
+ARP.
 
-Ports with ``port_security_enabled = False`` are not filtered. The IP sets are
-rewritten atomically with ``iptables-restore``/``ip6tables-restore --noflush``.
+Ports with ``port_security_enabled = False`` are not filtered. Every rewrite is
+one transaction per table (``iptables-restore``, ``ip6tables-restore`` and
+``ebtables-restore``, each ``--noflush``): no frame passes unchecked while the
+rules change.
 """
 
 from __future__ import annotations
@@ -241,6 +244,8 @@ def l2_ruleset(prefix: str, filters: list[PortFilter]) -> tuple[list[str], list[
         rules.append(["-A", chain, "-s", "!", pf.mac, "-j", "DROP"])
         rules.append(["-A", chain, "-p", "ARP", "--arp-mac-src", "!", pf.mac, "-j", "DROP"])
         rules += [["-A", chain, "-p", "ARP", "--arp-ip-src", ip, "-j", "RETURN"] for ip in pf.addresses(4)]
+        # An ARP probe (RFC 5227, sent from 0.0.0.0 before an address is taken) claims nothing.
+        rules.append(["-A", chain, "-p", "ARP", "--arp-op", "Request", "--arp-ip-src", "0.0.0.0", "-j", "RETURN"])
         rules.append(["-A", chain, "-p", "ARP", "-j", "DROP"])
         rules += [["-A", chain, "-p", proto, "-j", "RETURN"] for proto in ("IPv4", "IPv6")]
         rules.append(["-A", chain, "-j", "DROP"])
@@ -305,18 +310,15 @@ class Firewall:
         return True
 
     async def _apply_l2(self, chains: list[str], rules: list[list[str]]) -> None:
-        existing = await self._existing_l2_chains()
-        for chain in chains:
-            if chain not in existing:
-                await _run("ebtables", "-t", "filter", "-N", chain, "-P", "RETURN")
-            await _run("ebtables", "-t", "filter", "-F", chain)
-        for rule in rules:
-            await _run("ebtables", "-t", "filter", *rule)
+        # One ebtables-restore transaction: declaring a chain flushes it, so rewriting every
+        # chain in place never leaves a moment in which a port's frames pass unchecked.
+        stale = sorted(await self._existing_l2_chains() - set(chains))
+        restore = ["*filter"] + [f":{c} RETURN" for c in chains] + [" ".join(r) for r in rules]
+        restore += [line for c in stale for line in (f"-F {c}", f"-X {c}")]
+        await _run("ebtables-restore", "--noflush", stdin="\n".join(restore) + "\n")
         fwd = f"{self.prefix}-FWD"
         if (await _run("ebtables", "-t", "filter", "-C", "FORWARD", "-j", fwd, check=False))[0] != 0:
             await _run("ebtables", "-t", "filter", "-I", "FORWARD", "1", "-j", fwd)
-        for chain in sorted(existing - set(chains)):
-            await _run("ebtables", "-t", "filter", "-X", chain, check=False)
 
     async def remove(self) -> None:
         """Take every chain of this agent away (the agent stops)."""
@@ -332,8 +334,8 @@ class Firewall:
             self._chains[version] = set()
         while (await _run("ebtables", "-t", "filter", "-D", "FORWARD", "-j", fwd, check=False))[0] == 0:
             pass
-        for chain in await self._existing_l2_chains():
-            await _run("ebtables", "-t", "filter", "-F", chain, check=False)
-        for chain in await self._existing_l2_chains():
-            await _run("ebtables", "-t", "filter", "-X", chain, check=False)
+        chains = await self._existing_l2_chains()
+        if chains:
+            restore = ["*filter"] + [f"-F {c}" for c in sorted(chains)] + [f"-X {c}" for c in sorted(chains)]
+            await _run("ebtables-restore", "--noflush", stdin="\n".join(restore) + "\n", check=False)
         self._applied = None
