@@ -7,6 +7,7 @@
 #    (the tiny guest: nothing is downloaded from elsewhere), dnsmasq-base iproute2 (DHCP
 #    for the guests' networks: nefos.network.dhcp_agent), iptables (iptables, ip6tables and
 #    ebtables: the L2 agent's security groups and anti-spoofing, nefos.network.firewall),
+#    conntrack (a removed security group rule also ends the connections it let in),
 #    libc6-dev (static libc: the real-guest anti-spoofing test compiles a raw-frame sender);
 #  * makes /dev/kvm access consistent (0666) BEFORE libvirtd starts: when root can
 #    open it but the qemu user cannot, libvirt re-probes QEMU on every domain start
@@ -25,7 +26,7 @@ cd "$(dirname "$0")/.."
 VENV="${1:-${NEFOS_VENV:-/opt/nefos-venv}}"
 URI="qemu:///system"
 PACKAGES=(libvirt-daemon-system libvirt-clients qemu-system-x86 qemu-utils libvirt-dev pkg-config gcc
-          linux-image-cloud-amd64 busybox-static dnsmasq-base iproute2 iptables libc6-dev)
+          linux-image-cloud-amd64 busybox-static dnsmasq-base iproute2 iptables conntrack libc6-dev)
 
 log() { echo "setup-libvirt: $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }

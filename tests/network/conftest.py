@@ -12,6 +12,7 @@ from nefos.network.client import NetworkAPI
 from nefos.network.service import component
 from nefos.service import Runtime
 
+from tests.network.wire import wire  # noqa: F401  (the firewall tests' bridged wire)
 from tests.noauth import ADMIN  # noqa: E402  (the default clients send it)
 PROJECT = "p" * 32
 OTHER = "o" * 32

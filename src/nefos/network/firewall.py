@@ -32,12 +32,15 @@ ARP.
 Ports with ``port_security_enabled = False`` are not filtered. Every rewrite is
 one transaction per table (``iptables-restore``, ``ip6tables-restore`` and
 ``ebtables-restore``, each ``--noflush``): no frame passes unchecked while the
-rules change.
+rules change. A rule that goes away also ends the tracked connections it let in
+(``conntrack -D``), as Neutron's firewall does: established traffic passes before
+any rule is read.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import hashlib
 import ipaddress
 import logging
@@ -252,6 +255,40 @@ def l2_ruleset(prefix: str, filters: list[PortFilter]) -> tuple[list[str], list[
     return chains, rules
 
 
+def _rule_keys(pf: PortFilter) -> set[tuple]:
+    return {(r["direction"], r["version"], r["protocol"], r["min"], r["max"], remote)
+            for r in pf.rules for remote in r["remotes"]}
+
+
+def revoked_flows(before: list[PortFilter], after: list[PortFilter]) -> list[list[str]]:
+    """``conntrack -D`` arguments for the tracked flows a rule that went away had let in.
+
+    Established and related traffic passes before any rule is read, so without this a connection
+    a removed rule allowed would live on (Neutron's firewall deletes these entries the same way).
+    Deleting a flow a remaining rule allows costs nothing: its next packet is tracked anew and
+    passes that rule. Port ranges and protocols ``conntrack`` cannot select by are widened to the
+    whole protocol, or to every flow of the address.
+    """
+    old = {pf.port_id: pf for pf in before}
+    argv: list[list[str]] = []
+    for pf in after:
+        if pf.port_id not in old:
+            continue
+        for direction, version, proto, lo, hi, remote in sorted(
+                _rule_keys(old[pf.port_id]) - _rule_keys(pf), key=repr):
+            name = PROTOCOL_NUMBERS.get(str(proto).lower()) if proto not in (None, "", "any") else None
+            if name in ("icmp", "icmpv6"):
+                name = "icmpv6" if version == 6 else "icmp"
+            select = ["-p", name] if name else []
+            if name in ("tcp", "udp") and lo is not None and hi in (None, lo):
+                select += ["--dport", str(lo)]
+            mine, theirs = ("-d", "-s") if direction == "ingress" else ("-s", "-d")
+            for ip in pf.addresses(version):
+                argv.append(["-D", "-f", "ipv6" if version == 6 else "ipv4", mine, ip,
+                             *([theirs, remote] if remote else []), *select])
+    return argv
+
+
 async def _run(*argv: str, stdin: str | None = None, check: bool = True) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
         *argv, stdin=asyncio.subprocess.PIPE if stdin is not None else None,
@@ -274,6 +311,8 @@ class Firewall:
         self.prefix = chain_prefix(key)
         self._chains: dict[int, set[str]] = {4: set(), 6: set()}
         self._applied: str | None = None
+        self._filters: list[PortFilter] = []
+        self._warned_no_conntrack = False
 
     async def existing_chains(self, version: int = 4) -> set[str]:
         _, out = await _run(FAMILIES[version][1], "-t", "filter")
@@ -305,9 +344,24 @@ class Firewall:
                 await _run(tool, "-I", "FORWARD", "1", "-j", fwd)
             self._chains[version] = set(chains)
         self._applied = text
+        await self._forget_revoked_flows(self._filters, filters)
+        self._filters = copy.deepcopy(filters)
         LOG.info("security groups: %d port(s) filtered (%d IPv4, %d IPv6, %d link-layer rules, chains %s-*)",
                  len(filters), len(sets[4][1]), len(sets[6][1]), len(l2_rules), self.prefix)
         return True
+
+    async def _forget_revoked_flows(self, before: list[PortFilter], after: list[PortFilter]) -> None:
+        for argv in revoked_flows(before, after):
+            try:
+                code, _ = await _run("conntrack", *argv, check=False)
+            except FileNotFoundError:
+                if not self._warned_no_conntrack:
+                    LOG.error("conntrack is not installed: connections a removed security group rule "
+                              "allowed stay open until they end (install the conntrack package)")
+                    self._warned_no_conntrack = True
+                return
+            if code not in (0, 1):
+                LOG.warning("conntrack %s exited with %d", " ".join(argv), code)
 
     async def _apply_l2(self, chains: list[str], rules: list[list[str]]) -> None:
         # One ebtables-restore transaction: declaring a chain flushes it, so rewriting every
@@ -339,3 +393,4 @@ class Firewall:
             restore = ["*filter"] + [f"-F {c}" for c in sorted(chains)] + [f"-X {c}" for c in sorted(chains)]
             await _run("ebtables-restore", "--noflush", stdin="\n".join(restore) + "\n", check=False)
         self._applied = None
+        self._filters = []
