@@ -8,9 +8,20 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${NEFOS_VENV:-/opt/nefos-venv}"
 bash scripts/install-venv.sh "$VENV"  # the one place the virtualenv is made
-# Real guests: libvirt + QEMU + the tiny guest's packages (skipped with --driver fake).
+# The README's `openstack` and `nefos` commands work in any new shell: put them on the PATH.
+for cmd in openstack nefos; do
+  link="/usr/local/bin/$cmd"
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v "$cmd" >/dev/null || echo "up.sh: add $VENV/bin to your PATH for the $cmd command" >&2
+  elif [ ! -e "$link" ] && [ ! -L "$link" ] || [ "$(readlink "$link")" = "$VENV/bin/$cmd" ]; then
+    ln -sfn "$VENV/bin/$cmd" "$link"
+  else
+    echo "up.sh: $link is not this virtualenv's $cmd; left as it is" >&2
+  fi
+done
+# Real guests: libvirt + QEMU + the tiny guest's packages (skipped for fake hosts).
 case " $* " in
-  *" --driver fake "*|*" --driver=fake "*) ;;
+  *" --driver fake "*|*" --driver=fake "*|*" --fake-hosts "*|*" --fake-hosts="*) ;;
   *) if [ "$(id -u)" -eq 0 ]; then
        bash scripts/setup-libvirt.sh "$VENV" || echo "up.sh: libvirt set-up failed; nefos up will use the fake driver" >&2
      fi ;;

@@ -89,7 +89,9 @@ def _serve_until_signal(open_cloud, announce) -> None:
 
 @app.command()
 def up(config: Optional[Path] = ConfigOpt, state_dir: Optional[Path] = StateDirOpt,
-       fake_hosts: int = typer.Option(1, "--fake-hosts", help="Number of fake compute hosts."),
+       fake_hosts: Optional[int] = typer.Option(
+           None, "--fake-hosts", help="Start this many fake compute hosts (the fake driver; without "
+                                      "it, one compute host with the chosen driver)."),
        driver: Optional[str] = typer.Option(
            None, "--driver", help="Compute driver: fake, libvirt or auto (libvirt when usable; the "
                                   "default unless the configuration sets compute_driver)."),
@@ -98,20 +100,28 @@ def up(config: Optional[Path] = ConfigOpt, state_dir: Optional[Path] = StateDirO
     setup_logging(debug)
     cfg = _config(config, state_dir)
     from nefos.allinone import open_cloud
-    hosts = {"count": fake_hosts}
+    if fake_hosts is not None:
+        if fake_hosts < 1:
+            console.print("[bold red]nefos: --fake-hosts must be at least 1[/bold red]")
+            raise typer.Exit(2)
+        if driver is not None and driver.lower() != "fake":
+            console.print(f"[bold red]nefos: --fake-hosts starts fake compute hosts; it cannot be "
+                          f"combined with --driver {driver}[/bold red]", highlight=False)
+            raise typer.Exit(2)
+    hosts = {"count": fake_hosts or 1}
 
     async def start():
         from nefos.virt.libvirt.probe import choose_compute_driver
         try:
-            chosen, why = await choose_compute_driver(cfg, driver)
+            if fake_hosts is not None:
+                chosen, why = "fake", f"--fake-hosts {fake_hosts}"
+            else:
+                chosen, why = await choose_compute_driver(cfg, driver)
         except RuntimeError as exc:
             console.print(f"[bold red]{exc}[/bold red]")
             raise typer.Exit(1)
         cfg.compute_driver = chosen
         console.print(f"compute driver: [bold]{chosen}[/bold] ({why})")
-        if chosen != "fake" and fake_hosts != 1:
-            console.print(f"  --fake-hosts {fake_hosts} ignored: one {chosen} compute host ({cfg.host})")
-            hosts["count"] = 1
         with console.status("Starting Nefos (migrating the database, starting services)..."):
             try:
                 cloud = await open_cloud(cfg, fake_hosts=hosts["count"])

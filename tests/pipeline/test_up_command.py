@@ -1,0 +1,48 @@
+"""`nefos up`'s options mean what they say: ``--fake-hosts N`` starts N fake compute hosts even
+where libvirt is usable (it used to boot real guests on one libvirt host and say N was ignored),
+and cannot be combined with another driver."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from nefos.allinone import free_port
+
+
+def _env() -> dict:
+    env = {k: v for k, v in os.environ.items() if k in ("PYTHONPATH", "HOME", "PATH")}
+    for name in ("COMPUTE", "NETWORK", "IMAGE", "IDENTITY"):
+        env[f"NEFOS_{name}_API_PORT"] = str(free_port())
+    return env
+
+
+def test_fake_hosts_starts_that_many_fake_hosts_with_libvirt_usable(tmp_path):
+    assert subprocess.run(["virsh", "-c", "qemu:///system", "version"], capture_output=True).returncode == 0, \
+        "libvirt must answer here, or this test proves nothing"
+    log = tmp_path / "up.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "nefos.cli", "up", "--fake-hosts", "3",
+                                 "--state-dir", str(tmp_path / "state")], env=_env(), stdout=out,
+                                stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while "openstack --os-cloud nefos server list" not in log.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        text = log.read_text()
+        assert "compute driver: fake (--fake-hosts 3)" in text and "3 fake compute host(s)" in text, text
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0, log.read_text()
+
+
+def test_fake_hosts_with_another_driver_is_refused(tmp_path):
+    for argv in (["--fake-hosts", "2", "--driver", "libvirt"], ["--fake-hosts", "0"]):
+        proc = subprocess.run([sys.executable, "-m", "nefos.cli", "up", *argv, "--state-dir", str(tmp_path)],
+                              env=_env(), capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert "--fake-hosts" in proc.stdout and "Traceback" not in proc.stdout + proc.stderr, proc.stdout
