@@ -384,7 +384,14 @@ class ComputeAPI:
         if not await self._host_is_up(instance["host"], is_up):
             await self._local_delete(ctx, uuid)
             return
-        await self.compute_rpcapi.terminate_instance(ctx, instance["host"], uuid)
+        try:
+            await self.compute_rpcapi.terminate_instance(ctx, instance["host"], uuid)
+        except BaseException:  # the host never heard of it: the server is as it was
+            with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
+                await instance_obj.save(self.rt.db, uuid, {"task_state": instance["task_state"]},
+                                        expected_task_state=[states.DELETING])
+            await actions.finish_action(self.rt.db, ctx, uuid, message="Error")
+            raise
 
     async def _host_is_up(self, host: str, is_up) -> bool:
         from nefos.db.models import Service
@@ -417,9 +424,21 @@ class ComputeAPI:
     async def power_action(self, ctx, uuid: str, action: str) -> None:
         """stop, start, reboot_soft, reboot_hard, pause, unpause, suspend, resume."""
         vm_ok, task_ok, new_task = ACTION_RULES[action]
-        instance = await self._begin_action(ctx, uuid, ACTION_NAMES[action], vm_ok, task_ok, new_task)
         kwargs = {"reboot_type": "HARD" if action == "reboot_hard" else "SOFT"} if action.startswith("reboot") else {}
-        await self.compute_rpcapi.power_action(ctx, instance["host"], RPC_NAMES[action], uuid, **kwargs)
+        async with self._action(ctx, uuid, ACTION_NAMES[action], vm_ok, task_ok, new_task) as instance:
+            await self.compute_rpcapi.power_action(ctx, instance["host"], RPC_NAMES[action], uuid, **kwargs)
+
+    @contextlib.asynccontextmanager
+    async def _action(self, ctx, uuid: str, nova_action: str, vm_ok: list, task_ok: list, new_task: str):
+        """``_begin_action``, then the block hands the work to a host: when the block fails the
+        task_state goes back and the action is recorded as failed (Nova's ``reverts_task_state``),
+        so no task_state outlives a request that never reached a host."""
+        instance = await self._begin_action(ctx, uuid, nova_action, vm_ok, task_ok, new_task)
+        try:
+            yield instance
+        except BaseException:
+            await self._revert_task_state(ctx, uuid, new_task)
+            raise
 
     async def _begin_action(self, ctx, uuid: str, nova_action: str, vm_ok: list, task_ok: list,
                             new_task: str) -> dict:
@@ -454,38 +473,40 @@ class ComputeAPI:
         """createImage, or createBackup with ``backup_type``: the image record now, its data from the host."""
         backup = backup_type is not None
         task = states.IMAGE_BACKUP if backup else states.IMAGE_SNAPSHOT
-        instance = await self._begin_action(ctx, uuid, actions.BACKUP if backup else actions.CREATE_IMAGE,
-                                            _IMAGE_VM_STATES, [None], task)
-        try:
+        async with self._action(ctx, uuid, actions.BACKUP if backup else actions.CREATE_IMAGE,
+                                _IMAGE_VM_STATES, [None], task) as instance:
             extra = dict(metadata or {}, **({"backup_type": backup_type} if backup else {}))
             image = await self.image_api.create_snapshot(ctx, instance, name, "backup" if backup else "snapshot",
                                                          extra)
-        except BaseException:
-            await self._revert_task_state(ctx, uuid, task)
-            raise
-        if backup:
-            await self.compute_rpcapi.cast(ctx, instance["host"], "backup_instance", instance_uuid=uuid,
-                                           image_id=image["id"], backup_type=backup_type, rotation=rotation)
-        else:
-            await self.compute_rpcapi.cast(ctx, instance["host"], "snapshot_instance", instance_uuid=uuid,
-                                           image_id=image["id"])
+            try:
+                if backup:
+                    await self.compute_rpcapi.cast(ctx, instance["host"], "backup_instance", instance_uuid=uuid,
+                                                   image_id=image["id"], backup_type=backup_type, rotation=rotation)
+                else:
+                    await self.compute_rpcapi.cast(ctx, instance["host"], "snapshot_instance", instance_uuid=uuid,
+                                                   image_id=image["id"])
+            except BaseException:
+                with contextlib.suppress(exceptions.NotFound):  # no host will ever upload its data
+                    await self.image_api.delete(ctx.elevated(), image["id"])
+                raise
         return image
 
     async def shelve(self, ctx, uuid: str) -> None:
-        instance = await self._begin_action(ctx, uuid, actions.SHELVE, _IMAGE_VM_STATES, [None], states.SHELVING)
-        try:
+        async with self._action(ctx, uuid, actions.SHELVE, _IMAGE_VM_STATES, [None], states.SHELVING) as instance:
             image = await self.image_api.create_snapshot(ctx, instance, f"{instance['display_name']}-shelved",
                                                          "snapshot")
-        except BaseException:
-            await self._revert_task_state(ctx, uuid, states.SHELVING)
-            raise
-        await self.compute_rpcapi.cast(ctx, instance["host"], "shelve_instance", instance_uuid=uuid,
-                                       image_id=image["id"])
+            try:
+                await self.compute_rpcapi.cast(ctx, instance["host"], "shelve_instance", instance_uuid=uuid,
+                                               image_id=image["id"])
+            except BaseException:
+                with contextlib.suppress(exceptions.NotFound):
+                    await self.image_api.delete(ctx.elevated(), image["id"])
+                raise
 
     async def shelve_offload(self, ctx, uuid: str) -> None:
-        instance = await self._begin_action(ctx, uuid, actions.SHELVE_OFFLOAD, [states.SHELVED], [None],
-                                            states.SHELVING_OFFLOADING)
-        await self.compute_rpcapi.cast(ctx, instance["host"], "shelve_offload_instance", instance_uuid=uuid)
+        async with self._action(ctx, uuid, actions.SHELVE_OFFLOAD, [states.SHELVED], [None],
+                                states.SHELVING_OFFLOADING) as instance:
+            await self.compute_rpcapi.cast(ctx, instance["host"], "shelve_offload_instance", instance_uuid=uuid)
 
     async def unshelve(self, ctx, uuid: str, new_az=_ANY, host: str | None = None) -> None:
         """Unshelve; ``new_az`` (2.77; None unpins, 2.91) and ``host`` (2.91, admin) only for a
@@ -523,23 +544,23 @@ class ComputeAPI:
             except exceptions.ImageNotFound as exc:
                 raise exceptions.Invalid(
                     f"Unshelve attempted but the image {exc.kwargs.get('image_id')} cannot be found.") from None
-        instance = await self._begin_action(ctx, uuid, actions.UNSHELVE,
-                                            [states.SHELVED, states.SHELVED_OFFLOADED], [None], states.UNSHELVING)
-        if az_passed:
-            await instance_obj.save(self.rt.db, uuid, {"pinned_availability_zone": pinned})
-        if instance["vm_state"] == states.SHELVED:
-            await self.compute_rpcapi.cast(ctx, instance["host"], "unshelve_instance", instance_uuid=uuid)
-            return
-        request_spec = {
-            "flavor": instance.get("flavor"), "image": {"id": image_id, "disk_format": image.get("disk_format"),
-                                               "properties": image.get("properties", {})},
-            "project_id": instance["project_id"], "user_id": instance["user_id"],
-            "availability_zone": pinned, "force_hosts": [], "scheduler_hints": {},
-            "instance_group": None, "num_instances": 1,
-        }
-        if host:
-            request_spec["requested_destination"] = {"host": host, "node": None}
-        await self.conductor.unshelve_instance(ctx, uuid, request_spec)
+        async with self._action(ctx, uuid, actions.UNSHELVE, [states.SHELVED, states.SHELVED_OFFLOADED], [None],
+                                states.UNSHELVING) as instance:
+            if az_passed:
+                await instance_obj.save(self.rt.db, uuid, {"pinned_availability_zone": pinned})
+            if instance["vm_state"] == states.SHELVED:
+                await self.compute_rpcapi.cast(ctx, instance["host"], "unshelve_instance", instance_uuid=uuid)
+                return
+            request_spec = {
+                "flavor": instance.get("flavor"), "image": {"id": image_id, "disk_format": image.get("disk_format"),
+                                                   "properties": image.get("properties", {})},
+                "project_id": instance["project_id"], "user_id": instance["user_id"],
+                "availability_zone": pinned, "force_hosts": [], "scheduler_hints": {},
+                "instance_group": None, "num_instances": 1,
+            }
+            if host:
+                request_spec["requested_destination"] = {"host": host, "node": None}
+            await self.conductor.unshelve_instance(ctx, uuid, request_spec)
 
     async def _host_zone(self, host: str) -> str:
         """The availability zone of compute host ``host`` (400 when there is no such compute host)."""
@@ -564,30 +585,30 @@ class ComputeAPI:
             image = await self._check_image(ctx, image_ref, flavor)
         except exceptions.ImageNotFound:
             raise exceptions.Invalid("Cannot find image for rebuild") from None
-        instance = await self._begin_action(ctx, uuid, actions.REBUILD, [states.ACTIVE, states.STOPPED, states.ERROR],
-                                            [None], states.REBUILDING)
-        # 2.98: the new image's properties replace the old one's in the system metadata.
-        values: dict = {"image_ref": image_ref,
-                        "system_metadata": image_properties.replaced(instance.get("system_metadata"), image, flavor)}
-        if "key_name" in updates:  # 2.54: a new key pair, or none
-            values["key_name"], values["key_data"] = await self._key_pair(ctx, updates["key_name"])
-        for key in ("user_data", "trusted_certs"):  # 2.57, 2.63: replaced (None clears)
-            if key in updates:
-                values[key] = updates[key]
-        if "name" in updates:
-            values["display_name"] = updates["name"]
-        if "description" in updates:
-            values["display_description"] = updates["description"]
-        if "hostname" in updates:  # 2.90
-            values["hostname"] = updates["hostname"]
-        if "metadata" in updates:
-            values["metadata"] = updates["metadata"]
-        for key in ("access_ip_v4", "access_ip_v6"):
-            if key in updates:
-                values[key] = updates[key]
-        await instance_obj.save(self.rt.db, uuid, values, expected_task_state=[states.REBUILDING])
-        await self.compute_rpcapi.cast(ctx, instance["host"], "rebuild_instance", instance_uuid=uuid,
-                                       image_id=image_ref, was_stopped=instance["vm_state"] == states.STOPPED)
+        async with self._action(ctx, uuid, actions.REBUILD, [states.ACTIVE, states.STOPPED, states.ERROR],
+                                [None], states.REBUILDING) as instance:
+            # 2.98: the new image's properties replace the old one's in the system metadata.
+            system_metadata = image_properties.replaced(instance.get("system_metadata"), image, flavor)
+            values: dict = {"image_ref": image_ref, "system_metadata": system_metadata}
+            if "key_name" in updates:  # 2.54: a new key pair, or none
+                values["key_name"], values["key_data"] = await self._key_pair(ctx, updates["key_name"])
+            for key in ("user_data", "trusted_certs"):  # 2.57, 2.63: replaced (None clears)
+                if key in updates:
+                    values[key] = updates[key]
+            if "name" in updates:
+                values["display_name"] = updates["name"]
+            if "description" in updates:
+                values["display_description"] = updates["description"]
+            if "hostname" in updates:  # 2.90
+                values["hostname"] = updates["hostname"]
+            if "metadata" in updates:
+                values["metadata"] = updates["metadata"]
+            for key in ("access_ip_v4", "access_ip_v6"):
+                if key in updates:
+                    values[key] = updates[key]
+            await instance_obj.save(self.rt.db, uuid, values, expected_task_state=[states.REBUILDING])
+            await self.compute_rpcapi.cast(ctx, instance["host"], "rebuild_instance", instance_uuid=uuid,
+                                           image_id=image_ref, was_stopped=instance["vm_state"] == states.STOPPED)
         return await self.get(ctx, uuid)
 
     # Resize and cold migration (nefos.compute.resize) ---------------------------------------
@@ -616,10 +637,10 @@ class ComputeAPI:
         await instance_obj.save(self.rt.db, uuid, {"security_groups": [*names, name] if add else names})
 
     async def set_admin_password(self, ctx, uuid: str, password: str) -> None:
-        instance = await self._begin_action(ctx, uuid, actions.CHANGE_PASSWORD, [states.ACTIVE], [None],
-                                            states.UPDATING_PASSWORD)
-        await self.compute_rpcapi.call(ctx, instance["host"], "set_admin_password", instance_uuid=uuid,
-                                       new_pass=password)
+        async with self._action(ctx, uuid, actions.CHANGE_PASSWORD, [states.ACTIVE], [None],
+                                states.UPDATING_PASSWORD) as instance:
+            await self.compute_rpcapi.call(ctx, instance["host"], "set_admin_password", instance_uuid=uuid,
+                                           new_pass=password)
 
     async def get_console_output(self, ctx, uuid: str, tail_length: int | None = None) -> str:
         """The guest's serial console log from its compute host (os-getConsoleOutput)."""

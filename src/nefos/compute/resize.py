@@ -169,6 +169,11 @@ async def request_resize(api, ctx, uuid: str, flavor_id: str | None = None, host
         await api.conductor.migrate_server(ctx, uuid, spec, migration)
     except exceptions.NoValidHost as exc:
         raise exceptions.Invalid(str(exc)) from None
+    except BaseException:
+        # The conductor undoes what it began; this also covers a request that never reached it
+        # (a no-op when the conductor already did it: the migration is no longer the server's).
+        await abort_before_move(rt.db, ctx, uuid, migration, None)
+        raise
 
 
 async def abort_before_move(db, ctx, uuid: str, migration: dict, exc: BaseException | None, *,
@@ -228,8 +233,12 @@ async def confirm(api, ctx, uuid: str) -> None:
         raise exceptions.InstanceInvalidState(action=CONFIRM_RESIZE, instance_uuid=uuid, attr="task_state",
                                               state="changed")
     await actions.record_action(api.rt.db, ctx, uuid, CONFIRM_RESIZE)
-    await api.compute_rpcapi.cast(ctx, migration["source_compute"], "confirm_resize", instance_uuid=uuid,
-                                  migration=migration)
+    try:
+        await api.compute_rpcapi.cast(ctx, migration["source_compute"], "confirm_resize", instance_uuid=uuid,
+                                      migration=migration)
+    except BaseException:
+        await _hand_off_failed(api, ctx, uuid, instance, None)
+        raise
 
 
 async def revert(api, ctx, uuid: str) -> None:
@@ -240,8 +249,22 @@ async def revert(api, ctx, uuid: str) -> None:
         raise exceptions.InstanceInvalidState(action=REVERT_RESIZE, instance_uuid=uuid, attr="task_state",
                                               state="changed")
     await actions.record_action(api.rt.db, ctx, uuid, REVERT_RESIZE)
-    await api.compute_rpcapi.cast(ctx, migration["dest_compute"], "revert_resize", instance_uuid=uuid,
-                                  migration=migration)
+    try:
+        await api.compute_rpcapi.cast(ctx, migration["dest_compute"], "revert_resize", instance_uuid=uuid,
+                                      migration=migration)
+    except BaseException:
+        await _hand_off_failed(api, ctx, uuid, instance, states.RESIZE_REVERTING)
+        raise
+
+
+async def _hand_off_failed(api, ctx, uuid: str, before: dict, task_state: str | None) -> None:
+    """A confirm or revert that never reached its host: the server goes back to RESIZED as it was
+    (its task_state and migration record), the action is recorded as failed."""
+    with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
+        await instance_obj.save(api.rt.db, uuid, {"task_state": None,
+                                                  "system_metadata": before.get("system_metadata")},
+                                expected_task_state=[task_state])
+    await actions.finish_action(api.rt.db, ctx, uuid, message="Error")
 
 
 async def release_claims_of_deleted(db, instance: dict) -> None:
