@@ -221,6 +221,31 @@ async def test_quota_consume_under_concurrency_never_overshoots(db):
         assert (await quotas.usages(s, project))["instances"] == 0
 
 
+async def test_quota_consume_where_some_usage_rows_are_new_never_deadlocks(db):
+    """A project that already uses one resource (its row exists) asks for two it has never used:
+    every request must lock the rows in one order. Creating the missing rows after the existing
+    one was locked made PostgreSQL report deadlocks (seen as 500s on server creates)."""
+    for _ in range(10):
+        project = f"p-{uuid.uuid4().hex}"
+        cfg = Config(quota_instances=10, quota_cores=40, quota_ram=-1)
+        async with db.transaction() as s:
+            await quotas.consume(s, cfg, project, {"ram": 1})
+
+        async def request():
+            try:
+                async with db.transaction() as s:
+                    await quotas.consume(s, cfg, project, {"instances": 1, "cores": 2, "ram": 512})
+                return True
+            except exceptions.OverQuota:
+                return False
+
+        results = await asyncio.gather(*[request() for _ in range(30)])
+        assert results.count(True) == 10
+        async with db.reader() as s:
+            used = await quotas.usages(s, project)
+        assert (used["instances"], used["cores"], used["ram"]) == (10, 20, 5121)
+
+
 async def test_quota_over_one_resource_consumes_nothing(db):
     project = f"p-{uuid.uuid4().hex}"
     cfg = Config(quota_instances=10, quota_cores=4)

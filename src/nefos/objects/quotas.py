@@ -12,9 +12,8 @@ meaning unlimited.
 
 from __future__ import annotations
 
-from sqlalchemy import bindparam, case, func, insert, literal, or_, select, union_all, update
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy import bindparam, case, func, literal, or_, select, union_all, update
+from sqlalchemy.dialects.mysql import insert as mysql_insert
 
 from nefos import exceptions
 from nefos.config import Config
@@ -47,7 +46,6 @@ _LIMITS_AND_USAGES = union_all(
     select(literal(2).label("own"), _QU.c.resource, _QU.c.in_use).where(_QU.c.project_id == bindparam("b_project")))
 _EXISTING_USAGES = select(_QU.c.resource).where(_QU.c.project_id == bindparam("b_project"),
                                                 _QU.c.resource.in_(bindparam("b_resources", expanding=True)))
-_INSERT_USAGE = insert(_QU)
 # The resource's limit, as ``limits`` resolves it, inside the UPDATE (so ``consume`` reads no
 # limits unless it fails): the project's row, else the default class's, else the configured one.
 _LIMIT = func.coalesce(
@@ -110,30 +108,21 @@ async def limits_and_usages(session, cfg: Config, project_id: str) -> tuple[dict
     return _resolve(cfg, (await session.execute(_LIMITS_AND_USAGES, {"b_project": project_id})).all())
 
 
-async def _ensure_usage_rows(session, project_id: str, resources) -> None:
-    existing = set((await session.execute(_EXISTING_USAGES, {
-        "b_project": project_id, "b_resources": list(resources)})).scalars())
-    missing = [r for r in resources if r not in existing]
-    if not missing:
+async def _ensure_usage_row(session, project_id: str, resource: str) -> None:
+    """The project's usage row of ``resource``, created at 0 when missing (a concurrent request
+    may create it first: that row serves as well), in the caller's transaction."""
+    if (await session.execute(_EXISTING_USAGES, {"b_project": project_id, "b_resources": [resource]})).first():
         return
-    engine = session.bind if isinstance(session.bind, AsyncEngine) else session.bind.engine
-    if engine.dialect.name == "mysql":
+    row = {"project_id": project_id, "resource": resource, "in_use": 0}
+    if session.bind.dialect.name == "mysql":
         # InnoDB: a duplicate-key error leaves a shared lock on the row until the end of the
-        # transaction (a savepoint does not release it), so two requests racing to create
-        # the row would both hold it shared and deadlock on the UPDATE below. Create the
-        # missing rows in their own short transaction instead; a zero row is harmless.
-        async with engine.connect() as conn:
-            for resource in missing:
-                try:
-                    async with conn.begin():
-                        await conn.execute(_INSERT_USAGE, {"project_id": project_id, "resource": resource,
-                                                           "in_use": 0})
-                except IntegrityError:
-                    pass  # a concurrent request created it
+        # transaction, so two requests racing to create it would both hold it shared and
+        # deadlock on the UPDATE that follows. An upsert that changes nothing takes the row
+        # exclusively instead (and needs no second connection, which a busy pool may not have).
+        statement = mysql_insert(_QU).values(row)
+        await session.execute(statement.on_duplicate_key_update(in_use=_QU.c.in_use))
         return
-    for resource in missing:  # a concurrent request may create it first: that row serves as well
-        await insert_ignoring_duplicate(session, QuotaUsage.__table__,
-                                        {"project_id": project_id, "resource": resource, "in_use": 0})
+    await insert_ignoring_duplicate(session, QuotaUsage.__table__, row)
 
 
 async def consume(session, cfg: Config, project_id: str | None, deltas: dict[str, int]) -> None:
@@ -155,11 +144,16 @@ async def consume(session, cfg: Config, project_id: str | None, deltas: dict[str
                                                   "b_delta": delta})
         return result.rowcount == 1
 
-    missed = [r for r, d in sorted(deltas.items()) if not await add(r, d)]
+    # One resource at a time, in one order for every request, each row created (on the project's
+    # first use of it) before the next is touched: every request locks the rows in the same
+    # order, so concurrent requests queue instead of deadlocking.
     overs = []
-    if missed:  # over the limit, or the project's first use of the resource (no usage row yet)
-        await _ensure_usage_rows(session, project_id, missed)
-        overs = [r for r in missed if not await add(r, deltas[r])]
+    for resource, delta in sorted(deltas.items()):
+        if await add(resource, delta):
+            continue
+        await _ensure_usage_row(session, project_id, resource)  # over the limit, or no row yet
+        if not await add(resource, delta):
+            overs.append(resource)
     if overs:
         limit, used = await limits_and_usages(session, cfg, project_id)
         raise exceptions.OverQuota(
