@@ -1,4 +1,4 @@
-"""Hypervisor lifecycle events (seed 002): out-of-band changes reach the database through events."""
+"""Hypervisor lifecycle events: out-of-band changes reach the database through events."""
 
 from __future__ import annotations
 
@@ -6,11 +6,23 @@ import asyncio
 import time
 import uuid as uuidlib
 
+import pytest
+
 from nefos.objects import states
 from nefos.virt import event as virtevent
 from tests.compute.conftest import (FAST, action_names, boot_active, compute_component, db_instance,
                                     eventually)
 from tests.pipeline.conftest import start_cloud, stop_cloud
+
+# Nefos's shipped defaults (Nova's 15 s lifecycle_stopped_delay among them), and the tuned ones.
+SHIPPED = {"sync_power_state_interval": -1}  # the periodic sync must not help
+
+
+@pytest.fixture(params=["shipped defaults", "tuned"])
+async def cloud(tmp_path, request):
+    harness = await start_cloud(tmp_path, fake_hosts=1, **(SHIPPED if request.param == "shipped defaults" else FAST))
+    yield harness
+    await stop_cloud(harness)
 
 
 async def test_out_of_band_stop_is_shutoff_within_a_second(cloud):
@@ -60,6 +72,9 @@ async def _guest_state(driver, server_id, power_state):
 
 
 async def test_reboot_produces_no_spurious_shutoff(tmp_path, monkeypatch):
+    """A Stopped that a Started may follow is held and dropped when the Started comes: during a
+    hard reboot of Nefos's own, and when the hypervisor says the guest may start again (libvirt:
+    a migration, a snapshot restore). Any other Stopped is acted on at once."""
     from nefos.compute import lifecycle, power_sync
     handled: list[str] = []
     original = power_sync.sync_instance_power_state
@@ -77,8 +92,8 @@ async def test_reboot_produces_no_spurious_shutoff(tmp_path, monkeypatch):
         # A hard reboot emits Stopped then Started.
         await cloud.action(server_id, {"reboot": {"type": "HARD"}})
         await cloud.wait_status(server_id, "ACTIVE")
-        # Out of band too: the guest reboots itself.
-        driver.simulate_power_off(server_id)
+        # Out of band, a stop the hypervisor says a start may follow, and the start.
+        driver.simulate_power_off(server_id, may_restart=True)
         await asyncio.sleep(delay / 4)
         driver.simulate_power_on(server_id)
         await asyncio.sleep(delay * 2.5)
@@ -89,13 +104,32 @@ async def test_reboot_produces_no_spurious_shutoff(tmp_path, monkeypatch):
         # Each held Stopped event was dropped when Started followed: only Started was handled.
         assert "lifecycle event Started" in handled and "lifecycle event Stopped" not in handled
 
-        # A Stopped event nothing follows is acted on once the delay has passed, not before.
+        # Such a Stopped that nothing follows is acted on once the delay has passed, not before.
         started = time.monotonic()
-        driver.simulate_power_off(server_id)
+        driver.simulate_power_off(server_id, may_restart=True)
         await asyncio.sleep(delay / 2)
         assert (await db_instance(cloud, server_id))["vm_state"] == states.ACTIVE
         await cloud.wait_status(server_id, "SHUTOFF", timeout=delay + 2)
         assert time.monotonic() - started >= delay
+    finally:
+        await stop_cloud(cloud)
+
+
+async def test_a_stop_with_nothing_in_flight_costs_no_delay_with_the_shipped_defaults(tmp_path):
+    """With the shipped 15 s delay: a hard reboot still shows no SHUTOFF (its Stopped comes while the
+    reboot holds the guest), while an out-of-band stop is SHUTOFF within a second."""
+    cloud = await start_cloud(tmp_path, fake_hosts=1, **SHIPPED)
+    try:
+        assert cloud.rt.cfg.lifecycle_stopped_delay == 15.0
+        (server_id,) = await boot_active(cloud)
+        await cloud.action(server_id, {"reboot": {"type": "HARD"}})
+        await cloud.wait_status(server_id, "ACTIVE")
+        assert "stop" not in await action_names(cloud, server_id)
+        assert compute_component(cloud, "host-1").manager.lifecycle._held == {}  # dropped by Started
+        started = time.monotonic()
+        cloud.driver("host-1").simulate_power_off(server_id)
+        await cloud.wait_status(server_id, "SHUTOFF", timeout=1.0)
+        assert time.monotonic() - started < 1.0
     finally:
         await stop_cloud(cloud)
 

@@ -1,4 +1,4 @@
-"""The compute host's listener for its driver's events (seeds 002, 003).
+"""The compute host's listener for its driver's events.
 
 The manager registers ``LifecycleEventHandler.on_event`` with the driver
 before its first hypervisor call and unregisters it before shutting down
@@ -6,9 +6,15 @@ before its first hypervisor call and unregisters it before shutting down
 schedules work: it never blocks the driver.
 
 Lifecycle events: events about guests this host does not own are ignored.
-A STOPPED event is held for ``lifecycle_stopped_delay`` seconds and dropped
-when any later event about the same guest arrives (a reboot is STOPPED then
-STARTED: no spurious SHUTOFF). The event itself is only a hint: the handler
+A STOPPED event that a start may follow is held for ``lifecycle_stopped_delay``
+seconds and dropped when any later event about the same guest arrives (a hard
+reboot is STOPPED then STARTED: no spurious SHUTOFF): one that comes while an
+operation of this host's own holds the instance (a reboot, resize, rebuild, a
+start), or one the hypervisor says a start may follow (libvirt: stopped for a
+migration or a snapshot restore). Any other STOPPED (an out-of-band destroy, a
+poweroff from inside the guest, a crash) is acted on at once, so the default
+delay (Nova's 15 s) costs nothing when nothing is in flight. The event itself
+is only a hint: the handler
 re-reads the driver's power state under the instance's lock and applies the
 same per-instance sync as the periodic task
 (``nefos.compute.power_sync.sync_instance_power_state``), which does nothing
@@ -105,7 +111,8 @@ class LifecycleEventHandler:
             held.cancel()  # a later event about the guest supersedes a held STOPPED
             LOG.debug("instance %s: dropped a held Stopped event (%s followed)", event.uuid, event.name)
         delay = self.cfg.lifecycle_stopped_delay
-        if event.transition == virtevent.EVENT_LIFECYCLE_STOPPED and delay > 0:
+        if (event.transition == virtevent.EVENT_LIFECYCLE_STOPPED and delay > 0
+                and (event.may_restart or self.manager.operation_in_progress(event.uuid))):
             self._held[event.uuid] = asyncio.get_running_loop().call_later(delay, self._release, event)
             return
         self._spawn(self._handle(event))

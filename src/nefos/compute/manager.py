@@ -58,14 +58,19 @@ class ComputeManager(Endpoint):
         self.resource_tracker = ResourceTracker(rt, host, driver)
         self._locks: dict[str, asyncio.Lock] = {}
         self._lock_users: dict[str, int] = {}
+        self._operations: dict[str, int] = {}  # operations holding or awaiting each instance's lock
         self.lifecycle = lifecycle.LifecycleEventHandler(self)  # the driver's event listener
         self.instance_events = instance_events.InstanceEvents(self)  # external events (issue 3)
 
     # Plumbing ----------------------------------------------------------------
     @contextlib.asynccontextmanager
-    async def instance_lock(self, uuid: str):
+    async def instance_lock(self, uuid: str, *, operation: bool = True):
+        """The instance's lock; ``operation``: held for an operation of Nefos's own on the guest
+        (not a mere power-state reading), which may stop and start it."""
         lock = self._locks.setdefault(uuid, asyncio.Lock())
         self._lock_users[uuid] = self._lock_users.get(uuid, 0) + 1
+        if operation:
+            self._operations[uuid] = self._operations.get(uuid, 0) + 1
         try:
             async with lock:
                 yield
@@ -74,6 +79,13 @@ class ComputeManager(Endpoint):
             if not self._lock_users[uuid]:
                 del self._lock_users[uuid]
                 del self._locks[uuid]
+            if operation:
+                self._operations[uuid] -= 1
+                if not self._operations[uuid]:
+                    del self._operations[uuid]
+
+    def operation_in_progress(self, uuid: str) -> bool:
+        return uuid in self._operations
 
     async def _notify(self, ctx, instance: dict, event_type: str) -> None:
         await notifications.notify_instance(self.rt.bus, ctx, instance, event_type, host=self.host)

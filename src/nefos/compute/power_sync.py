@@ -68,7 +68,7 @@ async def sync_instance_power_state(manager, uuid: str, *, source: str = "period
     """Apply rules a)-f) to one instance of ``manager``'s host; with ``only_if``, only when the
     driver's power state is one of those (a lifecycle event's own outcome)."""
     stop_ctx = None
-    async with manager.instance_lock(uuid):
+    async with manager.instance_lock(uuid, operation=False):
         try:
             instance = await instance_obj.get(manager.rt.db, uuid)
         except exceptions.InstanceNotFound:

@@ -1,4 +1,4 @@
-"""Events a driver emits (seeds 002, 003): Event, InstanceEvent, LifecycleEvent about its guests,
+"""Events a driver emits: Event, InstanceEvent, LifecycleEvent about its guests,
 ConnectionEvent about its connection to the hypervisor."""
 
 from __future__ import annotations
@@ -44,6 +44,9 @@ class InstanceEvent(Event):
 @dataclass
 class LifecycleEvent(InstanceEvent):
     transition: int = EVENT_LIFECYCLE_STARTED
+    # A Stopped the hypervisor says may be followed by a start of the same guest (libvirt: stopped
+    # for a migration or to restore a snapshot).
+    may_restart: bool = False
 
     @property
     def name(self) -> str:

@@ -304,11 +304,14 @@ class FakeDriver(ComputeDriver):
                                    virtevent.EVENT_LIFECYCLE_PAUSED if paused else virtevent.EVENT_LIFECYCLE_STARTED)
 
     # Out-of-band actions (a user of the hypervisor, not Nefos) -------------------
-    def simulate_power_off(self, uuid: str) -> None:
+    def simulate_power_off(self, uuid: str, *, may_restart: bool = False) -> None:
+        """The guest stops out of band; ``may_restart``: as the hypervisor reports a stop that a
+        start may follow (libvirt: a migration, a snapshot restore)."""
         guest = self.guests[uuid]
         guest.power_state = states.SHUTDOWN
         self._save()
-        self.emit_event(virtevent.LifecycleEvent(uuid=uuid, transition=virtevent.EVENT_LIFECYCLE_STOPPED))
+        self.emit_event(virtevent.LifecycleEvent(uuid=uuid, transition=virtevent.EVENT_LIFECYCLE_STOPPED,
+                                                 may_restart=may_restart))
 
     def simulate_power_on(self, uuid: str) -> None:
         guest = self.guests[uuid]

@@ -446,8 +446,10 @@ class LibvirtDriver(ComputeDriver):
     # libvirt's events (on the service's loop) -----------------------------------------------------
     def _on_lifecycle(self, uuid: str, event: int, detail: int) -> None:
         libvirt = libvirt_module()
-        transition = None
+        transition, may_restart = None, False
         if event == libvirt.VIR_DOMAIN_EVENT_STOPPED:
+            may_restart = detail in (libvirt.VIR_DOMAIN_EVENT_STOPPED_MIGRATED,
+                                     libvirt.VIR_DOMAIN_EVENT_STOPPED_FROM_SNAPSHOT)
             if detail == libvirt.VIR_DOMAIN_EVENT_STOPPED_SAVED:
                 transition = virtevent.EVENT_LIFECYCLE_SUSPENDED
             else:
@@ -465,7 +467,7 @@ class LibvirtDriver(ComputeDriver):
             transition = virtevent.EVENT_LIFECYCLE_SUSPENDED
         LOG.debug("libvirt event for %s: event %s detail %s", uuid, event, detail)
         if transition is not None:
-            self.emit_event(virtevent.LifecycleEvent(uuid=uuid, transition=transition))
+            self.emit_event(virtevent.LifecycleEvent(uuid=uuid, transition=transition, may_restart=may_restart))
 
     def _on_connection(self, connected: bool, reason: str) -> None:
         self.emit_event(virtevent.ConnectionEvent(connected=connected, reason=reason))
