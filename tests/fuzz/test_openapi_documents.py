@@ -106,3 +106,115 @@ async def test_server_action_body_is_every_action_the_handler_validates(apps):
     assert "evacuate" not in actions and "trigger_crash_dump" not in actions  # unsupported; not in 2.1
     assert to_openapi_31(console_output.SCHEMA) in body["anyOf"]
     assert body == to_openapi_31(server_actions.action_schema())
+
+
+# Networking, Image and Identity APIs: success answers and list parameters ------------------------
+
+def _answers_without_json(api: str, method: str, path: str, route) -> bool:
+    """An operation answering no JSON body on success: a 204 (every DELETE; routes declaring 204),
+    the image data and image tags."""
+    if method == "delete" or route.status_code == 204 or path == api:
+        return True
+    return api == "/v2/openapi.json" and (path.endswith("/file") or "/tags/" in path)
+
+
+async def _paths(apps, api: str) -> dict:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=apps[api]), base_url="http://nefos") as c:
+        return (await c.get(api)).json()["paths"]
+
+
+async def _check_every_json_answer_has_a_schema(apps, api: str) -> dict:
+    paths = await _paths(apps, api)
+    missing = []
+    for route in iter_route_contexts(apps[api].routes):
+        path = re.sub(r"{(\w+):\w+}", r"{\1}", route.path)
+        for method in {m.lower() for m in route.methods or ()} - {"head"}:
+            if _answers_without_json(api, method, path, route):
+                continue
+            answers = {status: r for status, r in paths[path][method]["responses"].items() if status[0] in "23"}
+            if not any("content" in r for r in answers.values()):
+                missing.append((method, path))
+    assert missing == [], f"{api}: operations answering JSON without a response schema: {missing}"
+    return paths
+
+
+def _query_names(operation: dict) -> set[str]:
+    return {p["name"] for p in operation.get("parameters", ()) if p["in"] == "query"}
+
+
+async def test_network_answers_are_documented_and_lists_take_neutron_filters(apps):
+    from nefos.network import attributes, rest, schemas
+    paths = await _check_every_json_answer_has_a_schema(apps, "/v2.0/openapi.json")
+    for collection, (member, _, _) in rest.COLLECTIONS.items():
+        key = rest.BODY_KEYS.get(collection, collection)
+        listed = paths[f"/v2.0/{collection}"]["get"]
+        assert listed["parameters"] == query_parameters(schemas.list_query(member))
+        names = _query_names(listed)
+        assert names >= {"fields", "limit", "marker", "sort_key", "sort_dir", "page_reverse", "id", "project_id"}
+        # exactly the attributes the list filters by: what compile_filters accepts, no more
+        assert names - {"fields", "limit", "marker", "sort_key", "sort_dir", "page_reverse"} - attributes.TAG_FILTERS \
+            == attributes.filterable(schemas.fields(member))
+        page = listed["responses"]["200"]["content"]["application/json"]["schema"]
+        assert page["properties"][key]["items"]["properties"].keys() == schemas.fields(member)
+        shown = paths[f"/v2.0/{collection}/{{item_id}}"]["get"]
+        assert _query_names(shown) == {"fields"}
+        assert "200" in paths[f"/v2.0/{collection}/{{item_id}}"]["put"]["responses"]
+        assert "201" in paths[f"/v2.0/{collection}"]["post"]["responses"]
+    ports = paths["/v2.0/ports"]["get"]["parameters"]
+    sort_keys = next(p for p in ports if p["name"] == "sort_key")["schema"]["items"]["enum"]
+    assert "name" in sort_keys and "fixed_ips" not in sort_keys and "binding:profile" not in sort_keys
+    assert not {"binding:profile", "created_at", "nefos:provisioning"} & _query_names(paths["/v2.0/ports"]["get"])
+    admin_state = next(p for p in ports if p["name"] == "admin_state_up")
+    assert admin_state["schema"] == {"type": "array", "items": {"type": "boolean"}} and admin_state["explode"]
+
+
+def _conforms(paths: dict, method: str, path: str, response: httpx.Response) -> None:
+    """``response`` is one the document allows: its status is documented with a schema it matches."""
+    from jsonschema import Draft202012Validator
+    documented = paths[path][method]["responses"]
+    assert str(response.status_code) in documented, (method, path, response.status_code, response.text)
+    schema = documented[str(response.status_code)]["content"]["application/json"]["schema"]
+    errors = [e.message for e in Draft202012Validator(schema).iter_errors(response.json())]
+    assert errors == [], (method, path, errors[:5])
+
+
+async def test_network_answers_match_their_schemas(apps):
+    from tests.noauth import ADMIN
+    paths = await _paths(apps, "/v2.0/openapi.json")
+    member = {**ADMIN, "X-Roles": "member,reader"}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=apps["/v2.0/openapi.json"]),
+                                 base_url="http://nefos") as c:
+        async def call(method, path, documented_path=None, body=None, headers=ADMIN, **params):
+            r = await c.request(method, path, json=body, headers=headers, params=params or None)
+            _conforms(paths, method.lower(), documented_path or path, r)
+            return r.json()
+        net = (await call("POST", "/v2.0/networks", body={"network": {"name": "n"}}))["network"]
+        await call("POST", "/v2.0/subnets", body={"subnet": {"network_id": net["id"], "ip_version": 4,
+                                                             "cidr": "10.9.0.0/24"}})
+        v6 = {"network_id": net["id"], "ip_version": 6, "cidr": "fd00::/64", "ipv6_ra_mode": "slaac",
+              "ipv6_address_mode": "slaac", "host_routes": [{"destination": "fd01::/64", "nexthop": "fd00::5"}]}
+        await call("POST", "/v2.0/subnets", body={"subnets": [v6]})
+        port = (await call("POST", "/v2.0/ports", body={"port": {"network_id": net["id"]}}))["port"]
+        await call("POST", "/v2.0/ports", body={"port": {"network_id": net["id"]}}, headers=member)
+        group = (await call("POST", "/v2.0/security-groups", body={"security_group": {"name": "g"}}))
+        await call("POST", "/v2.0/security-group-rules", body={"security_group_rule": {
+            "security_group_id": group["security_group"]["id"], "direction": "ingress", "protocol": "tcp",
+            "port_range_min": 22, "port_range_max": 22, "remote_ip_prefix": "10.0.0.0/8"}})
+        for collection in ("networks", "subnets", "ports", "security-groups", "security-group-rules"):
+            await call("GET", f"/v2.0/{collection}")
+            await call("GET", f"/v2.0/{collection}", limit=1)
+            await call("GET", f"/v2.0/{collection}", headers=member)
+        await call("GET", f"/v2.0/ports/{port['id']}", "/v2.0/ports/{item_id}", fields="id")
+        await call("PUT", f"/v2.0/ports/{port['id']}", "/v2.0/ports/{item_id}", body={"port": {"name": "p"}},
+                   headers=member)
+        await call("GET", "/")
+        await call("GET", "/v2.0")
+        await call("GET", "/v2.0/extensions")
+        await call("GET", "/v2.0/extensions/quotas", "/v2.0/extensions/{alias}")
+        project = ADMIN["X-Project-Id"]
+        await call("PUT", f"/v2.0/quotas/{project}", "/v2.0/quotas/{project_id}", body={"quota": {"port": 77}})
+        await call("GET", "/v2.0/quotas")
+        await call("GET", f"/v2.0/quotas/{project}", "/v2.0/quotas/{project_id}")
+        await call("GET", "/v2.0/quotas/tenant", "/v2.0/quotas/{project_id}")
+        await call("GET", f"/v2.0/quotas/{project}/default", "/v2.0/quotas/{project_id}/default")
+        await call("GET", f"/v2.0/quotas/{project}/details", "/v2.0/quotas/{project_id}/details")
