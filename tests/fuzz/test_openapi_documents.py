@@ -218,3 +218,28 @@ async def test_network_answers_match_their_schemas(apps):
         await call("GET", "/v2.0/quotas/tenant", "/v2.0/quotas/{project_id}")
         await call("GET", f"/v2.0/quotas/{project}/default", "/v2.0/quotas/{project_id}/default")
         await call("GET", f"/v2.0/quotas/{project}/details", "/v2.0/quotas/{project_id}/details")
+
+
+async def test_image_answers_are_documented_and_the_list_takes_glance_filters(apps):
+    from nefos.image import images, schemas
+    from tests.noauth import ADMIN
+    paths = await _check_every_json_answer_has_a_schema(apps, "/v2/openapi.json")
+    listed = paths["/v2/images"]["get"]
+    assert listed["parameters"] == query_parameters(images.LIST_QUERY)
+    assert _query_names(listed) >= {"limit", "marker", "sort_key", "sort_dir", "sort", "name", "visibility",
+                                    "status", "member_status", "owner", "tag", "os_hidden", "size_min",
+                                    "created_at"}
+    sort_key = next(p for p in listed["parameters"] if p["name"] == "sort_key")
+    assert sort_key["schema"]["items"]["enum"] == sorted(images.SORT_KEYS) and sort_key["explode"]
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=apps["/v2/openapi.json"]),
+                                 base_url="http://nefos", headers=ADMIN) as c:
+        made = await c.post("/v2/images", json={"name": "i", "disk_format": "raw", "container_format": "bare"})
+        image = made.json()["id"]
+        for method, path, documented in (
+                ("GET", "/", "/"), ("GET", "/versions", "/versions"),
+                ("GET", "/v2/schemas/image", "/v2/schemas/image"), ("GET", "/v2/schemas/images", "/v2/schemas/images"),
+                ("GET", f"/v2/images/{image}/tasks", "/v2/images/{image_id}/tasks"),
+                ("GET", "/v2/images?sort=name:asc,size&limit=1&visibility=all&tag=x", "/v2/images")):
+            _conforms(paths, method.lower(), documented, await c.request(method, path))
+    assert paths["/"]["get"]["responses"]["300"]["content"]["application/json"]["schema"] == \
+        schemas.VERSIONS_DOCUMENT
