@@ -243,3 +243,97 @@ async def test_image_answers_are_documented_and_the_list_takes_glance_filters(ap
             _conforms(paths, method.lower(), documented, await c.request(method, path))
     assert paths["/"]["get"]["responses"]["300"]["content"]["application/json"]["schema"] == \
         schemas.VERSIONS_DOCUMENT
+
+
+# Lists that take no query parameter (Keystone defines none for them).
+_IDENTITY_LISTS_WITHOUT_FILTERS = {"/v3/auth/catalog", "/v3/auth/projects", "/v3/auth/domains", "/v3/regions", "/v3/groups",
+                                   "/v3/projects/{target_id}/users/{user_id}/roles",
+                                   "/v3/domains/{target_id}/users/{user_id}/roles"}
+
+
+async def test_identity_answers_are_documented_and_lists_take_keystone_filters(apps):
+    from nefos.identity import catalog_resources, grants, rest
+    paths = await _check_every_json_answer_has_a_schema(apps, "/v3/openapi.json")
+    lists = set()
+    for path, operations in paths.items():
+        answer = operations.get("get", {}).get("responses", {}).get("200", {})
+        schema = answer.get("content", {}).get("application/json", {}).get("schema", {})
+        if schema.get("properties", {}).get("links", {}).get("required") == ["self", "previous", "next"]:
+            lists.add(path)
+            if path not in _IDENTITY_LISTS_WITHOUT_FILTERS:
+                assert _query_names(operations["get"]), f"{path} lists without documenting its filters"
+    assert lists >= {"/v3/domains", "/v3/projects", "/v3/users", "/v3/roles", "/v3/role_assignments",
+                     "/v3/services", "/v3/endpoints", "/v3/users/{user_id}/projects"} | _IDENTITY_LISTS_WITHOUT_FILTERS
+    for path, filters in (("/v3/domains", rest._DOMAIN_FILTERS), ("/v3/users", rest._USER_FILTERS),
+                          ("/v3/users/{user_id}/projects", rest._USER_PROJECT_FILTERS)):
+        assert paths[path]["get"]["parameters"][-len(filters):] == query_parameters(rest._filter_query(filters))
+    assert _query_names(paths["/v3/projects"]["get"]) == {"name", "domain_id", "enabled", "parent_id", "is_domain"}
+    assert _query_names(paths["/v3/roles"]["get"]) == {"name", "domain_id"}
+    assert _query_names(paths["/v3/endpoints"]["get"]) == set(catalog_resources._ENDPOINT_FILTERS)
+    assert paths["/v3/role_assignments"]["get"]["parameters"] == query_parameters(grants.ROLE_ASSIGNMENT_QUERY)
+    assert _query_names(paths["/v3/auth/tokens"]["get"]) == {"nocatalog", "allow_expired"}
+    enabled = next(p for p in paths["/v3/users"]["get"]["parameters"] if p["name"] == "enabled")
+    assert enabled["schema"] == {"type": "boolean"}
+
+
+async def test_identity_answers_match_their_schemas(tmp_path):
+    from nefos.config import load_config
+    from nefos.identity.bootstrap import bootstrap
+    from nefos.identity.rest import create_app
+    from nefos.service import Runtime
+    rt = await Runtime.open(load_config(state_dir=tmp_path, auth_strategy="keystone"), migrate=True)
+    try:
+        creds = await bootstrap(rt)
+        app = create_app(rt)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://nefos") as c:
+            paths = (await c.get("/v3/openapi.json")).json()["paths"]
+
+            async def call(method, path, documented=None, token=None, body=None, headers=None, **params):
+                r = await c.request(method, path, json=body, params=params or None,
+                                    headers={**({"X-Auth-Token": token} if token else {}), **(headers or {})})
+                _conforms(paths, method.lower(), documented or path, r)
+                return r
+
+            def password(user, scope):
+                return {"auth": {"identity": {"methods": ["password"], "password": {"user": {
+                    "name": user, "domain": {"id": "default"}, "password": creds[user]["password"]}}},
+                    **({"scope": scope} if scope else {})}}
+            issued = await call("POST", "/v3/auth/tokens", body=password("admin", {
+                "project": {"name": "admin", "domain": {"id": "default"}}}))
+            admin = issued.headers["x-subject-token"]
+            unscoped = (await call("POST", "/v3/auth/tokens", nocatalog="1",
+                                   body=password("demo", "unscoped"))).headers["x-subject-token"]
+            domain_scoped = await c.post("/v3/auth/tokens", json=password("admin", {"domain": {"id": "default"}}))
+            for subject in (admin, unscoped, domain_scoped.headers.get("x-subject-token", admin)):
+                await call("GET", "/v3/auth/tokens", token=admin, headers={"X-Subject-Token": subject})
+            await call("GET", "/v3/auth/tokens", token=admin, headers={"X-Subject-Token": admin}, nocatalog="1")
+            await call("GET", "/")
+            await call("GET", "/v3")
+            for path in ("/v3/auth/catalog", "/v3/auth/projects", "/v3/auth/domains", "/v3/domains",
+                         "/v3/projects", "/v3/users", "/v3/roles", "/v3/groups", "/v3/services",
+                         "/v3/endpoints", "/v3/regions"):
+                await call("GET", path, token=admin)
+            await call("GET", "/v3/role_assignments", token=admin, include_names="", effective="")
+            domain = (await call("POST", "/v3/domains", token=admin, body={"domain": {"name": "d"}})).json()["domain"]
+            await call("PATCH", f"/v3/domains/{domain['id']}", "/v3/domains/{domain_id}", token=admin,
+                       body={"domain": {"description": "x"}})
+            project = (await call("POST", "/v3/projects", token=admin,
+                                  body={"project": {"name": "p", "domain_id": domain["id"]}})).json()["project"]
+            await call("GET", f"/v3/projects/{project['id']}", "/v3/projects/{project_id}", token=admin)
+            user = (await call("POST", "/v3/users", token=admin, body={"user": {
+                "name": "u", "default_project_id": project["id"], "description": "d", "email": "u@x"}})).json()["user"]
+            await call("PATCH", f"/v3/users/{user['id']}", "/v3/users/{user_id}", token=admin,
+                       body={"user": {"enabled": False}})
+            await call("GET", f"/v3/users/{user['id']}/projects", "/v3/users/{user_id}/projects", token=admin)
+            role = (await call("POST", "/v3/roles", token=admin, body={"role": {"name": "r"}})).json()["role"]
+            await call("GET", f"/v3/roles/{role['id']}", "/v3/roles/{role_id}", token=admin)
+            grant = f"/v3/projects/{project['id']}/users/{user['id']}/roles"
+            await c.put(f"{grant}/{role['id']}", headers={"X-Auth-Token": admin})
+            await call("GET", grant, "/v3/projects/{target_id}/users/{user_id}/roles", token=admin)
+            service = (await call("GET", "/v3/services", token=admin)).json()["services"][0]
+            await call("GET", f"/v3/services/{service['id']}", "/v3/services/{service_id}", token=admin)
+            endpoint = (await call("GET", "/v3/endpoints", token=admin)).json()["endpoints"][0]
+            await call("GET", f"/v3/endpoints/{endpoint['id']}", "/v3/endpoints/{endpoint_id}", token=admin)
+            await call("GET", f"/v3/regions/{endpoint['region_id']}", "/v3/regions/{region_id}", token=admin)
+    finally:
+        await rt.close()
