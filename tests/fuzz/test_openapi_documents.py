@@ -246,8 +246,8 @@ async def test_image_answers_are_documented_and_the_list_takes_glance_filters(ap
 
 
 # Lists that take no query parameter (Keystone defines none for them).
-_IDENTITY_LISTS_WITHOUT_FILTERS = {"/v3/auth/catalog", "/v3/auth/projects", "/v3/auth/domains", "/v3/regions", "/v3/groups",
-                                   "/v3/projects/{target_id}/users/{user_id}/roles",
+_IDENTITY_LISTS_WITHOUT_FILTERS = {"/v3/auth/catalog", "/v3/auth/projects", "/v3/auth/domains", "/v3/regions",
+                                   "/v3/groups", "/v3/projects/{target_id}/users/{user_id}/roles",
                                    "/v3/domains/{target_id}/users/{user_id}/roles"}
 
 

@@ -42,7 +42,8 @@ _ENDPOINT_FILTERS = ("interface", "service_id", "region_id")
 
 
 @router.get("/v3/services")
-@openapi.documented(responses={200: schemas.many("services", schemas.SERVICE)}, query=_query(_SERVICE_FILTERS))
+@openapi.documented(responses={200: schemas.many("services", schemas.SERVICE)},
+                    query=_query(_SERVICE_FILTERS))
 async def list_services(request: Request, tok: TokenData = Depends(auth)):
     require_admin(tok, "list_services")
     rows = _filtered(request, catalog.services(_rt(request).cfg), _SERVICE_FILTERS)
@@ -58,7 +59,8 @@ async def show_service(request: Request, service_id: str, tok: TokenData = Depen
 
 
 @router.get("/v3/endpoints")
-@openapi.documented(responses={200: schemas.many("endpoints", schemas.ENDPOINT)}, query=_query(_ENDPOINT_FILTERS))
+@openapi.documented(responses={200: schemas.many("endpoints", schemas.ENDPOINT)},
+                    query=_query(_ENDPOINT_FILTERS))
 async def list_endpoints(request: Request, tok: TokenData = Depends(auth)):
     require_admin(tok, "list_endpoints")
     rows = _filtered(request, catalog.endpoints(_rt(request).cfg), _ENDPOINT_FILTERS)

@@ -326,7 +326,8 @@ _DOMAIN_FILTERS = {"name": IdentityDomain.name, "enabled": IdentityDomain.enable
 
 
 @router.get("/v3/domains")
-@openapi.documented(responses={200: schemas.many("domains", schemas.DOMAIN)}, query=_filter_query(_DOMAIN_FILTERS))
+@openapi.documented(responses={200: schemas.many("domains", schemas.DOMAIN)},
+                    query=_filter_query(_DOMAIN_FILTERS))
 async def list_domains(request: Request, tok: TokenData = Depends(auth)):
     require_admin(tok, "list_domains")
     q = _where(select(IdentityDomain).order_by(IdentityDomain.name), request.query_params, _DOMAIN_FILTERS)
