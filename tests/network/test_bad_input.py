@@ -193,3 +193,17 @@ async def test_bad_request(client, world, name, method, path, body, who, status,
 def test_table_is_large_enough():
     assert len(CASES) >= 15
     assert {c[2].split("/")[2].split("?")[0] for c in CASES} >= {"networks", "subnets", "ports"}
+
+
+async def test_ports_are_neither_sorted_nor_filtered_by_their_provisioning_blocks(client, h):
+    """The blocks are a mapping: ports with different ones cannot be ordered by them (a 500 before)."""
+    net = await h.network("blocks")
+    bound = await client.post("/v2.0/ports", json={"port": {"network_id": net["id"], "binding:host_id": "h1"}})
+    assert bound.status_code == 201, bound.text
+    await h.port(net["id"])
+    listed = (await client.get("/v2.0/ports", params={"network_id": net["id"]})).json()["ports"]
+    assert {len(p["nefos:provisioning"]) > 0 for p in listed} == {True, False}
+    for query in ({"sort_key": "nefos:provisioning"}, {"nefos:provisioning": "L2"}):
+        r = await client.get("/v2.0/ports", params=query)
+        assert r.status_code == 400, r.text
+        assert "nefos:provisioning is invalid" in r.text or "[nefos:provisioning] is invalid" in r.text

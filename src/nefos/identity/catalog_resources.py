@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request
 
-from nefos import exceptions
-from nefos.identity import catalog
+from nefos import exceptions, openapi
+from nefos.identity import catalog, schemas
 from nefos.identity.rest import _list_links, _rt, _self_link, auth, require_admin
 from nefos.identity.tokens import TokenData
 
@@ -25,34 +25,51 @@ def _one(request: Request, rows: list[dict], kind: str, collection: str, item_id
     raise exceptions.NotFound(f"Could not find {kind}: {item_id}.")
 
 
+def _filtered(request: Request, rows: list[dict], filters: tuple[str, ...]) -> list[dict]:
+    """The rows equal to every filter of ``filters`` the request gives."""
+    for key in filters:
+        if key in request.query_params:
+            rows = [r for r in rows if r[key] == request.query_params[key]]
+    return rows
+
+
+def _query(filters: tuple[str, ...]) -> dict:
+    return schemas.query(**{key: {"type": "string"} for key in filters})
+
+
+_SERVICE_FILTERS = ("type",)
+_ENDPOINT_FILTERS = ("interface", "service_id", "region_id")
+
+
 @router.get("/v3/services")
+@openapi.documented(responses={200: schemas.many("services", schemas.SERVICE)},
+                    query=_query(_SERVICE_FILTERS))
 async def list_services(request: Request, tok: TokenData = Depends(auth)):
     require_admin(tok, "list_services")
-    rows = catalog.services(_rt(request).cfg)
-    if "type" in request.query_params:
-        rows = [r for r in rows if r["type"] == request.query_params["type"]]
+    rows = _filtered(request, catalog.services(_rt(request).cfg), _SERVICE_FILTERS)
     return {"services": [_linked(request, r, "services") for r in rows],
             "links": _list_links(request)}
 
 
 @router.get("/v3/services/{service_id}")
+@openapi.documented(responses={200: schemas.one("service", schemas.SERVICE)})
 async def show_service(request: Request, service_id: str, tok: TokenData = Depends(auth)):
     require_admin(tok, "get_service")
     return _one(request, catalog.services(_rt(request).cfg), "service", "services", service_id)
 
 
 @router.get("/v3/endpoints")
+@openapi.documented(responses={200: schemas.many("endpoints", schemas.ENDPOINT)},
+                    query=_query(_ENDPOINT_FILTERS))
 async def list_endpoints(request: Request, tok: TokenData = Depends(auth)):
     require_admin(tok, "list_endpoints")
-    rows = catalog.endpoints(_rt(request).cfg)
-    for key in ("interface", "service_id", "region_id"):
-        if key in request.query_params:
-            rows = [r for r in rows if r[key] == request.query_params[key]]
+    rows = _filtered(request, catalog.endpoints(_rt(request).cfg), _ENDPOINT_FILTERS)
     return {"endpoints": [_linked(request, r, "endpoints") for r in rows],
             "links": _list_links(request)}
 
 
 @router.get("/v3/endpoints/{endpoint_id}")
+@openapi.documented(responses={200: schemas.one("endpoint", schemas.ENDPOINT)})
 async def show_endpoint(request: Request, endpoint_id: str, tok: TokenData = Depends(auth)):
     require_admin(tok, "get_endpoint")
     return _one(request, catalog.endpoints(_rt(request).cfg), "endpoint", "endpoints", endpoint_id)
@@ -65,11 +82,13 @@ def _region(request: Request) -> dict:
 
 
 @router.get("/v3/regions")
+@openapi.documented(responses={200: schemas.many("regions", schemas.REGION)})
 async def list_regions(request: Request, tok: TokenData = Depends(auth)):
     return {"regions": [_region(request)], "links": _list_links(request)}
 
 
 @router.get("/v3/regions/{region_id}")
+@openapi.documented(responses={200: schemas.one("region", schemas.REGION)})
 async def show_region(request: Request, region_id: str, tok: TokenData = Depends(auth)):
     if region_id != _rt(request).cfg.region_name:
         raise exceptions.NotFound(f"Could not find region: {region_id}.")

@@ -10,11 +10,11 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from starlette.responses import Response
 
-from nefos import exceptions
+from nefos import exceptions, openapi
 from nefos.db.models import (
     IdentityDomain, IdentityProject, IdentityRole, IdentityRoleAssignment, IdentityUser,
 )
-from nefos.identity import core, tokens
+from nefos.identity import core, schemas, tokens
 from nefos.identity.core import write
 from nefos.identity.rest import (
     _base, _forbidden, _list_links, _qbool, _rt, allowed, auth, authorize, require_admin, role_doc,
@@ -95,6 +95,7 @@ def _grant_routes(target_type: str, collection: str) -> None:
     base = f"/v3/{collection}/{{target_id}}/users/{{user_id}}/roles"
 
     @router.get(base)
+    @openapi.documented(responses={200: schemas.many("roles", schemas.ROLE)})
     async def list_grants(request: Request, target_id: str, user_id: str, tok: TokenData = Depends(auth)):
         return await _list_grants(request, target_type, target_id, user_id, tok)
 
@@ -118,7 +119,18 @@ _grant_routes("project", "projects")
 _grant_routes("domain", "domains")
 
 
+# Keystone's filters of role assignments; a flag is on when given empty or true.
+ROLE_ASSIGNMENT_QUERY = schemas.query(**{
+    "user.id": {"type": "string"}, "scope.project.id": {"type": "string"},
+    "scope.domain.id": {"type": "string"}, "role.id": {"type": "string"},
+    "group.id": {"type": "string", "description": "No groups exist: nothing is listed."},
+    "scope.system": {"type": "string", "description": "No system scope exists: nothing is listed."},
+    "effective": {"type": "boolean"}, "include_names": {"type": "boolean"}})
+
+
 @router.get("/v3/role_assignments")
+@openapi.documented(responses={200: schemas.many("role_assignments", schemas.ROLE_ASSIGNMENT)},
+                    query=ROLE_ASSIGNMENT_QUERY)
 async def list_role_assignments(request: Request, tok: TokenData = Depends(auth)):
     params = request.query_params
     user_id = params.get("user.id")

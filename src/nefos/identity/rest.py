@@ -21,7 +21,7 @@ from nefos import exceptions, openapi, policy, rest
 from nefos.db.models import (
     IdentityDomain, IdentityProject, IdentityRole, IdentityRoleAssignment, IdentityUser,
 )
-from nefos.identity import catalog, core, passwords, tokens
+from nefos.identity import catalog, core, passwords, schemas, tokens
 from nefos.identity.core import bad_request, write
 from nefos.identity.tokens import TokenData
 
@@ -73,6 +73,33 @@ def _list_links(request: Request) -> dict:
 
 def _qbool(value: str | None) -> bool:
     return value is not None and value.strip().lower() not in ("0", "false", "no", "off")
+
+
+def _filter_query(filters: dict, **more: dict) -> dict:
+    """The query schema of a list's equality filters ({parameter: column}) and ``more``."""
+    return schemas.query(**{name: {"type": "boolean" if _is_bool(column) else "string"}
+                            for name, column in filters.items()}, **more)
+
+
+def _is_bool(column) -> bool:
+    return column.type.python_type is bool
+
+
+def _filter_value(column, value: str):
+    return _qbool(value) if _is_bool(column) else value
+
+
+def _where(q, params, filters: dict):
+    """``q`` restricted to the rows equal to each filter of ``filters`` given in ``params``."""
+    for name, column in filters.items():
+        if name in params:
+            q = q.where(column == _filter_value(column, params[name]))
+    return q
+
+
+def _matches(row, params, filters: dict) -> bool:
+    return all(getattr(row, column.key) == _filter_value(column, params[name])
+               for name, column in filters.items() if name in params)
 
 
 def _forbidden(action: str) -> exceptions.NotAuthorized:
@@ -203,19 +230,25 @@ def _version(request: Request) -> dict:
 
 
 @router.get("/")
+@openapi.documented(responses={300: schemas.VERSIONS})
 async def versions(request: Request):
     return JSONResponse({"versions": {"values": [_version(request)]}}, status_code=300)
 
 
 @router.get("/v3")
 @router.get("/v3/")
+@openapi.documented(responses={200: schemas.VERSION})
 async def version_v3(request: Request):
     return {"version": _version(request)}
 
 
 # Tokens ----------------------------------------------------------------------
 
+_NOCATALOG = {"nocatalog": {"type": "boolean"}}
+
+
 @router.post("/v3/auth/tokens")
+@openapi.documented(responses={201: schemas.TOKEN}, query=schemas.query(**_NOCATALOG))
 async def issue_token(request: Request):
     rt = _rt(request)
     body = await rest.json_body(request)
@@ -242,6 +275,8 @@ async def _subject(request: Request, tok: TokenData, action: str, allow_expired:
 
 
 @router.api_route("/v3/auth/tokens", methods=["GET", "HEAD"])
+@openapi.documented(responses={200: schemas.TOKEN},
+                    query=schemas.query(**_NOCATALOG, allow_expired={"type": "boolean"}))
 async def validate_token(request: Request, tok: TokenData = Depends(auth)):
     allow_expired = _qbool(request.query_params.get("allow_expired"))
     data = await _subject(request, tok, "validate_token", allow_expired)
@@ -262,6 +297,7 @@ async def revoke_token(request: Request, tok: TokenData = Depends(auth)):
 
 
 @router.get("/v3/auth/catalog")
+@openapi.documented(responses={200: schemas.catalog_answer})
 async def auth_catalog(request: Request, tok: TokenData = Depends(auth)):
     if tok.scope == "unscoped":
         raise exceptions.NotAuthorized("A scoped token is required to get the service catalog.")
@@ -269,6 +305,7 @@ async def auth_catalog(request: Request, tok: TokenData = Depends(auth)):
 
 
 @router.get("/v3/auth/projects")
+@openapi.documented(responses={200: schemas.many("projects", schemas.PROJECT)})
 async def auth_projects(request: Request, tok: TokenData = Depends(auth)):
     async with _rt(request).db.reader() as s:
         rows = await core.user_projects(s, tok.user_id)
@@ -276,6 +313,7 @@ async def auth_projects(request: Request, tok: TokenData = Depends(auth)):
 
 
 @router.get("/v3/auth/domains")
+@openapi.documented(responses={200: schemas.many("domains", schemas.DOMAIN)})
 async def auth_domains(request: Request, tok: TokenData = Depends(auth)):
     async with _rt(request).db.reader() as s:
         rows = await core.user_domains(s, tok.user_id)
@@ -284,21 +322,22 @@ async def auth_domains(request: Request, tok: TokenData = Depends(auth)):
 
 # Domains ---------------------------------------------------------------------
 
+_DOMAIN_FILTERS = {"name": IdentityDomain.name, "enabled": IdentityDomain.enabled}
+
+
 @router.get("/v3/domains")
+@openapi.documented(responses={200: schemas.many("domains", schemas.DOMAIN)},
+                    query=_filter_query(_DOMAIN_FILTERS))
 async def list_domains(request: Request, tok: TokenData = Depends(auth)):
     require_admin(tok, "list_domains")
-    q = select(IdentityDomain).order_by(IdentityDomain.name)
-    params = request.query_params
-    if "name" in params:
-        q = q.where(IdentityDomain.name == params["name"])
-    if "enabled" in params:
-        q = q.where(IdentityDomain.enabled == _qbool(params["enabled"]))
+    q = _where(select(IdentityDomain).order_by(IdentityDomain.name), request.query_params, _DOMAIN_FILTERS)
     async with _rt(request).db.reader() as s:
         rows = (await s.execute(q)).scalars().all()
     return {"domains": [domain_doc(request, d) for d in rows], "links": _list_links(request)}
 
 
 @router.post("/v3/domains", status_code=201)
+@openapi.documented(responses={201: schemas.one("domain", schemas.DOMAIN)})
 async def create_domain(request: Request, tok: TokenData = Depends(auth)):
     require_admin(tok, "create_domain")
     body = await _body(request, "domain")
@@ -316,6 +355,7 @@ async def create_domain(request: Request, tok: TokenData = Depends(auth)):
 
 
 @router.get("/v3/domains/{domain_id}")
+@openapi.documented(responses={200: schemas.one("domain", schemas.DOMAIN)})
 async def show_domain(request: Request, domain_id: str, tok: TokenData = Depends(auth)):
     authorize(tok, "get_domain", {"target.domain.id": domain_id})
     async with _rt(request).db.reader() as s:
@@ -324,6 +364,7 @@ async def show_domain(request: Request, domain_id: str, tok: TokenData = Depends
 
 
 @router.patch("/v3/domains/{domain_id}")
+@openapi.documented(responses={200: schemas.one("domain", schemas.DOMAIN)})
 async def update_domain(request: Request, domain_id: str, tok: TokenData = Depends(auth)):
     require_admin(tok, "update_domain")
     body = await _body(request, "domain")
@@ -372,20 +413,21 @@ async def delete_domain(request: Request, domain_id: str, tok: TokenData = Depen
 
 # Projects --------------------------------------------------------------------
 
+_PROJECT_FILTERS = {"name": IdentityProject.name, "domain_id": IdentityProject.domain_id,
+                    "enabled": IdentityProject.enabled}
+
+
 @router.get("/v3/projects")
+@openapi.documented(responses={200: schemas.many("projects", schemas.PROJECT)},
+                    query=_filter_query(_PROJECT_FILTERS, parent_id={"type": "string"},
+                                        is_domain={"type": "boolean"}))
 async def list_projects(request: Request, tok: TokenData = Depends(auth)):
     require_admin(tok, "list_projects")
     P = IdentityProject
-    q = select(P).order_by(P.name)
     params = request.query_params
     if _qbool(params.get("is_domain")):
         return {"projects": [], "links": _list_links(request)}
-    if "name" in params:
-        q = q.where(P.name == params["name"])
-    if "domain_id" in params:
-        q = q.where(P.domain_id == params["domain_id"])
-    if "enabled" in params:
-        q = q.where(P.enabled == _qbool(params["enabled"]))
+    q = _where(select(P).order_by(P.name), params, _PROJECT_FILTERS)
     if "parent_id" in params:
         parent = params["parent_id"]
         async with _rt(request).db.reader() as s:
@@ -397,6 +439,7 @@ async def list_projects(request: Request, tok: TokenData = Depends(auth)):
 
 
 @router.post("/v3/projects", status_code=201)
+@openapi.documented(responses={201: schemas.one("project", schemas.PROJECT)})
 async def create_project(request: Request, tok: TokenData = Depends(auth)):
     require_admin(tok, "create_project")
     body = await _body(request, "project")
@@ -438,6 +481,7 @@ async def create_project(request: Request, tok: TokenData = Depends(auth)):
 
 
 @router.get("/v3/projects/{project_id}")
+@openapi.documented(responses={200: schemas.one("project", schemas.PROJECT)})
 async def show_project(request: Request, project_id: str, tok: TokenData = Depends(auth)):
     async with _rt(request).db.reader() as s:
         if not allowed(tok, "get_project", {"target.project.id": project_id}):
@@ -448,6 +492,7 @@ async def show_project(request: Request, project_id: str, tok: TokenData = Depen
 
 
 @router.patch("/v3/projects/{project_id}")
+@openapi.documented(responses={200: schemas.one("project", schemas.PROJECT)})
 async def update_project(request: Request, project_id: str, tok: TokenData = Depends(auth)):
     require_admin(tok, "update_project")
     body = await _body(request, "project")
@@ -502,18 +547,15 @@ _USER_FIELDS = {"id", "name", "domain_id", "password", "enabled", "default_proje
                 "options", "federated", "links", "password_expires_at"}
 
 
+_USER_FILTERS = {"name": IdentityUser.name, "domain_id": IdentityUser.domain_id,
+                 "enabled": IdentityUser.enabled}
+
+
 @router.get("/v3/users")
+@openapi.documented(responses={200: schemas.many("users", schemas.USER)}, query=_filter_query(_USER_FILTERS))
 async def list_users(request: Request, tok: TokenData = Depends(auth)):
     require_admin(tok, "list_users")
-    U = IdentityUser
-    q = select(U).order_by(U.name)
-    params = request.query_params
-    if "name" in params:
-        q = q.where(U.name == params["name"])
-    if "domain_id" in params:
-        q = q.where(U.domain_id == params["domain_id"])
-    if "enabled" in params:
-        q = q.where(U.enabled == _qbool(params["enabled"]))
+    q = _where(select(IdentityUser).order_by(IdentityUser.name), request.query_params, _USER_FILTERS)
     async with _rt(request).db.reader() as s:
         rows = (await s.execute(q)).scalars().all()
     return {"users": [user_doc(request, u) for u in rows], "links": _list_links(request)}
@@ -536,6 +578,7 @@ async def _check_default_project(s, project_id: Any) -> str | None:
 
 
 @router.post("/v3/users", status_code=201)
+@openapi.documented(responses={201: schemas.one("user", schemas.USER)})
 async def create_user(request: Request, tok: TokenData = Depends(auth)):
     require_admin(tok, "create_user")
     rt = _rt(request)
@@ -566,6 +609,7 @@ async def create_user(request: Request, tok: TokenData = Depends(auth)):
 
 
 @router.get("/v3/users/{user_id}")
+@openapi.documented(responses={200: schemas.one("user", schemas.USER)})
 async def show_user(request: Request, user_id: str, tok: TokenData = Depends(auth)):
     authorize(tok, "get_user", {"target.user.id": user_id})
     async with _rt(request).db.reader() as s:
@@ -574,6 +618,7 @@ async def show_user(request: Request, user_id: str, tok: TokenData = Depends(aut
 
 
 @router.patch("/v3/users/{user_id}")
+@openapi.documented(responses={200: schemas.one("user", schemas.USER)})
 async def update_user(request: Request, user_id: str, tok: TokenData = Depends(auth)):
     require_admin(tok, "update_user")
     rt = _rt(request)
@@ -627,19 +672,18 @@ async def delete_user(request: Request, user_id: str, tok: TokenData = Depends(a
     return Response(status_code=204)
 
 
+_USER_PROJECT_FILTERS = {name: _PROJECT_FILTERS[name] for name in ("name", "domain_id", "enabled")}
+
+
 @router.get("/v3/users/{user_id}/projects")
+@openapi.documented(responses={200: schemas.many("projects", schemas.PROJECT)},
+                    query=_filter_query(_USER_PROJECT_FILTERS))
 async def list_user_projects(request: Request, user_id: str, tok: TokenData = Depends(auth)):
     authorize(tok, "list_user_projects", {"target.user.id": user_id})
     async with _rt(request).db.reader() as s:
         await core.get_user(s, user_id)
         rows = await core.user_projects(s, user_id)
-    params = request.query_params
-    if "name" in params:
-        rows = [p for p in rows if p.name == params["name"]]
-    if "domain_id" in params:
-        rows = [p for p in rows if p.domain_id == params["domain_id"]]
-    if "enabled" in params:
-        rows = [p for p in rows if p.enabled == _qbool(params["enabled"])]
+    rows = [p for p in rows if _matches(p, request.query_params, _USER_PROJECT_FILTERS)]
     return {"projects": [project_doc(request, p) for p in rows], "links": _list_links(request)}
 
 
@@ -666,21 +710,25 @@ async def change_password(request: Request, user_id: str, tok: TokenData = Depen
 
 # Roles -----------------------------------------------------------------------
 
+_ROLE_FILTERS = {"name": IdentityRole.name}
+
+
 @router.get("/v3/roles")
+@openapi.documented(responses={200: schemas.many("roles", schemas.ROLE)},
+                    query=_filter_query(_ROLE_FILTERS, domain_id={"type": "string"}))
 async def list_roles(request: Request, tok: TokenData = Depends(auth)):
     require_admin(tok, "list_roles")
     params = request.query_params
     if params.get("domain_id"):
         return {"roles": [], "links": _list_links(request)}  # no domain-specific roles
-    q = select(IdentityRole).order_by(IdentityRole.name)
-    if "name" in params:
-        q = q.where(IdentityRole.name == params["name"])
+    q = _where(select(IdentityRole).order_by(IdentityRole.name), params, _ROLE_FILTERS)
     async with _rt(request).db.reader() as s:
         rows = (await s.execute(q)).scalars().all()
     return {"roles": [role_doc(request, r) for r in rows], "links": _list_links(request)}
 
 
 @router.post("/v3/roles", status_code=201)
+@openapi.documented(responses={201: schemas.one("role", schemas.ROLE)})
 async def create_role(request: Request, tok: TokenData = Depends(auth)):
     require_admin(tok, "create_role")
     body = await _body(request, "role")
@@ -699,6 +747,7 @@ async def create_role(request: Request, tok: TokenData = Depends(auth)):
 
 
 @router.get("/v3/roles/{role_id}")
+@openapi.documented(responses={200: schemas.one("role", schemas.ROLE)})
 async def show_role(request: Request, role_id: str, tok: TokenData = Depends(auth)):
     require_admin(tok, "get_role")
     async with _rt(request).db.reader() as s:
@@ -707,6 +756,7 @@ async def show_role(request: Request, role_id: str, tok: TokenData = Depends(aut
 
 
 @router.patch("/v3/roles/{role_id}")
+@openapi.documented(responses={200: schemas.one("role", schemas.ROLE)})
 async def update_role(request: Request, role_id: str, tok: TokenData = Depends(auth)):
     require_admin(tok, "update_role")
     body = await _body(request, "role")
@@ -739,6 +789,7 @@ async def delete_role(request: Request, role_id: str, tok: TokenData = Depends(a
 
 
 @router.get("/v3/groups")
+@openapi.documented(responses={200: schemas.many("groups", schemas.GROUP)})
 async def list_groups(request: Request, tok: TokenData = Depends(auth)):
     require_admin(tok, "list_groups")
     return {"groups": [], "links": _list_links(request)}  # groups are not supported: there are none

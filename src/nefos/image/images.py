@@ -282,12 +282,36 @@ async def create(rt, ctx: RequestContext, body) -> Image:
 
 # List -------------------------------------------------------------------------
 
-_FILTER_KEYS = {"name", "status", "visibility", "owner", "member_status", "tag", "os_hidden",
-                "protected", "id", "size_min", "size_max", "container_format", "disk_format",
-                "created_at", "updated_at"}
-_PAGING_KEYS = {"limit", "marker", "sort_key", "sort_dir", "sort"}
 _IN_KEYS = {"name", "id", "status", "container_format", "disk_format", "owner"}
 _TIME_OPS = {"gt", "gte", "lt", "lte", "eq", "neq"}
+_PAGING = {
+    "limit": {"type": "integer", "minimum": 0, "description": f"At most {MAX_LIMIT}; {DEFAULT_LIMIT} if not given."},
+    "marker": {"type": "string", "description": "The id of the last image of the previous page."},
+    "sort_key": {"type": "array", "items": {"enum": sorted(SORT_KEYS)}},
+    "sort_dir": {"type": "array", "items": {"enum": ["asc", "desc"]},
+                 "description": "One for every sort_key, or one for them all; desc if not given."},
+    "sort": {"type": "string", "pattern": "^[a-z_]+(:(asc|desc))?(,[a-z_]+(:(asc|desc))?)*$",
+             "description": "key[:dir],... instead of sort_key and sort_dir."},
+}
+_PAGING_KEYS = set(_PAGING)
+_IN = "a value, or in:a,b,... for any of several (CSV quoting)"
+_TIMES = f"a time (ISO 8601), optionally after an operator: {', '.join(sorted(_TIME_OPS))} (gte:2024-01-01T00:00:00Z)"
+# GET /v2/images's query parameters as _matcher and list_images read them; any other name
+# filters on the extra property of that name, as in Glance.
+LIST_QUERY = {"type": "object", "properties": {
+    **_PAGING,
+    **{key: {"type": "string", "description": _IN} for key in sorted(_IN_KEYS - {"status"})},
+    "status": {"type": "string", "description": f"One of {', '.join(schemas.STATUSES)}; or {_IN}."},
+    "visibility": {"enum": [*schemas.VISIBILITIES, "all"]},
+    "member_status": {"enum": sorted(MEMBER_STATUSES)},
+    "tag": {"type": "array", "items": {"type": "string"}, "description": "Images having every tag given."},
+    "os_hidden": {"type": "boolean"},
+    "protected": {"type": "boolean"},
+    "size_min": {"type": "integer"},
+    "size_max": {"type": "integer"},
+    "created_at": {"type": "string", "description": _TIMES},
+    "updated_at": {"type": "string", "description": _TIMES},
+}}
 
 
 def _parse_bool(key: str, value: str) -> bool:

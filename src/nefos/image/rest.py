@@ -91,23 +91,27 @@ def create_app(rt, *, size_cap: int | None = None):
     cap = images.size_cap(rt) if size_cap is None else size_cap
 
     @app.get("/")
+    @openapi.documented(responses={300: schemas.VERSIONS_DOCUMENT})
     async def root_versions(request: Request):
         return JSONResponse(_versions_doc(request), status_code=300)
 
     @app.get("/versions")
+    @openapi.documented(responses={200: schemas.VERSIONS_DOCUMENT})
     async def versions(request: Request):
         return JSONResponse(_versions_doc(request))
 
     @app.get("/v2/schemas/image")
+    @openapi.documented(responses={200: schemas.SCHEMA_DOCUMENT})
     async def image_schema():
         return JSONResponse(schemas.image_schema())
 
     @app.get("/v2/schemas/images")
+    @openapi.documented(responses={200: schemas.SCHEMA_DOCUMENT})
     async def images_schema():
         return JSONResponse(schemas.images_schema())
 
     @app.get("/v2/images")
-    @openapi.documented(responses={200: schemas.images_schema})
+    @openapi.documented(responses={200: schemas.images_schema}, query=images.LIST_QUERY)
     async def list_images(request: Request):
         ctx = _ctx(request, "get_images")
         doc = await images.list_images(rt, ctx, list(request.query_params.multi_items()))
@@ -129,6 +133,7 @@ def create_app(rt, *, size_cap: int | None = None):
         return JSONResponse(images.view(row))
 
     @app.get("/v2/images/{image_id}/tasks")
+    @openapi.documented(responses={200: schemas.image_tasks_schema})
     async def image_tasks(request: Request, image_id: str):
         # Glance 2.12's tasks of an image (imports, location tasks). Nefos stores data synchronously
         # and runs no image tasks, so a visible image has none.

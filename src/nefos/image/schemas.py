@@ -106,3 +106,38 @@ READ_ONLY = {"status", "checksum", "os_hash_algo", "os_hash_value", "size", "vir
              "created_at", "updated_at", "self", "file", "schema", "direct_url", "locations"}
 RESERVED = {"location", "deleted", "deleted_at", "properties"}
 RESERVED_PREFIX = "os_glance"
+
+
+# The other answers of the API, for its OpenAPI document ---------------------------------------
+
+VERSIONS_DOCUMENT = {"type": "object", "required": ["versions"], "properties": {"versions": {
+    "type": "array", "items": {"type": "object", "required": ["id", "status", "links"], "properties": {
+        "id": {"type": "string"}, "status": {"enum": ["CURRENT", "SUPPORTED", "DEPRECATED"]},
+        "links": {"type": "array", "items": {"type": "object", "required": ["rel", "href"], "properties": {
+            "rel": {"type": "string"}, "href": {"type": "string"}}}}}}}}}
+
+# What /v2/schemas/* serve: a JSON Schema with Glance's "name" and hyper-schema "links".
+SCHEMA_DOCUMENT = {"type": "object", "required": ["name", "properties"], "properties": {
+    "name": {"type": "string"}, "properties": {"type": "object"},
+    "additionalProperties": {"type": ["object", "boolean"]},
+    "links": {"type": "array", "items": {"type": "object", "required": ["rel", "href"], "properties": {
+        "rel": {"type": "string"}, "href": {"type": "string"}}}}}}
+
+TASK_STATUSES = ["pending", "processing", "success", "failure"]
+
+
+def task_schema() -> dict:
+    """A Glance task (``/v2/images/{id}/tasks``, Image API 2.12)."""
+    nullable = {"type": ["string", "null"]}
+    return {"type": "object", "required": ["id", "type", "status"], "properties": {
+        "id": {"type": "string", "pattern": UUID_PATTERN}, "type": {"type": "string"},
+        "status": {"enum": TASK_STATUSES}, "owner": {"type": "string"}, "message": {"type": "string"},
+        "input": {"type": ["object", "null"]}, "result": {"type": ["object", "null"]},
+        "expires_at": nullable, "created_at": {"type": "string"}, "updated_at": {"type": "string"},
+        "image_id": {"type": "string"}, "request_id": {"type": "string"}, "user_id": {"type": "string"},
+        "self": {"type": "string"}, "schema": {"type": "string"}}}
+
+
+def image_tasks_schema() -> dict:
+    return {"type": "object", "required": ["tasks"],
+            "properties": {"tasks": {"type": "array", "items": task_schema()}}}

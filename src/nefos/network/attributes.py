@@ -439,8 +439,18 @@ INT_FIELDS = {"mtu", "ip_version", "revision_number", "port_range_min", "port_ra
 LIST_FIELDS = {"subnets", "security_groups", "availability_zones", "availability_zone_hints",
                "dns_nameservers", "service_types"}
 UNFILTERABLE = {"allocation_pools", "host_routes", "binding:profile", "binding:vif_details",
-                "security_group_rules", "created_at", "updated_at"}
+                "security_group_rules", "created_at", "updated_at", "nefos:provisioning"}
 TAG_FILTERS = {"tags", "tags-any", "not-tags", "not-tags-any"}
+
+
+def filterable(resource_fields: set[str]) -> set[str]:
+    """The attributes a list filters by with ``attribute=value`` (the tag filters aside)."""
+    return set(resource_fields) - UNFILTERABLE - TAG_FILTERS
+
+
+def sortable(resource_fields: set[str]) -> set[str]:
+    """The attributes a list sorts by: the scalar ones."""
+    return set(resource_fields) - UNFILTERABLE - LIST_FIELDS - {"fixed_ips", "tags"}
 
 
 def _filter_value(field: str, raw):
@@ -468,7 +478,7 @@ def compile_filters(resource_fields: set[str], filters: dict | None) -> list[Cal
         if field == "fixed_ips" and "fixed_ips" in resource_fields:
             preds.append(_fixed_ips_pred(values))
             continue
-        if field not in resource_fields or field in UNFILTERABLE:
+        if field not in filterable(resource_fields):
             raise bad_request(f"[{field}] is invalid attribute for filtering")
         converted = [_filter_value(field, v) for v in values]
         if field in LIST_FIELDS:
@@ -566,7 +576,7 @@ def parse_sorts(resource_fields: set[str], sort_key, sort_dir) -> list[tuple[str
     for i, key in enumerate(keys):
         if key == "tenant_id":
             key = "project_id"
-        if key not in resource_fields or key in UNFILTERABLE | LIST_FIELDS | {"fixed_ips", "tags"}:
+        if key not in sortable(resource_fields):
             raise bad_request(f"{key} is invalid attribute for sort_key")
         direction = dirs[i] if dirs else "asc"
         if direction not in ("asc", "desc"):

@@ -31,7 +31,7 @@ from nefos.bus import Endpoint
 from nefos.context import RequestContext
 from nefos.db.models import IPAllocation, Network, Port, Quota, QuotaUsage, Subnet, utcnow
 from nefos.network import attributes as attrs
-from nefos.network import ipam
+from nefos.network import ipam, schemas
 from nefos.network.common import (
     bulk as _bulk, chunks as _chunks, iso, new_id, not_owner as _not_owner, owned as _owned,
     prefilter_params as _prefilter_params, visibility as _visibility, where_filters as _where_filters,
@@ -49,18 +49,8 @@ QUOTA_RESOURCES = {
 }
 _PLURAL_TO_NEUTRON = {v: k for k, v in QUOTA_RESOURCES.items()}
 
-NETWORK_FIELDS = {
-    "id", "name", "description", "project_id", "tenant_id", "admin_state_up", "status", "subnets",
-    "shared", "router:external", "mtu", "port_security_enabled", "availability_zone_hints",
-    "availability_zones", "ipv4_address_scope", "ipv6_address_scope", "l2_adjacency", "tags",
-    "created_at", "updated_at", "revision_number",
-}
-SUBNET_FIELDS = {
-    "id", "name", "description", "project_id", "tenant_id", "network_id", "ip_version", "cidr",
-    "gateway_ip", "enable_dhcp", "allocation_pools", "dns_nameservers", "host_routes",
-    "ipv6_ra_mode", "ipv6_address_mode", "subnetpool_id", "service_types", "tags", "created_at",
-    "updated_at", "revision_number",
-}
+NETWORK_FIELDS = schemas.fields("network")
+SUBNET_FIELDS = schemas.fields("subnet")
 
 PortStatusListener = Callable[[RequestContext, dict, str], Awaitable[None]]
 # (session, ctx, port before or None, port after or None), inside the changing transaction

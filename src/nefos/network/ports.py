@@ -28,7 +28,7 @@ from nefos.db.models import (
 )
 from nefos.db.session import insert_ignoring_duplicate
 from nefos.network import attributes as attrs
-from nefos.network import ipam, provisioning
+from nefos.network import ipam, provisioning, schemas
 from nefos.network.common import (
     bulk as _bulk, chunks as _chunks, iso, new_id, not_owner as _not_owner, owned as _owned,
     prefilter_params as _prefilter_params, visibility as _visibility, where_filters as _where_filters,
@@ -36,15 +36,8 @@ from nefos.network.common import (
 
 LOG = logging.getLogger(__name__)
 
-ADMIN_ONLY_PORT_FIELDS = ("binding:host_id", "binding:profile", "binding:vif_type", "binding:vif_details",
-                          provisioning.ATTRIBUTE)
-PORT_FIELDS = {
-    "id", "name", "description", "project_id", "tenant_id", "network_id", "mac_address",
-    "admin_state_up", "status", "device_id", "device_owner", "fixed_ips", "security_groups",
-    "port_security_enabled", "binding:host_id", "binding:vif_type", "binding:vif_details",
-    "binding:vnic_type", "binding:profile", "ip_allocation", "tags", "created_at", "updated_at",
-    "revision_number", provisioning.ATTRIBUTE,
-}
+ADMIN_ONLY_PORT_FIELDS = schemas.ADMIN_ONLY["port"]
+PORT_FIELDS = schemas.fields("port")
 MAX_IP_ATTEMPTS = 64
 IP_HINT_ATTEMPTS = 4
 MAX_MAC_ATTEMPTS = 16

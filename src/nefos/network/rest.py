@@ -13,6 +13,7 @@ from starlette.responses import JSONResponse, Response
 
 from nefos import exceptions, openapi, policy, rest
 from nefos.network import attributes as attrs
+from nefos.network import schemas
 
 # collection -> (member name, manager method suffix for one, for many)
 COLLECTIONS = {
@@ -190,12 +191,14 @@ def create_app(rt, manager):
         return rest.get_context(request)
 
     @app.get("/")
+    @openapi.documented(responses={200: schemas.VERSIONS})
     async def versions(request: Request):
         return {"versions": [{"id": "v2.0", "status": "CURRENT",
                               "links": [{"href": f"{_base(request)}/v2.0/", "rel": "self"}]}]}
 
     @app.get("/v2.0")
     @app.get("/v2.0/")
+    @openapi.documented(responses={200: schemas.RESOURCES})
     async def resources(request: Request):
         base = _base(request)
         items = [{"name": member, "collection": key,
@@ -209,10 +212,12 @@ def create_app(rt, manager):
                 "updated": _EXTENSION_UPDATED, "links": []}
 
     @app.get("/v2.0/extensions")
+    @openapi.documented(responses={200: schemas.EXTENSIONS})
     async def extensions():
         return {"extensions": [_ext(*e) for e in EXTENSIONS]}
 
     @app.get("/v2.0/extensions/{alias}")
+    @openapi.documented(responses={200: schemas.EXTENSION})
     async def extension(alias: str):
         for e in EXTENSIONS:
             if e[0] == alias:
@@ -222,11 +227,13 @@ def create_app(rt, manager):
     # Quotas -------------------------------------------------------------------------------
 
     @app.get("/v2.0/quotas")
+    @openapi.documented(responses={200: schemas.quotas})
     async def list_quotas(request: Request):
         _enforce(ctx_of(request), "get_quota", "*")
         return {"quotas": await manager.list_quotas(ctx_of(request))}
 
     @app.get("/v2.0/quotas/{project_id}")
+    @openapi.documented(responses={200: schemas.quota_or_tenant})
     async def show_quota(request: Request, project_id: str):
         ctx = ctx_of(request)
         if project_id == "tenant":
@@ -235,15 +242,18 @@ def create_app(rt, manager):
         return {"quota": await manager.get_quota(ctx, project_id)}
 
     @app.get("/v2.0/quotas/{project_id}/default")
+    @openapi.documented(responses={200: schemas.quota})
     async def show_quota_default(request: Request, project_id: str):
         return {"quota": await manager.get_quota_default(ctx_of(request), project_id)}
 
     @app.get("/v2.0/quotas/{project_id}/details")
+    @openapi.documented(responses={200: schemas.quota_details})
     async def show_quota_details(request: Request, project_id: str):
         _enforce(ctx_of(request), "get_quota", project_id)
         return {"quota": await manager.get_quota_details(ctx_of(request), project_id)}
 
     @app.put("/v2.0/quotas/{project_id}")
+    @openapi.documented(request=schemas.quota_update_request, responses={200: schemas.quota})
     async def update_quota(request: Request, project_id: str):
         body, _ = await _resource_body(request, "quota", "quotas", bulk_ok=False)
         _enforce(ctx_of(request), "update_quota", project_id)
@@ -314,8 +324,15 @@ def _add_collection(app, manager, collection: str, member: str, one: str, many: 
         await delete_fn(ctx_of(request), item_id)
         return Response(status_code=204)
 
-    openapi.documented(request=lambda: attrs.request_schema(member, create=True))(create_item)
-    openapi.documented(request=lambda: attrs.request_schema(member, create=False))(update_item)
+    created = {"anyOf": [schemas.one(member, complete=True), schemas.many(member, key, complete=True)]}
+    openapi.documented(responses={200: schemas.many(member, key, complete=False)},
+                       query=schemas.list_query(member))(list_items)
+    openapi.documented(request=lambda: attrs.request_schema(member, create=True),
+                       responses={201: created})(create_item)
+    openapi.documented(responses={200: schemas.one(member, complete=False)},
+                       query=schemas.fields_query(member))(show_item)
+    openapi.documented(request=lambda: attrs.request_schema(member, create=False),
+                       responses={200: schemas.one(member, complete=True)})(update_item)
     base = f"/v2.0/{collection}"
     app.add_api_route(base, list_items, methods=["GET"], name=f"list_{many}")
     app.add_api_route(base, create_item, methods=["POST"], name=f"create_{one}")

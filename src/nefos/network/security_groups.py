@@ -17,17 +17,11 @@ from nefos import exceptions
 from nefos.context import RequestContext
 from nefos.db.models import DefaultSecurityGroup, PortSecurityGroup, SecurityGroup, SecurityGroupRule, utcnow
 from nefos.network import attributes as attrs
+from nefos.network import schemas
 from nefos.network.common import bulk as _bulk, chunks as _chunks, iso, new_id, not_owner as _not_owner
 
-SECURITY_GROUP_FIELDS = {
-    "id", "name", "description", "project_id", "tenant_id", "stateful", "shared",
-    "security_group_rules", "tags", "created_at", "updated_at", "revision_number",
-}
-RULE_FIELDS = {
-    "id", "security_group_id", "direction", "ethertype", "protocol", "port_range_min",
-    "port_range_max", "remote_ip_prefix", "remote_group_id", "description", "project_id",
-    "tenant_id", "tags", "created_at", "updated_at", "revision_number",
-}
+SECURITY_GROUP_FIELDS = schemas.fields("security_group")
+RULE_FIELDS = schemas.fields("security_group_rule")
 PORT_RANGE_PROTOCOLS = {"tcp", "udp", "sctp", "dccp", "udplite", "6", "17", "132", "33", "136"}
 ICMP_PROTOCOLS = {"icmp", "ipv6-icmp", "icmpv6", "1", "58"}
 

@@ -1,0 +1,92 @@
+"""The Identity API's answers in JSON Schema (Keystone v3's API reference: names, types, which may
+be null), for its OpenAPI document, and the query schemas of its lists' filters."""
+
+from __future__ import annotations
+
+_STRING = {"type": "string"}
+_NULLABLE = {"type": ["string", "null"]}
+_SELF = {"type": "object", "required": ["self"], "properties": {"self": _STRING}}
+_LIST_LINKS = {"type": "object", "required": ["self", "previous", "next"],
+               "properties": {"self": _STRING, "previous": _NULLABLE, "next": _NULLABLE}}
+_TAGS = {"type": "array", "items": _STRING}
+
+
+def _object(properties: dict, required=None, **extra) -> dict:
+    return {"type": "object", "properties": properties,
+            "required": sorted(properties) if required is None else required, **extra}
+
+
+DOMAIN = _object({"id": _STRING, "name": _STRING, "description": _STRING, "enabled": {"type": "boolean"},
+                  "tags": _TAGS, "options": {"type": "object"}, "links": _SELF}, additionalProperties=False)
+PROJECT = _object({"id": _STRING, "name": _STRING, "domain_id": _STRING, "description": _STRING,
+                   "enabled": {"type": "boolean"}, "parent_id": _NULLABLE, "is_domain": {"type": "boolean"},
+                   "tags": _TAGS, "options": {"type": "object"}, "links": _SELF}, additionalProperties=False)
+# A user also carries the attributes it was created or updated with that Keystone does not define.
+USER = _object({"id": _STRING, "name": _STRING, "domain_id": _STRING, "enabled": {"type": "boolean"},
+                "password_expires_at": _NULLABLE, "options": {"type": "object"}, "links": _SELF,
+                "default_project_id": _STRING, "description": _STRING},
+               required=["domain_id", "enabled", "id", "links", "name", "options", "password_expires_at"])
+ROLE = _object({"id": _STRING, "name": _STRING, "domain_id": _NULLABLE, "description": _STRING,
+                "options": {"type": "object"}, "links": _SELF}, additionalProperties=False)
+GROUP = _object({"id": _STRING, "name": _STRING, "domain_id": _STRING, "description": _STRING,
+                 "links": _SELF}, required=["id", "name", "domain_id", "links"])
+SERVICE = _object({"id": _STRING, "type": _STRING, "name": _STRING, "enabled": {"type": "boolean"},
+                   "description": _STRING, "links": _SELF}, additionalProperties=False)
+ENDPOINT = _object({"id": _STRING, "interface": {"enum": ["public", "internal", "admin"]},
+                    "region": _NULLABLE, "region_id": _NULLABLE, "url": _STRING, "service_id": _STRING,
+                    "enabled": {"type": "boolean"}, "links": _SELF}, additionalProperties=False)
+REGION = _object({"id": _STRING, "description": _STRING, "parent_region_id": _NULLABLE, "links": _SELF},
+                 additionalProperties=False)
+
+_CATALOG_ENDPOINT = _object({"id": _STRING, "interface": {"enum": ["public", "internal", "admin"]},
+                             "region": _NULLABLE, "region_id": _NULLABLE, "url": _STRING})
+CATALOG = {"type": "array", "items": _object({"id": _STRING, "type": _STRING, "name": _STRING,
+                                              "endpoints": {"type": "array", "items": _CATALOG_ENDPOINT}})}
+
+_NAMED_DOMAIN = _object({"id": _STRING, "name": _STRING})
+_TOKEN = _object({
+    "methods": {"type": "array", "items": _STRING, "minItems": 1},
+    "user": _object({"id": _STRING, "name": _STRING, "domain": _NAMED_DOMAIN, "password_expires_at": _NULLABLE}),
+    "audit_ids": {"type": "array", "items": _STRING, "minItems": 1},
+    "issued_at": {"type": "string", "format": "date-time"},
+    "expires_at": {"type": "string", "format": "date-time"},
+    "project": _object({"id": _STRING, "name": _STRING, "domain": _NAMED_DOMAIN}),
+    "is_domain": {"type": "boolean"},
+    "domain": _NAMED_DOMAIN,
+    "roles": {"type": "array", "items": _object({"id": _STRING, "name": _STRING})},
+    "catalog": CATALOG,
+}, required=["audit_ids", "expires_at", "issued_at", "methods", "user"], additionalProperties=False)
+TOKEN = _object({"token": _TOKEN})
+
+_NAMED_REF = _object({"id": _STRING, "name": _STRING, "domain": _NAMED_DOMAIN}, required=["id"])
+ROLE_ASSIGNMENT = _object({
+    "role": _object({"id": _STRING, "name": _STRING}, required=["id"]),
+    "user": _NAMED_REF,
+    "scope": {"type": "object", "minProperties": 1, "maxProperties": 1,
+              "properties": {"project": _NAMED_REF, "domain": _NAMED_REF}, "additionalProperties": False},
+    "links": _object({"assignment": _STRING, "prior_role": _STRING}, required=["assignment"]),
+})
+
+_VERSION = _object({"id": _STRING, "status": {"enum": ["stable", "deprecated", "experimental"]},
+                    "updated": _STRING, "links": {"type": "array", "items": _object({"rel": _STRING, "href": _STRING})},
+                    "media-types": {"type": "array", "items": _object({"base": _STRING, "type": _STRING})}})
+VERSION = _object({"version": _VERSION})
+VERSIONS = _object({"versions": _object({"values": {"type": "array", "items": _VERSION}})})
+
+
+def one(key: str, item: dict) -> dict:
+    return _object({key: item}, additionalProperties=False)
+
+
+def many(key: str, item: dict) -> dict:
+    return _object({key: {"type": "array", "items": item}, "links": _LIST_LINKS}, additionalProperties=False)
+
+
+def catalog_answer() -> dict:
+    return _object({"catalog": CATALOG, "links": _LIST_LINKS}, additionalProperties=False)
+
+
+# Query parameters ------------------------------------------------------------------------------
+
+def query(**parameters: dict) -> dict:
+    return {"type": "object", "properties": parameters}
