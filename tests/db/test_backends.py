@@ -399,3 +399,50 @@ async def test_server_list_order_and_marker_paging_agree_with_nulls(db):
                     instance_obj.INSTANCES.c.uuid == row))).mappings().one())
             walked.append(names[row])
         assert walked == expected, direction
+
+
+async def _deadlocking_pair(db, wrap) -> list:
+    """Two transactions that lock two rows in opposite orders, each holding its first row when it
+    asks for the second (the database must break the cycle); ``wrap`` runs each transaction."""
+    project = f"p-{uuid.uuid4().hex}"
+    async with db.transaction() as s:
+        for resource in ("a", "b"):
+            await s.execute(insert(QuotaUsage), {"project_id": project, "resource": resource, "in_use": 0})
+    holding = [asyncio.Event(), asyncio.Event()]
+
+    def bump(resource):
+        return text("UPDATE quota_usages SET in_use = in_use + 1 WHERE project_id = :p AND resource = :r"
+                    ).bindparams(p=project, r=resource)
+
+    async def one(me: int, first: str, second: str) -> None:
+        async with db.transaction() as s:
+            await s.execute(bump(first))
+            holding[me].set()
+            await holding[1 - me].wait()  # the other holds its first row too (on a retry: at once)
+            await s.execute(bump(second))
+
+    results = await asyncio.gather(wrap(lambda: one(0, "a", "b")), wrap(lambda: one(1, "b", "a")),
+                                   return_exceptions=True)
+    async with db.reader() as s:
+        used = dict((await s.execute(select(QuotaUsage.resource, QuotaUsage.in_use).where(
+            QuotaUsage.project_id == project))).all())
+    return results, used
+
+
+@pytest.mark.parametrize("db_url", [pytest.param("postgresql", marks=pytest.mark.postgres),
+                                    pytest.param("mysql", marks=pytest.mark.mysql)], indirect=True)
+async def test_a_transaction_rolled_back_for_a_deadlock_is_run_again(db):
+    from nefos.db.retry import is_contention, retrying
+
+    async def once(txn):
+        await txn()
+
+    async def with_retries(txn):
+        async for attempt in retrying():
+            with attempt:
+                await txn()
+
+    results, used = await _deadlocking_pair(db, once)  # the database really breaks a deadlock here
+    assert sum(isinstance(r, Exception) and is_contention(r) for r in results) == 1, results
+    results, used = await _deadlocking_pair(db, with_retries)
+    assert results == [None, None] and used == {"a": 2, "b": 2}, (results, used)

@@ -88,7 +88,6 @@ def qemu_reachable_dir(prefix: str = "nefos-instances-") -> Path:
 async def start_libvirt_cloud(tmp_path, **overrides):
     overrides.setdefault("instances_path", str(qemu_reachable_dir() / "instances"))
     overrides.setdefault("virt_type", "qemu")
-    overrides.setdefault("lifecycle_stopped_delay", 0.3)
     overrides.setdefault("shutdown_timeout", 15.0)
     overrides.setdefault("sync_power_state_interval", -1)  # events only: the periodic sync must not help
     harness = await start_cloud(tmp_path, fake_hosts=0, drivers={HOST: "libvirt"}, **overrides)

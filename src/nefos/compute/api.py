@@ -20,6 +20,7 @@ import uuid as uuidlib
 from sqlalchemy import func, insert, select
 
 from nefos import exceptions
+from nefos.db.retry import retrying
 from nefos.compute import flavors as flavors_mod, image_properties, regex_filters as regex_filters_mod, server_groups
 from nefos.compute.services import COMPUTE_BINARY
 from nefos.compute.rpcapi import ComputeRPCAPI
@@ -171,35 +172,37 @@ class ComputeAPI:
         flavor_snapshot = {k: flavor[k] for k in ("id", "flavorid", "name", "memory_mb", "vcpus", "root_gb",
                                                   "ephemeral_gb", "swap", "rxtx_factor", "extra_specs",
                                                   "description", "is_public")}
-        created: list[dict] = []
-        async with self.rt.db.transaction() as s:
-            member_limit = (await server_groups.member_limit(s, self.rt.cfg, ctx.project_id)
-                            if group is not None else None)
-            deltas = {"instances": count, "cores": count * flavor["vcpus"], "ram": count * flavor["memory_mb"]}
-            await quotas.consume(s, self.rt.cfg, ctx.project_id, deltas)
-            for index in range(count):
-                uuid = str(uuidlib.uuid4())
-                display_name = name if count == 1 else f"{name}-{index + 1}"
-                instance = await instance_obj.create(s, dict(
-                    uuid=uuid, project_id=ctx.project_id, user_id=ctx.user_id, display_name=display_name,
-                    display_description=description, hostname=hostname or _hostname(display_name),
-                    vm_state=states.BUILDING, task_state=states.SCHEDULING, power_state=states.NOSTATE,
-                    availability_zone=zone, instance_type_id=flavor["id"], flavor=flavor_snapshot,
-                    vcpus=flavor["vcpus"], memory_mb=flavor["memory_mb"], root_gb=flavor["root_gb"],
-                    ephemeral_gb=flavor["ephemeral_gb"], image_ref=image["id"], key_name=key_name,
-                    key_data=key_data, user_data=user_data, config_drive=config_drive or "",
-                    metadata=metadata, system_metadata=image_properties.from_image(image, flavor),
-                    security_groups=security_groups,
-                    network_info=[], requested_networks=_requested_networks_record(requested_networks),
-                    reservation_id=reservation_id, launch_index=index, access_ip_v4=access_ip_v4,
-                    access_ip_v6=access_ip_v6, tags=list(dict.fromkeys(tags or [])),
-                    trusted_certs=trusted_certs or None, scheduler_hints=scheduler_hints or {},
-                    pinned_availability_zone=zone))
-                await s.execute(_INSERT_BDM, _block_device_mappings(uuid, image["id"], flavor, local_disks))
-                if group is not None:
-                    await server_groups.add_member(s, group["uuid"], uuid, limit=member_limit)
-                await actions.record_action(self.rt.db, ctx, uuid, actions.CREATE, session=s)
-                created.append(instance)
+        async for attempt in retrying():  # a deadlock between concurrent creates runs it again
+            with attempt:
+                created: list[dict] = []
+                async with self.rt.db.transaction() as s:
+                    member_limit = (await server_groups.member_limit(s, self.rt.cfg, ctx.project_id)
+                                    if group is not None else None)
+                    deltas = {"instances": count, "cores": count * flavor["vcpus"], "ram": count * flavor["memory_mb"]}
+                    await quotas.consume(s, self.rt.cfg, ctx.project_id, deltas)
+                    for index in range(count):
+                        uuid = str(uuidlib.uuid4())
+                        display_name = name if count == 1 else f"{name}-{index + 1}"
+                        instance = await instance_obj.create(s, dict(
+                            uuid=uuid, project_id=ctx.project_id, user_id=ctx.user_id, display_name=display_name,
+                            display_description=description, hostname=hostname or _hostname(display_name),
+                            vm_state=states.BUILDING, task_state=states.SCHEDULING, power_state=states.NOSTATE,
+                            availability_zone=zone, instance_type_id=flavor["id"], flavor=flavor_snapshot,
+                            vcpus=flavor["vcpus"], memory_mb=flavor["memory_mb"], root_gb=flavor["root_gb"],
+                            ephemeral_gb=flavor["ephemeral_gb"], image_ref=image["id"], key_name=key_name,
+                            key_data=key_data, user_data=user_data, config_drive=config_drive or "",
+                            metadata=metadata, system_metadata=image_properties.from_image(image, flavor),
+                            security_groups=security_groups,
+                            network_info=[], requested_networks=_requested_networks_record(requested_networks),
+                            reservation_id=reservation_id, launch_index=index, access_ip_v4=access_ip_v4,
+                            access_ip_v6=access_ip_v6, tags=list(dict.fromkeys(tags or [])),
+                            trusted_certs=trusted_certs or None, scheduler_hints=scheduler_hints or {},
+                            pinned_availability_zone=zone))
+                        await s.execute(_INSERT_BDM, _block_device_mappings(uuid, image["id"], flavor, local_disks))
+                        if group is not None:
+                            await server_groups.add_member(s, group["uuid"], uuid, limit=member_limit)
+                        await actions.record_action(self.rt.db, ctx, uuid, actions.CREATE, session=s)
+                        created.append(instance)
         if group is not None:
             # The members known at scheduling time (including these new ones) drive the group filters.
             group = dict(group, members=[*group.get("members", []), *[i["uuid"] for i in created]])
