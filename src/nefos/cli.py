@@ -213,19 +213,28 @@ def db_upgrade(config: Optional[Path] = ConfigOpt, state_dir: Optional[Path] = S
     cfg = _config(config, state_dir)
 
     async def run():
+        from nefos import fileperms
+        from nefos.db import sqlite_owner
         from nefos.db.migrate import upgrade
         from nefos.db.session import Database
-        from nefos import fileperms
         fileperms.passable_dir(cfg.state_dir)
+        lock = None
         if not cfg.database_url:
+            lock = sqlite_owner.acquire(cfg.state_dir)
             fileperms.private_file(cfg.sqlite_path)
         db = Database(cfg.effective_database_url)
         try:
             await upgrade(db, revision)
         finally:
             await db.dispose()
+            if lock is not None:
+                sqlite_owner.release(lock)
 
-    asyncio.run(run())
+    try:
+        asyncio.run(run())
+    except ConfigError as exc:
+        console.print(f"[bold red]nefos: {exc}[/bold red]", highlight=False)
+        raise typer.Exit(2)
     console.print(f"database at {revision}: {cfg.effective_database_url}")
 
 

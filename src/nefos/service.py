@@ -15,6 +15,7 @@ from nefos import fileperms
 from nefos.bus import Bus, Endpoint, create_bus
 from nefos.config import Config
 from nefos.db.models import Service as ServiceRow, utcnow
+from nefos.db import sqlite_owner
 from nefos.db.session import Database
 
 LOG = logging.getLogger(__name__)
@@ -37,29 +38,42 @@ def tune_gc_for_service() -> None:
 class Runtime:
     """The config, database and bus one process's services share."""
 
-    def __init__(self, cfg: Config, db: Database, bus: Bus):
+    def __init__(self, cfg: Config, db: Database, bus: Bus, sqlite_lock: str | None = None):
         self.cfg = cfg
         self.db = db
         self.bus = bus
+        self._sqlite_lock = sqlite_lock
 
     @classmethod
     async def open(cls, cfg: Config, *, migrate: bool = False) -> "Runtime":
         fileperms.passable_dir(cfg.state_dir)
+        sqlite_lock = None
         if not cfg.database_url:  # the SQLite database in the state directory: 0600 before SQLite opens it
+            sqlite_lock = sqlite_owner.acquire(cfg.state_dir)
             fileperms.private_file(cfg.sqlite_path)
-        db = Database(cfg.effective_database_url, max_pool_size=cfg.max_pool_size,
-                      max_overflow=cfg.max_overflow)
-        if migrate:
-            from nefos.db.migrate import upgrade
-            await upgrade(db)
-        bus = create_bus(cfg.bus_url, cfg.control_exchange)
-        bus.default_timeout = cfg.rpc_response_timeout
-        await bus.start()
-        return cls(cfg, db, bus)
+        try:
+            db = Database(cfg.effective_database_url, max_pool_size=cfg.max_pool_size,
+                          max_overflow=cfg.max_overflow)
+            if migrate:
+                from nefos.db.migrate import upgrade
+                await upgrade(db)
+            bus = create_bus(cfg.bus_url, cfg.control_exchange)
+            bus.default_timeout = cfg.rpc_response_timeout
+            await bus.start()
+        except BaseException:
+            if sqlite_lock is not None:
+                sqlite_owner.release(sqlite_lock)
+            raise
+        return cls(cfg, db, bus, sqlite_lock)
 
     async def close(self) -> None:
-        await self.bus.stop()
-        await self.db.dispose()
+        try:
+            await self.bus.stop()
+            await self.db.dispose()
+        finally:
+            if self._sqlite_lock is not None:
+                sqlite_owner.release(self._sqlite_lock)
+                self._sqlite_lock = None
 
 
 class PeriodicTask:

@@ -1,0 +1,63 @@
+"""One process owns a state directory's SQLite database: a second `nefos` process on it is
+refused with a message that says what to do (it would otherwise make the first one's services wait
+on SQLite's lock, on their event loop, for up to a minute); the services of one process share it;
+the lock goes with the process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from nefos.allinone import free_port
+from nefos.config import load_config
+from nefos.service import Runtime
+
+
+def _env() -> dict:
+    env = {k: v for k, v in os.environ.items() if k in ("PYTHONPATH", "HOME", "PATH")}
+    for name in ("COMPUTE", "NETWORK", "IMAGE", "IDENTITY"):
+        env[f"NEFOS_{name}_API_PORT"] = str(free_port())
+    return env
+
+
+def _nefos(*argv: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "nefos.cli", *argv], env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_a_second_process_on_the_same_sqlite_state_is_refused(tmp_path):
+    state = tmp_path / "state"
+    log = tmp_path / "up.log"
+    with open(log, "w") as out:
+        first = subprocess.Popen([sys.executable, "-m", "nefos.cli", "up", "--fake-hosts", "1",
+                                  "--state-dir", str(state)], env=_env(), stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while "openstack --os-cloud nefos server list" not in log.read_text():
+            assert first.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        for argv in (["db", "upgrade"], ["up", "--fake-hosts", "1"], ["conductor"]):
+            second = _nefos(*argv, "--state-dir", str(state), env=_env())
+            out = second.stdout + second.stderr
+            assert second.returncode == 2, (argv, out)
+            assert f"another Nefos process (pid {first.pid})" in out and "database_url" in out, out
+            assert "Traceback" not in out, out
+    finally:
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(timeout=60) == 0, log.read_text()
+    # The lock went with the process.
+    done = _nefos("db", "upgrade", "--state-dir", str(state), env=_env())
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+async def test_the_services_of_one_process_share_the_database(tmp_path):
+    cfg = load_config(state_dir=tmp_path, auth_strategy="noauth")
+    first = await Runtime.open(cfg, migrate=True)
+    second = await Runtime.open(cfg)
+    await second.close()
+    third = await Runtime.open(cfg)  # still owned by this process
+    await third.close()
+    await first.close()
