@@ -41,6 +41,14 @@ class Config(BaseModel):
     # Bus.
     rpc_response_timeout: float = 60.0
 
+    # Builds: the API records each build in the database before telling the conductor, so none is
+    # lost when the conductor or the bus is down. A conductor takes a build for a lease of
+    # 3 x rpc_response_timeout; one not taken within build_hand_off_timeout (or whose lease ran out:
+    # its conductor died) is taken again by any conductor, checked every build_redrive_interval
+    # seconds and when a conductor starts.
+    build_hand_off_timeout: float = 60.0
+    build_redrive_interval: float = 10.0
+
     # Scheduler.
     max_attempts: int = 3
     # Resize: may the scheduler pick the server's own host (Nova's option; a cold migration never does).

@@ -446,3 +446,20 @@ async def test_a_transaction_rolled_back_for_a_deadlock_is_run_again(db):
     assert sum(isinstance(r, Exception) and is_contention(r) for r in results) == 1, results
     results, used = await _deadlocking_pair(db, with_retries)
     assert results == [None, None] and used == {"a": 2, "b": 2}, (results, used)
+
+
+async def test_a_build_request_is_claimed_by_one_conductor(db):
+    """Twenty conductors reach for the same build request at once: one gets it."""
+    from nefos.context import RequestContext
+    from nefos.objects import build_requests
+    async with db.transaction() as s:
+        request = await build_requests.add(s, RequestContext(), [str(uuid.uuid4())], {"num_instances": 1},
+                                           {"admin_password": "never stored", "image": {"id": "i"}})
+    claims = await asyncio.gather(*[build_requests.claim(db, request, 60) for _ in range(20)])
+    assert claims.count(True) == 1
+    async with db.reader() as s:
+        stored = (await s.execute(text("SELECT build_args FROM build_requests WHERE id = :i").bindparams(
+            i=request))).scalar_one()
+    assert "never stored" not in str(stored)
+    assert await build_requests.stranded(db, 0) == []  # claimed: not stranded while its lease runs
+    await build_requests.finish(db, request)

@@ -20,13 +20,13 @@ import uuid as uuidlib
 from sqlalchemy import func, insert, select
 
 from nefos import exceptions
-from nefos.db.retry import retrying
 from nefos.compute import flavors as flavors_mod, image_properties, regex_filters as regex_filters_mod, server_groups
 from nefos.compute.services import COMPUTE_BINARY
 from nefos.compute.rpcapi import ComputeRPCAPI
 from nefos.conductor.manager import ConductorAPI
 from nefos.db.models import BlockDeviceMapping, Instance, InstanceFault
-from nefos.objects import actions, allocations, instance as instance_obj, quotas, states
+from nefos.db.retry import retrying
+from nefos.objects import actions, allocations, build_requests, instance as instance_obj, quotas, states
 
 LOG = logging.getLogger(__name__)
 
@@ -172,6 +172,21 @@ class ComputeAPI:
         flavor_snapshot = {k: flavor[k] for k in ("id", "flavorid", "name", "memory_mb", "vcpus", "root_gb",
                                                   "ephemeral_gb", "swap", "rxtx_factor", "extra_specs",
                                                   "description", "is_public")}
+        uuids = [str(uuidlib.uuid4()) for _ in range(count)]
+        if group is not None:
+            # The members known at scheduling time (including these new ones) drive the group filters.
+            group = dict(group, members=[*group.get("members", []), *uuids])
+        request_spec = {
+            "flavor": flavor_snapshot, "image": {"id": image["id"], "disk_format": image.get("disk_format"),
+                                            "properties": image.get("properties", {})},
+            "project_id": ctx.project_id, "user_id": ctx.user_id, "availability_zone": zone,
+            "force_hosts": [forced_host] if forced_host else [], "scheduler_hints": scheduler_hints or {},
+            "instance_group": group, "num_instances": count,
+        }
+        if requested_host or requested_node:
+            request_spec["requested_destination"] = {"host": requested_host, "node": requested_node}
+        build_args = {"requested_networks": requested_networks, "security_groups": security_groups,
+                      "admin_password": admin_pass, "image": request_spec["image"]}
         async for attempt in retrying():  # a deadlock between concurrent creates runs it again
             with attempt:
                 created: list[dict] = []
@@ -180,8 +195,7 @@ class ComputeAPI:
                                     if group is not None else None)
                     deltas = {"instances": count, "cores": count * flavor["vcpus"], "ram": count * flavor["memory_mb"]}
                     await quotas.consume(s, self.rt.cfg, ctx.project_id, deltas)
-                    for index in range(count):
-                        uuid = str(uuidlib.uuid4())
+                    for index, uuid in enumerate(uuids):
                         display_name = name if count == 1 else f"{name}-{index + 1}"
                         instance = await instance_obj.create(s, dict(
                             uuid=uuid, project_id=ctx.project_id, user_id=ctx.user_id, display_name=display_name,
@@ -203,21 +217,14 @@ class ComputeAPI:
                             await server_groups.add_member(s, group["uuid"], uuid, limit=member_limit)
                         await actions.record_action(self.rt.db, ctx, uuid, actions.CREATE, session=s)
                         created.append(instance)
-        if group is not None:
-            # The members known at scheduling time (including these new ones) drive the group filters.
-            group = dict(group, members=[*group.get("members", []), *[i["uuid"] for i in created]])
-        request_spec = {
-            "flavor": flavor_snapshot, "image": {"id": image["id"], "disk_format": image.get("disk_format"),
-                                            "properties": image.get("properties", {})},
-            "project_id": ctx.project_id, "user_id": ctx.user_id, "availability_zone": zone,
-            "force_hosts": [forced_host] if forced_host else [], "scheduler_hints": scheduler_hints or {},
-            "instance_group": group, "num_instances": count,
-        }
-        if requested_host or requested_node:
-            request_spec["requested_destination"] = {"host": requested_host, "node": requested_node}
-        build_args = {"requested_networks": requested_networks, "security_groups": security_groups,
-                      "admin_password": admin_pass, "image": request_spec["image"]}
-        await self.conductor.build_instances(ctx, [i["uuid"] for i in created], request_spec, build_args)
+                    build_request = await build_requests.add(s, ctx, uuids, request_spec, build_args)
+        try:
+            await self.conductor.build_instances(ctx, uuids, request_spec, build_args,
+                                                 build_request_id=build_request)
+        except exceptions.ServiceUnavailable as exc:  # accepted all the same: a conductor takes it later
+            LOG.warning("servers %s: the conductor was not reached (%s); the build is taken from the "
+                        "build requests when one is", uuids, exc)
+            await build_requests.mark_undispatched(self.rt.db, build_request)
         return created, reservation_id
 
     async def _key_pair(self, ctx, key_name: str | None) -> tuple[str | None, str | None]:

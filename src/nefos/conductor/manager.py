@@ -1,4 +1,4 @@
-"""``build_instances``: schedule, record the destination, cast the build (seed 004).
+"""``build_instances``: schedule, record the destination, cast the build.
 
 Also the reschedule path: a compute whose build failed casts the build back
 here with the hosts already tried in ``request_spec["retry"]``; after
@@ -11,9 +11,13 @@ import contextlib
 import logging
 import traceback
 
+from sqlalchemy import select
+
 from nefos import exceptions
 from nefos.bus import Endpoint
-from nefos.objects import actions, allocations, instance as instance_obj, states
+from nefos.context import RequestContext
+from nefos.db.models import Instance
+from nefos.objects import actions, allocations, build_requests, instance as instance_obj, states
 from nefos.compute.rpcapi import ComputeRPCAPI
 from nefos.scheduler.manager import SchedulerAPI
 
@@ -39,7 +43,41 @@ class ConductorManager(Endpoint):
                 LOG.info("instance %s was deleted while scheduling", uuid)
 
     async def build_instances(self, ctx, instance_uuids: list[str], request_spec: dict,
-                              build_args: dict) -> None:
+                              build_args: dict, build_request_id: str | None = None) -> None:
+        """A build from the API (``build_request_id``: its durable record, claimed first, deleted
+        once every instance has a host or a fault), or one a compute host sends back to retry."""
+        if build_request_id is None:
+            await self._schedule_and_build(ctx, instance_uuids, request_spec, build_args)
+            return
+        db = self.rt.db
+        if not await build_requests.claim(db, build_request_id, 3 * self.rt.cfg.rpc_response_timeout):
+            LOG.info("build request %s: another conductor has it, or it is done", build_request_id)
+            return
+        # Taken again after a conductor died midway: only what it had not scheduled yet.
+        async with db.reader() as s:
+            waiting = set((await s.execute(select(Instance.uuid).where(
+                Instance.uuid.in_(instance_uuids), Instance.deleted == 0, Instance.host.is_(None),
+                Instance.task_state == states.SCHEDULING))).scalars())
+        uuids = [u for u in instance_uuids if u in waiting]
+        if uuids:
+            await self._schedule_and_build(ctx, uuids, dict(request_spec, num_instances=len(uuids)), build_args)
+        await build_requests.finish(db, build_request_id)
+
+    async def redrive_stranded_builds(self) -> None:
+        """Take the builds no conductor took (the API could not cast them, the cast was lost, or
+        the conductor holding one died) and build them."""
+        for request in await build_requests.stranded(self.rt.db, self.rt.cfg.build_hand_off_timeout):
+            LOG.warning("build request %s (servers %s) was not taken in time: building it now",
+                        request["id"], request["instance_uuids"])
+            try:
+                await self.build_instances(RequestContext.from_dict(request["context"]), request["instance_uuids"],
+                                           request["request_spec"], request["build_args"],
+                                           build_request_id=request["id"])
+            except Exception:
+                LOG.exception("build request %s failed again; it is taken again later", request["id"])
+
+    async def _schedule_and_build(self, ctx, instance_uuids: list[str], request_spec: dict,
+                                  build_args: dict) -> None:
         spec = dict(request_spec)
         retry = dict(spec.get("retry") or {"num_attempts": 0, "hosts": []})
         retry["num_attempts"] += 1
@@ -122,9 +160,10 @@ class ConductorAPI:
         self.bus = bus
 
     async def build_instances(self, ctx, instance_uuids: list[str], request_spec: dict,
-                              build_args: dict) -> None:
+                              build_args: dict, build_request_id: str | None = None) -> None:
         await self.bus.cast(ctx, "conductor", "build_instances", instance_uuids=instance_uuids,
-                            request_spec=request_spec, build_args=build_args)
+                            request_spec=request_spec, build_args=build_args,
+                            **({"build_request_id": build_request_id} if build_request_id else {}))
 
     async def unshelve_instance(self, ctx, instance_uuid: str, request_spec: dict) -> None:
         await self.bus.cast(ctx, "conductor", "unshelve_instance", instance_uuid=instance_uuid,

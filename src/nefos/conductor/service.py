@@ -1,9 +1,13 @@
-"""The conductor as a component."""
+"""The conductor as a component: its manager on ``conductor``, and the re-drive of builds no
+conductor took (every ``build_redrive_interval`` seconds, and at once when it starts)."""
 
 from nefos.conductor.manager import ConductorManager
 from nefos.service import Component, Service, ServiceComponent
 
 
 def component(rt) -> Component:
-    return ServiceComponent("conductor", Service(rt, "nova-conductor", "conductor", rt.cfg.host,
-                                                 endpoint=ConductorManager(rt)))
+    manager = ConductorManager(rt)
+    service = Service(rt, "nova-conductor", "conductor", rt.cfg.host, endpoint=manager)
+    service.add_periodic("redrive_stranded_builds", rt.cfg.build_redrive_interval,
+                         manager.redrive_stranded_builds, initial_delay=0)
+    return ServiceComponent("conductor", service)

@@ -259,6 +259,21 @@ class QuotaClass(TimestampMixin, Base):
     hard_limit: Mapped[int] = mapped_column(Integer)
 
 
+class BuildRequest(Base):
+    """A build the API accepted, until a conductor has scheduled it: the durable hand-off from the
+    API to the conductor (an outbox). ``dispatched`` is False when the API could not reach the
+    conductor; ``claimed_until``: the lease of the conductor working on it."""
+    __tablename__ = "build_requests"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    instance_uuids: Mapped[list] = mapped_column(JSON)
+    request_spec: Mapped[dict] = mapped_column(JSON)
+    build_args: Mapped[dict] = mapped_column(JSON)  # without the admin password, never stored
+    context: Mapped[dict] = mapped_column(JSON)
+    dispatched: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow, index=True)
+    claimed_until: Mapped[dt.datetime | None] = mapped_column(DateTime)
+
+
 class QuotaUsage(TimestampMixin, Base):
     """What a project uses now; changed only by conditional updates, so racing requests cannot overshoot."""
     __tablename__ = "quota_usages"

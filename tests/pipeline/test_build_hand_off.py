@@ -1,0 +1,137 @@
+"""No accepted build is stranded: the API records each build before it tells the conductor, so a
+build is made however the hand-off fails — the conductor down when the API casts (taken when a
+conductor starts), the cast lost on the way (taken after build_hand_off_timeout), or the
+conductor dying midway (taken again when its lease runs out) — and exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from sqlalchemy import func, select
+
+from nefos import exceptions
+from nefos.db.models import BuildRequest
+from tests.pipeline.conftest import ADMIN, start_cloud, stop_cloud
+
+
+class Link:
+    """The bus to ``topics``: working, refusing every cast and call (``down``: what the RabbitMQ
+    bus raises when the broker is unreachable), or dropping casts silently (``lossy``)."""
+
+    def __init__(self, bus, topics: tuple[str, ...]):
+        self.down = self.lossy = False
+        self.topics = topics
+        self.dropped = 0
+        for name in ("cast", "call"):
+            setattr(bus, name, self._wrap(name, getattr(bus, name)))
+
+    def _wrap(self, name, original):
+        async def send(ctx, topic, method, *args, **kwargs):
+            if topic in self.topics and self.down:
+                raise exceptions.ServiceUnavailable(f"timed out sending to {topic}.{method}")
+            if topic in self.topics and self.lossy and name == "cast":
+                self.dropped += 1
+                return None
+            return await original(ctx, topic, method, *args, **kwargs)
+        return send
+
+
+def _component(cloud, name: str):
+    return next(c for c in cloud.cloud.components if c.name == name)
+
+
+async def _outbox(cloud) -> int:
+    async with cloud.rt.db.reader() as s:
+        return (await s.execute(select(func.count()).select_from(BuildRequest))).scalar_one()
+
+
+async def _boot(cloud) -> str:
+    net = await cloud.make_network()
+    r = await cloud.compute.post("/v2.1/servers", json={"server": {
+        "name": "vm", "imageRef": await cloud.default_image(), "flavorRef": "1",
+        "networks": [{"uuid": net["id"]}]}}, headers=ADMIN)
+    assert r.status_code == 202, r.text
+    return r.json()["server"]["id"]
+
+
+async def _still_waiting(cloud, server_id: str, seconds: float) -> None:
+    """Nothing builds it meanwhile (the conductor really is out of the way)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        server = await cloud.server(server_id)
+        assert (server["status"], server["OS-EXT-SRV-ATTR:host"]) == ("BUILD", None), server
+        await asyncio.sleep(0.05)
+
+
+async def test_a_build_the_conductor_never_got_is_made_when_a_conductor_starts(tmp_path):
+    """With the shipped defaults: the conductor is down when the API accepts the build; it is built
+    as soon as a conductor is back, and the quota it holds is the one server's."""
+    cloud = await start_cloud(tmp_path, fake_hosts=1)
+    try:
+        link = Link(cloud.rt.bus, ("conductor",))
+        conductor = _component(cloud, "conductor")
+        await conductor.stop()
+        link.down = True
+        server_id = await _boot(cloud)  # accepted: the build is on record
+        await _still_waiting(cloud, server_id, 0.5)
+        assert await _outbox(cloud) == 1
+        link.down = False
+        await conductor.start()
+        await cloud.wait_status(server_id, "ACTIVE", timeout=30)
+        assert await _outbox(cloud) == 0
+        project = (await cloud.server(server_id))["tenant_id"]
+        assert (await cloud.quota_usage(project))["instances"] == 1
+    finally:
+        await stop_cloud(cloud)
+
+
+@pytest.fixture
+async def quick(tmp_path):
+    cloud = await start_cloud(tmp_path, fake_hosts=1, build_hand_off_timeout=0.5, build_redrive_interval=0.1,
+                              rpc_response_timeout=1.0)
+    yield cloud
+    await stop_cloud(cloud)
+
+
+async def test_a_lost_cast_is_built_after_the_hand_off_timeout(quick):
+    link = Link(quick.rt.bus, ("conductor",))
+    link.lossy = True
+    server_id = await _boot(quick)
+    assert link.dropped == 1
+    link.lossy = False
+    await quick.wait_status(server_id, "ACTIVE", timeout=15)
+    assert await _outbox(quick) == 0
+
+
+async def test_a_build_whose_conductor_failed_midway_is_taken_again_once_its_lease_ends(quick):
+    """The scheduler is unreachable when the conductor takes the build: the build stays claimed for
+    the lease (3 x rpc_response_timeout), then is taken again and made, once."""
+    link = Link(quick.rt.bus, ("scheduler",))
+    link.down = True
+    server_id = await _boot(quick)
+    await _still_waiting(quick, server_id, 1.0)
+    link.down = False
+    await quick.wait_status(server_id, "ACTIVE", timeout=15)
+    assert await _outbox(quick) == 0
+    r = await quick.compute.get(f"/v2.1/servers/{server_id}/os-instance-actions", headers=ADMIN)
+    assert [a["action"] for a in r.json()["instanceActions"]] == ["create"]
+    usage = await quick.hypervisor_usage()
+    assert (usage["running_vms"], usage["allocations"]) == (1, 1), usage
+
+
+async def test_a_server_deleted_while_its_build_waits_is_simply_gone(quick):
+    link = Link(quick.rt.bus, ("conductor",))
+    link.down = True
+    server_id = await _boot(quick)
+    r = await quick.compute.delete(f"/v2.1/servers/{server_id}", headers=ADMIN)
+    assert r.status_code == 204, r.text
+    link.down = False
+    await quick.wait_gone(server_id)
+    deadline = time.monotonic() + 10
+    while await _outbox(quick):
+        assert time.monotonic() < deadline, "the build request of a deleted server was never closed"
+        await asyncio.sleep(0.05)
+    usage = await quick.hypervisor_usage()
+    assert (usage["running_vms"], usage["allocations"]) == (0, 0), usage
