@@ -1,11 +1,13 @@
-"""Nothing waits forever (issue 3): instances stuck in a build or any other task end in ERROR.
+"""Nothing waits forever: instances stuck in a build or any other task end in ERROR.
 
 * Builds: Nova's ``_check_instance_build_time``: instances still BUILDING longer than
   ``instance_build_timeout`` after they were created.
 * Every other task state (powering-off, rebooting, image_uploading, shelving, deleting, ...):
   longer than ``task_state_timeout`` since the instance last changed (``updated_at``, which the
-  save that set the task state wrote; nothing else saves an instance while its task runs, except
-  its network info cache, which only postpones the deadline).
+  save that set the task state wrote). Each step of an operation sets its own task state, so the
+  deadline is per step; a long step that makes progress (a snapshot writing and uploading a
+  disk) renews it as it goes (``nefos.compute.snapshots.reporting_progress``), so only a step
+  that stopped moving is cut short.
 
 Each compute host looks at its own instances every ``check_interval(cfg)`` seconds and puts the
 stuck ones in ERROR with a fault, clearing the task state (so a stuck delete can be retried). The

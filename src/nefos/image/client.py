@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Callable
 
 from nefos import exceptions
 from nefos.context import RequestContext
@@ -83,8 +84,10 @@ class ImageAPI:
         doc["properties"] = properties
         return doc
 
-    async def upload_file(self, ctx: RequestContext, image_id: str, path, disk_format: str) -> dict:
-        """Store the file at ``path`` as the data of the queued image ``image_id``."""
+    async def upload_file(self, ctx: RequestContext, image_id: str, path, disk_format: str,
+                          on_chunk: Callable[[int], None] | None = None) -> dict:
+        """Store the file at ``path`` as the data of the queued image ``image_id``; ``on_chunk``
+        hears the size of each chunk sent."""
         await images.update(self.rt, ctx, image_id, [("replace", "disk_format", disk_format),
                                                      ("replace", "container_format", "bare")])
 
@@ -92,6 +95,8 @@ class ImageAPI:
             with open(path, "rb") as f:
                 while chunk := await asyncio.to_thread(f.read, 1 << 20):
                     yield chunk
+                    if on_chunk is not None:
+                        on_chunk(len(chunk))
         return images.view(await images.upload(self.rt, ctx, image_id, chunks()))
 
     async def delete(self, ctx: RequestContext, image_id: str) -> None:
