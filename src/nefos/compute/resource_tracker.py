@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import uuid as uuidlib
 
-from sqlalchemy import func, select, update
+from sqlalchemy import select, update
 
 from nefos import exceptions
-from nefos.db.models import Allocation, ComputeNode
+from nefos.db.models import ComputeNode
 from nefos.objects import allocations
 
 
@@ -49,14 +49,7 @@ class ResourceTracker:
                 self.node_ids[node] = row.id
                 self.failing_nodes[node] = bool(row.failed_builds)
                 if heal_usage:
-                    totals = (await s.execute(select(
-                        func.coalesce(func.sum(Allocation.vcpus), 0),
-                        func.coalesce(func.sum(Allocation.memory_mb), 0),
-                        func.coalesce(func.sum(Allocation.disk_gb), 0),
-                        func.count(Allocation.id)).where(Allocation.compute_node_id == row.id))).one()
-                    await s.execute(update(ComputeNode).where(ComputeNode.id == row.id).values(
-                        vcpus_used=totals[0], memory_mb_used=totals[1], local_gb_used=totals[2],
-                        running_vms=totals[3]))
+                    await allocations.recount(s, row.id)
 
     async def instance_claim(self, instance: dict, node: str) -> None:
         """The scheduler's claim for this instance must be on this host's ``node``."""

@@ -9,7 +9,7 @@ backend. ``release`` is idempotent.
 
 from __future__ import annotations
 
-from sqlalchemy import bindparam, delete, insert, select, update
+from sqlalchemy import bindparam, delete, func, insert, select, update
 
 from nefos.db.models import Allocation, ComputeNode
 from nefos.db.session import Database
@@ -49,6 +49,21 @@ async def claim(session, consumer_uuid: str, node_id: int, *, vcpus: int, memory
     await session.execute(_INSERT, {"consumer_uuid": consumer_uuid, "compute_node_id": node_id,
                                     "vcpus": vcpus, "memory_mb": memory_mb, "disk_gb": disk_gb})
     return True
+
+
+async def recount(session, node_id: int) -> None:
+    """Set ``node_id``'s usage counters to the sum of its allocations (a host's start-up heal).
+
+    The node's row is locked first: a claim or a release changes the counters and its allocation
+    in one transaction, so one that committed is summed, and one still running finds the row
+    locked and applies its change on top of the recount, never under it."""
+    await session.execute(select(NODES.c.id).where(NODES.c.id == node_id).with_for_update())
+    vcpus, memory_mb, disk_gb, count = (await session.execute(select(
+        func.coalesce(func.sum(ALLOCATIONS.c.vcpus), 0), func.coalesce(func.sum(ALLOCATIONS.c.memory_mb), 0),
+        func.coalesce(func.sum(ALLOCATIONS.c.disk_gb), 0), func.count(ALLOCATIONS.c.id),
+    ).where(ALLOCATIONS.c.compute_node_id == node_id))).one()
+    await session.execute(update(NODES).where(NODES.c.id == node_id).values(
+        vcpus_used=vcpus, memory_mb_used=memory_mb, local_gb_used=disk_gb, running_vms=count))
 
 
 async def release(db: Database, consumer_uuid: str, session=None) -> bool:
