@@ -62,6 +62,7 @@ from nefos.context import admin_context
 from nefos.db.models import IPAllocation, Network, Port, PortProvisioning, Subnet
 from nefos.network import provisioning
 from nefos.service import Component
+from nefos.waiting import event_set_within
 
 LOG = logging.getLogger(__name__)
 
@@ -232,8 +233,7 @@ class DhcpAgent(Component):
             if self._dirty:
                 continue  # notified while syncing: at once
             timeout = max(0.0, min(next_full - loop.time(), self.heartbeat_interval))
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._kick.wait(), timeout)
+            await event_set_within(self._kick, timeout)
 
     # Sync ----------------------------------------------------------------------------------------
     async def _wanted(self, network_ids: set[str] | None = None) -> dict[str, NetworkState]:

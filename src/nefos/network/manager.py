@@ -156,7 +156,8 @@ class NetworkManager(Ports, SecurityGroups, Endpoint):
     def add_port_change_hook(self, hook: PortChangeHook) -> None:
         """Await ``hook(session, ctx, before, after)`` inside each transaction that updates or deletes
         a port (admin views; ``after`` None: deleted), e.g. to write an outbox row atomically with the
-        change (``nefos.network.notifier``). A failing hook is logged, never fails the change."""
+        change (``nefos.network.notifier``). A failing hook fails the change with it: a change that
+        commits has its events, none is lost (the caller sees the error and may try again)."""
         self._port_change_hooks.append(hook)
 
     async def _port_view_for_hooks(self, s, row: Port) -> dict | None:
@@ -166,10 +167,7 @@ class NetworkManager(Ports, SecurityGroups, Endpoint):
 
     async def _port_changed(self, s, ctx: RequestContext, before: dict | None, after: dict | None) -> None:
         for hook in list(self._port_change_hooks):
-            try:
-                await hook(s, ctx, before, after)
-            except Exception:
-                LOG.exception("port change hook failed for port %s", (after or before or {}).get("id"))
+            await hook(s, ctx, before, after)
 
     @staticmethod
     def _project_for_create(ctx: RequestContext, body: dict) -> str | None:

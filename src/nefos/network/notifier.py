@@ -1,4 +1,4 @@
-"""The network service's notifier: port changes become Compute API external events (seeds 000, 001).
+"""The network service's notifier: port changes become Compute API external events.
 
 Neutron's ``neutron.notifiers.nova`` for Nefos. For ports whose device_owner
 is a compute owner (``compute:<zone>``) and whose device_id is the server:
@@ -62,7 +62,8 @@ import yaml
 from sqlalchemy import delete, insert, select, update
 
 from nefos.db.models import PortEventOutbox, utcnow
-from nefos.db.session import after_commit, savepoint
+from nefos.db.session import after_commit
+from nefos.waiting import event_set_within
 
 LOG = logging.getLogger(__name__)
 
@@ -226,9 +227,10 @@ class Notifier:
                 for ev in events]
         for ev in events:
             LOG.info("port %s: event %s for server %s queued", ev["tag"], ev["name"], ev["server_uuid"])
-        async with savepoint(s):  # a failure here is rolled back alone; the port change stays
-            for row in rows:  # one row at a time: its id from the insert (RETURNING or lastrowid)
-                row["id"] = (await s.execute(_INSERT_EVENT, row)).inserted_primary_key[0]
+        # In the port's transaction: if the events cannot be written, the change does not happen
+        # either (an event exists exactly when its change committed).
+        for row in rows:  # one row at a time: its id from the insert (RETURNING or lastrowid)
+            row["id"] = (await s.execute(_INSERT_EVENT, row)).inserted_primary_key[0]
         fresh = s.info.setdefault("nefos_notifier_rows", [])
         if not fresh:
             after_commit(s, lambda: self._after_commit(fresh))
@@ -263,10 +265,7 @@ class Notifier:
         while True:
             try:
                 if timeout > 0:
-                    try:
-                        await asyncio.wait_for(self._wake.wait(), timeout)
-                    except asyncio.TimeoutError:
-                        pass
+                    await event_set_within(self._wake, timeout)
                 self._wake.clear()
                 if self._fresh and not first:
                     sent, next_due = await self._send(self._take_fresh()), POLL_SECONDS
@@ -294,9 +293,7 @@ class Notifier:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + interval
         while (remaining := deadline - loop.time()) > 0:
-            try:
-                await asyncio.wait_for(self._wake.wait(), remaining)
-            except asyncio.TimeoutError:
+            if not await event_set_within(self._wake, remaining):
                 return
             self._wake.clear()
             urgent = [r for r in self._fresh if r["name"] == VIF_PLUGGED][:BATCH_SIZE]

@@ -53,6 +53,7 @@ from nefos.virt.driver import ComputeDriver
 from nefos.virt.libvirt import config as vconfig
 from nefos.virt.libvirt import imagebackend, probe, qemu_user, vif as vifs
 from nefos.virt.libvirt.host import Host, libvirt_module
+from nefos.waiting import event_set_within
 
 LOG = logging.getLogger(__name__)
 
@@ -352,8 +353,7 @@ class LibvirtDriver(ComputeDriver):
                     return False
                 next_press = min(deadline, time.monotonic() + SHUTDOWN_RETRY_INTERVAL)
                 while time.monotonic() < next_press:
-                    with contextlib.suppress(asyncio.TimeoutError):
-                        await asyncio.wait_for(stopped.wait(), min(0.5, max(0.01, next_press - time.monotonic())))
+                    await event_set_within(stopped, min(0.5, max(0.01, next_press - time.monotonic())))
                     if stopped.is_set() or not await self._is_active(dom):
                         LOG.info("instance %s: shut down cleanly in %.1f s", uuid,
                                  timeout - (deadline - time.monotonic()))
