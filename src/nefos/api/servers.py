@@ -458,8 +458,8 @@ def _schema_checked(schema: dict) -> dict:
             "properties": {name: schema["properties"][name] for name in _SCHEMA_CHECKED}}
 
 
-_LIST_QUERY_CHECKS = {version: _schema_checked(list_query_schema(microversion.APIVersion.parse(version)))
-                      for version in ("2.1", "2.75")}
+_LIST_QUERY_CHECKS = {"2.1": _schema_checked(LIST_QUERY),
+                      "2.75": _schema_checked(list_query_schema(microversion.APIVersion.parse("2.75")))}
 
 
 def _sort_params(params, version) -> tuple[list[str], list[str]]:
