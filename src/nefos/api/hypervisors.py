@@ -15,7 +15,7 @@ import json
 
 from fastapi import APIRouter, Request
 
-from nefos import exceptions
+from nefos import exceptions, rest
 from nefos.api import common
 from nefos.api.validation import (BOOLEAN, HOSTNAME, NON_NEGATIVE_INTEGER, bool_from_string, is_uuid_like,
                                   query_schema, validate_query)
@@ -124,6 +124,11 @@ async def _get(request: Request, hypervisor_id: str) -> dict:
     by_uuid = request.state.api_version.matches("2.53")
     if by_uuid and not is_uuid_like(hypervisor_id):
         raise exceptions.ValidationError(f"Invalid uuid {hypervisor_id}")
+    if not by_uuid:
+        try:
+            rest.parse_int64(hypervisor_id)
+        except ValueError:  # no such id fits the database's integers
+            raise exceptions.HypervisorNotFound(id=hypervisor_id) from None
     rt = _rt(request)
     return await hyp_mod.get_node(rt.db, rt.cfg, hypervisor_id, by_uuid=by_uuid)
 

@@ -153,5 +153,10 @@ async def delete_service(request: Request, service_id: str):
             raise exceptions.ValidationError(f"Invalid uuid {service_id}")
         await services_mod.delete_service(_rt(request).db, service_id)
     else:
-        await services_mod.delete_service(_rt(request).db, validate_integer(service_id, "id"))
+        number = validate_integer(service_id, "id")
+        try:
+            rest.parse_int64(number)
+        except ValueError:  # no such id fits the database's integers
+            raise exceptions.ServiceNotFound(service_id=service_id) from None
+        await services_mod.delete_service(_rt(request).db, number)
     return Response(status_code=204)
