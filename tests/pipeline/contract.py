@@ -79,21 +79,36 @@ def _compute_api_document() -> tuple[object, dict]:
     return app, document(app, title="Nefos Compute API", version="2.1", error_schema=NOVA_ERROR_SCHEMA)
 
 
-def documented_success(method: str, path: str, status: int, action: str | None = None) -> dict | None:
-    """The OpenAPI response object the Compute document gives ``method path`` for ``status`` (an
-    action's own answer when the document has one), None when the path is no route of the API."""
-    app, doc = _compute_api_document()
+def operation_path(method: str, path: str) -> str | None:
+    """The document's path of the Compute operation serving ``method path`` (None: no route)."""
+    app, _doc = _compute_api_document()
     scope = {"type": "http", "method": method, "path": path, "root_path": ""}
     for context in iter_route_contexts(app.routes):
         match, _ = context.route.matches(scope)
         if match == Match.FULL:
-            template = re.sub(r"{(\w+):\w+}", r"{\1}", context.path)
-            operation = doc["paths"][template][method.lower()]
-            by_action = operation.get("x-action-responses", {}).get(action or "", {})
-            responses = {**operation["responses"], **by_action}
-            assert str(status) in responses, f"{method} {path} answered {status}, not documented"
-            return responses[str(status)]
+            return re.sub(r"{(\w+):\w+}", r"{\1}", context.path)
     return None
+
+
+def documented_success(method: str, path: str, status: int, action: str | None = None) -> dict | None:
+    """The OpenAPI response object the Compute document gives ``method path`` for ``status`` (an
+    action's own answer when the document has one), None when the path is no route of the API."""
+    template = operation_path(method, path)
+    if template is None:
+        return None
+    operation = _compute_api_document()[1]["paths"][template][method.lower()]
+    by_action = operation.get("x-action-responses", {}).get(action or "", {})
+    responses = {**operation["responses"], **by_action}
+    assert str(status) in responses, f"{method} {path} answered {status}, not documented"
+    return responses[str(status)]
+
+
+def operations_with_bodies() -> set[tuple[str, str]]:
+    """(method, path) of every Compute operation documenting a success answer with a body."""
+    return {(method.upper(), path) for path, operations in _compute_api_document()[1]["paths"].items()
+            for method, operation in operations.items()
+            for status, response in operation["responses"].items()
+            if status.startswith("2") and "content" in response}
 
 
 def check_documented_success(response) -> None:
