@@ -223,7 +223,6 @@ _HYPERVISOR = _object({
     "service": _all_required({"id": _INTEGER, "host": _STRING, "disabled_reason": _NULLABLE_STRING}),
     **{name: {"type": ["integer", "null"]} for name in _RESOURCES},
     "cpu_info": _STRING,  # a JSON document in a string before 2.28
-    "servers": _HYPERVISOR_SERVERS,
 }, [*_HYPERVISOR_BRIEF, "hypervisor_type", "hypervisor_version", "host_ip", "service", *_RESOURCES, "cpu_info"])
 HYPERVISORS = _object({"hypervisors": _array(_all_required(_HYPERVISOR_BRIEF)), "hypervisors_links": _LINKS},
                       ("hypervisors",))
