@@ -2,8 +2,9 @@
 their handlers validate with (``documented`` attaches them to an endpoint; nothing is copied).
 
 Every route of an app is in its document, with its path parameters; a route whose handler
-validates a JSON body with a schema declares it, for the microversion a request without a version
-header gets (the Compute API's 2.1); error answers carry the API's own error body. Each API
+validates a JSON body with a schema declares it, and the query parameters and success answers it
+documents, for the microversion a request without a version header gets (the Compute API's 2.1);
+error answers carry the API's own error body. Each API
 serves its document without a token (``/v2.1/openapi.json``, ``/v2.0/openapi.json``,
 ``/v2/openapi.json``, ``/v3/openapi.json``), as it serves its version documents.
 """
@@ -19,19 +20,37 @@ from fastapi.routing import iter_route_contexts
 Schema = dict | Callable[[], dict]
 
 _PATH_PARAMETER = re.compile(r"{(\w+)(?::\w+)?}")
+# What an API's document answer holds (the document itself is validated by the tests, against
+# the OpenAPI 3.1 specification).
+DOCUMENT_SCHEMA = {"type": "object", "properties": {"openapi": {"type": "string", "pattern": "^3\\.1\\."},
+                                                    "info": {"type": "object"}, "paths": {"type": "object"}},
+                   "required": ["openapi", "info", "paths"]}
 DOCUMENT_PATHS = ("/v2.1/openapi.json", "/v2.0/openapi.json", "/v2/openapi.json", "/v3/openapi.json")
 
 
-def documented(request: Schema | None = None, responses: dict[int, Schema] | None = None,
-               request_media_type: str = "application/json", query: Schema | None = None):
-    """Mark an endpoint with the schema its body is validated with, its responses' schemas and the
+def documented(request: Schema | None = None, responses: dict[int, Schema | None] | None = None,
+               request_media_type: str = "application/json", query: Schema | None = None,
+               action_responses: dict[str, dict[int, Schema]] | None = None):
+    """Mark an endpoint with the schema its body is validated with, its success answers and the
     query parameters it reads (an object schema whose properties are the parameters; an array
-    property is a parameter that may be repeated, Nova's query schemas)."""
+    property is a parameter that may be repeated, Nova's query schemas).
+
+    ``responses`` maps each success status to the schema of its JSON body, or to None when that
+    status has no body; an endpoint without ``responses`` is documented as answering some 2XX.
+    ``action_responses`` (an action endpoint whose status is shared by answers with and without a
+    body, which OpenAPI cannot tell apart) gives the bodies of the actions that have one, by action
+    name and status, as the operation's ``x-action-responses``."""
     def mark(fn):
-        fn.__openapi__ = {"request": request, "responses": responses or {}, "media_type": request_media_type,
-                          "query": query}
+        fn.__openapi__ = {"request": request, "responses": responses, "media_type": request_media_type,
+                          "query": query, "action_responses": action_responses or {}}
         return fn
     return mark
+
+
+def _success(schema: Schema | None) -> dict:
+    if schema is None:
+        return {"description": "Success, without a body."}
+    return {"description": "Success.", "content": {"application/json": {"schema": to_openapi_31(_resolve(schema))}}}
 
 
 def query_parameters(schema: dict) -> list[dict]:
@@ -94,11 +113,14 @@ def document(app, *, title: str, version: str, error_schema: dict, description: 
             if spec.get("request") is not None:
                 operation["requestBody"] = {"required": True, "content": {
                     spec["media_type"]: {"schema": to_openapi_31(_resolve(spec["request"]))}}}
-            for status, schema in sorted((spec.get("responses") or {}).items()):
-                operation["responses"][str(status)] = {"description": "Success.", "content": {
-                    "application/json": {"schema": to_openapi_31(_resolve(schema))}}}
-            if not operation["responses"]:
+            if spec.get("responses") is None:
                 operation["responses"]["2XX"] = {"description": "Success."}
+            for status, schema in sorted((spec.get("responses") or {}).items()):
+                operation["responses"][str(status)] = _success(schema)
+            if spec.get("action_responses"):
+                operation["x-action-responses"] = {
+                    action: {str(status): _success(schema) for status, schema in sorted(by_status.items())}
+                    for action, by_status in sorted(spec["action_responses"].items())}
             operation["responses"]["3XX"] = {"description": "A choice of versions (the version documents)."}
             operation["responses"]["4XX"] = error
             operation["responses"]["default"] = error
@@ -112,6 +134,7 @@ def serve(app, path: str, **kwargs) -> None:
     built: dict[str, dict] = {}
 
     @app.get(path, include_in_schema=True)
+    @documented(responses={200: DOCUMENT_SCHEMA})
     async def openapi_document():
         if "doc" not in built:
             built["doc"] = document(app, **kwargs)

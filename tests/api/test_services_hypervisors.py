@@ -201,3 +201,12 @@ async def test_availability_zones(client, rt, hosts):
     assert assert_schema("availability_zone.list_availability_zone_list", r)["availabilityZoneInfo"] == [
         {"zoneName": "nova", "zoneState": {"available": True}, "hosts": None},
         {"zoneName": "az2", "zoneState": {"available": False}, "hosts": None}]
+
+
+@pytest.mark.parametrize("ident", ["99999999999999999999", "-99999999999999999999"])
+async def test_an_id_beyond_the_database_integers_is_no_such_service_or_hypervisor(client, hosts, ident):
+    for path in (f"/v2.1/os-hypervisors/{ident}", f"/v2.1/os-hypervisors/{ident}/uptime"):
+        r = await client.get(path)
+        assert r.status_code == 404 and "itemNotFound" in r.json(), (path, r.text)
+    r = await client.delete(f"/v2.1/os-services/{ident}")
+    assert r.status_code == 404 and "itemNotFound" in r.json(), r.text

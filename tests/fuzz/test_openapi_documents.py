@@ -337,3 +337,65 @@ async def test_identity_answers_match_their_schemas(tmp_path):
             await call("GET", f"/v3/regions/{endpoint['region_id']}", "/v3/regions/{region_id}", token=admin)
     finally:
         await rt.close()
+def _compute_operations(app):
+    """(method, path, the endpoint's documentation marks) of every Compute operation."""
+    for route in iter_route_contexts(app.routes):
+        for method in sorted(set(route.methods or ()) - {"HEAD"}):
+            yield method.lower(), re.sub(r"{(\w+):\w+}", r"{\1}", route.path), getattr(
+                route.endpoint, "__openapi__", {})
+
+
+async def test_every_compute_operation_documents_its_success_answers(apps):
+    """Each operation says what each of its success statuses answers at 2.1: the JSON body's schema,
+    one of the objects ``nefos.api.response_schemas`` defines (the document holds them unchanged),
+    or no body; only the routes Nova removed (410 at every version) have no success at all."""
+    from nefos.api import removed, response_schemas
+    from nefos.openapi import DOCUMENT_SCHEMA
+    app = apps["/v2.1/openapi.json"]
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://nefos") as c:
+        paths = (await c.get("/v2.1/openapi.json")).json()["paths"]
+    defined = [v for v in vars(response_schemas).values() if isinstance(v, dict)] + [DOCUMENT_SCHEMA]
+    never_succeed = {(m.lower(), p) for p, methods in removed.REMOVED_ROUTES for m in methods}
+    never_succeed.add(("post", "/v2.1/os-fixed-ips/{id}/action"))
+    with_body = set()
+    for method, path, spec in _compute_operations(app):
+        responses = paths[path][method]["responses"]
+        assert spec.get("responses") is not None and "2XX" not in responses, f"{method} {path}: no success answers"
+        successes = {int(s) for s in responses if s.isdigit() and 200 <= int(s) < 300}
+        assert successes == set(spec["responses"]), (method, path)
+        assert bool(successes) == ((method, path) not in never_succeed), (method, path)
+        for status, schema in spec["responses"].items():
+            documented = responses[str(status)]
+            if schema is None:
+                assert "content" not in documented, (method, path, status)
+                continue
+            assert any(schema is d for d in defined), f"{method} {path} {status}: not a response_schemas object"
+            assert documented["content"]["application/json"]["schema"] == to_openapi_31(schema)
+            with_body.add((method, path))
+    assert {("get", "/v2.1/servers/detail"), ("post", "/v2.1/servers"), ("get", "/v2.1/os-hypervisors/statistics"),
+            ("get", "/v2.1/limits"), ("get", "/"), ("post", "/v2.1/servers/{server_id}/action")} <= with_body
+    shown = paths["/v2.1/servers/{server_id}"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+    assert shown == to_openapi_31(response_schemas.SERVER_SHOWN)
+    action = paths["/v2.1/servers/{server_id}/action"]["post"]
+    assert "content" not in action["responses"]["202"]  # most actions answer 202 without a body
+    rebuilt = action["x-action-responses"]["rebuild"]["202"]["content"]["application/json"]["schema"]
+    assert rebuilt == to_openapi_31(response_schemas.SERVER_REBUILT)
+
+
+async def test_the_server_lists_document_the_query_the_handler_validates_with(apps):
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=apps["/v2.1/openapi.json"]),
+                                 base_url="http://nefos") as c:
+        paths = (await c.get("/v2.1/openapi.json")).json()["paths"]
+    for path in ("/v2.1/servers", "/v2.1/servers/detail"):
+        parameters = paths[path]["get"]["parameters"]
+        assert parameters == query_parameters(servers.LIST_QUERY), path
+        by_name = {p["name"]: p for p in parameters}
+        assert {"limit", "marker", "sort_key", "sort_dir", "changes-since", "all_tenants", "name", "status",
+                "ip", "ip6", "host"} <= set(by_name)
+        assert "changes-before" not in by_name and "tags" not in by_name and "locked" not in by_name  # not in 2.1
+        assert "metadata" not in by_name  # a filter on a joined table: always refused
+        assert "display_name" in by_name["sort_key"]["schema"]["items"]["enum"]
+    validated = servers._LIST_QUERY_CHECKS["2.1"]["properties"]
+    assert validated and all(validated[name] is servers.LIST_QUERY["properties"][name] for name in validated)
+    limits = paths["/v2.1/limits"]["get"]["parameters"]
+    assert [p["name"] for p in limits] == ["tenant_id"]

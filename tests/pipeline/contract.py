@@ -2,16 +2,24 @@
 
 ``check(response)`` validates a servers / server actions / server metadata /
 os-instance-actions response against Tempest's schema for the microversion it
-echoes (``tests.schemas.assert_schema``), an error against Nova's error body
-(``{"<kind>": {"code": N, "message": "..."}}``), and every response's request id
-and version headers. The pipeline harness runs it as an httpx response hook, so
-each test that drives servers also checks the contract.
+echoes (``tests.schemas.assert_schema``), every success answer at 2.1 (what a
+request without a version header gets) against the Compute API's own OpenAPI
+document (the schema its operation documents for the status, or no body), an
+error against Nova's error body (``{"<kind>": {"code": N, "message": "..."}}``),
+and every response's request id and version headers. The pipeline harness runs
+it as an httpx response hook, so each test that drives servers also checks the
+contract.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+
+import jsonschema
+from fastapi.routing import iter_route_contexts
+from starlette.routing import Match
 
 from tests.schemas import assert_schema
 
@@ -62,9 +70,74 @@ def schema_for(method: str, path: str, status: int) -> str | None | bool:
     return False
 
 
+@functools.cache
+def _compute_api_document() -> tuple[object, dict]:
+    """The Compute app's routes (no cloud behind them: only matched) and its OpenAPI document."""
+    from nefos.api.app import NOVA_ERROR_SCHEMA, create_app
+    from nefos.openapi import document
+    app = create_app(None, None)
+    return app, document(app, title="Nefos Compute API", version="2.1", error_schema=NOVA_ERROR_SCHEMA)
+
+
+def operation_path(method: str, path: str) -> str | None:
+    """The document's path of the Compute operation serving ``method path`` (None: no route)."""
+    app, _doc = _compute_api_document()
+    scope = {"type": "http", "method": method, "path": path, "root_path": ""}
+    for context in iter_route_contexts(app.routes):
+        match, _ = context.route.matches(scope)
+        if match == Match.FULL:
+            return re.sub(r"{(\w+):\w+}", r"{\1}", context.path)
+    return None
+
+
+def documented_success(method: str, path: str, status: int, action: str | None = None) -> dict | None:
+    """The OpenAPI response object the Compute document gives ``method path`` for ``status`` (an
+    action's own answer when the document has one), None when the path is no route of the API."""
+    template = operation_path(method, path)
+    if template is None:
+        return None
+    operation = _compute_api_document()[1]["paths"][template][method.lower()]
+    by_action = operation.get("x-action-responses", {}).get(action or "", {})
+    responses = {**operation["responses"], **by_action}
+    assert str(status) in responses, f"{method} {path} answered {status}, not documented"
+    return responses[str(status)]
+
+
+def operations_with_bodies() -> set[tuple[str, str]]:
+    """(method, path) of every Compute operation documenting a success answer with a body."""
+    return {(method.upper(), path) for path, operations in _compute_api_document()[1]["paths"].items()
+            for method, operation in operations.items()
+            for status, response in operation["responses"].items()
+            if status.startswith("2") and "content" in response}
+
+
+def check_documented_success(response) -> None:
+    """A 2xx answer at 2.1 matches its operation's documented response: its schema, or no body."""
+    request = response.request
+    action = None
+    if request.method == "POST" and request.url.path.endswith("/action") and request.content:
+        body = json.loads(request.content)
+        action = next(iter(body), None) if isinstance(body, dict) else None
+    documented = documented_success(request.method, request.url.path, response.status_code, action)
+    if documented is None:
+        return
+    content = documented.get("content", {}).get("application/json")
+    if content is None:
+        assert not response.content, f"{request.method} {request.url.path}: a body where none is documented"
+        return
+    assert response.headers.get("content-type", "").startswith("application/json"), response.headers
+    validator = jsonschema.Draft202012Validator(content["schema"],
+                                                format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    errors = sorted(validator.iter_errors(response.json()), key=lambda e: list(e.absolute_path))
+    assert not errors, (f"{request.method} {request.url.path} {response.status_code}: "
+                        + "; ".join(f"{list(e.absolute_path)}: {e.message}" for e in errors[:5]))
+
+
 def check(response) -> None:
     request = response.request
     path = request.url.path
+    if path == "/" and response.status_code < 300:
+        check_documented_success(response)
     if not (path.startswith("/v2.1/") or path == "/v2.1"):
         return
     assert response.headers.get("x-openstack-request-id", "").startswith("req-"), response.headers
@@ -78,6 +151,8 @@ def check(response) -> None:
         assert list(body) == [key], (response.status_code, body)
         assert body[key]["code"] == response.status_code and body[key]["message"], body
         return
+    if 200 <= response.status_code < 300 and version == "compute 2.1":
+        check_documented_success(response)
     name = schema_for(request.method, path, response.status_code)
     if name is False:
         return  # not a servers route: flavors, os-services, ... are checked by their own suites

@@ -6,11 +6,14 @@ from fastapi import APIRouter, Request
 
 from nefos.api import common
 from nefos.compute import availability_zones as az_mod
+from nefos.api import response_schemas as responses
+from nefos.openapi import documented
 
 router = APIRouter()
 
 
 @router.get("/v2.1/os-availability-zone")
+@documented(responses={200: responses.AVAILABILITY_ZONES})
 async def list_zones(request: Request):
     common.authorize(request, "os_compute_api:os-availability-zone:list")
     rt = request.app.state.rt
@@ -18,6 +21,7 @@ async def list_zones(request: Request):
 
 
 @router.get("/v2.1/os-availability-zone/detail")
+@documented(responses={200: responses.AVAILABILITY_ZONES})
 async def list_zones_detail(request: Request):
     common.require_admin(request, "os_compute_api:os-availability-zone:detail")
     rt = request.app.state.rt

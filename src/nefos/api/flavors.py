@@ -22,6 +22,7 @@ from nefos.api.validation import (BOOLEAN, MAX_INT, NAME, NON_NEGATIVE_INTEGER, 
                                   validate, validate_integer, validate_query)
 from nefos.compute import flavors as flavors_mod
 from nefos.openapi import documented
+from nefos.api import response_schemas as responses
 
 router = APIRouter()
 
@@ -83,6 +84,7 @@ ADD_TENANT_ACCESS = {"type": "object", "properties": {"addTenantAccess": _TENANT
                      "required": ["addTenantAccess"], "additionalProperties": False}
 REMOVE_TENANT_ACCESS = {"type": "object", "properties": {"removeTenantAccess": _TENANT},
                         "required": ["removeTenantAccess"], "additionalProperties": False}
+ACCESS_ACTION = {"anyOf": [ADD_TENANT_ACCESS, REMOVE_TENANT_ACCESS]}
 
 _LIST_PARAMS = {"limit": NON_NEGATIVE_INTEGER, "marker": {"type": "string"}, "is_public": {"type": "string"},
                 "minRam": {"type": "string"}, "minDisk": {"type": "string"},
@@ -176,25 +178,26 @@ async def _list(request: Request, detailed: bool):
 
 
 @router.get("/v2.1/flavors")
-@documented(query=LIST_QUERY)
+@documented(query=LIST_QUERY, responses={200: responses.FLAVORS})
 async def list_flavors(request: Request):
     return await _list(request, detailed=False)
 
 
 @router.get("/v2.1/flavors/detail")
-@documented(query=LIST_QUERY)
+@documented(query=LIST_QUERY, responses={200: responses.FLAVORS_DETAIL})
 async def list_flavors_detail(request: Request):
     return await _list(request, detailed=True)
 
 
 @router.get("/v2.1/flavors/{flavor_id}")
+@documented(responses={200: responses.FLAVOR_SHOWN})
 async def show_flavor(request: Request, flavor_id: str):
     flavor = await flavors_mod.get_by_flavor_id(_db(request), flavor_id, rest.get_context(request))
     return {"flavor": detail_view(request, flavor, _with_extra_specs(request))}
 
 
 @router.put("/v2.1/flavors/{flavor_id}")
-@documented(request=UPDATE)
+@documented(request=UPDATE, responses={200: responses.FLAVOR_SHOWN})
 async def update_flavor(request: Request, flavor_id: str):
     """2.55: change a flavor's description (the only thing that can change)."""
     if not request.state.api_version.matches("2.55"):
@@ -207,7 +210,7 @@ async def update_flavor(request: Request, flavor_id: str):
 
 
 @router.post("/v2.1/flavors")
-@documented(request=CREATE)
+@documented(request=CREATE, responses={200: responses.FLAVOR_SHOWN})
 async def create_flavor(request: Request):
     body = await rest.json_body(request)
     validate(body, CREATE_V255 if request.state.api_version.matches("2.55") else CREATE)
@@ -234,6 +237,7 @@ async def create_flavor(request: Request):
 
 
 @router.delete("/v2.1/flavors/{flavor_id}")
+@documented(responses={202: responses.NO_BODY})
 async def delete_flavor(request: Request, flavor_id: str):
     common.require_admin(request, "os_compute_api:os-flavor-manage:delete")
     await flavors_mod.delete(_db(request), flavor_id)
@@ -253,6 +257,7 @@ def _spec_values(request: Request, specs: dict) -> dict[str, str]:
 
 
 @router.get("/v2.1/flavors/{flavor_id}/os-extra_specs")
+@documented(responses={200: responses.EXTRA_SPECS})
 async def list_extra_specs(request: Request, flavor_id: str):
     ctx = common.authorize(request, "os_compute_api:os-flavor-extra-specs:index")
     specs = await flavors_mod.get_extra_specs(_db(request), flavor_id, ctx)
@@ -260,7 +265,7 @@ async def list_extra_specs(request: Request, flavor_id: str):
 
 
 @router.post("/v2.1/flavors/{flavor_id}/os-extra_specs")
-@documented(request=EXTRA_SPECS_CREATE)
+@documented(request=EXTRA_SPECS_CREATE, responses={200: responses.EXTRA_SPECS})
 async def create_extra_specs(request: Request, flavor_id: str):
     body = await rest.json_body(request)
     validate(body, EXTRA_SPECS_CREATE)
@@ -271,6 +276,7 @@ async def create_extra_specs(request: Request, flavor_id: str):
 
 
 @router.get("/v2.1/flavors/{flavor_id}/os-extra_specs/{key}")
+@documented(responses={200: responses.EXTRA_SPEC})
 async def show_extra_spec(request: Request, flavor_id: str, key: str):
     ctx = common.authorize(request, "os_compute_api:os-flavor-extra-specs:show")
     specs = await flavors_mod.get_extra_specs(_db(request), flavor_id, ctx)
@@ -280,7 +286,7 @@ async def show_extra_spec(request: Request, flavor_id: str, key: str):
 
 
 @router.put("/v2.1/flavors/{flavor_id}/os-extra_specs/{key}")
-@documented(request=EXTRA_SPEC_UPDATE)
+@documented(request=EXTRA_SPEC_UPDATE, responses={200: responses.EXTRA_SPEC})
 async def update_extra_spec(request: Request, flavor_id: str, key: str):
     body = await rest.json_body(request)
     validate(body, EXTRA_SPEC_UPDATE)
@@ -293,6 +299,7 @@ async def update_extra_spec(request: Request, flavor_id: str, key: str):
 
 
 @router.delete("/v2.1/flavors/{flavor_id}/os-extra_specs/{key}")
+@documented(responses={200: responses.NO_BODY})
 async def delete_extra_spec(request: Request, flavor_id: str, key: str):
     common.require_admin(request, "os_compute_api:os-flavor-extra-specs:delete")
     await flavors_mod.delete_extra_spec(_db(request), flavor_id, key)
@@ -302,12 +309,14 @@ async def delete_extra_spec(request: Request, flavor_id: str, key: str):
 # Access to private flavors -----------------------------------------------------------
 
 @router.get("/v2.1/flavors/{flavor_id}/os-flavor-access")
+@documented(responses={200: responses.FLAVOR_ACCESS})
 async def list_flavor_access(request: Request, flavor_id: str):
     common.require_admin(request, "os_compute_api:os-flavor-access")
     return {"flavor_access": await flavors_mod.list_access(_db(request), flavor_id)}
 
 
 @router.post("/v2.1/flavors/{flavor_id}/action")
+@documented(request=ACCESS_ACTION, responses={200: responses.FLAVOR_ACCESS})
 async def flavor_action(request: Request, flavor_id: str):
     body = await rest.json_body(request)
     if isinstance(body, dict) and "addTenantAccess" in body:

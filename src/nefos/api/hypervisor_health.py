@@ -16,6 +16,8 @@ from fastapi import APIRouter, Request
 
 from nefos.api import common
 from nefos.compute import services as services_mod
+from nefos.api import response_schemas as responses
+from nefos.openapi import documented
 
 router = APIRouter()
 
@@ -25,6 +27,7 @@ def _ts(value) -> str | None:
 
 
 @router.get("/v2.1/nefos-hypervisor-health")
+@documented(responses={200: responses.HYPERVISOR_HEALTH})
 async def hypervisor_health(request: Request):
     common.require_admin(request, "nefos:hypervisor-health")
     rt = request.app.state.rt

@@ -15,11 +15,13 @@ import json
 
 from fastapi import APIRouter, Request
 
-from nefos import exceptions
+from nefos import exceptions, rest
 from nefos.api import common
 from nefos.api.validation import (BOOLEAN, HOSTNAME, NON_NEGATIVE_INTEGER, bool_from_string, is_uuid_like,
                                   query_schema, validate_query)
 from nefos.compute import hypervisors as hyp_mod
+from nefos.api import response_schemas as responses
+from nefos.openapi import documented
 
 router = APIRouter()
 
@@ -96,16 +98,19 @@ async def _list(request: Request, detail: bool):
 
 
 @router.get("/v2.1/os-hypervisors")
+@documented(responses={200: responses.HYPERVISORS})
 async def list_hypervisors(request: Request):
     return await _list(request, detail=False)
 
 
 @router.get("/v2.1/os-hypervisors/detail")
+@documented(responses={200: responses.HYPERVISORS_DETAIL})
 async def list_hypervisors_detail(request: Request):
     return await _list(request, detail=True)
 
 
 @router.get("/v2.1/os-hypervisors/statistics")
+@documented(responses={200: responses.HYPERVISOR_STATISTICS})
 async def hypervisor_statistics(request: Request):
     if request.state.api_version.matches("2.88"):
         raise exceptions.NotFound("The resource could not be found.")
@@ -119,11 +124,17 @@ async def _get(request: Request, hypervisor_id: str) -> dict:
     by_uuid = request.state.api_version.matches("2.53")
     if by_uuid and not is_uuid_like(hypervisor_id):
         raise exceptions.ValidationError(f"Invalid uuid {hypervisor_id}")
+    if not by_uuid:
+        try:
+            rest.parse_int64(hypervisor_id)
+        except ValueError:  # no such id fits the database's integers
+            raise exceptions.HypervisorNotFound(id=hypervisor_id) from None
     rt = _rt(request)
     return await hyp_mod.get_node(rt.db, rt.cfg, hypervisor_id, by_uuid=by_uuid)
 
 
 @router.get("/v2.1/os-hypervisors/{hypervisor_id}")
+@documented(responses={200: responses.HYPERVISOR})
 async def show_hypervisor(request: Request, hypervisor_id: str):
     common.require_admin(request, "os_compute_api:os-hypervisors:show")
     with_servers = False
@@ -136,6 +147,7 @@ async def show_hypervisor(request: Request, hypervisor_id: str):
 
 
 @router.get("/v2.1/os-hypervisors/{hypervisor_id}/uptime")
+@documented(responses={200: responses.HYPERVISOR_UPTIME})
 async def hypervisor_uptime(request: Request, hypervisor_id: str):
     if request.state.api_version.matches("2.88"):
         raise exceptions.NotFound("The resource could not be found.")
@@ -161,6 +173,7 @@ def _before_253(request: Request) -> None:
 
 
 @router.get("/v2.1/os-hypervisors/{pattern}/search")
+@documented(responses={200: responses.HYPERVISORS})
 async def search_hypervisors(request: Request, pattern: str):
     _before_253(request)
     common.require_admin(request, "os_compute_api:os-hypervisors:search")
@@ -168,6 +181,7 @@ async def search_hypervisors(request: Request, pattern: str):
 
 
 @router.get("/v2.1/os-hypervisors/{pattern}/servers")
+@documented(responses={200: responses.HYPERVISOR_SERVERS})
 async def hypervisor_servers(request: Request, pattern: str):
     _before_253(request)
     common.require_admin(request, "os_compute_api:os-hypervisors:servers")

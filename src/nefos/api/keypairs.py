@@ -18,6 +18,7 @@ from nefos.api.validation import NAME, NON_NEGATIVE_INTEGER, query_schema, valid
 from nefos.compute import keypairs as keypairs_mod
 from nefos.openapi import documented
 from nefos.api import microversion
+from nefos.api import response_schemas as responses
 
 router = APIRouter()
 
@@ -75,6 +76,7 @@ def _with_type(request: Request, view: dict, keypair: dict) -> dict:
 
 
 @router.get("/v2.1/os-keypairs")
+@documented(responses={200: responses.KEYPAIRS})
 async def list_keypairs(request: Request):
     version = request.state.api_version
     user_id = _user_id(request, "index")
@@ -94,6 +96,7 @@ async def list_keypairs(request: Request):
 
 
 @router.get("/v2.1/os-keypairs/{name}")
+@documented(responses={200: responses.KEYPAIR})
 async def show_keypair(request: Request, name: str):
     user_id = _user_id(request, "show")
     k = await keypairs_mod.get_keypair(request.app.state.rt.db, user_id, name)
@@ -104,7 +107,7 @@ async def show_keypair(request: Request, name: str):
 
 
 @router.post("/v2.1/os-keypairs")
-@documented(request=lambda: _create_schema(microversion.MIN))
+@documented(request=lambda: _create_schema(microversion.MIN), responses={200: responses.KEYPAIR_CREATED})
 async def create_keypair(request: Request):
     version = request.state.api_version
     body = await rest.json_body(request)
@@ -125,6 +128,7 @@ async def create_keypair(request: Request):
 
 
 @router.delete("/v2.1/os-keypairs/{name}")
+@documented(responses={202: responses.NO_BODY})
 async def delete_keypair(request: Request, name: str):
     user_id = _user_id(request, "delete")
     await keypairs_mod.delete_keypair(request.app.state.rt.db, user_id, name)

@@ -12,6 +12,8 @@ from fastapi import APIRouter, Request
 from nefos import policy, rest
 from nefos.api.validation import query_schema, validate_query
 from nefos.compute import quota_sets as qs_mod
+from nefos.api import response_schemas as responses
+from nefos.openapi import documented
 
 router = APIRouter()
 
@@ -65,6 +67,7 @@ _QUERY_V275 = query_schema({"tenant_id": {"type": "string"}}, strict=True)
 
 
 @router.get("/v2.1/limits")
+@documented(query=_QUERY, responses={200: responses.LIMITS})
 async def show_limits(request: Request):
     validate_query(request.query_params, _QUERY_V275 if request.state.api_version.matches("2.75") else _QUERY)
     ctx = rest.get_context(request)

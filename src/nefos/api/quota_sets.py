@@ -18,6 +18,7 @@ from nefos.api.validation import BOOLEAN, MAX_INT, bool_from_string, query_schem
 from nefos.compute import quota_sets as qs_mod
 from nefos.openapi import documented
 from nefos.api import microversion
+from nefos.api import response_schemas as responses
 
 router = APIRouter()
 
@@ -30,6 +31,13 @@ def update_schema(version) -> dict:
     return {"type": "object",
             "properties": {"quota_set": {"type": "object", "properties": props, "additionalProperties": False}},
             "required": ["quota_set"], "additionalProperties": False}
+
+
+def class_update_schema(version) -> dict:
+    names = qs_mod.quota_class_resources(version)
+    return {"type": "object", "properties": {"quota_class_set": {
+        "type": "object", "properties": {n: _QUOTA for n in names}, "additionalProperties": False}},
+        "required": ["quota_class_set"], "additionalProperties": False}
 
 
 def _rt(request: Request):
@@ -54,6 +62,7 @@ def _format(request: Request, values: dict, project_id: str | None) -> dict:
 
 
 @router.get("/v2.1/os-quota-sets/{project_id}")
+@documented(query=_QUERY, responses={200: responses.QUOTA_SET})
 async def show_quota_set(request: Request, project_id: str):
     _check_project(request, project_id, "show")
     rt = _rt(request)
@@ -61,6 +70,7 @@ async def show_quota_set(request: Request, project_id: str):
 
 
 @router.get("/v2.1/os-quota-sets/{project_id}/defaults")
+@documented(responses={200: responses.QUOTA_SET})
 async def show_quota_defaults(request: Request, project_id: str):
     _check_project(request, project_id, "defaults")
     rt = _rt(request)
@@ -68,6 +78,7 @@ async def show_quota_defaults(request: Request, project_id: str):
 
 
 @router.get("/v2.1/os-quota-sets/{project_id}/detail")
+@documented(query=_QUERY, responses={200: responses.QUOTA_SET_DETAIL})
 async def show_quota_detail(request: Request, project_id: str):
     _check_project(request, project_id, "detail")
     rt = _rt(request)
@@ -78,7 +89,8 @@ async def show_quota_detail(request: Request, project_id: str):
 
 
 @router.put("/v2.1/os-quota-sets/{project_id}")
-@documented(request=lambda: update_schema(microversion.MIN))
+@documented(request=lambda: update_schema(microversion.MIN), query=_QUERY,
+            responses={200: responses.QUOTA_SET_UPDATED})
 async def update_quota_set(request: Request, project_id: str):
     body = await rest.json_body(request)
     validate(body, update_schema(request.state.api_version))
@@ -94,6 +106,7 @@ async def update_quota_set(request: Request, project_id: str):
 
 
 @router.delete("/v2.1/os-quota-sets/{project_id}")
+@documented(query=_QUERY, responses={202: responses.NO_BODY})
 async def delete_quota_set(request: Request, project_id: str):
     _check_project(request, project_id, "delete")
     await qs_mod.reset(_rt(request).db, project_id)
@@ -101,6 +114,7 @@ async def delete_quota_set(request: Request, project_id: str):
 
 
 @router.get("/v2.1/os-quota-class-sets/{class_name}")
+@documented(responses={200: responses.QUOTA_CLASS_SET})
 async def show_quota_class_set(request: Request, class_name: str):
     common.require_admin(request, "os_compute_api:os-quota-class-sets:show")
     version = request.state.api_version
@@ -111,15 +125,15 @@ async def show_quota_class_set(request: Request, class_name: str):
 
 
 @router.put("/v2.1/os-quota-class-sets/{class_name}")
+@documented(request=lambda: class_update_schema(microversion.MIN),
+            responses={200: responses.QUOTA_CLASS_SET_UPDATED})
 async def update_quota_class_set(request: Request, class_name: str):
     """Set the ``default`` class's limits: every project's defaults from now on (admin)."""
     common.require_admin(request, "os_compute_api:os-quota-class-sets:update")
     version = request.state.api_version
     names = qs_mod.quota_class_resources(version)
     body = await rest.json_body(request)
-    validate(body, {"type": "object", "properties": {"quota_class_set": {
-        "type": "object", "properties": {n: _QUOTA for n in names}, "additionalProperties": False}},
-        "required": ["quota_class_set"], "additionalProperties": False})
+    validate(body, class_update_schema(version))
     if len(class_name) > 255:
         raise exceptions.ValidationError("Quota class name is too long (more than 255 characters).")
     values = {k: int(v) for k, v in body["quota_class_set"].items()}

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Request
 
 from nefos import exceptions, rest
 from nefos.api.server_actions import no_such_action, single_action
+from nefos.openapi import documented
 
 router = APIRouter()
 
@@ -43,6 +44,7 @@ REMOVED_ROUTES = (
 )
 
 
+@documented(responses={})  # never a success: 410 Gone
 async def gone():
     raise exceptions.Gone()
 
@@ -52,6 +54,7 @@ for _path, _methods in REMOVED_ROUTES:
 
 
 @router.post("/v2.1/os-fixed-ips/{id}/action", include_in_schema=False)
+@documented(responses={})
 async def fixed_ip_action(request: Request, id: str):
     """Nova dispatches the action before its removed handler: only reserve/unreserve are Gone."""
     name, _args = single_action(await rest.json_body(request))

@@ -9,6 +9,7 @@ from nefos import exceptions, policy, rest
 from nefos.api import console_output, microversion, server_admin_actions, server_image_actions, server_resize_actions
 from nefos.api.validation import validate
 from nefos.openapi import documented
+from nefos.api import response_schemas as responses
 
 router = APIRouter()
 
@@ -91,7 +92,9 @@ def action_schema() -> dict:
 
 
 @router.post("/v2.1/servers/{server_id}/action")
-@documented(request=action_schema)
+@documented(request=action_schema, responses={200: responses.CONSOLE_OUTPUT, 202: responses.NO_BODY,
+                                                204: responses.NO_BODY},
+            action_responses={name: {202: schema} for name, schema in responses.ACTION_BODIES.items()})
 async def server_action(request: Request, server_id: str):
     ctx = rest.get_context(request)
     body = await rest.json_body(request)

@@ -14,11 +14,16 @@ from starlette.responses import JSONResponse
 from nefos import rest
 from nefos.api.validation import validate
 from nefos.compute import external_events
+from nefos.api import response_schemas as responses
+from nefos.openapi import documented
+from nefos.api import microversion
 
 router = APIRouter()
 
 
 @router.post("/v2.1/os-server-external-events")
+@documented(request=lambda: external_events.request_schema(microversion.MIN),
+            responses={200: responses.EXTERNAL_EVENTS, 207: responses.EXTERNAL_EVENTS})
 async def create(request: Request):
     ctx = rest.get_context(request)
     body = await rest.json_body(request)

@@ -19,6 +19,7 @@ from nefos.api.validation import (NAME, NON_NEGATIVE_INTEGER, POSITIVE_INTEGER, 
                                   validate_query)
 from nefos.compute import server_groups as groups_mod
 from nefos.openapi import documented
+from nefos.api import response_schemas as responses
 
 router = APIRouter()
 
@@ -98,6 +99,7 @@ async def _get_visible(request: Request, group_id: str, action: str) -> dict:
 
 
 @router.get("/v2.1/os-server-groups")
+@documented(query=LIST_QUERY, responses={200: responses.SERVER_GROUPS})
 async def list_server_groups(request: Request):
     ctx = common.authorize(request, "os_compute_api:os-server-groups:index")
     strict = request.state.api_version.matches("2.75")
@@ -111,12 +113,13 @@ async def list_server_groups(request: Request):
 
 
 @router.get("/v2.1/os-server-groups/{group_id}")
+@documented(responses={200: responses.SERVER_GROUP_SHOWN})
 async def show_server_group(request: Request, group_id: str):
     return {"server_group": view(request, await _get_visible(request, group_id, "show"))}
 
 
 @router.post("/v2.1/os-server-groups")
-@documented(request=CREATE)
+@documented(request=CREATE, responses={200: responses.SERVER_GROUP_SHOWN})
 async def create_server_group(request: Request):
     body = await rest.json_body(request)
     version = request.state.api_version
@@ -136,6 +139,7 @@ async def create_server_group(request: Request):
 
 
 @router.delete("/v2.1/os-server-groups/{group_id}")
+@documented(responses={204: responses.NO_BODY})
 async def delete_server_group(request: Request, group_id: str):
     await _get_visible(request, group_id, "delete")
     await groups_mod.delete_group(request.app.state.rt.db, group_id)

@@ -6,6 +6,8 @@ from fastapi import APIRouter, Request
 
 from nefos import exceptions, policy, rest
 from nefos.api import server_view
+from nefos.api import response_schemas as responses
+from nefos.openapi import documented
 
 router = APIRouter()
 
@@ -18,11 +20,13 @@ async def _addresses(request: Request, server_id: str, rule: str) -> dict:
 
 
 @router.get("/v2.1/servers/{server_id}/ips")
+@documented(responses={200: responses.SERVER_ADDRESSES})
 async def list_ips(request: Request, server_id: str):
     return {"addresses": await _addresses(request, server_id, "os_compute_api:ips:index")}
 
 
 @router.get("/v2.1/servers/{server_id}/ips/{network_label}")
+@documented(responses={200: responses.NETWORK_ADDRESSES})
 async def show_ips(request: Request, server_id: str, network_label: str):
     addresses = await _addresses(request, server_id, "os_compute_api:ips:show")
     if network_label not in addresses:

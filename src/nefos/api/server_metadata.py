@@ -9,6 +9,7 @@ from nefos import exceptions, policy, rest
 from nefos.api.servers import _METADATA
 from nefos.api.validation import validate
 from nefos.openapi import documented
+from nefos.api import response_schemas as responses
 
 router = APIRouter()
 
@@ -20,6 +21,7 @@ _META_ITEM_BODY = {"type": "object", "properties": {"meta": {
 
 
 @router.get("/v2.1/servers/{server_id}/metadata")
+@documented(responses={200: responses.METADATA})
 async def list_metadata(request: Request, server_id: str):
     policy.enforce(rest.get_context(request), "os_compute_api:server-metadata:index")
     instance = await request.app.state.compute_api.get(rest.get_context(request), server_id)
@@ -37,18 +39,19 @@ async def _update(request: Request, server_id: str, replace: bool):
 
 
 @router.post("/v2.1/servers/{server_id}/metadata")
-@documented(request=_METADATA_BODY)
+@documented(request=_METADATA_BODY, responses={200: responses.METADATA})
 async def update_metadata(request: Request, server_id: str):
     return await _update(request, server_id, replace=False)
 
 
 @router.put("/v2.1/servers/{server_id}/metadata")
-@documented(request=_METADATA_BODY)
+@documented(request=_METADATA_BODY, responses={200: responses.METADATA})
 async def replace_metadata(request: Request, server_id: str):
     return await _update(request, server_id, replace=True)
 
 
 @router.get("/v2.1/servers/{server_id}/metadata/{key}")
+@documented(responses={200: responses.METADATA_ITEM})
 async def show_metadata_item(request: Request, server_id: str, key: str):
     policy.enforce(rest.get_context(request), "os_compute_api:server-metadata:show")
     instance = await request.app.state.compute_api.get(rest.get_context(request), server_id)
@@ -59,7 +62,7 @@ async def show_metadata_item(request: Request, server_id: str, key: str):
 
 
 @router.put("/v2.1/servers/{server_id}/metadata/{key}")
-@documented(request=_META_ITEM_BODY)
+@documented(request=_META_ITEM_BODY, responses={200: responses.METADATA_ITEM})
 async def set_metadata_item(request: Request, server_id: str, key: str):
     policy.enforce(rest.get_context(request), "os_compute_api:server-metadata:update")
     body = await rest.json_body(request)
@@ -72,6 +75,7 @@ async def set_metadata_item(request: Request, server_id: str, key: str):
 
 
 @router.delete("/v2.1/servers/{server_id}/metadata/{key}")
+@documented(responses={204: responses.NO_BODY})
 async def delete_metadata_item(request: Request, server_id: str, key: str):
     policy.enforce(rest.get_context(request), "os_compute_api:server-metadata:delete")
     await request.app.state.compute_api.delete_metadata_item(rest.get_context(request), server_id, key)

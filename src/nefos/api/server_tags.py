@@ -11,6 +11,7 @@ from nefos.api.common import base_url
 from nefos.api.servers import MAX_TAGS, _TAG
 from nefos.api.validation import validate
 from nefos.openapi import documented
+from nefos.api import response_schemas as responses
 
 router = APIRouter()
 
@@ -31,13 +32,14 @@ def _compute_api(request: Request):
 
 
 @router.get("/v2.1/servers/{server_id}/tags")
+@documented(responses={200: responses.TAGS})
 async def list_tags(request: Request, server_id: str):
     ctx = _context(request, "index")
     return {"tags": (await _compute_api(request).get(ctx, server_id)).get("tags") or []}
 
 
 @router.put("/v2.1/servers/{server_id}/tags")
-@documented(request=_TAGS_BODY)
+@documented(request=_TAGS_BODY, responses={200: responses.TAGS})
 async def replace_tags(request: Request, server_id: str):
     ctx = _context(request, "update_all")
     body = await rest.json_body(request)
@@ -46,6 +48,7 @@ async def replace_tags(request: Request, server_id: str):
 
 
 @router.delete("/v2.1/servers/{server_id}/tags")
+@documented(responses={204: responses.NO_BODY})
 async def delete_tags(request: Request, server_id: str):
     ctx = _context(request, "delete_all")
     await _compute_api(request).set_tags(ctx, server_id, [])
@@ -53,6 +56,7 @@ async def delete_tags(request: Request, server_id: str):
 
 
 @router.get("/v2.1/servers/{server_id}/tags/{tag}")
+@documented(responses={204: responses.NO_BODY})
 async def check_tag(request: Request, server_id: str, tag: str):
     ctx = _context(request, "show")
     if tag not in ((await _compute_api(request).get(ctx, server_id)).get("tags") or []):
@@ -61,6 +65,7 @@ async def check_tag(request: Request, server_id: str, tag: str):
 
 
 @router.put("/v2.1/servers/{server_id}/tags/{tag}")
+@documented(responses={201: responses.NO_BODY, 204: responses.NO_BODY})
 async def add_tag(request: Request, server_id: str, tag: str):
     ctx = _context(request, "update")
     validate(tag, _TAG)
@@ -75,6 +80,7 @@ async def add_tag(request: Request, server_id: str, tag: str):
 
 
 @router.delete("/v2.1/servers/{server_id}/tags/{tag}")
+@documented(responses={204: responses.NO_BODY})
 async def delete_tag(request: Request, server_id: str, tag: str):
     ctx = _context(request, "delete")
     tags = (await _compute_api(request).get(ctx, server_id)).get("tags") or []

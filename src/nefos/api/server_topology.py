@@ -14,6 +14,8 @@ from fastapi import APIRouter, Request
 
 from nefos import exceptions, policy, rest
 from nefos.api.validation import query_schema, validate_query
+from nefos.api import response_schemas as responses
+from nefos.openapi import documented
 
 router = APIRouter()
 
@@ -21,6 +23,7 @@ _QUERY_V2102 = query_schema({}, strict=True)  # 2.102: no query parameter at all
 
 
 @router.get("/v2.1/servers/{server_id}/topology")
+@documented(responses={200: responses.TOPOLOGY})
 async def show_topology(request: Request, server_id: str):
     version = request.state.api_version
     if not version.matches("2.78"):

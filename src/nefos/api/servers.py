@@ -29,7 +29,8 @@ from starlette.responses import JSONResponse, Response
 from nefos import exceptions, rest
 from nefos import policy
 from nefos.api import common, server_view
-from nefos.api.validation import bool_from_string, is_uuid_like, validate, validate_query
+from nefos.api import response_schemas as responses
+from nefos.api.validation import bool_from_string, is_uuid_like, query_schema, validate, validate_query
 from nefos.compute.services import COMPUTE_BINARY
 from nefos.objects import states
 from nefos.openapi import documented
@@ -243,7 +244,7 @@ def _requested_networks(server: dict, version):
 
 
 @router.post("/v2.1/servers")
-@documented(request=lambda: create_schema(microversion.MIN))
+@documented(request=lambda: create_schema(microversion.MIN), responses={202: responses.SERVER_CREATED})
 async def create_server(request: Request):
     ctx = common.authorize(request, "os_compute_api:servers:create")
     version = request.state.api_version
@@ -422,12 +423,43 @@ _JOINED_TABLE_FILTERS = ("block_device_mapping", "services", "metadata", "system
                          "security_groups", "pci_devices")
 
 
-def _sort_keys_schema(version) -> dict:
-    valid = set(_SORT_KEYS) | set(_IGNORED_SORT_KEYS)  # "locked" a real key from 2.73
+def _sort_keys(version) -> list[str]:
     if version.matches("2.75"):
-        valid = set(_SORT_KEYS) | {"locked"}  # the ignored ones are 400 from 2.75
-    return {"type": "object", "properties": {"sort_key": {"type": "array", "items": {
-        "type": "string", "enum": sorted(valid)}}}}
+        return sorted({*_SORT_KEYS, "locked"})  # the ignored ones are 400 from 2.75
+    return sorted({*_SORT_KEYS, *_IGNORED_SORT_KEYS})  # "locked" a real key from 2.73
+
+
+def list_query_schema(version) -> dict:
+    """The query parameters of the server lists at ``version``: every name Nova's list takes (each
+    a repeatable string unless said otherwise) but the filters on joined tables it always refuses,
+    the sort keys it knows, and from 2.75 nothing else."""
+    names = [n for n in _QUERY_V275 if n not in _JOINED_TABLE_FILTERS
+             and (n not in _FILTER_SINCE or version.matches(_FILTER_SINCE[n]))]
+    properties: dict = {name: {"type": "string"} for name in names}
+    properties.update({
+        "sort_key": {"type": "string", "enum": _sort_keys(version)},
+        "sort_dir": {"type": "string", "enum": ["asc", "desc"]},
+        "limit": {"type": "string", "pattern": "^[0-9]+$"},
+        "changes-since": {"type": "string", "format": "date-time"},
+    })
+    if "changes-before" in properties:
+        properties["changes-before"] = {"type": "string", "format": "date-time"}
+    return query_schema(properties, strict=version.matches("2.75"))
+
+
+LIST_QUERY = list_query_schema(microversion.MIN)
+# The part of the list query the handler validates by schema; the other parameters keep Nova's own
+# checks and messages (limit, the timestamps, the 2.75 refusal of unknown names).
+_SCHEMA_CHECKED = ("sort_key",)
+
+
+def _schema_checked(schema: dict) -> dict:
+    return {"type": "object",
+            "properties": {name: schema["properties"][name] for name in _SCHEMA_CHECKED}}
+
+
+_LIST_QUERY_CHECKS = {"2.1": _schema_checked(LIST_QUERY),
+                      "2.75": _schema_checked(list_query_schema(microversion.APIVersion.parse("2.75")))}
 
 
 def _sort_params(params, version) -> tuple[list[str], list[str]]:
@@ -445,7 +477,7 @@ def _sort_params(params, version) -> tuple[list[str], list[str]]:
 
 def _check_list_query(params, version, ctx, allowed: set[str] | None) -> None:
     """Nova's 400 and 403 answers to a list query, in Nova's order (``_get_servers``)."""
-    validate_query(params, _sort_keys_schema(version))
+    validate_query(params, _LIST_QUERY_CHECKS["2.75" if version.matches("2.75") else "2.1"])
     for key in params.keys():
         if (key in _JOINED_TABLE_FILTERS or key.startswith("_")) and allowed is None:
             raise exceptions.ValidationError(f"Invalid filter field: {key}.")
@@ -567,11 +599,13 @@ async def _list(request: Request, detailed: bool):
 
 
 @router.get("/v2.1/servers")
+@documented(query=LIST_QUERY, responses={200: responses.SERVERS})
 async def list_servers(request: Request):
     return await _list(request, detailed=False)
 
 
 @router.get("/v2.1/servers/detail")
+@documented(query=LIST_QUERY, responses={200: responses.SERVERS_DETAIL})
 async def list_servers_detail(request: Request):
     return await _list(request, detailed=True)
 
@@ -587,12 +621,13 @@ async def show_view(request: Request, server_id: str) -> dict:
 
 
 @router.get("/v2.1/servers/{server_id}")
+@documented(responses={200: responses.SERVER_SHOWN})
 async def show_server(request: Request, server_id: str):
     return {"server": await show_view(request, server_id)}
 
 
 @router.put("/v2.1/servers/{server_id}")
-@documented(request=lambda: update_schema(microversion.MIN))
+@documented(request=lambda: update_schema(microversion.MIN), responses={200: responses.SERVER_UPDATED})
 async def update_server(request: Request, server_id: str):
     ctx = common.authorize(request, "os_compute_api:servers:update")
     version = request.state.api_version
@@ -616,6 +651,7 @@ async def update_server(request: Request, server_id: str):
 
 
 @router.delete("/v2.1/servers/{server_id}")
+@documented(responses={204: responses.NO_BODY})
 async def delete_server(request: Request, server_id: str):
     ctx = common.authorize(request, "os_compute_api:servers:delete")
     await _compute_api(request).delete(ctx, server_id)

@@ -21,6 +21,7 @@ from nefos.api.validation import (BOOLEAN, HOSTNAME, bool_from_string, is_uuid_l
                                   validate_integer, validate_query)
 from nefos.compute import services as services_mod
 from nefos.openapi import documented
+from nefos.api import response_schemas as responses
 
 router = APIRouter()
 
@@ -65,6 +66,7 @@ def view(request: Request, svc: dict) -> dict:
 
 
 @router.get("/v2.1/os-services")
+@documented(query=LIST_QUERY, responses={200: responses.SERVICES})
 async def list_services(request: Request):
     common.require_admin(request, "os_compute_api:os-services:list")
     params = request.query_params
@@ -83,7 +85,7 @@ def _check_updatable(binary: str) -> None:
 
 
 @router.put("/v2.1/os-services/{action}")
-@documented(request=UPDATE)
+@documented(request=UPDATE, responses={200: responses.SERVICE_UPDATED})
 async def update_service(request: Request, action: str):
     version = request.state.api_version
     if version.matches("2.53"):
@@ -143,6 +145,7 @@ async def _update_v253(request: Request, service_id: str) -> dict:
 
 
 @router.delete("/v2.1/os-services/{service_id}")
+@documented(responses={204: responses.NO_BODY})
 async def delete_service(request: Request, service_id: str):
     common.require_admin(request, "os_compute_api:os-services:delete")
     if request.state.api_version.matches("2.53"):
@@ -150,5 +153,10 @@ async def delete_service(request: Request, service_id: str):
             raise exceptions.ValidationError(f"Invalid uuid {service_id}")
         await services_mod.delete_service(_rt(request).db, service_id)
     else:
-        await services_mod.delete_service(_rt(request).db, validate_integer(service_id, "id"))
+        number = validate_integer(service_id, "id")
+        try:
+            rest.parse_int64(number)
+        except ValueError:  # no such id fits the database's integers
+            raise exceptions.ServiceNotFound(service_id=service_id) from None
+        await services_mod.delete_service(_rt(request).db, number)
     return Response(status_code=204)

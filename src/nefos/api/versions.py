@@ -6,6 +6,8 @@ from fastapi import APIRouter, Request
 from starlette.responses import JSONResponse
 
 from nefos.api import microversion
+from nefos.api import response_schemas as responses
+from nefos.openapi import documented
 
 router = APIRouter()
 
@@ -27,6 +29,7 @@ def _version_doc(request: Request) -> dict:
 
 
 @router.get("/")
+@documented(responses={200: responses.VERSIONS})
 async def versions(request: Request):
     doc = _version_doc(request)
     doc.pop("media-types")
@@ -35,6 +38,7 @@ async def versions(request: Request):
 
 @router.get("/v2.1")
 @router.get("/v2.1/")
+@documented(responses={200: responses.VERSION})
 async def version_v21(request: Request):
     doc = _version_doc(request)
     doc["links"].append({"rel": "describedby", "type": "text/html",

@@ -1,0 +1,271 @@
+"""JSON Schemas of the Compute API's success answers at microversion 2.1 (what a request without a
+version header gets), for the OpenAPI document (``documented(responses=...)``) and the tests that
+check every answer against it.
+
+Written from the Compute API reference's field lists and from what the handlers build: keys Nova
+always returns are required, nullable fields are ``[type, "null"]``, and an object is open
+(``additionalProperties: true``) only where Nova's answer is (metadata, extra specs, a host's
+services, ...). ``NO_BODY`` marks a success answered without a body.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+NO_BODY = None
+
+_STRING = {"type": "string"}
+_NULLABLE_STRING = {"type": ["string", "null"]}
+_INTEGER = {"type": "integer"}
+_BOOLEAN = {"type": "boolean"}
+# Nova's server timestamps ("2013-11-14T06:29:00Z"); the others ("2013-11-14T06:29:00.000000") carry
+# no zone, so they are no RFC 3339 date-times and are left a plain string.
+_SERVER_TIME = {"type": "string", "format": "date-time"}
+_TIME = _STRING
+_NULLABLE_TIME = _NULLABLE_STRING
+
+
+def _object(properties: dict, required: tuple[str, ...] | list[str] = (), *, open_: bool = False) -> dict:
+    schema: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": open_}
+    if required:
+        schema["required"] = list(dict.fromkeys(required))
+    return schema
+
+
+def _array(items: dict, **bounds) -> dict:
+    return {"type": "array", "items": items, **bounds}
+
+
+def _all_required(properties: dict, *, open_: bool = False) -> dict:
+    return _object(properties, tuple(properties), open_=open_)
+
+
+_LINK = _object({"rel": _STRING, "href": {"type": "string", "format": "uri"}, "type": _STRING},
+                ("rel", "href"))
+_LINKS = _array(_LINK)
+_STRING_MAP = {"type": "object", "additionalProperties": _STRING}
+
+
+# Versions -----------------------------------------------------------------------------------------
+
+_VERSION_PROPERTIES = {"id": _STRING, "status": {"type": "string", "enum": ["CURRENT", "SUPPORTED", "DEPRECATED"]},
+                       "version": _STRING, "min_version": _STRING, "updated": _SERVER_TIME, "links": _LINKS}
+_MEDIA_TYPES = _array(_object({"base": _STRING, "type": _STRING}, ("base", "type")))
+VERSIONS = _all_required({"versions": _array(_all_required(_VERSION_PROPERTIES), minItems=1)})
+VERSION = _all_required({"version": _all_required({**_VERSION_PROPERTIES, "media-types": _MEDIA_TYPES})})
+
+
+# Servers ------------------------------------------------------------------------------------------
+
+SERVER_STATUSES = ["ACTIVE", "BUILD", "DELETED", "ERROR", "HARD_REBOOT", "MIGRATING", "PASSWORD", "PAUSED",
+                   "REBOOT", "REBUILD", "RESCUE", "RESIZE", "REVERT_RESIZE", "SHELVED", "SHELVED_OFFLOADED",
+                   "SHUTOFF", "SOFT_DELETED", "SUSPENDED", "UNKNOWN", "VERIFY_RESIZE"]
+_ADDRESS = _object({"version": {"type": "integer", "enum": [4, 6]}, "addr": _STRING}, ("version", "addr"))
+_EXTENDED_ADDRESS = _object({**_ADDRESS["properties"],
+                             "OS-EXT-IPS:type": {"type": "string", "enum": ["fixed", "floating"]},
+                             "OS-EXT-IPS-MAC:mac_addr": _NULLABLE_STRING},
+                            ("version", "addr", "OS-EXT-IPS:type", "OS-EXT-IPS-MAC:mac_addr"))
+# Addresses by network label.
+ADDRESSES = {"type": "object", "additionalProperties": _array(_ADDRESS)}
+_EXTENDED_ADDRESSES = {"type": "object", "additionalProperties": _array(_EXTENDED_ADDRESS)}
+_BOOKMARKED = _all_required({"id": _STRING, "links": _LINKS})
+_SERVER_IMAGE = {"anyOf": [{"type": "string", "maxLength": 0}, _BOOKMARKED]}  # "": booted from a volume
+_FAULT = _object({"code": _INTEGER, "created": _SERVER_TIME, "message": _STRING, "details": _STRING},
+                 ("code", "created", "message"))
+_SERVER_BASE = {
+    "id": {"type": "string", "format": "uuid"},
+    "name": _STRING,
+    "status": {"type": "string", "enum": SERVER_STATUSES},
+    "tenant_id": _STRING,
+    "user_id": _STRING,
+    "metadata": _STRING_MAP,
+    "hostId": _STRING,
+    "image": _SERVER_IMAGE,
+    "flavor": _BOOKMARKED,
+    "created": _SERVER_TIME,
+    "updated": _SERVER_TIME,
+    "addresses": ADDRESSES,
+    "accessIPv4": _STRING,
+    "accessIPv6": _STRING,
+    "links": _LINKS,
+    "OS-DCF:diskConfig": {"type": "string", "enum": ["AUTO", "MANUAL"]},
+}
+_SERVER_OPTIONAL = {"progress": _INTEGER, "fault": _FAULT}
+# What show and the detailed list add (Nova's extended attributes; the OS-EXT-SRV-ATTR ones for admins).
+_SERVER_EXTENDED = {
+    "addresses": _EXTENDED_ADDRESSES,
+    "OS-EXT-AZ:availability_zone": _STRING,
+    "config_drive": _STRING,
+    "key_name": _NULLABLE_STRING,
+    "OS-SRV-USG:launched_at": _NULLABLE_TIME,
+    "OS-SRV-USG:terminated_at": _NULLABLE_TIME,
+    "OS-EXT-STS:task_state": _NULLABLE_STRING,
+    "OS-EXT-STS:vm_state": _STRING,
+    "OS-EXT-STS:power_state": _INTEGER,
+    "os-extended-volumes:volumes_attached": _array(_object({"id": _STRING}, ("id",))),
+}
+_SERVER_EXTENDED_OPTIONAL = {
+    "security_groups": _array(_object({"name": _STRING}, ("name",))),
+    "OS-EXT-SRV-ATTR:host": _NULLABLE_STRING,
+    "OS-EXT-SRV-ATTR:instance_name": _STRING,
+    "OS-EXT-SRV-ATTR:hypervisor_hostname": _NULLABLE_STRING,
+}
+SERVER = _object({**_SERVER_BASE, **_SERVER_EXTENDED, **_SERVER_OPTIONAL, **_SERVER_EXTENDED_OPTIONAL},
+                 [*_SERVER_BASE, *_SERVER_EXTENDED])
+# Update and rebuild answer with the narrower view before 2.75 (no extended attributes).
+SERVER_NARROW = _object({**_SERVER_BASE, **_SERVER_OPTIONAL}, list(_SERVER_BASE))
+_ADMIN_PASS = {"adminPass": _STRING}
+
+SERVER_CREATED = {"anyOf": [
+    _all_required({"server": _object({"id": _SERVER_BASE["id"], "links": _LINKS,
+                                      "OS-DCF:diskConfig": _SERVER_BASE["OS-DCF:diskConfig"],
+                                      "security_groups": _SERVER_EXTENDED_OPTIONAL["security_groups"],
+                                      **_ADMIN_PASS},
+                                     ("id", "links", "OS-DCF:diskConfig", "adminPass"))}),
+    _all_required({"reservation_id": {"type": "string", "pattern": "^r-"}}),  # return_reservation_id
+]}
+SERVERS = _object({"servers": _array(_all_required({"id": _SERVER_BASE["id"], "name": _STRING,
+                                                    "links": _LINKS})),
+                   "servers_links": _LINKS}, ("servers",))
+SERVERS_DETAIL = _object({"servers": _array(SERVER), "servers_links": _LINKS}, ("servers",))
+SERVER_SHOWN = _all_required({"server": SERVER})
+SERVER_UPDATED = _all_required({"server": SERVER_NARROW})
+SERVER_REBUILT = _all_required({"server": _object({**SERVER_NARROW["properties"], **_ADMIN_PASS},
+                                                  [*SERVER_NARROW["required"], "adminPass"])})
+CONSOLE_OUTPUT = _all_required({"output": _STRING})
+# The actions answering 202 with a body, by action (the others answer 202 or 204 without one).
+ACTION_BODIES = {"rebuild": SERVER_REBUILT}
+
+METADATA = _all_required({"metadata": _STRING_MAP})
+METADATA_ITEM = _all_required({"meta": {**_STRING_MAP, "minProperties": 1, "maxProperties": 1}})
+TAGS = _all_required({"tags": _array(_STRING)})
+TOPOLOGY = _all_required({"nodes": _array({"type": "object"}), "pagesize_kb": {"type": ["integer", "null"]}})
+SERVER_ADDRESSES = _all_required({"addresses": ADDRESSES})
+# One network's addresses, keyed by its label.
+NETWORK_ADDRESSES = {"type": "object", "minProperties": 1, "maxProperties": 1,
+                     "additionalProperties": _array(_ADDRESS)}
+
+_ACTION = _all_required({"action": _STRING, "instance_uuid": _STRING, "request_id": _STRING,
+                         "user_id": _NULLABLE_STRING, "project_id": _NULLABLE_STRING, "start_time": _TIME,
+                         "message": _NULLABLE_STRING})
+INSTANCE_ACTIONS = _all_required({"instanceActions": _array(_ACTION)})
+_ACTION_EVENT = _object({"event": _STRING, "start_time": _NULLABLE_TIME, "finish_time": _NULLABLE_TIME,
+                         "result": _NULLABLE_STRING, "traceback": _NULLABLE_STRING},
+                        ("event", "start_time", "finish_time", "result"))
+INSTANCE_ACTION = _all_required({"instanceAction": _object(
+    {**_ACTION["properties"], "events": _array(_ACTION_EVENT)}, _ACTION["required"])})
+
+
+# Flavors ------------------------------------------------------------------------------------------
+
+_FLAVOR_BRIEF = _all_required({"id": _STRING, "name": _STRING, "links": _LINKS})
+FLAVOR = _all_required({
+    "id": _STRING, "name": _STRING, "ram": _INTEGER, "disk": _INTEGER,
+    "swap": {"anyOf": [_INTEGER, {"type": "string", "maxLength": 0}]},  # "" for none before 2.75
+    "OS-FLV-EXT-DATA:ephemeral": _INTEGER, "OS-FLV-DISABLED:disabled": _BOOLEAN, "vcpus": _INTEGER,
+    "os-flavor-access:is_public": _BOOLEAN, "rxtx_factor": {"type": "number"}, "links": _LINKS})
+FLAVORS = _object({"flavors": _array(_FLAVOR_BRIEF), "flavors_links": _LINKS}, ("flavors",))
+FLAVORS_DETAIL = _object({"flavors": _array(FLAVOR), "flavors_links": _LINKS}, ("flavors",))
+FLAVOR_SHOWN = _all_required({"flavor": FLAVOR})
+EXTRA_SPECS = _all_required({"extra_specs": _STRING_MAP})
+EXTRA_SPEC = {**_STRING_MAP, "minProperties": 1, "maxProperties": 1}
+FLAVOR_ACCESS = _all_required({"flavor_access": _array(_all_required({"flavor_id": _STRING,
+                                                                      "tenant_id": _STRING}))})
+
+
+# Key pairs ----------------------------------------------------------------------------------------
+
+_KEYPAIR_BRIEF = {"name": _STRING, "public_key": _STRING, "fingerprint": _STRING}
+KEYPAIRS = _object({"keypairs": _array(_all_required({"keypair": _all_required(_KEYPAIR_BRIEF)})),
+                    "keypairs_links": _LINKS}, ("keypairs",))
+KEYPAIR = _all_required({"keypair": _all_required({
+    **_KEYPAIR_BRIEF, "user_id": _STRING, "deleted": _BOOLEAN, "created_at": _TIME,
+    "updated_at": _NULLABLE_TIME, "deleted_at": _NULLABLE_TIME, "id": _INTEGER})})
+KEYPAIR_CREATED = _all_required({"keypair": _object(
+    {**_KEYPAIR_BRIEF, "user_id": _STRING, "private_key": _STRING}, [*_KEYPAIR_BRIEF, "user_id"])})
+
+
+# Limits, availability zones, services, hypervisors ------------------------------------------------
+
+_ABSOLUTE_LIMITS_AT_21 = ("maxTotalRAMSize", "maxTotalInstances", "maxTotalCores", "maxTotalKeypairs",
+                          "maxTotalFloatingIps", "maxServerMeta", "maxImageMeta", "maxPersonality",
+                          "maxPersonalitySize", "maxSecurityGroups", "maxSecurityGroupRules", "maxServerGroups",
+                          "maxServerGroupMembers", "totalInstancesUsed", "totalCoresUsed", "totalRAMUsed",
+                          "totalFloatingIpsUsed", "totalSecurityGroupsUsed", "totalServerGroupsUsed")
+LIMITS = _all_required({"limits": _all_required({
+    "rate": _array({"type": "object"}, maxItems=0),  # no rate limits, as Nova
+    "absolute": _object({name: _INTEGER for name in _ABSOLUTE_LIMITS_AT_21}, _ABSOLUTE_LIMITS_AT_21)})})
+
+_SERVICE_STATE = _all_required({"available": _BOOLEAN, "active": _BOOLEAN, "updated_at": _NULLABLE_TIME})
+_ZONE = _all_required({
+    "zoneName": _STRING, "zoneState": _all_required({"available": _BOOLEAN}),
+    # Hosts by name, each its services' states by binary (the detailed list; null otherwise).
+    "hosts": {"type": ["object", "null"], "additionalProperties": {
+        "type": "object", "additionalProperties": _SERVICE_STATE}}})
+AVAILABILITY_ZONES = _all_required({"availabilityZoneInfo": _array(_ZONE)})
+
+_UP_DOWN = {"type": "string", "enum": ["up", "down"]}
+_ENABLED = {"type": "string", "enum": ["enabled", "disabled"]}
+_SERVICE = _all_required({"binary": _STRING, "host": _STRING, "id": _INTEGER, "zone": _STRING,
+                          "status": _ENABLED, "state": _UP_DOWN, "updated_at": _NULLABLE_TIME,
+                          "disabled_reason": _NULLABLE_STRING})
+SERVICES = _all_required({"services": _array(_SERVICE)})
+SERVICE_UPDATED = _all_required({"service": _object(
+    {"host": _STRING, "binary": _STRING, "status": _ENABLED, "disabled_reason": _STRING},
+    ("host", "binary", "status"))})
+
+_HYPERVISOR_BRIEF = {"id": _INTEGER, "hypervisor_hostname": _STRING, "state": _UP_DOWN, "status": _ENABLED}
+_HYPERVISOR_SERVERS = _array(_all_required({"uuid": _STRING, "name": _STRING}))
+_RESOURCES = ("vcpus", "memory_mb", "local_gb", "vcpus_used", "memory_mb_used", "local_gb_used", "free_ram_mb",
+              "free_disk_gb", "current_workload", "running_vms", "disk_available_least")
+_HYPERVISOR = _object({
+    **_HYPERVISOR_BRIEF, "hypervisor_type": _STRING, "hypervisor_version": _INTEGER, "host_ip": _NULLABLE_STRING,
+    "service": _all_required({"id": _INTEGER, "host": _STRING, "disabled_reason": _NULLABLE_STRING}),
+    **{name: {"type": ["integer", "null"]} for name in _RESOURCES},
+    "cpu_info": _STRING,  # a JSON document in a string before 2.28
+}, [*_HYPERVISOR_BRIEF, "hypervisor_type", "hypervisor_version", "host_ip", "service", *_RESOURCES, "cpu_info"])
+HYPERVISORS = _object({"hypervisors": _array(_all_required(_HYPERVISOR_BRIEF)), "hypervisors_links": _LINKS},
+                      ("hypervisors",))
+HYPERVISORS_DETAIL = _object({"hypervisors": _array(_HYPERVISOR), "hypervisors_links": _LINKS}, ("hypervisors",))
+HYPERVISOR = _all_required({"hypervisor": _HYPERVISOR})
+HYPERVISOR_STATISTICS = _all_required({"hypervisor_statistics": _all_required(
+    {"count": _INTEGER, **{name: _INTEGER for name in _RESOURCES}})})
+HYPERVISOR_UPTIME = _all_required({"hypervisor": _all_required({**_HYPERVISOR_BRIEF, "uptime": _STRING})})
+HYPERVISOR_SERVERS = _all_required({"hypervisors": _array(_object(
+    {**_HYPERVISOR_BRIEF, "servers": _HYPERVISOR_SERVERS}, tuple(_HYPERVISOR_BRIEF)))})
+HYPERVISOR_HEALTH = _all_required({"hypervisor_health": _array(_all_required({
+    "host": _STRING, "state": _UP_DOWN, "status": _ENABLED, "disabled_reason": _NULLABLE_STRING,
+    "hypervisor_connection": _STRING, "hypervisor_connection_since": _NULLABLE_STRING,
+    "hypervisor_connection_reason": _NULLABLE_STRING,
+    "vif_plugging_waits": {"type": ["object", "null"], "additionalProperties": True}}))})
+
+
+# Quotas, server groups, external events -----------------------------------------------------------
+
+QUOTA_RESOURCES_AT_21 = ("instances", "cores", "ram", "metadata_items", "key_pairs", "server_groups",
+                         "server_group_members", "floating_ips", "fixed_ips", "security_groups",
+                         "security_group_rules", "injected_files", "injected_file_content_bytes",
+                         "injected_file_path_bytes")
+QUOTA_CLASS_RESOURCES_AT_21 = tuple(r for r in QUOTA_RESOURCES_AT_21
+                                    if r not in ("server_groups", "server_group_members"))
+_QUOTAS = {name: _INTEGER for name in QUOTA_RESOURCES_AT_21}
+QUOTA_SET = _all_required({"quota_set": _all_required({"id": _STRING, **_QUOTAS})})
+QUOTA_SET_UPDATED = _all_required({"quota_set": _all_required(_QUOTAS)})
+QUOTA_SET_DETAIL = _all_required({"quota_set": _all_required({"id": _STRING, **{
+    name: _all_required({"limit": _INTEGER, "in_use": _INTEGER, "reserved": _INTEGER})
+    for name in QUOTA_RESOURCES_AT_21}})})
+_CLASS_QUOTAS = {name: _INTEGER for name in QUOTA_CLASS_RESOURCES_AT_21}
+QUOTA_CLASS_SET = _all_required({"quota_class_set": _all_required({"id": _STRING, **_CLASS_QUOTAS})})
+QUOTA_CLASS_SET_UPDATED = _all_required({"quota_class_set": _all_required(_CLASS_QUOTAS)})
+
+SERVER_GROUP = _all_required({"id": _STRING, "name": _STRING, "members": _array(_STRING),
+                              "policies": _array(_STRING, maxItems=1), "metadata": _object({})})
+SERVER_GROUPS = _all_required({"server_groups": _array(SERVER_GROUP)})
+SERVER_GROUP_SHOWN = _all_required({"server_group": SERVER_GROUP})
+
+# Each event as sent, answered with its own status and code (200, 400, 404 or 422).
+EXTERNAL_EVENTS = _all_required({"events": _array(_object({
+    "server_uuid": _STRING, "name": _STRING, "tag": _STRING,
+    "status": {"type": "string", "enum": ["failed", "completed", "in-progress"]},
+    "code": {"type": "integer", "enum": [200, 400, 404, 422]}}, ("server_uuid", "name", "status", "code")),
+    minItems=1)})

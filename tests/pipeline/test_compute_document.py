@@ -1,0 +1,106 @@
+"""A tour of the Compute API at 2.1 (no version header): every operation that documents a success
+answer with a body is called until it answers one, and the pipeline contract checks each answer
+against the Compute OpenAPI document (``tests.pipeline.contract``)."""
+
+from __future__ import annotations
+
+from tests.pipeline import contract
+from tests.pipeline.conftest import DEMO_PROJECT
+
+# Operations whose success answers only come past 2.1 (404 at 2.1, as in Nova).
+AFTER_21 = {("GET", "/v2.1/servers/{server_id}/tags"), ("PUT", "/v2.1/servers/{server_id}/tags"),
+            ("GET", "/v2.1/servers/{server_id}/topology"), ("PUT", "/v2.1/flavors/{flavor_id}")}
+
+
+async def test_every_documented_body_is_answered_as_documented(cloud):
+    answered: set[tuple[str, str]] = set()
+
+    async def call(method: str, path: str, expect: int = 200, **kwargs) -> dict:
+        r = await cloud.compute.request(method, path, **kwargs)  # the contract hook checks it
+        assert r.status_code == expect, (method, path, r.text)
+        assert path == "/" or r.headers["openstack-api-version"] == "compute 2.1"
+        answered.add((method, contract.operation_path(method, path)))
+        return r.json()
+
+    for path in ("/", "/v2.1", "/v2.1/", "/v2.1/openapi.json"):
+        await call("GET", path)
+    net = await cloud.make_network()
+    image = await cloud.default_image()
+    created = await call("POST", "/v2.1/servers", 202, json={"server": {
+        "name": "tour", "imageRef": image, "flavorRef": "1", "networks": [{"uuid": net["id"]}]}})
+    server_id = created["server"]["id"]
+    reserved = await call("POST", "/v2.1/servers", 202, json={"server": {
+        "name": "reserved", "imageRef": image, "flavorRef": "1", "networks": [{"uuid": net["id"]}],
+        "return_reservation_id": True}})
+    assert reserved["reservation_id"].startswith("r-")
+    await cloud.wait_status(server_id, "ACTIVE")
+    await call("GET", "/v2.1/servers")
+    await call("GET", "/v2.1/servers/detail")
+    await call("GET", f"/v2.1/servers/{server_id}")
+    await call("PUT", f"/v2.1/servers/{server_id}", json={"server": {"name": "renamed"}})
+
+    base = f"/v2.1/servers/{server_id}"
+    await call("POST", f"{base}/action", json={"os-getConsoleOutput": {"length": 5}})
+    await call("POST", f"{base}/action", 202, json={"rebuild": {"imageRef": image}})
+    await cloud.wait_status(server_id, "ACTIVE")
+    await call("POST", f"{base}/metadata", json={"metadata": {"a": "1"}})
+    await call("PUT", f"{base}/metadata", json={"metadata": {"a": "1", "b": "2"}})
+    await call("GET", f"{base}/metadata")
+    await call("PUT", f"{base}/metadata/a", json={"meta": {"a": "3"}})
+    await call("GET", f"{base}/metadata/a")
+    await call("GET", f"{base}/ips")
+    await call("GET", f"{base}/ips/{net['name']}")
+    actions = (await call("GET", f"{base}/os-instance-actions"))["instanceActions"]
+    await call("GET", f"{base}/os-instance-actions/{actions[0]['request_id']}")
+    hosted = await cloud.server(server_id)
+    assert hosted["OS-EXT-SRV-ATTR:host"]
+    await call("POST", "/v2.1/os-server-external-events", json={"events": [
+        {"server_uuid": server_id, "name": "network-changed"}]})
+
+    await call("GET", "/v2.1/flavors")
+    await call("GET", "/v2.1/flavors/detail")
+    await call("GET", "/v2.1/flavors/1")
+    flavor = (await call("POST", "/v2.1/flavors", json={"flavor": {
+        "name": "private", "ram": 64, "vcpus": 1, "disk": 1, "os-flavor-access:is_public": False}}))["flavor"]
+    specs = f"/v2.1/flavors/{flavor['id']}/os-extra_specs"
+    await call("POST", specs, json={"extra_specs": {"hw:cpu_policy": "shared"}})
+    await call("GET", specs)
+    await call("PUT", f"{specs}/hw:cpu_policy", json={"hw:cpu_policy": "shared"})
+    await call("GET", f"{specs}/hw:cpu_policy")
+    await call("POST", f"/v2.1/flavors/{flavor['id']}/action", json={"addTenantAccess": {"tenant": DEMO_PROJECT}})
+    await call("GET", f"/v2.1/flavors/{flavor['id']}/os-flavor-access")
+
+    await call("POST", "/v2.1/os-keypairs", json={"keypair": {"name": "tour"}})
+    await call("GET", "/v2.1/os-keypairs")
+    await call("GET", "/v2.1/os-keypairs/tour")
+    await call("GET", "/v2.1/limits")
+    await call("GET", "/v2.1/os-availability-zone")
+    await call("GET", "/v2.1/os-availability-zone/detail")
+
+    services = (await call("GET", "/v2.1/os-services"))["services"]
+    compute_host = next(s["host"] for s in services if s["binary"] == "nova-compute")
+    for action in ("disable", "enable"):
+        await call("PUT", f"/v2.1/os-services/{action}", json={"host": compute_host, "binary": "nova-compute"})
+    hypervisors = (await call("GET", "/v2.1/os-hypervisors"))["hypervisors"]
+    await call("GET", "/v2.1/os-hypervisors/detail")
+    await call("GET", "/v2.1/os-hypervisors/statistics")
+    await call("GET", f"/v2.1/os-hypervisors/{hypervisors[0]['id']}")
+    await call("GET", f"/v2.1/os-hypervisors/{hypervisors[0]['id']}/uptime")
+    await call("GET", f"/v2.1/os-hypervisors/{hypervisors[0]['hypervisor_hostname']}/search")
+    await call("GET", f"/v2.1/os-hypervisors/{hosted['OS-EXT-SRV-ATTR:hypervisor_hostname']}/servers")
+    await call("GET", "/v2.1/nefos-hypervisor-health")
+
+    quotas = f"/v2.1/os-quota-sets/{DEMO_PROJECT}"
+    await call("GET", quotas)
+    await call("GET", f"{quotas}/defaults")
+    await call("GET", f"{quotas}/detail")
+    await call("PUT", quotas, json={"quota_set": {"instances": 20}})
+    await call("GET", "/v2.1/os-quota-class-sets/default")
+    await call("PUT", "/v2.1/os-quota-class-sets/default", json={"quota_class_set": {"instances": 20}})
+
+    group = (await call("POST", "/v2.1/os-server-groups", json={"server_group": {
+        "name": "tour", "policies": ["anti-affinity"]}}))["server_group"]
+    await call("GET", "/v2.1/os-server-groups")
+    await call("GET", f"/v2.1/os-server-groups/{group['id']}")
+
+    assert contract.operations_with_bodies() - AFTER_21 == answered
