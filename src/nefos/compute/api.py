@@ -30,6 +30,16 @@ from nefos.objects import actions, allocations, build_requests, instance as inst
 
 LOG = logging.getLogger(__name__)
 
+# The server fields an update or a rebuild may set, and the instance columns they are kept in.
+_FIELD_COLUMNS = {"name": "display_name", "description": "display_description", "hostname": "hostname",
+                  "access_ip_v4": "access_ip_v4", "access_ip_v6": "access_ip_v6"}
+
+
+def _columns_of(updates: dict, *more: str) -> dict:
+    """The instance column values of the server fields in ``updates`` (and the fields ``more``)."""
+    columns = dict(_FIELD_COLUMNS, **{field: field for field in more})
+    return {columns[field]: value for field, value in updates.items() if field in columns}
+
 # Which (vm_state, task_state) each action accepts, and the task_state it sets (Nova's rules).
 _ANY = object()
 ACTION_RULES = {
@@ -363,16 +373,7 @@ class ComputeAPI:
     async def update(self, ctx, uuid: str, updates: dict) -> dict:
         instance = await self.get(ctx, uuid)
         self._check_lock(ctx, instance)
-        values = {}
-        if "name" in updates:  # the hostname stays (as Nova): only 2.90's hostname changes it
-            values["display_name"] = updates["name"]
-        if "hostname" in updates:
-            values["hostname"] = updates["hostname"]
-        if "description" in updates:
-            values["display_description"] = updates["description"]
-        for key in ("access_ip_v4", "access_ip_v6"):
-            if key in updates:
-                values[key] = updates[key]
+        values = _columns_of(updates)  # a new name keeps the hostname (as Nova): only 2.90's hostname does
         if values:
             instance = await instance_obj.save(self.rt.db, uuid, values)
         return await self.get(ctx, uuid)
@@ -602,20 +603,8 @@ class ComputeAPI:
             values: dict = {"image_ref": image_ref, "system_metadata": system_metadata}
             if "key_name" in updates:  # 2.54: a new key pair, or none
                 values["key_name"], values["key_data"] = await self._key_pair(ctx, updates["key_name"])
-            for key in ("user_data", "trusted_certs"):  # 2.57, 2.63: replaced (None clears)
-                if key in updates:
-                    values[key] = updates[key]
-            if "name" in updates:
-                values["display_name"] = updates["name"]
-            if "description" in updates:
-                values["display_description"] = updates["description"]
-            if "hostname" in updates:  # 2.90
-                values["hostname"] = updates["hostname"]
-            if "metadata" in updates:
-                values["metadata"] = updates["metadata"]
-            for key in ("access_ip_v4", "access_ip_v6"):
-                if key in updates:
-                    values[key] = updates[key]
+            # 2.57, 2.63: user_data and trusted_certs replaced (None clears); 2.90: hostname.
+            values.update(_columns_of(updates, "metadata", "user_data", "trusted_certs"))
             await instance_obj.save(self.rt.db, uuid, values, expected_task_state=[states.REBUILDING])
             await self.compute_rpcapi.cast(ctx, instance["host"], "rebuild_instance", instance_uuid=uuid,
                                            image_id=image_ref, was_stopped=instance["vm_state"] == states.STOPPED)

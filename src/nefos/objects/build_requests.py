@@ -15,6 +15,7 @@ import uuid as uuidlib
 
 from sqlalchemy import and_, delete, or_, select, update
 
+from nefos.bus.base import decode, encode
 from nefos.db.models import BuildRequest, utcnow
 
 _NOT_STORED = ("admin_password",)  # travels with the first cast only, never written down
@@ -22,9 +23,11 @@ _NOT_STORED = ("admin_password",)  # travels with the first cast only, never wri
 
 async def add(session, ctx, instance_uuids: list[str], request_spec: dict, build_args: dict) -> str:
     request_id = str(uuidlib.uuid4())
-    session.add(BuildRequest(id=request_id, instance_uuids=list(instance_uuids), request_spec=request_spec,
-                             build_args={k: v for k, v in build_args.items() if k not in _NOT_STORED},
-                             context=ctx.to_dict(), dispatched=True))
+    args = {k: v for k, v in build_args.items() if k not in _NOT_STORED}
+    # As the bus would carry them (datetimes as ISO strings, sets as lists): what a re-drive casts.
+    session.add(BuildRequest(id=request_id, instance_uuids=list(instance_uuids),
+                             request_spec=decode(encode(request_spec)), build_args=decode(encode(args)),
+                             context=decode(encode(ctx.to_dict())), dispatched=True))
     await session.flush()
     return request_id
 
