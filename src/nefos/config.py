@@ -23,8 +23,11 @@ class Config(BaseModel):
     # Where state lives (SQLite database, image files, clouds.yaml).
     state_dir: Path = Path(".nefos")
     database_url: str = ""  # default: sqlite in state_dir
-    max_pool_size: int = 20  # database connections kept open per process (oslo.db's name)
-    max_overflow: int = 40  # extra connections a busy process may open (MySQL quota rows need a 2nd)
+    # Database connections per process (oslo.db's names): at most max_pool_size + max_overflow,
+    # so a deployment's processes x 10 stay under the server's limit (PostgreSQL's default: 100;
+    # the README's nine processes: 90). A busy process queues for a connection (30 s at most).
+    max_pool_size: int = 5
+    max_overflow: int = 5
     bus_url: str = "local://"  # local:// (in-process) or amqp://user:pw@host:port/vhost
     control_exchange: str = "nefos"  # names this cloud's queues on a shared broker (oslo.messaging's name)
     host: str = "localhost"  # this service's host name (compute hosts must differ)

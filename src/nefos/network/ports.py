@@ -38,7 +38,6 @@ LOG = logging.getLogger(__name__)
 
 ADMIN_ONLY_PORT_FIELDS = schemas.ADMIN_ONLY["port"]
 PORT_FIELDS = schemas.fields("port")
-MAX_IP_ATTEMPTS = 64
 IP_HINT_ATTEMPTS = 4
 MAX_MAC_ATTEMPTS = 16
 
@@ -212,7 +211,7 @@ class Ports:
                     self._last_ip[subnet.id] = candidate
                     return candidate
         tried: set[str] = set()
-        for _ in range(MAX_IP_ATTEMPTS):  # the lowest free address
+        while True:  # the lowest free address, until one is ours or the subnet is really full
             taken = set((await s.execute(select(IPAllocation.ip_address)
                                          .where(IPAllocation.network_id == subnet.network_id))).scalars())
             candidate = next(ipam.candidates(pools, taken | tried), None)
@@ -221,7 +220,10 @@ class Ports:
             if await self._insert_ip(s, subnet, port_id, candidate):
                 self._last_ip[subnet.id] = candidate
                 return candidate
-            tried.add(candidate)  # a concurrent request took it first: try the next one
+            # A concurrent request took it first: the next one (each miss is an address taken
+            # since, so this ends; giving up after a fixed number of misses answered "no more
+            # addresses" with a third of a /24 free under 100 requests at once).
+            tried.add(candidate)
         raise exceptions.IpAddressGenerationFailure(net_id=subnet.network_id)
 
     async def _allocate_ips(self, s, network_id: str, port_id: str, mac: str,
