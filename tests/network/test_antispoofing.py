@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -148,6 +149,14 @@ async def test_rewriting_the_rules_never_lets_a_spoofed_frame_through(wire):
             pf.rules = rule_sets[(i + 1) % 2]
             assert await firewall.apply([pf])
         stop.touch()
+        # And FORWARD still jumps to the agent's chains once (it gained one jump per rewrite).
+        fwd = f"{firewall.prefix}-FWD"
+        listing = subprocess.run(["ebtables", "-t", "filter", "-L", "FORWARD"], capture_output=True,
+                                 text=True).stdout
+        assert sum(line.split() == ["-j", fwd] for line in listing.splitlines()) == 1, listing
+        for tool in ("iptables", "ip6tables"):
+            rules = subprocess.run([tool, "-S", "FORWARD"], capture_output=True, text=True).stdout
+            assert rules.count(f"-j {fwd}\n") == 1, rules
         counted, _ = await sender.communicate()
         assert sender.returncode == 0
         sent = int(counted.decode())

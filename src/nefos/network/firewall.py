@@ -29,7 +29,9 @@ ARP packet whose sender MAC or IPv4 address is not the port's (an ARP probe, a
 request from 0.0.0.0, excepted), and every frame that is neither IPv4, IPv6 nor
 ARP.
 
-Ports with ``port_security_enabled = False`` are not filtered. Every rewrite is
+Ports with ``port_security_enabled = False`` are not filtered. A tap whose port
+is gone (the server was deleted while its host was down, and its address may
+be handed out again) is fenced: nothing goes in or out of it. Every rewrite is
 one transaction per table (``iptables-restore``, ``ip6tables-restore`` and
 ``ebtables-restore``, each ``--noflush``): no frame passes unchecked while the
 rules change. A rule that goes away also ends the tracked connections it let in
@@ -236,10 +238,14 @@ def ruleset(prefix: str, filters: list[PortFilter], version: int = 4) -> tuple[l
     return chains, jumps + accepts + lines
 
 
-def l2_ruleset(prefix: str, filters: list[PortFilter]) -> tuple[list[str], list[list[str]]]:
-    """(chain names, ebtables rules as argument lists) of the link-layer anti-spoofing."""
+def l2_ruleset(prefix: str, filters: list[PortFilter],
+               fenced: tuple[str, ...] = ()) -> tuple[list[str], list[list[str]]]:
+    """(chain names, ebtables rules as argument lists) of the link-layer anti-spoofing; the
+    ``fenced`` taps (a guest's whose port is gone) send and receive nothing."""
     fwd = f"{prefix}-FWD"
     chains, rules = [fwd], []
+    for tap in sorted(fenced):
+        rules += [["-A", fwd, "-i", tap, "-j", "DROP"], ["-A", fwd, "-o", tap, "-j", "DROP"]]
     for pf in filters:
         chain = f"{prefix}-E{pf.port_id.replace('-', '')[:16]}"
         chains.append(chain)
@@ -324,10 +330,11 @@ class Firewall:
         return {line.split()[2].rstrip(",") for line in out.splitlines()
                 if line.startswith("Bridge chain: ") and line.split()[2].startswith(self.prefix + "-")}
 
-    async def apply(self, filters: list[PortFilter]) -> bool:
-        """Make the chains say ``filters``; False when nothing changed."""
+    async def apply(self, filters: list[PortFilter], fenced: tuple[str, ...] = ()) -> bool:
+        """Make the chains say ``filters`` (and cut the ``fenced`` taps off); False when nothing
+        changed."""
         sets = {v: ruleset(self.prefix, filters, v) for v in (4, 6)}
-        l2_chains, l2_rules = l2_ruleset(self.prefix, filters)
+        l2_chains, l2_rules = l2_ruleset(self.prefix, filters, fenced)
         text = "\n".join(["\n".join(sets[4][1]), "\n".join(sets[6][1]), repr(l2_rules)])
         if text == self._applied:
             return False
@@ -371,8 +378,13 @@ class Firewall:
         restore += [line for c in stale for line in (f"-F {c}", f"-X {c}")]
         await _run("ebtables-restore", "--noflush", stdin="\n".join(restore) + "\n")
         fwd = f"{self.prefix}-FWD"
-        if (await _run("ebtables", "-t", "filter", "-C", "FORWARD", "-j", fwd, check=False))[0] != 0:
+        # Once in FORWARD (ebtables has no working -C: read the chain instead).
+        _, listing = await _run("ebtables", "-t", "filter", "-L", "FORWARD")
+        jumps = sum(1 for line in listing.splitlines() if line.split() == ["-j", fwd])
+        if jumps == 0:
             await _run("ebtables", "-t", "filter", "-I", "FORWARD", "1", "-j", fwd)
+        for _ in range(jumps - 1):
+            await _run("ebtables", "-t", "filter", "-D", "FORWARD", "-j", fwd)
 
     async def remove(self) -> None:
         """Take every chain of this agent away (the agent stops)."""

@@ -45,7 +45,7 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from nefos.db.models import Port
+from nefos.db.models import Network, Port
 from nefos.service import Component
 
 LOG = logging.getLogger(__name__)
@@ -105,6 +105,13 @@ def _master(name: str) -> str | None:
         return None
 
 
+async def _unplug(tap: str) -> None:
+    proc = await asyncio.create_subprocess_exec("ip", "link", "set", tap, "nomaster",
+                                                stderr=asyncio.subprocess.DEVNULL)
+    await proc.wait()
+    LOG.warning("%s: its port is gone; unplugged and fenced", tap)
+
+
 def _taps() -> set[str]:
     """Every ``tap*`` device of the host, wired or not."""
     try:
@@ -135,6 +142,7 @@ class L2Agent(Component):
         self.firewall = Firewall(f"{Path(rt.cfg.state_dir).resolve()}:{self.host}")
         self._sg: asyncio.Task | None = None
         self._sg_lock = asyncio.Lock()  # the periodic sync and a wiring's sync never interleave
+        self._fenced: set[str] = set()  # taps cut off (their port is gone), for as long as they exist
 
     # Lifecycle -----------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -217,7 +225,21 @@ class L2Agent(Component):
     async def sync_security_groups(self) -> bool:
         from nefos.network.firewall import load_filters
         async with self._sg_lock:
-            return await self.firewall.apply(await load_filters(self.rt.db, self.host))
+            async with self.rt.db.reader() as s:
+                bound = {TAP_PREFIX + port_id[:11] for port_id in (await s.execute(select(Port.id).where(
+                    Port.binding_host_id == self.host, Port.device_owner.like("compute:%")))).scalars()}
+                ours = {BRIDGE_PREFIX + n[:11] for n in (await s.execute(select(Network.id))).scalars()}
+            # A guest's tap this agent wired (or that sits in one of this cloud's bridges) with no
+            # port bound here any more (its server was deleted while this host was down): cut off
+            # at once, so its address can safely be someone else's. Other taps are not ours.
+            fenced = tuple(sorted(tap for tap in _taps() - bound
+                                  if tap in self.devices or tap in self._fenced or _master(tap) in ours))
+            self._fenced = set(fenced)
+            changed = await self.firewall.apply(await load_filters(self.rt.db, self.host), fenced)
+            for tap in fenced:
+                if changed and _master(tap) is not None:
+                    await _unplug(tap)
+            return changed
 
     async def _sg_loop(self) -> None:
         while True:
