@@ -87,9 +87,9 @@ def start_nefos(state: Path, extra_env: dict | None = None, fake_hosts: int = 1,
     env.update(extra_env or {})
     env.pop("OS_CLOUD", None)
     log = open(state / "nefos-up.log", "w")
-    proc = subprocess.Popen([str(bin_dir / "nefos"), "up", "--state-dir", str(state), "--driver", driver,
-                             "--fake-hosts", str(fake_hosts)], env=env,
-                            stdout=log, stderr=subprocess.STDOUT)
+    hosts = ["--fake-hosts", str(fake_hosts)] if driver == "fake" else []  # fake hosts are the fake driver's
+    proc = subprocess.Popen([str(bin_dir / "nefos"), "up", "--state-dir", str(state), "--driver", driver, *hosts],
+                            env=env, stdout=log, stderr=subprocess.STDOUT)
     clouds = state / "clouds.yaml"
     deadline = time.monotonic() + 90
     while not clouds.exists():
