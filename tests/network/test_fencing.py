@@ -69,6 +69,7 @@ async def test_a_tap_whose_port_is_deleted_is_unplugged_and_fenced(rt, manager, 
     tag = uuid.uuid4().hex[:6]
     tap, bridge = "tap" + port["id"][:11], "brq" + net["id"][:11]
     guest_ns, obs_ns, obs = f"nffe-g-{tag}", f"nffe-o-{tag}", f"obs{tag}"
+    links = [tap, obs]
     try:
         for ns in (guest_ns, obs_ns):
             sh("ip", "netns", "add", ns)
@@ -86,13 +87,23 @@ async def test_a_tap_whose_port_is_deleted_is_unplugged_and_fenced(rt, manager, 
         own = frames.udp4(GUEST_MAC, GUEST_IP, OBSERVER_IP, b"NEFOS-FENCE")
         assert await _received(obs_ns, "o" + tag, own, guest_ns, "g" + tag)  # wired and allowed
 
+        # A port of the network's DHCP server, its tap in the same bridge: bound to no guest, but
+        # its port exists, so it is not fenced (this cut every guest's DHCP off once).
+        dhcp = await manager.create_port(ctx, {"network_id": net["id"], "device_owner": "network:dhcp",
+                                               "device_id": "dhcp-fence"})
+        dhcp_tap = "tap" + dhcp["id"][:11]
+        links.append(dhcp_tap)
+        sh("ip", "link", "add", dhcp_tap, "type", "veth", "peer", "name", "d" + tag)
+        sh("ip", "link", "set", dhcp_tap, "master", bridge)
         await manager.delete_port(ctx, port["id"])  # the server was deleted while its host was down
         await _until(lambda: _master(tap) is None)
+        assert _master(dhcp_tap) == bridge
         assert not await _received(obs_ns, "o" + tag, own, guest_ns, "g" + tag)
         saved = subprocess.run(["ebtables-save"], capture_output=True, text=True).stdout
         assert f"-i {tap} -j DROP" in saved and f"-o {tap} -j DROP" in saved, saved
+        assert dhcp_tap not in saved, saved
     finally:
-        for link in (tap, obs):
+        for link in links:
             subprocess.run(["ip", "link", "del", link], capture_output=True)
         for ns in (guest_ns, obs_ns):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)

@@ -43,7 +43,7 @@ import socket
 import struct
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 
 from nefos.db.models import Network, Port
 from nefos.service import Component
@@ -225,15 +225,19 @@ class L2Agent(Component):
     async def sync_security_groups(self) -> bool:
         from nefos.network.firewall import load_filters
         async with self._sg_lock:
+            present = _taps()
             async with self.rt.db.reader() as s:
-                bound = {TAP_PREFIX + port_id[:11] for port_id in (await s.execute(select(Port.id).where(
-                    Port.binding_host_id == self.host, Port.device_owner.like("compute:%")))).scalars()}
                 ours = {BRIDGE_PREFIX + n[:11] for n in (await s.execute(select(Network.id))).scalars()}
-            # A guest's tap this agent wired (or that sits in one of this cloud's bridges) with no
-            # port bound here any more (its server was deleted while this host was down): cut off
-            # at once, so its address can safely be someone else's. Other taps are not ours.
-            fenced = tuple(sorted(tap for tap in _taps() - bound
-                                  if tap in self.devices or tap in self._fenced or _master(tap) in ours))
+                candidates = sorted(t for t in present
+                                    if t in self.devices or t in self._fenced or _master(t) in ours)
+                existing = set()
+                if candidates:  # the ports (a guest's, a DHCP server's, ...) these taps belong to
+                    existing = {TAP_PREFIX + port_id[:11] for port_id in (await s.execute(select(Port.id).where(
+                        or_(*[Port.id.like(t[len(TAP_PREFIX):] + "%") for t in candidates])))).scalars()}
+            # A tap this agent wired (or that sits in one of this cloud's bridges) whose port is
+            # gone (its server was deleted while this host was down): cut off at once, so its
+            # address can safely be someone else's. Other taps are not this cloud's.
+            fenced = tuple(t for t in candidates if t not in existing)
             self._fenced = set(fenced)
             changed = await self.firewall.apply(await load_filters(self.rt.db, self.host), fenced)
             for tap in fenced:
