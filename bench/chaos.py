@@ -1,0 +1,417 @@
+"""Chaos run: mixed operations from concurrent clients while services are killed and restarted, then
+invariants.
+
+Every service in its own process (image, network, scheduler, conductor, the Compute API, four fake
+compute hosts) over a RabbitMQ node and a PostgreSQL server this run starts for itself, on their
+own ports and data directories (restarting them disturbs nothing else on the machine). Clients,
+each in its own project, create, delete, stop, start, reboot, resize and confirm, snapshot and
+delete mid-build; meanwhile a random service process is SIGKILLed and restarted every
+``--kill-every`` seconds, RabbitMQ is restarted once and PostgreSQL once. Then, within
+``--settle`` seconds, every server must be steady (ACTIVE, SHUTOFF, ERROR with a fault, or gone,
+no task state), and:
+
+* quota usage = what the servers hold; hypervisor usage = the allocations; no allocation and no
+  compute port without a server; no fake guest without a server;
+* every accepted create left a server (or a later accepted delete removed it), every accepted
+  delete removed its server.
+
+Prints the counts, the faults injected, the recovery time and each violation; exits 1 on any.
+
+  python bench/chaos.py --operations 1000 --clients 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from nefos.allinone import free_port  # noqa: E402
+from nefos.image.bootstrap import DEFAULT_IMAGE_ID as IMAGE  # noqa: E402
+
+BIN = Path(sys.executable).parent
+PG_BIN = sorted(Path("/usr/lib/postgresql").glob("*/bin"))[-1] if Path("/usr/lib/postgresql").exists() else None
+HOSTS = [f"chaos-compute-{i}" for i in range(1, 5)]
+SERVICES = {"image": ["image"], "network": ["network"], "scheduler": ["scheduler"], "conductor": ["conductor"],
+            **{h: ["compute", "--host", h] for h in HOSTS}, "api": ["api"]}
+STEADY = {"ACTIVE", "SHUTOFF", "ERROR", "VERIFY_RESIZE", "PAUSED", "SUSPENDED", "SHELVED", "SHELVED_OFFLOADED"}
+
+
+def run(*argv: str, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, check=True, capture_output=True, text=True, **kwargs)
+
+
+class Postgres:
+    """A PostgreSQL server of this run's own (trust authentication, loopback only)."""
+
+    def __init__(self, root: Path):
+        self.data, self.port = root / "pg", free_port()
+        self.data.mkdir()
+        shutil.chown(self.data, "postgres", "postgres")
+        run("runuser", "-u", "postgres", "--", str(PG_BIN / "initdb"), "-D", str(self.data), "--auth=trust",
+            "-U", "postgres")
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/nefos"
+
+    def _ctl(self, *argv: str) -> None:
+        run("runuser", "-u", "postgres", "--", str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-w", *argv,
+            "-o", f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1 -c max_connections=200",
+            "-l", str(self.data / "log"))
+
+    def start(self) -> None:
+        self._ctl("start")
+
+    def create_database(self) -> None:
+        run(str(PG_BIN / "createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "nefos")
+
+    def restart(self) -> None:
+        self._ctl("restart", "-m", "fast")
+
+    def stop(self) -> None:
+        subprocess.run(["runuser", "-u", "postgres", "--", str(PG_BIN / "pg_ctl"), "-D", str(self.data),
+                        "-m", "immediate", "stop"], capture_output=True)
+
+
+class Rabbit:
+    """A RabbitMQ node of this run's own."""
+
+    def __init__(self, root: Path):
+        self.dir = root / "rabbit"
+        self.dir.mkdir()
+        shutil.chown(self.dir, "rabbitmq", "rabbitmq")
+        self.port, self.dist = free_port(), free_port()
+        self.node = f"chaos{uuid.uuid4().hex[:6]}@localhost"
+        plugins = self.dir / "enabled_plugins"
+        plugins.write_text("[].\n")
+        config = self.dir / "rabbitmq.conf"  # the machine's own config would take its port
+        config.write_text(f"listeners.tcp.local = 127.0.0.1:{self.port}\n")
+        self.env = dict(os.environ, RABBITMQ_NODENAME=self.node, RABBITMQ_NODE_PORT=str(self.port),
+                        RABBITMQ_DIST_PORT=str(self.dist), RABBITMQ_MNESIA_BASE=str(self.dir / "mnesia"),
+                        RABBITMQ_LOG_BASE=str(self.dir / "log"), RABBITMQ_ENABLED_PLUGINS_FILE=str(plugins),
+                        RABBITMQ_NODE_IP_ADDRESS="127.0.0.1", RABBITMQ_CONFIG_FILE=str(config),
+                        HOME="/var/lib/rabbitmq")  # rabbitmqctl finds the node's Erlang cookie there
+        self.proc: subprocess.Popen | None = None
+        self.url = f"amqp://guest:guest@127.0.0.1:{self.port}/"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(["rabbitmq-server"], env=self.env, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + 120
+        while subprocess.run(["rabbitmqctl", "-n", self.node, "await_startup", "--timeout", "30"], env=self.env,
+                             capture_output=True, timeout=60).returncode != 0:  # 69 until the VM is up
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"RabbitMQ node {self.node} did not start: see {self.dir / 'log'}")
+            time.sleep(1)
+
+    def stop(self) -> None:
+        subprocess.run(["rabbitmqctl", "-n", self.node, "stop"], env=self.env, capture_output=True, timeout=120)
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
+class Services:
+    def __init__(self, root: Path, env: dict):
+        self.root, self.env = root, env
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.kills = Counter()
+
+    def start(self, name: str) -> None:
+        env = dict(self.env)
+        if name in HOSTS:
+            env["NEFOS_COMPUTE_ID_PATH"] = str(self.root / f"compute_id.{name}")
+        log = open(self.root / f"{name}.log", "a")
+        self.procs[name] = subprocess.Popen([str(BIN / "nefos"), *SERVICES[name], "--state-dir", str(self.root)],
+                                            env=env, stdout=log, stderr=subprocess.STDOUT)
+
+    def kill_and_restart(self, name: str) -> None:
+        self.procs[name].send_signal(signal.SIGKILL)
+        self.procs[name].wait()
+        self.kills[name] += 1
+        self.start(name)
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+class Client:
+    """One tenant: its own project, its servers, what the cloud accepted from it."""
+
+    def __init__(self, api: str, index: int, rng: random.Random):
+        self.project = f"{index:04d}" + uuid.uuid4().hex[4:]
+        headers = {"X-Project-Id": self.project, "X-User-Id": uuid.uuid4().hex, "X-Roles": "member,reader",
+                   "OpenStack-API-Version": "compute 2.37"}
+        self.http = httpx.AsyncClient(base_url=api, headers=headers, timeout=60)
+        self.rng = rng
+        self.servers: set[str] = set()
+        self.created: set[str] = set()  # accepted creates
+        self.deleted: set[str] = set()  # accepted deletes
+        self.answers = Counter()
+
+    async def step(self) -> None:
+        op = self.rng.choice(["create", "create", "delete", "stop", "start", "reboot", "resize", "confirm",
+                              "snapshot", "delete-mid-build"])
+        try:
+            if op in ("create", "delete-mid-build") or not self.servers:
+                r = await self.http.post("/v2.1/servers", json={"server": {
+                    "name": f"chaos-{uuid.uuid4().hex[:6]}", "imageRef": IMAGE, "flavorRef": "1",
+                    "networks": "none"}})
+                self.answers[("create", r.status_code)] += 1
+                if r.status_code == 202:
+                    sid = r.json()["server"]["id"]
+                    self.created.add(sid)
+                    self.servers.add(sid)
+                    if op == "delete-mid-build":
+                        await self._delete(sid)
+                return
+            sid = self.rng.choice(sorted(self.servers))
+            if op == "delete":
+                await self._delete(sid)
+                return
+            body = {"stop": {"os-stop": None}, "start": {"os-start": None},
+                    "reboot": {"reboot": {"type": self.rng.choice(["SOFT", "HARD"])}},
+                    "resize": {"resize": {"flavorRef": self.rng.choice(["1", "2"])}},
+                    "confirm": {"confirmResize": None}, "snapshot": {"createImage": {"name": "chaos"}}}[op]
+            r = await self.http.post(f"/v2.1/servers/{sid}/action", json=body)
+            self.answers[(op, r.status_code)] += 1
+        except httpx.HTTPError as exc:  # a killed API process: the request is simply not accepted
+            self.answers[(op, type(exc).__name__)] += 1
+
+    async def _delete(self, sid: str) -> None:
+        r = await self.http.delete(f"/v2.1/servers/{sid}")
+        self.answers[("delete", r.status_code)] += 1
+        if r.status_code == 204:
+            self.deleted.add(sid)
+            self.servers.discard(sid)
+
+
+async def wait_api(api: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    async with httpx.AsyncClient(base_url=api, timeout=5, headers={
+            "X-Project-Id": "a" * 32, "X-User-Id": "b" * 32, "X-Roles": "admin,member,reader"}) as c:
+        while True:
+            try:
+                r = await c.get("/v2.1/os-hypervisors")
+                if r.status_code == 200 and len(r.json()["hypervisors"]) == len(HOSTS):
+                    return
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("the cloud did not come up")
+            await asyncio.sleep(0.5)
+
+
+async def settle(api: str, clients: list[Client], timeout: float) -> tuple[float, list[str]]:
+    """Seconds until every server is steady, and what is not steady when the time is up."""
+    started = time.monotonic()
+    admin = httpx.AsyncClient(base_url=api, timeout=30, headers={
+        "X-Project-Id": "a" * 32, "X-User-Id": "b" * 32, "X-Roles": "admin,member,reader"})
+    try:
+        while True:
+            unsteady = []
+            try:
+                r = await admin.get("/v2.1/servers/detail", params={"all_tenants": "1", "limit": "1000"})
+                servers = r.json()["servers"] if r.status_code == 200 else None
+            except httpx.HTTPError:
+                servers = None
+            if servers is not None:
+                for s in servers:
+                    if s["status"] not in STEADY or s.get("OS-EXT-STS:task_state"):
+                        unsteady.append(f"{s['id']} {s['status']}/{s.get('OS-EXT-STS:task_state')}")
+                    elif s["status"] == "ERROR" and not s.get("fault"):
+                        unsteady.append(f"{s['id']} ERROR without a fault")
+                if not unsteady:
+                    return time.monotonic() - started, []
+            if time.monotonic() - started > timeout:
+                return time.monotonic() - started, unsteady or ["the server list never answered"]
+            await asyncio.sleep(1)
+    finally:
+        await admin.aclose()
+
+
+async def check_invariants(db_url: str, clients: list[Client], fake_dir: Path) -> list[str]:
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from nefos.db.session import normalise_url
+    engine = create_async_engine(normalise_url(db_url))
+    problems: list[str] = []
+    async with engine.connect() as conn:
+        live = {r.uuid: r for r in (await conn.execute(text(
+            "SELECT uuid, project_id, vcpus, memory_mb, host FROM instances WHERE deleted = 0"))).all()}
+        real = Counter()
+        for inst in live.values():
+            real[(inst.project_id, "instances")] += 1
+            real[(inst.project_id, "cores")] += inst.vcpus
+            real[(inst.project_id, "ram")] += inst.memory_mb
+        usage = {(r.project_id, r.resource): r.in_use for r in (await conn.execute(text(
+            "SELECT project_id, resource, in_use FROM quota_usages "
+            "WHERE resource IN ('instances', 'cores', 'ram')"))).all()}
+        for key in set(real) | set(usage):
+            if usage.get(key, 0) != real.get(key, 0):
+                problems.append(f"quota {key}: usage {usage.get(key, 0)}, servers hold {real.get(key, 0)}")
+        nodes = (await conn.execute(text(
+            "SELECT n.id, n.host, n.vcpus_used, n.memory_mb_used, n.running_vms, "
+            "coalesce(sum(a.vcpus), 0) AS v, coalesce(sum(a.memory_mb), 0) AS m, count(a.id) AS c "
+            "FROM compute_nodes n LEFT JOIN allocations a ON a.compute_node_id = n.id "
+            "WHERE n.deleted = 0 GROUP BY n.id, n.host, n.vcpus_used, n.memory_mb_used, n.running_vms"))).all()
+        for n in nodes:
+            if (n.vcpus_used, n.memory_mb_used, n.running_vms) != (n.v, n.m, n.c):
+                problems.append(f"host {n.host}: usage {(n.vcpus_used, n.memory_mb_used, n.running_vms)}, "
+                                f"allocations {(n.v, n.m, n.c)}")
+        for (consumer,) in (await conn.execute(text("SELECT consumer_uuid FROM allocations"))).all():
+            if consumer not in live:
+                problems.append(f"allocation of {consumer}, no such server")
+        for (port, device) in (await conn.execute(text(
+                "SELECT id, device_id FROM ports WHERE device_owner LIKE 'compute:%'"))).all():
+            if device not in live:
+                problems.append(f"port {port} of {device}, no such server")
+        outbox = (await conn.execute(text("SELECT count(*) FROM build_requests"))).scalar_one()
+        if outbox:
+            problems.append(f"{outbox} build request(s) never taken")
+    await engine.dispose()
+    for host in HOSTS:
+        path = fake_dir / f"{host}.json"
+        guests = json.loads(path.read_text()).get("guests", {}) if path.exists() else {}
+        for guest in guests:
+            if guest not in live:
+                problems.append(f"guest {guest} on {host}, no such server")
+            elif live[guest].host != host:
+                problems.append(f"guest {guest} on {host}, its server is on {live[guest].host}")
+    for c in clients:
+        for sid in c.created - c.deleted:
+            if sid not in live:
+                problems.append(f"server {sid}: create accepted, never deleted, but gone")
+        for sid in c.deleted:
+            if sid in live:
+                problems.append(f"server {sid}: delete accepted, still there")
+    return problems
+
+
+async def main(args) -> int:
+    rng = random.Random(args.seed)
+    root = Path(tempfile.mkdtemp(prefix="nefos-chaos-"))
+    os.chmod(root, 0o755)
+    pg, rabbit = Postgres(root), Rabbit(root)
+    try:
+        pg.start()
+        pg.create_database()
+        rabbit.start()
+    except BaseException:
+        rabbit.stop()
+        pg.stop()
+        raise
+    ports = {name: free_port() for name in ("COMPUTE", "NETWORK", "IMAGE", "IDENTITY")}
+    env = dict(os.environ, NEFOS_DATABASE_URL=pg.url, NEFOS_BUS_URL=rabbit.url, NEFOS_AUTH_STRATEGY="noauth",
+               NEFOS_FAKE_HYPERVISOR_DIR=str(root / "hypervisors"), NEFOS_REPORT_INTERVAL="2",
+               NEFOS_HOST=f"chaos-{uuid.uuid4().hex[:6]}")
+    env.update({f"NEFOS_{name}_API_PORT": str(port) for name, port in ports.items()})
+    run(str(BIN / "nefos"), "db", "upgrade", "--state-dir", str(root), env=env, timeout=120)
+    services = Services(root, env)
+    api = f"http://127.0.0.1:{ports['COMPUTE']}"
+    faults = Counter()
+    violations: list[str] = []
+    try:
+        for name in SERVICES:
+            services.start(name)
+        await wait_api(api)
+        clients = [Client(api, i, random.Random(rng.random())) for i in range(args.clients)]
+        remaining = [args.operations]
+        done = asyncio.Event()
+
+        async def worker(client: Client) -> None:
+            while remaining[0] > 0:
+                remaining[0] -= 1
+                await client.step()
+            done.set()
+
+        async def chaos() -> None:
+            started = time.monotonic()
+            restarted = set()
+            while not done.is_set():
+                await asyncio.sleep(args.kill_every)
+                name = rng.choice(sorted(SERVICES))
+                await asyncio.to_thread(services.kill_and_restart, name)
+                faults[f"SIGKILL {name}"] += 1
+                left = remaining[0] / max(args.operations, 1)
+                if "rabbitmq" not in restarted and left < 0.66:
+                    restarted.add("rabbitmq")
+                    await asyncio.to_thread(rabbit.restart)
+                    faults["restart RabbitMQ"] += 1
+                if "postgresql" not in restarted and left < 0.33:
+                    restarted.add("postgresql")
+                    await asyncio.to_thread(pg.restart)
+                    faults["restart PostgreSQL"] += 1
+            faults["seconds of chaos"] = round(time.monotonic() - started)
+
+        t0 = time.monotonic()
+        chaos_task = asyncio.create_task(chaos())
+        await asyncio.gather(*(worker(c) for c in clients))
+        done.set()
+        await chaos_task
+        ops_seconds = time.monotonic() - t0
+        for name, proc in services.procs.items():  # every service is up again for the recovery
+            if proc.poll() is not None:
+                services.start(name)
+        recovery, unsteady = await settle(api, clients, args.settle)
+        violations += [f"not steady after {args.settle:g} s: {u}" for u in unsteady[:50]]
+        if not unsteady:
+            violations += await check_invariants(pg.url, clients, root / "hypervisors")
+        answers = Counter()
+        for c in clients:
+            answers.update(c.answers)
+            await c.http.aclose()
+        print(f"operations: {args.operations} from {args.clients} clients in {ops_seconds:.0f} s")
+        print("answers:", dict(sorted(((f"{k[0]} {k[1]}", v) for k, v in answers.items()))))
+        print("faults injected:", dict(faults))
+        print(f"recovery: steady {recovery:.1f} s after the last operation")
+        print(f"violations: {len(violations)}")
+        for v in violations:
+            print("  ", v)
+        if violations:
+            print(f"logs kept in {root}")
+        return 1 if violations else 0
+    finally:
+        services.stop()
+        rabbit.stop()
+        pg.stop()
+        if not violations and not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--operations", type=int, default=1000)
+    parser.add_argument("--clients", type=int, default=20)
+    parser.add_argument("--kill-every", type=float, default=3.0, help="seconds between service kills")
+    parser.add_argument("--settle", type=float, default=180.0, help="seconds allowed to become steady")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--keep", action="store_true", help="keep the run's directory")
+    sys.exit(asyncio.run(main(parser.parse_args())))
