@@ -135,3 +135,25 @@ async def test_a_server_deleted_while_its_build_waits_is_simply_gone(quick):
         await asyncio.sleep(0.05)
     usage = await quick.hypervisor_usage()
     assert (usage["running_vms"], usage["allocations"]) == (0, 0), usage
+
+
+async def test_a_delete_whose_cast_was_lost_is_finished_by_the_host(tmp_path):
+    """A delete accepted while its cast to the host is lost (a broker restart): the host finishes
+    it once it has been waiting longer than rpc_response_timeout (found by the chaos run: such a
+    server stayed BUILD/deleting for good)."""
+    cloud = await start_cloud(tmp_path, fake_hosts=1, rpc_response_timeout=1.0, task_state_timeout=2.0)
+    try:
+        server_id = await _boot(cloud)
+        await cloud.wait_status(server_id, "ACTIVE")
+        link = Link(cloud.rt.bus, ("compute",))
+        link.lossy = True
+        r = await cloud.compute.delete(f"/v2.1/servers/{server_id}", headers=ADMIN)
+        assert r.status_code == 204, r.text
+        assert link.dropped == 1
+        link.lossy = False
+        assert (await cloud.server(server_id))["OS-EXT-STS:task_state"] == "deleting"
+        await cloud.wait_gone(server_id, timeout=15)
+        usage = await cloud.hypervisor_usage()
+        assert (usage["running_vms"], usage["allocations"]) == (0, 0), usage
+    finally:
+        await stop_cloud(cloud)

@@ -9,6 +9,9 @@
   disk) renews it as it goes (``nefos.compute.snapshots.reporting_progress``), so only a step
   that stopped moving is cut short.
 
+A delete that never reached the host (its cast lost) is finished by the host after
+``rpc_response_timeout`` (a delete is idempotent).
+
 Each compute host looks at its own instances every ``check_interval(cfg)`` seconds and puts the
 stuck ones in ERROR with a fault, clearing the task state (so a stuck delete can be retried). The
 write is a compare-and-swap on the stuck state, so an operation finishing or a delete arriving
@@ -25,9 +28,10 @@ import logging
 from sqlalchemy import select
 
 from nefos import exceptions
+from nefos.compute.init_host import action_context
 from nefos.context import admin_context
 from nefos.db.models import Instance, utcnow
-from nefos.objects import instance as instance_obj, states
+from nefos.objects import actions, instance as instance_obj, states
 
 LOG = logging.getLogger(__name__)
 
@@ -42,8 +46,29 @@ def check_interval(cfg) -> float:
 
 
 async def reap_stuck_instances(manager) -> list[str]:
-    """Put this host's stuck builds and tasks in ERROR; returns their uuids."""
+    """Finish this host's lost deletes; put its stuck builds and tasks in ERROR; returns their uuids."""
+    await finish_lost_deletes(manager)
     return [*await reap_stuck_builds(manager), *await reap_stuck_tasks(manager)]
+
+
+async def finish_lost_deletes(manager) -> list[str]:
+    """Delete this host's servers whose delete was accepted (task_state deleting) longer than
+    ``rpc_response_timeout`` ago while nothing here works on them: the cast never arrived (lost
+    with a broker restart, say). A delete is idempotent, so doing it once more is safe; the
+    start of a host does the same for what it finds (init_host)."""
+    cutoff = utcnow() - dt.timedelta(seconds=manager.rt.cfg.rpc_response_timeout)
+    async with manager.rt.db.reader() as s:
+        uuids = (await s.execute(select(Instance.uuid).where(
+            Instance.host == manager.host, Instance.deleted == 0, Instance.task_state == states.DELETING,
+            Instance.updated_at < cutoff))).scalars().all()
+    finished = []
+    for uuid in uuids:
+        if manager.operation_in_progress(uuid):
+            continue
+        LOG.warning("instance %s: its delete never reached this host; deleting it now", uuid)
+        await manager.terminate_instance(await action_context(manager.rt.db, uuid, actions.DELETE), uuid)
+        finished.append(uuid)
+    return finished
 
 
 async def reap_stuck_builds(manager) -> list[str]:

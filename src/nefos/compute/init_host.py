@@ -89,7 +89,7 @@ async def _bounded(manager, coros: list) -> None:
     await asyncio.gather(*(one(c) for c in coros))
 
 
-async def _action_context(db, uuid: str, action: str) -> RequestContext:
+async def action_context(db, uuid: str, action: str) -> RequestContext:
     """The context of the unfinished ``action`` on the instance, so resumed work lands in it."""
     async with db.reader() as s:
         row = (await s.execute(select(InstanceAction).where(
@@ -129,7 +129,7 @@ async def _init_instance(manager, instance: dict) -> None:
     db = manager.rt.db
     if task_state == states.DELETING:
         LOG.info("init_host: finishing the delete of %s", uuid)
-        await manager.terminate_instance(await _action_context(db, uuid, actions.DELETE), uuid)
+        await manager.terminate_instance(await action_context(db, uuid, actions.DELETE), uuid)
         return
     if instance["vm_state"] == states.BUILDING:
         await _fail_interrupted_build(manager, uuid)
@@ -138,7 +138,7 @@ async def _init_instance(manager, instance: dict) -> None:
         return
     power_state = await power_sync.driver_power_state(manager.driver, instance)
     if task_state in SOFT_REBOOT_STATES + HARD_REBOOT_STATES:
-        ctx = await _action_context(db, uuid, actions.REBOOT)
+        ctx = await action_context(db, uuid, actions.REBOOT)
         if power_state == states.NOSTATE or (task_state in SOFT_REBOOT_STATES and power_state == states.RUNNING):
             await _clear_task_state(manager, ctx, uuid, task_state, power_state)
             return
@@ -150,7 +150,7 @@ async def _init_instance(manager, instance: dict) -> None:
             return
         await manager.reboot_instance(ctx, uuid, "HARD")
     elif task_state == states.POWERING_OFF:
-        ctx = await _action_context(db, uuid, actions.STOP)
+        ctx = await action_context(db, uuid, actions.STOP)
         if power_state == states.NOSTATE:
             # Nothing left to stop: the instance is stopped.
             await _clear_task_state(manager, ctx, uuid, task_state, power_state, vm_state=states.STOPPED)
@@ -158,7 +158,7 @@ async def _init_instance(manager, instance: dict) -> None:
         LOG.info("init_host: finishing the stop of %s", uuid)
         await manager.stop_instance(ctx, uuid)
     elif task_state == states.POWERING_ON:
-        ctx = await _action_context(db, uuid, actions.START)
+        ctx = await action_context(db, uuid, actions.START)
         if power_state == states.NOSTATE:
             await _clear_task_state(manager, ctx, uuid, task_state, power_state)
             return
@@ -166,7 +166,7 @@ async def _init_instance(manager, instance: dict) -> None:
         await manager.start_instance(ctx, uuid)
     elif task_state in SETTLED_BY_POWER_STATE:
         done_power, done_vm, action = SETTLED_BY_POWER_STATE[task_state]
-        ctx = await _action_context(db, uuid, action)
+        ctx = await action_context(db, uuid, action)
         await _clear_task_state(manager, ctx, uuid, task_state, power_state,
                                 vm_state=done_vm if power_state == done_power else None)
     elif task_state in (*states.RESIZE_TASK_STATES, states.RESIZE_REVERTING):
@@ -200,7 +200,7 @@ async def _clear_task_state(manager, ctx, uuid: str, task_state: str, power_stat
 async def _fail_interrupted_build(manager, uuid: str) -> None:
     """Build interrupted by the restart: release guest, ports and claim; ERROR with a fault."""
     db = manager.rt.db
-    ctx = await _action_context(db, uuid, actions.CREATE)
+    ctx = await action_context(db, uuid, actions.CREATE)
     exc = exceptions.BuildAbortException(
         instance_uuid=uuid, reason=f"the build was interrupted by a restart of compute host {manager.host}")
     LOG.warning("init_host: %s", exc)
