@@ -76,16 +76,33 @@ async def _guest_state(driver, server_id, power_state):
     return driver.guests[server_id].power_state == power_state
 
 
-async def test_a_stuck_delete_is_put_in_error_and_can_be_deleted_again(tmp_path):
+async def test_a_lost_delete_is_finished_by_the_host(tmp_path):
     cloud = await start_cloud(tmp_path, fake_hosts=1, task_state_timeout=60.0)
     try:
         (server_id,) = await boot_active(cloud)
-        # A delete whose compute host never acted (lost cast, host wedged): deleting for 2 minutes.
+        # A delete whose compute host never heard of it (a lost cast): deleting for 2 minutes.
         async with cloud.rt.db.transaction() as s:
             await s.execute(update(Instance).where(Instance.uuid == server_id).values(
                 task_state=states.DELETING, updated_at=utcnow() - dt.timedelta(seconds=120)))
         manager = cloud.compute_manager("host-1")
-        assert await deadlines.reap_stuck_instances(manager) == [server_id]
+        assert await deadlines.reap_stuck_instances(manager) == []
+        await cloud.wait_gone(server_id)
+        usage = await cloud.hypervisor_usage()
+        assert (usage["running_vms"], usage["allocations"]) == (0, 0), usage
+    finally:
+        await stop_cloud(cloud)
+
+
+async def test_a_wedged_delete_is_put_in_error_and_can_be_deleted_again(tmp_path):
+    cloud = await start_cloud(tmp_path, fake_hosts=1, task_state_timeout=60.0)
+    try:
+        (server_id,) = await boot_active(cloud)
+        async with cloud.rt.db.transaction() as s:
+            await s.execute(update(Instance).where(Instance.uuid == server_id).values(
+                task_state=states.DELETING, updated_at=utcnow() - dt.timedelta(seconds=120)))
+        manager = cloud.compute_manager("host-1")
+        async with manager.instance_lock(server_id):  # the host's delete is under way, and hangs
+            assert await deadlines.reap_stuck_instances(manager) == [server_id]
         server = await cloud.server(server_id)
         assert (server["status"], server["OS-EXT-STS:task_state"]) == ("ERROR", None)
         assert server["fault"]["message"].startswith("Instance task deleting timed out after 60 seconds")
