@@ -299,8 +299,8 @@ async def check_invariants(db_url: str, clients: list[Client], fake_dir: Path) -
     await engine.dispose()
     for host in HOSTS:
         path = fake_dir / f"{host}.json"
-        guests = json.loads(path.read_text()).get("guests", {}) if path.exists() else {}
-        for guest in guests:
+        saved = json.loads(path.read_text()) if path.exists() else {}
+        for guest in (g["uuid"] for g in saved.get("guests", [])):
             if guest not in live:
                 problems.append(f"guest {guest} on {host}, no such server")
             elif live[guest].host != host:
