@@ -76,14 +76,20 @@ async def _guest_state(driver, server_id, power_state):
     return driver.guests[server_id].power_state == power_state
 
 
+async def _deleting_for_two_minutes(cloud) -> str:
+    """An ACTIVE server whose delete was accepted two minutes ago."""
+    (server_id,) = await boot_active(cloud)
+    async with cloud.rt.db.transaction() as s:
+        await s.execute(update(Instance).where(Instance.uuid == server_id).values(
+            task_state=states.DELETING, updated_at=utcnow() - dt.timedelta(seconds=120)))
+    return server_id
+
+
 async def test_a_lost_delete_is_finished_by_the_host(tmp_path):
     cloud = await start_cloud(tmp_path, fake_hosts=1, task_state_timeout=60.0)
     try:
-        (server_id,) = await boot_active(cloud)
         # A delete whose compute host never heard of it (a lost cast): deleting for 2 minutes.
-        async with cloud.rt.db.transaction() as s:
-            await s.execute(update(Instance).where(Instance.uuid == server_id).values(
-                task_state=states.DELETING, updated_at=utcnow() - dt.timedelta(seconds=120)))
+        server_id = await _deleting_for_two_minutes(cloud)
         manager = cloud.compute_manager("host-1")
         assert await deadlines.reap_stuck_instances(manager) == []
         await cloud.wait_gone(server_id)
@@ -96,10 +102,7 @@ async def test_a_lost_delete_is_finished_by_the_host(tmp_path):
 async def test_a_wedged_delete_is_put_in_error_and_can_be_deleted_again(tmp_path):
     cloud = await start_cloud(tmp_path, fake_hosts=1, task_state_timeout=60.0)
     try:
-        (server_id,) = await boot_active(cloud)
-        async with cloud.rt.db.transaction() as s:
-            await s.execute(update(Instance).where(Instance.uuid == server_id).values(
-                task_state=states.DELETING, updated_at=utcnow() - dt.timedelta(seconds=120)))
+        server_id = await _deleting_for_two_minutes(cloud)
         manager = cloud.compute_manager("host-1")
         async with manager.instance_lock(server_id):  # the host's delete is under way, and hangs
             assert await deadlines.reap_stuck_instances(manager) == [server_id]

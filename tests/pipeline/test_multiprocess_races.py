@@ -34,6 +34,20 @@ from nefos.image.bootstrap import DEFAULT_IMAGE_ID
 from tests.pipeline.test_multiprocess import Processes, multiprocess_cloud  # noqa: F401 (a fixture)
 
 
+def _wait_answering(procs: Processes, url: str, timeout: float = 60) -> None:
+    """Until ``url`` answers 200 (the processes still alive)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        procs.check_alive()
+        try:
+            if httpx.get(url, headers=ADMIN, timeout=5).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline, procs.logs()
+        time.sleep(0.2)
+
+
 @pytest.fixture(params=[pytest.param("postgresql", marks=pytest.mark.postgres),
                         pytest.param("mysql", marks=pytest.mark.mysql)])
 def two_network_services(request, tmp_path):
@@ -49,17 +63,8 @@ def two_network_services(request, tmp_path):
                 procs.env = dict(env, NEFOS_NETWORK_API_PORT=str(port))
                 procs.start(["network", "--host", f"{env['NEFOS_HOST']}-{i}"])
             urls = [f"http://127.0.0.1:{port}" for port in ports]
-            deadline = time.monotonic() + 60
             for url in urls:
-                while True:
-                    procs.check_alive()
-                    try:
-                        if httpx.get(f"{url}/v2.0/networks", headers=ADMIN, timeout=5).status_code == 200:
-                            break
-                    except httpx.HTTPError:
-                        pass
-                    assert time.monotonic() < deadline, procs.logs()
-                    time.sleep(0.2)
+                _wait_answering(procs, f"{url}/v2.0/networks")
             yield urls, db_url, procs
         finally:
             procs.stop()
@@ -135,16 +140,7 @@ def test_40_creates_at_once_through_two_api_processes_hold_the_quota_and_never_5
     procs.env = dict(procs.env, NEFOS_COMPUTE_API_PORT=str(port))
     procs.start(["api", "--host", "api-2"])
     second = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        procs.check_alive()
-        try:
-            if httpx.get(f"{second}/v2.1/flavors", headers=ADMIN, timeout=5).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        assert time.monotonic() < deadline, procs.logs()
-        time.sleep(0.2)
+    _wait_answering(procs, f"{second}/v2.1/flavors")
     answers = asyncio.run(_create_servers([str(compute.base_url).rstrip("/"), second], 40))
     codes = sorted(a.status_code for a in answers)
     assert codes.count(202) == 10 and codes.count(403) == 30, (codes, [a.text[:200] for a in answers

@@ -51,16 +51,20 @@ async def reap_stuck_instances(manager) -> list[str]:
     return [*await reap_stuck_builds(manager), *await reap_stuck_tasks(manager)]
 
 
+async def _own_instances(manager, *conditions) -> list[str]:
+    """The uuids of this host's live instances that meet ``conditions``."""
+    async with manager.rt.db.reader() as s:
+        return (await s.execute(select(Instance.uuid).where(
+            Instance.host == manager.host, Instance.deleted == 0, *conditions))).scalars().all()
+
+
 async def finish_lost_deletes(manager) -> list[str]:
     """Delete this host's servers whose delete was accepted (task_state deleting) longer than
     ``rpc_response_timeout`` ago while nothing here works on them: the cast never arrived (lost
     with a broker restart, say). A delete is idempotent, so doing it once more is safe; the
     start of a host does the same for what it finds (init_host)."""
     cutoff = utcnow() - dt.timedelta(seconds=manager.rt.cfg.rpc_response_timeout)
-    async with manager.rt.db.reader() as s:
-        uuids = (await s.execute(select(Instance.uuid).where(
-            Instance.host == manager.host, Instance.deleted == 0, Instance.task_state == states.DELETING,
-            Instance.updated_at < cutoff))).scalars().all()
+    uuids = await _own_instances(manager, Instance.task_state == states.DELETING, Instance.updated_at < cutoff)
     finished = []
     for uuid in uuids:
         if manager.operation_in_progress(uuid):
@@ -76,10 +80,7 @@ async def reap_stuck_builds(manager) -> list[str]:
     if timeout <= 0:
         return []
     cutoff = utcnow() - dt.timedelta(seconds=timeout)
-    async with manager.rt.db.reader() as s:
-        uuids = (await s.execute(select(Instance.uuid).where(
-            Instance.host == manager.host, Instance.deleted == 0, Instance.vm_state == states.BUILDING,
-            Instance.created_at < cutoff))).scalars().all()
+    uuids = await _own_instances(manager, Instance.vm_state == states.BUILDING, Instance.created_at < cutoff)
     reaped = []
     for uuid in uuids:
         error = exceptions.InstanceBuildTimeout(timeout=f"{timeout:g}")

@@ -16,8 +16,9 @@ from nefos.db.models import (
 )
 from nefos.identity import core, schemas, tokens
 from nefos.identity.core import write
+from nefos.identity.request_input import _qbool
 from nefos.identity.rest import (
-    _base, _forbidden, _list_links, _qbool, _rt, allowed, auth, authorize, require_admin, role_doc,
+    _base, _forbidden, _list_links, _rt, allowed, auth, authorize, require_admin, role_doc,
 )
 from nefos.identity.tokens import TokenData
 
