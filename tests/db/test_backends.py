@@ -456,13 +456,15 @@ async def test_a_build_request_is_claimed_by_one_conductor(db):
     async with db.transaction() as s:
         request = await build_requests.add(s, RequestContext(), [str(uuid.uuid4())], {"num_instances": 1},
                                            {"admin_password": "never stored", "image": {"id": "i"}})
-    claims = await asyncio.gather(*[build_requests.claim(db, request, 60) for _ in range(20)])
-    assert claims.count(True) == 1
+    claimers = [f"conductor-{i}/{1000 + i}/t" for i in range(20)]
+    claims = await asyncio.gather(*[build_requests.claim(db, request, 60, c) for c in claimers])
+    assert claims.count(False) == 1 and claims.count(None) == 19  # taken once, first hand
     async with db.reader() as s:
         stored = (await s.execute(text("SELECT build_args FROM build_requests WHERE id = :i").bindparams(
             i=request))).scalar_one()
     assert "never stored" not in str(stored)
-    assert await build_requests.stranded(db, 0) == []  # claimed: not stranded while its lease runs
+    # Claimed: not stranded while its lease runs (its holder runs on another host, unseen from here).
+    assert await build_requests.stranded(db, 0, "elsewhere/1/t") == []
     await build_requests.finish(db, request)
 
 

@@ -6,13 +6,15 @@ conductor dying midway (taken again when its lease runs out) — and exactly onc
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
+import subprocess
 import time
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from nefos import exceptions
-from nefos.db.models import BuildRequest
+from nefos.db.models import BuildRequest, utcnow
 from tests.pipeline.conftest import ADMIN, start_cloud, stop_cloud
 
 
@@ -155,5 +157,84 @@ async def test_a_delete_whose_cast_was_lost_is_finished_by_the_host(tmp_path):
         await cloud.wait_gone(server_id, timeout=15)
         usage = await cloud.hypervisor_usage()
         assert (usage["running_vms"], usage["allocations"]) == (0, 0), usage
+    finally:
+        await stop_cloud(cloud)
+
+
+async def test_a_build_held_by_a_conductor_process_that_died_is_taken_at_once(tmp_path):
+    """With the shipped defaults (a 180 s lease): a conductor process of this host that was killed
+    while holding a build does not make it wait out the lease; the next process of the host (here:
+    the re-drive at conductor start) takes it at once."""
+    cloud = await start_cloud(tmp_path, fake_hosts=1)
+    try:
+        link = Link(cloud.rt.bus, ("conductor",))
+        conductor = _component(cloud, "conductor")
+        await conductor.stop()
+        link.lossy = True
+        server_id = await _boot(cloud)
+        link.lossy = False
+        dead = subprocess.Popen(["true"])
+        dead.wait()  # a pid that no longer runs
+        async with cloud.rt.db.transaction() as s:
+            await s.execute(update(BuildRequest).values(
+                claimed_by=f"{cloud.rt.cfg.host}/{dead.pid}/earlier",
+                claimed_until=utcnow() + dt.timedelta(seconds=180)))
+        await conductor.start()
+        await cloud.wait_status(server_id, "ACTIVE", timeout=15)
+        assert await _outbox(cloud) == 0
+    finally:
+        await stop_cloud(cloud)
+
+
+async def test_a_build_held_by_a_live_conductor_elsewhere_is_left_to_it(tmp_path):
+    """A claim of another host's conductor is honoured until its lease ends."""
+    cloud = await start_cloud(tmp_path, fake_hosts=1)
+    try:
+        link = Link(cloud.rt.bus, ("conductor",))
+        conductor = _component(cloud, "conductor")
+        await conductor.stop()
+        link.lossy = True
+        server_id = await _boot(cloud)
+        link.lossy = False
+        async with cloud.rt.db.transaction() as s:
+            await s.execute(update(BuildRequest).values(
+                claimed_by="other-host/1/t",
+                claimed_until=utcnow() + dt.timedelta(seconds=180)))
+        await conductor.start()
+        await _still_waiting(cloud, server_id, 1.0)
+        assert await _outbox(cloud) == 1
+    finally:
+        await stop_cloud(cloud)
+
+
+async def test_a_reschedule_whose_cast_back_was_lost_is_still_built(tmp_path):
+    """A build that failed on a host goes back to a conductor through a build request too: the cast
+    back lost (a broker restart, say), another host still builds it."""
+    cloud = await start_cloud(tmp_path, fake_hosts=2, build_hand_off_timeout=0.5, build_redrive_interval=0.1)
+    try:
+        dropped = []
+        original = cloud.rt.bus.cast
+
+        async def losing_reschedules(ctx, topic, method, *args, **kwargs):
+            if topic == "conductor" and "last_error" in kwargs.get("request_spec", {}):
+                dropped.append(kwargs["instance_uuids"])
+                return None
+            return await original(ctx, topic, method, *args, **kwargs)
+
+        cloud.rt.bus.cast = losing_reschedules
+        r = await cloud.compute.post("/v2.1/flavors", json={"flavor": {
+            "name": "fails-on-1", "id": "fails-on-1", "ram": 256, "vcpus": 1, "disk": 1}}, headers=ADMIN)
+        assert r.status_code == 200, r.text
+        r = await cloud.compute.post("/v2.1/flavors/fails-on-1/os-extra_specs", headers=ADMIN,
+                                     json={"extra_specs": {"nefos:fake_fail_spawn": "host-1"}})
+        assert r.status_code == 200, r.text
+        net = await cloud.make_network()
+        server_ids = [(await cloud.boot(flavor="fails-on-1", networks=[{"uuid": net["id"]}]))["server"]["id"]
+                      for _ in range(3)]
+        for server_id in server_ids:
+            server = await cloud.wait_status(server_id, "ACTIVE", timeout=20)
+            assert server["OS-EXT-SRV-ATTR:host"] == "host-2"
+        assert dropped  # at least one went to host-1 first and its way back was lost
+        assert await _outbox(cloud) == 0
     finally:
         await stop_cloud(cloud)

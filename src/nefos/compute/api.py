@@ -228,13 +228,7 @@ class ComputeAPI:
                         await actions.record_action(self.rt.db, ctx, uuid, actions.CREATE, session=s)
                         created.append(instance)
                     build_request = await build_requests.add(s, ctx, uuids, request_spec, build_args)
-        try:
-            await self.conductor.build_instances(ctx, uuids, request_spec, build_args,
-                                                 build_request_id=build_request)
-        except exceptions.ServiceUnavailable as exc:  # accepted all the same: a conductor takes it later
-            LOG.warning("servers %s: the conductor was not reached (%s); the build is taken from the "
-                        "build requests when one is", uuids, exc)
-            await build_requests.mark_undispatched(self.rt.db, build_request)
+        await self.conductor.hand_off_build(self.rt.db, ctx, uuids, request_spec, build_args, build_request)
         return created, reservation_id
 
     async def _key_pair(self, ctx, key_name: str | None) -> tuple[str | None, str | None]:
@@ -397,6 +391,11 @@ class ComputeAPI:
             return
         try:
             await self.compute_rpcapi.terminate_instance(ctx, instance["host"], uuid)
+        except exceptions.ServiceUnavailable as exc:
+            # Accepted all the same: the host finishes a delete that never reached it
+            # (nefos.compute.deadlines), and a delete is idempotent.
+            LOG.warning("instance %s: the delete could not be sent to %s (%s); the host finishes it",
+                        uuid, instance["host"], exc)
         except BaseException:  # the host never heard of it: the server is as it was
             with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
                 await instance_obj.save(self.rt.db, uuid, {"task_state": instance["task_state"]},
@@ -420,7 +419,10 @@ class ComputeAPI:
         await allocations.release(self.rt.db, uuid)
         from nefos.compute import resize
         await resize.release_claims_of_deleted(self.rt.db, before)  # a migration's claim too
-        await self.network_api.deallocate_for_instance(ctx, before, before.get("network_info"))
+        try:
+            await self.network_api.deallocate_for_instance(ctx, before, before.get("network_info"))
+        except exceptions.ServiceUnavailable as exc:  # the server is gone; a conductor releases its ports
+            LOG.warning("instance %s: its ports could not be released now (%s); released later", uuid, exc)
         await actions.finish_action(self.rt.db, ctx, uuid)
         await self._notify_delete(ctx, dict(before, vm_state=states.DELETED, task_state=None,
                                             power_state=states.NOSTATE), "instance.delete.end")

@@ -23,7 +23,7 @@ from nefos.bus import Endpoint
 from nefos.compute import image_trust
 from nefos.conductor.manager import ConductorAPI
 from nefos.db.models import BlockDeviceMapping, utcnow
-from nefos.objects import actions, allocations, instance as instance_obj, states
+from nefos.objects import actions, allocations, build_requests, instance as instance_obj, states
 from nefos.compute.resource_tracker import ResourceTracker
 from nefos.compute import (deadlines, init_host as host_init, instance_events, lifecycle, power_sync, rebuild,
                            resize, service_state, shelve, snapshots)
@@ -270,6 +270,7 @@ class ComputeManager(Endpoint):
     async def _handle_build_failure(self, ctx, uuid: str, spec: dict, args: dict, node: str,
                                     exc: Exception) -> None:
         await self._cleanup_build(ctx, uuid, None)
+        build_request = None
         try:
             if isinstance(exc, exceptions.BuildAbortException):
                 instance = await instance_obj.save_with_fault(
@@ -280,6 +281,11 @@ class ComputeManager(Endpoint):
                 return
             await self.resource_tracker.record_build_result(node, success=False)
             LOG.warning("build of %s failed on %s (%s); rescheduling", uuid, self.host, exc)
+            spec = dict(spec, last_error=str(exc))
+            # Written before the server leaves this host: if the cast back is lost, or the conductor
+            # dies, a conductor still takes it from the build requests.
+            async with self.rt.db.transaction() as s:
+                build_request = await build_requests.add(s, ctx, [uuid], spec, args)
             await instance_obj.save(self.rt.db, uuid,
                                     {"host": None, "node": None, "task_state": states.SCHEDULING,
                                      "vm_state": states.BUILDING, "network_info": []},
@@ -288,8 +294,10 @@ class ComputeManager(Endpoint):
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError,
                 exceptions.InstanceInvalidState):
             LOG.info("instance %s was deleted or put in ERROR after its build failed", uuid)
+            if build_request is not None:
+                await build_requests.finish(self.rt.db, build_request)
             return
-        await self.conductor.build_instances(ctx, [uuid], dict(spec, last_error=str(exc)), args)
+        await self.conductor.hand_off_build(self.rt.db, ctx, [uuid], spec, args, build_request)
 
     # Console (os-getConsoleOutput) ----------------------------------------------
     async def get_console_output(self, ctx, instance_uuid: str, tail_length: int | None = None) -> str:

@@ -8,6 +8,7 @@ here with the hosts already tried in ``request_spec["retry"]``; after
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import logging
 import traceback
 
@@ -15,8 +16,10 @@ from sqlalchemy import select
 
 from nefos import exceptions
 from nefos.bus import Endpoint
-from nefos.context import RequestContext
-from nefos.db.models import Instance
+from nefos.context import RequestContext, admin_context
+from nefos.db.models import Instance, utcnow
+from nefos.db.retry import retrying
+from nefos.network.client import NetworkAPI
 from nefos.objects import actions, allocations, build_requests, instance as instance_obj, states
 from nefos.compute.rpcapi import ComputeRPCAPI
 from nefos.scheduler.manager import SchedulerAPI
@@ -24,6 +27,7 @@ from nefos.scheduler.manager import SchedulerAPI
 LOG = logging.getLogger(__name__)
 
 SCHEDULE_EVENT = "conductor_schedule_and_build_instances"
+_PORT_SWEEP_WINDOW = 900  # seconds after a delete in which its leftover ports are looked for
 UNSHELVE_EVENT = "conductor_unshelve_instance"
 
 
@@ -49,24 +53,35 @@ class ConductorManager(Endpoint):
         if build_request_id is None:
             await self._schedule_and_build(ctx, instance_uuids, request_spec, build_args)
             return
-        db = self.rt.db
-        if not await build_requests.claim(db, build_request_id, 3 * self.rt.cfg.rpc_response_timeout):
+        db, claimer = self.rt.db, build_requests.claimer_id(self.rt.cfg.host)
+        retaken = await build_requests.claim(db, build_request_id, 3 * self.rt.cfg.rpc_response_timeout, claimer)
+        if retaken is None:
             LOG.info("build request %s: another conductor has it, or it is done", build_request_id)
             return
-        # Taken again after a conductor died midway: only what it had not scheduled yet.
-        async with db.reader() as s:
-            waiting = set((await s.execute(select(Instance.uuid).where(
-                Instance.uuid.in_(instance_uuids), Instance.deleted == 0, Instance.host.is_(None),
-                Instance.task_state == states.SCHEDULING))).scalars())
-        uuids = [u for u in instance_uuids if u in waiting]
-        if uuids:
-            await self._schedule_and_build(ctx, uuids, dict(request_spec, num_instances=len(uuids)), build_args)
-        await build_requests.finish(db, build_request_id)
+        try:
+            # Taken again after a conductor died midway: only what it had not scheduled yet, and
+            # without the claims the scheduler may have made for it before that conductor died.
+            async with db.reader() as s:
+                waiting = set((await s.execute(select(Instance.uuid).where(
+                    Instance.uuid.in_(instance_uuids), Instance.deleted == 0, Instance.host.is_(None),
+                    Instance.task_state == states.SCHEDULING))).scalars())
+            uuids = [u for u in instance_uuids if u in waiting]
+            if retaken:
+                for uuid in uuids:
+                    await allocations.release(db, uuid)
+            if uuids:
+                await self._schedule_and_build(ctx, uuids, dict(request_spec, num_instances=len(uuids)), build_args)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await _with_retries(build_requests.unclaim, db, build_request_id, claimer)
+            raise
+        await _with_retries(build_requests.finish, db, build_request_id)
 
     async def redrive_stranded_builds(self) -> None:
         """Take the builds no conductor took (the API could not cast them, the cast was lost, or
         the conductor holding one died) and build them."""
-        for request in await build_requests.stranded(self.rt.db, self.rt.cfg.build_hand_off_timeout):
+        claimer = build_requests.claimer_id(self.rt.cfg.host)
+        for request in await build_requests.stranded(self.rt.db, self.rt.cfg.build_hand_off_timeout, claimer):
             LOG.warning("build request %s (servers %s) was not taken in time: building it now",
                         request["id"], request["instance_uuids"])
             try:
@@ -75,6 +90,23 @@ class ConductorManager(Endpoint):
                                            build_request_id=request["id"])
             except Exception:
                 LOG.exception("build request %s failed again; it is taken again later", request["id"])
+
+    async def release_ports_of_deleted_servers(self) -> None:
+        """Ports still bound to servers deleted in the last ``_PORT_SWEEP_WINDOW`` seconds: the
+        delete could not reach the network service (it was down or unreachable), so they are
+        released now, before their addresses stay taken for good."""
+        since = utcnow() - dt.timedelta(seconds=_PORT_SWEEP_WINDOW)
+        async with self.rt.db.reader() as s:
+            deleted = (await s.execute(select(Instance.uuid).where(
+                Instance.deleted != 0, Instance.deleted_at >= since))).scalars().all()
+        if not deleted:
+            return
+        network_api = NetworkAPI(self.rt)
+        admin = admin_context()
+        for uuid in await network_api.devices_holding_ports(admin, deleted):
+            LOG.warning("instance %s was deleted but still holds ports: releasing them", uuid)
+            instance = await instance_obj.get(self.rt.db, uuid, read_deleted=True)
+            await network_api.deallocate_for_instance(admin, instance, instance.get("network_info"))
 
     async def _schedule_and_build(self, ctx, instance_uuids: list[str], request_spec: dict,
                                   build_args: dict) -> None:
@@ -153,11 +185,30 @@ class ConductorManager(Endpoint):
         await resize.conductor_migrate_server(self, ctx, instance_uuid, request_spec, migration)
 
 
+async def _with_retries(function, *args):
+    """A build request's own bookkeeping outlives a short database outage or deadlock."""
+    async for attempt in retrying():
+        with attempt:
+            return await function(*args)
+
+
 class ConductorAPI:
     """The client the compute API and compute managers use."""
 
     def __init__(self, bus):
         self.bus = bus
+
+    async def hand_off_build(self, db, ctx, instance_uuids: list[str], request_spec: dict, build_args: dict,
+                             build_request_id: str) -> None:
+        """Cast a build whose build request is written; a conductor that cannot be reached takes it
+        from the build requests later, so the build is accepted all the same."""
+        try:
+            await self.build_instances(ctx, instance_uuids, request_spec, build_args,
+                                       build_request_id=build_request_id)
+        except exceptions.ServiceUnavailable as exc:
+            LOG.warning("servers %s: the conductor was not reached (%s); the build is taken from the "
+                        "build requests when one is", instance_uuids, exc)
+            await build_requests.mark_undispatched(db, build_request_id)
 
     async def build_instances(self, ctx, instance_uuids: list[str], request_spec: dict,
                               build_args: dict, build_request_id: str | None = None) -> None:

@@ -40,6 +40,7 @@ class Instance(TimestampMixin, Base):
         Index("ix_instances_host_deleted", "host", "deleted"),
         Index("ix_instances_reservation_id", "reservation_id"),
         Index("ix_instances_deleted_created", "deleted", "created_at", "id"),
+        Index("ix_instances_deleted_at", "deleted_at"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -262,7 +263,8 @@ class QuotaClass(TimestampMixin, Base):
 class BuildRequest(Base):
     """A build the API accepted, until a conductor has scheduled it: the durable hand-off from the
     API to the conductor (an outbox). ``dispatched`` is False when the API could not reach the
-    conductor; ``claimed_until``: the lease of the conductor working on it."""
+    conductor; ``claimed_until``: the lease of the conductor working on it; ``claimed_by``: that
+    conductor process (``<host>/<pid>/<token>``)."""
     __tablename__ = "build_requests"
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     instance_uuids: Mapped[list] = mapped_column(JSON)
@@ -272,6 +274,7 @@ class BuildRequest(Base):
     dispatched: Mapped[bool] = mapped_column(Boolean, default=True)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow, index=True)
     claimed_until: Mapped[dt.datetime | None] = mapped_column(DateTime)
+    claimed_by: Mapped[str | None] = mapped_column(String(255))
 
 
 class QuotaUsage(TimestampMixin, Base):

@@ -328,6 +328,12 @@ class NetworkAPI:
             keep |= {r["port"] for r in requested if isinstance(r, dict) and r.get("port")}
         return keep
 
+    async def devices_holding_ports(self, ctx: RequestContext, device_ids: list[str]) -> set[str]:
+        """Which of ``device_ids`` still have ports."""
+        ports = await self._call(ctx.elevated(), "list_ports", filters={"device_id": list(device_ids)},
+                                 fields=["device_id"])
+        return {p["device_id"] for p in ports}
+
     async def deallocate_for_instance(self, ctx: RequestContext, instance: dict,
                                       network_info: list[dict] | None = None) -> None:
         """Delete the ports made for the instance and unbind the user's own; idempotent."""
