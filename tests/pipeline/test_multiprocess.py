@@ -49,6 +49,19 @@ class Processes:
         dead = [name for name, p, _l in self.procs if p.poll() is not None]
         assert not dead, f"{dead} exited:\n{self.logs()}"
 
+    @contextlib.contextmanager
+    def held(self, service: str):
+        """``service``'s processes stopped (SIGSTOP) meanwhile: what is sent to them waits on the bus,
+        and reaches them at once when they go on."""
+        held = [p for name, p, _l in self.procs if name.split("-")[0] == service]
+        for proc in held:
+            proc.send_signal(signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            for proc in held:
+                proc.send_signal(signal.SIGCONT)
+
     def stop(self) -> None:
         for _name, proc, _log in reversed(self.procs):
             if proc.poll() is None:
