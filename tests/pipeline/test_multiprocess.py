@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -48,6 +49,19 @@ class Processes:
         dead = [name for name, p, _l in self.procs if p.poll() is not None]
         assert not dead, f"{dead} exited:\n{self.logs()}"
 
+    @contextlib.contextmanager
+    def held(self, service: str):
+        """``service``'s processes stopped (SIGSTOP) meanwhile: what is sent to them waits on the bus,
+        and reaches them at once when they go on."""
+        held = [p for name, p, _l in self.procs if name.split("-")[0] == service]
+        for proc in held:
+            proc.send_signal(signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            for proc in held:
+                proc.send_signal(signal.SIGCONT)
+
     def stop(self) -> None:
         for _name, proc, _log in reversed(self.procs):
             if proc.poll() is None:
@@ -60,23 +74,26 @@ class Processes:
             log.close()
 
 
-@pytest.fixture(params=[pytest.param("postgresql", marks=[pytest.mark.postgres, pytest.mark.rabbit]),
-                        pytest.param("mysql", marks=[pytest.mark.mysql, pytest.mark.rabbit])])
-def multiprocess_cloud(request, tmp_path):
-    with fresh_database(request.param) as db_url:
+@contextlib.contextmanager
+def running_cloud(backend: str, state: Path, services: list[list[str]] = SERVICES, **settings: str):
+    """A cloud of ``services``, each its own process, on a fresh ``backend`` database and RabbitMQ
+    (``settings``: more NEFOS_* variables for every process); ready when its APIs answer and both
+    compute hosts reported their nodes. Yields Compute and Networking API clients and the processes."""
+    with fresh_database(backend) as db_url:
         ports = {name: free_port() for name in ("COMPUTE", "NETWORK", "IMAGE", "IDENTITY")}
         env = dict(os.environ, NEFOS_DATABASE_URL=db_url, NEFOS_BUS_URL=RABBIT_URL,
                    NEFOS_AUTH_STRATEGY="noauth", NEFOS_REPORT_INTERVAL="2",
                    # Bus topics are shared on the broker: keep host names unique per run.
                    NEFOS_HOST=f"mp-{uuid.uuid4().hex[:8]}",
-                   NEFOS_CONTROL_EXCHANGE=f"nefos-test-{uuid.uuid4().hex[:8]}")
+                   NEFOS_CONTROL_EXCHANGE=f"nefos-test-{uuid.uuid4().hex[:8]}",
+                   **{f"NEFOS_{name.upper()}": value for name, value in settings.items()})
         for name, port in ports.items():
             env[f"NEFOS_{name}_API_PORT"] = str(port)
-        subprocess.run([str(BIN / "nefos"), "db", "upgrade", "--state-dir", str(tmp_path)], env=env,
+        subprocess.run([str(BIN / "nefos"), "db", "upgrade", "--state-dir", str(state)], env=env,
                        check=True, capture_output=True, timeout=120)
-        procs = Processes(tmp_path, env)
+        procs = Processes(state, env)
         try:
-            for args in SERVICES:
+            for args in services:
                 procs.start(args)
             compute = httpx.Client(base_url=f"http://127.0.0.1:{ports['COMPUTE']}", timeout=30, headers=ADMIN)
             network = httpx.Client(base_url=f"http://127.0.0.1:{ports['NETWORK']}", timeout=30, headers=ADMIN)
@@ -97,6 +114,16 @@ def multiprocess_cloud(request, tmp_path):
             network.close()
         finally:
             procs.stop()
+
+
+SERVER_BACKENDS = [pytest.param("postgresql", marks=[pytest.mark.postgres, pytest.mark.rabbit]),
+                   pytest.param("mysql", marks=[pytest.mark.mysql, pytest.mark.rabbit])]
+
+
+@pytest.fixture(params=SERVER_BACKENDS)
+def multiprocess_cloud(request, tmp_path):
+    with running_cloud(request.param, tmp_path) as cloud:
+        yield cloud
 
 
 def _wait(compute, server_id, status, procs, timeout=60):

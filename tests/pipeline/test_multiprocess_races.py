@@ -5,7 +5,11 @@
   address, no address twice (a request that lost a few races for the lowest free address used to
   give up with 409 "No more IP addresses available" while 150 were free);
 * meanwhile each process holds at most max_pool_size + max_overflow connections, so a
-  deployment's processes fit the database's connection limit.
+  deployment's processes fit the database's connection limit;
+* 40 creates at once through two API processes against a quota of 10;
+* 50 boots through two scheduler and two conductor processes for 10 servers' capacity;
+* a new project's first 20 requests at once through two network processes, each creating its
+  default security group if it is not there yet.
 """
 
 from __future__ import annotations
@@ -31,7 +35,8 @@ from nefos.db.session import normalise_url
 from tests.backends import fresh_database
 from tests.noauth import ADMIN
 from nefos.image.bootstrap import DEFAULT_IMAGE_ID
-from tests.pipeline.test_multiprocess import Processes, multiprocess_cloud  # noqa: F401 (a fixture)
+from tests.pipeline.test_multiprocess import SERVER_BACKENDS, SERVICES, Processes, running_cloud
+from tests.pipeline.test_multiprocess import multiprocess_cloud  # noqa: F401 (a fixture)
 
 
 def _wait_answering(procs: Processes, url: str, timeout: float = 60) -> None:
@@ -147,3 +152,105 @@ def test_40_creates_at_once_through_two_api_processes_hold_the_quota_and_never_5
                                                                      if a.status_code >= 500][:3])
     limits = compute.get("/v2.1/limits").json()["limits"]["absolute"]
     assert limits["totalInstancesUsed"] == 10, limits
+
+
+def _query(db_url: str, sql: str) -> list:
+    async def run() -> list:
+        engine = create_async_engine(normalise_url(db_url), poolclass=NullPool)
+        try:
+            async with engine.connect() as conn:
+                return list((await conn.execute(text(sql))).all())
+        finally:
+            await engine.dispose()
+    return asyncio.run(run())
+
+
+def _steady_servers(compute: httpx.Client, count: int, procs: Processes, timeout: float = 180) -> list[dict]:
+    """The project's servers once all ``count`` are ACTIVE or ERROR with no task under way."""
+    deadline = time.monotonic() + timeout
+    while True:
+        procs.check_alive()
+        servers = compute.get("/v2.1/servers/detail").json()["servers"]
+        if len(servers) == count and all(s["status"] in ("ACTIVE", "ERROR") and s["OS-EXT-STS:task_state"] is None
+                                         for s in servers):
+            return servers
+        assert time.monotonic() < deadline, (sorted(s["status"] for s in servers), procs.logs()[-3000:])
+        time.sleep(0.5)
+
+
+# Each fake host has room for 5 m1.tiny servers: its disk (5 GB, allocation ratio 1) fits five 1 GB roots.
+_FIVE_TINY_SERVERS = {"fake_local_gb": "5", "quota_instances": "100", "quota_cores": "100"}
+_TWO_SCHEDULERS_TWO_CONDUCTORS = [
+    each for args in SERVICES for each in
+    ([[args[0], "--host", f"{args[0]}-{i}"] for i in (1, 2)] if args in (["scheduler"], ["conductor"]) else [args])]
+
+
+@pytest.fixture(params=SERVER_BACKENDS)
+def cloud_with_room_for_10(request, tmp_path):
+    with running_cloud(request.param, tmp_path, _TWO_SCHEDULERS_TWO_CONDUCTORS, **_FIVE_TINY_SERVERS) as cloud:
+        yield cloud
+
+
+def test_50_boots_through_two_schedulers_fill_10_slots_exactly(cloud_with_room_for_10):
+    """Exactly 10 of 50 boots ACTIVE on two hosts with room for 5 each, 40 in ERROR with "No valid
+    host", no host over its capacity, no 500. A claim trusting the scheduler's
+    capacity check (its UPDATE without the compare-and-swap's conditions) put 26 to 34 ACTIVE on
+    PostgreSQL and 12 to 34 on MariaDB for the 10 slots."""
+    compute, _network, procs = cloud_with_room_for_10
+    with procs.held("conductor"):  # the 50 builds reach the schedulers together
+        answers = asyncio.run(_create_servers([str(compute.base_url).rstrip("/")], 50))
+    assert sorted({a.status_code for a in answers}) == [202], [a.text[:200] for a in answers if a.status_code != 202][:3]
+    servers = _steady_servers(compute, 50, procs)
+    active = [s for s in servers if s["status"] == "ACTIVE"]
+    errors = [s for s in servers if s["status"] == "ERROR"]
+    assert (len(active), len(errors)) == (10, 40), (len(active), len(errors))
+    assert all("No valid host" in s["fault"]["message"] for s in errors), [s["fault"] for s in errors][:3]
+    per_host = {h: [s["OS-EXT-SRV-ATTR:host"] for s in active].count(h) for h in ("mp-compute-1", "mp-compute-2")}
+    assert per_host == {"mp-compute-1": 5, "mp-compute-2": 5}, per_host
+    for hyp in compute.get("/v2.1/os-hypervisors/detail").json()["hypervisors"]:
+        assert (hyp["local_gb"], hyp["local_gb_used"], hyp["running_vms"]) == (5, 5, 5), hyp
+    claimed = _query(procs.env["NEFOS_DATABASE_URL"],
+                     "SELECT n.host, n.local_gb * n.disk_allocation_ratio, sum(a.disk_gb), count(*) "
+                     "FROM allocations a JOIN compute_nodes n ON n.id = a.compute_node_id GROUP BY n.id, n.host, "
+                     "n.local_gb, n.disk_allocation_ratio")
+    assert sorted((host, float(room), int(used), n) for host, room, used, n in claimed) == [
+        ("mp-compute-1", 5.0, 5, 5), ("mp-compute-2", 5.0, 5, 5)], claimed
+
+
+def test_a_new_projects_first_20_requests_at_once_make_one_default_group(two_network_services):
+    """A new project's first 10 security group lists and 10 port creates at once, through two
+    network processes: one ``default`` group with its 4 rules, every port in it, no 409/500.
+    Found by name instead of by the project's unique default-group row, there were 16 and 20
+    default groups on PostgreSQL, and 1 and 16 of the 20 answered 500 on MariaDB."""
+    urls, _db_url, procs = two_network_services
+    r = httpx.post(f"{urls[0]}/v2.0/networks", json={"network": {"name": "shared", "shared": True}}, headers=ADMIN)
+    assert r.status_code == 201, r.text
+    net = r.json()["network"]["id"]
+    r = httpx.post(f"{urls[0]}/v2.0/subnets", headers=ADMIN, json={"subnet": {
+        "network_id": net, "cidr": "10.89.0.0/24", "ip_version": 4}})
+    assert r.status_code == 201, r.text
+    project = uuid.uuid4().hex
+    member = {"X-Project-Id": project, "X-User-Id": uuid.uuid4().hex, "X-Roles": "member,reader"}
+
+    async def first_requests() -> list[httpx.Response]:
+        clients = [httpx.AsyncClient(base_url=url, headers=member, timeout=120) for url in urls]
+        try:
+            return await asyncio.gather(*[
+                clients[i % 2].get("/v2.0/security-groups") if i % 4 < 2 else
+                clients[i % 2].post("/v2.0/ports", json={"port": {"network_id": net}}) for i in range(20)])
+        finally:
+            for c in clients:
+                await c.aclose()
+    answers = asyncio.run(first_requests())
+    failed = [(a.status_code, a.text[:200]) for a in answers if a.status_code not in (200, 201)]
+    assert failed == [], f"{len(failed)} of 20 failed, first: {failed[:3]}\n{procs.logs()[-2000:]}"
+    groups = httpx.get(f"{urls[0]}/v2.0/security-groups", params={"project_id": project}, headers=ADMIN).json()
+    defaults = [g for g in groups["security_groups"] if g["name"] == "default"]
+    assert len(defaults) == 1, [g["id"] for g in defaults]
+    (default,) = defaults
+    assert sorted((r["direction"], r["ethertype"]) for r in default["security_group_rules"]) == [
+        ("egress", "IPv4"), ("egress", "IPv6"), ("ingress", "IPv4"), ("ingress", "IPv6")]
+    for listed in (a.json()["security_groups"] for a in answers if a.request.method == "GET"):
+        assert [g["id"] for g in listed] == [default["id"]]
+    for port in (a.json()["port"] for a in answers if a.request.method == "POST"):
+        assert port["security_groups"] == [default["id"]]
