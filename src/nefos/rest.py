@@ -19,6 +19,7 @@ from starlette.responses import JSONResponse, Response
 
 from nefos import exceptions, policy
 from nefos.context import DEFAULT_USER_ID, RequestContext, current_context, new_request_id
+from nefos.db.retry import transient_error
 
 LOG = logging.getLogger(__name__)
 
@@ -239,6 +240,10 @@ def make_app(title: str, error_body: ErrorBody, inner_middleware: tuple = (),
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception):
+        transient = transient_error(exc)
+        if transient is not None:  # the database away or too contended: 503, worth a retry
+            LOG.warning("%s %s failed: %s (%s)", request.method, request.url.path, transient, exc)
+            return respond(transient.code, str(transient), type(transient).__name__)
         LOG.exception("unexpected error serving %s %s", request.method, request.url.path)
         return respond(500, "Unexpected API Error. Please report this at the project's issue tracker.",
                        type(exc).__name__)
