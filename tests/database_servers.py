@@ -18,14 +18,11 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
-from nefos.allinone import free_port  # noqa: E402
+from nefos.allinone import free_port
 
 PG_BIN = sorted(Path("/usr/lib/postgresql").glob("*/bin"))[-1] if Path("/usr/lib/postgresql").exists() else None
 START_TIMEOUT = 60.0
@@ -65,6 +62,8 @@ class _OwnServer:
             shutil.chown(self.data, self.user, self.user)
         self.port = free_port()
 
+    running = False
+
     def restart(self) -> None:
         self.stop()
         self.start()
@@ -97,14 +96,17 @@ class OwnPostgres(_OwnServer):
 
     def start(self) -> None:
         self._ctl("start")
+        self.running = True
 
     def restart(self) -> None:
         self._ctl("restart", "-m", "fast")
+        self.running = True
 
     def stop(self) -> None:
         # Immediate: connections are cut as in a crash, and the next start recovers.
         subprocess.run(_as(self.user, [str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w",
                                        "stop"]), capture_output=True)
+        self.running = False
 
     def create_database(self, name: str) -> str:
         _run([str(PG_BIN / "createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", name])
@@ -139,6 +141,7 @@ class OwnMariaDB(_OwnServer):
                 self.stop()
                 raise RuntimeError(f"MariaDB did not start: see {self.data / 'server.log'}")
             time.sleep(0.05)
+        self.running = True
 
     def stop(self) -> None:
         if self.proc is None:
@@ -148,6 +151,7 @@ class OwnMariaDB(_OwnServer):
             os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
         self.proc = None
+        self.running = False
 
     def create_database(self, name: str) -> str:
         _run(["mariadb", "-h", "127.0.0.1", "-P", str(self.port), "-u", "root",
