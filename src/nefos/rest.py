@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.responses import JSONResponse, Response
@@ -238,6 +239,10 @@ def make_app(title: str, error_body: ErrorBody, inner_middleware: tuple = (),
         msg = errors[0]["msg"] if errors else "invalid"
         return respond(400, f"Invalid input for field/attribute {where}. {msg}", "ValidationError")
 
+    # Database and socket errors are answered inside the app (Starlette re-raises whatever reaches
+    # its catch-all ``Exception`` handler, for the server to log it again); anything else there.
+    @app.exception_handler(DBAPIError)
+    @app.exception_handler(OSError)
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception):
         transient = transient_error(exc)

@@ -188,9 +188,9 @@ async def _compute_api(server, tmp_path):
     try:
         from nefos.compute.flavors import ensure_default_flavors
         await ensure_default_flavors(runtime.db)
-        # raise_app_exceptions=False: what a client gets, as from a real server, however the
-        # app ended the request.
-        transport = httpx.ASGITransport(app=create_app(runtime, compute_api=None), raise_app_exceptions=False)
+        # The transport raises what the app lets out after answering: a 503 must be an answer
+        # of the app's own, not a crash that the server turned into a response.
+        transport = httpx.ASGITransport(app=create_app(runtime, compute_api=None))
         async with httpx.AsyncClient(transport=transport, base_url="http://nefos", headers=ADMIN) as client:
             yield client
     finally:
@@ -232,7 +232,7 @@ async def test_a_connection_lost_at_commit_is_a_503(db, up):
             await asyncio.to_thread(up.stop)
         return {"never": "reached"}
 
-    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://nefos") as client:
         response = await client.get("/")
     assert (response.status_code, response.json()) == (503, UNAVAILABLE)
