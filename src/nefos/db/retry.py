@@ -100,7 +100,9 @@ def _raised_by_driver(exc: BaseException) -> bool:
 
 
 def _is_socket_error(error: BaseException) -> bool:
-    return isinstance(error, (ConnectionError, TimeoutError)) or (
+    # Not any TimeoutError: a statement that timed out still has its connection. asyncio reports
+    # a connect refused on every address of a host as one OSError without an errno.
+    return isinstance(error, ConnectionError) or (
         isinstance(error, OSError) and (error.errno in _SOCKET_ERRNOS or str(error).startswith("Multiple exceptions")))
 
 
