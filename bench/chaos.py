@@ -40,12 +40,13 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nefos.allinone import free_port  # noqa: E402
 from nefos.image.bootstrap import DEFAULT_IMAGE_ID as IMAGE  # noqa: E402
+from tests.database_servers import OwnPostgres  # noqa: E402
 
 BIN = Path(sys.executable).parent
-PG_BIN = sorted(Path("/usr/lib/postgresql").glob("*/bin"))[-1] if Path("/usr/lib/postgresql").exists() else None
 HOSTS = [f"chaos-compute-{i}" for i in range(1, 5)]
 SERVICES = {"image": ["image"], "network": ["network"], "scheduler": ["scheduler"], "conductor": ["conductor"],
             **{h: ["compute", "--host", h] for h in HOSTS}, "api": ["api"]}
@@ -54,36 +55,6 @@ STEADY = {"ACTIVE", "SHUTOFF", "ERROR", "VERIFY_RESIZE", "PAUSED", "SUSPENDED", 
 
 def run(*argv: str, **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run(argv, check=True, capture_output=True, text=True, **kwargs)
-
-
-class Postgres:
-    """A PostgreSQL server of this run's own (trust authentication, loopback only)."""
-
-    def __init__(self, root: Path):
-        self.data, self.port = root / "pg", free_port()
-        self.data.mkdir()
-        shutil.chown(self.data, "postgres", "postgres")
-        run("runuser", "-u", "postgres", "--", str(PG_BIN / "initdb"), "-D", str(self.data), "--auth=trust",
-            "-U", "postgres")
-        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/nefos"
-
-    def _ctl(self, *argv: str) -> None:
-        run("runuser", "-u", "postgres", "--", str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-w", *argv,
-            "-o", f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1 -c max_connections=200",
-            "-l", str(self.data / "log"))
-
-    def start(self) -> None:
-        self._ctl("start")
-
-    def create_database(self) -> None:
-        run(str(PG_BIN / "createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "nefos")
-
-    def restart(self) -> None:
-        self._ctl("restart", "-m", "fast")
-
-    def stop(self) -> None:
-        subprocess.run(["runuser", "-u", "postgres", "--", str(PG_BIN / "pg_ctl"), "-D", str(self.data),
-                        "-m", "immediate", "stop"], capture_output=True)
 
 
 class Rabbit:
@@ -319,17 +290,17 @@ async def main(args) -> int:
     rng = random.Random(args.seed)
     root = Path(tempfile.mkdtemp(prefix="nefos-chaos-"))
     os.chmod(root, 0o755)
-    pg, rabbit = Postgres(root), Rabbit(root)
+    pg, rabbit = OwnPostgres(root), Rabbit(root)
     try:
         pg.start()
-        pg.create_database()
+        database_url = pg.create_database("nefos")
         rabbit.start()
     except BaseException:
         rabbit.stop()
         pg.stop()
         raise
     ports = {name: free_port() for name in ("COMPUTE", "NETWORK", "IMAGE", "IDENTITY")}
-    env = dict(os.environ, NEFOS_DATABASE_URL=pg.url, NEFOS_BUS_URL=rabbit.url, NEFOS_AUTH_STRATEGY="noauth",
+    env = dict(os.environ, NEFOS_DATABASE_URL=database_url, NEFOS_BUS_URL=rabbit.url, NEFOS_AUTH_STRATEGY="noauth",
                NEFOS_FAKE_HYPERVISOR_DIR=str(root / "hypervisors"), NEFOS_REPORT_INTERVAL="2",
                NEFOS_HOST=f"chaos-{uuid.uuid4().hex[:6]}")
     env.update({f"NEFOS_{name}_API_PORT": str(port) for name, port in ports.items()})
@@ -383,7 +354,7 @@ async def main(args) -> int:
         recovery, unsteady = await settle(api, clients, args.settle)
         violations += [f"not steady after {args.settle:g} s: {u}" for u in unsteady[:50]]
         if not unsteady:
-            violations += await check_invariants(pg.url, clients, root / "hypervisors")
+            violations += await check_invariants(database_url, clients, root / "hypervisors")
         answers = Counter()
         for c in clients:
             answers.update(c.answers)

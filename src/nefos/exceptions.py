@@ -99,6 +99,17 @@ class ServiceUnavailable(Error):
     message = "Service unavailable."
 
 
+class DatabaseUnavailable(ServiceUnavailable):
+    """The database could not be reached, or the connection to it was lost, and did not come
+    back within the retries: nothing was committed past what the caller was told."""
+    message = "The database is unavailable. Please retry the request later."
+
+
+class DatabaseBusy(ServiceUnavailable):
+    """The database kept rolling the transaction back for contention (deadlocks, lock waits)."""
+    message = "The database is too busy to complete the request. Please retry the request later."
+
+
 # Compute ---------------------------------------------------------------------
 
 class InstanceNotFound(NotFound):

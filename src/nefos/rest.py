@@ -13,12 +13,14 @@ from typing import Any, Callable
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.responses import JSONResponse, Response
 
 from nefos import exceptions, policy
 from nefos.context import DEFAULT_USER_ID, RequestContext, current_context, new_request_id
+from nefos.db.retry import transient_error
 
 LOG = logging.getLogger(__name__)
 
@@ -237,8 +239,16 @@ def make_app(title: str, error_body: ErrorBody, inner_middleware: tuple = (),
         msg = errors[0]["msg"] if errors else "invalid"
         return respond(400, f"Invalid input for field/attribute {where}. {msg}", "ValidationError")
 
+    # Database and socket errors are answered inside the app (Starlette re-raises whatever reaches
+    # its catch-all ``Exception`` handler, for the server to log it again); anything else there.
+    @app.exception_handler(DBAPIError)
+    @app.exception_handler(OSError)
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception):
+        transient = transient_error(exc)
+        if transient is not None:  # the database away or too contended: 503, worth a retry
+            LOG.warning("%s %s failed: %s (%s)", request.method, request.url.path, transient, exc)
+            return respond(transient.code, str(transient), type(transient).__name__)
         LOG.exception("unexpected error serving %s %s", request.method, request.url.path)
         return respond(500, "Unexpected API Error. Please report this at the project's issue tracker.",
                        type(exc).__name__)

@@ -12,6 +12,7 @@ from typing import Any, Awaitable, Callable
 
 from nefos import exceptions
 from nefos.context import RequestContext, current_context
+from nefos.db.retry import transient_error
 
 LOG = logging.getLogger(__name__)
 
@@ -48,10 +49,14 @@ def _default(obj):
 
 
 def error_payload(exc: BaseException) -> dict:
+    """``exc`` for the caller of a remote method. A lost database or one too contended goes as
+    its 503 error (``transient_error``), which the caller re-raises by class, not as an unknown
+    driver error (a RemoteError, 500); the traceback stays the original's."""
+    sent = transient_error(exc) or exc
     return {
-        "class": type(exc).__name__,
-        "message": str(exc),
-        "kwargs": getattr(exc, "kwargs", {}) if isinstance(getattr(exc, "kwargs", None), dict) else {},
+        "class": type(sent).__name__,
+        "message": str(sent),
+        "kwargs": getattr(sent, "kwargs", {}) if isinstance(getattr(sent, "kwargs", None), dict) else {},
         "traceback": "".join(traceback.format_exception(exc)),
     }
 

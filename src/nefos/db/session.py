@@ -21,6 +21,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
 from nefos.db import sqlite_inline
+from nefos.db.retry import retrying
 
 
 def normalise_url(url: str) -> str:
@@ -103,8 +104,31 @@ class Database:
                 finally:
                     session.close()
         else:
-            async with self._sessions() as session, session.begin():
-                yield session
+            session = await self._connected_session()
+            async with session:  # closed at the end, its connection back in the pool
+                try:
+                    yield session
+                except BaseException:
+                    await session.rollback()
+                    raise
+                await session.commit()
+
+    async def _connected_session(self) -> AsyncSession:
+        """A new session that has checked out its connection, in its transaction.
+
+        No statement has run yet, so a connection refused (the server is down, restarting or
+        still starting) or found lost (the pool pre-pings each one it hands out) is safe to try
+        again: wait for the database, up to ``DISCONNECT_TIMEOUT``, rather than fail a request
+        that arrived during a restart."""
+        async for attempt in retrying():
+            with attempt:
+                session = self._sessions()
+                try:
+                    await session.connection()
+                except BaseException:
+                    await session.close()
+                    raise
+        return session
 
     @contextlib.asynccontextmanager
     async def reader(self, *, snapshot: bool = False) -> AsyncIterator[AsyncSession]:
@@ -114,7 +138,7 @@ class Database:
         statements of the session see one snapshot (a read transaction).
         """
         if not self.is_sqlite:
-            async with self._sessions() as session:
+            async with await self._connected_session() as session:
                 yield session
             return
         if snapshot:
