@@ -2,18 +2,22 @@
 invariants.
 
 Every service in its own process (image, network, scheduler, conductor, the Compute API, four fake
-compute hosts) over a RabbitMQ node and a PostgreSQL server this run starts for itself, on their
-own ports and data directories (restarting them disturbs nothing else on the machine). Clients,
-each in its own project, create, delete, stop, start, reboot, resize and confirm, snapshot and
-delete mid-build; meanwhile a random service process is SIGKILLed and restarted every
-``--kill-every`` seconds, RabbitMQ is restarted once and PostgreSQL once. Then, within
+compute hosts) over a RabbitMQ node and a PostgreSQL (``--database mariadb``: MariaDB) server this
+run starts for itself, on their own ports and data directories (restarting them disturbs nothing
+else on the machine). Clients, each in its own project with its own network, create (half of them
+on a port made first), delete, stop, start, reboot, resize and confirm, snapshot and delete
+mid-build; meanwhile a random service process is SIGKILLed and restarted every ``--kill-every``
+seconds, RabbitMQ is restarted once and the database once. A request refused at connection (its
+service restarting) is sent again; one whose answer was lost counts as unknown. Then, within
 ``--settle`` seconds, every server must be steady (ACTIVE, SHUTOFF, ERROR with a fault, or gone,
 no task state), and:
 
-* quota usage = what the servers hold; hypervisor usage = the allocations; no allocation and no
-  compute port without a server; no fake guest without a server;
-* every accepted create left a server (or a later accepted delete removed it), every accepted
-  delete removed its server.
+* quota usage = what the servers hold; hypervisor usage = the allocations; no allocation without
+  a server or an unfinished resize; no compute port without a server; no address given twice; no
+  fake guest without a server, none on another host than its server's;
+* every accepted create left a server (or a later delete removed it), every accepted delete
+  removed its server, every accepted action on a server finished;
+* no answer was a 5xx other than 503 (the service could not do it now; nothing was done).
 
 Prints the counts, the faults injected, the recovery time and each violation; exits 1 on any.
 
@@ -44,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nefos.allinone import free_port  # noqa: E402
 from nefos.image.bootstrap import DEFAULT_IMAGE_ID as IMAGE  # noqa: E402
-from tests.database_servers import OwnPostgres  # noqa: E402
+from tests.database_servers import OwnMariaDB, OwnPostgres  # noqa: E402
 
 BIN = Path(sys.executable).parent
 HOSTS = [f"chaos-compute-{i}" for i in range(1, 5)]
@@ -133,27 +137,59 @@ class Services:
 
 
 class Client:
-    """One tenant: its own project, its servers, what the cloud accepted from it."""
+    """One tenant: its own project and network, its servers, what the cloud answered it."""
 
-    def __init__(self, api: str, index: int, rng: random.Random):
+    def __init__(self, api: str, network_api: str, index: int, rng: random.Random):
         self.project = f"{index:04d}" + uuid.uuid4().hex[4:]
-        headers = {"X-Project-Id": self.project, "X-User-Id": uuid.uuid4().hex, "X-Roles": "member,reader",
-                   "OpenStack-API-Version": "compute 2.37"}
-        self.http = httpx.AsyncClient(base_url=api, headers=headers, timeout=60)
+        headers = {"X-Project-Id": self.project, "X-User-Id": uuid.uuid4().hex, "X-Roles": "member,reader"}
+        self.http = httpx.AsyncClient(base_url=api, headers=dict(headers, **{
+            "OpenStack-API-Version": "compute 2.37"}), timeout=60)
+        self.network_http = httpx.AsyncClient(base_url=network_api, headers=headers, timeout=60)
         self.rng = rng
+        self.network_id = ""
         self.servers: set[str] = set()
         self.created: set[str] = set()  # accepted creates
         self.deleted: set[str] = set()  # accepted deletes
+        self.maybe_deleted: set[str] = set()  # deletes answered 503 or whose answer was lost
         self.answers = Counter()
+
+    async def setup(self) -> None:
+        r = await self.network_http.post("/v2.0/networks", json={"network": {"name": "chaos"}})
+        r.raise_for_status()
+        self.network_id = r.json()["network"]["id"]
+        r = await self.network_http.post("/v2.0/subnets", json={"subnet": {
+            "network_id": self.network_id, "ip_version": 4, "cidr": "10.9.0.0/24"}})
+        r.raise_for_status()
+
+    async def _send(self, http: httpx.AsyncClient, method: str, url: str, **kwargs) -> httpx.Response:
+        """The request, sent again while its service is not listening (killed and restarting): a
+        refused connection never reached it. A request that reached it is never sent twice."""
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                return await http.request(method, url, **kwargs)
+            except httpx.ConnectError:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.2)
+
+    async def _networks(self) -> list[dict]:
+        """Half the servers on a port made first (a port of the user's own), half on the network."""
+        if self.rng.random() < 0.5:
+            return [{"uuid": self.network_id}]
+        r = await self._send(self.network_http, "POST", "/v2.0/ports", json={"port": {"network_id": self.network_id}})
+        self.answers[("create port", r.status_code)] += 1
+        return [{"port": r.json()["port"]["id"]}] if r.status_code == 201 else [{"uuid": self.network_id}]
 
     async def step(self) -> None:
         op = self.rng.choice(["create", "create", "delete", "stop", "start", "reboot", "resize", "confirm",
                               "snapshot", "delete-mid-build"])
         try:
             if op in ("create", "delete-mid-build") or not self.servers:
-                r = await self.http.post("/v2.1/servers", json={"server": {
+                op = "create" if op != "delete-mid-build" else op
+                r = await self._send(self.http, "POST", "/v2.1/servers", json={"server": {
                     "name": f"chaos-{uuid.uuid4().hex[:6]}", "imageRef": IMAGE, "flavorRef": "1",
-                    "networks": "none"}})
+                    "networks": await self._networks()}})
                 self.answers[("create", r.status_code)] += 1
                 if r.status_code == 202:
                     sid = r.json()["server"]["id"]
@@ -170,17 +206,27 @@ class Client:
                     "reboot": {"reboot": {"type": self.rng.choice(["SOFT", "HARD"])}},
                     "resize": {"resize": {"flavorRef": self.rng.choice(["1", "2"])}},
                     "confirm": {"confirmResize": None}, "snapshot": {"createImage": {"name": "chaos"}}}[op]
-            r = await self.http.post(f"/v2.1/servers/{sid}/action", json=body)
+            r = await self._send(self.http, "POST", f"/v2.1/servers/{sid}/action", json=body)
             self.answers[(op, r.status_code)] += 1
-        except httpx.HTTPError as exc:  # a killed API process: the request is simply not accepted
+        except httpx.HTTPError as exc:  # the answer was lost (the API killed while it worked)
             self.answers[(op, type(exc).__name__)] += 1
 
     async def _delete(self, sid: str) -> None:
-        r = await self.http.delete(f"/v2.1/servers/{sid}")
+        try:
+            r = await self._send(self.http, "DELETE", f"/v2.1/servers/{sid}")
+        except httpx.HTTPError:
+            self.maybe_deleted.add(sid)
+            raise
         self.answers[("delete", r.status_code)] += 1
         if r.status_code == 204:
             self.deleted.add(sid)
             self.servers.discard(sid)
+        elif r.status_code >= 500:
+            self.maybe_deleted.add(sid)
+
+    async def close(self) -> None:
+        await self.http.aclose()
+        await self.network_http.aclose()
 
 
 async def wait_api(api: str, timeout: float = 120) -> None:
@@ -257,9 +303,24 @@ async def check_invariants(db_url: str, clients: list[Client], fake_dir: Path) -
             if (n.vcpus_used, n.memory_mb_used, n.running_vms) != (n.v, n.m, n.c):
                 problems.append(f"host {n.host}: usage {(n.vcpus_used, n.memory_mb_used, n.running_vms)}, "
                                 f"allocations {(n.v, n.m, n.c)}")
+        migrations = {r.uuid: r for r in (await conn.execute(text(
+            "SELECT uuid, instance_uuid, status FROM migrations"))).all()}
         for (consumer,) in (await conn.execute(text("SELECT consumer_uuid FROM allocations"))).all():
-            if consumer not in live:
+            migration = migrations.get(consumer)
+            if migration is not None:  # a resize's claim on its destination, while it is not over
+                if migration.instance_uuid not in live or migration.status in ("confirmed", "reverted", "error"):
+                    problems.append(f"allocation of migration {consumer} ({migration.status}) of "
+                                    f"{migration.instance_uuid}, which no longer needs it")
+            elif consumer not in live:
                 problems.append(f"allocation of {consumer}, no such server")
+        for (address, count) in (await conn.execute(text(
+                "SELECT ip_address, count(*) FROM ipallocations a JOIN ports p ON p.id = a.port_id "
+                "GROUP BY a.subnet_id, ip_address HAVING count(*) > 1"))).all():
+            problems.append(f"address {address} given {count} times on one subnet")
+        for (instance, action) in (await conn.execute(text(
+                "SELECT instance_uuid, action FROM instance_actions WHERE finish_time IS NULL"))).all():
+            if instance in live:
+                problems.append(f"server {instance}: action {action} accepted, never finished")
         for (port, device) in (await conn.execute(text(
                 "SELECT id, device_id FROM ports WHERE device_owner LIKE 'compute:%'"))).all():
             if device not in live:
@@ -277,7 +338,7 @@ async def check_invariants(db_url: str, clients: list[Client], fake_dir: Path) -
             elif live[guest].host != host:
                 problems.append(f"guest {guest} on {host}, its server is on {live[guest].host}")
     for c in clients:
-        for sid in c.created - c.deleted:
+        for sid in c.created - c.deleted - c.maybe_deleted:
             if sid not in live:
                 problems.append(f"server {sid}: create accepted, never deleted, but gone")
         for sid in c.deleted:
@@ -290,7 +351,9 @@ async def main(args) -> int:
     rng = random.Random(args.seed)
     root = Path(tempfile.mkdtemp(prefix="nefos-chaos-"))
     os.chmod(root, 0o755)
-    pg, rabbit = OwnPostgres(root), Rabbit(root)
+    database_name = {"postgresql": "PostgreSQL", "mariadb": "MariaDB"}[args.database]
+    pg = (OwnPostgres if args.database == "postgresql" else OwnMariaDB)(root)
+    rabbit = Rabbit(root)
     try:
         pg.start()
         database_url = pg.create_database("nefos")
@@ -307,13 +370,16 @@ async def main(args) -> int:
     run(str(BIN / "nefos"), "db", "upgrade", "--state-dir", str(root), env=env, timeout=120)
     services = Services(root, env)
     api = f"http://127.0.0.1:{ports['COMPUTE']}"
+    network_api = f"http://127.0.0.1:{ports['NETWORK']}"
     faults = Counter()
     violations: list[str] = []
     try:
         for name in SERVICES:
             services.start(name)
         await wait_api(api)
-        clients = [Client(api, i, random.Random(rng.random())) for i in range(args.clients)]
+        clients = [Client(api, network_api, i, random.Random(rng.random())) for i in range(args.clients)]
+        for client in clients:
+            await client.setup()
         remaining = [args.operations]
         done = asyncio.Event()
 
@@ -336,10 +402,10 @@ async def main(args) -> int:
                     restarted.add("rabbitmq")
                     await asyncio.to_thread(rabbit.restart)
                     faults["restart RabbitMQ"] += 1
-                if "postgresql" not in restarted and left < 0.33:
-                    restarted.add("postgresql")
+                if "database" not in restarted and left < 0.33:
+                    restarted.add("database")
                     await asyncio.to_thread(pg.restart)
-                    faults["restart PostgreSQL"] += 1
+                    faults[f"restart {database_name}"] += 1
             faults["seconds of chaos"] = round(time.monotonic() - started)
 
         t0 = time.monotonic()
@@ -358,7 +424,9 @@ async def main(args) -> int:
         answers = Counter()
         for c in clients:
             answers.update(c.answers)
-            await c.http.aclose()
+            await c.close()
+        violations += [f"{n} answer(s) {code} to {op}: a failure must be a 4xx or a 503" for (op, code), n
+                       in sorted(answers.items(), key=str) if isinstance(code, int) and code >= 500 and code != 503]
         print(f"operations: {args.operations} from {args.clients} clients in {ops_seconds:.0f} s")
         print("answers:", dict(sorted(((f"{k[0]} {k[1]}", v) for k, v in answers.items()))))
         print("faults injected:", dict(faults))
@@ -382,7 +450,8 @@ if __name__ == "__main__":
     parser.add_argument("--operations", type=int, default=1000)
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--kill-every", type=float, default=3.0, help="seconds between service kills")
-    parser.add_argument("--settle", type=float, default=180.0, help="seconds allowed to become steady")
+    parser.add_argument("--settle", type=float, default=240.0, help="seconds allowed to become steady")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--database", choices=["postgresql", "mariadb"], default="postgresql")
     parser.add_argument("--keep", action="store_true", help="keep the run's directory")
     sys.exit(asyncio.run(main(parser.parse_args())))
