@@ -82,12 +82,13 @@ class Cloud:
         # Idle keep-alive connections are kept 75 s (uvicorn's default is 5 s, the same as httpx's
         # client-side expiry: a client reusing a connection just as the server drops it got a
         # ReadError; seen with 200 creates at once).
-        config = uvicorn.Config(component.app, host=self.rt.cfg.bind_host, port=component.port,
+        bind = component.bind or self.rt.cfg.bind_host
+        config = uvicorn.Config(component.app, host=bind, port=component.port,
                                 log_level="warning", access_log=False, lifespan="off",
                                 timeout_graceful_shutdown=5, timeout_keep_alive=75)
         server = uvicorn.Server(config)
         server.install_signal_handlers = lambda: None  # the CLI owns signals
-        where = f"{self.rt.cfg.bind_host}:{component.port}"
+        where = f"{bind}:{component.port}"
         task = asyncio.create_task(_serve(server, f"{component.name} could not serve on {where}"),
                                    name=f"http:{component.name}")
         self._servers.append((server, task))
@@ -117,6 +118,7 @@ class Cloud:
             "compute": f"http://{host}:{cfg.compute_api_port}/v2.1",
             "network": f"http://{host}:{cfg.network_api_port}",
             "image": f"http://{host}:{cfg.image_api_port}",
+            "metadata": f"http://{cfg.metadata_listen or host}:{cfg.metadata_listen_port}",
         }
 
 
@@ -136,6 +138,7 @@ def all_in_one_components(rt: Runtime, fake_hosts: int = 1) -> list[Component]:
     from nefos.conductor.service import component as conductor_component
     from nefos.identity.service import component as identity_component
     from nefos.image.service import component as image_component
+    from nefos.metadata.service import component as metadata_component
     from nefos.network.service import component as network_component
     from nefos.scheduler.service import component as scheduler_component
 
@@ -151,7 +154,8 @@ def all_in_one_components(rt: Runtime, fake_hosts: int = 1) -> list[Component]:
         components.append(compute_component(rt, rt.cfg.host))
     else:
         components += [compute_component(rt, f"{rt.cfg.host}-{i + 1}") for i in range(fake_hosts)]
-    components.append(api_component(rt))
+    components.append(metadata_component(rt))
+    components.append(api_component(rt))  # last: every other service is up once it answers
     return components
 
 

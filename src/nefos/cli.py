@@ -203,6 +203,8 @@ _service_command("l2-agent", "nefos.network.l2_agent:component",
 _service_command("dhcp-agent", "nefos.network.dhcp_agent:component",
                  "Run a DHCP agent (dnsmasq per network, in its namespace on the network's bridge).")
 _service_command("image", "nefos.image.service:component", "Run the image service and its API.")
+_service_command("metadata", "nefos.metadata.service:component",
+                 "Run the metadata service (guests' metadata, behind a metadata proxy).")
 _service_command("identity", "nefos.identity.service:component", "Run the identity service and its API.")
 
 

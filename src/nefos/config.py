@@ -105,6 +105,15 @@ class Config(BaseModel):
     # uses a directory under /run/nefos/dhcp).
     dhcp_confs: str = ""
 
+    # Metadata service (``nefos metadata``; Nova's nova-api-metadata) and config drives.
+    metadata_listen: str = ""  # the address it binds; empty: bind_host
+    metadata_listen_port: int = 8775
+    # The key of the X-Instance-ID-Signature a metadata proxy sends (HMAC-SHA256 of the instance id);
+    # empty: generated once into <state_dir>/metadata_proxy_shared_secret (0600).
+    metadata_proxy_shared_secret: str = ""
+    dhcp_domain: str = "novalocal"  # appended to an instance's hostname in its metadata (Nova's)
+    force_config_drive: bool = False  # every guest gets a config drive, asked for or not (Nova's)
+
     # Fake driver.
     fake_spawn_delay: float = 0.0
     fake_power_delay: float = 0.0

@@ -105,15 +105,35 @@ def private_file(path: Path) -> Path:
     return path
 
 
-def write_private(path: Path, text: str) -> None:
-    """Replace ``path`` atomically with ``text``, mode 0600 from the start."""
+def write_private(path: Path, text: str | bytes) -> None:
+    """Replace ``path`` atomically with ``text`` (or bytes), mode 0600 from the start."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
-    with os.fdopen(fd, "w") as f:
+    with os.fdopen(fd, "wb" if isinstance(text, bytes) else "w") as f:
         f.write(text)
     os.replace(tmp, path)
+
+
+def read_or_create_private(path: Path, make) -> str:
+    """The text of ``path``; when missing, ``make()``'s text written there first, mode 0600 from the
+    start. Two processes creating it at once agree: the first link wins, the other reads it."""
+    path = Path(path)
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(make())
+            try:
+                os.link(tmp, path)  # atomic, and never replaces what another process wrote first
+            except FileExistsError:
+                pass
+        finally:
+            tmp.unlink(missing_ok=True)
+    return path.read_text()
 
 
 def reachable_by(path: Path, uid: int, gids: set[int]) -> bool:

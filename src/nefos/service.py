@@ -157,12 +157,13 @@ class Component:
 
     Each service package exposes ``component(rt, ...) -> Component`` in its
     ``service.py``; ``nefos up`` runs them all in one process, ``nefos
-    <service>`` runs one. ``app`` (a FastAPI app) is served on ``port`` when set.
+    <service>`` runs one. ``app`` (an ASGI app) is served on ``port`` when set.
     """
 
     name: str = "component"
     app = None
     port: int | None = None
+    bind: str | None = None  # the address ``app`` is served on; None: bind_host
 
     async def start(self) -> None:
         pass

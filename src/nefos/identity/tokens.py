@@ -21,7 +21,6 @@ from __future__ import annotations
 import base64
 import collections
 import json
-import os
 import re
 import secrets
 import time
@@ -31,7 +30,7 @@ from pathlib import Path
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from sqlalchemy import delete, or_, select
 
-from nefos import exceptions
+from nefos import exceptions, fileperms
 from nefos.context import RequestContext, new_request_id
 from nefos.db.models import IdentityRevocationEvent
 
@@ -114,20 +113,8 @@ def key_file(cfg) -> Path:
 
 
 def _read_or_create_key_file(path: Path) -> list[str]:
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            with os.fdopen(fd, "w") as f:
-                f.write(Fernet.generate_key().decode() + "\n")
-            try:
-                os.link(tmp, path)  # atomic, and never replaces a key another process wrote first
-            except FileExistsError:
-                pass
-        finally:
-            tmp.unlink(missing_ok=True)
-    keys = [line.strip() for line in path.read_text().splitlines() if line.strip()]
+    text = fileperms.read_or_create_private(path, lambda: Fernet.generate_key().decode() + "\n")
+    keys = [line.strip() for line in text.splitlines() if line.strip()]
     if not keys:
         raise exceptions.ServiceUnavailable(f"Fernet key file {path} is empty.")
     return keys

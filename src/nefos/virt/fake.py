@@ -25,6 +25,10 @@ agent, ``nefos.network.fake_agent``) hears every plug and unplug. ``spawn(...,
 paused=True)`` creates the guest paused; ``unpause`` resumes it. Each guest
 keeps the history of its power states (``FakeGuest.history``).
 
+Config drives: a guest that needs one (``nefos.virt.configdrive.required_by``) gets the ISO image
+built as a real driver builds it, written to ``<fake_hypervisor_dir or state_dir>/fake-instances/
+<host>/<uuid>/disk.config`` (0600) and recorded in ``config_drives`` (uuid -> {"path", "image"}).
+
 With ``fake_hypervisor_dir`` the host's guests and VIFs are also kept in
 ``<dir>/<host>.json`` (rewritten after each change the driver makes, atomically)
 and read back by the next driver of that host: the hypervisor outlives a compute
@@ -34,15 +38,16 @@ process that is killed, as a real one does.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nefos import exceptions
+from nefos import exceptions, fileperms
 from nefos.objects import states
-from nefos.virt import event as virtevent
+from nefos.virt import configdrive, event as virtevent
 from nefos.virt.driver import ComputeDriver
 
 
@@ -78,6 +83,7 @@ class FakeDriver(ComputeDriver):
         self.plugged_vifs: dict[str, str] = {}  # the virtual switch: port id -> instance uuid
         self.resize_backups: dict[str, FakeGuest] = {}  # source guests kept for a revert
         self.vif_listener = None  # the host's L2 agent (device_plugged / device_unplugged)
+        self.config_drives: dict[str, dict] = {}  # uuid -> {"path": the ISO file, "image": its bytes}
         self._state_file = (Path(cfg.fake_hypervisor_dir) / f"{host}.json") if cfg.fake_hypervisor_dir else None
         if self._state_file is not None and self._state_file.exists():
             saved = json.loads(self._state_file.read_text())
@@ -165,7 +171,29 @@ class FakeDriver(ComputeDriver):
             await asyncio.sleep(delay)
         if self._should_fail(instance, image_meta):
             raise exceptions.InstanceDeployFailure(reason=f"injected spawn failure on {self.host}")
+        await self._attach_config_drive(instance, image_meta, network_info)
         self._create_guest(instance, network_info, power_on, paused)
+
+    def _instance_dir(self, uuid: str) -> Path:
+        return Path(self.cfg.fake_hypervisor_dir or self.cfg.state_dir) / "fake-instances" / self.host / uuid
+
+    async def _attach_config_drive(self, instance: dict, image_meta: dict | None, network_info) -> None:
+        """Build the guest's config drive when it needs one, as a real driver would."""
+        if not configdrive.required_by(instance, self.cfg, image_meta):
+            self._drop_config_drive(instance["uuid"])
+            return
+        image = await asyncio.to_thread(configdrive.build, instance, self.cfg, network_info)
+        inst_dir = fileperms.private_dir(self._instance_dir(instance["uuid"]))
+        path = configdrive.write(inst_dir / configdrive.FILE_NAME, image)
+        self.config_drives[instance["uuid"]] = {"path": str(path), "image": image}
+
+    def _drop_config_drive(self, uuid: str) -> None:
+        self.config_drives.pop(uuid, None)
+        inst_dir = self._instance_dir(uuid)
+        if inst_dir.exists():
+            (inst_dir / configdrive.FILE_NAME).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                inst_dir.rmdir()
 
     def _create_guest(self, instance: dict, network_info, power_on: bool, paused: bool) -> None:
         """Plug the VIFs, then the guest with ``instance``'s flavor (spawn, and a migration's destination)."""
@@ -191,6 +219,7 @@ class FakeDriver(ComputeDriver):
 
     def _remove_guest(self, instance: dict) -> None:
         self.unplug_vifs(instance)
+        self._drop_config_drive(instance["uuid"])
         guest = self.guests.pop(instance["uuid"], None)
         self._save()
         if guest is not None and guest.power_state != states.SHUTDOWN:
@@ -281,6 +310,7 @@ class FakeDriver(ComputeDriver):
         delay = self._delay(instance, "nefos:fake_spawn_delay", self.cfg.fake_spawn_delay)
         if delay:
             await asyncio.sleep(delay)
+        await self._attach_config_drive(instance, image_meta, network_info)
         self._create_guest(instance, network_info, power_on, paused)
 
     async def confirm_migration(self, ctx, instance, network_info) -> None:

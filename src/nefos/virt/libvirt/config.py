@@ -23,6 +23,8 @@ class Disk:
     target: str  # vda, vdb, ...
     driver_type: str = "qcow2"
     bus: str = "virtio"
+    device: str = "disk"  # or "cdrom" (the config drive)
+    readonly: bool = False
 
 
 @dataclass
@@ -97,10 +99,12 @@ def domain_xml(spec: GuestSpec) -> str:
     _sub(dom, "on_crash", "destroy")
     devices = _sub(dom, "devices")
     for disk in spec.disks:
-        d = _sub(devices, "disk", type="file", device="disk")
+        d = _sub(devices, "disk", type="file", device=disk.device)
         _sub(d, "driver", name="qemu", type=disk.driver_type)
         _sub(d, "source", file=disk.path)
         _sub(d, "target", dev=disk.target, bus=disk.bus)
+        if disk.readonly:
+            _sub(d, "readonly")
     for vif in spec.vifs:
         # type='ethernet': libvirt creates the tap (up, on no bridge) and deletes it when the domain
         # stops; the host's L2 agent wires it into the network's bridge (nefos.network.l2_agent).

@@ -16,7 +16,10 @@ Options (``nefos.config``): ``virt_type`` (``qemu`` = TCG, ``kvm``, or
   ``<instance dir>/console.log`` (bounded by its max_size, rotated), ACPI on, one ``<interface type='ethernet'>``
   per VIF with the port's MAC and tap name (libvirt makes the tap and attaches
   it to nothing); the domain is persistent (defined, then started — paused when
-  asked to, for the VIF-plugged wait).
+  asked to, for the VIF-plugged wait). A guest that needs a config drive
+  (``nefos.virt.configdrive``) gets ``<instance dir>/disk.config`` (0640, QEMU's
+  group) as a read-only IDE CD-ROM ``hdd`` (the default i440fx machine has IDE;
+  Nova's libvirt driver uses the same bus and last IDE slot).
 * stop: ACPI shutdown (pressed again every few seconds) within the timeout,
   then destroy; reboot SOFT: the same clean shutdown then start, falling back
   to HARD (destroy, start); pause/unpause; suspend = managed save, resume
@@ -46,9 +49,9 @@ import socket
 import time
 from pathlib import Path
 
-from nefos import exceptions
+from nefos import exceptions, fileperms
 from nefos.objects import states
-from nefos.virt import event as virtevent
+from nefos.virt import configdrive, event as virtevent
 from nefos.virt.driver import ComputeDriver
 from nefos.virt.libvirt import config as vconfig
 from nefos.virt.libvirt import imagebackend, probe, qemu_user, vif as vifs
@@ -60,6 +63,7 @@ LOG = logging.getLogger(__name__)
 DEFAULT_CMDLINE = "console=ttyS0 panic=-1"
 SHUTDOWN_RETRY_INTERVAL = 3.0  # seconds between ACPI power-button presses while waiting
 MAX_CONSOLE_BYTES = 100 * 1024  # Nova's limit on os-getConsoleOutput
+CONFIG_DRIVE_TARGET = "hdd"  # the last IDE slot, never a disk's (those are virtio: vd*)
 _CONTROL_CHARS = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
 
 
@@ -187,7 +191,10 @@ class LibvirtDriver(ComputeDriver):
             spec = await self._guest_spec(instance, image_meta or {}, network_info or [],
                                           block_device_info or {}, inst_dir)
             for disk in spec.disks:
-                qemu_user.hand_over(Path(disk.path), user)
+                if disk.readonly:  # the config drive: QEMU's group reads it, nobody writes it
+                    fileperms.share_file(Path(disk.path), user.gid)
+                else:
+                    qemu_user.hand_over(Path(disk.path), user)
             xml = vconfig.domain_xml(spec)
             t0 = time.monotonic()
             dom = await self._host.call(conn.defineXML, xml)
@@ -242,6 +249,11 @@ class LibvirtDriver(ComputeDriver):
             path = inst_dir / "disk.swap"
             fmt = await self.image_cache.create_blank(path, int(swap["swap_size"]) * imagebackend.MiB)
             spec.disks.append(vconfig.Disk(str(path), _target(swap.get("device_name"), used), fmt))
+        if configdrive.required_by(instance, self.cfg, image_meta):
+            image = await asyncio.to_thread(configdrive.build, instance, self.cfg, network_info)
+            path = configdrive.write(inst_dir / configdrive.FILE_NAME, image)
+            spec.disks.append(vconfig.Disk(str(path), CONFIG_DRIVE_TARGET, "raw", bus="ide", device="cdrom",
+                                           readonly=True))
         for vif in network_info:
             spec.vifs.append(vconfig.Vif(port_id=vif["id"], mac=vif["address"], bridge=vifs.vif_bridge(vif),
                                          devname=vifs.vif_devname(vif),
