@@ -303,14 +303,20 @@ async def check_invariants(db_url: str, clients: list[Client], fake_dir: Path) -
             if (n.vcpus_used, n.memory_mb_used, n.running_vms) != (n.v, n.m, n.c):
                 problems.append(f"host {n.host}: usage {(n.vcpus_used, n.memory_mb_used, n.running_vms)}, "
                                 f"allocations {(n.v, n.m, n.c)}")
-        migrations = {r.uuid: r for r in (await conn.execute(text(
-            "SELECT uuid, instance_uuid, status FROM migrations"))).all()}
+        # A resize in progress is recorded on its server; its destination claim's consumer is the
+        # migration's uuid.
+        migrations = {}
+        for r in (await conn.execute(text("SELECT uuid, system_metadata FROM instances WHERE deleted = 0"))).all():
+            sysmeta = json.loads(r.system_metadata) if isinstance(r.system_metadata, str) else r.system_metadata
+            migration = (sysmeta or {}).get("nefos_migration")
+            if migration:
+                migrations[migration["uuid"]] = (r.uuid, migration.get("status"))
         for (consumer,) in (await conn.execute(text("SELECT consumer_uuid FROM allocations"))).all():
-            migration = migrations.get(consumer)
-            if migration is not None:  # a resize's claim on its destination, while it is not over
-                if migration.instance_uuid not in live or migration.status in ("confirmed", "reverted", "error"):
-                    problems.append(f"allocation of migration {consumer} ({migration.status}) of "
-                                    f"{migration.instance_uuid}, which no longer needs it")
+            if consumer in migrations:
+                instance, status = migrations[consumer]
+                if status in ("confirmed", "reverted", "error"):
+                    problems.append(f"allocation of migration {consumer} ({status}) of {instance}, "
+                                    "which no longer needs it")
             elif consumer not in live:
                 problems.append(f"allocation of {consumer}, no such server")
         for (address, count) in (await conn.execute(text(
