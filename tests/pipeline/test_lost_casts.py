@@ -105,31 +105,27 @@ async def _image_status(cloud, image_id: str) -> str | None:
 
 
 # Each lost operation: what comes before it, the request that is lost, what shows it was recovered.
-async def _reboot(cloud, server_id):
-    await _lose(cloud, lambda: cloud.action(server_id, {"reboot": {"type": "SOFT"}}, headers=MEMBER))
-    assert (await cloud.server(server_id))["status"] == "REBOOT"
+async def _lost_power_action(cloud, server_id, body: dict, action: str, status: str, power: int):
+    await _lose(cloud, lambda: cloud.action(server_id, body, headers=MEMBER))
+    assert (await cloud.server(server_id))["OS-EXT-STS:task_state"] is not None
     await _age(cloud, server_id)
-    await cloud.wait_status(server_id, "ACTIVE")
-    await _succeeded(cloud, server_id, "reboot", "compute_reboot_instance")
-    assert _guest_power(cloud, server_id) == states.RUNNING
+    await cloud.wait_status(server_id, status)
+    await _succeeded(cloud, server_id, action, f"compute_{action}_instance")
+    assert _guest_power(cloud, server_id) == power
+
+
+async def _reboot(cloud, server_id):
+    await _lost_power_action(cloud, server_id, {"reboot": {"type": "SOFT"}}, "reboot", "ACTIVE", states.RUNNING)
 
 
 async def _stop(cloud, server_id):
-    await _lose(cloud, lambda: cloud.action(server_id, {"os-stop": None}, headers=MEMBER))
-    await _age(cloud, server_id)
-    await cloud.wait_status(server_id, "SHUTOFF")
-    await _succeeded(cloud, server_id, "stop", "compute_stop_instance")
-    assert _guest_power(cloud, server_id) == states.SHUTDOWN
+    await _lost_power_action(cloud, server_id, {"os-stop": None}, "stop", "SHUTOFF", states.SHUTDOWN)
 
 
 async def _start(cloud, server_id):
     await cloud.action(server_id, {"os-stop": None}, headers=MEMBER)
     await cloud.wait_status(server_id, "SHUTOFF")
-    await _lose(cloud, lambda: cloud.action(server_id, {"os-start": None}, headers=MEMBER))
-    await _age(cloud, server_id)
-    await cloud.wait_status(server_id, "ACTIVE")
-    await _succeeded(cloud, server_id, "start", "compute_start_instance")
-    assert _guest_power(cloud, server_id) == states.RUNNING
+    await _lost_power_action(cloud, server_id, {"os-start": None}, "start", "ACTIVE", states.RUNNING)
 
 
 async def _snapshot(cloud, server_id):
