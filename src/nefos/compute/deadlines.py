@@ -1,5 +1,17 @@
-"""Nothing waits forever: instances stuck in a build or any other task end in ERROR.
+"""Nothing waits forever: an operation whose request was lost is recovered, and instances stuck
+in a build or any other task end in ERROR.
 
+* Lost requests: a cast to this host can be lost (a broker restart drops it). An instance of
+  this host with a task state set (or still BUILDING) that has not changed for longer than
+  ``rpc_response_timeout`` while no operation of this host holds it
+  (``manager.operation_in_progress``) is one whose request never arrived; it goes through the
+  same recovery as at a restart of the host (``nefos.compute.init_host.recover_instance``,
+  ``lost=True``): a delete, reboot, stop, start or unshelve is done; a build is ERROR with a fault
+  saying it was lost (its guest, ports and claim released); a resize that never left
+  ``resize_prep`` is aborted (the server as it was on its source), another resize step is ERROR;
+  anything else (a snapshot, a backup, a shelve...) has its task state cleared, its unfinished
+  image deleted and its action recorded as failed. A resize the user confirmed whose confirm
+  never reached its source host (migration status ``confirming``) is confirmed by that host.
 * Builds: Nova's ``_check_instance_build_time``: instances still BUILDING longer than
   ``instance_build_timeout`` after they were created.
 * Every other task state (powering-off, rebooting, image_uploading, shelving, deleting, ...):
@@ -7,17 +19,16 @@
   save that set the task state wrote). Each step of an operation sets its own task state, so the
   deadline is per step; a long step that makes progress (a snapshot writing and uploading a
   disk) renews it as it goes (``nefos.compute.snapshots.reporting_progress``), so only a step
-  that stopped moving is cut short.
+  that stopped moving is cut short. An operation under way on the host is never taken for a lost
+  one: only this deadline ends it.
 
-A delete that never reached the host (its cast lost) is finished by the host after
-``rpc_response_timeout`` (a delete is idempotent).
-
-Each compute host looks at its own instances every ``check_interval(cfg)`` seconds and puts the
-stuck ones in ERROR with a fault, clearing the task state (so a stuck delete can be retried). The
-write is a compare-and-swap on the stuck state, so an operation finishing or a delete arriving
-meanwhile wins; the stuck operation, when it returns, fails its own compare-and-swap save and
-changes nothing (a stuck build also cleans up after itself without rescheduling). A timeout of 0
-turns its check off.
+Each compute host looks at its own instances every ``check_interval(cfg)`` seconds: it recovers
+the lost requests, then puts the stuck ones in ERROR with a fault, clearing the task state (so a
+stuck delete can be retried). Every write is a compare-and-swap on the state that was read, so an
+operation finishing or a delete arriving meanwhile wins; the stuck operation, when it returns,
+fails its own compare-and-swap save and changes nothing (a stuck build also cleans up after
+itself without rescheduling), and a request that arrives after its operation was recovered finds
+the task state gone and does nothing. A timeout of 0 turns its check off.
 """
 
 from __future__ import annotations
@@ -25,13 +36,14 @@ from __future__ import annotations
 import datetime as dt
 import logging
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 
 from nefos import exceptions
-from nefos.compute.init_host import action_context
+from nefos.compute import resize
+from nefos.compute.init_host import action_context, recover_instance
 from nefos.context import admin_context
 from nefos.db.models import Instance, utcnow
-from nefos.objects import actions, instance as instance_obj, states
+from nefos.objects import instance as instance_obj, states
 
 LOG = logging.getLogger(__name__)
 
@@ -39,15 +51,17 @@ _LOST_RACE = (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError, 
 
 
 def check_interval(cfg) -> float:
-    """How often to look: half the shorter timeout, between 1 s and 60 s (Nova's periodic spacing);
-    -1 = off."""
-    timeouts = [t for t in (cfg.instance_build_timeout, cfg.task_state_timeout) if t > 0]
+    """How often to look: half the shortest timeout (lost requests, builds, tasks), between 1 s and
+    60 s (Nova's periodic spacing); -1 = off."""
+    timeouts = [t for t in (cfg.rpc_response_timeout, cfg.instance_build_timeout, cfg.task_state_timeout) if t > 0]
     return max(1.0, min(60.0, min(timeouts) / 2)) if timeouts else -1
 
 
 async def reap_stuck_instances(manager) -> list[str]:
-    """Finish this host's lost deletes; put its stuck builds and tasks in ERROR; returns their uuids."""
-    await finish_lost_deletes(manager)
+    """Recover this host's lost requests; put its stuck builds and tasks in ERROR; returns the
+    uuids put in ERROR for a deadline."""
+    await finish_lost_operations(manager)
+    await finish_lost_confirmations(manager)
     return [*await reap_stuck_builds(manager), *await reap_stuck_tasks(manager)]
 
 
@@ -58,21 +72,63 @@ async def _own_instances(manager, *conditions) -> list[str]:
             Instance.host == manager.host, Instance.deleted == 0, *conditions))).scalars().all()
 
 
-async def finish_lost_deletes(manager) -> list[str]:
-    """Delete this host's servers whose delete was accepted (task_state deleting) longer than
-    ``rpc_response_timeout`` ago while nothing here works on them: the cast never arrived (lost
-    with a broker restart, say). A delete is idempotent, so doing it once more is safe; the
-    start of a host does the same for what it finds (init_host)."""
-    cutoff = utcnow() - dt.timedelta(seconds=manager.rt.cfg.rpc_response_timeout)
-    uuids = await _own_instances(manager, Instance.task_state == states.DELETING, Instance.updated_at < cutoff)
-    finished = []
-    for uuid in uuids:
+def _lost_cutoff(manager) -> dt.datetime | None:
+    timeout = manager.rt.cfg.rpc_response_timeout
+    return utcnow() - dt.timedelta(seconds=timeout) if timeout > 0 else None
+
+
+async def finish_lost_operations(manager) -> list[str]:
+    """Recover this host's instances whose operation's request never arrived: a task state set (or
+    still BUILDING), unchanged for longer than ``rpc_response_timeout``, while nothing here works
+    on them (a cast lost with a broker restart, say). The same recovery as at the start of the
+    host (``recover_instance``); returns the uuids it was run for."""
+    cutoff = _lost_cutoff(manager)
+    if cutoff is None:
+        return []
+    async with manager.rt.db.reader() as s:
+        rows = (await s.execute(select(Instance).where(
+            Instance.host == manager.host, Instance.deleted == 0, Instance.updated_at < cutoff,
+            or_(Instance.task_state.is_not(None), Instance.vm_state == states.BUILDING)))).scalars().all()
+        instances = [instance_obj.to_dict(r) for r in rows]
+    recovered = []
+    for instance in instances:
+        uuid = instance["uuid"]
         if manager.operation_in_progress(uuid):
+            continue  # under way here: only task_state_timeout ends it
+        LOG.warning("instance %s: its %s request never reached %s; recovering it", uuid,
+                    instance["task_state"] or "build", manager.host)
+        try:
+            await recover_instance(manager, instance, lost=True)
+        except Exception:
+            LOG.exception("instance %s: recovering its lost request failed", uuid)
             continue
-        LOG.warning("instance %s: its delete never reached this host; deleting it now", uuid)
-        await manager.terminate_instance(await action_context(manager.rt.db, uuid, actions.DELETE), uuid)
-        finished.append(uuid)
-    return finished
+        recovered.append(uuid)
+    return recovered
+
+
+async def finish_lost_confirmations(manager) -> list[str]:
+    """Confirm the resizes this host is the source of whose confirm never arrived: RESIZED with the
+    migration ``confirming`` for longer than ``rpc_response_timeout`` (the server itself lives on
+    the destination); returns their uuids."""
+    cutoff = _lost_cutoff(manager)
+    if cutoff is None:
+        return []
+    async with manager.rt.db.reader() as s:
+        rows = (await s.execute(select(Instance).where(
+            Instance.deleted == 0, Instance.vm_state == states.RESIZED, Instance.task_state.is_(None),
+            Instance.updated_at < cutoff))).scalars().all()
+        instances = [instance_obj.to_dict(r) for r in rows]
+    confirmed = []
+    for instance in instances:
+        uuid, migration = instance["uuid"], resize.migration_of(instance) or {}
+        if (migration.get("status") != "confirming" or migration.get("source_compute") != manager.host
+                or manager.operation_in_progress(uuid)):
+            continue
+        LOG.warning("instance %s: its resize confirm never reached %s; confirming it now", uuid, manager.host)
+        ctx = await action_context(manager.rt.db, uuid, resize.CONFIRM_RESIZE)
+        await manager.confirm_resize(ctx, uuid, migration)
+        confirmed.append(uuid)
+    return confirmed
 
 
 async def reap_stuck_builds(manager) -> list[str]:

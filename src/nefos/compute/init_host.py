@@ -1,4 +1,5 @@
-"""What a compute host does when it starts, before it serves (seed 003 ``init_host``).
+"""What a compute host does when it starts, before it serves (Nova's ``init_host``), and the
+one way this host brings an instance back to a consistent state (``recover_instance``).
 
 1. Listen to the driver's events (before any hypervisor call), let the driver
    connect.
@@ -7,18 +8,28 @@
    is released too), or it now lives on another host (only the local guest
    goes; its ports and claim belong to the other host). Guests of unknown
    instances are left alone.
-3. Each instance the database places here is brought back to a consistent
-   state after whatever the previous process was doing when it died:
+3. Each instance the database places here goes through ``recover_instance``,
+   after whatever the previous process was doing when it died. The periodic
+   check of lost requests (``nefos.compute.deadlines``) uses it too, with
+   ``lost=True``, for an operation whose cast never reached this host:
    - task_state ``deleting``: the delete is finished by the manager's
      ``terminate_instance``;
-   - vm_state ``building``: ERROR with a fault (build interrupted); the guest,
-     ports and claim the build held are released;
-   - a reboot: a soft reboot whose guest runs is done; otherwise the
-     manager's hard reboot finishes it;
+   - vm_state ``building``: ERROR with a fault (build interrupted, or lost); the
+     guest, ports and claim the build held are released;
+   - a reboot: a soft reboot whose guest runs is done (after a restart; a lost
+     one is redone); otherwise the manager's hard reboot finishes it;
    - ``powering-off`` / ``powering-on``: the manager's stop / start finishes it;
+   - ``unshelving``: the manager's unshelve is run again (it fails back to
+     SHELVED_OFFLOADED with a fault when it cannot be done);
    - pausing, unpausing, suspending, resuming: settled from the guest's state;
-   - a guest that is missing, or any other task_state: the task_state is cleared.
-   Operations resumed here are recorded under the user's original action.
+   - a resize: a lost one that never left ``resize_prep`` is aborted (ACTIVE or
+     STOPPED again on this, the source host, claims and quota given back); any
+     other resize step is ERROR with a fault, as Nova;
+   - a guest that is missing, or any other task_state (a snapshot, a backup, a
+     shelve, a rebuild...): the task_state is cleared, and a snapshot's
+     unfinished image deleted.
+   Operations resumed here are recorded under the user's original action; one
+   that could not be done is recorded there as failed (an ``Error`` event).
 4. With ``resume_guests_state_on_host_boot``, guests of ACTIVE instances that
    are not running are powered on.
 5. Usage is recomputed from the claims, then one full power-state sync pass.
@@ -36,7 +47,7 @@ from sqlalchemy import select
 from nefos import exceptions
 from nefos.compute import power_sync
 from nefos.context import RequestContext, admin_context
-from nefos.db.models import InstanceAction
+from nefos.db.models import InstanceAction, utcnow
 from nefos.objects import actions, allocations, instance as instance_obj, states
 
 LOG = logging.getLogger(__name__)
@@ -66,7 +77,7 @@ async def init_host(manager) -> None:
     instances = await power_sync.host_instances(manager.rt.db, manager.host)
     ours = {i["uuid"] for i in instances}
     await _bounded(manager, [_cleanup_foreign_guest(manager, uuid) for uuid in sorted(guests - ours)])
-    await _bounded(manager, [_init_instance(manager, instance) for instance in instances])
+    await _bounded(manager, [recover_instance(manager, instance) for instance in instances])
     if manager.rt.cfg.resume_guests_state_on_host_boot:
         await _bounded(manager, [_resume_guest(manager, i["uuid"])
                                  for i in await power_sync.host_instances(manager.rt.db, manager.host)])
@@ -89,12 +100,14 @@ async def _bounded(manager, coros: list) -> None:
     await asyncio.gather(*(one(c) for c in coros))
 
 
-async def action_context(db, uuid: str, action: str) -> RequestContext:
-    """The context of the unfinished ``action`` on the instance, so resumed work lands in it."""
+async def action_context(db, uuid: str, action: str | None) -> RequestContext:
+    """The context of the unfinished ``action`` on the instance (None: its newest unfinished action
+    of any kind), so resumed work lands in it."""
+    q = select(InstanceAction).where(InstanceAction.instance_uuid == uuid, InstanceAction.finish_time.is_(None))
+    if action is not None:
+        q = q.where(InstanceAction.action == action)
     async with db.reader() as s:
-        row = (await s.execute(select(InstanceAction).where(
-            InstanceAction.instance_uuid == uuid, InstanceAction.action == action,
-            InstanceAction.finish_time.is_(None)).order_by(InstanceAction.id.desc()).limit(1))).scalar_one_or_none()
+        row = (await s.execute(q.order_by(InstanceAction.id.desc()).limit(1))).scalar_one_or_none()
     if row is None:
         return admin_context()
     return RequestContext(project_id=row.project_id, user_id=row.user_id, request_id=row.request_id,
@@ -124,95 +137,163 @@ async def _cleanup_foreign_guest(manager, uuid: str) -> None:
 
 
 # Instances of this host -------------------------------------------------------------
-async def _init_instance(manager, instance: dict) -> None:
+LOST_EVENT = "compute_lost_request"
+
+
+def _why(manager, what: str, lost: bool) -> str:
+    if lost:
+        return f"the {what} request never reached compute host {manager.host} (lost on the way)"
+    return f"the {what} was interrupted by a restart of compute host {manager.host}"
+
+
+async def recover_instance(manager, instance: dict, lost: bool = False) -> None:
+    """Bring ``instance`` back to a consistent state: after a restart of this host, or (``lost``)
+    when the request for its operation never reached this host. The caller makes sure no
+    operation of this host holds it; every save is a compare-and-swap, so an operation that
+    finishes or starts meanwhile wins."""
     uuid, task_state = instance["uuid"], instance["task_state"]
     db = manager.rt.db
     if task_state == states.DELETING:
-        LOG.info("init_host: finishing the delete of %s", uuid)
+        LOG.info("instance %s: finishing its delete", uuid)
         await manager.terminate_instance(await action_context(db, uuid, actions.DELETE), uuid)
         return
     if instance["vm_state"] == states.BUILDING:
-        await _fail_interrupted_build(manager, uuid)
+        await _fail_interrupted_build(manager, instance, lost)
         return
     if task_state is None:
         return
+    ctx = await action_context(db, uuid, None)
+    if task_state in (*states.RESIZE_TASK_STATES, states.RESIZE_REVERTING):
+        await _recover_resize(manager, ctx, instance, lost)
+        return
     power_state = await power_sync.driver_power_state(manager.driver, instance)
     if task_state in SOFT_REBOOT_STATES + HARD_REBOOT_STATES:
-        ctx = await action_context(db, uuid, actions.REBOOT)
-        if power_state == states.NOSTATE or (task_state in SOFT_REBOOT_STATES and power_state == states.RUNNING):
+        if power_state == states.NOSTATE or (
+                not lost and task_state in SOFT_REBOOT_STATES and power_state == states.RUNNING):
             await _clear_task_state(manager, ctx, uuid, task_state, power_state)
             return
-        LOG.info("init_host: finishing the reboot of %s as a hard reboot", uuid)
+        hard = task_state in HARD_REBOOT_STATES or power_state != states.RUNNING
+        LOG.info("instance %s: finishing its reboot (%s)", uuid, "hard" if hard else "soft")
+        if hard and task_state not in HARD_REBOOT_STATES:
+            try:
+                await instance_obj.save(db, uuid, {"task_state": states.REBOOTING_HARD},
+                                        expected_task_state=[task_state])
+            except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
+                return
+        await manager.reboot_instance(ctx, uuid, "HARD" if hard else "SOFT")
+    elif task_state in (states.POWERING_OFF, states.POWERING_ON, states.UNSHELVING):
+        if power_state == states.NOSTATE and task_state != states.UNSHELVING:
+            # No guest: nothing left to stop, nothing to start.
+            await _clear_task_state(manager, ctx, uuid, task_state, power_state,
+                                    vm_state=states.STOPPED if task_state == states.POWERING_OFF else None)
+            return
+        LOG.info("instance %s: finishing its %s", uuid, task_state)
+        if task_state == states.POWERING_OFF:
+            await manager.stop_instance(ctx, uuid)
+        elif task_state == states.POWERING_ON:
+            await manager.start_instance(ctx, uuid)
+        else:
+            offloaded = instance["vm_state"] == states.SHELVED_OFFLOADED
+            await manager.unshelve_instance(ctx, uuid, instance.get("node") if offloaded else None)
+    elif task_state in SETTLED_BY_POWER_STATE:
+        done_power, done_vm, _action = SETTLED_BY_POWER_STATE[task_state]
+        done = power_state == done_power
+        await _clear_task_state(manager, ctx, uuid, task_state, power_state, vm_state=done_vm if done else None,
+                                failed=_why(manager, task_state, lost) if lost and not done else None)
+    else:
+        await _clear_task_state(manager, ctx, uuid, task_state, power_state,
+                                failed=_why(manager, task_state, lost) if lost else None)
+        await _discard_unfinished_snapshots(manager, ctx, uuid)
+
+
+async def _recover_resize(manager, ctx, instance: dict, lost: bool) -> None:
+    """A lost resize that never left ``resize_prep`` (this is its source) is undone; any other
+    resize step is ERROR, as Nova: its claims and guests stay until a delete cleans both hosts."""
+    from nefos.compute import resize
+    uuid, task_state = instance["uuid"], instance["task_state"]
+    exc = exceptions.NefosError(_why(manager, task_state, lost))
+    migration = resize.migration_of(instance)
+    async with manager.instance_lock(uuid):
+        if not await _unchanged(manager, instance):
+            return
+        if lost and task_state == states.RESIZE_PREP and migration:
+            LOG.warning("instance %s: %s; aborting the resize", uuid, exc)
+            await resize.abort_before_move(manager.rt.db, ctx, uuid, migration, exc, host=manager.host)
+            return
+        LOG.warning("instance %s: %s; setting it to ERROR", uuid, exc)
         try:
-            await instance_obj.save(db, uuid, {"task_state": states.REBOOTING_HARD},
-                                    expected_task_state=[task_state])
+            await instance_obj.save_with_fault(manager.rt.db, uuid, {"vm_state": states.ERROR, "task_state": None},
+                                               exc, host=manager.host, expected_task_state=[task_state])
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
             return
-        await manager.reboot_instance(ctx, uuid, "HARD")
-    elif task_state == states.POWERING_OFF:
-        ctx = await action_context(db, uuid, actions.STOP)
-        if power_state == states.NOSTATE:
-            # Nothing left to stop: the instance is stopped.
-            await _clear_task_state(manager, ctx, uuid, task_state, power_state, vm_state=states.STOPPED)
-            return
-        LOG.info("init_host: finishing the stop of %s", uuid)
-        await manager.stop_instance(ctx, uuid)
-    elif task_state == states.POWERING_ON:
-        ctx = await action_context(db, uuid, actions.START)
-        if power_state == states.NOSTATE:
-            await _clear_task_state(manager, ctx, uuid, task_state, power_state)
-            return
-        LOG.info("init_host: finishing the start of %s", uuid)
-        await manager.start_instance(ctx, uuid)
-    elif task_state in SETTLED_BY_POWER_STATE:
-        done_power, done_vm, action = SETTLED_BY_POWER_STATE[task_state]
-        ctx = await action_context(db, uuid, action)
-        await _clear_task_state(manager, ctx, uuid, task_state, power_state,
-                                vm_state=done_vm if power_state == done_power else None)
-    elif task_state in (*states.RESIZE_TASK_STATES, states.RESIZE_REVERTING):
-        # A resize interrupted by this host's restart: ERROR, as Nova; its claims and guests stay
-        # until a delete cleans both hosts (compute/resize.py).
-        LOG.warning("init_host: instance %s was interrupted in %s; setting it to ERROR", uuid, task_state)
-        with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
-            await instance_obj.save_with_fault(
-                db, uuid, {"vm_state": states.ERROR, "task_state": None},
-                exceptions.NefosError(f"the compute host restarted during {task_state}"), host=manager.host,
-                expected_task_state=[task_state])
-    else:
-        await _clear_task_state(manager, admin_context(), uuid, task_state, power_state)
+    await _record_failure(manager, ctx, uuid, str(exc))
+
+
+async def _unchanged(manager, instance: dict) -> bool:
+    """Whether the instance is still on this host as it was read (with this host's lock held: no
+    operation of its own got to it in between)."""
+    try:
+        current = await instance_obj.get(manager.rt.db, instance["uuid"])
+    except exceptions.InstanceNotFound:
+        return False
+    return all(current.get(k) == instance.get(k) for k in ("host", "vm_state", "task_state", "updated_at"))
 
 
 async def _clear_task_state(manager, ctx, uuid: str, task_state: str, power_state: int,
-                            vm_state: str | None = None) -> None:
+                            vm_state: str | None = None, failed: str | None = None) -> None:
+    """Clear the task state (and set ``vm_state``); the action is finished, as failed with
+    ``failed`` as the reason when given."""
     values = {"task_state": None, "power_state": power_state}
     if vm_state is not None:
         values["vm_state"] = vm_state
-    LOG.info("init_host: instance %s: clearing task_state %s%s", uuid, task_state,
-             f" (vm_state {vm_state})" if vm_state else "")
+    LOG.info("instance %s: clearing task_state %s%s%s", uuid, task_state,
+             f" (vm_state {vm_state})" if vm_state else "", f": {failed}" if failed else "")
     async with manager.instance_lock(uuid):
         try:
             await instance_obj.save(manager.rt.db, uuid, values, expected_task_state=[task_state])
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
             return
-    await actions.finish_action(manager.rt.db, ctx, uuid)
+    if failed:
+        await _record_failure(manager, ctx, uuid, failed)
+    else:
+        await actions.finish_action(manager.rt.db, ctx, uuid)
 
 
-async def _fail_interrupted_build(manager, uuid: str) -> None:
-    """Build interrupted by the restart: release guest, ports and claim; ERROR with a fault."""
-    db = manager.rt.db
+async def _record_failure(manager, ctx, uuid: str, reason: str) -> None:
+    """The action's operation was not done here: an ``Error`` event says why, the action is finished."""
+    await actions.record_event(manager.rt.db, ctx, uuid, LOST_EVENT, manager.host, utcnow(), result="Error",
+                               details=reason[:255])
+    await actions.finish_action(manager.rt.db, ctx, uuid, message="Error")
+
+
+async def _discard_unfinished_snapshots(manager, ctx, uuid: str) -> None:
+    """The images a snapshot, backup or shelve of the instance left unfinished (queued or saving):
+    no host writes them any more (a failed snapshot deletes its image just the same)."""
+    try:
+        for image in await manager.image_api.list_unfinished_snapshots(ctx.elevated(), uuid):
+            LOG.info("instance %s: deleting the unfinished snapshot image %s", uuid, image["id"])
+            await manager.image_api.delete(ctx.elevated(), image["id"])
+    except exceptions.NefosError as exc:
+        LOG.warning("instance %s: its unfinished snapshot images were not deleted: %s", uuid, exc)
+
+
+async def _fail_interrupted_build(manager, instance: dict, lost: bool = False) -> None:
+    """Build interrupted by the restart, or lost: release guest, ports and claim; ERROR with a fault."""
+    db, uuid = manager.rt.db, instance["uuid"]
     ctx = await action_context(db, uuid, actions.CREATE)
-    exc = exceptions.BuildAbortException(
-        instance_uuid=uuid, reason=f"the build was interrupted by a restart of compute host {manager.host}")
-    LOG.warning("init_host: %s", exc)
+    exc = exceptions.BuildAbortException(instance_uuid=uuid, reason=_why(manager, "build", lost))
     async with manager.instance_lock(uuid):
+        if not await _unchanged(manager, instance):
+            return  # built, rescheduled or deleted meanwhile
+        LOG.warning("instance %s: %s", uuid, exc)
         await manager._cleanup_build(ctx, uuid, None)  # the build path's own cleanup: guest, ports, claim
         try:
             instance = await instance_obj.save_with_fault(
                 db, uuid, {"vm_state": states.ERROR, "task_state": None, "network_info": [],
                            "power_state": states.NOSTATE}, exc,
                 host=manager.host, details="".join(traceback.format_exception(exc)),
-                expected_task_state=states.BUILD_TASK_STATES)
-        except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
+                expected_task_state=states.BUILD_TASK_STATES, expected_vm_state=[states.BUILDING])
+        except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError, exceptions.InstanceInvalidState):
             return  # deleted meanwhile: the delete finishes the job
         await actions.finish_action(db, ctx, uuid, message="Error")
     await manager._notify(ctx, instance, "instance.create.error")

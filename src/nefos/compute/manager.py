@@ -134,10 +134,10 @@ class ComputeManager(Endpoint):
         try:
             instance = await instance_obj.save(
                 self.rt.db, uuid, {"vm_state": states.BUILDING, "task_state": None},
-                expected_task_state=[states.SCHEDULING, None])
-        except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
+                expected_task_state=[states.SCHEDULING, None], expected_vm_state=[states.BUILDING])
+        except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError, exceptions.InstanceInvalidState):
             await allocations.release(self.rt.db, uuid)
-            raise BuildAborted(f"instance {uuid} was deleted before its build started")
+            raise BuildAborted(f"instance {uuid} was deleted, or its build given up, before its build started")
         network_task: asyncio.Task | None = None
         try:
             async with actions.step(self.rt.db, ctx, uuid, "compute_claim_resources", self.host,
@@ -387,14 +387,19 @@ class ComputeManager(Endpoint):
 
     # Power operations ----------------------------------------------------------
     async def _power_op(self, ctx, uuid: str, *, event: str, expected: list, final_vm_state: str | None,
-                        notification: str, op) -> None:
+                        notification: str, op, starts_in: list | None = None) -> None:
         """Run ``op(instance)`` under the instance's lock and action event, then save the final state
         (``final_vm_state`` None: the vm_state stays) with compare-and-swap on ``expected``; ``op`` may
-        return more columns for that save."""
+        return more columns for that save. Nothing is done unless the task state is one of
+        ``starts_in`` (default ``expected``): a request that arrives after its operation was
+        recovered or given up (compute/deadlines.py) finds it gone."""
         async with self.instance_lock(uuid):
             try:
                 instance = await instance_obj.get(self.rt.db, uuid)
             except exceptions.InstanceNotFound:
+                return
+            if instance["task_state"] not in (starts_in or expected):
+                LOG.info("instance %s: %s skipped, its task state is now %s", uuid, event, instance["task_state"])
                 return
             try:
                 async with actions.step(self.rt.db, ctx, uuid, event, self.host):
@@ -469,7 +474,8 @@ class ComputeManager(Endpoint):
         await self._power_op(ctx, instance_uuid, event="compute_snapshot_instance",
                              expected=[states.IMAGE_UPLOADING], final_vm_state=None, notification="snapshot",
                              op=lambda i: snapshots.snapshot_to_image(self, ctx, i, image_id,
-                                                                      first_task_state=states.IMAGE_SNAPSHOT))
+                                                                      first_task_state=states.IMAGE_SNAPSHOT),
+                             starts_in=[states.IMAGE_SNAPSHOT])
         await self._discard_unfinished_image(ctx, image_id)
 
     async def backup_instance(self, ctx, instance_uuid: str, image_id: str, backup_type: str,
@@ -480,7 +486,7 @@ class ComputeManager(Endpoint):
 
         await self._power_op(ctx, instance_uuid, event="compute_backup_instance",
                              expected=[states.IMAGE_UPLOADING], final_vm_state=None, notification="snapshot",
-                             op=op)
+                             op=op, starts_in=[states.IMAGE_BACKUP])
         await self._discard_unfinished_image(ctx, image_id)
 
     async def _discard_unfinished_image(self, ctx, image_id: str) -> None:

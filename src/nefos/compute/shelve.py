@@ -48,7 +48,7 @@ async def shelve_instance(manager, ctx, uuid: str, image_id: str) -> None:
 
     await manager._power_op(ctx, uuid, event="compute_shelve_instance",
                             expected=[states.SHELVING_IMAGE_UPLOADING], final_vm_state=states.SHELVED,
-                            notification="shelve", op=op)
+                            notification="shelve", op=op, starts_in=[states.SHELVING])
     if manager.rt.cfg.shelved_offload_time == 0:
         try:
             await instance_obj.save(manager.rt.db, uuid, {"task_state": states.SHELVING_OFFLOADING},
@@ -90,6 +90,8 @@ async def unshelve_instance(manager, ctx, uuid: str, node: str | None = None) ->
         except exceptions.InstanceNotFound:
             await allocations.release(manager.rt.db, uuid)
             return
+        if instance["task_state"] != states.UNSHELVING:
+            return  # done or given up meanwhile (compute/deadlines.py): the claim is not this request's
         image_id = (instance.get("system_metadata") or {}).get("shelved_image_id")
         try:
             async with actions.step(manager.rt.db, ctx, uuid, "compute_unshelve_instance", manager.host):

@@ -112,3 +112,9 @@ class ImageAPI:
             ("instance_uuid", instance_uuid), ("backup_type", backup_type), ("image_type", "backup"),
             ("sort_key", "created_at"), ("sort_dir", "asc")])
         return result["images"]
+
+    async def list_unfinished_snapshots(self, ctx: RequestContext, instance_uuid: str) -> list[dict]:
+        """The instance's snapshot and backup images whose data never arrived (queued or saving)."""
+        result = await images.list_images(self.rt, ctx, [("instance_uuid", instance_uuid)])
+        return [i for i in result["images"] if i.get("status") in ("queued", "saving")
+                and i.get("image_type") in ("snapshot", "backup")]
