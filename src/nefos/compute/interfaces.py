@@ -131,7 +131,7 @@ class InterfaceManager:
             except (exceptions.InstanceNotFound, exceptions.UnexpectedDeletingTaskStateError):
                 return  # deleted meanwhile: the delete frees the ports
             except Exception as exc:
-                LOG.error("instance %s: detaching port %s failed: %s", uuid, port_id, exc)
+                LOG.error("instance %s: detaching port %s failed: %s", uuid, port_id, exc.__cause__ or exc)
             finally:
                 await actions.finish_action(self.rt.db, ctx, uuid)
 

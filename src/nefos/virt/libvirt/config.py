@@ -85,7 +85,8 @@ def _port_metadata(ports: ET.Element, vif: Vif) -> None:
 
 def metadata_with_port(xml: str, *, add: Vif | None = None, remove: str | None = None) -> str | None:
     """The domain's ``<nefos:instance>`` metadata with the port ``add`` recorded or the port id
-    ``remove`` dropped (for ``setMetadata`` after a hot-plug); None without Nefos metadata."""
+    ``remove`` dropped, without its namespace (``setMetadata`` adds it: key ``nefos``, uri
+    ``NEFOS_NS``), for after a hot-plug; None without Nefos metadata."""
     ET.register_namespace("nefos", NEFOS_NS)
     try:
         inst = ET.fromstring(xml).find(f"metadata/{{{NEFOS_NS}}}instance")
@@ -101,6 +102,8 @@ def metadata_with_port(xml: str, *, add: Vif | None = None, remove: str | None =
             ports.remove(port)
     if add is not None:
         _port_metadata(ports, add)
+    for el in inst.iter():  # libvirt puts the element (and all within) in the namespace it is given
+        el.tag = el.tag.rsplit("}", 1)[-1]
     return ET.tostring(inst, encoding="unicode")
 
 

@@ -62,6 +62,7 @@ SHUTDOWN_RETRY_INTERVAL = 3.0  # seconds between ACPI power-button presses while
 MAX_CONSOLE_BYTES = 100 * 1024  # Nova's limit on os-getConsoleOutput
 DETACH_TIMEOUT = 30.0  # seconds a running guest has to release a hot-unplugged NIC
 DETACH_POLL = 0.25
+DETACH_RETRY = 5.0  # seconds between unplug requests to a guest that has not released the NIC yet
 _CONTROL_CHARS = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
 
 
@@ -493,6 +494,7 @@ class LibvirtDriver(ComputeDriver):
                 await self._host.call(dom.detachDeviceFlags, vconfig.interface_xml(config), flags)
             if flags & libvirt.VIR_DOMAIN_AFFECT_LIVE:
                 deadline = time.monotonic() + DETACH_TIMEOUT
+                ask_again = time.monotonic() + DETACH_RETRY
                 while vconfig.has_interface(await self._host.call(dom.XMLDesc, 0), config.mac):
                     if time.monotonic() > deadline or not await self._is_active(dom):
                         if await self._is_active(dom):
@@ -500,6 +502,11 @@ class LibvirtDriver(ComputeDriver):
                                 f"the guest did not release the NIC of port {vif['id']} within "
                                 f"{DETACH_TIMEOUT:g} s"))
                         break
+                    if time.monotonic() > ask_again:  # a guest still booting misses the request (as Nova, ask again)
+                        ask_again = time.monotonic() + DETACH_RETRY
+                        with contextlib.suppress(libvirt.libvirtError):
+                            await self._host.call(dom.detachDeviceFlags, vconfig.interface_xml(config),
+                                                  libvirt.VIR_DOMAIN_AFFECT_LIVE)
                     await asyncio.sleep(DETACH_POLL)
             await self._record_port(dom, active, remove=vif["id"])
         except libvirt.libvirtError as exc:
