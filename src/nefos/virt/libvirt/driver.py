@@ -32,6 +32,9 @@ Options (``nefos.config``): ``virt_type`` (``qemu`` = TCG, ``kvm``, or
   security groups first) and reports the port up; the tap gone, down
   (``network-vif-plugged`` / ``-unplugged``). Without a running L2 agent a
   guest's tap stays on no bridge: no DHCP, no traffic (seed 001, experiment 1).
+* os-interface: ``attach_interface`` hot-plugs the same ``<interface>`` spawn writes
+  (``attachDeviceFlags``: the definition, and the live guest when it runs), ``detach_interface``
+  unplugs it and waits until the guest released it; the domain's metadata follows.
 """
 
 from __future__ import annotations
