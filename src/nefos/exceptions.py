@@ -216,6 +216,22 @@ class VirtualInterfaceCreateException(Error):
     message = "Virtual Interface creation failed"
 
 
+class InterfaceAttachFailed(Error):
+    message = "Failed to attach network adapter device to %(instance_uuid)s"
+
+
+class InterfaceDetachFailed(Error):
+    message = "Failed to detach network adapter device from %(instance_uuid)s"
+
+
+class InterfaceAttachFailedNoNetwork(Invalid):
+    message = "No specific network was requested and none are available for project '%(project_id)s'."
+
+
+class PortNotAttached(NotFound):
+    message = "Instance %(instance)s does not have a port with id %(port_id)s"
+
+
 class InstanceDeployFailure(Error):
     message = "Failed to deploy instance: %(reason)s"
 

@@ -188,6 +188,10 @@ COMPUTE_RULES: dict[str, str] = {
     "os_compute_api:os-admin-actions:inject_network_info": ADMIN,
     "os_compute_api:os-deferred-delete:restore": ADMIN_OR_MEMBER,
     "os_compute_api:os-deferred-delete:force": ADMIN_OR_MEMBER,
+    "os_compute_api:os-attach-interfaces:list": ADMIN_OR_READER,
+    "os_compute_api:os-attach-interfaces:show": ADMIN_OR_READER,
+    "os_compute_api:os-attach-interfaces:create": ADMIN_OR_MEMBER,
+    "os_compute_api:os-attach-interfaces:delete": ADMIN_OR_MEMBER,
     "os_compute_api:ips:index": ADMIN_OR_READER,
     "os_compute_api:ips:show": ADMIN_OR_READER,
 }

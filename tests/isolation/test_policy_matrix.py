@@ -167,6 +167,9 @@ async def _compute_fixtures(m: Matrix) -> None:
     ids["server_id"] = await _server(m)
     server = await _wait_active(m, ids["server_id"])
     ids["network_label"] = next(iter(server["addresses"]))
+    ids["net_id"] = m.ids["network"]["network_id"]
+    ids["port_id"] = (await m.ok("member", "compute", "GET", f"/v2.1/servers/{ids['server_id']}/os-interface")
+                      )["interfaceAttachments"][0]["port_id"]
     await _fresh_server_tag(m)
     ids["key"], ids["tag"] = "owner", "matrix-tag"
     actions = await m.ok("member", "compute", "GET", f"/v2.1/servers/{ids['server_id']}/os-instance-actions")
@@ -261,6 +264,12 @@ async def _fresh_server_tag(m):
     await m.ok("member", "compute", "PUT", f"/v2.1/servers/{m.ids['compute']['server_id']}/tags/matrix-tag",
                headers={"OpenStack-API-Version": "compute 2.26"})
     return {}
+
+
+async def _fresh_interface(m):
+    attached = await m.ok("member", "compute", "POST", f"/v2.1/servers/{m.ids['compute']['server_id']}/os-interface",
+                          {"interfaceAttachment": {"net_id": m.ids["network"]["network_id"]}})
+    return {"port_id": attached["interfaceAttachment"]["port_id"]}
 
 
 async def _fresh_flavor(m):
@@ -365,6 +374,7 @@ async def _fresh_member_token(m):
 
 FRESH = {
     "server": _fresh_server, "metadata_key": _fresh_metadata_key, "server_tag": _fresh_server_tag,
+    "interface": _fresh_interface,
     "flavor": _fresh_flavor, "extra_spec": _fresh_extra_spec, "keypair": _fresh_keypair,
     "server_group": _fresh_server_group, "compute_service": _fresh_compute_service,
     "network": _fresh_network, "subnet": _fresh_subnet, "port": _fresh_port,

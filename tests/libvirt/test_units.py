@@ -52,6 +52,41 @@ def test_domain_xml():
     assert vconfig.bridges_of_bridge_interfaces(legacy) == {"brqold"}
 
 
+def test_hot_plugged_interface_is_the_spawned_one():
+    vif = vconfig.Vif("port-2", "fa:16:3e:00:00:02", "brqnet2", "tapport-2", mtu=1450)
+    spec = vconfig.GuestSpec(name="instance-x", uuid="u", virt_type="qemu", memory_mb=64, vcpus=1,
+                             console_log="/i/console.log", vifs=[vif], display_name="vm", flavor_name="f")
+    xml = vconfig.domain_xml(spec)
+    spawned = ET.fromstring(xml).find("devices/interface")
+    plugged = ET.fromstring(vconfig.interface_xml(vif))
+    assert (ET.canonicalize(vconfig.interface_xml(vif), strip_text=True)
+            == ET.canonicalize(ET.tostring(spawned, encoding="unicode"), strip_text=True))  # one way to build it
+    assert plugged.get("type") == "ethernet" and plugged.find("source") is None
+    assert plugged.find("target").get("dev") == "tapport-2" and plugged.find("mac").get("address") == vif.mac
+    assert vconfig.has_interface(xml, "FA:16:3E:00:00:02") and not vconfig.has_interface(xml, "fa:16:3e:00:00:03")
+
+
+def test_metadata_with_a_port_added_or_removed():
+    first = vconfig.Vif("port-1", "fa:16:3e:00:00:01", "brqnet", "tapport-1")
+    xml = vconfig.domain_xml(vconfig.GuestSpec(name="instance-x", uuid="u", virt_type="qemu", memory_mb=64,
+                                               vcpus=1, console_log="/c", vifs=[first], display_name="vm"))
+    added = vconfig.metadata_with_port(xml, add=vconfig.Vif("port-2", "fa:16:3e:00:00:02", "brq2", "tapport-2"))
+    root = ET.fromstring(added)
+    # Without a namespace: libvirt's setMetadata puts it (and all within) in the one it is given.
+    assert root.tag == "instance" and root.find("name").text == "vm"
+    assert [p.get("id") for p in root.iter("port")] == ["port-1", "port-2"]
+
+    def as_domain(meta: str) -> str:  # what the domain XML then reads
+        ns = ET.fromstring(meta)
+        for el in ns.iter():
+            el.tag = f"{{{vconfig.NEFOS_NS}}}{el.tag}"
+        return f"<domain><metadata>{ET.tostring(ns, encoding='unicode')}</metadata></domain>"
+    assert [p["id"] for p in vconfig.ports_from_xml(as_domain(added))] == ["port-1", "port-2"]
+    removed = vconfig.metadata_with_port(as_domain(added), remove="port-1")
+    assert [p.get("id") for p in ET.fromstring(removed).iter("port")] == ["port-2"]
+    assert vconfig.metadata_with_port("<domain/>", remove="port-1") is None
+
+
 def _cpio_names(data: bytes) -> dict[str, bytes]:
     out, pos = {}, 0
     while True:

@@ -145,6 +145,12 @@ SERVER_ADDRESSES = _all_required({"addresses": ADDRESSES})
 NETWORK_ADDRESSES = {"type": "object", "minProperties": 1, "maxProperties": 1,
                      "additionalProperties": _array(_ADDRESS)}
 
+_INTERFACE_ATTACHMENT = _object({
+    "net_id": _STRING, "port_id": _STRING, "mac_addr": _STRING, "port_state": _STRING,
+    "fixed_ips": _array(_all_required({"subnet_id": _STRING, "ip_address": _STRING})),
+    "tag": _NULLABLE_STRING}, ("net_id", "port_id", "mac_addr", "port_state", "fixed_ips"))
+INTERFACE_ATTACHMENT = _all_required({"interfaceAttachment": _INTERFACE_ATTACHMENT})
+INTERFACE_ATTACHMENTS = _all_required({"interfaceAttachments": _array(_INTERFACE_ATTACHMENT)})
 _ACTION = _all_required({"action": _STRING, "instance_uuid": _STRING, "request_id": _STRING,
                          "user_id": _NULLABLE_STRING, "project_id": _NULLABLE_STRING, "start_time": _TIME,
                          "message": _NULLABLE_STRING})

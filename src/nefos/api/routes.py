@@ -12,6 +12,7 @@ ROUTERS = [
     "nefos.api.server_tags",
     "nefos.api.server_topology",
     "nefos.api.server_ips",
+    "nefos.api.server_interfaces",
     "nefos.api.instance_actions",
     "nefos.api.flavors",
     "nefos.api.keypairs",

@@ -265,6 +265,8 @@ POSITIVE_INTEGER = {"type": ["integer", "string"], "pattern": "^[0-9]*$", "minim
                     "minLength": 1, "maximum": MAX_INT}
 HOSTNAME = {"type": "string", "minLength": 1, "maxLength": 255, "pattern": r"^[a-zA-Z0-9-._]*$"}
 UUID = {"type": "string", "format": "uuid"}
+IP_ADDRESS = {"type": "string", "oneOf": [{"format": "ipv4"}, {"format": "ipv6"}]}
+DEVICE_TAG = {"type": "string", "pattern": "^[^,/]*$", "maxLength": 60}  # a NIC's or a disk's tag (2.32+)
 
 
 # Query strings --------------------------------------------------------------------

@@ -515,6 +515,16 @@ class InstanceEvents:
             return "fatal"
         return outcome
 
+    async def wait_around(self, ctx, instance: dict, events: list, body, *, what: str) -> str:
+        """Run ``body()`` inside a wait for ``events`` (``vif_plugging_timeout``), recorded as every
+        wait is; returns "ok", "timeout" or "failed" (the caller carries on) or "fatal" (timed out
+        or failed with ``vif_plugging_is_fatal``: the caller undoes what ``body`` did)."""
+        return await self._wait_around(ctx, instance, events, body, what=what)
+
+    def network_info_lock(self, uuid: str) -> asyncio.Lock:
+        """The lock every change of the instance's network info cache on this host holds."""
+        return self._cache_lock(uuid)
+
     async def plug_and_wait(self, ctx, instance: dict, events: list, plug, *, what: str) -> None:
         """Run ``plug()`` (a paused start, or a re-plug) inside a wait for ``events``. When the wait
         ends fatally (``vif_plugging_is_fatal``) the guest is powered off and

@@ -25,8 +25,8 @@ from nefos.conductor.manager import ConductorAPI
 from nefos.db.models import BlockDeviceMapping, utcnow
 from nefos.objects import actions, allocations, build_requests, instance as instance_obj, states
 from nefos.compute.resource_tracker import ResourceTracker
-from nefos.compute import (deadlines, init_host as host_init, instance_events, lifecycle, power_sync, rebuild,
-                           resize, service_state, shelve, snapshots)
+from nefos.compute import (deadlines, init_host as host_init, instance_events, interfaces, lifecycle, power_sync,
+                           rebuild, resize, service_state, shelve, snapshots)
 from nefos.image.client import ImageAPI
 
 LOG = logging.getLogger(__name__)
@@ -61,6 +61,7 @@ class ComputeManager(Endpoint):
         self._operations: dict[str, int] = {}  # operations holding or awaiting each instance's lock
         self.lifecycle = lifecycle.LifecycleEventHandler(self)  # the driver's event listener
         self.instance_events = instance_events.InstanceEvents(self)  # external events (issue 3)
+        self.interfaces = interfaces.InterfaceManager(self)  # os-interface (compute/interfaces.py)
 
     # Plumbing ----------------------------------------------------------------
     @contextlib.asynccontextmanager
@@ -532,6 +533,17 @@ class ComputeManager(Endpoint):
 
     async def cleanup_deleted_migration(self, ctx, instance_uuid: str) -> None:
         await resize.cleanup_deleted_migration(self, ctx, instance_uuid)
+
+    # Interfaces on a running server (compute/interfaces.py) ------------------------------------
+    async def attach_interface(self, ctx, instance_uuid: str, network_id: str | None = None,
+                               port_id: str | None = None, fixed_ip: str | None = None,
+                               tag: str | None = None) -> dict:
+        """A bus call: the API answers with the attached port."""
+        return await self.interfaces.attach(ctx, instance_uuid, network_id=network_id, port_id=port_id,
+                                            fixed_ip=fixed_ip, tag=tag)
+
+    async def detach_interface(self, ctx, instance_uuid: str, port_id: str) -> None:
+        await self.interfaces.detach(ctx, instance_uuid, port_id)
 
     async def set_admin_password(self, ctx, instance_uuid: str, new_pass: str) -> None:
         """changePassword (a bus call: the API answers with its outcome)."""

@@ -25,6 +25,18 @@ class ComputeRPCAPI:
         await self.bus.cast(ctx, "compute", f"{action}_instance", host=host,
                             instance_uuid=instance_uuid, **kwargs)
 
+    async def attach_interface(self, ctx, host: str, instance_uuid: str, *, network_id: str | None,
+                               port_id: str | None, fixed_ip: str | None, tag: str | None,
+                               timeout: float) -> dict:
+        """Attach a port (a call: the answer is its VIF); ``timeout`` covers the vif-plugged wait."""
+        return await self.bus.call(ctx, "compute", "attach_interface", host=host, timeout=timeout,
+                                   instance_uuid=instance_uuid, network_id=network_id, port_id=port_id,
+                                   fixed_ip=fixed_ip, tag=tag)
+
+    async def detach_interface(self, ctx, host: str, instance_uuid: str, port_id: str) -> None:
+        await self.bus.cast(ctx, "compute", "detach_interface", host=host, instance_uuid=instance_uuid,
+                            port_id=port_id)
+
     async def cast(self, ctx, host: str, method: str, **kwargs) -> None:
         """Cast ``method`` of the compute manager on ``host``."""
         await self.bus.cast(ctx, "compute", method, host=host, **kwargs)

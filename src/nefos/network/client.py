@@ -10,6 +10,7 @@ ports it created and give back the pre-existing ports it touched.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import logging
 from typing import Any
@@ -318,6 +319,91 @@ class NetworkAPI:
                 pass
             except Exception:
                 LOG.exception("failed to delete port %s", port_id)
+
+    # One port on a running server (os-interface) ----------------------------------------------
+
+    async def allocate_port_for_instance(self, ctx: RequestContext, instance: dict, *, network_id: str | None = None,
+                                         port_id: str | None = None, fixed_ip: str | None = None,
+                                         tag: str | None = None) -> dict:
+        """Bind one more port to the instance: the caller's free ``port_id``, or a new port on
+        ``network_id`` (with ``fixed_ip`` when given; without a network, the one network the
+        project has). Returns its VIF (``preserve_on_delete`` for the caller's own port). Unlike
+        ``allocate_for_instance`` a failure only undoes this port: the instance's others stay.
+
+        Raises PortNotFound, PortInUse, PortRequiresFixedIP, NetworkNotFound,
+        InterfaceAttachFailedNoNetwork, NetworkAmbiguous, NetworkRequiresSubnet,
+        ExternalNetworkAttachForbidden, and what the network service refuses (FixedIpAlreadyInUse,
+        InvalidIpForNetwork, IpAddressGenerationFailure, port quota).
+        """
+        project = instance["project_id"]
+        uuid = instance["uuid"]
+        admin = ctx.elevated()
+        zone = instance.get("availability_zone") or self.rt.cfg.default_availability_zone
+        binding = {"device_id": uuid, "device_owner": f"compute:{zone}",
+                   "binding:host_id": instance.get("host") or ""}
+        if port_id:
+            port = await self._call(ctx, "get_port", port_id=port_id)  # another project's: PortNotFound
+            if port.get("device_id"):
+                raise exceptions.PortInUse(port_id=port_id)
+            if not port.get("fixed_ips"):
+                raise exceptions.PortRequiresFixedIP(port_id=port_id)
+            original = await self._call(admin, "get_port", port_id=port_id)
+            nets = await self._call(admin, "list_networks", filters={"id": [port["network_id"]]})
+            for net in nets:
+                self._check_attachable(ctx, net)
+            port = await self._call(admin, "update_port", port_id=port_id, port=dict(binding),
+                                    expected_device_id="")
+            try:
+                return (await self._vifs(ctx, [port], {port_id}, {port_id: tag}))[0]
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    await self._call(admin, "update_port", port_id=port_id, port=_restore_body(original),
+                                     expected_device_id=uuid)
+                raise
+        if network_id:
+            (net,) = await self._available_networks(ctx, project, [network_id])
+        else:
+            nets = await self._available_networks(ctx, project)
+            if not nets:
+                raise exceptions.InterfaceAttachFailedNoNetwork(project_id=project)
+            if len(nets) > 1:
+                raise exceptions.NetworkAmbiguous()
+            (net,) = nets
+        self._check_attachable(ctx, net)
+        if not net.get("subnets"):
+            raise exceptions.NetworkRequiresSubnet(network_uuid=net["id"])
+        body = {"network_id": net["id"], "project_id": project, "admin_state_up": True, **binding}
+        if fixed_ip:
+            body["fixed_ips"] = [{"ip_address": fixed_ip}]
+        port = await self._call(admin, "create_port", port=body)
+        try:
+            return (await self._vifs(ctx, [port], set(), {port["id"]: tag}, nets={net["id"]: net}))[0]
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await self._call(admin, "delete_port", port_id=port["id"])
+            raise
+
+    async def deallocate_port_for_instance(self, ctx: RequestContext, instance: dict, vif: dict) -> None:
+        """Take one port off the instance: deleted when it was made for it, unbound (given back
+        as it was before) when it is the user's own (``preserve_on_delete``); idempotent."""
+        admin = ctx.elevated()
+        try:
+            if vif.get("preserve_on_delete"):
+                await self._call(admin, "update_port", port_id=vif["id"], port={
+                    "device_id": "", "device_owner": "", "binding:host_id": "", "binding:profile": {}},
+                    expected_device_id=instance["uuid"])
+            else:
+                await self._call(admin, "delete_port", port_id=vif["id"])
+        except (exceptions.PortNotFound, exceptions.PortInUse):
+            pass  # already gone, or already given to someone else
+
+    async def instance_ports(self, ctx: RequestContext, instance_uuid: str) -> list[dict]:
+        """The ports bound to the instance (the caller may see the instance: checked before)."""
+        return await self._call(ctx.elevated(), "list_ports", filters={"device_id": [instance_uuid]})
+
+    async def show_port(self, ctx: RequestContext, port_id: str, *, as_caller: bool = False) -> dict:
+        """The port (``as_caller``: as the caller sees it, PortNotFound when it may not)."""
+        return await self._call(ctx if as_caller else ctx.elevated(), "get_port", port_id=port_id)
 
     @staticmethod
     def _preserved(instance: dict, network_info: list[dict] | None) -> set[str]:

@@ -34,6 +34,8 @@ SHELVE_OFFLOAD = "shelveOffload"
 UNSHELVE = "unshelve"
 CHANGE_PASSWORD = "changePassword"
 REBUILD = "rebuild"
+ATTACH_INTERFACE = "attach_interface"
+DETACH_INTERFACE = "detach_interface"
 
 
 def new_action(ctx: RequestContext, instance_uuid: str, action: str) -> InstanceAction:

@@ -103,6 +103,15 @@ class ComputeDriver:
         driver cannot."""
         raise NotImplementedError
 
+    async def attach_interface(self, ctx, instance: dict, vif: dict) -> None:
+        """Hot-plug ``vif`` (one entry of the network info) into the guest, running or not; the
+        port's events follow as for a spawn's VIFs. NotImplementedError when the driver cannot."""
+        raise NotImplementedError
+
+    async def detach_interface(self, ctx, instance: dict, vif: dict) -> None:
+        """Unplug ``vif`` from the guest; a VIF the guest does not have is no error."""
+        raise NotImplementedError
+
     # Resize and cold migration (Nova's names) ------------------------------------------
     # A driver that implements the four methods below says so; the others answer a resize or a
     # migration with NotSupported (409 at the API, before anything moves).

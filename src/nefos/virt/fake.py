@@ -294,6 +294,27 @@ class FakeDriver(ComputeDriver):
         lines += [f"{guest.name} login: "]
         return "\n".join(lines)
 
+    # Interfaces on a running guest ------------------------------------------------------
+    async def attach_interface(self, ctx, instance, vif) -> None:
+        """Plug the VIF (the fake L2 agent reports it up: ``network-vif-plugged``) and give the
+        guest one more NIC. The flavor extra spec
+        ``nefos:fake_fail_attach`` names the hosts whose plug fails (``*``: all)."""
+        guest = self._guest(instance)
+        specs = (instance.get("flavor") or {}).get("extra_specs") or {}
+        hosts = {h.strip() for h in (specs.get("nefos:fake_fail_attach") or "").split(",") if h.strip()}
+        if "*" in hosts or self.host in hosts:
+            raise exceptions.NefosError(f"injected interface attach failure on {self.host}")
+        self.plug_vifs(instance, [vif])
+        if vif["id"] not in guest.vifs:
+            guest.vifs.append(vif["id"])
+        self._save()
+
+    async def detach_interface(self, ctx, instance, vif) -> None:
+        guest = self._guest(instance)
+        self.unplug_vifs(instance, [vif])
+        guest.vifs = [port for port in guest.vifs if port != vif["id"]]
+        self._save()
+
     # Resize and cold migration ---------------------------------------------------------
     supports_resize = True
 

@@ -61,6 +61,63 @@ def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs) -> ET.E
     return el
 
 
+def _interface(vif: Vif) -> ET.Element:
+    """A guest's NIC, in the domain XML and hot-plugged alike (one way to build it).
+
+    type='ethernet': libvirt creates the tap (up, on no bridge) and deletes it when the domain
+    stops; the host's L2 agent wires it into the network's bridge (nefos.network.l2_agent).
+    Until then the guest's NIC reaches nothing: no DHCP, no address."""
+    i = ET.Element("interface", type="ethernet")
+    _sub(i, "mac", address=vif.mac)
+    _sub(i, "target", dev=vif.devname)
+    _sub(i, "model", type=vif.model)
+    if vif.mtu:
+        _sub(i, "mtu", size=vif.mtu)
+    return i
+
+
+def interface_xml(vif: Vif) -> str:
+    """The ``<interface>`` device of ``vif`` alone (``attachDeviceFlags`` / ``detachDeviceFlags``)."""
+    return ET.tostring(_interface(vif), encoding="unicode")
+
+
+def _port_metadata(ports: ET.Element, vif: Vif) -> None:
+    _sub(ports, f"{{{NEFOS_NS}}}port", id=vif.port_id, devname=vif.devname, mac=vif.mac, bridge=vif.bridge)
+
+
+def metadata_with_port(xml: str, *, add: Vif | None = None, remove: str | None = None) -> str | None:
+    """The domain's ``<nefos:instance>`` metadata with the port ``add`` recorded or the port id
+    ``remove`` dropped, without its namespace (``setMetadata`` adds it: key ``nefos``, uri
+    ``NEFOS_NS``), for after a hot-plug; None without Nefos metadata."""
+    ET.register_namespace("nefos", NEFOS_NS)
+    try:
+        inst = ET.fromstring(xml).find(f"metadata/{{{NEFOS_NS}}}instance")
+    except ET.ParseError:
+        return None
+    if inst is None:
+        return None
+    ports = inst.find(f"{{{NEFOS_NS}}}ports")
+    if ports is None:
+        ports = ET.SubElement(inst, f"{{{NEFOS_NS}}}ports")
+    for port in list(ports):
+        if port.get("id") in (remove, add.port_id if add else None):
+            ports.remove(port)
+    if add is not None:
+        _port_metadata(ports, add)
+    for el in inst.iter():  # libvirt puts the element (and all within) in the namespace it is given
+        el.tag = el.tag.rsplit("}", 1)[-1]
+    return ET.tostring(inst, encoding="unicode")
+
+
+def has_interface(xml: str, mac: str) -> bool:
+    """Whether the domain XML has a NIC with this MAC."""
+    try:
+        root = ET.fromstring(xml)
+    except ET.ParseError:
+        return False
+    return any((m.get("address") or "").lower() == mac.lower() for m in root.findall("./devices/interface/mac"))
+
+
 def domain_xml(spec: GuestSpec) -> str:
     ET.register_namespace("nefos", NEFOS_NS)
     dom = ET.Element("domain", type=spec.virt_type)
@@ -74,7 +131,7 @@ def domain_xml(spec: GuestSpec) -> str:
     _sub(inst, f"{{{NEFOS_NS}}}flavor", spec.flavor_name)
     ports = ET.SubElement(inst, f"{{{NEFOS_NS}}}ports")
     for vif in spec.vifs:
-        _sub(ports, f"{{{NEFOS_NS}}}port", id=vif.port_id, devname=vif.devname, mac=vif.mac, bridge=vif.bridge)
+        _port_metadata(ports, vif)
     _sub(dom, "memory", spec.memory_mb, unit="MiB")
     _sub(dom, "currentMemory", spec.memory_mb, unit="MiB")
     _sub(dom, "vcpu", spec.vcpus)
@@ -106,15 +163,7 @@ def domain_xml(spec: GuestSpec) -> str:
         if disk.readonly:
             _sub(d, "readonly")
     for vif in spec.vifs:
-        # type='ethernet': libvirt creates the tap (up, on no bridge) and deletes it when the domain
-        # stops; the host's L2 agent wires it into the network's bridge (nefos.network.l2_agent).
-        # Until then the guest's NIC reaches nothing: no DHCP, no address.
-        i = _sub(devices, "interface", type="ethernet")
-        _sub(i, "mac", address=vif.mac)
-        _sub(i, "target", dev=vif.devname)
-        _sub(i, "model", type=vif.model)
-        if vif.mtu:
-            _sub(i, "mtu", size=vif.mtu)
+        devices.append(_interface(vif))
     # The serial console on a pty whose output virtlogd writes to the log (Nova's libvirt driver): a
     # guest cannot grow it past virtlogd's max_size (2 MiB, then rotated; max_backups old copies),
     # where a file chardev written by QEMU grows without bound. append='on' (Nova: 'off') keeps

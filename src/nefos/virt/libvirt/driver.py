@@ -35,6 +35,9 @@ Options (``nefos.config``): ``virt_type`` (``qemu`` = TCG, ``kvm``, or
   security groups first) and reports the port up; the tap gone, down
   (``network-vif-plugged`` / ``-unplugged``). Without a running L2 agent a
   guest's tap stays on no bridge: no DHCP, no traffic (seed 001, experiment 1).
+* os-interface: ``attach_interface`` hot-plugs the same ``<interface>`` spawn writes
+  (``attachDeviceFlags``: the definition, and the live guest when it runs), ``detach_interface``
+  unplugs it and waits until the guest released it; the domain's metadata follows.
 """
 
 from __future__ import annotations
@@ -64,6 +67,9 @@ DEFAULT_CMDLINE = "console=ttyS0 panic=-1"
 SHUTDOWN_RETRY_INTERVAL = 3.0  # seconds between ACPI power-button presses while waiting
 MAX_CONSOLE_BYTES = 100 * 1024  # Nova's limit on os-getConsoleOutput
 CONFIG_DRIVE_TARGET = "hdd"  # the last IDE slot, never a disk's (those are virtio: vd*)
+DETACH_TIMEOUT = 30.0  # seconds a running guest has to release a hot-unplugged NIC
+DETACH_POLL = 0.25
+DETACH_RETRY = 5.0  # seconds between unplug requests to a guest that has not released the NIC yet
 _CONTROL_CHARS = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
 
 
@@ -254,10 +260,7 @@ class LibvirtDriver(ComputeDriver):
             path = configdrive.write(inst_dir / configdrive.FILE_NAME, image)
             spec.disks.append(vconfig.Disk(str(path), CONFIG_DRIVE_TARGET, "raw", bus="ide", device="cdrom",
                                            readonly=True))
-        for vif in network_info:
-            spec.vifs.append(vconfig.Vif(port_id=vif["id"], mac=vif["address"], bridge=vifs.vif_bridge(vif),
-                                         devname=vifs.vif_devname(vif),
-                                         mtu=(vif.get("network") or {}).get("mtu")))
+        spec.vifs.extend(_vif_config(vif) for vif in network_info)
         return spec
 
     # Destroy -------------------------------------------------------------------------------
@@ -455,6 +458,77 @@ class LibvirtDriver(ComputeDriver):
                 await self._host.call(dom.resume)
         return "qcow2"
 
+    # Interfaces on a running guest -------------------------------------------------------------
+    def _device_flags(self, active: bool) -> int:
+        """The guest's definition always; the running guest too when it runs (LIVE needs a QEMU)."""
+        libvirt = libvirt_module()
+        return libvirt.VIR_DOMAIN_AFFECT_CONFIG | (libvirt.VIR_DOMAIN_AFFECT_LIVE if active else 0)
+
+    async def _record_port(self, dom, active: bool, **change) -> None:
+        """Keep the domain's Nefos metadata (the ports of its taps) in step with its NICs."""
+        libvirt = libvirt_module()
+        xml = await self._host.call(dom.XMLDesc, libvirt.VIR_DOMAIN_XML_INACTIVE)
+        meta = vconfig.metadata_with_port(xml, **change)
+        if meta is not None:
+            await self._host.call(dom.setMetadata, libvirt.VIR_DOMAIN_METADATA_ELEMENT, meta, "nefos",
+                                  vconfig.NEFOS_NS, self._device_flags(active))
+
+    async def attach_interface(self, ctx, instance: dict, vif: dict, **kwargs) -> None:
+        """``attachDeviceFlags`` of the ``<interface>`` spawn would have written: live when the
+        guest runs (libvirt makes the tap, the L2 agent wires it: ``network-vif-plugged``) and in
+        its definition (it stays through stop and start)."""
+        libvirt = libvirt_module()
+        uuid = instance["uuid"]
+        dom = await self._lookup(uuid)
+        config = _vif_config(vif)
+        active = await self._is_active(dom)
+        try:
+            await self._host.call(dom.attachDeviceFlags, vconfig.interface_xml(config), self._device_flags(active))
+            await self._record_port(dom, active, add=config)
+        except libvirt.libvirtError as exc:
+            raise exceptions.InterfaceAttachFailed(instance_uuid=uuid, message=(
+                f"Failed to attach network adapter device to {uuid}: {str(exc).strip()}")) from exc
+        LOG.info("instance %s: port %s attached as %s%s", uuid, vif["id"], config.devname,
+                 "" if active else " (at the next start)")
+
+    async def detach_interface(self, ctx, instance: dict, vif: dict, **kwargs) -> None:
+        """``detachDeviceFlags`` of the VIF's ``<interface>`` (matched by MAC), then wait until the
+        guest let go of it (a live unplug needs the guest's ACPI hot-plug: the device stays until
+        then); a NIC the guest no longer has is no error."""
+        libvirt = libvirt_module()
+        uuid = instance["uuid"]
+        dom = await self._lookup(uuid)
+        config = _vif_config(vif)
+        active = await self._is_active(dom)
+        live = await self._host.call(dom.XMLDesc, 0)
+        stored = await self._host.call(dom.XMLDesc, libvirt.VIR_DOMAIN_XML_INACTIVE)
+        flags = ((libvirt.VIR_DOMAIN_AFFECT_LIVE if active and vconfig.has_interface(live, config.mac) else 0)
+                 | (libvirt.VIR_DOMAIN_AFFECT_CONFIG if vconfig.has_interface(stored, config.mac) else 0))
+        try:
+            if flags:
+                await self._host.call(dom.detachDeviceFlags, vconfig.interface_xml(config), flags)
+            if flags & libvirt.VIR_DOMAIN_AFFECT_LIVE:
+                deadline = time.monotonic() + DETACH_TIMEOUT
+                ask_again = time.monotonic() + DETACH_RETRY
+                while vconfig.has_interface(await self._host.call(dom.XMLDesc, 0), config.mac):
+                    if time.monotonic() > deadline or not await self._is_active(dom):
+                        if await self._is_active(dom):
+                            raise exceptions.InterfaceDetachFailed(instance_uuid=uuid, message=(
+                                f"the guest did not release the NIC of port {vif['id']} within "
+                                f"{DETACH_TIMEOUT:g} s"))
+                        break
+                    if time.monotonic() > ask_again:  # a guest still booting misses the request (as Nova, ask again)
+                        ask_again = time.monotonic() + DETACH_RETRY
+                        with contextlib.suppress(libvirt.libvirtError):
+                            await self._host.call(dom.detachDeviceFlags, vconfig.interface_xml(config),
+                                                  libvirt.VIR_DOMAIN_AFFECT_LIVE)
+                    await asyncio.sleep(DETACH_POLL)
+            await self._record_port(dom, active, remove=vif["id"])
+        except libvirt.libvirtError as exc:
+            raise exceptions.InterfaceDetachFailed(instance_uuid=uuid, message=(
+                f"Failed to detach network adapter device from {uuid}: {str(exc).strip()}")) from exc
+        LOG.info("instance %s: port %s detached", uuid, vif["id"])
+
     # libvirt's events (on the service's loop) -----------------------------------------------------
     def _on_lifecycle(self, uuid: str, event: int, detail: int) -> None:
         libvirt = libvirt_module()
@@ -506,6 +580,12 @@ def _init_power_states() -> None:
 
 
 _init_power_states()
+
+
+def _vif_config(vif: dict) -> vconfig.Vif:
+    """A VIF of the network info as the domain XML's ``<interface>`` (spawn and hot-plug alike)."""
+    return vconfig.Vif(port_id=vif["id"], mac=vif["address"], bridge=vifs.vif_bridge(vif),
+                       devname=vifs.vif_devname(vif), mtu=(vif.get("network") or {}).get("mtu"))
 
 
 def _domain_name(instance: dict) -> str:
