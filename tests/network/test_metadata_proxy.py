@@ -80,6 +80,7 @@ async def raw(port: int, data: bytes) -> tuple[int, bytes]:
     writer.write(data)
     try:
         await writer.drain()
+        writer.write_eof()  # all sent: an incomplete request stays incomplete
     except ConnectionError:
         pass  # answered and closed before it read everything: the answer is still there
     answer = await asyncio.wait_for(reader.read(), 20)
