@@ -51,6 +51,16 @@ class FakeService:
         self.app = Starlette(routes=[Route("/{path:path}", serve, methods=["GET", "HEAD"])])
 
 
+async def serve_on_loopback(proxy: mp.NetworkProxy) -> int:
+    """Serve ``proxy`` on 127.0.0.1 (a free port, returned)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    sock.setblocking(False)
+    await proxy.serve(sock)
+    return sock.getsockname()[1]
+
+
 @pytest.fixture
 async def proxied():
     """A proxy on 127.0.0.1 (any port) that knows 127.0.0.1 as INSTANCE of TENANT."""
@@ -63,12 +73,7 @@ async def proxied():
 
     upstream = httpx.AsyncClient(transport=httpx.ASGITransport(app=service.app), base_url="http://metadata")
     proxy = mp.NetworkProxy("net-1", upstream, SECRET, lookup)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(16)
-    sock.setblocking(False)
-    await proxy.serve(sock)
-    port = sock.getsockname()[1]
+    port = await serve_on_loopback(proxy)
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", trust_env=False) as client:
         yield {"client": client, "service": service, "port": port, "lookups": lookups, "proxy": proxy}
     await proxy.close()
@@ -176,13 +181,9 @@ async def test_an_unreachable_service_is_502():
     async def lookup(network_id, ip):
         return INSTANCE, TENANT
     proxy = mp.NetworkProxy("n", upstream, SECRET, lookup)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(4)
-    sock.setblocking(False)
-    await proxy.serve(sock)
+    port = await serve_on_loopback(proxy)
     try:
-        status, _ = await raw(sock.getsockname()[1], b"GET /openstack HTTP/1.1\r\n\r\n")
+        status, _ = await raw(port, b"GET /openstack HTTP/1.1\r\n\r\n")
         assert status == 502
     finally:
         await proxy.close()
@@ -342,3 +343,20 @@ async def test_a_guest_address_on_the_network_gets_its_route_and_its_metadata(dh
     assert net["id"] not in cloud.dhcp.metadata_proxies.proxies
     rc, _ = await run("ip", "netns", "pids", f"qdhcp-{net['id']}", check=False)
     assert rc != 0
+
+
+async def test_the_routes_dnsmasq_gives(rt):
+    from nefos.network.dhcp_agent import DhcpAgent
+    agent = DhcpAgent(rt, "routes-test")
+    port = {"fixed_ips": [{"subnet_id": "a", "ip_address": "10.1.0.2"}, {"subnet_id": "b", "ip_address": "10.2.0.3"}]}
+    with_gateway = {"id": "a", "gateway_ip": "10.1.0.1"}
+    without = {"id": "b", "gateway_ip": None}
+    assert agent._metadata_routes(with_gateway, port) == [
+        "tag:subnet-a,option:classless-static-route,169.254.169.254/32,10.1.0.2,0.0.0.0/0,10.1.0.1",
+        "tag:subnet-a,249,169.254.169.254/32,10.1.0.2,0.0.0.0/0,10.1.0.1"]
+    assert agent._metadata_routes(without, port) == [  # no gateway: no default route to give
+        "tag:subnet-b,option:classless-static-route,169.254.169.254/32,10.2.0.3",
+        "tag:subnet-b,249,169.254.169.254/32,10.2.0.3"]
+    assert agent._metadata_routes({"id": "c", "gateway_ip": "10.3.0.1"}, port) == []  # no DHCP address there
+    agent.isolated_metadata = False
+    assert agent._metadata_routes(with_gateway, port) == []
