@@ -305,6 +305,8 @@ class DhcpAgent(Component):
                     LOG.warning("%s: network %s: %s", self.name, network_id, exc)
                     continue
                 self._applied[network_id] = digest
+            if self.isolated_metadata and network_id not in self.metadata_proxies.proxies:
+                await self._metadata_proxy(st)  # (again at the next sync when it failed)
             # dnsmasq serves exactly st.hosts now: the blocked ports whose entries are all there are ready
             served = set(st.hosts)
             ready += sorted(p for p in st.blocked if st.entries.get(p) and st.entries[p] <= served)
@@ -326,6 +328,16 @@ class DhcpAgent(Component):
                 f.seek(0)
                 f.truncate()
                 f.write(tail)  # dnsmasq appends (O_APPEND) after it
+
+    async def _metadata_proxy(self, st: NetworkState) -> None:
+        """The network's metadata proxy, in its namespace (plumbed by now); a failure is logged, not
+        DHCP's: dnsmasq serves on."""
+        try:
+            await self.metadata_proxies.ensure(st.network_id, st.namespace)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            LOG.warning("%s: network %s: no metadata proxy: %s", self.name, st.network_id, exc)
 
     async def _ready(self, port_ids: list[str]) -> None:
         from nefos.network.agent_rpc import report_context
@@ -430,8 +442,6 @@ class DhcpAgent(Component):
     async def _apply(self, st: NetworkState) -> None:
         port = await self._dhcp_port(st)
         inner = await self._plumb(st, port)
-        if self.isolated_metadata:
-            await self.metadata_proxies.ensure(st.network_id, st.namespace)
         self._write_files(st, port)
         log = self._dir(st.network_id) / "dnsmasq.log"
         offset = log.stat().st_size if log.exists() else 0

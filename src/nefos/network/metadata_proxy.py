@@ -334,7 +334,12 @@ class MetadataProxies:
         if self._secret is None:
             self._secret = await asyncio.to_thread(identification.shared_secret, self.rt.cfg)
         proxy = NetworkProxy(network_id, self._client(), self._secret, self.lookup)
-        await proxy.serve(await listen_in_namespace(netns))
+        sock = await listen_in_namespace(netns)
+        try:
+            await proxy.serve(sock)
+        except BaseException:
+            sock.close()
+            raise
         self.proxies[network_id] = proxy
         LOG.info("metadata proxy for network %s on %s:%d in %s", network_id, METADATA_ADDRESS, METADATA_PORT, netns)
 
