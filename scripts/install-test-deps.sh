@@ -8,7 +8,8 @@
 #    password, RabbitMQ guest/guest;
 #  * creates the virtualenv ${NEFOS_VENV:-/opt/nefos-venv} when missing and installs
 #    this checkout into it (`pip install -e '.[test]'`) when pyproject.toml changed;
-#  * libvirt + QEMU for the real-guest tests (scripts/setup-libvirt.sh, block 6).
+#  * libvirt + QEMU for the real-guest tests (scripts/setup-libvirt.sh, block 6);
+#  * Debian's cloud-init code, unpacked but not installed (block 7).
 #
 # When everything is already there it only checks, in about a second.
 set -euo pipefail
@@ -23,7 +24,12 @@ AMQP_PORT=5672
 PACKAGES=(
   postgresql mariadb-server mariadb-client rabbitmq-server
   python3 python3-venv python3-dev build-essential libpq-dev ca-certificates
+  # cloud-init's own Python dependencies: its datasources judge what guests are told (block 7)
+  python3-configobj python3-jinja2 python3-jsonpatch python3-jsonschema python3-netifaces
+  python3-oauthlib python3-requests python3-serial python3-yaml
+  xorriso  # reads config drives as a guest would (tests/metadata)
 )
+CLOUD_INIT_DIR="${NEFOS_CLOUD_INIT_DIR:-/opt/nefos-cloud-init}"
 
 log() { echo "install-test-deps: $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -143,7 +149,7 @@ fi
 
 # 5. The virtualenv (scripts/install-venv.sh: made with $PYTHON, this checkout installed) ---------
 NEFOS_PYTHON="$PYTHON" bash scripts/install-venv.sh "$VENV"
-# 6. libvirt + QEMU (real guests: tests/libvirt, issue 4) ---------------------------------
+# 6. libvirt + QEMU (real guests: tests/libvirt) ---------------------------------------------
 #    A block of its own: scripts/setup-libvirt.sh installs the Debian packages (libvirt,
 #    QEMU, libvirt-dev, the guest's cloud kernel and busybox-static), makes /dev/kvm access
 #    consistent, starts virtlogd and libvirtd when qemu:///system does not answer, and
@@ -151,5 +157,17 @@ NEFOS_PYTHON="$PYTHON" bash scripts/install-venv.sh "$VENV"
 #    second when everything is there.
 need_root "setting up libvirt and QEMU"
 bash scripts/setup-libvirt.sh "$VENV"
+
+# 7. cloud-init (tests/metadata: its own datasources read Nefos's metadata service and config
+#    drives). Debian's package unpacked into $CLOUD_INIT_DIR, never installed: its services must
+#    not run on this machine. Run with Debian's python3, which has its dependencies (block 1).
+if [ ! -d "$CLOUD_INIT_DIR/usr/lib/python3/dist-packages/cloudinit" ]; then
+  log "unpacking Debian's cloud-init into $CLOUD_INIT_DIR"
+  download="$(mktemp -d)"
+  chmod 755 "$download"  # apt's download user writes here
+  (cd "$download" && apt-get download -q cloud-init)
+  dpkg -x "$download"/cloud-init_*.deb "$CLOUD_INIT_DIR"
+  rm -rf "$download"
+fi
 
 log "ready: PostgreSQL :$PG_PORT, MariaDB :$MYSQL_PORT, RabbitMQ :$AMQP_PORT, libvirt qemu:///system, venv $VENV"
