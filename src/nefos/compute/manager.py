@@ -401,6 +401,9 @@ class ComputeManager(Endpoint):
                 return
             if instance["task_state"] not in (starts_in or expected):
                 LOG.info("instance %s: %s skipped, its task state is now %s", uuid, event, instance["task_state"])
+                # Its operation was recovered under its own action (then finished already), or
+                # another request of the same kind overtook it and cleared the task state.
+                await actions.finish_action(self.rt.db, ctx, uuid, message="Error", unless_finished=True)
                 return
             try:
                 async with actions.step(self.rt.db, ctx, uuid, event, self.host):

@@ -91,7 +91,9 @@ async def unshelve_instance(manager, ctx, uuid: str, node: str | None = None) ->
             await allocations.release(manager.rt.db, uuid)
             return
         if instance["task_state"] != states.UNSHELVING:
-            return  # done or given up meanwhile (compute/deadlines.py): the claim is not this request's
+            # Done or given up meanwhile (compute/deadlines.py): the claim is not this request's.
+            await actions.finish_action(manager.rt.db, ctx, uuid, message="Error", unless_finished=True)
+            return
         image_id = (instance.get("system_metadata") or {}).get("shelved_image_id")
         try:
             async with actions.step(manager.rt.db, ctx, uuid, "compute_unshelve_instance", manager.host):

@@ -66,6 +66,7 @@ _FINISH_ACTION = (update(_ACTIONS)
                   .where(_ACTIONS.c.instance_uuid == bindparam("b_instance"),
                          _ACTIONS.c.request_id == bindparam("b_request"))
                   .values(finish_time=bindparam("b_now"), message=bindparam("b_message")))
+_FINISH_UNFINISHED_ACTION = _FINISH_ACTION.where(_ACTIONS.c.finish_time.is_(None))
 _INSERT_EVENT = _EVENTS.insert()
 _FINISH_EVENT = _EVENTS.update().where(_EVENTS.c.id == bindparam("b_id"))
 
@@ -164,9 +165,10 @@ async def step(db: Database, ctx: RequestContext, instance_uuid: str, event: str
 
 
 async def finish_action(db: Database, ctx: RequestContext, instance_uuid: str,
-                        message: str | None = None) -> None:
+                        message: str | None = None, *, unless_finished: bool = False) -> None:
+    """Mark the request's action finished (``unless_finished``: only if nothing finished it yet)."""
     async with db.transaction() as s:
-        await s.execute(_FINISH_ACTION, {"b_instance": instance_uuid, "b_request": ctx.request_id,
+        await s.execute(_FINISH_UNFINISHED_ACTION if unless_finished else _FINISH_ACTION, {"b_instance": instance_uuid, "b_request": ctx.request_id,
                                          "b_now": utcnow(), "b_message": message})
 
 
