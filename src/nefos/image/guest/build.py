@@ -37,77 +37,15 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from nefos.image.guest.init import CONFIG_SCRIPT, INITTAB, POWER_BUTTON, RCS, UDHCPC_SCRIPT
+
 BUSYBOX = "/bin/busybox"  # busybox-static
-MODULES = ["virtio_net", "virtio_blk", "virtio_pci", "button", "evdev"]  # plus their dependencies
-VERSION = "2"  # bump when the init changes
+DROPBEAR = "/usr/sbin/dropbear"  # dropbear-bin
+# Plus their dependencies; ata_piix before sr_mod: the config drive's IDE CD-ROM is there when
+# sr_mod binds (a module's insmod returns after the asynchronous probes it started).
+MODULES = ["virtio_net", "virtio_blk", "virtio_pci", "button", "evdev", "ata_piix", "sr_mod", "isofs"]
+VERSION = "3"  # bump when the init changes
 DEFAULT_CMDLINE = "console=ttyS0 panic=-1"
-
-INITTAB = """\
-::sysinit:/etc/init.d/rcS
-::ctrlaltdel:/sbin/poweroff
-::shutdown:/bin/echo NEFOS-SHUTDOWN: powering off
-"""
-
-RCS = r"""#!/bin/sh
-export PATH=/sbin:/bin:/usr/sbin:/usr/bin
-mount -t proc proc /proc
-mount -t sysfs sysfs /sys
-mount -t devtmpfs devtmpfs /dev 2>/dev/null
-mkdir -p /dev/pts /run /tmp /var/run
-mount -t tmpfs tmpfs /run
-for m in $(cat /etc/modules.order); do insmod "/lib/modules/$m.ko" 2>/dev/null; done
-hostname nefos-guest
-echo "NEFOS-BOOT: $(uname -r) up after $(cut -d' ' -f1 /proc/uptime) s"
-for i in 1 2 3 4 5 6 7 8 9 10; do [ -e /sys/block/vda ] && break; usleep 200000; done
-if [ -e /sys/block/vda ]; then
-    # What the guest sees of its root disk: its size and the SHA-256 of its first two 4 MiB blocks.
-    first=$(dd if=/dev/vda bs=1048576 count=4 2>/dev/null | sha256sum | cut -d' ' -f1)
-    second=$(dd if=/dev/vda bs=1048576 skip=4 count=4 2>/dev/null | sha256sum | cut -d' ' -f1)
-    echo "NEFOS-DISK: vda $(cat /sys/block/vda/size) sectors $first $second"
-fi
-acpid -c /etc/acpi -l /dev/null
-ip link set lo up
-if [ -e /sys/class/net/eth0 ]; then
-    echo "NEFOS-MAC: $(cat /sys/class/net/eth0/address)"
-    ip link set eth0 up
-    # A DISCOVER a second; after 3 unanswered, "no lease" on the console and again after a 1 s pause,
-    # for ever (in the background): a guest whose NIC is wired late still gets its address within ~2 s.
-    udhcpc -i eth0 -s /etc/udhcpc.script -b -t 3 -T 1 -A 1 -S >/dev/null 2>&1
-else
-    echo "NEFOS-NET: no eth0"
-fi
-# A variant built with extra files (tests of what a guest can do on its network) runs its own step.
-[ -x /etc/nefos-after-boot ] && /etc/nefos-after-boot &
-"""
-
-UDHCPC_SCRIPT = r"""#!/bin/sh
-case "$1" in
-    deconfig)
-        ip addr flush dev "$interface"
-        ip link set "$interface" up
-        ;;
-    leasefail|nak)
-        echo "NEFOS-DHCP: no lease on $interface" > /dev/console
-        ;;
-    bound|renew)
-        ip addr flush dev "$interface"
-        ip addr add "$ip/${mask:-24}" dev "$interface"
-        if [ -n "$router" ]; then
-            for r in $router; do ip route add default via "$r" dev "$interface" 2>/dev/null; break; done
-        fi
-        : > /etc/resolv.conf
-        for d in $dns; do echo "nameserver $d" >> /etc/resolv.conf; done
-        echo "NEFOS-IP: $ip/${mask:-24} on $interface (router ${router:-none})" > /dev/console
-        ;;
-esac
-exit 0
-"""
-
-POWER_BUTTON = """#!/bin/sh
-echo "NEFOS-ACPI: power button, powering off" > /dev/console
-sync
-poweroff -f
-"""
 
 
 @dataclass
@@ -232,15 +170,43 @@ def _applets() -> list[str]:
     return [line.strip() for line in out.splitlines() if line.strip()]
 
 
+def shared_libraries(binary: str) -> list[Path]:
+    """The shared libraries ``binary`` loads and the dynamic loader, as ``ldd`` names them (sorted)."""
+    out = subprocess.run(["ldd", binary], check=True, capture_output=True, text=True).stdout
+    found = set()
+    for line in out.splitlines():
+        m = re.search(r"(?:=>\s*)?(/\S+)\s+\(0x", line)
+        if m:
+            found.add(Path(m.group(1)))
+    return sorted(found)
+
+
+def _dropbear_files() -> list[tuple[str, Path]]:
+    """(path in the initramfs, file on this machine) of dropbear and what it needs to run."""
+    if not Path(DROPBEAR).is_file():
+        raise GuestImageUnavailable(f"no {DROPBEAR}: apt-get install dropbear-bin")
+    return [(DROPBEAR.lstrip("/"), Path(DROPBEAR))] + [
+        (str(lib).lstrip("/"), lib) for lib in shared_libraries(DROPBEAR)]
+
+
 def build_initramfs(version: str, extra_files: dict[str, tuple[bytes, int]] | None = None) -> bytes:
     """The initramfs; ``extra_files`` (path -> (data, mode)) are added as they are, e.g. an
     ``etc/nefos-after-boot`` script the init runs once the network is being set up."""
     if not Path(BUSYBOX).is_file():
         raise GuestImageUnavailable(f"no {BUSYBOX}: apt-get install busybox-static")
     cpio = _Cpio()
-    for d in ("bin", "sbin", "usr", "usr/bin", "usr/sbin", "etc", "etc/init.d", "etc/acpi",
-              "etc/acpi/PWRF", "proc", "sys", "dev", "run", "tmp", "var", "lib", "lib/modules", "root"):
+    made = ["bin", "sbin", "usr", "usr/bin", "usr/sbin", "etc", "etc/init.d", "etc/acpi", "etc/acpi/PWRF",
+            "etc/dropbear", "proc", "sys", "dev", "run", "tmp", "var", "var/log", "mnt", "lib", "lib/modules"]
+    for d in made:
         cpio.dir(d)
+    cpio.dir("root", 0o700)
+    for name, path in _dropbear_files():  # dropbear, its libraries and the loader, where ldd found them
+        parts = name.split("/")
+        for parent in ("/".join(parts[:depth]) for depth in range(1, len(parts))):
+            if parent not in made:
+                cpio.dir(parent)
+                made.append(parent)
+        cpio.file(name, path.read_bytes(), 0o755)
     cpio.file("bin/busybox", Path(BUSYBOX).read_bytes(), 0o755)
     for applet in _applets():
         if applet != "bin/busybox":
@@ -250,8 +216,12 @@ def build_initramfs(version: str, extra_files: dict[str, tuple[bytes, int]] | No
     cpio.file("etc/init.d/rcS", RCS.encode(), 0o755)
     cpio.file("etc/udhcpc.script", UDHCPC_SCRIPT.encode(), 0o755)
     cpio.file("etc/acpi/PWRF/00000080", POWER_BUTTON.encode(), 0o755)
+    cpio.file("etc/nefos-config", CONFIG_SCRIPT.encode(), 0o644)
     cpio.file("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n")
+    cpio.file("etc/shadow", b"root:*:19000:0:99999:7:::\n", 0o600)  # no password: keys only
     cpio.file("etc/group", b"root:x:0:\n")
+    cpio.file("etc/shells", b"/bin/sh\n")
+    cpio.file("etc/nsswitch.conf", b"passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n")
     order = []
     for name, path in _modules_in_order(version, MODULES):
         cpio.file(f"lib/modules/{name}.ko", _module_bytes(path))
@@ -265,9 +235,9 @@ def build_initramfs(version: str, extra_files: dict[str, tuple[bytes, int]] | No
 def _inputs_digest(kernel: Path, version: str) -> str:
     h = hashlib.sha256()
     h.update(VERSION.encode())
-    for text in (INITTAB, RCS, UDHCPC_SCRIPT, POWER_BUTTON, " ".join(MODULES)):
+    for text in (INITTAB, RCS, UDHCPC_SCRIPT, POWER_BUTTON, CONFIG_SCRIPT, " ".join(MODULES)):
         h.update(text.encode())
-    for path in (kernel, Path(BUSYBOX)):
+    for path in (kernel, Path(BUSYBOX), *(p for _, p in _dropbear_files())):
         st = path.stat()
         h.update(f"{path}:{st.st_size}:{int(st.st_mtime)}".encode())
     return h.hexdigest()[:16]
