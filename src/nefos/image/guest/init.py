@@ -198,12 +198,13 @@ apply_metadata() {
 }
 
 # fetch_metadata DIR: meta_data.json (and user_data, when there is one) from the metadata service.
+# (busybox 1.35's wget crashes with -T: timeout bounds it instead.)
 fetch_metadata() {
     mkdir -p "$1"
     for try in 1 2 3 4 5; do
-        if wget -q -T 5 -O "$1/meta_data.json.part" "$NEFOS_METADATA_URL/meta_data.json" 2>/dev/null; then
+        if timeout 10 wget -q -O "$1/meta_data.json.part" "$NEFOS_METADATA_URL/meta_data.json" 2>/dev/null; then
             mv "$1/meta_data.json.part" "$1/meta_data.json"
-            wget -q -T 5 -O "$1/user_data" "$NEFOS_METADATA_URL/user_data" 2>/dev/null || rm -f "$1/user_data"
+            timeout 10 wget -q -O "$1/user_data" "$NEFOS_METADATA_URL/user_data" 2>/dev/null || rm -f "$1/user_data"
             return 0
         fi
         rm -f "$1/meta_data.json.part"
