@@ -79,7 +79,8 @@ def test_the_init_reads_meta_data_json_as_the_cloud_renders_it(tmp_path):
     assert run("md_value", "keys/0/name") == "k1\n"
     assert run("md_value", "random_seed") == md["random_seed"] + "\n"
     assert run("md_value", "launch_index") == "0\n"
-    flat = dict(line.split("\t", 1) for line in run("json_flatten").splitlines())
+    flat = dict(line.split("\t", 1) for line in busybox_sh(
+        '. "$1"; json_flatten < "$2"', str(tmp_path / "nefos-config"), str(tmp_path / "meta_data.json")).splitlines())
     for name, value in md.items():
         if isinstance(value, int) or (isinstance(value, str) and value.isascii()):
             assert flat[name] == str(value), name
