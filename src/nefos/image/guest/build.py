@@ -1,25 +1,37 @@
-"""Build the tiny guest: Debian's cloud kernel plus a busybox initramfs.
+"""Build the tiny guest: Debian's cloud kernel plus a busybox initramfs with an SSH server.
 
 The initramfs (a gzip'ed newc cpio archive, written here in Python) holds
-``busybox-static`` with a link per applet, the few kernel modules the guest
-needs from the same kernel (virtio PCI + virtio-net for its NIC, virtio-blk
-for its disks, the ACPI button + evdev so busybox ``acpid`` sees the power
-button) and this init:
+``busybox-static`` with a link per applet, ``dropbear`` (``dropbear-bin``) with the shared
+libraries ``ldd`` names and the dynamic loader, the few kernel modules the guest needs from the
+same kernel (virtio PCI + virtio-net for its NIC, virtio-blk for its disks, the ACPI button +
+evdev so busybox ``acpid`` sees the power button, ata_piix + sr_mod + isofs for a config drive on
+the IDE CD-ROM) and the init of ``nefos.image.guest.init``:
 
-* busybox ``init`` runs ``/etc/init.d/rcS``: mounts proc, sys, devtmpfs,
+* busybox ``init`` runs ``/etc/init.d/rcS``: mounts proc, sys, devtmpfs, devpts,
   loads the modules, prints ``NEFOS-BOOT: ...`` and what it sees of its root
   disk (``NEFOS-DISK: vda <sectors> sectors <sha256 of MiB 0-3> <of MiB
   4-7>``) to the console, starts
   ``acpid`` (power button -> ``poweroff``), brings ``lo`` and ``eth0`` up and
   runs ``udhcpc`` on eth0 in the background;
-* udhcpc's script configures the lease and prints ``NEFOS-IP: <addr>/<prefix>``
-  to the serial console; while it has none, ``NEFOS-DHCP: no lease on eth0``
-  after every 3 unanswered DISCOVERs (one a second, 1 s pause between rounds);
+* udhcpc's script configures the lease (and classless static routes) and prints
+  ``NEFOS-IP: <addr>/<prefix>`` to the serial console; while it has none, ``NEFOS-DHCP: no
+  lease on eth0`` after every 3 unanswered DISCOVERs (one a second, 1 s pause between rounds);
+* in the background, the guest configures itself: from its config drive (the block device
+  labelled ``config-2``, mounted read-only) or, without one, once it has a lease, from the
+  metadata service (``http://169.254.169.254/openstack/latest/``, a few tries). It sets its
+  hostname (the first label of ``hostname``), writes the ``public_keys`` to
+  ``/root/.ssh/authorized_keys`` (0600), starts dropbear on port 22 once the network is up
+  (keys only; host keys made at the first connection) and prints ``NEFOS-SSH: dropbear
+  listening on 22``, runs ``user_data`` when it starts with ``#!`` (output on the console), and
+  prints ``NEFOS-CONFIG: source=<config-drive|metadata|none> uuid=<uuid> hostname=<name>
+  keys=<n> user-data=<ran|none|skipped>``;
 * ``poweroff`` (from acpid or a user) goes through busybox init, which powers
   the machine off (ACPI), so the domain stops.
 
 Nothing is downloaded: the inputs are files Debian packages installed.
-The result is cached: the output names carry a hash of the inputs.
+The result is cached: the output names carry a hash of the inputs (the init, the module list,
+and the size and mtime of the kernel, busybox, dropbear and its libraries). The archive itself
+is deterministic (fixed inode order, no timestamps).
 """
 
 from __future__ import annotations
