@@ -142,9 +142,10 @@ class Client:
     def __init__(self, api: str, network_api: str, index: int, rng: random.Random):
         self.project = f"{index:04d}" + uuid.uuid4().hex[4:]
         headers = {"X-Project-Id": self.project, "X-User-Id": uuid.uuid4().hex, "X-Roles": "member,reader"}
+        # Longer than any wait of the cloud's own (rpc_response_timeout, 60 s): an answer is seen, not lost.
         self.http = httpx.AsyncClient(base_url=api, headers=dict(headers, **{
-            "OpenStack-API-Version": "compute 2.37"}), timeout=60)
-        self.network_http = httpx.AsyncClient(base_url=network_api, headers=headers, timeout=60)
+            "OpenStack-API-Version": "compute 2.37"}), timeout=180)
+        self.network_http = httpx.AsyncClient(base_url=network_api, headers=headers, timeout=180)
         self.rng = rng
         self.network_id = ""
         self.servers: set[str] = set()

@@ -104,6 +104,10 @@ class Config(BaseModel):
     # <state_dir>/dhcp. dnsmasq runs as its own user, which must be able to reach it (else the agent
     # uses a directory under /run/nefos/dhcp).
     dhcp_confs: str = ""
+    # The DHCP agent serves the metadata service at 169.254.169.254 on each of its networks (a proxy
+    # in the network's DHCP namespace; the route to it given over DHCP, options 121/249). Neutron's
+    # option; on by default: Nefos networks have no router to serve it.
+    enable_isolated_metadata: bool = True
 
     # Metadata service (``nefos metadata``; Nova's nova-api-metadata) and config drives.
     metadata_listen: str = ""  # the address it binds; empty: bind_host
@@ -111,6 +115,9 @@ class Config(BaseModel):
     # The key of the X-Instance-ID-Signature a metadata proxy sends (HMAC-SHA256 of the instance id);
     # empty: generated once into <state_dir>/metadata_proxy_shared_secret (0600).
     metadata_proxy_shared_secret: str = ""
+    # Where the metadata proxies reach the service (Neutron's nova_metadata_host), on
+    # metadata_listen_port; empty: metadata_listen, or loopback when the service binds every address.
+    metadata_host: str = ""
     dhcp_domain: str = "novalocal"  # appended to an instance's hostname in its metadata (Nova's)
     force_config_drive: bool = False  # every guest gets a config drive, asked for or not (Nova's)
 

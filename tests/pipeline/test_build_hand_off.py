@@ -161,25 +161,30 @@ async def test_a_delete_whose_cast_was_lost_is_finished_by_the_host(tmp_path):
         await stop_cloud(cloud)
 
 
+async def _build_claimed_by(cloud, claimer: str) -> str:
+    """A server whose build request ``claimer`` holds for the shipped lease (180 s), while the
+    conductor of this cloud is stopped; returns the server's id."""
+    link = Link(cloud.rt.bus, ("conductor",))
+    await _component(cloud, "conductor").stop()
+    link.lossy = True
+    server_id = await _boot(cloud)
+    link.lossy = False
+    async with cloud.rt.db.transaction() as s:
+        await s.execute(update(BuildRequest).values(claimed_by=claimer,
+                                                    claimed_until=utcnow() + dt.timedelta(seconds=180)))
+    return server_id
+
+
 async def test_a_build_held_by_a_conductor_process_that_died_is_taken_at_once(tmp_path):
     """With the shipped defaults (a 180 s lease): a conductor process of this host that was killed
     while holding a build does not make it wait out the lease; the next process of the host (here:
     the re-drive at conductor start) takes it at once."""
     cloud = await start_cloud(tmp_path, fake_hosts=1)
     try:
-        link = Link(cloud.rt.bus, ("conductor",))
-        conductor = _component(cloud, "conductor")
-        await conductor.stop()
-        link.lossy = True
-        server_id = await _boot(cloud)
-        link.lossy = False
         dead = subprocess.Popen(["true"])
         dead.wait()  # a pid that no longer runs
-        async with cloud.rt.db.transaction() as s:
-            await s.execute(update(BuildRequest).values(
-                claimed_by=f"{cloud.rt.cfg.host}/{dead.pid}/earlier",
-                claimed_until=utcnow() + dt.timedelta(seconds=180)))
-        await conductor.start()
+        server_id = await _build_claimed_by(cloud, f"{cloud.rt.cfg.host}/{dead.pid}/earlier")
+        await _component(cloud, "conductor").start()
         await cloud.wait_status(server_id, "ACTIVE", timeout=15)
         assert await _outbox(cloud) == 0
     finally:
@@ -190,17 +195,8 @@ async def test_a_build_held_by_a_live_conductor_elsewhere_is_left_to_it(tmp_path
     """A claim of another host's conductor is honoured until its lease ends."""
     cloud = await start_cloud(tmp_path, fake_hosts=1)
     try:
-        link = Link(cloud.rt.bus, ("conductor",))
-        conductor = _component(cloud, "conductor")
-        await conductor.stop()
-        link.lossy = True
-        server_id = await _boot(cloud)
-        link.lossy = False
-        async with cloud.rt.db.transaction() as s:
-            await s.execute(update(BuildRequest).values(
-                claimed_by="other-host/1/t",
-                claimed_until=utcnow() + dt.timedelta(seconds=180)))
-        await conductor.start()
+        server_id = await _build_claimed_by(cloud, "other-host/1/t")
+        await _component(cloud, "conductor").start()
         await _still_waiting(cloud, server_id, 1.0)
         assert await _outbox(cloud) == 1
     finally:

@@ -30,6 +30,13 @@ and readable by that user's group alone (0750 / 0640). When that user cannot rea
 ``dhcp_confs`` (a private parent directory), the agent keeps the files under
 ``/run/nefos/dhcp`` instead and says so.
 
+Isolated metadata (``enable_isolated_metadata``, on by default): each network's namespace also
+holds ``169.254.169.254/32`` on the DHCP port's interface and a metadata proxy listening there
+(``nefos.network.metadata_proxy``, in this process), and dnsmasq gives the guests a host route to
+it through the DHCP port's address (classless static routes, options 121 and 249, with the default
+route via the subnet's gateway when it has one: a client that takes option 121 ignores the router
+option, RFC 3442).
+
 Networks that no longer need DHCP (deleted, DHCP disabled) lose their dnsmasq,
 namespace, veth and DHCP port. ``stop()`` tears everything down.
 
@@ -147,6 +154,9 @@ class DhcpAgent(Component):
         self._serving = False
         self.heartbeat_interval = min(float(getattr(rt.cfg, "report_interval", 10.0)), 10.0)
         self._last_heartbeat = 0.0
+        self.isolated_metadata = bool(getattr(rt.cfg, "enable_isolated_metadata", True))
+        from nefos.network.metadata_proxy import MetadataProxies
+        self.metadata_proxies = MetadataProxies(rt)
 
     # Lifecycle -----------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -193,6 +203,7 @@ class DhcpAgent(Component):
         for network_id in set(self._applied) | set(self._procs) | set(self._ports):
             with contextlib.suppress(Exception):
                 await self._teardown(network_id)
+        await self.metadata_proxies.close()
         if RUNTIME_CONFS in self.state_dir.parents:
             with contextlib.suppress(OSError):
                 self.state_dir.rmdir()  # the /run directory of its own, when nothing is left in it
@@ -294,6 +305,8 @@ class DhcpAgent(Component):
                     LOG.warning("%s: network %s: %s", self.name, network_id, exc)
                     continue
                 self._applied[network_id] = digest
+            if self.isolated_metadata and network_id not in self.metadata_proxies.proxies:
+                await self._metadata_proxy(st)  # (again at the next sync when it failed)
             # dnsmasq serves exactly st.hosts now: the blocked ports whose entries are all there are ready
             served = set(st.hosts)
             ready += sorted(p for p in st.blocked if st.entries.get(p) and st.entries[p] <= served)
@@ -315,6 +328,16 @@ class DhcpAgent(Component):
                 f.seek(0)
                 f.truncate()
                 f.write(tail)  # dnsmasq appends (O_APPEND) after it
+
+    async def _metadata_proxy(self, st: NetworkState) -> None:
+        """The network's metadata proxy, in its namespace (plumbed by now); a failure is logged, not
+        DHCP's: dnsmasq serves on."""
+        try:
+            await self.metadata_proxies.ensure(st.network_id, st.namespace)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            LOG.warning("%s: network %s: no metadata proxy: %s", self.name, st.network_id, exc)
 
     async def _ready(self, port_ids: list[str]) -> None:
         from nefos.network.agent_rpc import report_context
@@ -375,10 +398,29 @@ class DhcpAgent(Component):
                 continue
             prefix = ipaddress.ip_network(sn["cidr"]).prefixlen
             await _run("ip", "-n", ns, "addr", "replace", f"{fixed['ip_address']}/{prefix}", "dev", inner)
+        if self.isolated_metadata:
+            from nefos.network.metadata_proxy import METADATA_CIDR
+            await _run("ip", "-n", ns, "addr", "replace", METADATA_CIDR, "dev", inner)
         await _run("ip", "-n", ns, "link", "set", inner, "up")
         return inner
 
-    def _write_files(self, st: NetworkState) -> None:
+    def _metadata_routes(self, sn: dict, port: dict) -> list[str]:
+        """The classless static routes (options 121 and 249) of ``sn``'s guests: 169.254.169.254
+        via the DHCP port's address on it, and the default route via the gateway (when any)."""
+        from nefos.network.metadata_proxy import METADATA_CIDR
+        if not self.isolated_metadata:
+            return []
+        via = next((f["ip_address"] for f in port.get("fixed_ips") or [] if f["subnet_id"] == sn["id"]), None)
+        if via is None:
+            return []
+        routes = [f"{METADATA_CIDR},{via}"]
+        if sn["gateway_ip"]:
+            routes.append(f"0.0.0.0/0,{sn['gateway_ip']}")
+        tag = f"subnet-{sn['id']}"
+        return [f"tag:{tag},option:classless-static-route,{','.join(routes)}",
+                f"tag:{tag},249,{','.join(routes)}"]
+
+    def _write_files(self, st: NetworkState, port: dict) -> None:
         d = fileperms.shared_dir(self._dir(st.network_id), self._dnsmasq_gid)
         hosts = "".join(f"{mac},host-{ip.replace('.', '-')},{ip}\n" for mac, ip in st.hosts)
         opts = []
@@ -390,6 +432,7 @@ class DhcpAgent(Component):
                 opts.append(f"tag:{tag},option:router")
             if sn["dns_nameservers"]:
                 opts.append(f"tag:{tag},option:dns-server,{','.join(sn['dns_nameservers'])}")
+            opts += self._metadata_routes(sn, port)
         for name, text in (("host", hosts), ("opts", "\n".join(opts) + "\n")):
             tmp = d / f".{name}.tmp"
             tmp.write_text(text)
@@ -399,7 +442,7 @@ class DhcpAgent(Component):
     async def _apply(self, st: NetworkState) -> None:
         port = await self._dhcp_port(st)
         inner = await self._plumb(st, port)
-        self._write_files(st)
+        self._write_files(st, port)
         log = self._dir(st.network_id) / "dnsmasq.log"
         offset = log.stat().st_size if log.exists() else 0
         proc = self._procs.get(st.network_id)
@@ -486,6 +529,7 @@ class DhcpAgent(Component):
 
     async def _teardown(self, network_id: str, delete_port: bool = False) -> None:
         await self._kill(network_id)
+        await self.metadata_proxies.remove(network_id)  # its socket would keep the namespace alive
         self._applied.pop(network_id, None)
         port = self._ports.pop(network_id, None)
         ns = f"qdhcp-{network_id}"
