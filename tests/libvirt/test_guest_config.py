@@ -143,3 +143,18 @@ async def test_ssh_into_a_guest_with_its_key_pair(lvcloud, tmp_path):
 
     rc, stdout, stderr = await _ssh(ns, tmp_path / "wrong", ip, "hostname")
     assert rc == 255 and stdout == "" and "Permission denied (publickey)" in stderr, (rc, stdout, stderr)
+
+
+async def test_without_a_drive_the_guest_asks_the_metadata_service(lvcloud, tmp_path):
+    """No config drive: once it has its lease the guest reaches 169.254.169.254 through its network's
+    metadata proxy (the route comes with the lease) and configures itself from the service."""
+    cloud = lvcloud
+    await import_keypair(cloud, "md-key", keygen(tmp_path / "id"))
+    net = await make_network(cloud, name="md-guest-net", cidr="10.83.0.0/24")
+    sid = (await cloud.boot(name="md-guest", flavor="42", networks=[{"uuid": net["id"]}], key_name="md-key",
+                            user_data=base64.b64encode(USER_DATA).decode()))["server"]["id"]
+    await cloud.wait_status(sid, "ACTIVE", timeout=120)
+    out = await wait_console(cloud, sid, "NEFOS-CONFIG:", timeout=120)
+    (line,) = CONFIG_LINE.findall(out)
+    assert line == ("metadata", sid, "md-guest", "1", "ran"), out[-2000:]
+    assert "NEFOS-USERDATA-RAN 42" in out
