@@ -151,7 +151,8 @@ fi
 NEFOS_PYTHON="$PYTHON" bash scripts/install-venv.sh "$VENV"
 # 6. libvirt + QEMU (real guests: tests/libvirt) ---------------------------------------------
 #    A block of its own: scripts/setup-libvirt.sh installs the Debian packages (libvirt,
-#    QEMU, libvirt-dev, the guest's cloud kernel and busybox-static), makes /dev/kvm access
+#    QEMU, libvirt-dev, the guest's cloud kernel, busybox-static and dropbear-bin, and the
+#    openssh-client the tests log into guests with), makes /dev/kvm access
 #    consistent, starts virtlogd and libvirtd when qemu:///system does not answer, and
 #    installs the `libvirt` extra (libvirt-python) into the venv. Idempotent; about a
 #    second when everything is there.

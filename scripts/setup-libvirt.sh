@@ -4,7 +4,8 @@
 #  * installs libvirt + QEMU and what the guest image is built from, when missing:
 #    libvirt-daemon-system qemu-system-x86 qemu-utils (the hypervisor), libvirt-dev
 #    pkg-config gcc (to build libvirt-python), linux-image-cloud-amd64 busybox-static
-#    (the tiny guest: nothing is downloaded from elsewhere), dnsmasq-base iproute2 (DHCP
+#    dropbear-bin (the tiny guest and its SSH server: nothing is downloaded from elsewhere),
+#    openssh-client (the real-guest tests log into it), dnsmasq-base iproute2 (DHCP
 #    for the guests' networks: nefos.network.dhcp_agent), iptables (iptables, ip6tables and
 #    ebtables: the L2 agent's security groups and anti-spoofing, nefos.network.firewall),
 #    conntrack (a removed security group rule also ends the connections it let in),
@@ -26,7 +27,7 @@ cd "$(dirname "$0")/.."
 VENV="${1:-${NEFOS_VENV:-/opt/nefos-venv}}"
 URI="qemu:///system"
 PACKAGES=(libvirt-daemon-system libvirt-clients qemu-system-x86 qemu-utils libvirt-dev pkg-config gcc
-          linux-image-cloud-amd64 busybox-static dnsmasq-base iproute2 iptables conntrack libc6-dev)
+          linux-image-cloud-amd64 busybox-static dropbear-bin openssh-client dnsmasq-base iproute2 iptables conntrack libc6-dev)
 
 log() { echo "setup-libvirt: $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }

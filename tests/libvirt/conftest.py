@@ -1,7 +1,7 @@
 """Real libvirt + QEMU (TCG) under the whole cloud.
 
-These tests need libvirtd, QEMU, the Debian cloud kernel and busybox-static
-(``scripts/install-test-deps.sh`` installs and starts them) and root. They do
+These tests need libvirtd, QEMU, the Debian cloud kernel, busybox-static,
+dropbear-bin and openssh-client (``scripts/install-test-deps.sh`` installs and starts them) and root. They do
 not skip: a machine without them fails here, saying what is missing. The
 daemons are started when they are not running (``virtlogd -d``, ``libvirtd -d``,
 after making ``/dev/kvm`` access consistent, see
@@ -54,6 +54,8 @@ def ensure_libvirtd() -> None:
     from nefos.image.guest.build import find_kernel
     find_kernel()  # raises, naming the package, when the cloud kernel is missing
     assert os.path.exists("/bin/busybox"), "missing /bin/busybox: apt-get install busybox-static"
+    assert os.path.exists("/usr/sbin/dropbear"), "missing /usr/sbin/dropbear: apt-get install dropbear-bin"
+    assert shutil.which("ssh") and shutil.which("ssh-keygen"), "missing ssh: apt-get install openssh-client"
     if _libvirtd_answers():
         return
     assert os.geteuid() == 0, "libvirtd is not running and starting it needs root"

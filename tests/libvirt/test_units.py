@@ -14,6 +14,7 @@ import pytest
 
 from nefos import exceptions
 from nefos.image.guest import build
+from nefos.image.guest.build import DROPBEAR, build_initramfs, shared_libraries
 from nefos.virt.libvirt import config as vconfig, qemu_user
 
 
@@ -117,6 +118,16 @@ def test_guest_initramfs(tmp_path):
     order = files["etc/modules.order"].decode().split()
     assert order.index("virtio_net") > order.index("net_failover") and "button" in order
     assert all(f"lib/modules/{m}.ko" in files for m in order)
+    # The config drive's IDE CD-ROM: the controller before sr_mod (the drive is there when it binds).
+    assert order.index("libata") < order.index("ata_piix") < order.index("sr_mod") and "isofs" in order
+    assert b". /etc/nefos-config" in files["etc/init.d/rcS"] and b"nefos_config()" in files["etc/nefos-config"]
+    # dropbear, every library ldd names and the loader, at the paths ldd gives.
+    assert files["usr/sbin/dropbear"] == Path(DROPBEAR).read_bytes()
+    libs = shared_libraries(DROPBEAR)
+    assert any("ld-linux" in lib.name for lib in libs) and any(lib.name.startswith("libc.so") for lib in libs)
+    assert all(files[str(lib).lstrip("/")] == lib.read_bytes() for lib in libs)
+    # Deterministic: the same inputs give the same bytes.
+    assert build_initramfs(image.kernel_version) == image.ramdisk.read_bytes()
 
 
 

@@ -1,8 +1,9 @@
-"""The tiny guest image, built from Debian packages only (issue 4 item 2).
+"""The tiny guest image, built from Debian packages only.
 
 ``build`` (``python -m nefos.image.guest`` or ``scripts/build-guest-image.sh``)
 makes a kernel + initramfs pair from Debian's cloud kernel
-(``linux-image-cloud-amd64``) and ``busybox-static``; ``register`` puts them in
+(``linux-image-cloud-amd64``), ``busybox-static`` and ``dropbear-bin`` (its init:
+``nefos.image.guest.init``); ``register`` puts them in
 the image service as a kernel image (``aki``), a ramdisk image (``ari``) and a
 bootable image (``ami``) whose ``kernel_id`` / ``ramdisk_id`` properties point
 at them.

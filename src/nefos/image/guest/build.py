@@ -1,25 +1,37 @@
-"""Build the tiny guest: Debian's cloud kernel plus a busybox initramfs.
+"""Build the tiny guest: Debian's cloud kernel plus a busybox initramfs with an SSH server.
 
 The initramfs (a gzip'ed newc cpio archive, written here in Python) holds
-``busybox-static`` with a link per applet, the few kernel modules the guest
-needs from the same kernel (virtio PCI + virtio-net for its NIC, virtio-blk
-for its disks, the ACPI button + evdev so busybox ``acpid`` sees the power
-button) and this init:
+``busybox-static`` with a link per applet, ``dropbear`` (``dropbear-bin``) with the shared
+libraries ``ldd`` names and the dynamic loader, the few kernel modules the guest needs from the
+same kernel (virtio PCI + virtio-net for its NIC, virtio-blk for its disks, the ACPI button +
+evdev so busybox ``acpid`` sees the power button, ata_piix + sr_mod + isofs for a config drive on
+the IDE CD-ROM) and the init of ``nefos.image.guest.init``:
 
-* busybox ``init`` runs ``/etc/init.d/rcS``: mounts proc, sys, devtmpfs,
+* busybox ``init`` runs ``/etc/init.d/rcS``: mounts proc, sys, devtmpfs, devpts,
   loads the modules, prints ``NEFOS-BOOT: ...`` and what it sees of its root
   disk (``NEFOS-DISK: vda <sectors> sectors <sha256 of MiB 0-3> <of MiB
   4-7>``) to the console, starts
   ``acpid`` (power button -> ``poweroff``), brings ``lo`` and ``eth0`` up and
   runs ``udhcpc`` on eth0 in the background;
-* udhcpc's script configures the lease and prints ``NEFOS-IP: <addr>/<prefix>``
-  to the serial console; while it has none, ``NEFOS-DHCP: no lease on eth0``
-  after every 3 unanswered DISCOVERs (one a second, 1 s pause between rounds);
+* udhcpc's script configures the lease (and classless static routes) and prints
+  ``NEFOS-IP: <addr>/<prefix>`` to the serial console; while it has none, ``NEFOS-DHCP: no
+  lease on eth0`` after every 3 unanswered DISCOVERs (one a second, 1 s pause between rounds);
+* in the background, the guest configures itself: from its config drive (the block device
+  labelled ``config-2``, mounted read-only) or, without one, once it has a lease, from the
+  metadata service (``http://169.254.169.254/openstack/latest/``, a few tries). It sets its
+  hostname (the first label of ``hostname``), writes the ``public_keys`` to
+  ``/root/.ssh/authorized_keys`` (0600), starts dropbear on port 22 once the network is up
+  (keys only; host keys made at the first connection) and prints ``NEFOS-SSH: dropbear
+  listening on 22``, runs ``user_data`` when it starts with ``#!`` (output on the console), and
+  prints ``NEFOS-CONFIG: source=<config-drive|metadata|none> uuid=<uuid> hostname=<name>
+  keys=<n> user-data=<ran|none|skipped>``;
 * ``poweroff`` (from acpid or a user) goes through busybox init, which powers
   the machine off (ACPI), so the domain stops.
 
 Nothing is downloaded: the inputs are files Debian packages installed.
-The result is cached: the output names carry a hash of the inputs.
+The result is cached: the output names carry a hash of the inputs (the init, the module list,
+and the size and mtime of the kernel, busybox, dropbear and its libraries). The archive itself
+is deterministic (fixed inode order, no timestamps).
 """
 
 from __future__ import annotations
@@ -37,77 +49,15 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from nefos.image.guest.init import CONFIG_SCRIPT, INITTAB, POWER_BUTTON, RCS, UDHCPC_SCRIPT
+
 BUSYBOX = "/bin/busybox"  # busybox-static
-MODULES = ["virtio_net", "virtio_blk", "virtio_pci", "button", "evdev"]  # plus their dependencies
-VERSION = "2"  # bump when the init changes
+DROPBEAR = "/usr/sbin/dropbear"  # dropbear-bin
+# Plus their dependencies; ata_piix before sr_mod: the config drive's IDE CD-ROM is there when
+# sr_mod binds (a module's insmod returns after the asynchronous probes it started).
+MODULES = ["virtio_net", "virtio_blk", "virtio_pci", "button", "evdev", "ata_piix", "sr_mod", "isofs"]
+VERSION = "3"  # bump when the init changes
 DEFAULT_CMDLINE = "console=ttyS0 panic=-1"
-
-INITTAB = """\
-::sysinit:/etc/init.d/rcS
-::ctrlaltdel:/sbin/poweroff
-::shutdown:/bin/echo NEFOS-SHUTDOWN: powering off
-"""
-
-RCS = r"""#!/bin/sh
-export PATH=/sbin:/bin:/usr/sbin:/usr/bin
-mount -t proc proc /proc
-mount -t sysfs sysfs /sys
-mount -t devtmpfs devtmpfs /dev 2>/dev/null
-mkdir -p /dev/pts /run /tmp /var/run
-mount -t tmpfs tmpfs /run
-for m in $(cat /etc/modules.order); do insmod "/lib/modules/$m.ko" 2>/dev/null; done
-hostname nefos-guest
-echo "NEFOS-BOOT: $(uname -r) up after $(cut -d' ' -f1 /proc/uptime) s"
-for i in 1 2 3 4 5 6 7 8 9 10; do [ -e /sys/block/vda ] && break; usleep 200000; done
-if [ -e /sys/block/vda ]; then
-    # What the guest sees of its root disk: its size and the SHA-256 of its first two 4 MiB blocks.
-    first=$(dd if=/dev/vda bs=1048576 count=4 2>/dev/null | sha256sum | cut -d' ' -f1)
-    second=$(dd if=/dev/vda bs=1048576 skip=4 count=4 2>/dev/null | sha256sum | cut -d' ' -f1)
-    echo "NEFOS-DISK: vda $(cat /sys/block/vda/size) sectors $first $second"
-fi
-acpid -c /etc/acpi -l /dev/null
-ip link set lo up
-if [ -e /sys/class/net/eth0 ]; then
-    echo "NEFOS-MAC: $(cat /sys/class/net/eth0/address)"
-    ip link set eth0 up
-    # A DISCOVER a second; after 3 unanswered, "no lease" on the console and again after a 1 s pause,
-    # for ever (in the background): a guest whose NIC is wired late still gets its address within ~2 s.
-    udhcpc -i eth0 -s /etc/udhcpc.script -b -t 3 -T 1 -A 1 -S >/dev/null 2>&1
-else
-    echo "NEFOS-NET: no eth0"
-fi
-# A variant built with extra files (tests of what a guest can do on its network) runs its own step.
-[ -x /etc/nefos-after-boot ] && /etc/nefos-after-boot &
-"""
-
-UDHCPC_SCRIPT = r"""#!/bin/sh
-case "$1" in
-    deconfig)
-        ip addr flush dev "$interface"
-        ip link set "$interface" up
-        ;;
-    leasefail|nak)
-        echo "NEFOS-DHCP: no lease on $interface" > /dev/console
-        ;;
-    bound|renew)
-        ip addr flush dev "$interface"
-        ip addr add "$ip/${mask:-24}" dev "$interface"
-        if [ -n "$router" ]; then
-            for r in $router; do ip route add default via "$r" dev "$interface" 2>/dev/null; break; done
-        fi
-        : > /etc/resolv.conf
-        for d in $dns; do echo "nameserver $d" >> /etc/resolv.conf; done
-        echo "NEFOS-IP: $ip/${mask:-24} on $interface (router ${router:-none})" > /dev/console
-        ;;
-esac
-exit 0
-"""
-
-POWER_BUTTON = """#!/bin/sh
-echo "NEFOS-ACPI: power button, powering off" > /dev/console
-sync
-poweroff -f
-"""
 
 
 @dataclass
@@ -232,15 +182,43 @@ def _applets() -> list[str]:
     return [line.strip() for line in out.splitlines() if line.strip()]
 
 
+def shared_libraries(binary: str) -> list[Path]:
+    """The shared libraries ``binary`` loads and the dynamic loader, as ``ldd`` names them (sorted)."""
+    out = subprocess.run(["ldd", binary], check=True, capture_output=True, text=True).stdout
+    found = set()
+    for line in out.splitlines():
+        m = re.search(r"(?:=>\s*)?(/\S+)\s+\(0x", line)
+        if m:
+            found.add(Path(m.group(1)))
+    return sorted(found)
+
+
+def _dropbear_files() -> list[tuple[str, Path]]:
+    """(path in the initramfs, file on this machine) of dropbear and what it needs to run."""
+    if not Path(DROPBEAR).is_file():
+        raise GuestImageUnavailable(f"no {DROPBEAR}: apt-get install dropbear-bin")
+    return [(DROPBEAR.lstrip("/"), Path(DROPBEAR))] + [
+        (str(lib).lstrip("/"), lib) for lib in shared_libraries(DROPBEAR)]
+
+
 def build_initramfs(version: str, extra_files: dict[str, tuple[bytes, int]] | None = None) -> bytes:
     """The initramfs; ``extra_files`` (path -> (data, mode)) are added as they are, e.g. an
     ``etc/nefos-after-boot`` script the init runs once the network is being set up."""
     if not Path(BUSYBOX).is_file():
         raise GuestImageUnavailable(f"no {BUSYBOX}: apt-get install busybox-static")
     cpio = _Cpio()
-    for d in ("bin", "sbin", "usr", "usr/bin", "usr/sbin", "etc", "etc/init.d", "etc/acpi",
-              "etc/acpi/PWRF", "proc", "sys", "dev", "run", "tmp", "var", "lib", "lib/modules", "root"):
+    made = ["bin", "sbin", "usr", "usr/bin", "usr/sbin", "etc", "etc/init.d", "etc/acpi", "etc/acpi/PWRF",
+            "etc/dropbear", "proc", "sys", "dev", "run", "tmp", "var", "var/log", "mnt", "lib", "lib/modules"]
+    for d in made:
         cpio.dir(d)
+    cpio.dir("root", 0o700)
+    for name, path in _dropbear_files():  # dropbear, its libraries and the loader, where ldd found them
+        parts = name.split("/")
+        for parent in ("/".join(parts[:depth]) for depth in range(1, len(parts))):
+            if parent not in made:
+                cpio.dir(parent)
+                made.append(parent)
+        cpio.file(name, path.read_bytes(), 0o755)
     cpio.file("bin/busybox", Path(BUSYBOX).read_bytes(), 0o755)
     for applet in _applets():
         if applet != "bin/busybox":
@@ -250,8 +228,12 @@ def build_initramfs(version: str, extra_files: dict[str, tuple[bytes, int]] | No
     cpio.file("etc/init.d/rcS", RCS.encode(), 0o755)
     cpio.file("etc/udhcpc.script", UDHCPC_SCRIPT.encode(), 0o755)
     cpio.file("etc/acpi/PWRF/00000080", POWER_BUTTON.encode(), 0o755)
+    cpio.file("etc/nefos-config", CONFIG_SCRIPT.encode(), 0o644)
     cpio.file("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n")
+    cpio.file("etc/shadow", b"root:*:19000:0:99999:7:::\n", 0o600)  # no password: keys only
     cpio.file("etc/group", b"root:x:0:\n")
+    cpio.file("etc/shells", b"/bin/sh\n")
+    cpio.file("etc/nsswitch.conf", b"passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n")
     order = []
     for name, path in _modules_in_order(version, MODULES):
         cpio.file(f"lib/modules/{name}.ko", _module_bytes(path))
@@ -265,9 +247,9 @@ def build_initramfs(version: str, extra_files: dict[str, tuple[bytes, int]] | No
 def _inputs_digest(kernel: Path, version: str) -> str:
     h = hashlib.sha256()
     h.update(VERSION.encode())
-    for text in (INITTAB, RCS, UDHCPC_SCRIPT, POWER_BUTTON, " ".join(MODULES)):
+    for text in (INITTAB, RCS, UDHCPC_SCRIPT, POWER_BUTTON, CONFIG_SCRIPT, " ".join(MODULES)):
         h.update(text.encode())
-    for path in (kernel, Path(BUSYBOX)):
+    for path in (kernel, Path(BUSYBOX), *(p for _, p in _dropbear_files())):
         st = path.stat()
         h.update(f"{path}:{st.st_size}:{int(st.st_mtime)}".encode())
     return h.hexdigest()[:16]

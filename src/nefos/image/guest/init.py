@@ -1,0 +1,259 @@
+"""The tiny guest's init: the shell scripts ``nefos.image.guest.build`` puts into its initramfs.
+
+* ``RCS`` (``/etc/init.d/rcS``, run by busybox ``init``): mounts, modules, the ``NEFOS-BOOT`` /
+  ``NEFOS-DISK`` / ``NEFOS-MAC`` lines, ``acpid``, ``udhcpc`` in the background, then
+  ``nefos_config`` in the background;
+* ``UDHCPC_SCRIPT``: configures a lease (address, default route, classless static routes, DNS),
+  prints ``NEFOS-IP`` and marks ``/run/nefos/lease``;
+* ``CONFIG_SCRIPT`` (``/etc/nefos-config``, functions only: sourced by rcS, and by tests on the
+  host under busybox ``sh``): finds the config drive (label ``config-2``) or, once the guest has a
+  lease, asks the metadata service (``http://169.254.169.254/openstack/latest/``); sets the
+  hostname, installs ``public_keys`` into ``/root/.ssh/authorized_keys``, starts dropbear on port
+  22 (keys only), runs the user data when it is a script, and prints ``NEFOS-CONFIG: ...``.
+"""
+
+from __future__ import annotations
+
+INITTAB = """\
+::sysinit:/etc/init.d/rcS
+::ctrlaltdel:/sbin/poweroff
+::shutdown:/bin/echo NEFOS-SHUTDOWN: powering off
+"""
+
+RCS = r"""#!/bin/sh
+export PATH=/sbin:/bin:/usr/sbin:/usr/bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev 2>/dev/null
+mkdir -p /dev/pts /run /tmp /var/run /var/log
+mount -t devpts devpts /dev/pts
+mount -t tmpfs tmpfs /run
+mkdir -p /run/nefos
+for m in $(cat /etc/modules.order); do insmod "/lib/modules/$m.ko" 2>/dev/null; done
+hostname nefos-guest
+echo "NEFOS-BOOT: $(uname -r) up after $(cut -d' ' -f1 /proc/uptime) s"
+for i in 1 2 3 4 5 6 7 8 9 10; do [ -e /sys/block/vda ] && break; usleep 200000; done
+if [ -e /sys/block/vda ]; then
+    # What the guest sees of its root disk: its size and the SHA-256 of its first two 4 MiB blocks.
+    first=$(dd if=/dev/vda bs=1048576 count=4 2>/dev/null | sha256sum | cut -d' ' -f1)
+    second=$(dd if=/dev/vda bs=1048576 skip=4 count=4 2>/dev/null | sha256sum | cut -d' ' -f1)
+    echo "NEFOS-DISK: vda $(cat /sys/block/vda/size) sectors $first $second"
+fi
+acpid -c /etc/acpi -l /dev/null
+ip link set lo up
+if [ -e /sys/class/net/eth0 ]; then
+    echo "NEFOS-MAC: $(cat /sys/class/net/eth0/address)"
+    ip link set eth0 up
+    # A DISCOVER a second; after 3 unanswered, "no lease" on the console and again after a 1 s pause,
+    # for ever (in the background): a guest whose NIC is wired late still gets its address within ~2 s.
+    udhcpc -i eth0 -s /etc/udhcpc.script -b -t 3 -T 1 -A 1 -S -O staticroutes >/dev/null 2>&1
+else
+    echo "NEFOS-NET: no eth0"
+fi
+# Config drive or metadata service, SSH server, user data (in the background: see /etc/nefos-config).
+. /etc/nefos-config
+nefos_config </dev/null >/dev/console 2>&1 &
+# A variant built with extra files (tests of what a guest can do on its network) runs its own step.
+[ -x /etc/nefos-after-boot ] && /etc/nefos-after-boot &
+"""
+
+UDHCPC_SCRIPT = r"""#!/bin/sh
+case "$1" in
+    deconfig)
+        ip addr flush dev "$interface"
+        ip link set "$interface" up
+        ;;
+    leasefail|nak)
+        echo "NEFOS-DHCP: no lease on $interface" > /dev/console
+        ;;
+    bound|renew)
+        ip addr flush dev "$interface"
+        ip addr add "$ip/${mask:-24}" dev "$interface"
+        if [ -n "$router" ]; then
+            for r in $router; do ip route add default via "$r" dev "$interface" 2>/dev/null; break; done
+        fi
+        # Classless static routes (option 121: "<dest>/<prefix> <gateway>" pairs), e.g. the route
+        # to the metadata address 169.254.169.254 a network without a router hands out.
+        set -- $staticroutes
+        while [ $# -ge 2 ]; do ip route add "$1" via "$2" dev "$interface" 2>/dev/null; shift 2; done
+        : > /etc/resolv.conf
+        for d in $dns; do echo "nameserver $d" >> /etc/resolv.conf; done
+        echo "NEFOS-IP: $ip/${mask:-24} on $interface (router ${router:-none})" > /dev/console
+        : > /run/nefos/lease
+        ;;
+esac
+exit 0
+"""
+
+POWER_BUTTON = """#!/bin/sh
+echo "NEFOS-ACPI: power button, powering off" > /dev/console
+sync
+poweroff -f
+"""
+
+# meta_data.json (one JSON document) -> one line per scalar: "<path>\t<value>", the path's keys
+# (or array indexes) joined by "/" (e.g. "hostname", "public_keys/<name>", "keys/0/data").
+# A tokenizer, not pattern matching: a "hostname" inside a string (a metadata value) is a string.
+# Escapes are decoded (\n, \r, \t, \b, \f become spaces, \uXXXX beyond ASCII becomes "?").
+JSON_FLATTEN_AWK = r"""
+function hexval(h,   i, v) {
+    v = 0
+    for (i = 1; i <= length(h); i++) v = v * 16 + index("0123456789abcdef", tolower(substr(h, i, 1))) - 1
+    return v
+}
+function uchar(h,   v) {
+    v = hexval(h)
+    if (v < 32) return " "
+    if (v > 126) return "?"
+    return sprintf("%c", v)
+}
+function emit(v,   p, d) {
+    p = ""
+    for (d = 1; d <= depth; d++) p = p (d > 1 ? "/" : "") key[d]
+    print p "\t" v
+}
+{ s = s $0 "\n" }
+END {
+    n = length(s); i = 1; depth = 0
+    while (i <= n) {
+        c = substr(s, i, 1)
+        if (c == "{" || c == "[") {
+            depth++; type[depth] = c; key[depth] = (c == "[") ? 0 : ""; want[depth] = (c == "{"); i++
+        } else if (c == "}" || c == "]") {
+            depth--; i++
+        } else if (c == ",") {
+            if (type[depth] == "[") key[depth]++; else want[depth] = 1
+            i++
+        } else if (c == ":") {
+            want[depth] = 0; i++
+        } else if (c == "\"") {
+            i++; v = ""
+            while (i <= n) {
+                if (match(substr(s, i), /^[^"\\]+/)) { v = v substr(s, i, RLENGTH); i += RLENGTH; continue }
+                c = substr(s, i, 1)
+                if (c == "\"") { i++; break }
+                e = substr(s, i + 1, 1); i += 2
+                if (e == "u") { v = v uchar(substr(s, i, 4)); i += 4 }
+                else if (e == "n" || e == "r" || e == "t" || e == "b" || e == "f") v = v " "
+                else v = v e
+            }
+            if (depth > 0 && type[depth] == "{" && want[depth]) key[depth] = v
+            else emit(v)
+        } else if (c ~ /[-0-9a-z]/) {
+            v = ""
+            while (i <= n && substr(s, i, 1) ~ /[-+.0-9a-zA-Z]/) { v = v substr(s, i, 1); i++ }
+            emit(v)
+        } else {
+            i++
+        }
+    }
+}
+"""
+
+CONFIG_SCRIPT = r"""# /etc/nefos-config: what the guest learns from its config drive or the metadata service.
+# Only functions: rcS sources it and runs nefos_config in the background (output on the console).
+NEFOS_METADATA_URL=http://169.254.169.254/openstack/latest
+
+# json_flatten < FILE: "<path>TAB<value>" a scalar (see nefos.image.guest.init.JSON_FLATTEN_AWK).
+json_flatten() {
+    awk '__JSON_FLATTEN_AWK__'
+}
+
+# md_value FILE PATH: the value at PATH ("hostname", "uuid", "meta/<key>", ...) of a JSON file.
+md_value() {
+    json_flatten < "$1" | awk -F '\t' -v p="$2" '$1 == p { print substr($0, length($1) + 2); exit }'
+}
+
+# md_public_keys FILE: the values of public_keys, one a line (surrounding blanks stripped).
+md_public_keys() {
+    json_flatten < "$1" | awk -F '\t' 'index($1, "public_keys/") == 1 {
+        v = substr($0, length($1) + 2); gsub(/^[ ]+|[ ]+$/, "", v); if (v != "") print v }'
+}
+
+# md_hostname FILE: the host name to set (the first label of "hostname"), empty when not a valid one.
+md_hostname() {
+    h=$(md_value "$1" hostname)
+    h=${h%%.*}
+    case "$h" in
+        ""|-*|*[!A-Za-z0-9-]*) ;;
+        *) echo "$h" | cut -c1-63 ;;
+    esac
+}
+
+# apply_metadata DIR: hostname and root's authorized_keys from DIR/meta_data.json; sets uuid, keys.
+apply_metadata() {
+    f="$1/meta_data.json"
+    [ -r "$f" ] || return 1
+    uuid=$(md_value "$f" uuid)
+    h=$(md_hostname "$f")
+    if [ -n "$h" ]; then
+        hostname "$h"
+        echo "$h" > /etc/hostname
+    fi
+    mkdir -p /root/.ssh
+    chmod 700 /root /root/.ssh
+    md_public_keys "$f" > /root/.ssh/authorized_keys
+    chmod 600 /root/.ssh/authorized_keys
+    keys=$(grep -c . /root/.ssh/authorized_keys)
+}
+
+# fetch_metadata DIR: meta_data.json (and user_data, when there is one) from the metadata service.
+# (busybox 1.35's wget crashes with -T: timeout bounds it instead.)
+fetch_metadata() {
+    mkdir -p "$1"
+    for try in 1 2 3 4 5; do
+        if timeout 10 wget -q -O "$1/meta_data.json.part" "$NEFOS_METADATA_URL/meta_data.json" 2>/dev/null; then
+            mv "$1/meta_data.json.part" "$1/meta_data.json"
+            timeout 10 wget -q -O "$1/user_data" "$NEFOS_METADATA_URL/user_data" 2>/dev/null || rm -f "$1/user_data"
+            return 0
+        fi
+        rm -f "$1/meta_data.json.part"
+        sleep 2
+    done
+    return 1
+}
+
+# start_ssh: dropbear on port 22, public keys only (-s), host keys made at the first connection (-R).
+start_ssh() {
+    [ -x /usr/sbin/dropbear ] || { echo "NEFOS-SSH: no dropbear"; return 1; }
+    mkdir -p /etc/dropbear
+    /usr/sbin/dropbear -R -s -p 22 -F -E 2>>/var/log/dropbear.log &
+    for i in $(seq 50); do
+        grep -q ':0016 0*:0000 0A' /proc/net/tcp /proc/net/tcp6 2>/dev/null && break
+        usleep 200000
+    done
+    if grep -q ':0016 0*:0000 0A' /proc/net/tcp /proc/net/tcp6 2>/dev/null; then
+        echo "NEFOS-SSH: dropbear listening on 22"
+    else
+        echo "NEFOS-SSH: dropbear did not start: $(tail -n 3 /var/log/dropbear.log)"
+    fi
+}
+
+nefos_config() {
+    src=none dir= uuid= keys=0 userdata=none
+    dev=$(findfs LABEL=config-2 2>/dev/null)
+    if [ -n "$dev" ] && mkdir -p /mnt/config && mount -o ro "$dev" /mnt/config 2>/dev/null; then
+        src=config-drive dir=/mnt/config/openstack/latest
+        apply_metadata "$dir"
+    fi
+    # The network: a lease (udhcpc's script marks it), for at most a minute.
+    for i in $(seq 300); do [ -e /run/nefos/lease ] && break; usleep 200000; done
+    start_ssh
+    if [ -z "$dir" ] && [ -e /run/nefos/lease ] && fetch_metadata /run/nefos/metadata; then
+        src=metadata dir=/run/nefos/metadata
+        apply_metadata "$dir"
+    fi
+    if [ -n "$dir" ] && [ -s "$dir/user_data" ]; then
+        if [ "$(head -c 2 "$dir/user_data")" = '#!' ]; then
+            cp "$dir/user_data" /run/nefos/user-data
+            chmod 700 /run/nefos/user-data
+            (cd /root && HOME=/root /run/nefos/user-data)
+            userdata=ran
+        else
+            userdata=skipped
+        fi
+    fi
+    echo "NEFOS-CONFIG: source=$src uuid=${uuid:-none} hostname=$(hostname) keys=$keys user-data=$userdata"
+}
+""".replace("__JSON_FLATTEN_AWK__", JSON_FLATTEN_AWK.strip())
+assert "'" not in JSON_FLATTEN_AWK  # it sits between single quotes in CONFIG_SCRIPT
