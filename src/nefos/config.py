@@ -140,6 +140,8 @@ class Config(BaseModel):
     quota_ports: int = 500
     quota_security_groups: int = 10
     quota_security_group_rules: int = 100
+    quota_routers: int = 10  # Neutron's defaults
+    quota_floatingips: int = 50
 
     # Identity (Keystone v3 subset) and API authentication.
     # "keystone": every request but the version documents and getting a token needs a valid token.
