@@ -202,6 +202,8 @@ _service_command("l2-agent", "nefos.network.l2_agent:component",
                  "Run a compute host's L2 agent (--host NAME: the compute host it serves).")
 _service_command("dhcp-agent", "nefos.network.dhcp_agent:component",
                  "Run a DHCP agent (dnsmasq per network, in its namespace on the network's bridge).")
+_service_command("l3-agent", "nefos.network.l3_agent:component",
+                 "Run the L3 agent (routers and floating IPs in namespaces, on the Nefos external bridge).")
 _service_command("image", "nefos.image.service:component", "Run the image service and its API.")
 _service_command("metadata", "nefos.metadata.service:component",
                  "Run the metadata service (guests' metadata, behind a metadata proxy).")

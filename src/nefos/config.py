@@ -104,6 +104,14 @@ class Config(BaseModel):
     # <state_dir>/dhcp. dnsmasq runs as its own user, which must be able to reach it (else the agent
     # uses a directory under /run/nefos/dhcp).
     dhcp_confs: str = ""
+    # The L3 agent (``nefos l3-agent``): routers in namespaces qrouter-<id>. Their gateways are plugged
+    # into l3_external_bridge, a Linux bridge of Nefos's own that never holds a physical interface;
+    # `nefos up` (with real guests) gives it the host address external_network_gateway on
+    # external_network_cidr and creates the external network "public" there (DevStack's range).
+    l3_agent_sync_interval: float = 5.0  # seconds between the L3 agent's full resyncs (the backstop)
+    l3_external_bridge: str = "br-ex-nefos"
+    external_network_cidr: str = "172.24.4.0/24"
+    external_network_gateway: str = "172.24.4.1"
 
     # Metadata service (``nefos metadata``; Nova's nova-api-metadata) and config drives.
     metadata_listen: str = ""  # the address it binds; empty: bind_host
