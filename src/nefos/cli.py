@@ -129,6 +129,11 @@ def up(config: Optional[Path] = ConfigOpt, state_dir: Optional[Path] = StateDirO
                 console.print(f"[bold red]nefos: {exc}[/bold red]", highlight=False)
                 raise typer.Exit(1)
         if chosen == "libvirt":
+            from nefos.network.external import ensure_public_network
+            try:  # the external network "public" on br-ex-nefos, once
+                await ensure_public_network(cloud.rt)
+            except Exception as exc:  # the cloud still runs; routers just have no external network
+                console.print(f"[yellow]the external network could not be set up: {exc}[/yellow]")
             from nefos.image.guest.register import ensure_guest_image
             try:
                 hosts["guest"] = await ensure_guest_image(cloud.rt)

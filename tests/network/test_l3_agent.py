@@ -156,3 +156,20 @@ async def test_router_and_floating_ip_on_real_namespaces(rt, network, client, la
     for text in (after["nat"], after["nft"]):
         assert ext_net not in text and "10.61.0." not in text  # no NAT of ours in the host's namespace
     assert after["nat"] == before["nat"]
+
+
+async def test_the_public_network_is_made_once(rt, network, client, lab):
+    from nefos.network.external import ensure_public_network
+    rt.cfg.l3_external_bridge = bridge = f"brp{lab['tag']}"
+    lab["made"]["links"].append(bridge)
+    rt.cfg.external_network_cidr, rt.cfg.external_network_gateway = f"{lab['ext_net']}.0/24", f"{lab['ext_net']}.1"
+    before = host_state()
+    first = await ensure_public_network(rt)
+    again = await ensure_public_network(rt)
+    assert first["id"] == again["id"] and first["router:external"] is True
+    [sub] = (await client.get(f"/v2.0/subnets?network_id={first['id']}", headers=ADMIN)).json()["subnets"]
+    assert sub["gateway_ip"] == f"{lab['ext_net']}.1" and sub["enable_dhcp"] is False
+    assert sub["allocation_pools"] == [{"start": f"{lab['ext_net']}.10", "end": f"{lab['ext_net']}.250"}]
+    assert f"{lab['ext_net']}.1/24" in sh("ip", "-o", "-4", "addr", "show", "dev", bridge)
+    assert sh("ip", "-o", "link", "show", "master", bridge) == ""  # nothing enslaved, no uplink
+    assert host_state()["default"] == before["default"]
