@@ -9,7 +9,8 @@
 #    for the guests' networks: nefos.network.dhcp_agent), iptables (iptables, ip6tables and
 #    ebtables: the L2 agent's security groups and anti-spoofing, nefos.network.firewall),
 #    conntrack (a removed security group rule also ends the connections it let in),
-#    libc6-dev (static libc: the real-guest anti-spoofing test compiles a raw-frame sender);
+#    libc6-dev (static libc: the real-guest anti-spoofing test compiles a raw-frame sender),
+#    nftables (nft: NAT inside the routers' namespaces, nefos.network.l3_agent);
 #  * makes /dev/kvm access consistent (0666) BEFORE libvirtd starts: when root can
 #    open it but the qemu user cannot, libvirt re-probes QEMU on every domain start
 #    (~44 s each, see shared/notes/hypervisor-on-these-machines.md);
@@ -27,7 +28,7 @@ cd "$(dirname "$0")/.."
 VENV="${1:-${NEFOS_VENV:-/opt/nefos-venv}}"
 URI="qemu:///system"
 PACKAGES=(libvirt-daemon-system libvirt-clients qemu-system-x86 qemu-utils libvirt-dev pkg-config gcc
-          linux-image-cloud-amd64 busybox-static dropbear-bin openssh-client dnsmasq-base iproute2 iptables conntrack libc6-dev)
+          linux-image-cloud-amd64 busybox-static dropbear-bin openssh-client dnsmasq-base iproute2 iptables conntrack libc6-dev nftables)
 
 log() { echo "setup-libvirt: $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }

@@ -129,6 +129,11 @@ def up(config: Optional[Path] = ConfigOpt, state_dir: Optional[Path] = StateDirO
                 console.print(f"[bold red]nefos: {exc}[/bold red]", highlight=False)
                 raise typer.Exit(1)
         if chosen == "libvirt":
+            from nefos.network.external import ensure_public_network
+            try:  # the external network "public" on br-ex-nefos, once
+                await ensure_public_network(cloud.rt)
+            except Exception as exc:  # the cloud still runs; routers just have no external network
+                console.print(f"[yellow]the external network could not be set up: {exc}[/yellow]")
             from nefos.image.guest.register import ensure_guest_image
             try:
                 hosts["guest"] = await ensure_guest_image(cloud.rt)
@@ -202,6 +207,8 @@ _service_command("l2-agent", "nefos.network.l2_agent:component",
                  "Run a compute host's L2 agent (--host NAME: the compute host it serves).")
 _service_command("dhcp-agent", "nefos.network.dhcp_agent:component",
                  "Run a DHCP agent (dnsmasq per network, in its namespace on the network's bridge).")
+_service_command("l3-agent", "nefos.network.l3_agent:component",
+                 "Run the L3 agent (routers and floating IPs in namespaces, on the Nefos external bridge).")
 _service_command("image", "nefos.image.service:component", "Run the image service and its API.")
 _service_command("metadata", "nefos.metadata.service:component",
                  "Run the metadata service (guests' metadata, behind a metadata proxy).")

@@ -108,6 +108,14 @@ class Config(BaseModel):
     # in the network's DHCP namespace; the route to it given over DHCP, options 121/249). Neutron's
     # option; on by default: Nefos networks have no router to serve it.
     enable_isolated_metadata: bool = True
+    # The L3 agent (``nefos l3-agent``): routers in namespaces qrouter-<id>. Their gateways are plugged
+    # into l3_external_bridge, a Linux bridge of Nefos's own that never holds a physical interface;
+    # `nefos up` (with real guests) gives it the host address external_network_gateway on
+    # external_network_cidr and creates the external network "public" there (DevStack's range).
+    l3_agent_sync_interval: float = 5.0  # seconds between the L3 agent's full resyncs (the backstop)
+    l3_external_bridge: str = "br-ex-nefos"
+    external_network_cidr: str = "172.24.4.0/24"
+    external_network_gateway: str = "172.24.4.1"
 
     # Metadata service (``nefos metadata``; Nova's nova-api-metadata) and config drives.
     metadata_listen: str = ""  # the address it binds; empty: bind_host
@@ -147,6 +155,8 @@ class Config(BaseModel):
     quota_ports: int = 500
     quota_security_groups: int = 10
     quota_security_group_rules: int = 100
+    quota_routers: int = 10  # Neutron's defaults
+    quota_floatingips: int = 50
 
     # Identity (Keystone v3 subset) and API authentication.
     # "keystone": every request but the version documents and getting a token needs a valid token.

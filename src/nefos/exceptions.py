@@ -551,6 +551,61 @@ class FlavorDiskSmallerThanImage(Invalid):
                "image is %(image_size)i bytes.")
 
 
+# Routers and floating IPs (Neutron's L3 names and messages) -----------------------------------
+class BadRequest(Invalid):
+    """Neutron's ``BadRequest(resource, msg)``: ``Bad <resource> request: <msg>``."""
+    message = "Bad %(resource)s request: %(msg)s."
+
+
+class InvalidRoutes(Invalid):
+    message = "Invalid format for routes: %(routes)s, %(reason)s"
+
+
+class RouterNotFound(NotFound):
+    message = "Router %(router_id)s could not be found"
+
+
+class RouterInUse(InUse):
+    message = "Router %(router_id)s %(reason)s"
+
+
+class RouterInterfaceNotFound(NotFound):
+    message = "Router %(router_id)s does not have an interface with id %(port_id)s"
+
+
+class RouterInterfaceNotFoundForSubnet(NotFound):
+    message = "Router %(router_id)s has no interface on subnet %(subnet_id)s"
+
+
+class RouterInterfaceInUseByFloatingIP(InUse):
+    message = ("Router interface for subnet %(subnet_id)s on router %(router_id)s cannot be deleted, "
+               "as it is required by one or more floating IPs.")
+
+
+class RouterExternalGatewayInUseByFloatingIp(InUse):
+    message = ("Gateway cannot be updated for router %(router_id)s, since a gateway to external network "
+               "%(net_id)s is required by one or more floating IPs.")
+
+
+class FloatingIPNotFound(NotFound):
+    message = "Floating IP %(floatingip_id)s could not be found"
+
+
+class ExternalGatewayForFloatingIPNotFound(NotFound):
+    message = ("External network %(external_network_id)s is not reachable from subnet %(subnet_id)s.  "
+               "Therefore, cannot associate Port %(port_id)s with a Floating IP.")
+
+
+class FloatingIPPortAlreadyAssociated(InUse):
+    message = ("Cannot associate floating IP %(floating_ip_address)s (%(fip_id)s) with port %(port_id)s "
+               "using fixed IP %(fixed_ip)s, as that fixed IP already has a floating IP on external "
+               "network %(net_id)s.")
+
+
+class ServicePortInUse(InUse):
+    message = "Port %(port_id)s cannot be deleted directly via the port API: %(reason)s."
+
+
 # Resize and cold migration (Nova's names and answers) ------------------------------------------
 class CannotResizeToSameFlavor(Invalid):
     message = "When resizing, instances must change flavor!"

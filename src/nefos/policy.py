@@ -199,7 +199,7 @@ COMPUTE_RULES: dict[str, str] = {
 # Networking (Neutron's names) ------------------------------------------------------------------------
 
 NETWORK_RULES: dict[str, str] = {}
-for _one in ("network", "subnet", "port", "security_group", "security_group_rule"):
+for _one in ("network", "subnet", "port", "security_group", "security_group_rule", "router", "floatingip"):
     NETWORK_RULES[f"create_{_one}"] = ADMIN_OR_MEMBER
     NETWORK_RULES[f"get_{_one}"] = ADMIN_OR_READER
     NETWORK_RULES[f"update_{_one}"] = ADMIN_OR_MEMBER
@@ -208,6 +208,8 @@ NETWORK_RULES.update({
     "get_quota": ADMIN_OR_READER,
     "update_quota": ADMIN,
     "delete_quota": ADMIN,
+    "add_router_interface": ADMIN_OR_MEMBER,
+    "remove_router_interface": ADMIN_OR_MEMBER,
 })
 
 # Image (Glance's names) -------------------------------------------------------------------------------

@@ -210,6 +210,45 @@ async def _network_fixtures(m: Matrix) -> None:
     ids.update(await _fresh_port(m))
     ids.update(await _fresh_security_group(m))
     ids.update(await _fresh_security_group_rule(m))
+    # Routers and floating IPs: an external network (the admin's), project A's router and floating IP.
+    ids["external_network_id"] = (await m.ok("admin", "network", "POST", "/v2.0/networks", {"network": {
+        "name": m.unique("matrix-public"), "router:external": True}}))["network"]["id"]
+    await m.ok("admin", "network", "POST", "/v2.0/subnets", {"subnet": {
+        "network_id": ids["external_network_id"], "cidr": "172.29.4.0/24", "ip_version": 4, "enable_dhcp": False}})
+    ids.update(await _fresh_router(m))
+    ids.update(await _fresh_floatingip(m))
+
+
+async def _no_l3_limits(m) -> None:
+    """Each fresh router or floating IP is one more of project A's (its quota DELETE case resets them)."""
+    await m.ok("admin", "network", "PUT", f"/v2.0/quotas/{m.project_a}", {"quota": {"router": -1, "floatingip": -1}})
+
+
+async def _fresh_router(m):
+    await _no_l3_limits(m)
+    return {"router_id": (await m.ok("member", "network", "POST", "/v2.0/routers", {"router": {
+        "name": m.unique("matrix-router"),
+        "external_gateway_info": {"network_id": m.ids["network"]["external_network_id"]}}}))["router"]["id"]}
+
+
+async def _fresh_router_subnet(m):
+    """A new router of project A's and a new subnet of A's for it."""
+    subnet = (await _fresh_subnet(m))["subnet_id"]
+    return {**await _fresh_router(m), "subnet_id": subnet}
+
+
+async def _fresh_router_interface(m):
+    """A new router of project A's with an interface on a new subnet of A's."""
+    ids = await _fresh_router_subnet(m)
+    await m.ok("member", "network", "PUT", f"/v2.0/routers/{ids['router_id']}/add_router_interface",
+               {"subnet_id": ids["subnet_id"]})
+    return ids
+
+
+async def _fresh_floatingip(m):
+    await _no_l3_limits(m)
+    return {"floatingip_id": (await m.ok("member", "network", "POST", "/v2.0/floatingips", {"floatingip": {
+        "floating_network_id": m.ids["network"]["external_network_id"]}}))["floatingip"]["id"]}
 
 
 async def _new_network(m: Matrix) -> str:
@@ -379,6 +418,8 @@ FRESH = {
     "server_group": _fresh_server_group, "compute_service": _fresh_compute_service,
     "network": _fresh_network, "subnet": _fresh_subnet, "port": _fresh_port,
     "security_group": _fresh_security_group, "security_group_rule": _fresh_security_group_rule,
+    "router": _fresh_router, "router_subnet": _fresh_router_subnet, "router_interface": _fresh_router_interface,
+    "floatingip": _fresh_floatingip,
     "image": _fresh_image, "image_tag": _fresh_image_tag, "domain": _fresh_domain, "project": _fresh_project,
     "user": _fresh_user, "role": _fresh_role, "grant": _fresh_grant, "member_token": _fresh_member_token,
 }

@@ -295,7 +295,7 @@ async def test_quotas(h, client):
     a = member(PROJECT)
     r = await client.get(f"/v2.0/quotas/{PROJECT}", headers=a)
     assert r.json()["quota"] == {"network": 100, "subnet": 100, "port": 500, "security_group": 10,
-                                 "security_group_rule": 100}
+                                 "security_group_rule": 100, "router": 10, "floatingip": 50}
     r = await client.put(f"/v2.0/quotas/{PROJECT}", json={"quota": {"network": 1}}, headers=a)
     assert r.status_code == 403
     r = await client.get(f"/v2.0/quotas/{OTHER}", headers=a)

@@ -441,6 +441,42 @@ class NetworkAgent(Base):
     heartbeat_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
 
 
+class Router(TimestampMixin, Base):
+    """A Neutron router: its interfaces are ports (``device_owner`` ``network:router_interface``,
+    ``device_id`` the router's id), its gateway the port ``gw_port_id`` on an external network."""
+    __tablename__ = "routers"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    project_id: Mapped[str | None] = mapped_column(String(255), index=True)
+    name: Mapped[str] = mapped_column(String(255), default="")
+    description: Mapped[str] = mapped_column(String(255), default="")
+    admin_state_up: Mapped[bool] = mapped_column(Boolean, default=True)
+    status: Mapped[str] = mapped_column(String(16), default="ACTIVE")
+    gw_network_id: Mapped[str | None] = mapped_column(String(36))
+    gw_port_id: Mapped[str | None] = mapped_column(String(36))
+    enable_snat: Mapped[bool] = mapped_column(Boolean, default=True)
+    routes: Mapped[list] = mapped_column(JSON, default=list)
+    revision_number: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class FloatingIP(TimestampMixin, Base):
+    """A floating IP: an address of the port ``floating_port_id`` on an external network, mapped
+    (DNAT/SNAT in the router ``router_id``) to ``fixed_ip_address`` of ``fixed_port_id``. A
+    fixed address has at most one floating IP per external network (the unique key)."""
+    __tablename__ = "floatingips"
+    __table_args__ = (UniqueConstraint("floating_network_id", "fixed_port_id", "fixed_ip_address"),)
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    project_id: Mapped[str | None] = mapped_column(String(255), index=True)
+    description: Mapped[str] = mapped_column(String(255), default="")
+    floating_network_id: Mapped[str] = mapped_column(String(36))
+    floating_ip_address: Mapped[str] = mapped_column(String(64))
+    floating_port_id: Mapped[str] = mapped_column(String(36))
+    fixed_port_id: Mapped[str | None] = mapped_column(String(36), index=True)
+    fixed_ip_address: Mapped[str | None] = mapped_column(String(64))
+    router_id: Mapped[str | None] = mapped_column(String(36), index=True)
+    status: Mapped[str] = mapped_column(String(16), default="DOWN")
+    revision_number: Mapped[int] = mapped_column(Integer, default=0)
+
+
 class IPAllocation(Base):
     """One fixed IP of one port; the primary key makes double allocation impossible."""
     __tablename__ = "ipallocations"

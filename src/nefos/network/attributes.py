@@ -284,6 +284,44 @@ def v_project(value, attr):
     return v_string(255)(value, attr)
 
 
+def _v_uuid_or_none(value, attr):
+    return None if value is None else v_uuid(value, attr)
+
+
+_v_uuid_or_none.json_schema = {"type": ["string", "null"], "format": "uuid"}
+
+
+def v_gateway_info(value, attr):
+    """A router's ``external_gateway_info``: None (or ``{}``: none) or ``{network_id, enable_snat?,
+    external_fixed_ips?}``."""
+    if value is None or value == {}:
+        return None
+    if not isinstance(value, dict):
+        raise bad(attr, f"'{value}' is not a dictionary")
+    _dict_keys(value, attr, {"network_id"}, {"enable_snat", "external_fixed_ips"})
+    out = {"network_id": v_uuid(value["network_id"], attr)}
+    if "enable_snat" in value:
+        out["enable_snat"] = to_bool(value["enable_snat"], attr)
+    if "external_fixed_ips" in value:
+        out["external_fixed_ips"] = v_list_of(v_fixed_ip)(value["external_fixed_ips"], attr)
+    return out
+
+
+_FIXED_IP_SCHEMA = {"type": "object", "properties": {"subnet_id": {"type": "string"},
+                                                     "ip_address": {"type": "string"}}}
+v_gateway_info.json_schema = {"type": ["object", "null"], "properties": {
+    "network_id": {"type": "string", "format": "uuid"}, "enable_snat": {"type": "boolean"},
+    "external_fixed_ips": {"type": "array", "items": _FIXED_IP_SCHEMA}}}
+
+
+def v_routes(value, attr):
+    return v_list_of(v_host_route, unique=True, nullable=True)(value, attr)
+
+
+v_routes.json_schema = {"type": ["array", "null"], "items": {
+    "type": "object", "properties": {"destination": {"type": "string"}, "nexthop": {"type": "string"}}}}
+
+
 # Resources -----------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -370,6 +408,29 @@ ATTRIBUTES: dict[str, dict[str, Attr]] = {
         "description": Attr(default="", validate=v_string(255, nullable=True)),
         "project_id": _PROJECT, "tenant_id": _PROJECT,
     },
+    "router": {
+        "id": RO, "status": RO, "created_at": RO, "updated_at": RO, "revision_number": RO, "tags": RO,
+        "availability_zones": RO, "availability_zone_hints": RO,
+        "name": Attr(default="", validate=v_string(255, nullable=True)),
+        "description": Attr(default="", validate=v_string(255, nullable=True)),
+        "admin_state_up": Attr(default=True, validate=to_bool),
+        "external_gateway_info": Attr(default=None, validate=v_gateway_info),
+        "routes": Attr(post=False, validate=v_routes),  # extraroute: set by update only
+        "project_id": _PROJECT, "tenant_id": _PROJECT,
+    },
+    "floatingip": {
+        "id": RO, "status": RO, "router_id": RO, "created_at": RO, "updated_at": RO,
+        "revision_number": RO, "tags": RO,
+        "floating_network_id": Attr(put=False, default=REQUIRED, validate=v_uuid),
+        "floating_ip_address": Attr(put=False, default=UNSET, admin_only=True,
+                                    validate=_described(lambda v, a: v_ip(v, a), {"type": "string"})),
+        "subnet_id": Attr(put=False, default=UNSET, validate=_v_uuid_or_none),
+        "port_id": Attr(default=None, validate=_v_uuid_or_none),
+        "fixed_ip_address": Attr(default=None, validate=_described(
+            lambda v, a: v_ip(v, a, nullable=True), {"type": ["string", "null"]})),
+        "description": Attr(default="", validate=v_string(255, nullable=True)),
+        "project_id": _PROJECT, "tenant_id": _PROJECT,
+    },
 }
 
 
@@ -439,6 +500,7 @@ INT_FIELDS = {"mtu", "ip_version", "revision_number", "port_range_min", "port_ra
 LIST_FIELDS = {"subnets", "security_groups", "availability_zones", "availability_zone_hints",
                "dns_nameservers", "service_types"}
 UNFILTERABLE = {"allocation_pools", "host_routes", "binding:profile", "binding:vif_details",
+                "external_gateway_info", "routes",
                 "security_group_rules", "created_at", "updated_at", "nefos:provisioning"}
 TAG_FILTERS = {"tags", "tags-any", "not-tags", "not-tags-any"}
 

@@ -68,6 +68,7 @@ from nefos import fileperms
 from nefos.context import admin_context
 from nefos.db.models import IPAllocation, Network, Port, PortProvisioning, Subnet
 from nefos.network import provisioning
+from nefos.network.netns import dev_exists as _dev_exists, netns_exists as _netns_exists, run as _run
 from nefos.service import Component
 from nefos.waiting import event_set_within
 
@@ -91,23 +92,6 @@ def dnsmasq_account() -> tuple[str, int, int] | None:
         if found is not None:
             return (name, *found)
     return None
-
-
-async def _run(*argv: str, check: bool = True) -> tuple[int, str]:
-    proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE,
-                                                stderr=asyncio.subprocess.PIPE)
-    out, err = await proc.communicate()
-    if check and proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} failed ({proc.returncode}): {err.decode(errors='replace').strip()}")
-    return proc.returncode, out.decode(errors="replace")
-
-
-def _dev_exists(name: str) -> bool:
-    return Path(f"/sys/class/net/{name}").exists()
-
-
-def _netns_exists(name: str) -> bool:
-    return Path(f"/run/netns/{name}").exists()
 
 
 @dataclass

@@ -36,7 +36,9 @@ from nefos.network.common import (
     bulk as _bulk, chunks as _chunks, iso, new_id, not_owner as _not_owner, owned as _owned,
     prefilter_params as _prefilter_params, visibility as _visibility, where_filters as _where_filters,
 )
+from nefos.network.floating_ips import FloatingIPs
 from nefos.network.ports import Ports
+from nefos.network.routers import Routers
 from nefos.network.security_groups import SecurityGroups
 from nefos.objects import quotas
 
@@ -46,6 +48,7 @@ LOG = logging.getLogger(__name__)
 QUOTA_RESOURCES = {
     "network": "networks", "subnet": "subnets", "port": "ports",
     "security_group": "security_groups", "security_group_rule": "security_group_rules",
+    "router": "routers", "floatingip": "floatingips",
 }
 _PLURAL_TO_NEUTRON = {v: k for k, v in QUOTA_RESOURCES.items()}
 
@@ -57,6 +60,8 @@ PortStatusListener = Callable[[RequestContext, dict, str], Awaitable[None]]
 PortChangeHook = Callable[[Any, RequestContext, "dict | None", "dict | None"], Awaitable[None]]
 # (ctx, Neutron's event name e.g. "port_create_end", network id), after the change committed
 NetworkChangeListener = Callable[[RequestContext, str, str], None]
+# (ctx, the ids of the routers whose L3 configuration changed), after the change committed
+RouterChangeListener = Callable[[RequestContext, list], None]
 
 # Prebuilt Core statements of the hot paths (a server boot lists networks and subnets, creates a
 # port and changes its status twice; the port's are in ``ports.py``): built once, values as bind
@@ -104,7 +109,7 @@ def _subnets_statement(visibility: str, keys: tuple):
     return _where_filters(q, _SUBNET_FILTERS, keys)
 
 
-class NetworkManager(Ports, SecurityGroups, Endpoint):
+class NetworkManager(Ports, SecurityGroups, Routers, FloatingIPs, Endpoint):
     """All networking logic; served on bus topic ``network`` and behind the Networking API."""
 
     def __init__(self, rt):
@@ -112,6 +117,7 @@ class NetworkManager(Ports, SecurityGroups, Endpoint):
         self._port_status_listeners: list[PortStatusListener] = []
         self._port_change_hooks: list[PortChangeHook] = []
         self._network_change_listeners: list[NetworkChangeListener] = []
+        self._router_change_listeners: list[RouterChangeListener] = []
         # subnet id -> the address this process last handed out there (a hint, see _allocate_from_subnet)
         self._last_ip: dict[str, str] = {}
 
@@ -120,11 +126,37 @@ class NetworkManager(Ports, SecurityGroups, Endpoint):
     @contextlib.asynccontextmanager
     async def _tx(self):
         changes: list[tuple[RequestContext, str, str]] = []
+        routers: dict[str, RequestContext] = {}
         async with self.rt.db.transaction() as s:
             s.info["nefos_network_changes"] = changes
+            s.info["nefos_router_changes"] = routers
             yield s
         # Committed (an error above skips this): tell the listeners what changed.
         self._tell_network_changed(changes)
+        self._tell_routers_changed(routers)
+
+    def add_router_change_listener(self, listener: RouterChangeListener) -> None:
+        """Call ``listener(ctx, router_ids)`` after a transaction that changed what an L3 agent
+        serves committed (a router, its interfaces or gateway, a floating IP); a plain call that
+        must not block, as ``add_network_change_listener``'s."""
+        self._router_change_listeners.append(listener)
+
+    @staticmethod
+    def _router_changed(s, ctx: RequestContext, router_id: str | None) -> None:
+        """Inside the changing transaction: ``router_id``'s L3 configuration changed."""
+        routers = s.info.get("nefos_router_changes")
+        if routers is not None and router_id:
+            routers.setdefault(router_id, ctx)
+
+    def _tell_routers_changed(self, routers: dict) -> None:
+        if not routers:
+            return
+        ctx = next(iter(routers.values()))
+        for listener in list(self._router_change_listeners):
+            try:
+                listener(ctx, sorted(routers))
+            except Exception:
+                LOG.exception("router change listener failed for routers %s", sorted(routers))
 
     def add_network_change_listener(self, listener: NetworkChangeListener) -> None:
         """Call ``listener(ctx, event, network_id)`` after a transaction that changed what a DHCP
@@ -365,9 +397,10 @@ class NetworkManager(Ports, SecurityGroups, Endpoint):
             self._check_owner(ctx, row.project_id, "delete_network")
             ports = (await s.execute(select(Port.id, Port.project_id, Port.device_owner)
                                      .where(Port.network_id == row.id))).all()
-            if any(not (owner or "").startswith("network:") for _, _, owner in ports):
+            # a router's interface or gateway, a floating IP: in use, as a guest's port is
+            if any((owner or "") != "network:dhcp" for _, _, owner in ports):
                 raise exceptions.NetworkInUse(net_id=row.id)
-            for pid, project, _ in ports:  # the service's own ports (DHCP) go with the network
+            for pid, project, _ in ports:  # the DHCP agents' ports go with the network
                 await self._delete_port_rows(s, pid)
                 await self._release(s, project, port=1)
             for sid, project in (await s.execute(select(Subnet.id, Subnet.project_id)
@@ -528,7 +561,7 @@ class NetworkManager(Ports, SecurityGroups, Endpoint):
             self._check_owner(ctx, row.project_id, "delete_subnet")
             owners = (await s.execute(select(Port.device_owner).join(
                 IPAllocation, IPAllocation.port_id == Port.id).where(IPAllocation.subnet_id == row.id))).scalars()
-            if any(not (o or "").startswith("network:") for o in owners):
+            if any((o or "") != "network:dhcp" for o in owners):  # a router interface too
                 raise exceptions.SubnetInUse(subnet_id=row.id)
             await s.execute(delete(IPAllocation).where(IPAllocation.subnet_id == row.id))
             await s.execute(delete(Subnet).where(Subnet.id == row.id))

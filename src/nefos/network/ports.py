@@ -37,6 +37,10 @@ from nefos.network.common import (
 LOG = logging.getLogger(__name__)
 
 ADMIN_ONLY_PORT_FIELDS = schemas.ADMIN_ONLY["port"]
+ROUTER_INTERFACE_OWNER = "network:router_interface"
+ROUTER_GATEWAY_OWNER = "network:router_gateway"
+FLOATINGIP_OWNER = "network:floatingip"
+L3_OWNERS = (ROUTER_INTERFACE_OWNER, ROUTER_GATEWAY_OWNER, FLOATINGIP_OWNER)  # the L3 API's own ports
 PORT_FIELDS = schemas.fields("port")
 IP_HINT_ATTEMPTS = 4
 MAX_MAC_ATTEMPTS = 16
@@ -499,7 +503,11 @@ class Ports:
                                                   .where(Network.id == row.network_id))).scalar_one()
                 if network_owner != ctx.project_id:
                     raise _not_owner("delete_port")
+            if (row.device_owner or "") in L3_OWNERS:  # Neutron's l3_port_check
+                raise exceptions.ServicePortInUse(port_id=row.id,
+                                                  reason=f"has device owner {row.device_owner}")
             before = await self._port_view_for_hooks(s, row)
+            await self._disassociate_floatingips(s, ctx, row.id)
             await self._delete_port_rows(s, row.id)
             self._network_changed(s, ctx, "port_delete_end", row.network_id)
             if before is not None:

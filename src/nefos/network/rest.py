@@ -22,6 +22,8 @@ COLLECTIONS = {
     "ports": ("port", "port", "ports"),
     "security-groups": ("security_group", "security_group", "security_groups"),
     "security-group-rules": ("security_group_rule", "security_group_rule", "security_group_rules"),
+    "routers": ("router", "router", "routers"),
+    "floatingips": ("floatingip", "floatingip", "floatingips"),
 }
 # The JSON key of a collection (Neutron uses underscores in bodies, dashes in URLs).
 BODY_KEYS = {"security-groups": "security_groups", "security-group-rules": "security_group_rules"}
@@ -50,6 +52,12 @@ EXTENSIONS = [
     ("ip-substring-filtering", "IP address substring filtering",
      "Provides IP address substring filtering when listing ports"),
     ("stateful-security-group", "Stateful security group", "Indicates if the security group is stateful or not"),
+    ("router", "Neutron L3 Router",
+     "Router abstraction for basic L3 forwarding between L2 Neutron networks and access to external networks "
+     "via a NAT gateway."),
+    ("ext-gw-mode", "Neutron L3 Configurable external gateway mode",
+     "Extension of the router abstraction for specifying whether SNAT should occur on the external gateway"),
+    ("extraroute", "Neutron Extra Route", "Extra routes configuration for L3 router"),
 ]
 _EXTENSION_UPDATED = "2024-01-01T00:00:00-00:00"
 
@@ -170,6 +178,16 @@ async def _resource_body(request: Request, member: str, collection_key: str, *, 
     return body[member], None
 
 
+async def _interface_body(request: Request) -> dict:
+    """The body of add/remove_router_interface: ``{"subnet_id": ...}`` or ``{"port_id": ...}``."""
+    if not await request.body():
+        raise attrs.bad_request("Resource body required")
+    body = await rest.json_body(request)
+    if not isinstance(body, dict):
+        raise attrs.bad_request("Body contains invalid data")
+    return body
+
+
 def _enforce(ctx, rule: str, project_id: str | None = None) -> None:
     """Neutron's policy check; the target is the resource's project (default: the caller's)."""
     policy.enforce(ctx, rule, {"project_id": project_id} if project_id else None)
@@ -269,6 +287,23 @@ def create_app(rt, manager):
 
     for collection, (member, one, many) in COLLECTIONS.items():
         _add_collection(app, manager, collection, member, one, many, ctx_of)
+
+    # Router interfaces (member actions of the router extension) ----------------------------
+
+    @app.put("/v2.0/routers/{router_id}/add_router_interface")
+    @openapi.documented(request=schemas.ROUTER_INTERFACE_REQUEST, responses={200: schemas.ROUTER_INTERFACE})
+    async def add_router_interface(request: Request, router_id: str):
+        body = await _interface_body(request)
+        _enforce(ctx_of(request), "add_router_interface")
+        return await manager.add_router_interface(ctx_of(request), router_id, body)
+
+    @app.put("/v2.0/routers/{router_id}/remove_router_interface")
+    @openapi.documented(request=schemas.ROUTER_INTERFACE_REQUEST, responses={200: schemas.ROUTER_INTERFACE})
+    async def remove_router_interface(request: Request, router_id: str):
+        body = await _interface_body(request)
+        _enforce(ctx_of(request), "remove_router_interface")
+        return await manager.remove_router_interface(ctx_of(request), router_id, body)
+
     openapi.serve(app, "/v2.0/openapi.json", title="Nefos Networking API", version="2.0",
                   error_schema=NEUTRON_ERROR_SCHEMA)
     return app

@@ -94,7 +94,40 @@ ATTRIBUTES: dict[str, dict[str, dict]] = {
             "type": "object", "properties": _RULE, "required": sorted(_RULE), "additionalProperties": False}},
     },
     "security_group_rule": _RULE,
+    "router": {
+        **_STANDARD,
+        "name": {"type": "string"}, "description": {"type": "string"},
+        "admin_state_up": {"type": "boolean"},
+        "status": {"enum": ["ACTIVE", "DOWN", "BUILD", "ERROR", "ALLOCATING"]},
+        "external_gateway_info": {"type": ["object", "null"], "required": ["network_id"], "properties": {
+            "network_id": _UUID, "enable_snat": {"type": "boolean"},
+            "external_fixed_ips": {"type": "array", "items": {
+                "type": "object", "required": ["subnet_id", "ip_address"],
+                "properties": {"subnet_id": _UUID, "ip_address": {"type": "string"}}}}}},
+        "routes": {"type": "array", "items": {
+            "type": "object", "required": ["destination", "nexthop"],
+            "properties": {"destination": {"type": "string"}, "nexthop": {"type": "string"}}}},
+        "availability_zone_hints": _STRINGS, "availability_zones": _STRINGS,
+    },
+    "floatingip": {
+        **_STANDARD,
+        "description": {"type": "string"},
+        "floating_ip_address": {"type": "string"}, "floating_network_id": _UUID,
+        "router_id": {"type": ["string", "null"], "format": "uuid"},
+        "port_id": {"type": ["string", "null"], "format": "uuid"},
+        "fixed_ip_address": _NULLABLE_STRING,
+        "status": {"enum": ["ACTIVE", "DOWN", "ERROR"]},
+    },
 }
+
+_INTERFACE_INFO = {"type": "object", "additionalProperties": False,
+                   "required": ["id", "tenant_id", "project_id", "port_id", "network_id", "subnet_id", "subnet_ids"],
+                   "properties": {"id": _UUID, "tenant_id": _PROJECT, "project_id": _PROJECT, "port_id": _UUID,
+                                  "network_id": _UUID, "subnet_id": _UUID,
+                                  "subnet_ids": {"type": "array", "items": _UUID}}}
+ROUTER_INTERFACE = _INTERFACE_INFO  # the answer of add_router_interface / remove_router_interface
+ROUTER_INTERFACE_REQUEST = {"type": "object", "additionalProperties": False, "minProperties": 1, "properties": {
+    "subnet_id": _UUID, "port_id": _UUID}}
 
 # Shown to admins only (a port's binding, as in Neutron's policy, and its provisioning blocks).
 ADMIN_ONLY = {"port": ("binding:host_id", "binding:profile", "binding:vif_type", "binding:vif_details",

@@ -22,6 +22,11 @@ class NetworkComponent(Component):
         # Port / subnet / network changes -> the DHCP agents (topic dhcp_agent), after the commit.
         self.dhcp_notifier = DhcpAgentNotifier(rt.bus)
         self.manager.add_network_change_listener(self.dhcp_notifier.network_changed)
+        # Router / floating IP changes -> the L3 agents (topic l3_agent); their sync on q-l3-plugin.
+        from nefos.network.l3_rpc import L3AgentNotifier, L3PluginEndpoint
+        self.l3_notifier = L3AgentNotifier(rt.bus)
+        self.manager.add_router_change_listener(self.l3_notifier.routers_changed)
+        self.l3_endpoint = L3PluginEndpoint(self.manager)
         self.app = create_app(rt, self.manager)
         self.port = rt.cfg.network_api_port
         self.service: Service | None = None
@@ -31,10 +36,14 @@ class NetworkComponent(Component):
         await self.service.start()
         from nefos.network.agent_rpc import TOPIC
         await self.rt.bus.serve(TOPIC, self.plugin_endpoint, host=self.rt.cfg.host)
+        from nefos.network.l3_rpc import PLUGIN_TOPIC
+        await self.rt.bus.serve(PLUGIN_TOPIC, self.l3_endpoint, host=self.rt.cfg.host)
         self.notifier.start()
 
     async def stop(self) -> None:
         await self.rt.bus.unserve(self.plugin_endpoint)
+        await self.rt.bus.unserve(self.l3_endpoint)
+        await self.l3_notifier.stop()
         await self.notifier.stop()
         await self.dhcp_notifier.stop()
         if self.service is not None:

@@ -23,6 +23,7 @@ from nefos.db.session import insert_ignoring_duplicate
 RESOURCES = (
     "instances", "cores", "ram", "key_pairs", "server_groups", "server_group_members",
     "metadata_items", "networks", "subnets", "ports", "security_groups", "security_group_rules",
+    "routers", "floatingips",
 )
 _CONFIG_NAMES = {r: f"quota_{r}" for r in RESOURCES}
 

@@ -1,0 +1,49 @@
+"""The external network of an all-in-one cloud with real guests (`nefos up`): DevStack's ``public``.
+
+Once, idempotently: the Nefos external bridge (``l3_external_bridge``, ``br-ex-nefos``) with the
+host's address on it (``external_network_gateway``/prefix of ``external_network_cidr``, by default
+172.24.4.1/24), and the network ``public`` (``router:external``) with the subnet
+``external_network_cidr``, gateway that host address, allocation pool .10–.250, no DHCP. Routers'
+gateways and floating IPs live there (``nefos.network.l3_agent``); the host reaches them through
+the bridge. The bridge never holds a physical interface and nothing is routed or NATed from it to
+the machine's uplink: what is on it stays on this machine.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+
+from nefos.context import admin_context
+from nefos.network.netns import run
+from nefos.virt.libvirt.vif import ensure_bridge
+
+LOG = logging.getLogger(__name__)
+
+PUBLIC = "public"
+
+
+async def ensure_external_bridge(bridge: str, address: str) -> None:
+    """``bridge`` up with the host address ``address`` (``a.b.c.d/len``)."""
+    await ensure_bridge(bridge)
+    await run("ip", "addr", "replace", address, "dev", bridge)
+
+
+async def ensure_public_network(rt) -> dict:
+    """The external network ``public`` (made when missing) and the bridge it lives on."""
+    cfg = rt.cfg
+    net = ipaddress.ip_network(cfg.external_network_cidr)
+    await ensure_external_bridge(cfg.l3_external_bridge, f"{cfg.external_network_gateway}/{net.prefixlen}")
+    ctx = admin_context()
+    found = await rt.bus.call(ctx, "network", "list_networks", filters={"name": [PUBLIC], "router:external": ["True"]})
+    if found:
+        return found[0]
+    public = await rt.bus.call(ctx, "network", "create_network", network={
+        "name": PUBLIC, "router:external": True, "shared": False})
+    hosts = list(net.hosts())
+    await rt.bus.call(ctx, "network", "create_subnet", subnet={
+        "network_id": public["id"], "name": f"{PUBLIC}-subnet", "cidr": str(net), "ip_version": 4,
+        "enable_dhcp": False, "gateway_ip": cfg.external_network_gateway,
+        "allocation_pools": [{"start": str(hosts[9]), "end": str(hosts[min(249, len(hosts) - 1)])}]})
+    LOG.info("external network %s (%s) on %s", public["id"], net, cfg.l3_external_bridge)
+    return public

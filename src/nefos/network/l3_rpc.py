@@ -1,0 +1,85 @@
+"""The L3 agent protocol (Neutron's L3 RPC, reduced): what the network service and the L3 agents say.
+
+Agent -> service, topic ``q-l3-plugin`` (Neutron's ``topics.L3PLUGIN``): ``sync_routers``
+gives each router's L3 configuration (interfaces, gateway, floating IPs, routes;
+``Routers._routers_for_agent``); a router asked for and not returned is gone.
+
+Service -> agents, topic ``l3_agent`` (fanout, Neutron's ``L3AgentNotifyAPI``): after a change
+to a router, its interfaces or gateway, or a floating IP commits, ``routers_updated`` names the
+routers; an agent syncs those at once (and every router every ``l3_agent_sync_interval``
+seconds, the backstop for a lost notification), as the DHCP agent does for networks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from nefos.bus import Endpoint
+from nefos.context import RequestContext, admin_context
+
+LOG = logging.getLogger(__name__)
+
+PLUGIN_TOPIC = "q-l3-plugin"
+AGENT_TOPIC = "l3_agent"
+
+
+class L3PluginEndpoint(Endpoint):
+    """Served by the network service on ``q-l3-plugin``: the one thing an L3 agent asks."""
+
+    def __init__(self, manager):
+        self.manager = manager  # nefos.network.manager.NetworkManager
+
+    async def sync_routers(self, ctx: RequestContext, agent_host: str, router_ids: list[str] | None = None) -> list[dict]:
+        return await self.manager._routers_for_agent(router_ids)
+
+
+class L3PluginAPI:
+    """The agent's client of ``q-l3-plugin``."""
+
+    def __init__(self, bus, host: str):
+        self.bus = bus
+        self.host = host
+
+    async def sync_routers(self, router_ids: list[str] | None = None) -> list[dict]:
+        # (``host`` would address the bus message: the agent's host travels as ``agent_host``)
+        return await self.bus.call(admin_context(), PLUGIN_TOPIC, "sync_routers", agent_host=self.host,
+                                   router_ids=None if router_ids is None else sorted(router_ids))
+
+
+class L3AgentNotifier:
+    """The network service's side of ``l3_agent``: a router change listener of the manager, each
+    change fanned out in a task of its own (the change never waits for the bus nor fails with it)."""
+
+    def __init__(self, bus):
+        self.bus = bus
+        self._tasks: set[asyncio.Task] = set()
+
+    def routers_changed(self, ctx: RequestContext | None, router_ids: list[str]) -> None:
+        task = asyncio.get_running_loop().create_task(self._send(ctx, list(router_ids)))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, ctx: RequestContext | None, router_ids: list[str]) -> None:
+        try:
+            await self.bus.fanout(ctx or admin_context(), AGENT_TOPIC, "routers_updated", router_ids=router_ids)
+        except Exception:
+            LOG.warning("routers %s changed: notifying the L3 agents failed (their periodic sync will "
+                        "see it)", router_ids, exc_info=True)
+
+    async def stop(self) -> None:
+        tasks = list(self._tasks)
+        if tasks:
+            await asyncio.wait(tasks, timeout=2)
+        for task in tasks:
+            task.cancel()
+
+
+class L3AgentEndpoint(Endpoint):
+    """The L3 agent's side of ``l3_agent``: the routers notified are synced at once."""
+
+    def __init__(self, agent):
+        self.agent = agent  # nefos.network.l3_agent.L3Agent
+
+    async def routers_updated(self, ctx: RequestContext, router_ids: list[str]) -> None:
+        self.agent.routers_changed(router_ids)

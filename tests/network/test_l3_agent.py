@@ -1,0 +1,175 @@
+"""The L3 agent with real namespaces: two "guests" (namespaces with veths on their network's
+bridge, given their ports' fixed IPs), a router with an interface on their subnet and a gateway on
+an external bridge this test makes (with a host address, as `nefos up` gives br-ex-nefos), a
+floating IP associated to guest A: the host reaches A through it, and the guests reach the host
+through SNAT; disassociated it leads nowhere; the router deleted, its namespace goes. The host's
+default route and its firewall are left as they were."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from nefos.network.l3_agent import L3Agent
+from nefos.network.router_ns import namespace
+from tests.network.conftest import Helpers, member
+from tests.network.l3_helpers import put, router, tenant_network
+from tests.noauth import ADMIN
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("nft"),
+                                reason="needs root and nft (nftables) for namespaces and NAT")
+
+ECHO = ("import socket,sys\n"
+        "s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+        "s.bind(('0.0.0.0', int(sys.argv[1]))); s.listen(8); print('ready', flush=True)\n"
+        "while True:\n"
+        "    c, peer = s.accept(); c.sendall(peer[0].encode()); c.close()\n")
+CONNECT = ("import socket,sys\n"
+           "c=socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5); c.close()\n")
+
+
+def sh(*argv: str) -> str:
+    return subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+
+
+def host_state() -> dict:
+    def out(*argv):
+        r = subprocess.run(argv, capture_output=True, text=True)
+        return r.stdout
+    return {"default": out("ip", "route", "show", "default"),
+            "forward": open("/proc/sys/net/ipv4/ip_forward").read(),
+            "nat": "".join(line for line in out("iptables-save", "-t", "nat").splitlines(True)
+                           if not line.startswith("#")),  # (its comments carry the time)
+            "nft": out("nft", "list", "ruleset")}
+
+
+@pytest.fixture
+def lab():
+    tag = uuid.uuid4().hex[:6]
+    octet = int(tag[:2], 16) % 200 + 20
+    ext_bridge, ext_net = f"brx{tag}", f"198.18.{octet}"
+    made = {"netns": [], "links": [ext_bridge]}
+    sh("ip", "link", "add", ext_bridge, "type", "bridge")
+    sh("ip", "addr", "add", f"{ext_net}.1/24", "dev", ext_bridge)
+    sh("ip", "link", "set", ext_bridge, "up")
+    yield {"tag": tag, "ext_bridge": ext_bridge, "ext_net": ext_net, "made": made}
+    for link in made["links"]:
+        subprocess.run(["ip", "link", "del", link], capture_output=True)
+    for ns in made["netns"]:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def guest(lab, name: str, bridge: str, port: dict, prefix: int, gateway: str) -> str:
+    ns, outer = f"nfl3-{name}-{lab['tag']}", f"vg{name}{lab['tag']}"
+    sh("ip", "netns", "add", ns)
+    lab["made"]["netns"].append(ns)
+    lab["made"]["links"].append(outer)
+    sh("ip", "link", "add", outer, "type", "veth", "peer", "name", "eth0", "netns", ns)
+    sh("ip", "link", "set", outer, "master", bridge, "up")
+    sh("ip", "-n", ns, "link", "set", "eth0", "address", port["mac_address"])
+    sh("ip", "-n", ns, "addr", "add", f"{port['fixed_ips'][0]['ip_address']}/{prefix}", "dev", "eth0")
+    for dev in ("lo", "eth0"):
+        sh("ip", "-n", ns, "link", "set", dev, "up")
+    sh("ip", "-n", ns, "route", "add", "default", "via", gateway)
+    return ns
+
+
+async def _connect(ns: str | None, host: str, port: int) -> bool:
+    argv = ([] if ns is None else ["ip", "netns", "exec", ns]) + [sys.executable, "-c", CONNECT, host, str(port)]
+    proc = await asyncio.create_subprocess_exec(*argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return await proc.wait() == 0
+
+
+async def test_router_and_floating_ip_on_real_namespaces(rt, network, client, lab):
+    h = Helpers(client)
+    before = host_state()
+    ext_net = lab["ext_net"]
+    ext = await h.network("public", **{"router:external": True})
+    await h.subnet(ext["id"], f"{ext_net}.0/24", enable_dhcp=False, gateway_ip=f"{ext_net}.1",
+                   allocation_pools=[{"start": f"{ext_net}.10", "end": f"{ext_net}.250"}])
+    net, sub = await tenant_network(h, "10.61.0.0/24")
+    bridge = "brq" + net["id"][:11]
+    lab["made"]["links"].append(bridge)
+    ports = [await h.port(net["id"], headers=member()) for _ in range(2)]
+    r = await router(h, external_gateway_info={"network_id": ext["id"]})
+    gw_ip = r["external_gateway_info"]["external_fixed_ips"][0]["ip_address"]
+    await put(h, f"/v2.0/routers/{r['id']}/add_router_interface", {"subnet_id": sub["id"]}, member())
+    fip = (await h.post("/v2.0/floatingips", {"floatingip": {"floating_network_id": ext["id"], "port_id": ports[0]["id"]}},
+                        member()))["floatingip"]["floating_ip_address"]
+
+    agent = L3Agent(rt, host="l3-test", interval=3600, external_bridge=lab["ext_bridge"])
+    await agent.start()
+    lab["made"]["netns"].append(namespace(r["id"]))
+    try:
+        await agent.wait_for(lambda: agent.applied.get(r["id"], {}).get("floating_ips"))
+        ga = guest(lab, "a", bridge, ports[0], 24, sub["gateway_ip"])
+        gb = guest(lab, "b", bridge, ports[1], 24, sub["gateway_ip"])
+
+        # the host reaches guest A through its floating IP (A sees the host's own address)
+        echo = await asyncio.create_subprocess_exec("ip", "netns", "exec", ga, sys.executable, "-c", ECHO, "7007",
+                                                    stdout=asyncio.subprocess.PIPE)
+        try:
+            assert (await asyncio.wait_for(echo.stdout.readline(), 10)).strip() == b"ready"
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(fip, 7007), 10)
+            assert (await asyncio.wait_for(reader.read(100), 10)).decode() == f"{ext_net}.1"
+            writer.close()
+
+            # the guests reach the host: B (no floating IP) as the router's gateway IP, A as its floating IP
+            seen: asyncio.Queue = asyncio.Queue()
+
+            async def listener(rd, wr):
+                seen.put_nowait(wr.get_extra_info("peername")[0])
+                wr.close()
+            server = await asyncio.start_server(listener, f"{ext_net}.1", 7008)
+            async with server:
+                assert await _connect(gb, f"{ext_net}.1", 7008)
+                assert await asyncio.wait_for(seen.get(), 10) == gw_ip
+                assert await _connect(ga, f"{ext_net}.1", 7008)
+                assert await asyncio.wait_for(seen.get(), 10) == fip
+
+                # disassociated: the floating IP leads nowhere, A goes out as the gateway IP
+                fip_id = (await client.get("/v2.0/floatingips", headers=member())).json()["floatingips"][0]["id"]
+                await put(h, f"/v2.0/floatingips/{fip_id}", {"floatingip": {"port_id": None}}, member())
+                await agent.wait_for(lambda: not agent.applied[r["id"]]["floating_ips"])
+                assert not await _connect(None, fip, 7007)
+                assert await _connect(ga, f"{ext_net}.1", 7008)
+                assert await asyncio.wait_for(seen.get(), 10) == gw_ip
+        finally:
+            echo.kill()
+            await echo.wait()
+
+        # the router deleted: its namespace goes
+        await put(h, f"/v2.0/routers/{r['id']}/remove_router_interface", {"subnet_id": sub["id"]}, member())
+        assert (await client.delete(f"/v2.0/routers/{r['id']}", headers=member())).status_code == 204
+        await agent.wait_for(lambda: r["id"] not in agent.applied)
+        assert not os.path.exists(f"/run/netns/{namespace(r['id'])}")
+    finally:
+        await agent.stop()
+    after = host_state()
+    assert after["default"] == before["default"] and after["forward"] == before["forward"]
+    for text in (after["nat"], after["nft"]):
+        assert ext_net not in text and "10.61.0." not in text  # no NAT of ours in the host's namespace
+    assert after["nat"] == before["nat"]
+
+
+async def test_the_public_network_is_made_once(rt, network, client, lab):
+    from nefos.network.external import ensure_public_network
+    rt.cfg.l3_external_bridge = bridge = f"brp{lab['tag']}"
+    lab["made"]["links"].append(bridge)
+    rt.cfg.external_network_cidr, rt.cfg.external_network_gateway = f"{lab['ext_net']}.0/24", f"{lab['ext_net']}.1"
+    before = host_state()
+    first = await ensure_public_network(rt)
+    again = await ensure_public_network(rt)
+    assert first["id"] == again["id"] and first["router:external"] is True
+    [sub] = (await client.get(f"/v2.0/subnets?network_id={first['id']}", headers=ADMIN)).json()["subnets"]
+    assert sub["gateway_ip"] == f"{lab['ext_net']}.1" and sub["enable_dhcp"] is False
+    assert sub["allocation_pools"] == [{"start": f"{lab['ext_net']}.10", "end": f"{lab['ext_net']}.250"}]
+    assert f"{lab['ext_net']}.1/24" in sh("ip", "-o", "-4", "addr", "show", "dev", bridge)
+    assert sh("ip", "-o", "link", "show", "master", bridge) == ""  # nothing enslaved, no uplink
+    assert host_state()["default"] == before["default"]
