@@ -20,6 +20,7 @@ def _env() -> dict:
     env = {k: v for k, v in os.environ.items() if k in ("PYTHONPATH", "HOME", "PATH")}
     for name in ("COMPUTE", "NETWORK", "IMAGE", "IDENTITY"):
         env[f"NEFOS_{name}_API_PORT"] = str(free_port())
+    env["NEFOS_METADATA_LISTEN_PORT"] = str(free_port())
     return env
 
 
