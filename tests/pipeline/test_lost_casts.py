@@ -15,7 +15,7 @@ from sqlalchemy import func, select, update
 
 from nefos.compute import deadlines
 from nefos.context import admin_context
-from nefos.db.models import Allocation, Image, Instance, utcnow
+from nefos.db.models import Allocation, Image, Instance, InstanceAction, utcnow
 from nefos.objects import states
 from tests.compute.conftest import eventually
 from tests.pipeline.conftest import ADMIN, DEMO_PROJECT, member, start_cloud, stop_cloud
@@ -264,3 +264,27 @@ async def test_a_request_that_arrives_after_its_recovery_changes_nothing(tmp_pat
             assert (await s.execute(select(func.count()).select_from(Allocation))).scalar_one() == 1
     finally:
         await stop_cloud(cloud)
+
+
+async def test_a_lost_reboot_overtaken_by_another_is_finished_with_it(cloud):
+    """Two reboots accepted, both requests lost: the newer is carried out; the older, overtaken by
+    it, is finished as failed rather than left open for ever."""
+    server_id = await _boot_active(cloud)
+    await _lose(cloud, lambda: cloud.action(server_id, {"reboot": {"type": "SOFT"}}, headers=MEMBER))
+    await _lose(cloud, lambda: cloud.action(server_id, {"reboot": {"type": "HARD"}}, headers=MEMBER))
+    await _age(cloud, server_id)
+    await cloud.wait_status(server_id, "ACTIVE")
+    r = await cloud.compute.get(f"/v2.1/servers/{server_id}/os-instance-actions", headers=ADMIN)
+    reboots = [a for a in r.json()["instanceActions"] if a["action"] == "reboot"]
+    assert len(reboots) == 2
+
+    async def finished() -> bool:
+        async with cloud.rt.db.reader() as s:
+            open_ = (await s.execute(select(func.count()).select_from(InstanceAction).where(
+                InstanceAction.instance_uuid == server_id, InstanceAction.action == "reboot",
+                InstanceAction.finish_time.is_(None)))).scalar_one()
+        return open_ == 0
+    await eventually(finished, timeout=15)
+    newest, older = reboots  # newest first
+    assert older["message"] == "Error"
+    await _succeeded(cloud, server_id, "reboot", "compute_reboot_instance")

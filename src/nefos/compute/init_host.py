@@ -163,6 +163,7 @@ async def recover_instance(manager, instance: dict, lost: bool = False) -> None:
     if task_state is None:
         return
     ctx = await action_context(db, uuid, None)
+    await actions.finish_overtaken(db, uuid, ctx.request_id)
     if task_state in (*states.RESIZE_TASK_STATES, states.RESIZE_REVERTING):
         await _recover_resize(manager, ctx, instance, lost)
         return

@@ -172,6 +172,30 @@ async def finish_action(db: Database, ctx: RequestContext, instance_uuid: str,
                                          "b_now": utcnow(), "b_message": message})
 
 
+async def finish_overtaken(db: Database, instance_uuid: str, newest_request_id: str) -> None:
+    """Finish, as failed, the unfinished actions (and their events) of the instance older than the
+    request ``newest_request_id``: they were interrupted (a host restart, a lost request) and
+    overtaken by that newer one, which is the one carried out. A create ends in its server's state
+    instead (as in Nova) and is left alone."""
+    now = utcnow()
+    async with db.transaction() as s:
+        newest = (await s.execute(select(func.max(InstanceAction.id)).where(
+            InstanceAction.instance_uuid == instance_uuid,
+            InstanceAction.request_id == newest_request_id))).scalar_one_or_none()
+        if newest is None:
+            return
+        overtaken = (await s.execute(select(InstanceAction.id).where(
+            InstanceAction.instance_uuid == instance_uuid, InstanceAction.id < newest,
+            InstanceAction.finish_time.is_(None), InstanceAction.action != CREATE))).scalars().all()
+        if not overtaken:
+            return
+        await s.execute(update(InstanceActionEvent).where(
+            InstanceActionEvent.action_id.in_(overtaken), InstanceActionEvent.finish_time.is_(None))
+            .values(finish_time=now, result="Error"))
+        await s.execute(update(InstanceAction).where(InstanceAction.id.in_(overtaken))
+                        .values(finish_time=now, message="Error"))
+
+
 # Reading them (os-instance-actions) ------------------------------------------------
 
 async def list_actions(db: Database, uuid: str, *, limit: int | None = None, marker: str | None = None,
