@@ -124,7 +124,7 @@ def host_ping(ip: str) -> bool:
 
 
 class SourceRecorder:
-    """A tiny TCP listener (HTTP enough for busybox wget) that records the source address of every
+    """A tiny TCP listener that records the source address of every
     connection and answers it with that address."""
 
     def __init__(self, address: str):
