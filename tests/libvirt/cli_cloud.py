@@ -4,6 +4,7 @@ namespace, retried until a deadline while guests boot."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -83,6 +84,10 @@ class UpCloud:
                     self.proc.wait()
         finally:
             remove_domains_under(self.state)  # no guest outlives the test
+            # The L2 agent keeps its guests' firewall chains when it stops (guests outlive an agent's
+            # restart); this cloud is gone for good: its chains (named after its state dir) go too.
+            from nefos.network.firewall import Firewall
+            asyncio.run(Firewall(f"{self.state.resolve()}:localhost").remove())
             for net in self.networks:
                 subprocess.run(["ip", "link", "del", "brq" + net[:11]], capture_output=True)
                 subprocess.run(["ip", "netns", "del", "qdhcp-" + net], capture_output=True)

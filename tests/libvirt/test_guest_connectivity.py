@@ -22,7 +22,7 @@ from tests.libvirt.cli_cloud import SourceRecorder, UpCloud, host_ping, keygen, 
 pytestmark = [pytest.mark.libvirt, pytest.mark.cli]
 
 HOST_ADDRESS = "172.24.4.1"  # the host's address on br-ex-nefos (external_network_gateway)
-NETWORKS = {"net-a": "10.63.1.0/24", "net-b": "10.63.2.0/24", "net-iso": "10.63.3.0/24"}
+NETWORKS = {"net-a": "10.67.1.0/24", "net-b": "10.67.2.0/24", "net-iso": "10.67.3.0/24"}
 GUESTS = {"a1": "net-a", "a2": "net-a", "b1": "net-b", "iso1": "net-iso"}
 
 

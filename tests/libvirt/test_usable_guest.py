@@ -56,7 +56,7 @@ def test_a_guest_you_can_use_configured_by_the_metadata_service(libvirtd, tmp_pa
     cloud = UpCloud()
     try:
         assert re.search(r"^\s+metadata\s+http://", cloud.log(), re.M), cloud.log()
-        server, console = _a_usable_guest(cloud, tmp_path, "10.61.0.0/24")
+        server, console = _a_usable_guest(cloud, tmp_path, "10.66.1.0/24")
         assert CONFIG_LINE.findall(console) == [("metadata", server["id"], "vm1", "1", "ran")], console[-2000:]
     finally:
         cloud.stop()
@@ -69,7 +69,7 @@ def test_a_guest_you_can_use_configured_by_its_config_drive_without_metadata_ser
         with pytest.raises(ConnectionRefusedError):  # no metadata service listens on its port
             socket.create_connection(("127.0.0.1", int(cloud.env["NEFOS_METADATA_LISTEN_PORT"])), timeout=5)
         started = time.monotonic()
-        server, console = _a_usable_guest(cloud, tmp_path, "10.62.0.0/24", "--config-drive", "true")
+        server, console = _a_usable_guest(cloud, tmp_path, "10.66.2.0/24", "--config-drive", "true")
         assert CONFIG_LINE.findall(console) == [("config-drive", server["id"], "vm1", "1", "ran")], console[-2000:]
         assert time.monotonic() - started < 600
     finally:
