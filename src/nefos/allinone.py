@@ -113,13 +113,18 @@ class Cloud:
     def endpoints(self) -> dict[str, str]:
         host = self.rt.cfg.bind_host
         cfg = self.rt.cfg
-        return {
+        found = {
             "identity": f"http://{host}:{cfg.identity_api_port}/v3",
             "compute": f"http://{host}:{cfg.compute_api_port}/v2.1",
             "network": f"http://{host}:{cfg.network_api_port}",
             "image": f"http://{host}:{cfg.image_api_port}",
             "metadata": f"http://{cfg.metadata_listen or host}:{cfg.metadata_listen_port}",
         }
+        if "osapi_compute" not in cfg.enabled_apis:
+            del found["compute"]
+        if "metadata" not in cfg.enabled_apis:
+            del found["metadata"]
+        return found
 
 
 async def _serve(server: uvicorn.Server, failure: str) -> None:
@@ -155,8 +160,10 @@ def all_in_one_components(rt: Runtime, fake_hosts: int = 1) -> list[Component]:
         components.append(compute_component(rt, rt.cfg.host))
     else:
         components += [compute_component(rt, f"{rt.cfg.host}-{i + 1}") for i in range(fake_hosts)]
-    components.append(metadata_component(rt))
-    components.append(api_component(rt))  # last: every other service is up once it answers
+    if "metadata" in rt.cfg.enabled_apis:  # Nova's enabled_apis: without it, config drives only
+        components.append(metadata_component(rt))
+    if "osapi_compute" in rt.cfg.enabled_apis:
+        components.append(api_component(rt))  # last: every other service is up once it answers
     return components
 
 

@@ -14,7 +14,10 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+# The APIs `nefos up` may serve besides identity, image and network (Nova's ``enabled_apis`` names).
+KNOWN_APIS = ("osapi_compute", "metadata")
 
 
 class Config(BaseModel):
@@ -36,6 +39,10 @@ class Config(BaseModel):
     network_api_port: int = 9696
     image_api_port: int = 9292
     identity_api_port: int = 5000
+    # Nova's enabled_apis: what `nefos up` serves of the compute service's APIs, a comma-separated
+    # list of osapi_compute (the Compute API) and metadata (the metadata service). Without
+    # metadata, guests learn who they are only from config drives.
+    enabled_apis: list[str] = Field(default_factory=lambda: list(KNOWN_APIS))
 
     # Service liveness.
     report_interval: float = 10.0
@@ -187,6 +194,16 @@ class Config(BaseModel):
     policy_file: str = ""
 
     extra: dict[str, str] = Field(default_factory=dict, exclude=True)
+
+    @field_validator("enabled_apis", mode="before")
+    @classmethod
+    def _api_names(cls, value):
+        names = [n.strip() for n in value.split(",")] if isinstance(value, str) else list(value)
+        names = [n for n in names if n]
+        unknown = sorted(set(names) - set(KNOWN_APIS))
+        if unknown:
+            raise ValueError(f"unknown API {', '.join(unknown)}; known: {', '.join(KNOWN_APIS)}")
+        return list(dict.fromkeys(names))
 
     @property
     def sqlite_path(self) -> Path:

@@ -1,7 +1,8 @@
 """The README followed literally, as a new user on a fresh machine would: its start command in one
 login shell, then its client commands, exactly as written, in another new login shell (no
 virtualenv activated, nothing on the PATH the README does not put there). With the shipped
-defaults: the state in ./.nefos, the default ports, libvirt and the tiny guest."""
+defaults: the state in ./.nefos, the default ports, libvirt and the tiny guest. (Its "Reach your
+guest" block, the third, is what tests/libvirt/test_usable_guest.py does.)"""
 
 from __future__ import annotations
 

@@ -10,7 +10,11 @@ import subprocess
 import sys
 import time
 
-from nefos.allinone import free_port
+import pytest
+
+from nefos.allinone import all_in_one_components, free_port
+from nefos.config import ConfigError, load_config
+from nefos.service import Runtime
 
 
 def _env() -> dict:
@@ -47,3 +51,22 @@ def test_fake_hosts_with_another_driver_is_refused(tmp_path):
                               env=_env(), capture_output=True, text=True, timeout=60)
         assert proc.returncode == 2, proc.stdout + proc.stderr
         assert "--fake-hosts" in proc.stdout and "Traceback" not in proc.stdout + proc.stderr, proc.stdout
+
+
+
+async def test_enabled_apis_leaves_the_metadata_service_out(tmp_path):
+    """Nova's ``enabled_apis``: without ``metadata`` the all-in-one serves no metadata service (guests
+    then learn who they are from config drives only); an unknown API name is refused."""
+    assert load_config(state_dir=tmp_path).enabled_apis == ["osapi_compute", "metadata"]
+    cfg = load_config(state_dir=tmp_path, auth_strategy="noauth", enabled_apis="osapi_compute, ")
+    assert cfg.enabled_apis == ["osapi_compute"]
+    rt = await Runtime.open(cfg, migrate=True)
+    try:
+        names = [c.name for c in all_in_one_components(rt)]
+        assert "metadata-api" not in names and names[-1] == "compute-api", names
+        rt.cfg.enabled_apis = "osapi_compute,metadata"
+        assert "metadata-api" in [c.name for c in all_in_one_components(rt)]
+    finally:
+        await rt.close()
+    with pytest.raises(ConfigError, match="enabled_apis: .*unknown API ec2"):
+        load_config(state_dir=tmp_path, enabled_apis="osapi_compute,ec2")

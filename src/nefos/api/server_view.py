@@ -47,11 +47,13 @@ def addresses(instance: dict, extended: bool = True) -> dict:
         entries = result.setdefault(network.get("label") or network.get("id", ""), [])
         for subnet in network.get("subnets") or []:
             for ip in subnet.get("ips") or []:
-                entry = {"version": ip.get("version", subnet.get("ip_version", 4)), "addr": ip["address"]}
-                if extended:
-                    entry["OS-EXT-IPS:type"] = ip.get("type", "fixed")
-                    entry["OS-EXT-IPS-MAC:mac_addr"] = vif.get("address")
-                entries.append(entry)
+                # Each fixed address, then the floating addresses that reach it (as Nova lists them).
+                for shown in (ip, *(ip.get("floating_ips") or [])):
+                    entry = {"version": shown.get("version", subnet.get("ip_version", 4)), "addr": shown["address"]}
+                    if extended:
+                        entry["OS-EXT-IPS:type"] = shown.get("type", "fixed")
+                        entry["OS-EXT-IPS-MAC:mac_addr"] = vif.get("address")
+                    entries.append(entry)
     return result
 
 

@@ -95,6 +95,9 @@ class NetworkAPI:
         if nets is None or not set(net_ids) <= set(nets):
             nets = {n["id"]: n for n in await self._call(admin, "list_networks", filters={"id": net_ids})}
         subnets = {s["id"]: s for s in await self._call(admin, "list_subnets", filters={"network_id": net_ids})}
+        floating: dict[tuple[str, str], list[str]] = {}  # (port, fixed address) -> its floating addresses
+        for fip in await self._call(admin, "list_floatingips", filters={"port_id": [p["id"] for p in ports]}):
+            floating.setdefault((fip["port_id"], fip["fixed_ip_address"]), []).append(fip["floating_ip_address"])
         vifs = []
         for port in ports:
             net = nets.get(port["network_id"], {"id": port["network_id"], "name": "", "mtu": 1500})
@@ -111,8 +114,12 @@ class NetworkAPI:
                     "routes": [{"cidr": r["destination"], "gateway": r["nexthop"]}
                                for r in sub.get("host_routes") or []],
                 })
-                entry["ips"].append({"address": fixed["ip_address"], "type": "fixed",
-                                     "version": ipaddress.ip_address(fixed["ip_address"]).version})
+                ip = {"address": fixed["ip_address"], "type": "fixed",
+                      "version": ipaddress.ip_address(fixed["ip_address"]).version}
+                if (port["id"], fixed["ip_address"]) in floating:  # Nova's FixedIP.floating_ips
+                    ip["floating_ips"] = [{"address": a, "type": "floating", "version": 4}
+                                          for a in sorted(floating[port["id"], fixed["ip_address"]])]
+                entry["ips"].append(ip)
             vif = {
                 "id": port["id"], "address": port["mac_address"],
                 "type": port.get("binding:vif_type") if port.get("binding:vif_type") not in (None, "unbound")

@@ -111,11 +111,22 @@ class FloatingIPs:
                 floating_ip_address=row.floating_ip_address, fip_id=row.id, port_id=port.id, fixed_ip=address,
                 net_id=row.floating_network_id) from None
         self._router_changed(s, ctx, router_id)
+        await self._floating_ips_changed(s, ctx, port, [], [row.floating_ip_address])
 
-    def _disassociate(self, s, ctx: RequestContext, row: FloatingIP) -> None:
+    async def _disassociate(self, s, ctx: RequestContext, row: FloatingIP) -> None:
         self._router_changed(s, ctx, row.router_id)
+        port = (await s.execute(select(Port).where(Port.id == row.fixed_port_id))).scalar_one_or_none()
         row.fixed_port_id = row.fixed_ip_address = row.router_id = None
         row.status = "DOWN"
+        await self._floating_ips_changed(s, ctx, port, [row.floating_ip_address], [])
+
+    async def _floating_ips_changed(self, s, ctx: RequestContext, port: Port | None, had: list[str],
+                                    has: list[str]) -> None:
+        """The port change hooks hear that ``port`` went from the floating addresses ``had`` to ``has``
+        (its server's addresses changed: Neutron's ``network-changed`` to Nova)."""
+        view = None if port is None else await self._port_view_for_hooks(s, port)
+        if view is not None:
+            await self._port_changed(s, ctx, dict(view, floating_ips=had), dict(view, floating_ips=has))
 
     async def _disassociate_floatingips(self, s, ctx: RequestContext, port_id: str) -> None:
         """The port ``port_id`` goes: its floating IPs stay, unassociated (Neutron's behaviour)."""
@@ -196,7 +207,7 @@ class FloatingIPs:
             if "port_id" in body or "fixed_ip_address" in body:
                 port_id = body.get("port_id", row.fixed_port_id)
                 if row.router_id:
-                    self._disassociate(s, ctx, row)
+                    await self._disassociate(s, ctx, row)
                     await s.flush()
                 if port_id is not None:
                     await self._associate(s, ctx, row, port_id, body.get("fixed_ip_address"))
@@ -209,7 +220,8 @@ class FloatingIPs:
         async with self._tx() as s:
             row = await self._fip_row(s, ctx, floatingip_id)
             self._check_owner(ctx, row.project_id, "delete_floatingip")
-            self._router_changed(s, ctx, row.router_id)
+            if row.router_id:
+                await self._disassociate(s, ctx, row)
             await self._delete_port_rows(s, row.floating_port_id)
             self._network_changed(s, ctx, "port_delete_end", row.floating_network_id)
             await s.execute(delete(FloatingIP).where(FloatingIP.id == row.id))

@@ -6,8 +6,8 @@ is a compute owner (``compute:<zone>``) and whose device_id is the server:
 * status DOWN/BUILD -> ACTIVE: ``network-vif-plugged`` (completed); -> ERROR:
   ``network-vif-plugged`` (failed); ACTIVE -> DOWN: ``network-vif-unplugged``
   (``notify_nova_on_port_status_changes``);
-* fixed IPs or MAC changed: ``network-changed`` (one per port in a batch); the
-  port deleted: ``network-vif-deleted``
+* fixed IPs, MAC or floating IPs (associated or disassociated) changed:
+  ``network-changed`` (one per port in a batch); the port deleted: ``network-vif-deleted``
   (``notify_nova_on_port_data_changes``).
 
 Durable outbox: the events are rows of ``port_event_outbox`` written by a
@@ -115,7 +115,8 @@ def port_events(cfg, before: dict | None, after: dict | None) -> list[dict]:
     if (cfg.notify_nova_on_port_data_changes and before is not None
             and before.get("device_id") == after["device_id"]):
         ips = lambda p: sorted((f["subnet_id"], f["ip_address"]) for f in p.get("fixed_ips") or [])  # noqa: E731
-        if ips(before) != ips(after) or before.get("mac_address") != after.get("mac_address"):
+        if (ips(before) != ips(after) or before.get("mac_address") != after.get("mac_address")
+                or before.get("floating_ips") != after.get("floating_ips")):
             events.append({"server_uuid": after["device_id"], "name": NETWORK_CHANGED, "tag": after["id"],
                            "status": "completed"})
     return events
