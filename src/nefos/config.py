@@ -113,7 +113,7 @@ class Config(BaseModel):
     dhcp_confs: str = ""
     # The DHCP agent serves the metadata service at 169.254.169.254 on each of its networks (a proxy
     # in the network's DHCP namespace; the route to it given over DHCP, options 121/249). Neutron's
-    # option; on by default: Nefos networks have no router to serve it.
+    # option; on by default, for routed networks too (their routers serve no metadata).
     enable_isolated_metadata: bool = True
     # The L3 agent (``nefos l3-agent``): routers in namespaces qrouter-<id>. Their gateways are plugged
     # into l3_external_bridge, a Linux bridge of Nefos's own that never holds a physical interface;

@@ -40,7 +40,7 @@ SKIP_WHY = [
     ("DiskConfig extension not enabled", "no OS-DCF:diskConfig MANUAL/AUTO semantics "
                                          "(compute-feature-enabled.disk_config = false)"),
     ("fixed_network_name needs to be configured", "needs per-project networks behind a router "
-                                                  "(auth.create_isolated_networks = false: Nefos has no routers)"),
+                                                  "(auth.create_isolated_networks = false in this run)"),
     ("certified_image_ref", "booting with trusted image certificates (2.63) needs a key manager holding the "
                             "certificates; Nefos has none, so such builds fail (compute.certified_image_ref unset)"),
     ("Skipped until bug", "skipped by Tempest itself (for every cloud) until the Launchpad bug it names is fixed"),
