@@ -153,6 +153,7 @@ class Client:
         self.deleted: set[str] = set()  # accepted deletes
         self.maybe_deleted: set[str] = set()  # deletes answered 503 or whose answer was lost
         self.answers = Counter()
+        self.accepted_requests: set[str] = set()  # request ids of accepted actions and deletes
 
     async def setup(self) -> None:
         r = await self.network_http.post("/v2.0/networks", json={"network": {"name": "chaos"}})
@@ -209,6 +210,8 @@ class Client:
                     "confirm": {"confirmResize": None}, "snapshot": {"createImage": {"name": "chaos"}}}[op]
             r = await self._send(self.http, "POST", f"/v2.1/servers/{sid}/action", json=body)
             self.answers[(op, r.status_code)] += 1
+            if r.is_success:
+                self.accepted_requests.add(r.headers.get("x-openstack-request-id", ""))
         except httpx.HTTPError as exc:  # the answer was lost (the API killed while it worked)
             self.answers[(op, type(exc).__name__)] += 1
 
@@ -219,6 +222,8 @@ class Client:
             self.maybe_deleted.add(sid)
             raise
         self.answers[("delete", r.status_code)] += 1
+        if r.is_success:
+            self.accepted_requests.add(r.headers.get("x-openstack-request-id", ""))
         if r.status_code == 204:
             self.deleted.add(sid)
             self.servers.discard(sid)
@@ -324,10 +329,11 @@ async def check_invariants(db_url: str, clients: list[Client], fake_dir: Path) -
                 "SELECT ip_address, count(*) FROM ipallocations a JOIN ports p ON p.id = a.port_id "
                 "GROUP BY a.subnet_id, ip_address HAVING count(*) > 1"))).all():
             problems.append(f"address {address} given {count} times on one subnet")
-        for (instance, action) in (await conn.execute(text(
-                "SELECT instance_uuid, action FROM instance_actions WHERE finish_time IS NULL "
+        accepted = set().union(*(c.accepted_requests for c in clients))
+        for (instance, action, request_id) in (await conn.execute(text(
+                "SELECT instance_uuid, action, request_id FROM instance_actions WHERE finish_time IS NULL "
                 "AND action <> 'create'"))).all():  # a create ends in its server's state (as Nova)
-            if instance in live:
+            if instance in live and request_id in accepted:
                 problems.append(f"server {instance}: action {action} accepted, never finished")
         for (port, device) in (await conn.execute(text(
                 "SELECT id, device_id FROM ports WHERE device_owner LIKE 'compute:%'"))).all():

@@ -591,6 +591,31 @@ class FloatingIPNotFound(NotFound):
     message = "Floating IP %(floatingip_id)s could not be found"
 
 
+class FloatingIpNotFoundForAddress(NotFound):
+    """Nova's: no floating IP the caller may see has this address."""
+    message = "Floating IP not found for address %(address)s."
+
+
+class FloatingIpMultipleFoundForAddress(Error):
+    code = 500
+    message = "Multiple floating IPs are found for address %(address)s."
+
+
+class FixedIpNotFoundForAddress(Invalid):
+    """Nova's: none of the server's ports holds this fixed address (a 400 for addFloatingIp)."""
+    message = "Fixed IP not found for address %(address)s."
+
+
+class FloatingIpNotAssociatedWithInstance(Conflict):
+    """Nova's 409 for a removeFloatingIp of a floating IP that is not on the server."""
+    message = "Floating IP %(address)s is not associated with instance %(instance)s."
+
+
+class FloatingIpAssociateFailed(Invalid):
+    """Nova's: the network service refused the association (a 400 for addFloatingIp)."""
+    message = "Unable to associate floating IP: %(reason)s"
+
+
 class ExternalGatewayForFloatingIPNotFound(NotFound):
     message = ("External network %(external_network_id)s is not reachable from subnet %(subnet_id)s.  "
                "Therefore, cannot associate Port %(port_id)s with a Floating IP.")

@@ -1,5 +1,6 @@
 """os-interface on a real guest: a second NIC hot-plugged into a running domain (the L2 agent wires
-its tap, the port goes ACTIVE before the attach answers), then hot-unplugged."""
+its tap, the port goes ACTIVE before the attach answers, the guest leases the port's address on
+it), then hot-unplugged (the guest sees it go)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,10 @@ async def test_attach_then_detach_a_second_nic(lvcloud):
     assert os.path.realpath(f"/sys/class/net/{tap}/master").endswith("brq" + second["id"][:11])
     r = await cloud.compute.get(f"/v2.1/servers/{sid}/ips")
     assert "lv-if-2" in r.json()["addresses"]
+    # The guest noticed the new NIC and leased the port's fixed IP on it over DHCP.
+    fixed_ip = attached["fixed_ips"][0]["ip_address"]
+    out = await wait_console(cloud, sid, f"NEFOS-IP: {fixed_ip}/24 on eth1")
+    assert f"NEFOS-NET: eth1 added ({attached['mac_addr']})" in out, out[-1500:]
 
     r = await cloud.compute.delete(f"/v2.1/servers/{sid}/os-interface/{attached['port_id']}")
     assert r.status_code == 202, r.text
@@ -57,6 +62,7 @@ async def test_attach_then_detach_a_second_nic(lvcloud):
     await _until(port_gone, what="the port was deleted")
     assert not vconfig.has_interface(await avirsh("dumpxml", "--inactive", sid), attached["mac_addr"])
     assert not os.path.exists(f"/sys/class/net/{tap}")
+    await wait_console(cloud, sid, "NEFOS-NET: eth1 removed")  # the guest saw its NIC go
     r = await cloud.compute.get(f"/v2.1/servers/{sid}/os-interface")
     assert [i["net_id"] for i in r.json()["interfaceAttachments"]] == [first["id"]]
     assert (await cloud.server(sid))["status"] == "ACTIVE"

@@ -119,7 +119,10 @@ def test_guest_initramfs(tmp_path):
     assert again.ramdisk == image.ramdisk  # cached by the digest of its inputs
     files = _cpio_names(gzip.decompress(image.ramdisk.read_bytes()))
     assert files["init"] == b"/bin/busybox"
-    assert b"udhcpc -i eth0" in files["etc/init.d/rcS"] and b"acpid" in files["etc/init.d/rcS"]
+    assert b"acpid" in files["etc/init.d/rcS"]
+    # Every NIC (eth0 at boot, others hot-plugged: busybox uevent runs the same script) gets a udhcpc.
+    assert b"uevent /sbin/nefos-nic" in files["etc/init.d/rcS"] and b"/sbin/nefos-nic add" in files["etc/init.d/rcS"]
+    assert b'udhcpc -i "$2"' in files["sbin/nefos-nic"]
     assert b"NEFOS-IP:" in files["etc/udhcpc.script"]
     assert b"poweroff" in files["etc/acpi/PWRF/00000080"]
     order = files["etc/modules.order"].decode().split()

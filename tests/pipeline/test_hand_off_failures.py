@@ -135,3 +135,25 @@ async def test_a_delete_that_cannot_be_sent_to_the_host_is_finished_by_the_host(
         await cloud.wait_gone(server["id"], timeout=20)
     finally:
         await stop_cloud(cloud)
+
+
+async def test_a_delete_the_database_refused_leaves_no_open_action(cloud, monkeypatch):
+    """A delete answered 503 because the database failed midway is not left as an action in
+    progress for ever: it is recorded as failed, and the server is as it was."""
+    from nefos.compute import api as compute_api
+    server = await _active_server(cloud)
+    original = compute_api.instance_obj.save
+
+    async def failing(db, uuid, values, **kwargs):
+        if values.get("task_state") == "deleting":
+            raise exceptions.DatabaseUnavailable()
+        return await original(db, uuid, values, **kwargs)
+
+    monkeypatch.setattr(compute_api.instance_obj, "save", failing)
+    r = await cloud.compute.delete(f"/v2.1/servers/{server['id']}", headers=ADMIN)
+    monkeypatch.undo()
+    assert r.status_code == 503, r.text
+    action = await _last_action(cloud, server["id"])
+    assert (action["action"], action["message"]) == ("delete", "Error"), action
+    after = await cloud.server(server["id"])
+    assert (after["status"], after["OS-EXT-STS:task_state"]) == ("ACTIVE", None)

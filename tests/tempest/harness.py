@@ -178,7 +178,7 @@ def tempest_conf(cloud: dict, prep: dict, work: Path) -> str:
         rescue = false
         stable_rescue = false
         enable_instance_password = true
-        interface_attach = false
+        interface_attach = true
         snapshot = true
         personality = false
         attach_encrypted_volume = false

@@ -26,6 +26,11 @@ SKIP_WHY = [
     ("Cinder is not available", "no block storage service (service_available.cinder = false)"),
     ("Instance validation tests are disabled", "no SSH validation inside guests: fake guests have no "
                                                "network stack (validation.run_validation = false)"),
+    ("Validation should be enabled", "needs SSH validation inside guests (the test logs in before it "
+                                     "hot-plugs NICs): fake guests have no network stack "
+                                     "(validation.run_validation = false); os-interface itself is served, "
+                                     "see tests/pipeline/test_interfaces.py and, on a real guest, "
+                                     "tests/libvirt/test_interfaces_real_guest.py"),
     ("Console output not supported", "console output is not configured for Tempest "
                                      "(compute-feature-enabled.console_output = false)"),
     ("VNC Console", "no remote consoles (compute-feature-enabled.vnc_console = false)"),
@@ -78,8 +83,8 @@ def render(summary: dict) -> str:
         "`image_ref` nefos-tiny plus a second image, `flavor_ref` 42 / `flavor_ref_alt` 84, feature flags",
         "off for what Nefos does not have, cinder and swift unavailable) and runs",
         "`tempest run --include-list <selected> --concurrency 1`. The selection is every test of",
-        "the compute API modules for servers, flavors, key pairs, server external events, services,",
-        "hypervisors, limits, quotas, instance actions and availability zones",
+        "the compute API modules for servers, interfaces on servers, flavors, key pairs, server external",
+        "events, services, hypervisors, limits, quotas, instance actions and availability zones",
         "(`tests/tempest/selected_tests.txt`) except 13 that cannot run against Nefos on any",
         "configuration: 10 need block storage (cinder), a service Nefos does not provide, and 3 are",
         "skipped by Tempest itself on every cloud until a named Launchpad bug is fixed (1186354,",
@@ -100,8 +105,9 @@ def render(summary: dict) -> str:
         "block device mappings, though volumes are refused), 2.71 (server_groups), 2.73 (locked_reason),",
         "2.74 (requested host/node), 2.75 (strict query strings, whole servers from update and rebuild,",
         "swap 0, hypervisor servers), and 2.56 (cold migration to a named host, admin only; resize and",
-        "cold migration run on the fake driver, the libvirt driver answers them 409). The others change",
-        "APIs Nefos does not have at any version (diagnostics 2.48, interface and volume attachments",
+        "cold migration run on the fake driver, the libvirt driver answers them 409), 2.49 and 2.70",
+        "(interface attachments' tags; os-interface attaches and detaches NICs on running servers). The",
+        "others change APIs Nefos does not have at any version (diagnostics 2.48, volume attachments",
         "2.49/2.70, the os-migrations list and live migrations 2.59/2.65/2.68, multiattach 2.60, cells",
         "2.69, QoS ports 2.72).",
         "",

@@ -40,8 +40,6 @@ UNSUPPORTED = {
     "addFixedIp": "os_compute_api:os-multinic:add",
     "removeFixedIp": "os_compute_api:os-multinic:remove",
     "trigger_crash_dump": "os_compute_api:servers:trigger_crash_dump",
-    "addFloatingIp": "os_compute_api:os-floating-ips:add",
-    "removeFloatingIp": "os_compute_api:os-floating-ips:remove",
 }
 
 

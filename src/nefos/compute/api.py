@@ -376,6 +376,14 @@ class ComputeAPI:
         instance = await self.get(ctx, uuid)
         self._check_lock(ctx, instance)
         await actions.record_action(self.rt.db, ctx, uuid, actions.DELETE)
+        try:
+            await self._delete(ctx, uuid, instance)
+        except BaseException:  # not accepted (a 503, say): its action is not left open
+            with contextlib.suppress(Exception):
+                await actions.finish_action(self.rt.db, ctx, uuid, message="Error", unless_finished=True)
+            raise
+
+    async def _delete(self, ctx, uuid: str, instance: dict) -> None:
         shelved_image = (instance.get("system_metadata") or {}).get("shelved_image_id")
         if shelved_image and instance["vm_state"] in (states.SHELVED, states.SHELVED_OFFLOADED):
             await self.image_api.delete(ctx.elevated(), shelved_image)  # nothing else would ever use it
@@ -400,7 +408,6 @@ class ComputeAPI:
             with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
                 await instance_obj.save(self.rt.db, uuid, {"task_state": instance["task_state"]},
                                         expected_task_state=[states.DELETING])
-            await actions.finish_action(self.rt.db, ctx, uuid, message="Error")
             raise
 
     async def _host_is_up(self, host: str, is_up) -> bool:

@@ -108,6 +108,14 @@ class ConductorManager(Endpoint):
             instance = await instance_obj.get(self.rt.db, uuid, read_deleted=True)
             await network_api.deallocate_for_instance(admin, instance, instance.get("network_info"))
 
+    async def finish_abandoned_actions(self) -> None:
+        """Actions whose request died before anything acted on them are finished as failed (after
+        twice ``rpc_response_timeout``: by then a request that is still alive has acted)."""
+        finished = await actions.finish_abandoned(
+            self.rt.db, dt.timedelta(seconds=2 * self.rt.cfg.rpc_response_timeout))
+        if finished:
+            LOG.warning("finished %d abandoned instance action(s) as failed", len(finished))
+
     async def _schedule_and_build(self, ctx, instance_uuids: list[str], request_spec: dict,
                                   build_args: dict) -> None:
         spec = dict(request_spec)

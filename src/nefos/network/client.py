@@ -472,6 +472,51 @@ class NetworkAPI:
                 await self._call(admin, "update_port", port_id=port["id"], port={"security_groups": groups},
                                  expected_device_id=instance["uuid"])
 
+    async def _floating_ip_by_address(self, ctx: RequestContext, address: str) -> dict:
+        """The floating IP at ``address`` the caller may see (Nova's ``_get_floating_ip_by_address``)."""
+        fips = await self._call(ctx, "list_floatingips", filters={"floating_ip_address": [address]})
+        if not fips:
+            raise exceptions.FloatingIpNotFoundForAddress(address=address)
+        if len(fips) > 1:
+            raise exceptions.FloatingIpMultipleFoundForAddress(address=address)
+        return fips[0]
+
+    async def associate_floating_ip(self, ctx: RequestContext, instance: dict, floating_address: str,
+                                    fixed_address: str) -> dict:
+        """addFloatingIp: the caller's floating IP at ``floating_address`` onto the server's port holding
+        ``fixed_address`` (moved there when it was associated elsewhere, as Neutron does); the floating
+        IP as it was. FixedIpNotFoundForAddress, FloatingIpNotFoundForAddress, and
+        FloatingIpAssociateFailed for the network service's conflicts (that fixed address has a
+        floating IP on that network already)."""
+        ports = await self.instance_ports(ctx, instance["uuid"])
+        port_id = next((p["id"] for p in ports for f in p.get("fixed_ips") or []
+                        if f["ip_address"] == fixed_address), None)
+        if port_id is None:
+            raise exceptions.FixedIpNotFoundForAddress(address=fixed_address)
+        fip = await self._floating_ip_by_address(ctx, floating_address)
+        try:
+            await self._call(ctx, "update_floatingip", floatingip_id=fip["id"],
+                             floatingip={"port_id": port_id, "fixed_ip_address": fixed_address})
+        except exceptions.Conflict as exc:
+            raise exceptions.FloatingIpAssociateFailed(reason=str(exc)) from None
+        return fip
+
+    async def disassociate_floating_ip(self, ctx: RequestContext, instance: dict, address: str) -> dict:
+        """removeFloatingIp: the caller's floating IP at ``address`` off the server's port; the floating
+        IP as it was. FloatingIpNotFoundForAddress, FloatingIpNotAssociatedWithInstance when it is not
+        on one of the server's ports."""
+        fip = await self._floating_ip_by_address(ctx, address)
+        device = None
+        if fip.get("port_id"):
+            try:
+                device = (await self.show_port(ctx, fip["port_id"])).get("device_id")
+            except exceptions.PortNotFound:
+                device = None
+        if device != instance["uuid"]:
+            raise exceptions.FloatingIpNotAssociatedWithInstance(address=address, instance=instance["uuid"])
+        await self._call(ctx, "update_floatingip", floatingip_id=fip["id"], floatingip={"port_id": None})
+        return fip
+
     async def setup_instance_network_on_host(self, ctx: RequestContext, instance: dict,
                                              host: str | None) -> list[dict]:
         """Bind the instance's ports to ``host`` (None: unbind them, as a shelve offload leaves

@@ -196,6 +196,28 @@ async def finish_overtaken(db: Database, instance_uuid: str, newest_request_id: 
                         .values(finish_time=now, message="Error"))
 
 
+async def finish_abandoned(db: Database, older_than: dt.timedelta) -> list[int]:
+    """Finish, as failed, the actions whose request died before anything acted on them (its API
+    process killed midway, say): started longer than ``older_than`` ago, no event, and nothing in
+    progress on their server (no task state, or the server gone). A create ends in its server's
+    state instead. Returns their ids."""
+    from nefos.db.models import Instance
+    cutoff = utcnow() - older_than
+    async with db.transaction() as s:
+        abandoned = (await s.execute(select(InstanceAction.id).join(
+            Instance, Instance.uuid == InstanceAction.instance_uuid).where(
+            InstanceAction.finish_time.is_(None), InstanceAction.action != CREATE,
+            InstanceAction.start_time < cutoff,
+            (Instance.task_state.is_(None)) | (Instance.deleted != 0),
+            ~select(InstanceActionEvent.id).where(InstanceActionEvent.action_id == InstanceAction.id).exists(),
+        ))).scalars().all()
+        if abandoned:
+            await s.execute(update(InstanceAction).where(InstanceAction.id.in_(abandoned),
+                                                         InstanceAction.finish_time.is_(None))
+                            .values(finish_time=utcnow(), message="Error"))
+    return list(abandoned)
+
+
 # Reading them (os-instance-actions) ------------------------------------------------
 
 async def list_actions(db: Database, uuid: str, *, limit: int | None = None, marker: str | None = None,

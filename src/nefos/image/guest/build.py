@@ -11,11 +11,14 @@ the IDE CD-ROM) and the init of ``nefos.image.guest.init``:
   loads the modules, prints ``NEFOS-BOOT: ...`` and what it sees of its root
   disk (``NEFOS-DISK: vda <sectors> sectors <sha256 of MiB 0-3> <of MiB
   4-7>``) to the console, starts
-  ``acpid`` (power button -> ``poweroff``), brings ``lo`` and ``eth0`` up and
-  runs ``udhcpc`` on eth0 in the background;
-* udhcpc's script configures the lease (and classless static routes) and prints
-  ``NEFOS-IP: <addr>/<prefix>`` to the serial console; while it has none, ``NEFOS-DHCP: no
-  lease on eth0`` after every 3 unanswered DISCOVERs (one a second, 1 s pause between rounds);
+  ``acpid`` (power button -> ``poweroff``), brings ``lo`` up, listens for kernel uevents (busybox
+  ``uevent``) and brings every ``ethN`` up, present at boot or hot-plugged later, with a
+  ``udhcpc`` of its own in the background (``NEFOS-NET: ethN added|removed`` for a hot-plugged
+  one);
+* udhcpc's script configures the lease (and, from eth0's, the default route, classless static
+  routes and DNS) and prints ``NEFOS-IP: <addr>/<prefix> on <ethN> (router ...)`` to the serial
+  console; while it has none, ``NEFOS-DHCP: no lease on <ethN>`` after every 3 unanswered
+  DISCOVERs (one a second, 1 s pause between rounds);
 * in the background, the guest configures itself: from its config drive (the block device
   labelled ``config-2``, mounted read-only) or, without one, once it has a lease, from the
   metadata service (``http://169.254.169.254/openstack/latest/``, a few tries). It sets its
@@ -49,14 +52,14 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from nefos.image.guest.init import CONFIG_SCRIPT, INITTAB, POWER_BUTTON, RCS, UDHCPC_SCRIPT
+from nefos.image.guest.init import CONFIG_SCRIPT, INITTAB, NIC_SCRIPT, POWER_BUTTON, RCS, UDHCPC_SCRIPT
 
 BUSYBOX = "/bin/busybox"  # busybox-static
 DROPBEAR = "/usr/sbin/dropbear"  # dropbear-bin
 # Plus their dependencies; ata_piix before sr_mod: the config drive's IDE CD-ROM is there when
 # sr_mod binds (a module's insmod returns after the asynchronous probes it started).
 MODULES = ["virtio_net", "virtio_blk", "virtio_pci", "button", "evdev", "ata_piix", "sr_mod", "isofs"]
-VERSION = "3"  # bump when the init changes
+VERSION = "4"  # bump when the init changes
 DEFAULT_CMDLINE = "console=ttyS0 panic=-1"
 
 
@@ -227,6 +230,7 @@ def build_initramfs(version: str, extra_files: dict[str, tuple[bytes, int]] | No
     cpio.file("etc/inittab", INITTAB.encode())
     cpio.file("etc/init.d/rcS", RCS.encode(), 0o755)
     cpio.file("etc/udhcpc.script", UDHCPC_SCRIPT.encode(), 0o755)
+    cpio.file("sbin/nefos-nic", NIC_SCRIPT.encode(), 0o755)
     cpio.file("etc/acpi/PWRF/00000080", POWER_BUTTON.encode(), 0o755)
     cpio.file("etc/nefos-config", CONFIG_SCRIPT.encode(), 0o644)
     cpio.file("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n")
@@ -247,7 +251,7 @@ def build_initramfs(version: str, extra_files: dict[str, tuple[bytes, int]] | No
 def _inputs_digest(kernel: Path, version: str) -> str:
     h = hashlib.sha256()
     h.update(VERSION.encode())
-    for text in (INITTAB, RCS, UDHCPC_SCRIPT, POWER_BUTTON, CONFIG_SCRIPT, " ".join(MODULES)):
+    for text in (INITTAB, RCS, NIC_SCRIPT, UDHCPC_SCRIPT, POWER_BUTTON, CONFIG_SCRIPT, " ".join(MODULES)):
         h.update(text.encode())
     for path in (kernel, Path(BUSYBOX), *(p for _, p in _dropbear_files())):
         st = path.stat()

@@ -1,10 +1,15 @@
 """The tiny guest's init: the shell scripts ``nefos.image.guest.build`` puts into its initramfs.
 
 * ``RCS`` (``/etc/init.d/rcS``, run by busybox ``init``): mounts, modules, the ``NEFOS-BOOT`` /
-  ``NEFOS-DISK`` / ``NEFOS-MAC`` lines, ``acpid``, ``udhcpc`` in the background, then
-  ``nefos_config`` in the background;
-* ``UDHCPC_SCRIPT``: configures a lease (address, default route, classless static routes, DNS),
-  prints ``NEFOS-IP`` and marks ``/run/nefos/lease``;
+  ``NEFOS-DISK`` / ``NEFOS-MAC`` lines, ``acpid``, busybox ``uevent`` running ``NIC_SCRIPT`` for
+  every kernel uevent, ``NIC_SCRIPT add`` for each NIC present, then ``nefos_config`` in the
+  background;
+* ``NIC_SCRIPT`` (``/sbin/nefos-nic``): an ``ethN`` added (at boot or hot-plugged) is brought up
+  with a ``udhcpc`` of its own in the background (``NEFOS-NET: ethN added (<mac>)`` for all but
+  eth0); one removed loses its udhcpc (``NEFOS-NET: ethN removed``);
+* ``UDHCPC_SCRIPT``: configures a lease (address; from eth0's lease also the default route,
+  classless static routes and DNS), prints ``NEFOS-IP: <addr>/<prefix> on <ethN> (router ...)``
+  and marks ``/run/nefos/lease``;
 * ``CONFIG_SCRIPT`` (``/etc/nefos-config``, functions only: sourced by rcS, and by tests on the
   host under busybox ``sh``): finds the config drive (label ``config-2``) or, once the guest has a
   lease, asks the metadata service (``http://169.254.169.254/openstack/latest/``); sets the
@@ -41,20 +46,51 @@ if [ -e /sys/block/vda ]; then
 fi
 acpid -c /etc/acpi -l /dev/null
 ip link set lo up
+# NICs hot-plugged later: busybox uevent runs /sbin/nefos-nic for every kernel uevent (listening
+# before the NICs present now are brought up; nefos-nic starts one udhcpc an interface).
+uevent /sbin/nefos-nic </dev/null >/dev/null 2>&1 &
 if [ -e /sys/class/net/eth0 ]; then
     echo "NEFOS-MAC: $(cat /sys/class/net/eth0/address)"
-    ip link set eth0 up
-    # A DISCOVER a second; after 3 unanswered, "no lease" on the console and again after a 1 s pause,
-    # for ever (in the background): a guest whose NIC is wired late still gets its address within ~2 s.
-    udhcpc -i eth0 -s /etc/udhcpc.script -b -t 3 -T 1 -A 1 -S -O staticroutes >/dev/null 2>&1
 else
     echo "NEFOS-NET: no eth0"
 fi
+for nic in /sys/class/net/eth*; do [ -e "$nic" ] && /sbin/nefos-nic add "${nic##*/}"; done
 # Config drive or metadata service, SSH server, user data (in the background: see /etc/nefos-config).
 . /etc/nefos-config
 nefos_config </dev/null >/dev/console 2>&1 &
 # A variant built with extra files (tests of what a guest can do on its network) runs its own step.
 [ -x /etc/nefos-after-boot ] && /etc/nefos-after-boot &
+"""
+
+NIC_SCRIPT = r"""#!/bin/sh
+# /sbin/nefos-nic add|remove IFACE, or (no arguments) busybox uevent's program for a kernel uevent
+# ($ACTION, $SUBSYSTEM, $INTERFACE in its environment): an ethN added gets its udhcpc, one removed
+# loses it. /run/nefos/nic.IFACE (made atomically) holds that udhcpc's pid file.
+export PATH=/sbin:/bin:/usr/sbin:/usr/bin
+if [ $# -eq 0 ]; then
+    [ "$SUBSYSTEM" = net ] || exit 0
+    set -- "$ACTION" "$INTERFACE"
+fi
+case "$2" in eth[0-9]*) ;; *) exit 0 ;; esac
+state=/run/nefos/nic.$2
+case "$1" in
+    add)
+        mkdir "$state" 2>/dev/null || exit 0
+        [ "$2" = eth0 ] || echo "NEFOS-NET: $2 added ($(cat "/sys/class/net/$2/address"))" > /dev/console
+        ip link set "$2" up
+        # A DISCOVER a second; after 3 unanswered, "no lease" on the console and again after a 1 s
+        # pause, for ever (in the background): a NIC wired late still gets its address within ~2 s.
+        udhcpc -i "$2" -p "$state/udhcpc.pid" -s /etc/udhcpc.script -b -t 3 -T 1 -A 1 -S \
+            -O staticroutes </dev/null >/dev/null 2>&1
+        ;;
+    remove)
+        [ -d "$state" ] || exit 0
+        [ -s "$state/udhcpc.pid" ] && kill "$(cat "$state/udhcpc.pid")" 2>/dev/null
+        rm -rf "$state"
+        echo "NEFOS-NET: $2 removed" > /dev/console
+        ;;
+esac
+exit 0
 """
 
 UDHCPC_SCRIPT = r"""#!/bin/sh
@@ -69,15 +105,19 @@ case "$1" in
     bound|renew)
         ip addr flush dev "$interface"
         ip addr add "$ip/${mask:-24}" dev "$interface"
-        if [ -n "$router" ]; then
-            for r in $router; do ip route add default via "$r" dev "$interface" 2>/dev/null; break; done
+        # The default route, static routes and DNS come from eth0's lease; another NIC only gets
+        # its address (and the route to its subnet).
+        if [ "$interface" = eth0 ]; then
+            if [ -n "$router" ]; then
+                for r in $router; do ip route add default via "$r" dev "$interface" 2>/dev/null; break; done
+            fi
+            # Classless static routes (option 121: "<dest>/<prefix> <gateway>" pairs), e.g. the route
+            # to the metadata address 169.254.169.254 a network without a router hands out.
+            set -- $staticroutes
+            while [ $# -ge 2 ]; do ip route add "$1" via "$2" dev "$interface" 2>/dev/null; shift 2; done
+            : > /etc/resolv.conf
+            for d in $dns; do echo "nameserver $d" >> /etc/resolv.conf; done
         fi
-        # Classless static routes (option 121: "<dest>/<prefix> <gateway>" pairs), e.g. the route
-        # to the metadata address 169.254.169.254 a network without a router hands out.
-        set -- $staticroutes
-        while [ $# -ge 2 ]; do ip route add "$1" via "$2" dev "$interface" 2>/dev/null; shift 2; done
-        : > /etc/resolv.conf
-        for d in $dns; do echo "nameserver $d" >> /etc/resolv.conf; done
         echo "NEFOS-IP: $ip/${mask:-24} on $interface (router ${router:-none})" > /dev/console
         : > /run/nefos/lease
         ;;
