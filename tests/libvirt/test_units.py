@@ -30,6 +30,13 @@ def test_domain_xml():
     assert root.get("type") == "qemu"
     assert root.find("memory").text == "128" and root.find("vcpu").text == "2"
     assert root.find("features/acpi") is not None  # a guest's poweroff must stop the domain
+    # TCG: qemu64 with RDRAND, so the guest's random pool is ready at boot (SSH does not wait for it)
+    cpu = root.find("cpu")
+    assert cpu.get("mode") == "custom" and cpu.find("model").text == "qemu64"
+    assert [(f.get("name"), f.get("policy")) for f in cpu.findall("feature")] == [("rdrand", "require")]
+    kvm = ET.fromstring(vconfig.domain_xml(vconfig.GuestSpec(name="k", uuid="u", virt_type="kvm", memory_mb=64,
+                                                             vcpus=1, console_log="/c")))
+    assert kvm.find("cpu").get("mode") == "host-passthrough" and kvm.find("cpu/feature") is None
     assert root.find("os/kernel").text == "/b/k" and root.find("os/cmdline").text == "console=ttyS0"
     assert [d.get("dev") for d in root.findall("devices/disk/target")] == ["vda", "vdb"]
     iface = root.find("devices/interface")

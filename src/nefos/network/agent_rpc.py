@@ -31,7 +31,6 @@ host's process whatever process the network service runs in.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 
@@ -39,6 +38,7 @@ from nefos import exceptions
 from nefos.bus import Endpoint
 from nefos.context import RequestContext, current_context
 from nefos.network import provisioning
+from nefos.network.agent_sync import AgentNotifier
 
 LOG = logging.getLogger(__name__)
 
@@ -175,35 +175,21 @@ class PluginAPI:
                                    port_ids=list(port_ids), agent_host=self.host)
 
 
-class DhcpAgentNotifier:
+class DhcpAgentNotifier(AgentNotifier):
     """The network service's side of ``dhcp_agent``: a network change listener of the manager
     (``add_network_change_listener``), called after the change committed. Each change is fanned
     out in a task of its own, so the change never waits for the bus nor fails with it."""
 
-    def __init__(self, bus):
-        self.bus = bus
-        self._tasks: set[asyncio.Task] = set()
+    topic = DHCP_TOPIC
+    agents = "DHCP agents"
+    log = LOG
+
+    def _default_context(self) -> RequestContext:
+        return _admin()
 
     def network_changed(self, ctx: RequestContext | None, event: str, network_id: str) -> None:
-        task = asyncio.get_running_loop().create_task(self._send(ctx, event, network_id))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _send(self, ctx: RequestContext | None, event: str, network_id: str) -> None:
-        try:
-            await self.bus.fanout(ctx or _admin(), DHCP_TOPIC, "network_changed", network_id=network_id,
-                                  event=event)
-            LOG.debug("%s on network %s: DHCP agents notified", event, network_id)
-        except Exception:
-            LOG.warning("%s on network %s: notifying the DHCP agents failed (their periodic sync "
-                        "will see it)", event, network_id, exc_info=True)
-
-    async def stop(self) -> None:
-        tasks = list(self._tasks)
-        if tasks:
-            await asyncio.wait(tasks, timeout=2)
-        for task in tasks:
-            task.cancel()
+        self._fanout(ctx, f"{event} on network {network_id}", "network_changed", network_id=network_id,
+                     event=event)
 
 
 class DhcpAgentEndpoint(Endpoint):

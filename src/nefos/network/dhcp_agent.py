@@ -68,9 +68,9 @@ from nefos import fileperms
 from nefos.context import admin_context
 from nefos.db.models import IPAllocation, Network, Port, PortProvisioning, Subnet
 from nefos.network import provisioning
+from nefos.network.agent_sync import SyncLoop
 from nefos.network.netns import dev_exists as _dev_exists, netns_exists as _netns_exists, run as _run
 from nefos.service import Component
-from nefos.waiting import event_set_within
 
 LOG = logging.getLogger(__name__)
 
@@ -114,7 +114,9 @@ class NetworkState:
         return hashlib.sha256(repr((self.subnets, self.hosts)).encode()).hexdigest()
 
 
-class DhcpAgent(Component):
+class DhcpAgent(SyncLoop, Component):
+    log = LOG
+
     def __init__(self, rt, host: str | None = None, interval: float | None = None):
         self.rt = rt
         self.host = host or rt.cfg.host
@@ -123,19 +125,14 @@ class DhcpAgent(Component):
         confs = getattr(rt.cfg, "dhcp_confs", "") or Path(rt.cfg.state_dir) / "dhcp"
         self.state_dir = Path(confs).resolve()  # each network's dnsmasq files, in <network id>/
         self.dnsmasq_user = dnsmasq_account()
-        self._task: asyncio.Task | None = None
         self._applied: dict[str, str] = {}  # network id -> digest of what dnsmasq serves
         self._procs: dict[str, asyncio.subprocess.Process] = {}
         self._ports: dict[str, dict] = {}  # network id -> its DHCP port
         self.synced = asyncio.Event()
-        self.full_syncs = 0  # periodic (every network) syncs done, for tests
-        self.network_syncs = 0  # notified (some networks) syncs done, for tests
-        self._dirty: set[str] = set()  # networks notified since the last sync began
-        self._kick = asyncio.Event()
+        self._init_sync_loop()  # full_syncs (every network), network_syncs (some), for tests
         from nefos.network.agent_rpc import DhcpAgentEndpoint, PluginAPI
         self.plugin = PluginAPI(rt.bus, self.host, f"dhcp-agent-{self.host}")
         self.endpoint = DhcpAgentEndpoint(self)
-        self._serving = False
         self.heartbeat_interval = min(float(getattr(rt.cfg, "report_interval", 10.0)), 10.0)
         self._last_heartbeat = 0.0
         self.isolated_metadata = bool(getattr(rt.cfg, "enable_isolated_metadata", True))
@@ -152,9 +149,7 @@ class DhcpAgent(Component):
         self._choose_confs_dir()
         await self._heartbeat(started=True)  # from now on new ports on DHCP networks wait for us
         from nefos.network.agent_rpc import DHCP_TOPIC
-        await self.rt.bus.serve(DHCP_TOPIC, self.endpoint, host=self.host)
-        self._serving = True
-        self._task = asyncio.create_task(self._loop(), name=self.name)
+        await self._serve_and_loop(DHCP_TOPIC)
         LOG.info("%s started (dnsmasq per network; on the network service's notifications, all "
                  "networks every %.1f s)", self.name, self.interval)
 
@@ -175,14 +170,7 @@ class DhcpAgent(Component):
         return self.dnsmasq_user[2] if self.dnsmasq_user is not None else None
 
     async def stop(self) -> None:
-        if self._serving:
-            self._serving = False
-            with contextlib.suppress(Exception):
-                await self.rt.bus.unserve(self.endpoint)
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await self._unserve_and_stop_loop()
         # (also the networks whose first set-up the cancel interrupted: plumbed, not yet applied)
         for network_id in set(self._applied) | set(self._procs) | set(self._ports):
             with contextlib.suppress(Exception):
@@ -201,34 +189,17 @@ class DhcpAgent(Component):
     def network_changed(self, network_id: str) -> None:
         """The network service says ``network_id`` changed: sync it as soon as the current sync
         (if any) ends; notifications meanwhile coalesce into that one sync."""
-        self._dirty.add(network_id)
-        self._kick.set()
+        self._mark_changed((network_id,))
 
-    async def _loop(self) -> None:
-        loop = asyncio.get_running_loop()
-        next_full = loop.time()  # at start: every network
-        while True:
-            try:
-                await self._heartbeat()
-                if loop.time() >= next_full:
-                    next_full = loop.time() + self.interval
-                    self._dirty.clear()
-                    self._kick.clear()
-                    await self.sync()
-                    self.full_syncs += 1
-                elif self._dirty:
-                    networks, self._dirty = self._dirty, set()
-                    self._kick.clear()
-                    await self.sync(networks)
-                    self.network_syncs += 1
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                LOG.exception("%s: sync failed", self.name)
-            if self._dirty:
-                continue  # notified while syncing: at once
-            timeout = max(0.0, min(next_full - loop.time(), self.heartbeat_interval))
-            await event_set_within(self._kick, timeout)
+    @property
+    def network_syncs(self) -> int:
+        return self.partial_syncs
+
+    async def _before_pass(self) -> None:
+        await self._heartbeat()
+
+    def _longest_wait(self) -> float:
+        return self.heartbeat_interval  # the heartbeat's due time
 
     # Sync ----------------------------------------------------------------------------------------
     async def _wanted(self, network_ids: set[str] | None = None) -> dict[str, NetworkState]:

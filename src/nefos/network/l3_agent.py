@@ -30,10 +30,10 @@ import logging
 import shutil
 
 from nefos.network import router_ns
+from nefos.network.agent_sync import SyncLoop
 from nefos.network.l3_rpc import AGENT_TOPIC, L3AgentEndpoint, L3PluginAPI
 from nefos.service import Component
 from nefos.virt.libvirt.vif import ensure_bridge
-from nefos.waiting import event_set_within
 
 LOG = logging.getLogger(__name__)
 
@@ -42,7 +42,9 @@ def _digest(router: dict) -> str:
     return hashlib.sha256(json.dumps(router, sort_keys=True).encode()).hexdigest()
 
 
-class L3Agent(Component):
+class L3Agent(SyncLoop, Component):
+    log = LOG
+
     def __init__(self, rt, host: str | None = None, interval: float | None = None,
                  external_bridge: str | None = None):
         self.rt = rt
@@ -54,13 +56,8 @@ class L3Agent(Component):
         self.endpoint = L3AgentEndpoint(self)
         self.applied: dict[str, dict] = {}  # router id -> the configuration its namespace has
         self._digests: dict[str, str] = {}
-        self._dirty: set[str] = set()
-        self._kick = asyncio.Event()
         self._synced = asyncio.Condition()
-        self._task: asyncio.Task | None = None
-        self._serving = False
-        self.full_syncs = 0
-        self.router_syncs = 0
+        self._init_sync_loop()
 
     # Lifecycle -------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -70,21 +67,12 @@ class L3Agent(Component):
                       self.name, ", ".join(missing))
             return
         await ensure_bridge(self.external_bridge)
-        await self.rt.bus.serve(AGENT_TOPIC, self.endpoint, host=self.host)
-        self._serving = True
-        self._task = asyncio.create_task(self._loop(), name=self.name)
+        await self._serve_and_loop(AGENT_TOPIC)
         LOG.info("%s started (routers in qrouter- namespaces, gateways on %s; on notifications, all "
                  "routers every %.1f s)", self.name, self.external_bridge, self.interval)
 
     async def stop(self) -> None:
-        if self._serving:
-            self._serving = False
-            with contextlib.suppress(Exception):
-                await self.rt.bus.unserve(self.endpoint)
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await self._unserve_and_stop_loop()
         for router_id in list(self.applied):
             with contextlib.suppress(Exception):
                 await router_ns.destroy(router_id)
@@ -93,34 +81,15 @@ class L3Agent(Component):
     def routers_changed(self, router_ids: list[str]) -> None:
         """The network service says these routers changed: sync them as soon as the current sync
         (if any) ends."""
-        self._dirty.update(router_ids)
-        self._kick.set()
+        self._mark_changed(router_ids)
 
-    async def _loop(self) -> None:
-        loop = asyncio.get_running_loop()
-        next_full = loop.time()
-        while True:
-            try:
-                if loop.time() >= next_full:
-                    next_full = loop.time() + self.interval
-                    self._dirty.clear()
-                    self._kick.clear()
-                    await self.sync()
-                    self.full_syncs += 1
-                elif self._dirty:
-                    routers, self._dirty = self._dirty, set()
-                    self._kick.clear()
-                    await self.sync(routers)
-                    self.router_syncs += 1
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                LOG.exception("%s: sync failed", self.name)
-            async with self._synced:
-                self._synced.notify_all()
-            if self._dirty:
-                continue
-            await event_set_within(self._kick, max(0.0, next_full - loop.time()))
+    @property
+    def router_syncs(self) -> int:
+        return self.partial_syncs
+
+    async def _after_pass(self) -> None:
+        async with self._synced:
+            self._synced.notify_all()
 
     async def wait_for(self, predicate, timeout: float = 15.0) -> None:
         """Until ``predicate()`` holds after a sync (for tests and operators' scripts)."""

@@ -12,11 +12,11 @@ seconds, the backstop for a lost notification), as the DHCP agent does for netwo
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from nefos.bus import Endpoint
 from nefos.context import RequestContext, admin_context
+from nefos.network.agent_sync import AgentNotifier
 
 LOG = logging.getLogger(__name__)
 
@@ -47,32 +47,20 @@ class L3PluginAPI:
                                    router_ids=None if router_ids is None else sorted(router_ids))
 
 
-class L3AgentNotifier:
+class L3AgentNotifier(AgentNotifier):
     """The network service's side of ``l3_agent``: a router change listener of the manager, each
     change fanned out in a task of its own (the change never waits for the bus nor fails with it)."""
 
-    def __init__(self, bus):
-        self.bus = bus
-        self._tasks: set[asyncio.Task] = set()
+    topic = AGENT_TOPIC
+    agents = "L3 agents"
+    log = LOG
+
+    def _default_context(self) -> RequestContext:
+        return admin_context()
 
     def routers_changed(self, ctx: RequestContext | None, router_ids: list[str]) -> None:
-        task = asyncio.get_running_loop().create_task(self._send(ctx, list(router_ids)))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _send(self, ctx: RequestContext | None, router_ids: list[str]) -> None:
-        try:
-            await self.bus.fanout(ctx or admin_context(), AGENT_TOPIC, "routers_updated", router_ids=router_ids)
-        except Exception:
-            LOG.warning("routers %s changed: notifying the L3 agents failed (their periodic sync will "
-                        "see it)", router_ids, exc_info=True)
-
-    async def stop(self) -> None:
-        tasks = list(self._tasks)
-        if tasks:
-            await asyncio.wait(tasks, timeout=2)
-        for task in tasks:
-            task.cancel()
+        router_ids = list(router_ids)
+        self._fanout(ctx, f"routers {router_ids} changed", "routers_updated", router_ids=router_ids)
 
 
 class L3AgentEndpoint(Endpoint):

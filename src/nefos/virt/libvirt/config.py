@@ -150,6 +150,15 @@ def domain_xml(spec: GuestSpec) -> str:
     _sub(features, "apic")
     if spec.virt_type == "kvm":
         _sub(dom, "cpu", mode="host-passthrough")
+    else:
+        # TCG: QEMU's default model, qemu64, plus RDRAND (as Nova's cpu_mode = custom, cpu_models =
+        # qemu64, cpu_model_extra_flags = rdrand). Without it a guest kernel's random pool is not
+        # ready until it has gathered timer jitter, 1.5-2.5 s into a TCG boot, and every
+        # getrandom() waits for it: dropbear's first connection (its host key, its key exchange)
+        # among them. With it the pool is ready at once (RANDOM_TRUST_CPU, Debian's kernels).
+        cpu = _sub(dom, "cpu", mode="custom", match="exact", check="none")
+        _sub(cpu, "model", "qemu64", fallback="forbid")
+        _sub(cpu, "feature", policy="require", name="rdrand")
     _sub(dom, "clock", offset="utc")
     _sub(dom, "on_poweroff", "destroy")
     _sub(dom, "on_reboot", "restart")
