@@ -606,6 +606,16 @@ class FixedIpNotFoundForAddress(Invalid):
     message = "Fixed IP not found for address %(address)s."
 
 
+class NoFixedIpForNetwork(Invalid):
+    """addFixedIp: the server has no port on that network, or none of its subnets gave an address."""
+    message = "Unable to add a fixed IP on network %(network_id)s to instance %(instance_uuid)s."
+
+
+class FixedIpNotFoundForInstance(Invalid):
+    """Nova's FixedIpNotFoundForSpecificInstance: removeFixedIp of an address no port of the server holds."""
+    message = "Instance %(instance_uuid)s doesn't have fixed IP '%(ip)s'."
+
+
 class FloatingIpNotAssociatedWithInstance(Conflict):
     """Nova's 409 for a removeFloatingIp of a floating IP that is not on the server."""
     message = "Floating IP %(address)s is not associated with instance %(instance)s."

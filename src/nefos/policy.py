@@ -124,6 +124,8 @@ COMPUTE_RULES: dict[str, str] = {
     "os_compute_api:os-security-groups:remove": ADMIN_OR_MEMBER,
     "os_compute_api:os-floating-ips:add": ADMIN_OR_MEMBER,
     "os_compute_api:os-floating-ips:remove": ADMIN_OR_MEMBER,
+    "os_compute_api:os-multinic:add": ADMIN_OR_MEMBER,
+    "os_compute_api:os-multinic:remove": ADMIN_OR_MEMBER,
     "os_compute_api:os-console-output": ADMIN_OR_MEMBER,
     "os_compute_api:os-lock-server:unlock": ADMIN_OR_MEMBER,
     "os_compute_api:os-lock-server:unlock:unlock_override": ADMIN,

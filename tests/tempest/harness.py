@@ -10,6 +10,11 @@ from the clouds.yaml (admin credentials for Tempest's dynamic credentials,
 identity v3 URI, image/flavor references, feature flags off for what Nefos
 does not have), run ``tempest run --include-list <selected> --concurrency 1``
 and read the subunit stream back into per-test results.
+
+With ``validation`` (``tests/tempest/test_tempest_validation.py``, `nefos up` with real guests) there
+is no shared network: Tempest's dynamic credentials give each project its own network, subnet and
+router to the external network ``public``, and Tempest logs into its guests over SSH (key pair,
+floating IP on ``public``) before it tests them.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ SHARED_NETWORK = "tempest-shared"
 SHARED_CIDR = "10.250.0.0/16"
 MAX_MICROVERSION = "2.100"
 ALT_IMAGE = "tempest-alt"
+PUBLIC_NETWORK = "public"  # the external network `nefos up` creates with real guests
 
 
 # Cloud preparation -------------------------------------------------------------------------
@@ -69,11 +75,19 @@ class Admin:
         return r.json()
 
 
-def prepare_cloud(cloud: dict) -> dict:
-    """The shared network and the image/flavor references Tempest needs (idempotent)."""
+def prepare_cloud(cloud: dict, validation: bool = False) -> dict:
+    """The shared network (or, with ``validation``, the external network's id) and the image/flavor
+    references Tempest needs (idempotent)."""
     admin = Admin(cloud)
-    nets = admin.get("network", "/v2.0/networks", params={"name": SHARED_NETWORK})["networks"]
-    if nets:
+    public_id = ""
+    if validation:
+        # Each project gets its own network: a shared one too would make a NIC attached without
+        # a network ambiguous ("Multiple possible networks found").
+        public = admin.get("network", "/v2.0/networks", params={"name": PUBLIC_NETWORK})["networks"]
+        if not public:
+            raise RuntimeError(f"the external network {PUBLIC_NETWORK} is missing (nefos up with real guests)")
+        net, public_id = {"id": ""}, public[0]["id"]
+    elif nets := admin.get("network", "/v2.0/networks", params={"name": SHARED_NETWORK})["networks"]:
         net = nets[0]
     else:
         net = admin.post("network", "/v2.0/networks",
@@ -98,15 +112,16 @@ def prepare_cloud(cloud: dict) -> dict:
     for wanted in ("42", "84"):
         if wanted not in flavors:
             raise RuntimeError(f"flavor {wanted} is missing (have {sorted(flavors)})")
-    return {"network_id": net["id"], "image_id": images[0]["id"], "image_alt_id": alt_id, "flavor_ref": "42",
+    return {"network_id": net["id"], "public_network_id": public_id, "image_id": images[0]["id"], "image_alt_id": alt_id, "flavor_ref": "42",
             "flavor_ref_alt": "84", "identity_uri": admin.auth_url,
             "region": cloud.get("region_name", "RegionOne")}
 
 
 # tempest.conf ------------------------------------------------------------------------------
 
-def tempest_conf(cloud: dict, prep: dict, work: Path) -> str:
+def tempest_conf(cloud: dict, prep: dict, work: Path, validation: bool = False) -> str:
     a = cloud["auth"]
+    on = "true" if validation else "false"
     return textwrap.dedent(f"""\
         [DEFAULT]
         log_dir = {work / "logs"}
@@ -118,7 +133,7 @@ def tempest_conf(cloud: dict, prep: dict, work: Path) -> str:
 
         [auth]
         use_dynamic_credentials = true
-        create_isolated_networks = false
+        create_isolated_networks = {on}
         admin_username = {a["username"]}
         admin_password = {a["password"]}
         admin_project_name = {a["project_name"]}
@@ -151,11 +166,11 @@ def tempest_conf(cloud: dict, prep: dict, work: Path) -> str:
         flavor_ref_alt = {prep["flavor_ref_alt"]}
         min_microversion = 2.1
         max_microversion = {MAX_MICROVERSION}
-        build_timeout = 60
+        build_timeout = {180 if validation else 60}
         build_interval = 1
         ready_wait = 0
-        min_compute_nodes = 2
-        fixed_network_name = {SHARED_NETWORK}
+        min_compute_nodes = {1 if validation else 2}
+        fixed_network_name = {"" if validation else SHARED_NETWORK}
         shared_physical_network = false
 
         [compute-feature-enabled]
@@ -204,12 +219,12 @@ def tempest_conf(cloud: dict, prep: dict, work: Path) -> str:
         endpoint_type = publicURL
         project_network_cidr = 10.240.0.0/16
         project_network_mask_bits = 24
-        public_network_id =
-        floating_network_name =
+        public_network_id = {prep["public_network_id"] if validation else ""}
+        floating_network_name = {PUBLIC_NETWORK if validation else ""}
         shared_physical_network = false
 
         [network-feature-enabled]
-        floating_ips = false
+        floating_ips = {on}
         port_security = true
         ipv6 = false
         api_extensions = binding,security-group,quotas,quota_details,port-security,external-net,net-mtu,standard-attr-description,project-id,pagination,sorting
@@ -224,7 +239,13 @@ def tempest_conf(cloud: dict, prep: dict, work: Path) -> str:
         api_v2 = true
 
         [validation]
-        run_validation = false
+        run_validation = {on}
+        connect_method = floating
+        auth_method = keypair
+        image_ssh_user = root
+        ssh_key_type = rsa
+        network_for_ssh = {PUBLIC_NETWORK}
+        floating_ip_range = 172.24.4.0/24
 
         [volume-feature-enabled]
         backup = false
@@ -345,11 +366,13 @@ def main(argv=None) -> int:
     p.add_argument("--work", required=True, help="a directory for the Tempest workspace")
     p.add_argument("--regex", help="run these tests instead of the selection (a Python regex)")
     p.add_argument("--json", help="write the summary here")
+    p.add_argument("--validation", action="store_true",
+                   help="SSH into the guests (nefos up with real guests and its external network public)")
     args = p.parse_args(argv)
     work = Path(args.work).resolve()
     cloud = yaml.safe_load(Path(args.clouds).read_text())["clouds"]["nefos-admin"]
-    prep = prepare_cloud(cloud)
-    write_workspace(work, tempest_conf(cloud, prep, work))
+    prep = prepare_cloud(cloud, args.validation)
+    write_workspace(work, tempest_conf(cloud, prep, work, args.validation))
     tests = selection()
     if args.regex:
         import re

@@ -7,7 +7,7 @@ from starlette.responses import JSONResponse, Response
 
 from nefos import exceptions, policy, rest
 from nefos.api import (console_output, microversion, server_admin_actions, server_floating_ips, server_image_actions,
-                       server_resize_actions)
+                       server_multinic, server_resize_actions)
 from nefos.api.validation import validate
 from nefos.openapi import documented
 from nefos.api import response_schemas as responses
@@ -85,7 +85,8 @@ def action_schema() -> dict:
                    _security_group_schema("addSecurityGroup"), _security_group_schema("removeSecurityGroup"),
                    server_resize_actions._RESIZE_SCHEMA, server_image_actions._CREATE_IMAGE_SCHEMA,
                    server_image_actions._CREATE_BACKUP_SCHEMA, server_admin_actions._RESET_STATE_SCHEMA,
-                   server_floating_ips.ADD_SCHEMA, server_floating_ips.REMOVE_SCHEMA]
+                   server_floating_ips.ADD_SCHEMA, server_floating_ips.REMOVE_SCHEMA,
+                   server_multinic.ADD_SCHEMA, server_multinic.REMOVE_SCHEMA]
     named = {name for schema in with_schema for name in schema["required"]}
     others = sorted({*_POWER_ACTIONS, "unlock", *server_resize_actions.HANDLERS, *server_image_actions.HANDLERS,
                      *server_admin_actions.HANDLERS} - named - set(server_admin_actions.UNSUPPORTED)
@@ -141,6 +142,8 @@ async def server_action(request: Request, server_id: str):
         return await server_resize_actions.HANDLERS[name](request, ctx, server_id, body)
     elif name in server_floating_ips.HANDLERS:
         await server_floating_ips.HANDLERS[name](request, ctx, server_id, body)
+    elif name in server_multinic.HANDLERS:
+        await server_multinic.HANDLERS[name](request, ctx, server_id, body)
     elif name in server_image_actions.HANDLERS:
         return await server_image_actions.handle(request, ctx, server_id, name, body)
     elif name in server_admin_actions.HANDLERS:

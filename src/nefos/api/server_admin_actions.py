@@ -37,8 +37,6 @@ UNSUPPORTED = {
     "os-getSerialConsole": "os_compute_api:os-remote-consoles",
     "rescue": "os_compute_api:os-rescue",
     "unrescue": "os_compute_api:os-unrescue",
-    "addFixedIp": "os_compute_api:os-multinic:add",
-    "removeFixedIp": "os_compute_api:os-multinic:remove",
     "trigger_crash_dump": "os_compute_api:servers:trigger_crash_dump",
 }
 

@@ -524,6 +524,36 @@ class NetworkAPI:
         await self._call(ctx, "update_floatingip", floatingip_id=fip["id"], floatingip={"port_id": None})
         return fip
 
+    async def add_fixed_ip_to_instance(self, ctx: RequestContext, instance: dict, network_id: str) -> dict:
+        """addFixedIp: one more fixed IP on the server's port on ``network_id``, from the first of that
+        network's subnets able to give one (Nova's neutron API: the port keeps its other addresses);
+        the port as updated. NoFixedIpForNetwork when the server has no port there or no subnet gave
+        an address."""
+        admin = ctx.elevated()
+        subnets = await self._call(admin, "list_subnets", filters={"network_id": [network_id]})
+        ports = [p for p in await self.instance_ports(ctx, instance["uuid"]) if p["network_id"] == network_id]
+        for port in ports:
+            kept = [{"subnet_id": f["subnet_id"], "ip_address": f["ip_address"]} for f in port["fixed_ips"]]
+            for subnet in subnets:
+                try:
+                    return await self._call(admin, "update_port", port_id=port["id"],
+                                            port={"fixed_ips": [*kept, {"subnet_id": subnet["id"]}]},
+                                            expected_device_id=instance["uuid"])
+                except (exceptions.Invalid, exceptions.Conflict):
+                    continue  # that subnet is full (or refuses): the next one
+        raise exceptions.NoFixedIpForNetwork(network_id=network_id, instance_uuid=instance["uuid"])
+
+    async def remove_fixed_ip_from_instance(self, ctx: RequestContext, instance: dict, address: str) -> dict:
+        """removeFixedIp: ``address`` off the server's port holding it (its other addresses kept); the
+        port as updated. FixedIpNotFoundForInstance when none of the server's ports holds it."""
+        for port in await self.instance_ports(ctx, instance["uuid"]):
+            if any(f["ip_address"] == address for f in port["fixed_ips"]):
+                kept = [{"subnet_id": f["subnet_id"], "ip_address": f["ip_address"]}
+                        for f in port["fixed_ips"] if f["ip_address"] != address]
+                return await self._call(ctx.elevated(), "update_port", port_id=port["id"],
+                                        port={"fixed_ips": kept}, expected_device_id=instance["uuid"])
+        raise exceptions.FixedIpNotFoundForInstance(instance_uuid=instance["uuid"], ip=address)
+
     async def setup_instance_network_on_host(self, ctx: RequestContext, instance: dict,
                                              host: str | None) -> list[dict]:
         """Bind the instance's ports to ``host`` (None: unbind them, as a shelve offload leaves

@@ -1,0 +1,74 @@
+"""Tempest's tests that log into their guests over SSH, against `nefos up` with real guests.
+
+The fake compute hosts of test_tempest.py have no guest to log into, so Tempest skips its
+validation-requiring tests there (``[validation] run_validation = false``). Here `nefos up --driver
+libvirt` boots the tiny guest for real: Tempest's dynamic credentials give each project a network,
+a subnet and a router to the external network ``public``, and Tempest reaches every guest over SSH
+(its own key pair, a floating IP on ``public``) before it hot-plugs and unplugs NICs. Only the
+selected tests that need validation run (test_attach_interfaces), one at a time. The per-test results
+are written to ``<tmp>/tempest-validation-results.json`` (NEFOS_TEMPEST_VALIDATION_RESULTS: copied
+there too); report.py merges them into docs/compatibility.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent.parent))
+
+import harness  # noqa: E402
+from known_failures import KNOWN_FAILURES  # noqa: E402
+
+from tests.libvirt.cli_cloud import UpCloud  # noqa: E402
+from tests.libvirt.conftest import ensure_libvirtd  # noqa: E402
+
+pytestmark = [pytest.mark.tempest, pytest.mark.libvirt]
+
+VALIDATION_TESTS = "tempest.api.compute.servers.test_attach_interfaces."
+
+
+def validation_selection() -> list[str]:
+    return [t for t in harness.selection() if t.startswith(VALIDATION_TESTS)]
+
+
+def test_tempest_with_ssh_validation_into_real_guests(tmp_path):
+    ensure_libvirtd()
+    cloud = UpCloud({"NEFOS_AUTH_STRATEGY": "keystone", "NEFOS_PASSWORD_HASH_ROUNDS": "12"})
+    try:
+        work = tmp_path / "tempest"
+        clouds = harness.yaml.safe_load((cloud.state / "clouds.yaml").read_text())["clouds"]
+        admin = clouds["nefos-admin"]
+        prep = harness.prepare_cloud(admin, validation=True)
+        harness.write_workspace(work, harness.tempest_conf(admin, prep, work, validation=True))
+        tests = validation_selection()
+        assert tests, "no test_attach_interfaces test in selected_tests.txt"
+        started = time.monotonic()
+        harness.run_tempest(work, tests, timeout=900)
+        summary = harness.summarize(harness.results(work), tests)
+        summary["seconds"] = round(time.monotonic() - started, 1)
+    finally:
+        cloud.stop()
+    out = tmp_path / "tempest-validation-results.json"
+    out.write_text(json.dumps(summary, indent=1))
+    if os.environ.get("NEFOS_TEMPEST_VALIDATION_RESULTS"):
+        shutil.copy(out, os.environ["NEFOS_TEMPEST_VALIDATION_RESULTS"])
+
+    counts = summary["counts"]
+    print(f"\nTempest with validation: {counts.get('success', 0)} passed, {counts.get('fail', 0)} failed, "
+          f"{counts.get('skip', 0)} skipped of {summary['total']} in {summary['seconds']} s; results in {out}")
+    failures = {t: e["details"].strip().splitlines()[-1:] for t, e in summary["tests"].items()
+                if e["status"] == "fail"}
+    unexpected = {t: d for t, d in failures.items() if t not in KNOWN_FAILURES}
+    assert not unexpected, "unexpected failures:\n" + json.dumps(unexpected, indent=1) + \
+        "\n(log: " + str(work / "tempest-run.log") + ", " + str(work / "logs" / "tempest.log") + ")"
+    skipped = {t: e["details"] for t, e in summary["tests"].items() if e["status"] not in ("success", "fail")}
+    assert not skipped, f"skipped or not run with validation on: {skipped}"
