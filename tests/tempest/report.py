@@ -1,6 +1,9 @@
-"""Render docs/compatibility.md from a Tempest results file written by test_tempest.py / harness.py.
+"""Render docs/compatibility.md from a Tempest results file written by test_tempest.py / harness.py,
+with the results of the run with SSH validation on real guests (test_tempest_validation.py) when
+given: its tests, skipped in the first run, count as that run reports them.
 
-    python tests/tempest/report.py /tmp/.../tempest-results.json > docs/compatibility.md
+    python tests/tempest/report.py /tmp/.../tempest-results.json [/tmp/.../tempest-validation-results.json] \
+        > docs/compatibility.md
 """
 
 from __future__ import annotations
@@ -69,7 +72,19 @@ def groups() -> list[tuple[str, list[str]]]:
     return out
 
 
-def render(summary: dict) -> str:
+def merge(summary: dict, validation: dict) -> dict:
+    """``summary`` with the tests of the validation run as that run reports them, counts recounted."""
+    tests = {**summary["tests"], **{t: e for t, e in validation["tests"].items() if t in summary["tests"]}}
+    counts: dict[str, int] = {}
+    for e in tests.values():
+        counts[e["status"]] = counts.get(e["status"], 0) + 1
+    return {**summary, "tests": tests, "counts": counts, "validation": {
+        "total": validation["total"], "counts": validation["counts"], "seconds": validation.get("seconds")}}
+
+
+def render(summary: dict, validation: dict | None = None) -> str:
+    if validation is not None:
+        summary = merge(summary, validation)
     tests = summary["tests"]
     counts = summary["counts"]
     passed, failed, skipped = counts.get("success", 0), counts.get("fail", 0), counts.get("skip", 0)
@@ -91,6 +106,16 @@ def render(summary: dict) -> str:
         "2028851); they are listed, commented out, in the selection file. A failure not listed in",
         "`tests/tempest/known_failures.py` fails the CI test, and so does a pass rate under 90 % of the",
         "selected tests.",
+        "",
+        "The interface-attachment tests (`test_attach_interfaces`) need SSH validation: Tempest logs into",
+        "each guest before it hot-plugs NICs. On the fake hosts it skips them; they run with validation on",
+        "real guests in a second, small run, `tests/tempest/test_tempest_validation.py`: `nefos up --driver",
+        "libvirt` (the tiny guest, busybox and dropbear, under QEMU), `[validation] run_validation = true`",
+        "(`connect_method = floating`, `auth_method = keypair`, `image_ssh_user = root`), and",
+        "`[auth] create_isolated_networks = true` with `[network] public_network_id` set, so Tempest's",
+        "dynamic credentials give each project its own network, subnet and router to the external",
+        "network `public`; Tempest reaches every guest over SSH through a floating IP on `public`.",
+        "Their results below are that run's.",
         "",
         f"Nefos' Compute API goes up to microversion {MAX_MICROVERSION} (`nefos.api.microversion.MAX_VERSION`)",
         "and Tempest runs with that maximum. Past 2.47 it honours: 2.50 (quota classes), 2.51 (action",
@@ -144,13 +169,23 @@ def render(summary: dict) -> str:
         f"- pass rate of all selected: **{100 * passed / summary['total']:.1f} %** ({passed}/{summary['total']});"
         f" of the tests that ran: {100 * passed / ran:.1f} %",
         f"- duration of the Tempest run: {summary.get('seconds', '?')} s (one worker)",
+    ]
+    if summary.get("validation"):
+        v = summary["validation"]
+        lines.append(f"- of these, run with SSH validation on real guests: {v['total']} tests, "
+                     f"{v['counts'].get('success', 0)} passed, {v['counts'].get('fail', 0)} failed, "
+                     f"{v['counts'].get('skip', 0)} skipped, in {v.get('seconds', '?')} s (one worker)")
+    lines += [
         "",
         "Reproduce by hand against a running cloud:",
         "",
         "```sh",
         "nefos up --state-dir /tmp/nefos --driver fake --fake-hosts 2 &",
         "python tests/tempest/harness.py --clouds /tmp/nefos/clouds.yaml --work /tmp/tempest --json /tmp/r.json",
-        "python tests/tempest/report.py /tmp/r.json > docs/compatibility.md",
+        "nefos up --state-dir /tmp/nefos-libvirt --driver libvirt &  # real guests, the external network public",
+        "python tests/tempest/harness.py --clouds /tmp/nefos-libvirt/clouds.yaml --work /tmp/tempest-v --validation \\",
+        "    --regex test_attach_interfaces --json /tmp/v.json",
+        "python tests/tempest/report.py /tmp/r.json /tmp/v.json > docs/compatibility.md",
         "```",
         "",
         "Fixes Tempest led to in Nefos: `GET /servers/{id}/ips` and `/ips/{network}`; `os-resetState`",
@@ -162,7 +197,9 @@ def render(summary: dict) -> str:
         "changePassword, addSecurityGroup / removeSecurityGroup, `PUT /os-quota-class-sets/default`;",
         "os-services shows Nova's binary names (`nova-compute`, ...); external events are recorded",
         "within the server's current instance action (Nova records no action for them); the Image API",
-        "lists an image's tasks (none); the fake hypervisor's console log has more than three lines.",
+        "lists an image's tasks (none); the fake hypervisor's console log has more than three lines;",
+        "addFixedIp / removeFixedIp (up to 2.43) add an address to the server's port on a network and",
+        "take one off.",
         "",
         "Policy, tenancy and identity hardening are described in [policy.md](policy.md); the isolation",
         "suite is `tests/isolation/`, the openstack CLI acceptance flow",
@@ -196,7 +233,8 @@ def render(summary: dict) -> str:
 def main(argv=None) -> int:
     args = argv if argv is not None else sys.argv[1:]
     summary = json.loads(Path(args[0]).read_text())
-    sys.stdout.write(render(summary))
+    validation = json.loads(Path(args[1]).read_text()) if len(args) > 1 else None
+    sys.stdout.write(render(summary, validation))
     return 0
 
 

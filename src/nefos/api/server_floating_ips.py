@@ -9,17 +9,11 @@ from __future__ import annotations
 from fastapi import Request
 
 from nefos import policy
-from nefos.api.validation import IP_ADDRESS, validate
+from nefos.api.validation import IP_ADDRESS, one_action_schema, validate
 from nefos.compute import floating_ips_api
 
-ADD_SCHEMA = {"type": "object", "properties": {"addFloatingIp": {
-    "type": "object", "properties": {"address": IP_ADDRESS, "fixed_address": IP_ADDRESS},
-    "required": ["address"], "additionalProperties": False}},
-    "required": ["addFloatingIp"], "additionalProperties": False}
-REMOVE_SCHEMA = {"type": "object", "properties": {"removeFloatingIp": {
-    "type": "object", "properties": {"address": IP_ADDRESS},
-    "required": ["address"], "additionalProperties": False}},
-    "required": ["removeFloatingIp"], "additionalProperties": False}
+ADD_SCHEMA = one_action_schema("addFloatingIp", {"address": IP_ADDRESS, "fixed_address": IP_ADDRESS}, ["address"])
+REMOVE_SCHEMA = one_action_schema("removeFloatingIp", {"address": IP_ADDRESS}, ["address"])
 
 
 async def _instance(request: Request, ctx, server_id: str, rule: str) -> dict:

@@ -16,16 +16,10 @@ from __future__ import annotations
 from fastapi import Request
 
 from nefos.api.server_floating_ips import _instance
-from nefos.api.validation import IP_ADDRESS, validate
+from nefos.api.validation import IP_ADDRESS, one_action_schema, validate
 
-ADD_SCHEMA = {"type": "object", "properties": {"addFixedIp": {
-    "type": "object", "properties": {"networkId": {"type": ["string", "number"]}},
-    "required": ["networkId"], "additionalProperties": False}},
-    "required": ["addFixedIp"], "additionalProperties": False}
-REMOVE_SCHEMA = {"type": "object", "properties": {"removeFixedIp": {
-    "type": "object", "properties": {"address": IP_ADDRESS},
-    "required": ["address"], "additionalProperties": False}},
-    "required": ["removeFixedIp"], "additionalProperties": False}
+ADD_SCHEMA = one_action_schema("addFixedIp", {"networkId": {"type": ["string", "number"]}}, ["networkId"])
+REMOVE_SCHEMA = one_action_schema("removeFixedIp", {"address": IP_ADDRESS}, ["address"])
 
 
 async def add_fixed_ip(request: Request, ctx, server_id: str, body: dict) -> None:

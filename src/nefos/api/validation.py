@@ -269,6 +269,13 @@ IP_ADDRESS = {"type": "string", "oneOf": [{"format": "ipv4"}, {"format": "ipv6"}
 DEVICE_TAG = {"type": "string", "pattern": "^[^,/]*$", "maxLength": 60}  # a NIC's or a disk's tag (2.32+)
 
 
+def one_action_schema(action: str, properties: dict, required: list[str]) -> dict:
+    """A server action's body: ``{action: {...properties}}``, no other key at either level."""
+    return {"type": "object", "properties": {action: {
+        "type": "object", "properties": properties, "required": required, "additionalProperties": False}},
+        "required": [action], "additionalProperties": False}
+
+
 # Query strings --------------------------------------------------------------------
 
 def query_schema(properties: dict, *, strict: bool, single: tuple[str, ...] = ()) -> dict:
