@@ -5,7 +5,8 @@ validation-requiring tests there (``[validation] run_validation = false``). Here
 libvirt` boots the tiny guest for real: Tempest's dynamic credentials give each project a network,
 a subnet and a router to the external network ``public``, and Tempest reaches every guest over SSH
 (its own key pair, a floating IP on ``public``) before it hot-plugs and unplugs NICs. Only the
-selected tests that need validation run (test_attach_interfaces), one at a time. The per-test results
+selected tests that need validation run (``harness.VALIDATION_TESTS``: test_attach_interfaces, the
+server tests that read the guest's hostname, vCPUs and disks), one at a time. The per-test results
 are written to ``<tmp>/tempest-validation-results.json`` (NEFOS_TEMPEST_VALIDATION_RESULTS: copied
 there too); report.py merges them into docs/compatibility.md.
 """
@@ -20,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -33,24 +35,17 @@ from tests.libvirt.conftest import ensure_libvirtd  # noqa: E402
 
 pytestmark = [pytest.mark.tempest, pytest.mark.libvirt]
 
-VALIDATION_TESTS = "tempest.api.compute.servers.test_attach_interfaces."
-
-
-def validation_selection() -> list[str]:
-    return [t for t in harness.selection() if t.startswith(VALIDATION_TESTS)]
-
-
 def test_tempest_with_ssh_validation_into_real_guests(tmp_path):
     ensure_libvirtd()
     cloud = UpCloud({"NEFOS_AUTH_STRATEGY": "keystone", "NEFOS_PASSWORD_HASH_ROUNDS": "12"})
     try:
         work = tmp_path / "tempest"
-        clouds = harness.yaml.safe_load((cloud.state / "clouds.yaml").read_text())["clouds"]
+        clouds = yaml.safe_load((cloud.state / "clouds.yaml").read_text())["clouds"]
         admin = clouds["nefos-admin"]
         prep = harness.prepare_cloud(admin, validation=True)
         harness.write_workspace(work, harness.tempest_conf(admin, prep, work, validation=True))
-        tests = validation_selection()
-        assert tests, "no test_attach_interfaces test in selected_tests.txt"
+        tests = harness.validation_selection()
+        assert tests, "no test of harness.VALIDATION_TESTS in selected_tests.txt"
         started = time.monotonic()
         harness.run_tempest(work, tests, timeout=900)
         summary = harness.summarize(harness.results(work), tests)

@@ -1,8 +1,9 @@
 """Build the tiny guest: Debian's cloud kernel plus a busybox initramfs with an SSH server.
 
 The initramfs (a gzip'ed newc cpio archive, written here in Python) holds
-``busybox-static`` with a link per applet, ``dropbear`` (``dropbear-bin``) with the shared
-libraries ``ldd`` names and the dynamic loader, the few kernel modules the guest needs from the
+``busybox-static`` with a link per applet, an ``lsblk`` script (busybox has none),
+``dropbear`` (``dropbear-bin``) with the shared libraries ``ldd`` names and the dynamic loader,
+the few kernel modules the guest needs from the
 same kernel (virtio PCI + virtio-net for its NIC, virtio-blk for its disks, the ACPI button +
 evdev so busybox ``acpid`` sees the power button, ata_piix + sr_mod + isofs for a config drive on
 the IDE CD-ROM) and the init of ``nefos.image.guest.init``:
@@ -52,7 +53,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from nefos.image.guest.init import CONFIG_SCRIPT, INITTAB, NIC_SCRIPT, POWER_BUTTON, RCS, UDHCPC_SCRIPT
+from nefos.image.guest.init import CONFIG_SCRIPT, INITTAB, LSBLK, NIC_SCRIPT, POWER_BUTTON, RCS, UDHCPC_SCRIPT
 
 BUSYBOX = "/bin/busybox"  # busybox-static
 DROPBEAR = "/usr/sbin/dropbear"  # dropbear-bin
@@ -233,6 +234,7 @@ def build_initramfs(version: str, extra_files: dict[str, tuple[bytes, int]] | No
     cpio.file("sbin/nefos-nic", NIC_SCRIPT.encode(), 0o755)
     cpio.file("etc/acpi/PWRF/00000080", POWER_BUTTON.encode(), 0o755)
     cpio.file("etc/nefos-config", CONFIG_SCRIPT.encode(), 0o644)
+    cpio.file("usr/bin/lsblk", LSBLK.encode(), 0o755)
     cpio.file("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n")
     cpio.file("etc/shadow", b"root:*:19000:0:99999:7:::\n", 0o600)  # no password: keys only
     cpio.file("etc/group", b"root:x:0:\n")
@@ -251,7 +253,7 @@ def build_initramfs(version: str, extra_files: dict[str, tuple[bytes, int]] | No
 def _inputs_digest(kernel: Path, version: str) -> str:
     h = hashlib.sha256()
     h.update(VERSION.encode())
-    for text in (INITTAB, RCS, NIC_SCRIPT, UDHCPC_SCRIPT, POWER_BUTTON, CONFIG_SCRIPT, " ".join(MODULES)):
+    for text in (INITTAB, RCS, NIC_SCRIPT, UDHCPC_SCRIPT, POWER_BUTTON, CONFIG_SCRIPT, LSBLK, " ".join(MODULES)):
         h.update(text.encode())
     for path in (kernel, Path(BUSYBOX), *(p for _, p in _dropbear_files())):
         st = path.stat()

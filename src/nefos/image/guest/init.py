@@ -10,6 +10,8 @@
 * ``UDHCPC_SCRIPT``: configures a lease (address; from eth0's lease also the default route,
   classless static routes and DNS), prints ``NEFOS-IP: <addr>/<prefix> on <ethN> (router ...)``
   and marks ``/run/nefos/lease``;
+* ``LSBLK`` (``/usr/bin/lsblk``): the guest's block devices as util-linux's ``lsblk -l`` lists
+  them (Tempest counts a guest's disks with ``lsblk -lb --nodeps``);
 * ``CONFIG_SCRIPT`` (``/etc/nefos-config``, functions only: sourced by rcS, and by tests on the
   host under busybox ``sh``): finds the config drive (label ``config-2``) or, once the guest has a
   lease, asks the metadata service (``http://169.254.169.254/openstack/latest/``); sets the
@@ -129,6 +131,31 @@ POWER_BUTTON = """#!/bin/sh
 echo "NEFOS-ACPI: power button, powering off" > /dev/console
 sync
 poweroff -f
+"""
+
+LSBLK = r"""#!/bin/sh
+# lsblk (busybox has none): the block devices of /sys/block, one line each, as util-linux's
+# `lsblk -l` prints them (no partitions: --nodeps is what it always does); -b: sizes in bytes.
+bytes=
+for a in "$@"; do
+    case "$a" in --bytes) bytes=1 ;; --*) ;; -*b*) bytes=1 ;; esac
+done
+fmt='%-7s %-7s %2s %12s %2s %-4s %s\n'
+printf "$fmt" NAME MAJ:MIN RM SIZE RO TYPE MOUNTPOINT
+for d in /sys/block/*; do
+    name=${d##*/}
+    case "$name" in loop*|ram*) continue ;; esac
+    size=$(( $(cat "$d/size") * 512 ))
+    if [ -z "$bytes" ]; then
+        size=$(awk -v b="$size" 'BEGIN { split("B K M G T", u); i = 1
+            while (b >= 1024 && i < 5) { b /= 1024; i++ }
+            printf (i == 1 ? "%d%s" : "%.1f%s"), b, u[i] }')
+    fi
+    type=disk
+    case "$name" in sr*) type=rom ;; esac
+    mnt=$(awk -v dev="/dev/$name" '$1 == dev { print $2; exit }' /proc/mounts)
+    printf "$fmt" "$name" "$(cat "$d/dev")" "$(cat "$d/removable")" "$size" "$(cat "$d/ro")" "$type" "$mnt"
+done
 """
 
 # meta_data.json (one JSON document) -> one line per scalar: "<path>\t<value>", the path's keys
