@@ -6,6 +6,7 @@ import gzip
 import os
 import shutil
 import stat
+import subprocess
 import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 from nefos import exceptions
 from nefos.image.guest import build
 from nefos.image.guest.build import DROPBEAR, build_initramfs, shared_libraries
+from nefos.image.guest.init import LSBLK
 from nefos.virt.libvirt import config as vconfig, qemu_user
 
 
@@ -131,6 +133,7 @@ def test_guest_initramfs(tmp_path):
     # The config drive's IDE CD-ROM: the controller before sr_mod (the drive is there when it binds).
     assert order.index("libata") < order.index("ata_piix") < order.index("sr_mod") and "isofs" in order
     assert b". /etc/nefos-config" in files["etc/init.d/rcS"] and b"nefos_config()" in files["etc/nefos-config"]
+    assert files["usr/bin/lsblk"] == LSBLK.encode()
     # dropbear, every library ldd names and the loader, at the paths ldd gives.
     assert files["usr/sbin/dropbear"] == Path(DROPBEAR).read_bytes()
     libs = shared_libraries(DROPBEAR)
@@ -138,6 +141,26 @@ def test_guest_initramfs(tmp_path):
     assert all(files[str(lib).lstrip("/")] == lib.read_bytes() for lib in libs)
     # Deterministic: the same inputs give the same bytes.
     assert build_initramfs(image.kernel_version) == image.ramdisk.read_bytes()
+
+
+def test_guest_lsblk_lists_disks_as_tempest_reads_them(tmp_path):
+    """The guest's lsblk under busybox sh (on this host's /sys/block): Tempest's get_disks keeps the
+    lines with "disk" under the header's TYPE column; sizes in bytes with -b, human-readable without."""
+    script = tmp_path / "lsblk"
+    script.write_text(LSBLK)
+    out = subprocess.run(["busybox", "sh", str(script), "-lb", "--nodeps"], capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    pos = out[0].find("TYPE")
+    assert out[0].split() == ["NAME", "MAJ:MIN", "RM", "SIZE", "RO", "TYPE", "MOUNTPOINT"] and pos > 0
+    disks = [line for line in out[1:] if line[pos:pos + 4] == "disk"]
+    expected = sorted(d.name for d in Path("/sys/block").iterdir()
+                      if not d.name.startswith(("loop", "ram", "sr")))
+    assert sorted(line.split()[0] for line in disks) == expected, out
+    for line in disks:
+        name, size = line.split()[0], line.split()[3]
+        assert int(size) == int(Path(f"/sys/block/{name}/size").read_text()) * 512
+    human = subprocess.run(["busybox", "sh", str(script)], capture_output=True, text=True, check=True).stdout
+    assert all(not line.split()[3].isdigit() for line in human.splitlines()[1:]), human
 
 
 

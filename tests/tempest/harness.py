@@ -118,7 +118,8 @@ def prepare_cloud(cloud: dict, validation: bool = False) -> dict:
     for wanted in ("42", "84"):
         if wanted not in flavors:
             raise RuntimeError(f"flavor {wanted} is missing (have {sorted(flavors)})")
-    return {"network_id": net["id"], "public_network_id": public_id, "image_id": images[0]["id"], "image_alt_id": alt_id, "flavor_ref": "42",
+    return {"network_id": net["id"], "public_network_id": public_id, "image_id": images[0]["id"],
+            "image_alt_id": alt_id, "flavor_ref": "42",
             "flavor_ref_alt": "84", "identity_uri": admin.auth_url,
             "region": cloud.get("region_name", "RegionOne")}
 
