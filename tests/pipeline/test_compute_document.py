@@ -52,6 +52,13 @@ async def test_every_documented_body_is_answered_as_documented(cloud):
     await call("GET", f"{base}/ips/{net['name']}")
     actions = (await call("GET", f"{base}/os-instance-actions"))["instanceActions"]
     await call("GET", f"{base}/os-instance-actions/{actions[0]['request_id']}")
+    second = await cloud.make_network(name="tour-2", cidr="10.77.0.0/24")
+    attached = (await call("POST", f"{base}/os-interface", json={
+        "interfaceAttachment": {"net_id": second["id"]}}))["interfaceAttachment"]
+    await call("GET", f"{base}/os-interface")
+    await call("GET", f"{base}/os-interface/{attached['port_id']}")
+    r = await cloud.compute.delete(f"{base}/os-interface/{attached['port_id']}")
+    assert r.status_code == 202, r.text
     hosted = await cloud.server(server_id)
     assert hosted["OS-EXT-SRV-ATTR:host"]
     await call("POST", "/v2.1/os-server-external-events", json={"events": [
