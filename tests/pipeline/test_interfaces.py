@@ -95,7 +95,12 @@ async def test_attach_by_network_then_detach(cloud):
     await eventually(lambda: _detach_finished(cloud, server_id))
     assert "second" not in await _addresses(cloud, server_id)
     assert guest.vifs == [original["port_id"]] and attached["port_id"] not in cloud.driver(cloud.hosts[0]).plugged_vifs
-    assert _of(await action_events(cloud, server_id), "detach_interface")["compute_detach_interface"]["result"] == "Success"
+    detach_events = _of(await action_events(cloud, server_id), "detach_interface")
+    assert detach_events["compute_detach_interface"]["result"] == "Success"
+    # The host waited for the deleted port's network-vif-deleted (the shipped vif_plugging_timeout).
+    assert detach_events["compute_wait_for_vif_deleted"]["result"] == "Success", detach_events
+    assert f"network-vif-deleted-{attached['port_id']} completed" in detach_events[
+        "compute_wait_for_vif_deleted"]["details"]
     kinds = [n["event_type"] for n in cloud.notifications]
     assert kinds.index("instance.interface_detach.start") < kinds.index("instance.interface_detach.end")
     r = await cloud.compute.get(f"/v2.1/servers/{server_id}/os-instance-actions", headers=member())

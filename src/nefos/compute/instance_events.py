@@ -459,7 +459,8 @@ class InstanceEvents:
                     instance_uuid=uuid, expected="not deleting", actual=states.DELETING)
         return check
 
-    async def _wait_around(self, ctx, instance: dict, events: list, body, *, what: str) -> str:
+    async def _wait_around(self, ctx, instance: dict, events: list, body, *, what: str,
+                           event_name: str = WAIT_EVENT) -> str:
         """Run ``body`` inside a wait for ``events``; returns "ok", "timeout" or "failed"."""
         uuid = instance["uuid"]
         m = self.manager
@@ -473,7 +474,7 @@ class InstanceEvents:
                     instance, events, deadline=self.cfg.vif_plugging_timeout, error_callback=self._failed_callback,
                     abort_check=self._abort_if_deleting(uuid)) as futures:
                 await body()
-                event_id = await actions.event_start(self.rt.db, ctx, uuid, WAIT_EVENT, m.host)
+                event_id = await actions.event_start(self.rt.db, ctx, uuid, event_name, m.host)
                 started = time.monotonic()
             unblocked = time.monotonic()
         except asyncio.TimeoutError as exc:
@@ -515,11 +516,13 @@ class InstanceEvents:
             return "fatal"
         return outcome
 
-    async def wait_around(self, ctx, instance: dict, events: list, body, *, what: str) -> str:
+    async def wait_around(self, ctx, instance: dict, events: list, body, *, what: str,
+                          event_name: str = WAIT_EVENT) -> str:
         """Run ``body()`` inside a wait for ``events`` (``vif_plugging_timeout``), recorded as every
-        wait is; returns "ok", "timeout" or "failed" (the caller carries on) or "fatal" (timed out
-        or failed with ``vif_plugging_is_fatal``: the caller undoes what ``body`` did)."""
-        return await self._wait_around(ctx, instance, events, body, what=what)
+        wait is (as the action event ``event_name``); returns "ok", "timeout" or "failed" (the
+        caller carries on) or "fatal" (timed out or failed with ``vif_plugging_is_fatal``: the
+        caller undoes what ``body`` did)."""
+        return await self._wait_around(ctx, instance, events, body, what=what, event_name=event_name)
 
     def network_info_lock(self, uuid: str) -> asyncio.Lock:
         """The lock every change of the instance's network info cache on this host holds."""

@@ -16,9 +16,10 @@ the API gets ``InterfaceAttachFailed``. Without ``vif_plugging_is_fatal`` a miss
 Warning of the wait's action event and the attach stands.
 
 Detach: the driver unplugs the VIF, the port is deleted (made for the server) or unbound (the
-user's own, ``preserve_on_delete``), the VIF leaves the cache. Nothing waits for the
-``network-vif-deleted`` that follows a deletion (Nova does not either): it finds the VIF already
-gone from the cache and is only recorded.
+user's own, ``preserve_on_delete``), the VIF leaves the cache. A deleted port's
+``network-vif-deleted`` is waited for (``vif_plugging_timeout``, the same wait as an attach's),
+so the detach ends once the network side has let go of the port; a missed one is recorded on the
+action's wait event and the detach stands (the guest's NIC is gone either way).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import contextlib
 import logging
 
 from nefos import exceptions, notifications
-from nefos.compute import power_sync
+from nefos.compute import instance_events, power_sync
 from nefos.objects import actions, instance as instance_obj, states
 
 LOG = logging.getLogger(__name__)
@@ -36,6 +37,7 @@ LOG = logging.getLogger(__name__)
 VM_STATES = (states.ACTIVE, states.PAUSED, states.STOPPED)
 ATTACH_EVENT = "compute_attach_interface"
 DETACH_EVENT = "compute_detach_interface"
+DETACH_WAIT_EVENT = "compute_wait_for_vif_deleted"
 
 
 class InterfaceManager:
@@ -148,7 +150,19 @@ class InterfaceManager:
             raise
         except Exception as exc:
             raise exceptions.InterfaceDetachFailed(instance_uuid=uuid) from exc
-        await m.network_api.deallocate_port_for_instance(ctx, instance, vif)
+
+        async def give_back():
+            await m.network_api.deallocate_port_for_instance(ctx, instance, vif)
+
+        if self.rt.cfg.vif_plugging_timeout > 0 and not vif.get("preserve_on_delete"):
+            # The port is deleted: its network-vif-deleted confirms the network side let go of it.
+            # Missing it is recorded on the action, never undone: the guest has no NIC any more.
+            await m.instance_events.begin_operation(uuid)
+            await m.instance_events.wait_around(ctx, instance, [(instance_events.VIF_DELETED, port_id)],
+                                                give_back, what=f"detach interface {port_id}",
+                                                event_name=DETACH_WAIT_EVENT)
+        else:
+            await give_back()
         instance["network_info"] = await self._set_network_info(
             uuid, lambda cache: [v for v in cache if v.get("id") != port_id])
         await self._notify(ctx, instance, "instance.interface_detach.end")
