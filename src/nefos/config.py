@@ -96,7 +96,7 @@ class Config(BaseModel):
     # -1 never (only shelveOffload does it). Other values: only shelveOffload, for now.
     shelved_offload_time: int = 0
 
-    # External events: the network service tells the Compute API about ports (issue 3).
+    # External events: the network service tells the Compute API about ports.
     notify_nova_on_port_status_changes: bool = True  # network-vif-plugged / -unplugged
     notify_nova_on_port_data_changes: bool = True  # network-changed (fixed IPs, MAC) / network-vif-deleted
     send_events_interval: float = 2.0  # at most one batch per interval (the first at once); 0: no batching

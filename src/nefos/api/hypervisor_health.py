@@ -1,5 +1,5 @@
 """``GET /v2.1/nefos-hypervisor-health`` (admin): each compute host's hypervisor connection, apart
-from heartbeat liveness (issue 3).
+from heartbeat liveness.
 
 os-hypervisors' ``state`` is the compute service's heartbeat (up/down) and its ``status`` whether
 the service is enabled, as in Nova; Tempest's schemas forbid more fields there. A host whose

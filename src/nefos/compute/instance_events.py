@@ -1,4 +1,4 @@
-"""External events on the compute host: waiting for them, and handling the ones nobody waits for (seed 000).
+"""External events on the compute host: waiting for them, and handling the ones nobody waits for (Nova's ``InstanceEvents``).
 
 The Compute API stores every accepted event in the durable inbox
 (``instance_external_events``, one row per instance, name, tag and
@@ -11,7 +11,7 @@ The Compute API stores every accepted event in the durable inbox
   events of earlier operations. An event left over from an earlier operation
   therefore never satisfies a later waiter.
 * ``prepare_for_instance_event`` registers a waiter, and
-  ``wait_for_instance_event`` — seed 000's context manager: names or
+  ``wait_for_instance_event`` — Nova's context manager: names or
   (name, tag) pairs, a deadline, an ``error_callback`` — registers its
   waiters, then reads the inbox, so an event accepted anywhere between the
   start of the operation and the registration is delivered too; while it
@@ -86,7 +86,7 @@ EVENT_TTL = 3600.0  # unconsumed events and finished operations are purged after
 PURGE_EVERY = 60.0
 
 # The last waits: instance, what (spawn, start, hard reboot), seconds waited, result, when the waiter was
-# unblocked and when each event arrived (time.monotonic()): the wait metric of issue 3.
+# unblocked and when each event arrived (time.monotonic()): the wait metric.
 WAIT_METRICS: collections.deque = collections.deque(maxlen=10000)
 
 
@@ -274,7 +274,7 @@ class InstanceEvents:
     @contextlib.asynccontextmanager
     async def wait_for_instance_event(self, instance: dict, event_names, deadline: float = 300,
                                       error_callback=None, abort_check=None):
-        """Plan to wait for ``event_names``, run the body, then wait (seed 000's semantics).
+        """Plan to wait for ``event_names``, run the body, then wait (Nova's semantics).
 
         ``abort_check``: an async callable run at each inbox re-read while waiting; it raises to
         stop waiting (e.g. the instance is being deleted).

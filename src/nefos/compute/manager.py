@@ -60,7 +60,7 @@ class ComputeManager(Endpoint):
         self._lock_users: dict[str, int] = {}
         self._operations: dict[str, int] = {}  # operations holding or awaiting each instance's lock
         self.lifecycle = lifecycle.LifecycleEventHandler(self)  # the driver's event listener
-        self.instance_events = instance_events.InstanceEvents(self)  # external events (issue 3)
+        self.instance_events = instance_events.InstanceEvents(self)  # external events
         self.interfaces = interfaces.InterfaceManager(self)  # os-interface (compute/interfaces.py)
 
     # Plumbing ----------------------------------------------------------------
@@ -104,7 +104,7 @@ class ComputeManager(Endpoint):
         await power_sync.sync_power_states(self)
 
     async def periodic_publish_vif_wait_stats(self) -> None:
-        """A slow L2 agent shows as long waits here, not only as timeouts (issue 3)."""
+        """A slow L2 agent shows as long waits here, not only as timeouts."""
         await service_state.publish_vif_wait_stats(
             self.rt.db, self.host, instance_events.wait_summary(self.host, not_before=self.started_at))
 
@@ -146,7 +146,7 @@ class ComputeManager(Endpoint):
                 await self.resource_tracker.instance_claim(instance, node)
                 await self._check_group_policy(instance, spec)
             await self._notify(ctx, instance, "instance.create.start")
-            await self.instance_events.begin_operation(uuid)  # before the ports are bound (issue 3)
+            await self.instance_events.begin_operation(uuid)  # before the ports are bound
             instance = await instance_obj.save(self.rt.db, uuid, {"task_state": states.NETWORKING},
                                                expected_task_state=[None])
             # Networks are allocated in the background while block devices are prepared.
@@ -171,7 +171,7 @@ class ComputeManager(Endpoint):
                                                expected_task_state=[states.SPAWNING])
             try:
                 image_trust.check_trusted_certs(instance)  # 2.63: before anything boots from the image
-                # Issue 3: spawn paused, wait for network-vif-plugged, resume (compute/instance_events.py).
+                # Spawn paused, wait for network-vif-plugged, resume (compute/instance_events.py).
                 await self.instance_events.spawn(ctx, instance, args.get("image") or {}, network_info,
                                                  block_device_info)
             except _IMAGE_REFUSALS as exc:  # the image is the problem: no other host would take it either
@@ -193,7 +193,7 @@ class ComputeManager(Endpoint):
         await self._notify(ctx, instance, "instance.create.end")
 
     async def _check_group_policy(self, instance: dict, spec: dict) -> None:
-        """Seed 004's late check: a race between two boots becomes a reschedule, never a violation.
+        """The late check of a claim: a race between two boots becomes a reschedule, never a violation.
 
         Only members placed before this one count (their claims are older): of two boots the
         scheduler placed without seeing each other, the later one yields and is rescheduled,
@@ -312,7 +312,7 @@ class ComputeManager(Endpoint):
             output = "\n".join(output.split("\n")[-tail_length:]) if tail_length > 0 else ""
         return output
 
-    # External events (issue 3) ------------------------------------------------
+    # External events ------------------------------------------------------
     async def external_instance_event(self, ctx, events: list[dict]) -> None:
         """Events the Compute API accepted for this host's instances (compute/instance_events.py)."""
         await self.instance_events.external_instance_event(ctx, events)

@@ -1,4 +1,4 @@
-"""Power-state sync (seed 002 ``_sync_power_states``): the database follows the hypervisor.
+"""Power-state sync (Nova's ``_sync_power_states``): the database follows the hypervisor.
 
 ``sync_instance_power_state`` is the ONE per-instance rule set; the periodic
 pass (``sync_power_states``), lifecycle events (``nefos.compute.lifecycle``)
@@ -156,7 +156,7 @@ async def sync_power_states(manager) -> None:
     The pass reads the instances in one query and each guest's power state once; only an
     instance whose reading gives the rules something to do takes the per-instance path (lock,
     re-read, rules), at most ``sync_power_state_pool_size`` at once: on a host where all is in
-    order a pass costs one query and one driver read per guest (10 000 instances: issue 3).
+    order a pass costs one query and one driver read per guest (10 000 instances).
     """
     async with manager.rt.db.reader() as s:
         instances = [dict(r._mapping) for r in await s.execute(

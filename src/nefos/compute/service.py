@@ -36,7 +36,7 @@ class ComputeComponent(Component):
             await self.l2_agent.start()
         await self.manager.init_host()
         await self.service.start()
-        # The service row exists now: apply the driver's connection state to it (seed 003).
+        # The service row exists now: apply the driver's connection state to it (as Nova does at start).
         await self.manager.lifecycle.apply_connection_state()
 
     async def stop(self) -> None:

@@ -1,5 +1,5 @@
 """A compute host disables and re-enables its own service as its hypervisor connection
-drops and returns (seed 003, ``_set_host_enabled``), and records the connection itself
+drops and returns (Nova's ``_set_host_enabled``), and records the connection itself
 (``record_hypervisor_connection``): hypervisor health, apart from heartbeat liveness and
 from whether the service is enabled (an operator's disable hides neither).
 

@@ -123,7 +123,7 @@ async def _spawn_offloaded(manager, ctx, instance: dict, image_id: str | None, n
         raise exceptions.ImageNotFound(image_id="(the shelved image of this server)")
     await manager.resource_tracker.instance_claim(instance, node)
     image = await snapshots.image_meta(manager, ctx, image_id)
-    await manager.instance_events.begin_operation(uuid)  # before the ports are bound (issue 3)
+    await manager.instance_events.begin_operation(uuid)  # before the ports are bound
     network_info = await manager.network_api.setup_instance_network_on_host(ctx, instance, manager.host)
     instance = await instance_obj.save(manager.rt.db, uuid, {"network_info": network_info},
                                        expected_task_state=[states.UNSHELVING])

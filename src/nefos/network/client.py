@@ -2,7 +2,7 @@
 
 Everything goes over the bus to the network service (topic ``network``);
 this module never touches the network tables. ``allocate_for_instance``
-follows seed 004: pick the available networks (the project's own and the
+follows Nova's: pick the available networks (the project's own and the
 shared ones), refuse ambiguity, resolve security groups by name or id,
 claim requested ports and create the others, and on any failure delete the
 ports it created and give back the pre-existing ports it touched.

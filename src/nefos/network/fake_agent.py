@@ -1,6 +1,6 @@
 """A fake L2 agent for the fake hypervisor: one per compute host, in the compute host's process.
 
-It plays the Open vSwitch agent of seed 001: the fake driver tells it when it
+It plays Neutron's Open vSwitch agent: the fake driver tells it when it
 plugs or unplugs a VIF (``device_plugged`` / ``device_unplugged``, as the OVS
 agent sees ports appear in OVSDB), and ``fake_l2_agent_delay`` seconds later
 it reports over the bus (``nefos.network.agent_rpc``): ``get_device_details``
@@ -10,7 +10,7 @@ for an unplugged one (unless it was plugged again meanwhile, as in a hard
 reboot: then only the new plug is reported). Reports are made in order, one
 at a time; a failed report is retried.
 
-``stop()`` and ``start()`` act out seed 001's experiment 1: while the agent is
+``stop()`` and ``start()`` act out an agent that is down: while the agent is
 stopped nothing is reported, so the ports of new guests stay DOWN; when it
 starts again it resynchronises with the switch (the driver's plugged VIFs):
 devices plugged meanwhile are reported up, devices gone meanwhile down. What

@@ -26,7 +26,7 @@ effect on running guests. The chains stay when the agent stops (a stopped
 agent must not open the guests up); ``remove_firewall()`` takes them away.
 
 Reports are made one at a time, in order, with retries. ``stop()`` and
-``start()`` act out seed 001's experiment 1: while the agent is stopped nothing
+``start()`` act out an agent that is down: while the agent is stopped nothing
 is wired nor reported (a new guest's tap stays on no bridge, its port DOWN, its
 DHCP client gets no answer); when it starts it resynchronises with the taps
 present now (wiring those on no bridge). Every report is logged with the request id of the

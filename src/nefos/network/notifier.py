@@ -286,7 +286,7 @@ class Notifier:
     async def _batch_window(self, interval: float) -> None:
         """Hold what arrives for ``interval`` seconds as the next batch, except network-vif-plugged.
 
-        A build waits for network-vif-plugged (seed 000) and Neutron's window would add up to the
+        A build waits for network-vif-plugged and Neutron's window would add up to the
         whole interval to its boot when another server's events opened the window just before. So
         those go at once, one request at a time: under load they still batch, by whatever arrives
         while the previous request is in flight. The other events keep Neutron's batching.

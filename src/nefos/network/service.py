@@ -13,7 +13,7 @@ class NetworkComponent(Component):
     def __init__(self, rt):
         self.rt = rt
         self.manager = NetworkManager(rt)
-        # Issue 3: port changes -> Compute API external events (outbox + sender); the L2 agents' RPC.
+        # Port changes -> Compute API external events (outbox + sender); the L2 agents' RPC.
         from nefos.network.agent_rpc import DhcpAgentNotifier, PluginEndpoint
         from nefos.network.notifier import Notifier
         self.notifier = Notifier(rt)

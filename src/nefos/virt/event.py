@@ -64,7 +64,7 @@ class ConnectionEvent(Event):
 
     Drivers emit one whenever the connection changes and once when they
     connect in ``init_host``; the compute host disables its own service while
-    the connection is down (seed 003).
+    the connection is down (as Nova).
     """
 
     connected: bool = True

@@ -1,4 +1,4 @@
-"""The libvirt/QEMU driver (Nova's ``LibvirtDriver``, asyncio style; issue 4).
+"""The libvirt/QEMU driver (Nova's ``LibvirtDriver``, asyncio style).
 
 Options (``nefos.config``): ``virt_type`` (``qemu`` = TCG, ``kvm``, or
 ``auto``: KVM only when a KVM guest really boots here, see ``probe``),
@@ -25,7 +25,7 @@ Options (``nefos.config``): ``virt_type`` (``qemu`` = TCG, ``kvm``, or
   to HARD (destroy, start); pause/unpause; suspend = managed save, resume
   restores it; destroy = destroy, undefine (managed save, NVRAM, snapshot
   metadata too), remove the instance directory.
-* libvirt lifecycle events become ``LifecycleEvent``s (seed 003's mapping;
+* libvirt lifecycle events become ``LifecycleEvent``s (Nova's mapping;
   a managed save's STOPPED is SUSPENDED); the connection's close callback
   becomes ``ConnectionEvent(connected=False)``, the reconnect (with backoff)
   ``ConnectionEvent(connected=True)``.
@@ -34,7 +34,7 @@ Options (``nefos.config``): ``virt_type`` (``qemu`` = TCG, ``kvm``, or
   over netlink, wires the tap into its network's bridge (creating the bridge,
   security groups first) and reports the port up; the tap gone, down
   (``network-vif-plugged`` / ``-unplugged``). Without a running L2 agent a
-  guest's tap stays on no bridge: no DHCP, no traffic (seed 001, experiment 1).
+  guest's tap stays on no bridge: no DHCP, no traffic (an L2 agent that is down).
 * os-interface: ``attach_interface`` hot-plugs the same ``<interface>`` spawn writes
   (``attachDeviceFlags``: the definition, and the live guest when it runs), ``detach_interface``
   unplugs it and waits until the guest released it; the domain's metadata follows.
