@@ -22,8 +22,14 @@ from tests.network.conftest import Helpers, member
 from tests.network.l3_helpers import put, router, tenant_network
 from tests.noauth import ADMIN
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("nft"),
-                                reason="needs root and nft (nftables) for namespaces and NAT")
+
+
+@pytest.fixture(autouse=True)
+def _root_and_nftables():
+    """Namespaces and NAT need root and nft: scripts/install-test-deps.sh installs nftables (through
+    scripts/setup-libvirt.sh); a machine without them fails here rather than skipping."""
+    assert os.geteuid() == 0, "the L3 agent tests need root (namespaces, NAT)"
+    assert shutil.which("nft"), "nft missing: run scripts/install-test-deps.sh (it installs nftables)"
 
 ECHO = ("import socket,sys\n"
         "s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"

@@ -12,7 +12,7 @@ from sqlalchemy import bindparam, func, insert, select, update
 
 from nefos import exceptions
 from nefos.context import RequestContext
-from nefos.db.models import InstanceAction, InstanceActionEvent, utcnow
+from nefos.db.models import Instance, InstanceAction, InstanceActionEvent, utcnow
 from nefos.db.session import Database, after_commit
 
 # Action names, as Nova records them.
@@ -201,7 +201,6 @@ async def finish_abandoned(db: Database, older_than: dt.timedelta) -> list[int]:
     process killed midway, say): started longer than ``older_than`` ago, no event, and nothing in
     progress on their server (no task state, or the server gone). A create ends in its server's
     state instead. Returns their ids."""
-    from nefos.db.models import Instance
     cutoff = utcnow() - older_than
     async with db.transaction() as s:
         abandoned = (await s.execute(select(InstanceAction.id).join(
