@@ -297,7 +297,18 @@ def validation_selection() -> list[str]:
     return [t for t in selection() if VALIDATION_TESTS.search(t)]
 
 
-def run_tempest(work: Path, tests: list[str], timeout: float = 1200) -> subprocess.CompletedProcess:
+def all_compute_tests(work: Path) -> list[str]:
+    """Every test id of Tempest's ``tempest.api.compute`` package, as ``stestr list`` discovers them."""
+    env = dict(os.environ, TEMPEST_CONFIG_DIR=str(work / "etc"), TEMPEST_CONFIG="tempest.conf")
+    if not (work / ".stestr").exists():
+        subprocess.run([str(BIN / "stestr"), "init"], cwd=work, env=env, capture_output=True, check=True)
+    out = subprocess.run([str(BIN / "stestr"), "list", r"^tempest[.]api[.]compute[.]"], cwd=work, env=env,
+                         capture_output=True, text=True, check=True).stdout
+    return sorted({line.split("[", 1)[0] for line in out.splitlines() if line.startswith("tempest.api.compute.")})
+
+
+def run_tempest(work: Path, tests: list[str], timeout: float = 1200,
+                concurrency: int = 1) -> subprocess.CompletedProcess:
     include = work / "include-list.txt"
     # stestr's include list holds regexes: anchor each id (tempest appends [attrs] to ids).
     include.write_text("".join(f"^{t.replace('.', '[.]')}(\\[|$)\n" for t in tests))
@@ -305,7 +316,7 @@ def run_tempest(work: Path, tests: list[str], timeout: float = 1200) -> subproce
                OS_TEST_TIMEOUT="300", PYTHONUNBUFFERED="1")
     env.pop("OS_CLOUD", None)
     env.pop("OS_CLIENT_CONFIG_FILE", None)
-    cmd = [str(BIN / "tempest"), "run", "--include-list", str(include), "--concurrency", "1",
+    cmd = [str(BIN / "tempest"), "run", "--include-list", str(include), "--concurrency", str(concurrency),
            "--config-file", str(work / "etc" / "tempest.conf")]
     with open(work / "tempest-run.log", "w") as log:
         return subprocess.run(cmd, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT,
@@ -378,6 +389,8 @@ def main(argv=None) -> int:
     p.add_argument("--work", required=True, help="a directory for the Tempest workspace")
     p.add_argument("--regex", help="run these tests instead of the selection (a Python regex)")
     p.add_argument("--json", help="write the summary here")
+    p.add_argument("--all", action="store_true", help="every test of tempest.api.compute, not the selection")
+    p.add_argument("--concurrency", type=int, default=1)
     p.add_argument("--validation", action="store_true",
                    help="only the tests that SSH into their guests, with validation on (nefos up with real "
                         "guests and its external network public)")
@@ -387,10 +400,12 @@ def main(argv=None) -> int:
     prep = prepare_cloud(cloud, args.validation)
     write_workspace(work, tempest_conf(cloud, prep, work, args.validation))
     tests = validation_selection() if args.validation else selection()
+    if args.all:
+        tests = all_compute_tests(work)
     if args.regex:
         tests = [t for t in tests if re.search(args.regex, t)]
     started = time.monotonic()
-    run_tempest(work, tests)
+    run_tempest(work, tests, timeout=3600, concurrency=args.concurrency)
     summary = summarize(results(work), tests)
     summary["seconds"] = round(time.monotonic() - started, 1)
     text = json.dumps(summary, indent=1)
