@@ -133,6 +133,18 @@ SERVER_UPDATED = _all_required({"server": SERVER_NARROW})
 SERVER_REBUILT = _all_required({"server": _object({**SERVER_NARROW["properties"], **_ADMIN_PASS},
                                                   [*SERVER_NARROW["required"], "adminPass"])})
 CONSOLE_OUTPUT = _all_required({"output": _STRING})
+_URI = {"type": "string", "format": "uri"}
+# os-getVNCConsole (2.1 to 2.5), os-remote-consoles (2.6), os-console-auth-tokens (2.31, admin).
+VNC_CONSOLE = _all_required({"console": _all_required({
+    "type": {"type": "string", "enum": ["novnc", "xvpvnc"]}, "url": _URI})})
+REMOTE_CONSOLE = _all_required({"remote_console": _all_required({
+    "protocol": {"type": "string", "enum": ["vnc", "spice", "serial", "rdp", "mks"]},
+    "type": {"type": "string", "enum": ["novnc", "xvpvnc", "spice-html5", "spice-direct", "serial",
+                                        "rdp-html5", "webmks"]},
+    "url": _URI})})
+CONSOLE_AUTH_TOKEN = _all_required({"console": _all_required({
+    "instance_uuid": {"type": "string", "format": "uuid"}, "host": _NULLABLE_STRING, "port": _INTEGER,
+    "internal_access_path": _NULLABLE_STRING})})
 # The actions answering 202 with a body, by action (the others answer 202 or 204 without one).
 ACTION_BODIES = {"rebuild": SERVER_REBUILT}
 

@@ -13,6 +13,8 @@ ROUTERS = [
     "nefos.api.server_topology",
     "nefos.api.server_ips",
     "nefos.api.server_interfaces",
+    "nefos.api.remote_consoles",
+    "nefos.api.console_auth_tokens",
     "nefos.api.instance_actions",
     "nefos.api.flavors",
     "nefos.api.keypairs",
