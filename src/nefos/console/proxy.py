@@ -79,9 +79,9 @@ class NoVNCProxy:
         except (exceptions.InvalidToken, exceptions.ValidationError) as exc:
             LOG.info("console connection refused: %s", exc)
             return await ws.close(POLICY_VIOLATION)  # before the upgrade: answered 403
-        except (OSError, asyncio.TimeoutError) as exc:
-            LOG.warning("console of instance %s at %s:%s unreachable: %s", grant["instance_uuid"],
-                        grant["host"], grant["port"], exc)
+        except (exceptions.NefosError, OSError, asyncio.TimeoutError) as exc:
+            # The compute host did not answer, or the guest's VNC server could not be reached.
+            LOG.warning("console connection refused: %s", exc or type(exc).__name__)
             return await ws.close(POLICY_VIOLATION)
         offered = ws.scope.get("subprotocols") or []
         await ws.accept(subprotocol="binary" if "binary" in offered else None)
