@@ -9,9 +9,11 @@ import time
 from urllib.parse import parse_qs, urlparse
 
 import httpx
+import jsonschema
 import pytest
 from sqlalchemy import update
 
+from nefos.api import response_schemas
 from nefos.db.models import ConsoleAuthToken
 from tests.pipeline.conftest import ADMIN, cloud, member  # noqa: F401 (the cloud fixture)
 
@@ -102,10 +104,12 @@ async def test_a_console_url_leads_to_the_guests_vnc_server(cloud):
     r = await cloud.compute.post(f"/v2.1/servers/{sid}/remote-consoles", headers=_h("2.6"),
                                  json={"remote_console": {"protocol": "vnc", "type": "novnc"}})
     assert r.status_code == 200, r.text
+    jsonschema.validate(r.json(), response_schemas.REMOTE_CONSOLE)  # as documented (past 2.1)
     remote = r.json()["remote_console"]
     assert remote["protocol"] == "vnc" and remote["type"] == "novnc" and remote["url"].startswith(base)
     r = await cloud.compute.get(f"/v2.1/os-console-auth-tokens/{_token(remote['url'])}", headers=_h("2.31", ADMIN))
     assert r.status_code == 200, r.text
+    jsonschema.validate(r.json(), response_schemas.CONSOLE_AUTH_TOKEN)
     shown = r.json()["console"]
     assert shown["instance_uuid"] == sid and shown["host"] == "127.0.0.1"
     assert shown["port"] == guest_port(cloud, sid) and shown["internal_access_path"] is None
