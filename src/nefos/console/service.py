@@ -7,8 +7,13 @@ Nova's nova-novncproxy it registers no service row; any number of them may run b
 
 from __future__ import annotations
 
+import importlib.util
+import logging
+
 from nefos.console.proxy import NoVNCProxy
 from nefos.service import Component
+
+LOG = logging.getLogger(__name__)
 
 
 class NoVNCProxyComponent(Component):
@@ -19,6 +24,11 @@ class NoVNCProxyComponent(Component):
         self.app = NoVNCProxy(rt)
         self.port = rt.cfg.novncproxy_port
         self.bind = rt.cfg.novncproxy_host or None
+
+    async def start(self) -> None:
+        # uvicorn serves websockets with one of these; without either it refuses every upgrade.
+        if not any(importlib.util.find_spec(name) for name in ("websockets", "wsproto")):
+            LOG.error("the console proxy cannot serve websockets: install the websockets package")
 
 
 def component(rt) -> Component:
