@@ -13,7 +13,7 @@ from fastapi import APIRouter, Request
 from nefos import exceptions
 from nefos.api import common
 from nefos.api import response_schemas as responses
-from nefos.api.remote_consoles import _BARE_BAD_REQUEST
+from nefos.api.remote_consoles import BARE_BAD_REQUEST
 from nefos.api.validation import query_schema, validate_query
 from nefos.objects import console_auth_tokens
 from nefos.openapi import documented
@@ -28,7 +28,7 @@ _QUERY_V299 = query_schema({}, strict=True)
 async def show_console_auth_token(request: Request, console_token: str):
     version = request.state.api_version
     if not version.matches("2.31"):
-        raise exceptions.Invalid(_BARE_BAD_REQUEST)
+        raise exceptions.Invalid(BARE_BAD_REQUEST)
     if version.matches("2.99"):
         validate_query(request.query_params, _QUERY_V299)
     common.require_admin(request, "os_compute_api:os-console-auth-tokens")

@@ -32,7 +32,7 @@ router = APIRouter()
 POLICY = "os_compute_api:os-remote-consoles"
 RDP_ACTION = "os-getRDPConsole"
 # webob's HTTPBadRequest() without an explanation, what Nova answers for the removed RDP action.
-_BARE_BAD_REQUEST = ("The server could not comply with the request since it is either malformed or "
+BARE_BAD_REQUEST = ("The server could not comply with the request since it is either malformed or "
                      "otherwise incorrect.")
 
 
@@ -72,7 +72,7 @@ async def console_action(request: Request, ctx, server_id: str, body: dict) -> d
     """One of the os-get*Console actions (below 2.6)."""
     (name, _args), = body.items()
     if name == RDP_ACTION:
-        raise exceptions.Invalid(_BARE_BAD_REQUEST)
+        raise exceptions.Invalid(BARE_BAD_REQUEST)
     protocol, schema = ACTIONS[name]
     validate(body, schema)
     policy.enforce(ctx, POLICY)

@@ -30,6 +30,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from nefos import exceptions
 from nefos.compute.rpcapi import ComputeRPCAPI
+from nefos.console.page import PAGE
 from nefos.context import admin_context
 from nefos.objects import console_auth_tokens, instance as instance_obj
 
@@ -62,7 +63,7 @@ class NoVNCProxy:
             return await response(scope, receive, send)
         path = scope["path"]
         if path in PAGES and not self._has_page(path):
-            return await HTMLResponse(_page())(scope, receive, send)
+            return await HTMLResponse(PAGE)(scope, receive, send)
         await self.static(scope, receive, send)
 
     def _has_page(self, path: str) -> bool:
@@ -118,11 +119,6 @@ class NoVNCProxy:
         expected = urlparse(grant.get("access_url_base") or "").scheme
         if expected and scheme != expected:
             raise exceptions.ValidationError(detail="Origin header protocol does not match this host.")
-
-
-def _page() -> str:
-    from nefos.console.page import PAGE
-    return PAGE
 
 
 def _token(ws: WebSocket) -> str:
