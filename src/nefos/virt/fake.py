@@ -89,6 +89,7 @@ class FakeDriver(ComputeDriver):
         self.vif_listener = None  # the host's L2 agent (device_plugged / device_unplugged)
         self.config_drives: dict[str, dict] = {}  # uuid -> {"path": the ISO file, "image": its bytes}
         self.consoles: dict[str, fake_console.RFBServer] = {}  # uuid -> the guest's VNC server
+        self._consoles_starting = asyncio.Lock()  # one VNC server per guest, however many ask at once
         self._state_file = (Path(cfg.fake_hypervisor_dir) / f"{host}.json") if cfg.fake_hypervisor_dir else None
         if self._state_file is not None and self._state_file.exists():
             saved = json.loads(self._state_file.read_text())
@@ -313,11 +314,12 @@ class FakeDriver(ComputeDriver):
         guest = self._guest(instance)
         if guest.power_state not in (states.RUNNING, states.PAUSED_POWER):
             raise exceptions.InstanceNotReady(instance_id=guest.uuid)
-        server = self.consoles.get(guest.uuid)
-        if server is None or not server.serving:
-            server = fake_console.RFBServer(guest.name)
-            await server.start(self.cfg.vnc_server_listen)
-            self.consoles[guest.uuid] = server
+        async with self._consoles_starting:
+            server = self.consoles.get(guest.uuid)
+            if server is None or not server.serving:
+                server = fake_console.RFBServer(guest.name)
+                await server.start(self.cfg.vnc_server_listen)
+                self.consoles[guest.uuid] = server
         return {"host": self.cfg.vnc_server_proxyclient_address, "port": server.port,
                 "internal_access_path": None}
 
