@@ -55,6 +55,9 @@ from nefos.virt import configdrive, event as virtevent, fake_console
 from nefos.virt.driver import ComputeDriver
 
 
+DISPLAYED = (states.RUNNING, states.PAUSED_POWER)  # power states with a display (a QEMU process)
+
+
 @dataclass
 class FakeGuest:
     uuid: str
@@ -312,13 +315,16 @@ class FakeDriver(ComputeDriver):
         """Where the guest's VNC server listens; ``InstanceNotReady`` when it has no display
         (stopped, suspended, crashed)."""
         guest = self._guest(instance)
-        if guest.power_state not in (states.RUNNING, states.PAUSED_POWER):
+        if guest.power_state not in DISPLAYED:
             raise exceptions.InstanceNotReady(instance_id=guest.uuid)
         async with self._consoles_starting:
             server = self.consoles.get(guest.uuid)
             if server is None or not server.serving:
                 server = fake_console.RFBServer(guest.name)
                 await server.start(self.cfg.vnc_server_listen)
+                if self.guests.get(guest.uuid) is not guest or guest.power_state not in DISPLAYED:
+                    server.close()  # stopped or gone meanwhile
+                    raise exceptions.InstanceNotReady(instance_id=guest.uuid)
                 self.consoles[guest.uuid] = server
         return {"host": self.cfg.vnc_server_proxyclient_address, "port": server.port,
                 "internal_access_path": None}
