@@ -14,6 +14,8 @@ ROUTERS = [
     "nefos.api.server_ips",
     "nefos.api.server_interfaces",
     "nefos.api.instance_actions",
+    "nefos.api.images",
+    "nefos.api.image_metadata",
     "nefos.api.flavors",
     "nefos.api.keypairs",
     "nefos.api.limits",
