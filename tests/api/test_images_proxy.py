@@ -127,6 +127,8 @@ async def test_delete(rt, client):
     r = await client.delete(f"/v2.1/images/{image_id}", headers=member())
     assert r.status_code == 404
     assert r.json()["itemNotFound"]["message"] == "Image not found."
+    for blank in ("/v2.1/images/", "/v2.1/images/-1", "/v2.1/images/" + "a" * 37):
+        assert (await client.delete(blank, headers=member())).status_code == 404
 
 
 async def test_delete_of_a_protected_or_anothers_public_image_is_403(rt, client):

@@ -174,6 +174,13 @@ async def show_image(request: Request, image_id: str):
     return {"image": detail_view(request, await get_image(request, ctx, image_id))}
 
 
+@router.delete("/v2.1/images/", include_in_schema=False)
+@documented(responses={})  # never a success
+async def delete_blank_image(request: Request):
+    """A blank image id matches no route of Nova's (404), not the list's (which would be a 405)."""
+    raise exceptions.NotFound("The resource could not be found.")
+
+
 @router.delete("/v2.1/images/{image_id}")
 @documented(responses={204: responses.NO_BODY})
 async def delete_image(request: Request, image_id: str):
