@@ -34,12 +34,17 @@ async def _limit(request: Request, ctx) -> int:
         return (await quotas.limits(s, rt.cfg, ctx.project_id))["metadata_items"]
 
 
+def _within(limit: int, metadata: dict) -> dict:
+    """``metadata``, or Nova's 403 when it has more items than ``limit`` (-1: unlimited)."""
+    if metadata and 0 <= limit < len(metadata):
+        raise exceptions.OverQuota("Image metadata limit exceeded", overs=["metadata_items"])
+    return metadata
+
+
 async def check_quota(request: Request, ctx, metadata: dict) -> None:
     """Nova's ``check_img_metadata_properties_quota`` (403 over the ``metadata_items`` limit)."""
     if metadata:
-        limit = await _limit(request, ctx)
-        if 0 <= limit < len(metadata):
-            raise exceptions.OverQuota("Image metadata limit exceeded", overs=["metadata_items"])
+        _within(await _limit(request, ctx), metadata)
 
 
 async def _change(request: Request, ctx, image_id: str, change) -> dict:
@@ -47,14 +52,9 @@ async def _change(request: Request, ctx, image_id: str, change) -> dict:
     the result in the same transaction); the new properties."""
     await get_image(request, ctx, image_id)  # 404 before the quota, as Nova
     limit = await _limit(request, ctx)
-
-    def within_quota(current: dict) -> dict:
-        metadata = change(current)
-        if metadata and 0 <= limit < len(metadata):  # Nova's check_img_metadata_properties_quota
-            raise exceptions.OverQuota("Image metadata limit exceeded", overs=["metadata_items"])
-        return metadata
     try:
-        return await image_api(request).set_properties(ctx, image_id, within_quota)
+        return await image_api(request).set_properties(ctx, image_id,
+                                                       lambda current: _within(limit, change(current)))
     except exceptions.ImageNotFound:
         raise exceptions.NotFound("Image not found.") from None
     except exceptions.NotAuthorized:
