@@ -67,6 +67,20 @@ async def test_every_documented_body_is_answered_as_documented(cloud):
     await call("POST", "/v2.1/os-server-external-events", json={"events": [
         {"server_uuid": server_id, "name": "network-changed"}]})
 
+    # The image proxy, over a snapshot of the server (createImage answers its Location at 2.1).
+    r = await cloud.compute.post(f"{base}/action", json={"createImage": {"name": "tour-snap"}})
+    assert r.status_code == 202, r.text
+    snapshot = r.headers["Location"].rsplit("/", 1)[-1]
+    await cloud.wait_status(server_id, "ACTIVE")
+    await call("GET", "/v2.1/images")
+    await call("GET", "/v2.1/images/detail")
+    await call("GET", f"/v2.1/images/{snapshot}")
+    await call("POST", f"/v2.1/images/{snapshot}/metadata", json={"metadata": {"os_distro": "tour"}})
+    await call("PUT", f"/v2.1/images/{snapshot}/metadata", json={"metadata": {"os_distro": "tour"}})
+    await call("GET", f"/v2.1/images/{snapshot}/metadata")
+    await call("PUT", f"/v2.1/images/{snapshot}/metadata/os_distro", json={"meta": {"os_distro": "t"}})
+    await call("GET", f"/v2.1/images/{snapshot}/metadata/os_distro")
+
     await call("GET", "/v2.1/flavors")
     await call("GET", "/v2.1/flavors/detail")
     await call("GET", "/v2.1/flavors/1")

@@ -174,6 +174,26 @@ INSTANCE_ACTION = _all_required({"instanceAction": _object(
     {**_ACTION["properties"], "events": _array(_ACTION_EVENT)}, _ACTION["required"])})
 
 
+# Images (the proxy, below 2.36) ---------------------------------------------------------------------
+
+_IMAGE_BRIEF = _all_required({"id": _STRING, "name": _NULLABLE_STRING, "links": _LINKS})
+_IMAGE_TIME = {"type": ["string", "null"], "format": "date-time"}
+IMAGE_STATUSES = ["ACTIVE", "SAVING", "DELETED", "ERROR", "UNKNOWN"]
+_IMAGE = _object({
+    "id": _STRING, "name": _NULLABLE_STRING, "minRam": _INTEGER, "minDisk": _INTEGER,
+    # The image's properties: strings, but the JSON-encoded ones Nova decodes (block_device_mapping).
+    "metadata": {"type": "object"},
+    "created": _IMAGE_TIME, "updated": _IMAGE_TIME, "status": {"type": "string", "enum": IMAGE_STATUSES},
+    "progress": {"type": "integer", "enum": [0, 25, 50, 100]}, "OS-EXT-IMG-SIZE:size": _INTEGER,
+    "links": _LINKS, "server": _all_required({"id": _STRING, "links": _LINKS}),
+    "OS-DCF:diskConfig": {"type": "string", "enum": ["AUTO", "MANUAL"]}},
+    ("id", "name", "minRam", "minDisk", "metadata", "created", "updated", "status", "progress",
+     "OS-EXT-IMG-SIZE:size", "links"))
+IMAGES = _object({"images": _array(_IMAGE_BRIEF), "images_links": _LINKS}, ("images",))
+IMAGES_DETAIL = _object({"images": _array(_IMAGE), "images_links": _LINKS}, ("images",))
+IMAGE = _all_required({"image": _IMAGE})
+
+
 # Flavors ------------------------------------------------------------------------------------------
 
 _FLAVOR_BRIEF = _all_required({"id": _STRING, "name": _STRING, "links": _LINKS})

@@ -16,6 +16,8 @@ ROUTERS = [
     "nefos.api.remote_consoles",
     "nefos.api.console_auth_tokens",
     "nefos.api.instance_actions",
+    "nefos.api.images",
+    "nefos.api.image_metadata",
     "nefos.api.flavors",
     "nefos.api.keypairs",
     "nefos.api.limits",
