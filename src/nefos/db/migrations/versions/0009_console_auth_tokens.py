@@ -8,7 +8,7 @@ import sqlalchemy as sa
 
 
 revision = '0009'
-down_revision = '0006'
+down_revision = '0007'
 branch_labels = None
 depends_on = None
 
