@@ -1,7 +1,7 @@
 """console auth tokens (remote consoles)
 
 Revision ID: 0009
-Revises: 0006
+Revises: 0007
 """
 from alembic import op
 import sqlalchemy as sa
