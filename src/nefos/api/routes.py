@@ -24,6 +24,10 @@ ROUTERS = [
     "nefos.api.quota_sets",
     "nefos.api.server_groups",
     "nefos.api.server_external_events",
+    "nefos.api.server_diagnostics",
+    "nefos.api.server_password",
+    "nefos.api.hosts",
+    "nefos.api.extensions",
     "nefos.api.removed",
 ]
 
