@@ -315,3 +315,15 @@ SERVER_PASSWORD = _all_required({"password": _STRING})
 VOLUME_ATTACHMENTS = _all_required({"volumeAttachments": _array(_object(
     {"id": _STRING, "serverId": _STRING, "volumeId": _STRING, "device": _NULLABLE_STRING},
     ("serverId", "volumeId"), open_=True))})
+VOLUME_ATTACHMENT = _all_required({"volumeAttachment": VOLUME_ATTACHMENTS["properties"]["volumeAttachments"]["items"]})
+_VOLUME = _object({"id": _STRING, "status": _STRING, "size": _INTEGER, "availabilityZone": _NULLABLE_STRING,
+                   "createdAt": _STRING, "displayName": _NULLABLE_STRING, "displayDescription": _NULLABLE_STRING,
+                   "volumeType": _NULLABLE_STRING, "snapshotId": _NULLABLE_STRING, "metadata": _STRING_MAP,
+                   "attachments": _array({"type": "object"})}, ("id", "status", "size"))
+VOLUMES = _all_required({"volumes": _array(_VOLUME)})
+VOLUME = _all_required({"volume": _VOLUME})
+_SNAPSHOT = _object({"id": _STRING, "volumeId": _STRING, "status": _STRING, "size": _INTEGER,
+                     "createdAt": _STRING, "displayName": _NULLABLE_STRING,
+                     "displayDescription": _NULLABLE_STRING}, ("id", "volumeId", "status", "size"))
+SNAPSHOTS = _all_required({"snapshots": _array(_SNAPSHOT)})
+SNAPSHOT = _all_required({"snapshot": _SNAPSHOT})

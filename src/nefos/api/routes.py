@@ -28,6 +28,7 @@ ROUTERS = [
     "nefos.api.server_password",
     "nefos.api.hosts",
     "nefos.api.extensions",
+    "nefos.api.volumes",
     "nefos.api.removed",
 ]
 
