@@ -9,7 +9,7 @@ volume service that holds nothing (rather than its 500 for an unreachable Cinder
   none; one named by volume id is 404 "not attached"; attaching, swapping or detaching a volume
   is 404 for the volume (Nova's VolumeNotFound);
 * the proxies list nothing (200), show and delete 404; creating a volume is 503 (nothing could
-  create one); creating a snapshot is 404 for its volume.
+  create one; 404 for the snapshot it names, if any); creating a snapshot is 404 for its volume.
 
 Bodies are validated first (400), then the server is looked up in the caller's project (404),
 then policy (Nova's rule names and defaults), as Nova does.
@@ -150,8 +150,11 @@ async def list_volumes_detail(request: Request):
 @documented(request=VOLUME_CREATE, responses={200: responses.VOLUME})
 async def create_volume(request: Request):
     microversion.require_at_most(request, _PROXY_MAX)
-    validate(await rest.json_body(request), VOLUME_CREATE)
+    body = await rest.json_body(request)
+    validate(body, VOLUME_CREATE)
     _proxy(request, "create")
+    if body["volume"].get("snapshot_id"):  # from a snapshot: none exists
+        raise _snapshot_not_found(body["volume"]["snapshot_id"])
     raise exceptions.ServiceUnavailable("Block storage is not available in this cloud.")
 
 
