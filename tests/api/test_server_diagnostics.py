@@ -72,3 +72,50 @@ async def test_a_driver_without_diagnostics_is_501(cloud):
     for headers in (ADMIN, version("2.48", ADMIN)):
         r = await cloud.compute.get(f"/v2.1/servers/{sid}/diagnostics", headers=headers)
         assert r.status_code == 501 and r.json()["notImplemented"]["code"] == 501, r.text
+
+
+def test_libvirt_figures_from_a_domain():
+    """The libvirt driver's two forms from a domain's statistics (a stand-in domain here; a real
+    guest's are checked in tests/libvirt/test_guest_lifecycle.py)."""
+    from nefos.objects import states
+    from nefos.virt.libvirt import diagnostics as lv
+
+    class Domain:
+        def vcpus(self):
+            return [(0, 1, 7_000_000, 0), (1, 1, 9_000_000, 1)], None
+
+        def XMLDesc(self, flags):
+            return ("<domain><devices><disk><target dev='vda'/></disk>"
+                    "<interface><mac address='fa:16:3e:00:00:01'/><target dev='tap1234'/></interface>"
+                    "<interface><mac address='fa:16:3e:00:00:02'/></interface></devices></domain>")
+
+        def blockStats(self, dev):
+            return (11, 4096, 22, 8192, -1)
+
+        def interfaceStats(self, dev):
+            return (100, 2, 0, 0, 200, 3, 0, 0)
+
+        def maxMemory(self):
+            return 524288
+
+        def info(self):
+            return [1, 524288, 262144, 2, 16_000_000]
+
+        def memoryStats(self):
+            return {"actual": 524288}
+
+    figures = lv.collect(Domain())
+    free = lv.free_form(figures)
+    assert free["cpu0_time"] == 7_000_000 and free["cpu1_time"] == 9_000_000
+    assert (free["vda_read_req"], free["vda_read"], free["vda_write_req"], free["vda_write"]) == (11, 4096, 22, 8192)
+    assert free["tap1234_rx"] == 100 and free["tap1234_tx_packets"] == 3 and free["memory"] == 524288
+    assert free["memory-actual"] == 524288
+    std = lv.standard_form(figures, power_state=states.RUNNING, virt_type="qemu", config_drive=True,
+                           instance={"launched_at": "2026-01-01T00:00:00"})
+    jsonschema.validate(std, responses.DIAGNOSTICS_V248)
+    assert (std["state"], std["hypervisor"], std["num_cpus"], std["num_nics"], std["num_disks"]) == (
+        "running", "qemu", 2, 2, 1)
+    assert std["nic_details"][0]["rx_octets"] == 100 and std["nic_details"][1]["rx_octets"] is None
+    assert std["disk_details"][0] == {"read_bytes": 4096, "read_requests": 11, "write_bytes": 8192,
+                                      "write_requests": 22, "errors_count": -1}
+    assert std["memory_details"] == {"maximum": 512, "used": 256} and std["uptime"] > 0
