@@ -53,3 +53,28 @@ async def test_proxies(cloud):
     assert (await cloud.compute.post("/v2.1/os-volumes", json={"volume": {}}, headers=member())).status_code == 400
     r = await cloud.compute.post("/v2.1/os-snapshots", json={"snapshot": {"volume_id": some}}, headers=member())
     assert r.status_code == 404, r.text
+
+
+async def test_volumes_boot_is_the_servers_collection(cloud):
+    net = await cloud.make_network(shared=True)
+    image = await cloud.default_image()
+    r = await cloud.compute.post("/v2.1/os-volumes_boot", headers=member(), json={"server": {
+        "name": "vb", "imageRef": image, "flavorRef": "1", "networks": [{"uuid": net["id"]}]}})
+    assert r.status_code == 202, r.text
+    sid = r.json()["server"]["id"]
+    await cloud.wait_status(sid, "ACTIVE", headers=member())
+    listed = (await cloud.compute.get("/v2.1/os-volumes_boot", headers=member())).json()["servers"]
+    assert sid in [s["id"] for s in listed]
+    detail = (await cloud.compute.get("/v2.1/os-volumes_boot/detail", headers=member())).json()["servers"]
+    assert detail == (await cloud.compute.get("/v2.1/servers/detail", headers=member())).json()["servers"]
+    shown = (await cloud.compute.get(f"/v2.1/os-volumes_boot/{sid}", headers=member())).json()["server"]
+    assert shown["id"] == sid and shown["status"] == "ACTIVE"
+    r = await cloud.compute.put(f"/v2.1/os-volumes_boot/{sid}", json={"server": {"name": "vb2"}}, headers=member())
+    assert r.status_code == 200 and r.json()["server"]["name"] == "vb2", r.text
+    r = await cloud.compute.post(f"/v2.1/os-volumes_boot/{sid}/action", json={"os-getConsoleOutput": {}},
+                                 headers=member())
+    assert r.status_code == 200, r.text
+    assert (await cloud.compute.get(f"/v2.1/os-volumes_boot/{sid}", headers=member(project="o" * 32))).status_code \
+        == 404
+    assert (await cloud.compute.delete(f"/v2.1/os-volumes_boot/{sid}", headers=member())).status_code == 204
+    await cloud.wait_gone(sid, headers=member())

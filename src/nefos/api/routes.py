@@ -29,6 +29,7 @@ ROUTERS = [
     "nefos.api.hosts",
     "nefos.api.extensions",
     "nefos.api.volumes",
+    "nefos.api.volumes_boot",
     "nefos.api.removed",
 ]
 
