@@ -3,7 +3,9 @@
 No Keystone authentication, as Nova's: a request is for the instance its proxy signed for
 (``identification``), and answers only that instance's metadata. ``GET /`` (the EC2 versions)
 needs no identification, as in Nova; every other path does. Content comes from
-``nefos.objects.instance_metadata``, the same rendering a config drive holds.
+``nefos.objects.instance_metadata``, the same rendering a config drive holds. The one write: the
+guest's ``POST`` of its encrypted password to ``openstack/<version>/password``
+(``nefos.objects.server_password``), read back through os-server-password.
 """
 
 from __future__ import annotations
