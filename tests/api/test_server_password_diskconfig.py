@@ -83,3 +83,19 @@ async def test_disk_config_on_create_update_rebuild_resize(cloud):
         "name": "x", "imageRef": image, "flavorRef": "1", "networks": [{"uuid": net["id"]}],
         "OS-DCF:diskConfig": "SOMETIMES"}})
     assert r.status_code == 400 and "badRequest" in r.json(), r.text
+
+
+def test_disk_config_rules():
+    import pytest
+
+    from nefos import exceptions
+    from nefos.compute import disk_config
+    assert disk_config.for_image({"properties": {}}, None) is False
+    assert disk_config.for_image({"properties": {"auto_disk_config": "True"}}, None) is True
+    assert disk_config.for_image({"properties": {"auto_disk_config": "True"}}, False) is False
+    assert disk_config.for_image({"properties": {"auto_disk_config": "disabled"}}, False) is False
+    with pytest.raises(exceptions.Invalid, match="has automatic disk resize disabled"):
+        disk_config.for_image({"id": "i", "properties": {"auto_disk_config": " Disabled"}}, True)
+    assert disk_config.for_resize({"system_metadata": {}}, None) is False
+    with pytest.raises(exceptions.Invalid):
+        disk_config.for_resize({"system_metadata": {"image_auto_disk_config": "disabled"}}, True)

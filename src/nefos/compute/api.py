@@ -20,7 +20,8 @@ import uuid as uuidlib
 from sqlalchemy import func, insert, select
 
 from nefos import exceptions
-from nefos.compute import disk_config, flavors as flavors_mod, image_properties, regex_filters as regex_filters_mod, server_groups
+from nefos.compute import (disk_config, flavors as flavors_mod, image_properties, regex_filters as regex_filters_mod,
+                           server_groups)
 from nefos.compute.services import COMPUTE_BINARY
 from nefos.compute.rpcapi import ComputeRPCAPI
 from nefos.conductor.manager import ConductorAPI
