@@ -38,7 +38,7 @@ async def test_every_documented_body_is_answered_as_documented(cloud):
     created = await call("POST", "/v2.1/servers", 202, json={"server": {
         "name": "tour", "imageRef": image, "flavorRef": "1", "networks": [{"uuid": net["id"]}]}})
     server_id = created["server"]["id"]
-    reserved = await call("POST", "/v2.1/servers", 202, json={"server": {
+    reserved = await call("POST", "/v2.1/os-volumes_boot", 202, json={"server": {
         "name": "reserved", "imageRef": image, "flavorRef": "1", "networks": [{"uuid": net["id"]}],
         "return_reservation_id": True}})
     assert reserved["reservation_id"].startswith("r-")
@@ -61,6 +61,12 @@ async def test_every_documented_body_is_answered_as_documented(cloud):
     await call("GET", f"{base}/diagnostics")
     await call("GET", f"{base}/os-server-password")
     await call("GET", f"{base}/os-volume_attachments")
+    # os-volumes_boot: the same collection under Nova's old name
+    await call("GET", "/v2.1/os-volumes_boot")
+    await call("GET", "/v2.1/os-volumes_boot/detail")
+    await call("GET", f"/v2.1/os-volumes_boot/{server_id}")
+    await call("PUT", f"/v2.1/os-volumes_boot/{server_id}", json={"server": {"name": "renamed"}})
+    await call("POST", f"/v2.1/os-volumes_boot/{server_id}/action", json={"os-getConsoleOutput": {"length": 5}})
     await call("GET", f"{base}/ips/{net['name']}")
     actions = (await call("GET", f"{base}/os-instance-actions"))["instanceActions"]
     await call("GET", f"{base}/os-instance-actions/{actions[0]['request_id']}")

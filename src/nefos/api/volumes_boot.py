@@ -1,7 +1,7 @@
 """``/v2.1/os-volumes_boot``: Nova's old name of the servers collection (its VolumesBootController
 is the servers controller: list, detail, create, show, update, delete and actions, at every
 microversion Nefos serves). The same handlers answer; links in the answers name ``servers``, as
-Nova's do. Left out of the OpenAPI document: ``/servers`` documents them."""
+Nova's do; the OpenAPI document shows them as it shows the servers routes."""
 
 from __future__ import annotations
 
@@ -20,4 +20,4 @@ for _path, _method, _endpoint in (
         ("/{server_id}", "PUT", servers.update_server),
         ("/{server_id}", "DELETE", servers.delete_server),
         ("/{server_id}/action", "POST", server_actions.server_action)):
-    router.add_api_route(_BASE + _path, _endpoint, methods=[_method], include_in_schema=False)
+    router.add_api_route(_BASE + _path, _endpoint, methods=[_method])
