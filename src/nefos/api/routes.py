@@ -29,6 +29,12 @@ ROUTERS = [
     "nefos.api.quota_sets",
     "nefos.api.server_groups",
     "nefos.api.server_external_events",
+    "nefos.api.server_diagnostics",
+    "nefos.api.server_password",
+    "nefos.api.hosts",
+    "nefos.api.extensions",
+    "nefos.api.volumes",
+    "nefos.api.volumes_boot",
     "nefos.api.removed",
 ]
 

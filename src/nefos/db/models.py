@@ -68,6 +68,7 @@ class Instance(TimestampMixin, Base):
     key_data: Mapped[str | None] = mapped_column(Text)
     user_data: Mapped[str | None] = mapped_column(Text)
     config_drive: Mapped[str | None] = mapped_column(String(255))
+    auto_disk_config: Mapped[bool | None] = mapped_column(Boolean)  # OS-DCF:diskConfig AUTO (else MANUAL)
     metadata_: Mapped[dict] = mapped_column("metadata", JSON, default=dict)
     system_metadata: Mapped[dict] = mapped_column(JSON, default=dict)
     security_groups: Mapped[list] = mapped_column(JSON, default=list)
