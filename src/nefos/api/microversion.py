@@ -71,3 +71,14 @@ def negotiate(headers) -> APIVersion:
     if version < MIN or MAX < version:
         raise VersionNotAcceptable(version=str(version), min=MIN_VERSION, max=MAX_VERSION)
     return version
+
+
+# Nova's MAX_PROXY_API_SUPPORT_VERSION: the APIs proxying the Networking and Image services are gone
+# from 2.36 on.
+MAX_PROXY_VERSION = "2.35"
+
+
+def require_proxy_version(version: APIVersion) -> None:
+    """404 for a proxy API from 2.36 on, before anything else (Nova's version routing)."""
+    if not version.matches(MIN_VERSION, MAX_PROXY_VERSION):
+        raise exceptions.NotFound("The resource could not be found.")

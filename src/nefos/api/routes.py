@@ -24,6 +24,9 @@ ROUTERS = [
     "nefos.api.quota_sets",
     "nefos.api.server_groups",
     "nefos.api.server_external_events",
+    "nefos.api.security_groups",
+    "nefos.api.networks",
+    "nefos.api.floating_ips",
     "nefos.api.removed",
 ]
 
