@@ -7,6 +7,7 @@ import pytest
 from tests.api.conftest import PROJECT, member, version
 
 V211 = version("2.11")
+SG = "00000000-0000-0000-0000-000000000000"
 
 CASES = [
     # (method, path, body, headers, words the message must contain)
@@ -75,6 +76,25 @@ CASES = [
     ("post", "/v2.1/os-server-groups", {"server_group": {"name": "g", "policies": "affinity"}}, {},
      ["field/attribute policies", "is not of type 'array'"]),
     ("get", "/v2.1/os-server-groups?offset=-1", None, member(), ["offset"]),
+    # The network proxy APIs (up to 2.35): bodies and ids refused before the Networking API is asked.
+    ("post", "/v2.1/os-security-groups", {"security_group": {"name": "g"}}, {}, ["'description' is a required"]),
+    ("post", "/v2.1/os-security-groups", {"security_group": {"name": "g" * 256, "description": ""}}, {},
+     ["field/attribute name"]),
+    ("post", "/v2.1/os-security-groups", {"group": {}}, {}, ["'security_group' is a required"]),
+    ("put", f"/v2.1/os-security-groups/{SG}", {"security_group": {"description": 5, "name": "g"}}, {},
+     ["field/attribute description"]),
+    ("get", "/v2.1/os-security-groups?limit=-1", None, {}, ["limit"]),
+    ("get", "/v2.1/os-security-groups/nope", None, {}, ["Security group id should be uuid"]),
+    ("delete", "/v2.1/os-security-groups/nope", None, {}, ["Security group id should be uuid"]),
+    ("post", "/v2.1/os-security-group-rules", {"security_group_rule": {}}, {}, ["'parent_group_id' is a required"]),
+    ("post", "/v2.1/os-security-group-rules", {"security_group_rule": {"parent_group_id": "nope"}}, {},
+     ["field/attribute parent_group_id"]),
+    ("post", "/v2.1/os-security-group-rules", {"security_group_rule": {"parent_group_id": SG, "group_id": 5}}, {},
+     ["field/attribute group_id"]),
+    ("delete", "/v2.1/os-security-group-rules/nope", None, {}, ["Security group id should be uuid"]),
+    ("post", "/v2.1/os-floating-ips", {"pool": 5}, {}, ["field/attribute pool"]),
+    ("post", "/v2.1/os-floating-ips", [], {}, ["is not of type"]),
+    ("post", "/v2.1/os-networks/1/action", {"explode": None}, {}, ["There is no such action: explode"]),
 ]
 
 

@@ -187,6 +187,9 @@ async def _compute_fixtures(m: Matrix) -> None:
     ids["compute_host"], ids["action"], ids["project_id"] = compute["host"], "enable", m.project_a
     ids["class_name"], ids["image_ref"] = "default", DEFAULT_IMAGE_ID
     ids["member_user_id"] = m.users["member"]
+    # The network proxy APIs name the Networking API's resources of project A.
+    for key in ("security_group_id", "security_group_rule_id", "floatingip_id", "external_network_id"):
+        ids[key] = m.ids["network"][key]
     m.ids["network"]["compute_host"] = compute["host"]
 
 

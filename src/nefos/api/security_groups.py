@@ -99,7 +99,8 @@ def _network_api(request: Request):
 
 
 async def _group_or_404(request: Request, ctx, group_id: str) -> dict:
-    return await sg_api.get(_network_api(request), ctx, _valid_id(group_id))
+    group_id = _valid_id(group_id)
+    return await sg_api.get(_network_api(request), ctx, group_id)
 
 
 # Security groups ---------------------------------------------------------------------------------
@@ -198,8 +199,9 @@ async def create_security_group_rule(request: Request):
 async def delete_security_group_rule(request: Request, rule_id: str):
     microversion.require_proxy_version(request.state.api_version)
     ctx = _authorize(request, "rule:delete")
+    rule_id = _valid_id(rule_id)
     network_api = _network_api(request)
-    rule = await sg_api.get_rule(network_api, ctx, _valid_id(rule_id))
+    rule = await sg_api.get_rule(network_api, ctx, rule_id)
     await sg_api.get(network_api, ctx, rule["parent_group_id"])
     await sg_api.remove_rule(network_api, ctx, rule["id"])
     return Response(status_code=202)
