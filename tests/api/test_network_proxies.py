@@ -59,6 +59,10 @@ async def test_security_group_lifecycle(cloud):
                       cidr="10.0.0.0/24")
     assert tcp["ip_range"] == {"cidr": "10.0.0.0/24"} and tcp["group"] == {}
     assert (tcp["ip_protocol"], tcp["from_port"], tcp["to_port"]) == ("tcp", 22, 22)
+    # A CIDR is kept as given, host bits too (the Networking API keeps it so).
+    hosty = await _rule(cloud, parent_group_id=db["id"], ip_protocol="udp", from_port=53, to_port=53,
+                        cidr="10.2.3.124/24")
+    assert hosty["ip_range"] == {"cidr": "10.2.3.124/24"}
     icmp = await _rule(cloud, parent_group_id=web["id"], ip_protocol="icmp", from_port=-1, to_port=-1)
     assert icmp["ip_range"] == {"cidr": "0.0.0.0/0"} and (icmp["from_port"], icmp["to_port"]) == (-1, -1)
     from_db = await _rule(cloud, parent_group_id=web["id"], group_id=db["id"], ip_protocol="tcp")
