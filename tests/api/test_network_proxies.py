@@ -134,6 +134,8 @@ async def test_security_group_bad_bodies_and_ids(cloud):
                 {"security_group": {"name": "a", "description": "b"}})
     await _call(cloud, "DELETE", f"/v2.1/os-security-groups/{unknown}", 404)
     await _call(cloud, "GET", "/v2.1/os-security-groups", 400, params={"limit": "-1"})
+    # No id at all: no such route (as Nova's router, no redirect to the collection).
+    await _call(cloud, "DELETE", "/v2.1/os-security-groups/", 404)
 
 
 async def test_security_groups_are_the_callers_projects(cloud):
