@@ -10,6 +10,7 @@ V211 = version("2.11")
 V26 = version("2.6")
 SERVER = "/v2.1/servers/00000000-0000-0000-0000-000000000001"
 IMAGE = "3e5c7f5e-1a52-4f36-9e3c-7a53a1d7b0a1"  # no such image: the body is refused first
+SG = "00000000-0000-0000-0000-000000000000"
 
 CASES = [
     # (method, path, body, headers, words the message must contain)
@@ -118,6 +119,25 @@ CASES = [
     ("put", f"/v2.1/images/{IMAGE}/metadata", {"meta": {}}, member(), ["'metadata' is a required"]),
     ("put", f"/v2.1/images/{IMAGE}/metadata/k", {"meta": {"k": "v", "j": "w"}}, member(), ["meta"]),
     ("put", f"/v2.1/images/{IMAGE}/metadata/k", {"meta": {"j": "w"}}, member(), ["Request body and URI mismatch"]),
+    # The network proxy APIs (up to 2.35): bodies and ids refused before the Networking API is asked.
+    ("post", "/v2.1/os-security-groups", {"security_group": {"name": "g"}}, {}, ["'description' is a required"]),
+    ("post", "/v2.1/os-security-groups", {"security_group": {"name": "g" * 256, "description": ""}}, {},
+     ["field/attribute name"]),
+    ("post", "/v2.1/os-security-groups", {"group": {}}, {}, ["'security_group' is a required"]),
+    ("put", f"/v2.1/os-security-groups/{SG}", {"security_group": {"description": 5, "name": "g"}}, {},
+     ["field/attribute description"]),
+    ("get", "/v2.1/os-security-groups?limit=-1", None, {}, ["limit"]),
+    ("get", "/v2.1/os-security-groups/nope", None, {}, ["Security group id should be uuid"]),
+    ("delete", "/v2.1/os-security-groups/nope", None, {}, ["Security group id should be uuid"]),
+    ("post", "/v2.1/os-security-group-rules", {"security_group_rule": {}}, {}, ["'parent_group_id' is a required"]),
+    ("post", "/v2.1/os-security-group-rules", {"security_group_rule": {"parent_group_id": "nope"}}, {},
+     ["field/attribute parent_group_id"]),
+    ("post", "/v2.1/os-security-group-rules", {"security_group_rule": {"parent_group_id": SG, "group_id": 5}}, {},
+     ["field/attribute group_id"]),
+    ("delete", "/v2.1/os-security-group-rules/nope", None, {}, ["Security group id should be uuid"]),
+    ("post", "/v2.1/os-floating-ips", {"pool": 5}, {}, ["field/attribute pool"]),
+    ("post", "/v2.1/os-floating-ips", [], {}, ["is not of type"]),
+    ("post", "/v2.1/os-networks/1/action", {"explode": None}, {}, ["There is no such action: explode"]),
 ]
 
 

@@ -188,6 +188,9 @@ async def _compute_fixtures(m: Matrix) -> None:
     ids["class_name"], ids["image_ref"] = "default", DEFAULT_IMAGE_ID
     ids["member_user_id"] = m.users["member"]
     ids.update(await _fresh_compute_image(m))
+    # The network proxy APIs name the Networking API's resources of project A.
+    for key in ("security_group_id", "security_group_rule_id", "floatingip_id", "external_network_id"):
+        ids[key] = m.ids["network"][key]
     m.ids["network"]["compute_host"] = compute["host"]
     ids["aggregate_id"] = str((await m.ok("admin", "compute", "POST", "/v2.1/os-aggregates", {"aggregate": {
         "name": "matrix-aggregate"}}))["aggregate"]["id"])
