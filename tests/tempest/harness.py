@@ -38,7 +38,7 @@ SELECTION = HERE / "selected_tests.txt"
 BIN = Path(sys.executable).parent
 SHARED_NETWORK = "tempest-shared"
 SHARED_CIDR = "10.250.0.0/16"
-MAX_MICROVERSION = "2.100"
+MAX_MICROVERSION = "2.104"
 ALT_IMAGE = "tempest-alt"
 PUBLIC_NETWORK = "public"  # the external network `nefos up` creates with real guests
 # The selected tests that log into their guests (SSH validation): skipped on fake hosts, run with

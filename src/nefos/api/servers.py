@@ -30,7 +30,8 @@ from nefos import exceptions, rest
 from nefos import policy
 from nefos.api import common, server_view
 from nefos.api import response_schemas as responses
-from nefos.api.validation import bool_from_string, is_uuid_like, query_schema, validate, validate_query
+from nefos.api.validation import (NAME, bool_from_string, is_uuid_like, query_schema, refuse_query_from_2102,
+                                  validate, validate_query)
 from nefos.compute.services import COMPUTE_BINARY
 from nefos.objects import states
 from nefos.openapi import documented
@@ -153,6 +154,8 @@ def update_schema(version) -> dict:
         props["description"] = {"type": ["string", "null"], "maxLength": 255}
     if _hostname_schema(version):
         props["hostname"] = _hostname_schema(version)
+    if version.matches("2.104"):  # unpin (null) or re-pin the server's zone
+        props["pinned_availability_zone"] = {"oneOf": [NAME, {"type": "null"}]}
     return {"type": "object", "properties": {
         "server": {"type": "object", "properties": props, "additionalProperties": False}},
         "required": ["server"], "additionalProperties": False}
@@ -623,6 +626,7 @@ async def show_view(request: Request, server_id: str) -> dict:
 @router.get("/v2.1/servers/{server_id}")
 @documented(responses={200: responses.SERVER_SHOWN})
 async def show_server(request: Request, server_id: str):
+    refuse_query_from_2102(request)
     return {"server": await show_view(request, server_id)}
 
 
@@ -641,7 +645,8 @@ async def update_server(request: Request, server_id: str):
             updates[key] = server[api_key]
             if api_key.startswith("access") and server[api_key]:
                 updates[key] = _normalized_ip(server[api_key])
-    instance = await _compute_api(request).update(ctx, server_id, updates)
+    pin = {key: server[key] for key in ("pinned_availability_zone",) if key in server}
+    instance = await _compute_api(request).update(ctx, server_id, updates, **pin)
     # Before 2.75 the update answers with the narrower view (no OS-EXT-* attributes).
     if version.matches("2.75") and policy.check(ctx, "os_compute_api:servers:show:host_status"):
         await _host_statuses(request, [instance])
