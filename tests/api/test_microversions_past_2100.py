@@ -139,3 +139,34 @@ async def test_pin_is_scoped_to_the_project(cloud):
     sid = await _active(cloud, "2.104")
     r = await _pin(cloud, sid, None, headers=_h("2.104", member("o" * 32)))
     assert r.status_code == 404
+
+
+# networks "auto" (2.37) through the whole cloud: the project's auto-allocated topology ------------
+
+async def test_auto_networks_boot_on_the_auto_allocated_topology(tmp_path):
+    from tests.pipeline.conftest import start_cloud, stop_cloud
+    cloud = await start_cloud(tmp_path, fake_hosts=2)
+    try:
+        headers = _h("2.37", member("a" * 32))
+        body = {"name": "auto", "imageRef": await cloud.default_image(), "flavorRef": "1", "networks": "auto",
+                "min_count": 3}
+        r = await cloud.compute.post("/v2.1/servers", json={"server": body}, headers=headers)
+        assert r.status_code == 400 and "Unable to automatically allocate a network" in r.text  # no default
+        ext = (await cloud.network.post("/v2.0/networks", json={"network": {
+            "name": "public", "router:external": True, "is_default": True}})).json()["network"]
+        r = await cloud.network.post("/v2.0/subnets", json={"subnet": {
+            "network_id": ext["id"], "cidr": "172.30.0.0/24", "ip_version": 4, "enable_dhcp": False}})
+        assert r.status_code == 201
+        r = await cloud.compute.post("/v2.1/servers", json={"server": body}, headers=headers)
+        assert r.status_code == 202, r.text
+        servers = (await cloud.compute.get("/v2.1/servers?name=auto", headers=headers)).json()["servers"]
+        assert len(servers) == 3
+        networks = set()
+        for server in servers:
+            shown = await cloud.wait_status(server["id"], "ACTIVE", headers=headers)
+            networks |= set(shown["addresses"])
+        assert networks == {"auto_allocated_network"}
+        own = (await cloud.network.get("/v2.0/networks", params={"project_id": "a" * 32})).json()["networks"]
+        assert [n["name"] for n in own] == ["auto_allocated_network"]
+    finally:
+        await stop_cloud(cloud)
