@@ -15,7 +15,8 @@ them); 2.90 ``hostname`` on create, update and rebuild (one server only on
 create), shown to every user, and a list filter for non-admins; 2.94 the
 hostname may be an FQDN; 2.96 ``pinned_availability_zone``, 2.98 the image's
 properties and 2.100 ``scheduler_hints`` in show, the detailed list, update
-and rebuild.
+and rebuild; 2.102 show refuses query parameters; 2.104 update unpins (null) or
+re-pins ``pinned_availability_zone`` (``ComputeAPI.update``).
 """
 
 from __future__ import annotations
