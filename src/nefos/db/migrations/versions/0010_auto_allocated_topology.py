@@ -3,15 +3,15 @@
 Neutron's ``externalnetworks.is_default`` (here a column of the network) and its
 ``auto_allocated_topologies``: a project's network and router, one per project.
 
-Revision ID: 0007
-Revises: 0006
+Revision ID: 0010
+Revises: 0009
 """
 from alembic import op
 import sqlalchemy as sa
 
 
-revision = '0007'
-down_revision = '0006'
+revision = '0010'
+down_revision = '0009'
 branch_labels = None
 depends_on = None
 
