@@ -105,6 +105,12 @@ async def test_every_documented_body_is_answered_as_documented(cloud):
     compute_host = next(s["host"] for s in services if s["binary"] == "nova-compute")
     for action in ("disable", "enable"):
         await call("PUT", f"/v2.1/os-services/{action}", json={"host": compute_host, "binary": "nova-compute"})
+    agg = (await call("POST", "/v2.1/os-aggregates", json={"aggregate": {"name": "tour", "availability_zone": "z"}}
+                      ))["aggregate"]
+    await call("GET", "/v2.1/os-aggregates")
+    await call("GET", f"/v2.1/os-aggregates/{agg['id']}")
+    await call("PUT", f"/v2.1/os-aggregates/{agg['id']}", json={"aggregate": {"name": "tour-renamed"}})
+    await call("POST", f"/v2.1/os-aggregates/{agg['id']}/action", json={"set_metadata": {"metadata": {"a": "1"}}})
     hypervisors = (await call("GET", "/v2.1/os-hypervisors"))["hypervisors"]
     await call("GET", "/v2.1/os-hypervisors/detail")
     await call("GET", "/v2.1/os-hypervisors/statistics")

@@ -252,6 +252,20 @@ SERVICE_UPDATED = _all_required({"service": _object(
     {"host": _STRING, "binary": _STRING, "status": _ENABLED, "disabled_reason": _STRING},
     ("host", "binary", "status"))})
 
+# Host aggregates: every field of Nova's Aggregate object (``uuid`` from 2.41); create's answer
+# has neither ``hosts`` nor ``metadata``.
+_AGGREGATE_BRIEF = {"id": _INTEGER, "name": _STRING, "availability_zone": _NULLABLE_STRING,
+                    "created_at": _TIME, "updated_at": _NULLABLE_TIME, "deleted_at": _NULLABLE_TIME,
+                    "deleted": _BOOLEAN}
+_AGGREGATE_OPTIONAL = {"uuid": _STRING}
+_AGGREGATE_FULL = {**_AGGREGATE_BRIEF, "hosts": _array(_STRING),
+                   "metadata": {"type": "object", "additionalProperties": _STRING}}
+_AGGREGATE = _object({**_AGGREGATE_FULL, **_AGGREGATE_OPTIONAL}, tuple(_AGGREGATE_FULL))
+AGGREGATE = _all_required({"aggregate": _AGGREGATE})
+AGGREGATE_CREATED = _all_required({"aggregate": _object({**_AGGREGATE_BRIEF, **_AGGREGATE_OPTIONAL},
+                                                        tuple(_AGGREGATE_BRIEF))})
+AGGREGATES = _all_required({"aggregates": _array(_AGGREGATE)})
+
 _HYPERVISOR_BRIEF = {"id": _INTEGER, "hypervisor_hostname": _STRING, "state": _UP_DOWN, "status": _ENABLED}
 _HYPERVISOR_SERVERS = _array(_all_required({"uuid": _STRING, "name": _STRING}))
 _RESOURCES = ("vcpus", "memory_mb", "local_gb", "vcpus_used", "memory_mb_used", "local_gb_used", "free_ram_mb",

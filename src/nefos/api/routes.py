@@ -23,6 +23,7 @@ ROUTERS = [
     "nefos.api.limits",
     "nefos.api.availability_zones",
     "nefos.api.services",
+    "nefos.api.aggregates",
     "nefos.api.hypervisors",
     "nefos.api.hypervisor_health",
     "nefos.api.quota_sets",

@@ -86,6 +86,14 @@ def _hostname_schema(version) -> dict | None:
     return _HOSTNAME if version.matches("2.90") else None
 
 
+# The hints the scheduler reads are validated as Nova's; other hints pass (Nova allows any).
+_SERVER_UUIDS = {"oneOf": [{"type": "string", "format": "uuid"},
+                           {"type": "array", "items": {"type": "string", "format": "uuid"}}]}
+_HINTS = {"type": "object", "properties": {
+    "different_host": _SERVER_UUIDS,
+    "same_host": {"type": ["string", "array"], "items": {"type": "string", "format": "uuid"}}}}
+
+
 def create_schema(version) -> dict:
     networks: dict = {"type": "array", "items": _NETWORK}
     if version.matches("2.37"):
@@ -139,8 +147,8 @@ def create_schema(version) -> dict:
         "properties": {
             "server": {"type": "object", "properties": props, "required": required,
                        "additionalProperties": False},
-            "os:scheduler_hints": {"type": "object"},
-            "OS-SCH-HNT:scheduler_hints": {"type": "object"},
+            "os:scheduler_hints": _HINTS,
+            "OS-SCH-HNT:scheduler_hints": _HINTS,
         },
         "required": ["server"],
         "additionalProperties": False,

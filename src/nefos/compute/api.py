@@ -90,14 +90,13 @@ class ComputeAPI:
     async def _check_availability_zone(self, zone: str | None, host: str | None) -> None:
         if not zone and not host:
             return  # nothing asked for: the scheduler picks among every zone
-        from nefos.db.models import Service
-        async with self.rt.db.reader() as s:
-            services = (await s.execute(select(Service).where(
-                Service.binary == COMPUTE_BINARY, Service.deleted == 0))).scalars().all()
-        zones = {svc.availability_zone or self.rt.cfg.default_availability_zone for svc in services}
-        if zone and zone not in zones:
+        from nefos.compute import availability_zones
+        available, _unavailable, services = await availability_zones.zones(self.rt.db, self.rt.cfg)
+        # As Nova: the zone must have an enabled service (its hosts' aggregate zone or the default),
+        # unless a host is forced (the zone is then not checked).
+        if zone and not host and zone not in available:
             raise exceptions.Invalid("The requested availability zone is not available")
-        if host and host not in {svc.host for svc in services}:
+        if host and host not in {svc["host"] for svc in services if svc["binary"] == COMPUTE_BINARY}:
             raise exceptions.Invalid(f"Compute host {host} could not be found.")
 
     async def _check_requested_destination(self, host: str | None, node: str | None) -> None:
@@ -607,15 +606,17 @@ class ComputeAPI:
 
     async def _host_zone(self, host: str) -> str:
         """The availability zone of compute host ``host`` (400 when there is no such compute host)."""
+        from nefos.compute.aggregates import host_zones
         from nefos.db.models import ComputeNode, Service
         async with self.rt.db.reader() as s:
             node = (await s.execute(select(ComputeNode.host).where(
                 ComputeNode.host == host, ComputeNode.deleted == 0).limit(1))).first()
             zone = (await s.execute(select(Service.availability_zone).where(
                 Service.host == host, Service.binary == COMPUTE_BINARY, Service.deleted == 0))).scalar()
+            aggregate_zone = (await host_zones(s)).get(host)
         if node is None:
             raise exceptions.Invalid(f"Compute host {host} could not be found.")
-        return zone or self.rt.cfg.default_availability_zone
+        return aggregate_zone or zone or self.rt.cfg.default_availability_zone
 
     async def rebuild(self, ctx, uuid: str, image_ref: str, updates: dict) -> dict:
         """Rebuild the server from ``image_ref`` (its ports and IPs kept); ``updates``: name,
