@@ -82,7 +82,7 @@ async def test_unknown_query_parameters_refused_from_2_102(cloud):
     paths = ["/v2.1/os-availability-zone", "/v2.1/os-availability-zone/detail", "/v2.1/flavors/1",
              "/v2.1/flavors/1/os-extra_specs", f"/v2.1/servers/{sid}", f"/v2.1/servers/{sid}/ips",
              f"/v2.1/servers/{sid}/metadata", f"/v2.1/servers/{sid}/os-interface", f"/v2.1/servers/{sid}/topology",
-             "/v2.1/os-quota-class-sets/default"]
+             "/v2.1/os-quota-class-sets/default", "/v2.1/os-aggregates"]
     for path in paths:
         assert (await cloud.compute.get(path + "?bogus=1", headers=_h("2.101"))).status_code == 200, path
         r = await cloud.compute.get(path + "?bogus=1", headers=_h("2.102"))
