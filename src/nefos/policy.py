@@ -257,6 +257,8 @@ NETWORK_RULES.update({
     "delete_quota": ADMIN,
     "add_router_interface": ADMIN_OR_MEMBER,
     "remove_router_interface": ADMIN_OR_MEMBER,
+    "get_auto_allocated_topology": ADMIN_OR_READER,
+    "delete_auto_allocated_topology": ADMIN_OR_MEMBER,
 })
 
 # Image (Glance's names) -------------------------------------------------------------------------------

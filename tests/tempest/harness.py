@@ -38,7 +38,7 @@ HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
 SHARED_NETWORK = "tempest-shared"
 SHARED_CIDR = "10.250.0.0/16"
-MAX_MICROVERSION = "2.100"
+MAX_MICROVERSION = "2.104"
 ALT_IMAGE = "tempest-alt"
 PUBLIC_NETWORK = "public"  # the external network `nefos up` creates with real guests
 FAKE_PUBLIC_CIDR = "203.0.113.0/24"  # the one prepare_cloud makes on fake hosts (TEST-NET-3)
@@ -81,6 +81,19 @@ class Admin:
         r.raise_for_status()
         return r.json()
 
+    def put(self, service: str, path: str, body: dict) -> dict:
+        r = self.http.put(self.catalog[service].rstrip("/") + path, json=body)
+        r.raise_for_status()
+        return r.json()
+
+
+def mark_default_external(admin: "Admin") -> None:
+    """The external network ``public``, when there is one, is the default external network that
+    auto-allocated topologies (Nova's ``networks: auto``) are uplinked to (idempotent)."""
+    for net in admin.get("network", "/v2.0/networks", params={"name": PUBLIC_NETWORK})["networks"]:
+        if net.get("router:external") and not net.get("is_default"):
+            admin.put("network", f"/v2.0/networks/{net['id']}", {"network": {"is_default": True}})
+
 
 def prepare_cloud(cloud: dict, validation: bool = False) -> dict:
     """The shared network (or, with ``validation``, the external network's id) and the image/flavor
@@ -103,6 +116,7 @@ def prepare_cloud(cloud: dict, validation: bool = False) -> dict:
             admin.post("network", "/v2.0/subnets", {"subnet": {
                 "network_id": net["id"], "cidr": SHARED_CIDR, "ip_version": 4, "name": SHARED_NETWORK}})
         public_id = _fake_public_network(admin, net["id"])
+    mark_default_external(admin)
     images = admin.get("image", "/v2/images", params={"name": "nefos-tiny"})["images"]
     if not images:
         raise RuntimeError("the default image nefos-tiny is missing")
@@ -259,7 +273,7 @@ def tempest_conf(cloud: dict, prep: dict, work: Path, validation: bool = False) 
         floating_ips = true
         port_security = true
         ipv6 = false
-        api_extensions = binding,security-group,quotas,quota_details,port-security,external-net,net-mtu,standard-attr-description,project-id,pagination,sorting
+        api_extensions = binding,security-group,quotas,quota_details,port-security,external-net,net-mtu,standard-attr-description,project-id,pagination,sorting,auto-allocated-topology
 
         [image]
         catalog_type = image

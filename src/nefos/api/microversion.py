@@ -12,7 +12,7 @@ from functools import total_ordering
 from nefos import exceptions
 
 MIN_VERSION = "2.1"
-MAX_VERSION = "2.100"
+MAX_VERSION = "2.104"
 
 
 @total_ordering

@@ -15,8 +15,8 @@ from starlette.responses import Response
 
 from nefos import exceptions, rest
 from nefos.api import common
-from nefos.api.validation import (NAME, NON_NEGATIVE_INTEGER, POSITIVE_INTEGER, query_schema, validate,
-                                  validate_query)
+from nefos.api.validation import (NAME, NON_NEGATIVE_INTEGER, POSITIVE_INTEGER, query_schema,
+                                  refuse_query_from_2102, validate, validate_query)
 from nefos.compute import server_groups as groups_mod
 from nefos.openapi import documented
 from nefos.api import response_schemas as responses
@@ -100,6 +100,7 @@ async def list_server_groups(request: Request):
 @router.get("/v2.1/os-server-groups/{group_id}")
 @documented(responses={200: responses.SERVER_GROUP_SHOWN})
 async def show_server_group(request: Request, group_id: str):
+    refuse_query_from_2102(request)
     return {"server_group": view(request, await _get_visible(request, group_id, "show"))}
 
 

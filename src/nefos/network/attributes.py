@@ -355,6 +355,7 @@ ATTRIBUTES: dict[str, dict[str, Attr]] = {
         "admin_state_up": Attr(default=True, validate=to_bool),
         "shared": Attr(default=False, validate=to_bool, admin_only=True),
         "router:external": Attr(default=False, validate=to_bool, admin_only=True),
+        "is_default": Attr(default=False, validate=to_bool, admin_only=True),
         "mtu": Attr(default=1500, validate=v_int(68, 9216)),
         "port_security_enabled": Attr(default=True, validate=to_bool),
         "project_id": _PROJECT, "tenant_id": _PROJECT,
@@ -503,7 +504,7 @@ def validate_body(resource: str, body: Any, *, create: bool, is_admin: bool) -> 
 
 # Listing: filters, sorting, pagination ------------------------------------------------
 
-BOOL_FIELDS = {"admin_state_up", "shared", "router:external", "port_security_enabled", "enable_dhcp",
+BOOL_FIELDS = {"admin_state_up", "shared", "router:external", "is_default", "port_security_enabled", "enable_dhcp",
                "stateful", "l2_adjacency"}
 INT_FIELDS = {"mtu", "ip_version", "revision_number", "port_range_min", "port_range_max"}
 LIST_FIELDS = {"subnets", "security_groups", "availability_zones", "availability_zone_hints",
