@@ -1,15 +1,21 @@
 """``/v2.1/os-volumes_boot``: Nova's old name of the servers collection (its VolumesBootController
-is the servers controller: list, detail, create, show, update, delete and actions, at every
-microversion Nefos serves). The same handlers answer; links in the answers name ``servers``, as
+is the servers controller: list, detail, create, show, update, delete and actions, up to 2.102;
+2.103 removed the name, so it answers 404 from then on). The same handlers answer; links in the answers name ``servers``, as
 Nova's do; the OpenAPI document shows them as it shows the servers routes."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends, Request
 
-from nefos.api import server_actions, servers
+from nefos.api import microversion, server_actions, servers
 
 router = APIRouter()
+LAST_VERSION = "2.102"
+
+
+def _served(request: Request) -> None:
+    microversion.require_at_most(request, LAST_VERSION)
+
 
 _BASE = "/v2.1/os-volumes_boot"
 for _path, _method, _endpoint in (
@@ -20,4 +26,4 @@ for _path, _method, _endpoint in (
         ("/{server_id}", "PUT", servers.update_server),
         ("/{server_id}", "DELETE", servers.delete_server),
         ("/{server_id}/action", "POST", server_actions.server_action)):
-    router.add_api_route(_BASE + _path, _endpoint, methods=[_method])
+    router.add_api_route(_BASE + _path, _endpoint, methods=[_method], dependencies=[Depends(_served)])
