@@ -167,6 +167,9 @@ def check(response) -> None:
         if action == "rebuild":
             assert_schema("servers.rebuild_server_with_admin_pass", response)
             return
+        if action == "rescue":
+            assert_schema("servers.rescue_server_with_admin_pass", response)
+            return
     assert name is not None, f"{request.method} {path} answered {response.status_code}"
     assert_schema(name, response)
 

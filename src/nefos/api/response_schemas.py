@@ -135,6 +135,8 @@ SERVER_REBUILT = _all_required({"server": _object({**SERVER_NARROW["properties"]
 CONSOLE_OUTPUT = _all_required({"output": _STRING})
 # The actions answering 202 with a body, by action (the others answer 202 or 204 without one).
 ACTION_BODIES = {"rebuild": SERVER_REBUILT}
+# The rescue action's 200 (Nova's, with the password unless enable_instance_password is off).
+RESCUE = {"type": "object", "properties": {"adminPass": _STRING}, "additionalProperties": False}
 
 METADATA = _all_required({"metadata": _STRING_MAP})
 METADATA_ITEM = _all_required({"meta": {**_STRING_MAP, "minProperties": 1, "maxProperties": 1}})

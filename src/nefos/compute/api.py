@@ -619,6 +619,15 @@ class ComputeAPI:
                                            image_id=image_ref, was_stopped=instance["vm_state"] == states.STOPPED)
         return await self.get(ctx, uuid)
 
+    # Rescue (nefos.compute.rescue) ----------------------------------------------------------
+    async def rescue(self, ctx, uuid: str, *, password: str, rescue_image_ref: str | None = None) -> None:
+        from nefos.compute import rescue
+        await rescue.request_rescue(self, ctx, uuid, password=password, rescue_image_ref=rescue_image_ref)
+
+    async def unrescue(self, ctx, uuid: str) -> None:
+        from nefos.compute import rescue
+        await rescue.request_unrescue(self, ctx, uuid)
+
     # Resize and cold migration (nefos.compute.resize) ---------------------------------------
     async def resize(self, ctx, uuid: str, flavor_id: str) -> None:
         from nefos.compute import resize
