@@ -21,7 +21,8 @@ RESCUE_SCHEMA = {"type": "object", "properties": {"rescue": {
         "adminPass": {"type": "string"},
         "rescue_image_ref": {"type": "string", "format": "uuid"}},
     "additionalProperties": False}}, "required": ["rescue"], "additionalProperties": False}
-UNRESCUE_SCHEMA = {"type": "object", "properties": {"unrescue": {"type": "null"}},
+# Nova reads nothing of unrescue's argument (clients send null or {}).
+UNRESCUE_SCHEMA = {"type": "object", "properties": {"unrescue": {"type": ["object", "null"]}},
                    "required": ["unrescue"], "additionalProperties": False}
 
 
