@@ -270,6 +270,7 @@ async def create_server(request: Request):
     body = await rest.json_body(request)
     validate(body, create_schema(version))
     server = body["server"]
+    files = injected_files(server.get("personality"))
     min_count = int(server.get("min_count", 1))
     max_count = int(server.get("max_count", min_count))
     if min_count < 1 or max_count < 1:
@@ -310,7 +311,7 @@ async def create_server(request: Request):
             config_drive="True" if str(server.get("config_drive", "")).lower() in ("true", "1") else None,
             tags=server.get("tags"), trusted_certs=trusted_certs, requested_host=requested_host,
             requested_node=requested_node, hostname=server.get("hostname"),
-            injected_files=injected_files(server.get("personality")))
+            injected_files=files)
     except exceptions.FlavorNotFound:
         raise exceptions.ValidationError("Flavor '%s' could not be found." % flavor_ref) from None
     except exceptions.ImageNotFound:
