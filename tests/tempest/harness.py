@@ -208,7 +208,7 @@ def tempest_conf(cloud: dict, prep: dict, work: Path, validation: bool = False) 
         swap_volume = false
         volume_backed_live_migration = false
         volume_multiattach = false
-        ide_bus = false
+        ide_bus = true
         unified_limits = false
         hostname_fqdn_sanitization = true
 
