@@ -255,11 +255,23 @@ class HostConfigurationError(Error):
 
 
 class InstanceNotReady(Conflict):
-    message = "Instance %(instance_id)s has not been scheduled to a host yet."
+    message = "Instance %(instance_id)s is not ready"  # Nova's
 
 
 class ConsoleNotAvailable(NotFound):
     message = "Guest does not have a console available."
+
+
+class ConsoleTypeInvalid(Invalid):
+    message = "Invalid console type %(console_type)s"
+
+
+class ConsoleTypeUnavailable(Invalid):
+    message = "Unavailable console type %(console_type)s."
+
+
+class InvalidToken(Invalid):
+    message = "The token '%(token)s' is invalid or has expired"
 
 
 class NotSupported(Error):

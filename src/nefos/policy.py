@@ -129,6 +129,8 @@ COMPUTE_RULES: dict[str, str] = {
     "os_compute_api:os-multinic:add": ADMIN_OR_MEMBER,
     "os_compute_api:os-multinic:remove": ADMIN_OR_MEMBER,
     "os_compute_api:os-console-output": ADMIN_OR_MEMBER,
+    "os_compute_api:os-remote-consoles": ADMIN_OR_MEMBER,
+    "os_compute_api:os-console-auth-tokens": ADMIN,
     "os_compute_api:os-lock-server:unlock": ADMIN_OR_MEMBER,
     "os_compute_api:os-lock-server:unlock:unlock_override": ADMIN,
     "os_compute_api:server-metadata:index": ADMIN_OR_READER,

@@ -7,6 +7,9 @@ import pytest
 from tests.api.conftest import PROJECT, member, version
 
 V211 = version("2.11")
+V26 = version("2.6")
+SERVER = "/v2.1/servers/00000000-0000-0000-0000-000000000001"
+IMAGE = "3e5c7f5e-1a52-4f36-9e3c-7a53a1d7b0a1"  # no such image: the body is refused first
 
 CASES = [
     # (method, path, body, headers, words the message must contain)
@@ -75,6 +78,34 @@ CASES = [
     ("post", "/v2.1/os-server-groups", {"server_group": {"name": "g", "policies": "affinity"}}, {},
      ["field/attribute policies", "is not of type 'array'"]),
     ("get", "/v2.1/os-server-groups?offset=-1", None, member(), ["offset"]),
+    ("post", f"{SERVER}/action", {"os-getVNCConsole": {}}, {}, ["'type' is a required"]),
+    ("post", f"{SERVER}/action", {"os-getVNCConsole": {"type": "spice-html5"}}, {}, ["field/attribute type"]),
+    ("post", f"{SERVER}/action", {"os-getVNCConsole": {"type": "novnc", "x": 1}}, {}, ["'x' was unexpected"]),
+    ("post", f"{SERVER}/action", {"os-getVNCConsole": None}, {}, ["os-getVNCConsole"]),
+    ("post", f"{SERVER}/action", {"os-getSPICEConsole": {"type": "novnc"}}, {}, ["field/attribute type"]),
+    ("post", f"{SERVER}/action", {"os-getSerialConsole": {}}, {}, ["'type' is a required"]),
+    ("post", f"{SERVER}/remote-consoles", {"remote_console": {"protocol": "vnc"}}, V26, ["'type' is a required"]),
+    ("post", f"{SERVER}/remote-consoles", {"remote_console": {"type": "novnc"}}, V26, ["'protocol' is a required"]),
+    ("post", f"{SERVER}/remote-consoles", {"remote_console": {"protocol": "mks", "type": "webmks"}}, V26,
+     ["field/attribute protocol"]),
+    ("post", f"{SERVER}/remote-consoles", {"remote_console": {"protocol": "vnc", "type": "spice-direct"}},
+     version("2.98"), ["field/attribute type"]),
+    ("post", f"{SERVER}/remote-consoles", {"remote_console": {"protocol": "vnc", "type": "novnc", "x": 1}}, V26,
+     ["'x' was unexpected"]),
+    ("post", f"{SERVER}/remote-consoles", {"console": {}}, V26, ["'remote_console' is a required"]),
+    ("get", "/v2.1/os-console-auth-tokens/abc?bogus=1", None, version("2.99"), ["bogus"]),
+    # The image proxy: bodies are checked before the image is looked up, as in Nova.
+    ("get", "/v2.1/images?limit=0", None, member(), ["limit"]),
+    ("get", "/v2.1/images/detail?limit=x", None, member(), ["limit"]),
+    ("get", "/v2.1/images?marker=nope", None, member(), ["marker"]),
+    ("get", "/v2.1/images/detail?status=bogus", None, member(), ["status"]),
+    ("get", "/v2.1/images?changes-since=yesterday", None, member(), ["yesterday"]),
+    ("get", "/v2.1/images?minDisk=big", None, member(), ["min_disk"]),
+    ("post", f"/v2.1/images/{IMAGE}/metadata", {"metadata": {"": "v"}}, member(), ["metadata"]),
+    ("put", f"/v2.1/images/{IMAGE}/metadata", {"metadata": {"k": "v" * 256}}, member(), ["field/attribute k"]),
+    ("put", f"/v2.1/images/{IMAGE}/metadata", {"meta": {}}, member(), ["'metadata' is a required"]),
+    ("put", f"/v2.1/images/{IMAGE}/metadata/k", {"meta": {"k": "v", "j": "w"}}, member(), ["meta"]),
+    ("put", f"/v2.1/images/{IMAGE}/metadata/k", {"meta": {"j": "w"}}, member(), ["Request body and URI mismatch"]),
 ]
 
 

@@ -187,6 +187,7 @@ async def _compute_fixtures(m: Matrix) -> None:
     ids["compute_host"], ids["action"], ids["project_id"] = compute["host"], "enable", m.project_a
     ids["class_name"], ids["image_ref"] = "default", DEFAULT_IMAGE_ID
     ids["member_user_id"] = m.users["member"]
+    ids.update(await _fresh_compute_image(m))
     m.ids["network"]["compute_host"] = compute["host"]
 
 
@@ -372,6 +373,15 @@ async def _fresh_image(m):
     return {"image_id": await _new_image(m)}
 
 
+async def _fresh_compute_image(m):
+    """A new private image of project A's with the property ``matrix_key`` (the image proxy's
+    metadata), for the Compute API's ``/v2.1/images`` routes."""
+    image = await m.ok("member", "image", "POST", "/v2/images", {
+        "name": m.unique("matrix-image"), "disk_format": "raw", "container_format": "bare",
+        "visibility": "private", "matrix_key": "1"})
+    return {"image_id": image["id"], "image_key": "matrix_key"}
+
+
 async def _fresh_image_tag(m):
     await m.ok("member", "image", "PUT", f"/v2/images/{m.ids['image']['image_id']}/tags/matrix-tag")
     return {}
@@ -420,7 +430,7 @@ FRESH = {
     "security_group": _fresh_security_group, "security_group_rule": _fresh_security_group_rule,
     "router": _fresh_router, "router_subnet": _fresh_router_subnet, "router_interface": _fresh_router_interface,
     "floatingip": _fresh_floatingip,
-    "image": _fresh_image, "image_tag": _fresh_image_tag, "domain": _fresh_domain, "project": _fresh_project,
+    "image": _fresh_image, "image_tag": _fresh_image_tag, "compute_image": _fresh_compute_image, "domain": _fresh_domain, "project": _fresh_project,
     "user": _fresh_user, "role": _fresh_role, "grant": _fresh_grant, "member_token": _fresh_member_token,
 }
 
@@ -439,7 +449,7 @@ def _fill(value, values: dict):
 # Callers outside project A, and the ids of A's own resources they must never be shown.
 OUTSIDERS = ("other", "service")
 PRIVATE_IDS = {
-    "compute": ("server_id", "group_id"), "image": ("image_id",),
+    "compute": ("server_id", "group_id", "image_id"), "image": ("image_id",),
     "network": ("network_id", "subnet_id", "port_id", "security_group_id", "security_group_rule_id"),
 }
 

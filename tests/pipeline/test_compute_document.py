@@ -9,7 +9,9 @@ from tests.pipeline.conftest import DEMO_PROJECT
 
 # Operations whose success answers only come past 2.1 (404 at 2.1, as in Nova).
 AFTER_21 = {("GET", "/v2.1/servers/{server_id}/tags"), ("PUT", "/v2.1/servers/{server_id}/tags"),
-            ("GET", "/v2.1/servers/{server_id}/topology"), ("PUT", "/v2.1/flavors/{flavor_id}")}
+            ("GET", "/v2.1/servers/{server_id}/topology"), ("PUT", "/v2.1/flavors/{flavor_id}"),
+            ("POST", "/v2.1/servers/{server_id}/remote-consoles"),
+            ("GET", "/v2.1/os-console-auth-tokens/{console_token}")}
 
 
 async def test_every_documented_body_is_answered_as_documented(cloud):
@@ -41,6 +43,7 @@ async def test_every_documented_body_is_answered_as_documented(cloud):
 
     base = f"/v2.1/servers/{server_id}"
     await call("POST", f"{base}/action", json={"os-getConsoleOutput": {"length": 5}})
+    await call("POST", f"{base}/action", json={"os-getVNCConsole": {"type": "novnc"}})
     await call("POST", f"{base}/action", 202, json={"rebuild": {"imageRef": image}})
     await cloud.wait_status(server_id, "ACTIVE")
     await call("POST", f"{base}/action", json={"rescue": None})
@@ -68,6 +71,20 @@ async def test_every_documented_body_is_answered_as_documented(cloud):
     assert hosted["OS-EXT-SRV-ATTR:host"]
     await call("POST", "/v2.1/os-server-external-events", json={"events": [
         {"server_uuid": server_id, "name": "network-changed"}]})
+
+    # The image proxy, over a snapshot of the server (createImage answers its Location at 2.1).
+    r = await cloud.compute.post(f"{base}/action", json={"createImage": {"name": "tour-snap"}})
+    assert r.status_code == 202, r.text
+    snapshot = r.headers["Location"].rsplit("/", 1)[-1]
+    await cloud.wait_status(server_id, "ACTIVE")
+    await call("GET", "/v2.1/images")
+    await call("GET", "/v2.1/images/detail")
+    await call("GET", f"/v2.1/images/{snapshot}")
+    await call("POST", f"/v2.1/images/{snapshot}/metadata", json={"metadata": {"os_distro": "tour"}})
+    await call("PUT", f"/v2.1/images/{snapshot}/metadata", json={"metadata": {"os_distro": "tour"}})
+    await call("GET", f"/v2.1/images/{snapshot}/metadata")
+    await call("PUT", f"/v2.1/images/{snapshot}/metadata/os_distro", json={"meta": {"os_distro": "t"}})
+    await call("GET", f"/v2.1/images/{snapshot}/metadata/os_distro")
 
     await call("GET", "/v2.1/flavors")
     await call("GET", "/v2.1/flavors/detail")

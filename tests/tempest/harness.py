@@ -1,4 +1,4 @@
-"""Run a selected subset of Tempest's compute API tests against a running Nefos.
+"""Run Tempest's compute API tests (every test of ``tempest.api.compute``) against a running Nefos.
 
 Used by ``tests/tempest/test_tempest.py`` (CI) and by hand::
 
@@ -8,7 +8,7 @@ Steps: prepare the cloud as admin (one shared network with a subnet, so every
 dynamic Tempest project boots onto it without asking), write ``tempest.conf``
 from the clouds.yaml (admin credentials for Tempest's dynamic credentials,
 identity v3 URI, image/flavor references, feature flags off for what Nefos
-does not have), run ``tempest run --include-list <selected> --concurrency 1``
+does not have), run ``tempest run --include-list <tests> --concurrency N``
 and read the subunit stream back into per-test results.
 
 With ``validation`` (``tests/tempest/test_tempest_validation.py``, `nefos up` with real guests) there
@@ -34,17 +34,16 @@ import httpx
 import yaml
 
 HERE = Path(__file__).resolve().parent
-SELECTION = HERE / "selected_tests.txt"
 BIN = Path(sys.executable).parent
 SHARED_NETWORK = "tempest-shared"
 SHARED_CIDR = "10.250.0.0/16"
 MAX_MICROVERSION = "2.100"
 ALT_IMAGE = "tempest-alt"
 PUBLIC_NETWORK = "public"  # the external network `nefos up` creates with real guests
-# The selected tests that log into their guests (SSH validation): skipped on fake hosts, run with
+# The tests that log into their guests (SSH validation): skipped on fake hosts, run with
 # ``validation`` on real guests (test_tempest_validation.py).
 VALIDATION_TESTS = re.compile(
-    r"[.]test_attach_interfaces[.]|[.]test_create_server[.]Servers\w*[.]test_(host_name_is_same_as_server_name|"
+    r"[.]test_attach_interfaces[.]|[.]test_device_tagging[.]|[.]test_create_server[.]Servers\w*[.]test_(host_name_is_same_as_server_name|"
     r"verify_created_server_vcpus|create_server_with_fqdn_name|verify_hostname_allows_fqdn|"
     r"verify_created_server_ephemeral_disk)$")
 
@@ -194,7 +193,7 @@ def tempest_conf(cloud: dict, prep: dict, work: Path, validation: bool = False) 
         live_migrate_back_and_forth = false
         block_migration_for_live_migration = false
         metadata_service = false
-        vnc_console = false
+        vnc_console = true
         spice_console = false
         serial_console = false
         rescue = true
@@ -282,21 +281,6 @@ def write_workspace(work: Path, conf: str) -> Path:
 
 # Selection and run --------------------------------------------------------------------------
 
-def selection() -> list[str]:
-    """Test ids (``module.Class.test_name``) selected for the run, from selected_tests.txt."""
-    out = []
-    for line in SELECTION.read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
-        if line:
-            out.append(line)
-    return out
-
-
-def validation_selection() -> list[str]:
-    """The selected tests that need SSH validation into their guests."""
-    return [t for t in selection() if VALIDATION_TESTS.search(t)]
-
-
 def all_compute_tests(work: Path) -> list[str]:
     """Every test id of Tempest's ``tempest.api.compute`` package, as ``stestr list`` discovers them."""
     env = dict(os.environ, TEMPEST_CONFIG_DIR=str(work / "etc"), TEMPEST_CONFIG="tempest.conf")
@@ -305,6 +289,11 @@ def all_compute_tests(work: Path) -> list[str]:
     out = subprocess.run([str(BIN / "stestr"), "list", r"^tempest[.]api[.]compute[.]"], cwd=work, env=env,
                          capture_output=True, text=True, check=True).stdout
     return sorted({line.split("[", 1)[0] for line in out.splitlines() if line.startswith("tempest.api.compute.")})
+
+
+def validation_tests(work: Path) -> list[str]:
+    """The compute tests that need SSH validation into their guests."""
+    return [t for t in all_compute_tests(work) if VALIDATION_TESTS.search(t)]
 
 
 def run_tempest(work: Path, tests: list[str], timeout: float = 1200,
@@ -387,9 +376,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--clouds", required=True, help="clouds.yaml written by nefos up")
     p.add_argument("--work", required=True, help="a directory for the Tempest workspace")
-    p.add_argument("--regex", help="run these tests instead of the selection (a Python regex)")
+    p.add_argument("--regex", help="only the tests matching this (a Python regex)")
     p.add_argument("--json", help="write the summary here")
-    p.add_argument("--all", action="store_true", help="every test of tempest.api.compute, not the selection")
     p.add_argument("--concurrency", type=int, default=1)
     p.add_argument("--validation", action="store_true",
                    help="only the tests that SSH into their guests, with validation on (nefos up with real "
@@ -399,9 +387,7 @@ def main(argv=None) -> int:
     cloud = yaml.safe_load(Path(args.clouds).read_text())["clouds"]["nefos-admin"]
     prep = prepare_cloud(cloud, args.validation)
     write_workspace(work, tempest_conf(cloud, prep, work, args.validation))
-    tests = validation_selection() if args.validation else selection()
-    if args.all:
-        tests = all_compute_tests(work)
+    tests = validation_tests(work) if args.validation else all_compute_tests(work)
     if args.regex:
         tests = [t for t in tests if re.search(args.regex, t)]
     started = time.monotonic()

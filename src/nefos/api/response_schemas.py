@@ -133,6 +133,18 @@ SERVER_UPDATED = _all_required({"server": SERVER_NARROW})
 SERVER_REBUILT = _all_required({"server": _object({**SERVER_NARROW["properties"], **_ADMIN_PASS},
                                                   [*SERVER_NARROW["required"], "adminPass"])})
 CONSOLE_OUTPUT = _all_required({"output": _STRING})
+_URI = {"type": "string", "format": "uri"}
+# os-getVNCConsole (2.1 to 2.5), os-remote-consoles (2.6), os-console-auth-tokens (2.31, admin).
+VNC_CONSOLE = _all_required({"console": _all_required({
+    "type": {"type": "string", "enum": ["novnc", "xvpvnc"]}, "url": _URI})})
+REMOTE_CONSOLE = _all_required({"remote_console": _all_required({
+    "protocol": {"type": "string", "enum": ["vnc", "spice", "serial", "rdp", "mks"]},
+    "type": {"type": "string", "enum": ["novnc", "xvpvnc", "spice-html5", "spice-direct", "serial",
+                                        "rdp-html5", "webmks"]},
+    "url": _URI})})
+CONSOLE_AUTH_TOKEN = _all_required({"console": _all_required({
+    "instance_uuid": {"type": "string", "format": "uuid"}, "host": _NULLABLE_STRING, "port": _INTEGER,
+    "internal_access_path": _NULLABLE_STRING})})
 # The actions answering 202 with a body, by action (the others answer 202 or 204 without one).
 ACTION_BODIES = {"rebuild": SERVER_REBUILT}
 # The rescue action's 200 (Nova's, with the password unless enable_instance_password is off).
@@ -162,6 +174,26 @@ _ACTION_EVENT = _object({"event": _STRING, "start_time": _NULLABLE_TIME, "finish
                         ("event", "start_time", "finish_time", "result"))
 INSTANCE_ACTION = _all_required({"instanceAction": _object(
     {**_ACTION["properties"], "events": _array(_ACTION_EVENT)}, _ACTION["required"])})
+
+
+# Images (the proxy, below 2.36) ---------------------------------------------------------------------
+
+_IMAGE_BRIEF = _all_required({"id": _STRING, "name": _NULLABLE_STRING, "links": _LINKS})
+_IMAGE_TIME = {"type": ["string", "null"], "format": "date-time"}
+IMAGE_STATUSES = ["ACTIVE", "SAVING", "DELETED", "ERROR", "UNKNOWN"]
+_IMAGE = _object({
+    "id": _STRING, "name": _NULLABLE_STRING, "minRam": _INTEGER, "minDisk": _INTEGER,
+    # The image's properties: strings, but the JSON-encoded ones Nova decodes (block_device_mapping).
+    "metadata": {"type": "object"},
+    "created": _IMAGE_TIME, "updated": _IMAGE_TIME, "status": {"type": "string", "enum": IMAGE_STATUSES},
+    "progress": {"type": "integer", "enum": [0, 25, 50, 100]}, "OS-EXT-IMG-SIZE:size": _INTEGER,
+    "links": _LINKS, "server": _all_required({"id": _STRING, "links": _LINKS}),
+    "OS-DCF:diskConfig": {"type": "string", "enum": ["AUTO", "MANUAL"]}},
+    ("id", "name", "minRam", "minDisk", "metadata", "created", "updated", "status", "progress",
+     "OS-EXT-IMG-SIZE:size", "links"))
+IMAGES = _object({"images": _array(_IMAGE_BRIEF), "images_links": _LINKS}, ("images",))
+IMAGES_DETAIL = _object({"images": _array(_IMAGE), "images_links": _LINKS}, ("images",))
+IMAGE = _all_required({"image": _IMAGE})
 
 
 # Flavors ------------------------------------------------------------------------------------------

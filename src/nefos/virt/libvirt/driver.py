@@ -229,7 +229,8 @@ class LibvirtDriver(ComputeDriver):
             memory_mb=int(instance.get("memory_mb") or flavor.get("memory_mb") or 512),
             vcpus=int(instance.get("vcpus") or flavor.get("vcpus") or 1),
             console_log=str(inst_dir / "console.log"), display_name=instance.get("display_name") or "",
-            flavor_name=flavor.get("name") or "")
+            flavor_name=flavor.get("name") or "",
+            vnc_listen=self.cfg.vnc_server_listen if self.cfg.vnc_enabled else None)
         if props.get("kernel_id"):
             spec.kernel = str((await self.image_cache.fetch(props["kernel_id"], "aki"))[0])
             if props.get("ramdisk_id"):
@@ -328,6 +329,15 @@ class LibvirtDriver(ComputeDriver):
             await self._lookup(instance["uuid"])  # InstanceNotFound when there is no guest either
             return ""
         return _CONTROL_CHARS.sub("", data.decode("utf-8", errors="replace"))
+
+    async def get_vnc_console(self, instance: dict) -> dict:
+        """The port QEMU's VNC display took (the live domain XML, as Nova's libvirt driver reads it)."""
+        dom = await self._lookup(instance["uuid"])
+        port = vconfig.vnc_port(await self._host.call(dom.XMLDesc, 0))
+        if port is None:  # shut off (no QEMU process), or defined without a display
+            raise exceptions.InstanceNotReady(instance_id=instance["uuid"])
+        return {"host": self.cfg.vnc_server_proxyclient_address, "port": port,
+                "internal_access_path": None}
 
     # Power ---------------------------------------------------------------------------------
     async def power_off(self, instance: dict, timeout: float = 0, **kwargs) -> None:

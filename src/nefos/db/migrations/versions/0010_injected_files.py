@@ -3,15 +3,15 @@
 Nova hands them to the driver at build and rebuild only; Nefos keeps them so that the metadata
 service can serve them too, not only the config drive.
 
-Revision ID: 0007
-Revises: 0006
+Revision ID: 0010
+Revises: 0009
 """
 from alembic import op
 import sqlalchemy as sa
 
 
-revision = '0007'
-down_revision = '0006'
+revision = '0010'
+down_revision = '0009'
 branch_labels = None
 depends_on = None
 
