@@ -66,7 +66,8 @@ async def test_personality_is_validated_and_held_to_the_quotas(mdcloud):
     image = await cloud.default_image()
 
     async def create(personality, version="2.56"):
-        return await cloud.compute.post("/v2.1/servers", headers={**ADMIN, "OpenStack-API-Version": f"compute {version}"},
+        headers = {**ADMIN, "OpenStack-API-Version": f"compute {version}"}
+        return await cloud.compute.post("/v2.1/servers", headers=headers,
                                         json={"server": {"name": "p", "imageRef": image, "flavorRef": "1",
                                                          "networks": [{"uuid": net["id"]}],
                                                          "personality": personality}})
