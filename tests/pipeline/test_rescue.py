@@ -130,9 +130,16 @@ async def test_power_sync_leaves_a_rescued_server_alone(cloud):
     await cloud.action(sid, {"rescue": None}, expect=200, headers=MEMBER)
     await cloud.wait_status(sid, "RESCUE", headers=MEMBER)
     host = (await cloud.server(sid, ADMIN))["OS-EXT-SRV-ATTR:host"]
+    # The rescue guest powered off from inside: Nova's sync leaves a RESCUED server's states alone
+    # (neither the lifecycle event nor the periodic task makes it SHUTOFF).
+    cloud.driver(host).simulate_power_off(sid)
     await cloud.compute_manager(host).periodic_sync_power_states()
     server = await cloud.server(sid, MEMBER)
     assert server["status"] == "RESCUE" and server["OS-EXT-STS:vm_state"] == "rescued"
+    # Unrescue still brings the server back to ACTIVE, running.
+    await cloud.action(sid, {"unrescue": None}, headers=MEMBER)
+    server = await cloud.wait_status(sid, "ACTIVE", headers=MEMBER)
+    assert server["OS-EXT-STS:power_state"] == 1
 
 
 async def test_other_projects_and_bad_images(cloud):
