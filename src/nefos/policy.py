@@ -27,7 +27,7 @@ Defaults follow the upstream "new defaults" (secure RBAC, project scope):
 ``reader`` may list and show in its project, ``member`` may also create,
 change and delete there, ``admin`` may do everything everywhere; ``admin``
 implies ``member`` implies ``reader`` (the identity service puts implied roles
-in tokens). Admin-only as upstream: os-services, os-hypervisors, flavor
+in tokens). Admin-only as upstream: os-services, os-hypervisors, os-aggregates, flavor
 create/delete and extra-spec writes, flavor access, forced hosts,
 ``all_tenants``, other projects' quotas and limits, quota updates, AZ detail,
 host status, action event tracebacks; os-server-external-events needs the
@@ -168,9 +168,33 @@ COMPUTE_RULES: dict[str, str] = {
     "os_compute_api:limits:other_project": ADMIN,
     "os_compute_api:os-availability-zone:list": ANYONE,
     "os_compute_api:os-availability-zone:detail": ADMIN,
+    "os_compute_api:os-aggregates:index": ADMIN,
+    "os_compute_api:os-aggregates:create": ADMIN,
+    "os_compute_api:os-aggregates:show": ADMIN,
+    "os_compute_api:os-aggregates:update": ADMIN,
+    "os_compute_api:os-aggregates:delete": ADMIN,
+    "os_compute_api:os-aggregates:add_host": ADMIN,
+    "os_compute_api:os-aggregates:remove_host": ADMIN,
+    "os_compute_api:os-aggregates:set_metadata": ADMIN,
+    "compute:aggregates:images": ADMIN,
     "os_compute_api:os-services:list": ADMIN,
     "os_compute_api:os-services:update": ADMIN,
     "os_compute_api:os-services:delete": ADMIN,
+    **{f"os_compute_api:os-hosts:{a}": ADMIN for a in ("list", "show", "update", "reboot", "shutdown", "start")},
+    "os_compute_api:os-server-diagnostics": ADMIN,
+    "os_compute_api:os-server-password:show": ADMIN_OR_READER,
+    "os_compute_api:os-server-password:clear": ADMIN_OR_MEMBER,
+    "os_compute_api:extensions": ANYONE,
+    "os_compute_api:os-volumes-attachments:index": ADMIN_OR_READER,
+    "os_compute_api:os-volumes-attachments:show": ADMIN_OR_READER,
+    "os_compute_api:os-volumes-attachments:create": ADMIN_OR_MEMBER,
+    "os_compute_api:os-volumes-attachments:update": ADMIN_OR_MEMBER,
+    "os_compute_api:os-volumes-attachments:swap": "rule:service_role",
+    "os_compute_api:os-volumes-attachments:delete": ADMIN_OR_MEMBER,
+    **{f"os_compute_api:os-volumes:{a}": ADMIN_OR_READER
+       for a in ("list", "detail", "show", "snapshots:list", "snapshots:detail", "snapshots:show")},
+    **{f"os_compute_api:os-volumes:{a}": ADMIN_OR_MEMBER
+       for a in ("create", "delete", "snapshots:create", "snapshots:delete")},
     "os_compute_api:os-hypervisors:list": ADMIN,
     "nefos:hypervisor-health": ADMIN,
     "os_compute_api:os-hypervisors:list-detail": ADMIN,

@@ -49,6 +49,18 @@ CASES = [
     ("post", "/v2.1/os-keypairs", {"keypair": {"name": "k", "type": "pgp"}}, version("2.2"),
      ["field/attribute type"]),
     ("post", "/v2.1/os-keypairs", {"keypair": {"name": 5}}, {}, ["field/attribute name"]),
+    ("put", "/v2.1/os-hosts/h", {}, {}, ["is not valid under any of the given schemas"]),
+    ("put", "/v2.1/os-hosts/h", {"status": "on"}, {}, ["status"]),
+    ("put", "/v2.1/os-hosts/h", {"maintenance_mode": "yes"}, {}, ["maintenance_mode"]),
+    ("put", "/v2.1/os-hosts/h", {"status": "enable", "bogus": 1}, {}, ["bogus"]),
+    ("post", "/v2.1/servers/s/os-volume_attachments", {"volumeAttachment": {}}, {}, ["'volumeId' is a required"]),
+    ("post", "/v2.1/servers/s/os-volume_attachments", {"volumeAttachment": {"volumeId": "x"}}, {}, ["volumeId"]),
+    ("post", "/v2.1/servers/s/os-volume_attachments",
+     {"volumeAttachment": {"volumeId": "00000000-0000-4000-8000-000000000001", "device": "sda"}}, {}, ["device"]),
+    ("put", "/v2.1/servers/s/os-volume_attachments/v", {"volumeAttachment": {}}, {}, ["'volumeId' is a required"]),
+    ("post", "/v2.1/os-volumes", {"volume": {}}, {}, ["'size' is a required"]),
+    ("post", "/v2.1/os-volumes", {"volume": {"size": 0}}, {}, ["size"]),
+    ("post", "/v2.1/os-snapshots", {"snapshot": {}}, {}, ["'volume_id' is a required"]),
     ("put", "/v2.1/os-services/enable", {"host": "h"}, {}, ["'binary' is a required"]),
     ("put", "/v2.1/os-services/disable", {"host": "bad host!", "binary": "nova-compute"}, {},
      ["field/attribute host"]),
@@ -123,9 +135,48 @@ async def test_bad_input(client, method, path, body, headers, words):
         assert word in message, message
 
 
-@pytest.mark.parametrize("path", ["/v2.1/flavors", "/v2.1/os-keypairs", "/v2.1/os-server-groups"])
+@pytest.mark.parametrize("path", ["/v2.1/flavors", "/v2.1/os-keypairs", "/v2.1/os-server-groups",
+                                  "/v2.1/os-aggregates", "/v2.1/os-aggregates/1/action"])
 async def test_malformed_json(client, path):
     r = await client.post(path, content=b"{not json", headers={"Content-Type": "application/json"})
     assert r.status_code == 400 and "badRequest" in r.json()
     r = await client.post(path, content=b"")
     assert r.status_code == 400 and "badRequest" in r.json()
+
+
+# Host aggregates: each body is refused before the policy and the aggregate lookup, as in Nova.
+AGGREGATE_CASES = [
+    ("post", "/v2.1/os-aggregates", {"aggregate": {}}, {}, ["'name' is a required"]),
+    ("post", "/v2.1/os-aggregates", {"aggregate": {"name": ""}}, {}, ["field/attribute name"]),
+    ("post", "/v2.1/os-aggregates", {"aggregate": {"name": "x" * 256}}, {}, ["field/attribute name"]),
+    ("post", "/v2.1/os-aggregates", {"aggregate": {"name": " agg"}}, {}, ["'name' value"]),
+    ("post", "/v2.1/os-aggregates", {"aggregate": {"name": "agg", "availability_zone": "a:b"}}, {},
+     ["field/attribute availability_zone"]),
+    ("post", "/v2.1/os-aggregates", {"aggregate": {"name": "agg", "availability_zone": 5}}, {},
+     ["field/attribute availability_zone"]),
+    ("post", "/v2.1/os-aggregates", {"aggregate": {"name": "agg", "bogus": 1}}, {}, ["'bogus' was unexpected"]),
+    ("put", "/v2.1/os-aggregates/1", {"aggregate": {}}, {}, ["aggregate"]),
+    ("put", "/v2.1/os-aggregates/1", {"aggregate": {"name": "   "}}, {}, ["'name' value"]),
+    ("put", "/v2.1/os-aggregates/abc", {"aggregate": {"name": "n"}}, {}, ["id must be an integer"]),
+    ("get", "/v2.1/os-aggregates/abc", None, {}, ["id must be an integer"]),
+    ("delete", "/v2.1/os-aggregates/abc", None, {}, ["id must be an integer"]),
+    ("post", "/v2.1/os-aggregates/1/action", {"add_host": {}}, {}, ["'host' is a required"]),
+    ("post", "/v2.1/os-aggregates/1/action", {"add_host": {"host": "bad host!"}}, {}, ["field/attribute host"]),
+    ("post", "/v2.1/os-aggregates/1/action", {"remove_host": {"host": "h", "x": 1}}, {}, ["'x' was unexpected"]),
+    ("post", "/v2.1/os-aggregates/1/action", {"set_metadata": {"metadata": {"bad/key": "v"}}}, {}, ["metadata"]),
+    ("post", "/v2.1/os-aggregates/1/action", {"set_metadata": {"metadata": {"k": "v" * 256}}}, {},
+     ["field/attribute k"]),
+    ("post", "/v2.1/os-aggregates/1/action", {"set_metadata": {}}, {}, ["'metadata' is a required"]),
+    ("post", "/v2.1/os-aggregates/1/action", {"frobnicate": {}}, {}, ["There is no such action: frobnicate"]),
+    ("post", "/v2.1/os-aggregates/abc/action", {"add_host": {"host": "h"}}, {}, ["id must be an integer"]),
+    ("post", "/v2.1/os-aggregates/1/images", {"cache": []}, version("2.81"), ["field/attribute cache"]),
+    ("post", "/v2.1/os-aggregates/1/images", {"cache": [{"id": "nope"}]}, version("2.81"), ["field/attribute id"]),
+    ("post", "/v2.1/os-aggregates/abc/images", {"cache": [{"id": "6f1c2d0e-9f7a-4a55-b1c3-1c2d3e4f5a6b"}]},
+     version("2.81"), ["id must be an integer"]),
+]
+
+
+@pytest.mark.parametrize("method,path,body,headers,words", AGGREGATE_CASES,
+                         ids=[f"{c[0]} {c[1]} {i}" for i, c in enumerate(AGGREGATE_CASES)])
+async def test_aggregate_bad_input(client, method, path, body, headers, words):
+    await test_bad_input(client, method, path, body, headers, words)

@@ -189,6 +189,8 @@ async def _compute_fixtures(m: Matrix) -> None:
     ids["member_user_id"] = m.users["member"]
     ids.update(await _fresh_compute_image(m))
     m.ids["network"]["compute_host"] = compute["host"]
+    ids["aggregate_id"] = str((await m.ok("admin", "compute", "POST", "/v2.1/os-aggregates", {"aggregate": {
+        "name": "matrix-aggregate"}}))["aggregate"]["id"])
 
 
 async def _server(m: Matrix) -> str:
@@ -342,6 +344,19 @@ async def _fresh_compute_service(m):
     return {"service_id": str(result.inserted_primary_key[0])}
 
 
+async def _fresh_aggregate(m):
+    return {"aggregate_id": str((await m.ok("admin", "compute", "POST", "/v2.1/os-aggregates", {"aggregate": {
+        "name": m.unique("matrix-aggregate")}}))["aggregate"]["id"])}
+
+
+async def _fresh_aggregate_host(m):
+    """A new aggregate holding the compute host (no zone: nothing moves when the host leaves)."""
+    made = await _fresh_aggregate(m)
+    await m.ok("admin", "compute", "POST", f"/v2.1/os-aggregates/{made['aggregate_id']}/action",
+               {"add_host": {"host": m.ids["compute"]["compute_host"]}})
+    return made
+
+
 async def _fresh_network(m):
     return {"network_id": await _new_network(m)}
 
@@ -426,6 +441,7 @@ FRESH = {
     "interface": _fresh_interface,
     "flavor": _fresh_flavor, "extra_spec": _fresh_extra_spec, "keypair": _fresh_keypair,
     "server_group": _fresh_server_group, "compute_service": _fresh_compute_service,
+    "aggregate": _fresh_aggregate, "aggregate_host": _fresh_aggregate_host,
     "network": _fresh_network, "subnet": _fresh_subnet, "port": _fresh_port,
     "security_group": _fresh_security_group, "security_group_rule": _fresh_security_group_rule,
     "router": _fresh_router, "router_subnet": _fresh_router_subnet, "router_interface": _fresh_router_interface,

@@ -210,6 +210,8 @@ def tempest_conf(cloud: dict, prep: dict, work: Path, validation: bool = False) 
         ide_bus = true
         unified_limits = false
         hostname_fqdn_sanitization = true
+        # Nova's default filters plus the ones Nefos also runs (src/nefos/scheduler/filters.py).
+        scheduler_enabled_filters = ComputeFilter,ComputeCapabilitiesFilter,ImagePropertiesFilter,ServerGroupAntiAffinityFilter,ServerGroupAffinityFilter,AvailabilityZoneFilter,AggregateInstanceExtraSpecsFilter,AggregateMultiTenancyIsolation,SameHostFilter,DifferentHostFilter
 
         [service_available]
         nova = true

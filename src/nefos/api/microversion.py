@@ -71,3 +71,11 @@ def negotiate(headers) -> APIVersion:
     if version < MIN or MAX < version:
         raise VersionNotAcceptable(version=str(version), min=MIN_VERSION, max=MAX_VERSION)
     return version
+
+
+def require_at_most(request, max_version: str) -> None:
+    """404 (Nova's VersionNotFoundForAPIMethod) when the request's version is above ``max_version``:
+    for APIs Nova stopped serving at the next microversion (the proxies after 2.35, os-hosts
+    after 2.42)."""
+    if not request.state.api_version.matches(MIN_VERSION, max_version):
+        raise exceptions.NotFound("The resource could not be found.")

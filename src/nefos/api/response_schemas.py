@@ -254,6 +254,20 @@ SERVICE_UPDATED = _all_required({"service": _object(
     {"host": _STRING, "binary": _STRING, "status": _ENABLED, "disabled_reason": _STRING},
     ("host", "binary", "status"))})
 
+# Host aggregates: every field of Nova's Aggregate object (``uuid`` from 2.41); create's answer
+# has neither ``hosts`` nor ``metadata``.
+_AGGREGATE_BRIEF = {"id": _INTEGER, "name": _STRING, "availability_zone": _NULLABLE_STRING,
+                    "created_at": _TIME, "updated_at": _NULLABLE_TIME, "deleted_at": _NULLABLE_TIME,
+                    "deleted": _BOOLEAN}
+_AGGREGATE_OPTIONAL = {"uuid": _STRING}
+_AGGREGATE_FULL = {**_AGGREGATE_BRIEF, "hosts": _array(_STRING),
+                   "metadata": {"type": "object", "additionalProperties": _STRING}}
+_AGGREGATE = _object({**_AGGREGATE_FULL, **_AGGREGATE_OPTIONAL}, tuple(_AGGREGATE_FULL))
+AGGREGATE = _all_required({"aggregate": _AGGREGATE})
+AGGREGATE_CREATED = _all_required({"aggregate": _object({**_AGGREGATE_BRIEF, **_AGGREGATE_OPTIONAL},
+                                                        tuple(_AGGREGATE_BRIEF))})
+AGGREGATES = _all_required({"aggregates": _array(_AGGREGATE)})
+
 _HYPERVISOR_BRIEF = {"id": _INTEGER, "hypervisor_hostname": _STRING, "state": _UP_DOWN, "status": _ENABLED}
 _HYPERVISOR_SERVERS = _array(_all_required({"uuid": _STRING, "name": _STRING}))
 _RESOURCES = ("vcpus", "memory_mb", "local_gb", "vcpus_used", "memory_mb_used", "local_gb_used", "free_ram_mb",
@@ -309,3 +323,55 @@ EXTERNAL_EVENTS = _all_required({"events": _array(_object({
     "status": {"type": "string", "enum": ["failed", "completed", "in-progress"]},
     "code": {"type": "integer", "enum": [200, 400, 404, 422]}}, ("server_uuid", "name", "status", "code")),
     minItems=1)})
+
+# Extensions, os-hosts, diagnostics, server password, volume attachments ---------------------------
+
+_EXTENSION = _all_required({"alias": _STRING, "description": _STRING, "links": _LINKS, "name": _STRING,
+                            "namespace": {"type": "string", "format": "uri"}, "updated": _SERVER_TIME})
+EXTENSIONS = _all_required({"extensions": _array(_EXTENSION)})
+EXTENSION = _all_required({"extension": _EXTENSION})
+
+HOSTS = _all_required({"hosts": _array(_all_required({"host_name": _STRING, "service": _STRING,
+                                                      "zone": _STRING}))})
+HOST_RESOURCES = _all_required({"host": _array(_all_required({"resource": _all_required({
+    "host": _STRING, "project": _STRING, "cpu": _INTEGER, "memory_mb": _INTEGER, "disk_gb": _INTEGER})}))})
+HOST_UPDATED = _object({"host": _STRING, "status": {"type": "string", "enum": ["enabled", "disabled"]},
+                        "maintenance_mode": {"type": "string", "enum": ["on_maintenance", "off_maintenance"]}},
+                       ("host",))
+HOST_POWER_ACTION = _all_required({"host": _STRING, "power_action": {}})
+
+# Before 2.48 each driver's own keys (Nova's free-form dict of figures).
+DIAGNOSTICS = {"type": "object", "additionalProperties": True}
+_NULLABLE_INTEGER = {"type": ["integer", "null"]}
+DIAGNOSTICS_V248 = _all_required({
+    "state": {"type": "string", "enum": ["pending", "running", "paused", "shutdown", "crashed", "suspended"]},
+    "driver": _STRING, "hypervisor": _NULLABLE_STRING, "hypervisor_os": _NULLABLE_STRING,
+    "uptime": _NULLABLE_INTEGER, "config_drive": _BOOLEAN, "num_cpus": _INTEGER, "num_nics": _INTEGER,
+    "num_disks": _INTEGER,
+    "memory_details": _all_required({"maximum": _NULLABLE_INTEGER, "used": _NULLABLE_INTEGER}),
+    "cpu_details": _array(_all_required({"id": _NULLABLE_INTEGER, "time": _NULLABLE_INTEGER,
+                                         "utilisation": _NULLABLE_INTEGER})),
+    "nic_details": _array(_all_required({"mac_address": _NULLABLE_STRING, **{
+        f"{way}_{name}": _NULLABLE_INTEGER for way in ("rx", "tx")
+        for name in ("octets", "errors", "drop", "packets", "rate")}})),
+    "disk_details": _array(_all_required({name: _NULLABLE_INTEGER for name in (
+        "read_bytes", "read_requests", "write_bytes", "write_requests", "errors_count")})),
+})
+
+SERVER_PASSWORD = _all_required({"password": _STRING})
+
+VOLUME_ATTACHMENTS = _all_required({"volumeAttachments": _array(_object(
+    {"id": _STRING, "serverId": _STRING, "volumeId": _STRING, "device": _NULLABLE_STRING},
+    ("serverId", "volumeId"), open_=True))})
+VOLUME_ATTACHMENT = _all_required({"volumeAttachment": VOLUME_ATTACHMENTS["properties"]["volumeAttachments"]["items"]})
+_VOLUME = _object({"id": _STRING, "status": _STRING, "size": _INTEGER, "availabilityZone": _NULLABLE_STRING,
+                   "createdAt": _STRING, "displayName": _NULLABLE_STRING, "displayDescription": _NULLABLE_STRING,
+                   "volumeType": _NULLABLE_STRING, "snapshotId": _NULLABLE_STRING, "metadata": _STRING_MAP,
+                   "attachments": _array({"type": "object"})}, ("id", "status", "size"))
+VOLUMES = _all_required({"volumes": _array(_VOLUME)})
+VOLUME = _all_required({"volume": _VOLUME})
+_SNAPSHOT = _object({"id": _STRING, "volumeId": _STRING, "status": _STRING, "size": _INTEGER,
+                     "createdAt": _STRING, "displayName": _NULLABLE_STRING,
+                     "displayDescription": _NULLABLE_STRING}, ("id", "volumeId", "status", "size"))
+SNAPSHOTS = _all_required({"snapshots": _array(_SNAPSHOT)})
+SNAPSHOT = _all_required({"snapshot": _SNAPSHOT})

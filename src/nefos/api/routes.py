@@ -23,11 +23,18 @@ ROUTERS = [
     "nefos.api.limits",
     "nefos.api.availability_zones",
     "nefos.api.services",
+    "nefos.api.aggregates",
     "nefos.api.hypervisors",
     "nefos.api.hypervisor_health",
     "nefos.api.quota_sets",
     "nefos.api.server_groups",
     "nefos.api.server_external_events",
+    "nefos.api.server_diagnostics",
+    "nefos.api.server_password",
+    "nefos.api.hosts",
+    "nefos.api.extensions",
+    "nefos.api.volumes",
+    "nefos.api.volumes_boot",
     "nefos.api.removed",
 ]
 

@@ -15,6 +15,7 @@ from starlette.responses import JSONResponse, Response
 
 from nefos import policy
 from nefos.api.validation import validate
+from nefos.compute import rescue as rescue_api
 
 RESCUE_SCHEMA = {"type": "object", "properties": {"rescue": {
     "type": ["object", "null"], "properties": {
@@ -38,8 +39,8 @@ async def rescue(request: Request, ctx, server_id: str, body: dict) -> Response:
     policy.enforce(ctx, "os_compute_api:os-rescue",
                    {"user_id": instance["user_id"], "project_id": instance["project_id"]})
     password = args.get("adminPass") or _generate_password()
-    await _compute_api(request).rescue(ctx, server_id, password=password,
-                                       rescue_image_ref=args.get("rescue_image_ref"))
+    await rescue_api.request_rescue(_compute_api(request), ctx, server_id, password=password,
+                                    rescue_image_ref=args.get("rescue_image_ref"))
     return JSONResponse({"adminPass": password}, status_code=200)
 
 
@@ -47,7 +48,7 @@ async def unrescue(request: Request, ctx, server_id: str, body: dict) -> Respons
     validate(body, UNRESCUE_SCHEMA)
     instance = await _compute_api(request).get(ctx, server_id)
     policy.enforce(ctx, "os_compute_api:os-unrescue", {"project_id": instance["project_id"]})
-    await _compute_api(request).unrescue(ctx, server_id)
+    await rescue_api.request_unrescue(_compute_api(request), ctx, server_id)
     return Response(status_code=202)
 
 

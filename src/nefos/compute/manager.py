@@ -321,6 +321,27 @@ class ComputeManager(Endpoint):
     async def validate_console_port(self, ctx, instance_uuid: str, port: int, console_type: str) -> bool:
         return await consoles.validate_console_port(self, ctx, instance_uuid, port, console_type)
 
+    # Diagnostics -------------------------------------------------------------------
+    async def get_diagnostics(self, ctx, instance_uuid: str, standard: bool = False) -> dict:
+        """The guest's figures from the driver: its own keys, or (``standard``, 2.48) the standard
+        form. As Nova, only a running guest has them (409 naming its power state otherwise: a guest
+        not spawned yet is ``pending``); 501 when the driver has none."""
+        instance = await instance_obj.get(self.rt.db, instance_uuid)
+        try:
+            power_state = (await self.driver.get_info(instance))["power_state"]
+        except exceptions.InstanceNotFound:
+            power_state = states.NOSTATE
+        if power_state != states.RUNNING:
+            raise exceptions.InstanceInvalidState(action="get_diagnostics", instance_uuid=instance_uuid,
+                                                  attr="power state",
+                                                  state=states.POWER_STATE_NAMES.get(power_state, "pending"))
+        try:
+            if standard:
+                return await self.driver.get_instance_diagnostics(instance)
+            return await self.driver.get_diagnostics(instance)
+        except NotImplementedError:
+            raise exceptions.NotSupported("The requested functionality is not supported.") from None
+
     # External events ------------------------------------------------------
     async def external_instance_event(self, ctx, events: list[dict]) -> None:
         """Events the Compute API accepted for this host's instances (compute/instance_events.py)."""

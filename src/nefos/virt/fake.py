@@ -361,6 +361,40 @@ class FakeDriver(ComputeDriver):
         server = self.consoles.pop(uuid, None)
         if server is not None:
             server.close()
+    # Diagnostics (figures that grow with the guest's time up, as a real guest's do) ------------
+    def _figures(self, instance) -> tuple[FakeGuest, int, list[dict]]:
+        guest = self._guest(instance)
+        seconds = max(int(time.monotonic() - guest.history[0][0]), 1)
+        vifs = [vif for vif in instance.get("network_info") or [] if vif.get("id") in guest.vifs]
+        return guest, seconds, vifs
+
+    async def get_diagnostics(self, instance) -> dict:
+        guest, seconds, vifs = self._figures(instance)
+        out: dict = {f"cpu{i}_time": seconds * 10**9 // max(guest.vcpus, 1) for i in range(guest.vcpus)}
+        out.update({"memory": guest.memory_mb * 1024, "vda_read": 262144 + seconds, "vda_read_req": 112,
+                    "vda_write": 4096 * seconds, "vda_write_req": seconds, "vda_errors": -1})
+        for vif in vifs:
+            dev = vif.get("devname") or "tap" + vif["id"][:11]
+            out.update({f"{dev}_rx": 1500 * seconds, f"{dev}_rx_packets": seconds, f"{dev}_rx_errors": 0,
+                        f"{dev}_rx_drop": 0, f"{dev}_tx": 600 * seconds, f"{dev}_tx_packets": seconds,
+                        f"{dev}_tx_errors": 0, f"{dev}_tx_drop": 0})
+        return out
+
+    async def get_instance_diagnostics(self, instance) -> dict:
+        from nefos.virt import diagnostics
+        guest, seconds, vifs = self._figures(instance)
+        # driver "libvirt", as Nova's fake driver reports (the 2.48 field is an enum of real drivers)
+        return diagnostics.standard(
+            power_state=guest.power_state, driver="libvirt", hypervisor="fake", hypervisor_os="linux",
+            uptime=diagnostics.uptime(instance), config_drive=instance["uuid"] in self.config_drives,
+            cpus=[{"id": i, "time": seconds * 10**9 // max(guest.vcpus, 1), "utilisation": None}
+                  for i in range(guest.vcpus)],
+            nics=[{"mac_address": vif.get("address"), "rx_octets": 1500 * seconds, "rx_errors": 0, "rx_drop": 0,
+                   "rx_packets": seconds, "tx_octets": 600 * seconds, "tx_errors": 0, "tx_drop": 0,
+                   "tx_packets": seconds} for vif in vifs],
+            disks=[{"read_bytes": 262144 + seconds, "read_requests": 112, "write_bytes": 4096 * seconds,
+                    "write_requests": seconds, "errors_count": 0}],
+            memory_maximum=guest.memory_mb, memory_used=guest.memory_mb // 2)
 
     # Interfaces on a running guest ------------------------------------------------------
     async def attach_interface(self, ctx, instance, vif) -> None:

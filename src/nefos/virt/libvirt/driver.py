@@ -56,7 +56,7 @@ from nefos import exceptions, fileperms
 from nefos.objects import states
 from nefos.virt import configdrive, event as virtevent
 from nefos.virt.driver import ComputeDriver
-from nefos.virt.libvirt import config as vconfig
+from nefos.virt.libvirt import config as vconfig, diagnostics as lv_diagnostics
 from nefos.virt.libvirt import imagebackend, probe, qemu_user, rescue as rescue_mod, vif as vifs
 from nefos.virt.libvirt.host import Host, libvirt_module
 from nefos.waiting import event_set_within
@@ -306,6 +306,17 @@ class LibvirtDriver(ComputeDriver):
                 if await self._host.call(dom.hasManagedSaveImage, 0):
                     power_state = states.SUSPENDED_POWER
         return {"power_state": power_state}
+
+    async def get_diagnostics(self, instance: dict) -> dict:
+        dom = await self._lookup(instance["uuid"])
+        return lv_diagnostics.free_form(await self._host.call(lv_diagnostics.collect, dom))
+
+    async def get_instance_diagnostics(self, instance: dict) -> dict:
+        dom = await self._lookup(instance["uuid"])
+        figures = await self._host.call(lv_diagnostics.collect, dom)
+        return lv_diagnostics.standard_form(
+            figures, power_state=(await self.get_info(instance))["power_state"], virt_type=self.virt_type,
+            config_drive=configdrive.required_by(instance, self.cfg), instance=instance)
 
     async def get_console_output(self, instance: dict) -> str:
         path = self.console_log_path(instance["uuid"])
