@@ -123,6 +123,13 @@ class Config(BaseModel):
     l3_external_bridge: str = "br-ex-nefos"
     external_network_cidr: str = "172.24.4.0/24"
     external_network_gateway: str = "172.24.4.1"
+    # The auto-allocated topology (GET /v2.0/auto-allocated-topology/{project_id}, Nova's
+    # networks "auto"): Nefos has no subnet pools, so the project's subnet is the first
+    # /auto_allocated_subnet_prefixlen of auto_allocated_subnet_pool overlapping none of the
+    # project's subnets, the external networks' or another auto-allocated topology's (Neutron
+    # takes it from the default subnet pool; DevStack's is 10.0.0.0/22-ish with /26 prefixes).
+    auto_allocated_subnet_pool: str = "10.128.0.0/16"
+    auto_allocated_subnet_prefixlen: int = 26
 
     # Metadata service (``nefos metadata``; Nova's nova-api-metadata) and config drives.
     metadata_listen: str = ""  # the address it binds; empty: bind_host

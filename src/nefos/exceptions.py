@@ -567,6 +567,15 @@ class PortRequiresFixedIP(Invalid):
     message = "Port %(port_id)s requires a FixedIP in order to be used."
 
 
+class AutoAllocationFailure(Conflict):
+    """Neutron's: no auto-allocated topology can be built (no default external network, ...)."""
+    message = "Deployment error: %(reason)s."
+
+
+class DefaultExternalNetworkExists(Conflict):
+    message = "A default external network already exists: %(net_id)s."
+
+
 class UnableToAutoAllocateNetwork(Invalid):
     message = "Unable to automatically allocate a network for project %(project_id)s"
 

@@ -7,9 +7,11 @@ import pytest
 from tests.api.conftest import PROJECT, member, version
 
 V211 = version("2.11")
+V2102, V2104 = version("2.102"), version("2.104")
 V26 = version("2.6")
 SERVER = "/v2.1/servers/00000000-0000-0000-0000-000000000001"
 IMAGE = "3e5c7f5e-1a52-4f36-9e3c-7a53a1d7b0a1"  # no such image: the body is refused first
+SG = "00000000-0000-0000-0000-000000000000"
 
 CASES = [
     # (method, path, body, headers, words the message must contain)
@@ -90,6 +92,28 @@ CASES = [
     ("post", "/v2.1/os-server-groups", {"server_group": {"name": "g", "policies": "affinity"}}, {},
      ["field/attribute policies", "is not of type 'array'"]),
     ("get", "/v2.1/os-server-groups?offset=-1", None, member(), ["offset"]),
+    # 2.102: no rxtx_factor, a name filter, no unknown query parameters where none is read
+    ("post", "/v2.1/flavors", {"flavor": {"name": "f", "ram": 64, "vcpus": 1, "disk": 1, "rxtx_factor": 1}}, V2102,
+     ["'rxtx_factor' was unexpected"]),
+    ("get", "/v2.1/flavors?sort_key=rxtx_factor", None, V2102, ["sort_key"]),
+    ("get", "/v2.1/flavors/detail?bogus=1", None, V2102, ["Additional properties are not allowed"]),
+    ("get", "/v2.1/flavors?name=(", None, V2102, ["Invalid regular expression for name"]),
+    ("get", "/v2.1/flavors/1?bogus=1", None, V2102, ["Additional properties are not allowed ('bogus'"]),
+    ("get", "/v2.1/flavors/1/os-extra_specs?bogus=1", None, V2102, ["Additional properties are not allowed"]),
+    ("get", "/v2.1/flavors/1/os-flavor-access?bogus=1", None, V2102, ["Additional properties are not allowed"]),
+    ("get", "/v2.1/os-availability-zone?bogus=1", None, V2102, ["Additional properties are not allowed"]),
+    ("get", "/v2.1/os-aggregates?bogus=1", None, V2102, ["Additional properties are not allowed"]),
+    ("get", "/v2.1/os-aggregates/1?bogus=1", None, V2102, ["Additional properties are not allowed"]),
+    ("get", "/v2.1/os-quota-class-sets/default?bogus=1", None, V2102, ["Additional properties are not allowed"]),
+    ("get", "/v2.1/servers/x?bogus=1", None, V2102, ["Additional properties are not allowed"]),
+    ("get", "/v2.1/servers/x/metadata?bogus=1", None, V2102, ["Additional properties are not allowed"]),
+    # 2.104: the pinned availability zone on update, a name or null
+    ("put", "/v2.1/servers/x", {"server": {"pinned_availability_zone": None}}, version("2.103"),
+     ["'pinned_availability_zone' was unexpected"]),
+    ("put", "/v2.1/servers/x", {"server": {"pinned_availability_zone": 5}}, V2104,
+     ["field/attribute pinned_availability_zone"]),
+    ("put", "/v2.1/servers/x", {"server": {"pinned_availability_zone": ""}}, V2104,
+     ["field/attribute pinned_availability_zone"]),
     ("post", f"{SERVER}/action", {"os-getVNCConsole": {}}, {}, ["'type' is a required"]),
     ("post", f"{SERVER}/action", {"os-getVNCConsole": {"type": "spice-html5"}}, {}, ["field/attribute type"]),
     ("post", f"{SERVER}/action", {"os-getVNCConsole": {"type": "novnc", "x": 1}}, {}, ["'x' was unexpected"]),
@@ -118,6 +142,25 @@ CASES = [
     ("put", f"/v2.1/images/{IMAGE}/metadata", {"meta": {}}, member(), ["'metadata' is a required"]),
     ("put", f"/v2.1/images/{IMAGE}/metadata/k", {"meta": {"k": "v", "j": "w"}}, member(), ["meta"]),
     ("put", f"/v2.1/images/{IMAGE}/metadata/k", {"meta": {"j": "w"}}, member(), ["Request body and URI mismatch"]),
+    # The network proxy APIs (up to 2.35): bodies and ids refused before the Networking API is asked.
+    ("post", "/v2.1/os-security-groups", {"security_group": {"name": "g"}}, {}, ["'description' is a required"]),
+    ("post", "/v2.1/os-security-groups", {"security_group": {"name": "g" * 256, "description": ""}}, {},
+     ["field/attribute name"]),
+    ("post", "/v2.1/os-security-groups", {"group": {}}, {}, ["'security_group' is a required"]),
+    ("put", f"/v2.1/os-security-groups/{SG}", {"security_group": {"description": 5, "name": "g"}}, {},
+     ["field/attribute description"]),
+    ("get", "/v2.1/os-security-groups?limit=-1", None, {}, ["limit"]),
+    ("get", "/v2.1/os-security-groups/nope", None, {}, ["Security group id should be uuid"]),
+    ("delete", "/v2.1/os-security-groups/nope", None, {}, ["Security group id should be uuid"]),
+    ("post", "/v2.1/os-security-group-rules", {"security_group_rule": {}}, {}, ["'parent_group_id' is a required"]),
+    ("post", "/v2.1/os-security-group-rules", {"security_group_rule": {"parent_group_id": "nope"}}, {},
+     ["field/attribute parent_group_id"]),
+    ("post", "/v2.1/os-security-group-rules", {"security_group_rule": {"parent_group_id": SG, "group_id": 5}}, {},
+     ["field/attribute group_id"]),
+    ("delete", "/v2.1/os-security-group-rules/nope", None, {}, ["Security group id should be uuid"]),
+    ("post", "/v2.1/os-floating-ips", {"pool": 5}, {}, ["field/attribute pool"]),
+    ("post", "/v2.1/os-floating-ips", [], {}, ["is not of type"]),
+    ("post", "/v2.1/os-networks/1/action", {"explode": None}, {}, ["There is no such action: explode"]),
 ]
 
 

@@ -188,6 +188,9 @@ async def _compute_fixtures(m: Matrix) -> None:
     ids["class_name"], ids["image_ref"] = "default", DEFAULT_IMAGE_ID
     ids["member_user_id"] = m.users["member"]
     ids.update(await _fresh_compute_image(m))
+    # The network proxy APIs name the Networking API's resources of project A.
+    for key in ("security_group_id", "security_group_rule_id", "floatingip_id", "external_network_id"):
+        ids[key] = m.ids["network"][key]
     m.ids["network"]["compute_host"] = compute["host"]
     ids["aggregate_id"] = str((await m.ok("admin", "compute", "POST", "/v2.1/os-aggregates", {"aggregate": {
         "name": "matrix-aggregate"}}))["aggregate"]["id"])
@@ -213,9 +216,10 @@ async def _network_fixtures(m: Matrix) -> None:
     ids.update(await _fresh_port(m))
     ids.update(await _fresh_security_group(m))
     ids.update(await _fresh_security_group_rule(m))
-    # Routers and floating IPs: an external network (the admin's), project A's router and floating IP.
+    # Routers and floating IPs: an external network (the admin's, the default one of auto-allocated
+    # topologies), project A's router and floating IP.
     ids["external_network_id"] = (await m.ok("admin", "network", "POST", "/v2.0/networks", {"network": {
-        "name": m.unique("matrix-public"), "router:external": True}}))["network"]["id"]
+        "name": m.unique("matrix-public"), "router:external": True, "is_default": True}}))["network"]["id"]
     await m.ok("admin", "network", "POST", "/v2.0/subnets", {"subnet": {
         "network_id": ids["external_network_id"], "cidr": "172.29.4.0/24", "ip_version": 4, "enable_dhcp": False}})
     ids.update(await _fresh_router(m))

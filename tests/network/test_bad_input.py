@@ -150,6 +150,18 @@ CASES = [
      "Unrecognized"),
     ("unknown collection", "GET", "/v2.0/routers-of-doom", None, None, 404, "HTTPNotFound", ""),
     ("method not allowed", "DELETE", "/v2.0/networks", None, None, 405, "HTTPMethodNotAllowed", ""),
+    ("is_default not bool", "POST", "/v2.0/networks", {"network": {"router:external": True, "is_default": "x"}},
+     None, 400, "HTTPBadRequest", "Invalid input for is_default"),
+    ("member sets is_default", "PUT", "/v2.0/networks/{net}", {"network": {"is_default": True}}, "member", 403,
+     "PolicyNotAuthorized", ""),
+    ("topology unknown field", "GET", "/v2.0/auto-allocated-topology/p1?fields=name", None, None, 400,
+     "BadRequest", "Bad auto_allocate request: Unrecognized field."),
+    ("topology of another project", "GET", "/v2.0/auto-allocated-topology/someone-else", None, "member", 403,
+     "NotAuthorized", "Not authorized."),
+    ("topology delete of another project", "DELETE", "/v2.0/auto-allocated-topology/someone-else", None,
+     "member", 403, "NotAuthorized", "Not authorized."),
+    ("topology without a default external network", "GET", "/v2.0/auto-allocated-topology/p1", None, None, 409,
+     "AutoAllocationFailure", "No default router:external network"),
 ]
 
 

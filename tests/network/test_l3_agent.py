@@ -173,6 +173,7 @@ async def test_the_public_network_is_made_once(rt, network, client, lab):
     first = await ensure_public_network(rt)
     again = await ensure_public_network(rt)
     assert first["id"] == again["id"] and first["router:external"] is True
+    assert first["is_default"] is True and again["is_default"] is True  # auto-allocated topologies use it
     [sub] = (await client.get(f"/v2.0/subnets?network_id={first['id']}", headers=ADMIN)).json()["subnets"]
     assert sub["gateway_ip"] == f"{lab['ext_net']}.1" and sub["enable_dhcp"] is False
     assert sub["allocation_pools"] == [{"start": f"{lab['ext_net']}.10", "end": f"{lab['ext_net']}.250"}]

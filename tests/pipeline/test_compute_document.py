@@ -159,4 +159,27 @@ async def test_every_documented_body_is_answered_as_documented(cloud):
     await call("GET", "/v2.1/os-server-groups")
     await call("GET", f"/v2.1/os-server-groups/{group['id']}")
 
+    # The network proxy APIs (2.1 to 2.35).
+    sg = (await call("POST", "/v2.1/os-security-groups", json={"security_group": {
+        "name": "tour", "description": ""}}))["security_group"]
+    await call("GET", "/v2.1/os-security-groups")
+    await call("GET", f"/v2.1/os-security-groups/{sg['id']}")
+    await call("PUT", f"/v2.1/os-security-groups/{sg['id']}", json={"security_group": {
+        "name": "tour", "description": "toured"}})
+    await call("POST", "/v2.1/os-security-group-rules", json={"security_group_rule": {
+        "parent_group_id": sg["id"], "ip_protocol": "tcp", "from_port": 22, "to_port": 22}})
+    await call("GET", f"{base}/os-security-groups")
+    await call("GET", "/v2.1/os-networks")
+    await call("GET", f"/v2.1/os-networks/{net['id']}")
+    await call("GET", "/v2.1/os-tenant-networks")
+    await call("GET", f"/v2.1/os-tenant-networks/{net['id']}")
+    public = (await cloud.network.post("/v2.0/networks", json={"network": {
+        "name": "public", "router:external": True}})).json()["network"]
+    await cloud.network.post("/v2.0/subnets", json={"subnet": {
+        "network_id": public["id"], "cidr": "203.0.113.0/24", "ip_version": 4, "enable_dhcp": False}})
+    await call("GET", "/v2.1/os-floating-ip-pools")
+    fip = (await call("POST", "/v2.1/os-floating-ips", json={"pool": "public"}))["floating_ip"]
+    await call("GET", "/v2.1/os-floating-ips")
+    await call("GET", f"/v2.1/os-floating-ips/{fip['id']}")
+
     assert contract.operations_with_bodies() - AFTER_21 - NO_SUCCESS_HERE == answered

@@ -5,7 +5,8 @@ Used by ``tests/tempest/test_tempest.py`` (CI) and by hand::
     python tests/tempest/harness.py --clouds .nefos/clouds.yaml --work /tmp/tempest-run
 
 Steps: prepare the cloud as admin (one shared network with a subnet, so every
-dynamic Tempest project boots onto it without asking), write ``tempest.conf``
+dynamic Tempest project boots onto it without asking, and on fake hosts an external
+network ``public`` with a router from the shared network, for the floating IP tests), write ``tempest.conf``
 from the clouds.yaml (admin credentials for Tempest's dynamic credentials,
 identity v3 URI, image/flavor references, feature flags off for what Nefos
 does not have), run ``tempest run --include-list <tests> --concurrency N``
@@ -37,9 +38,10 @@ HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
 SHARED_NETWORK = "tempest-shared"
 SHARED_CIDR = "10.250.0.0/16"
-MAX_MICROVERSION = "2.100"
+MAX_MICROVERSION = "2.104"
 ALT_IMAGE = "tempest-alt"
 PUBLIC_NETWORK = "public"  # the external network `nefos up` creates with real guests
+FAKE_PUBLIC_CIDR = "203.0.113.0/24"  # the one prepare_cloud makes on fake hosts (TEST-NET-3)
 # The tests that log into their guests (SSH validation): skipped on fake hosts, run with
 # ``validation`` on real guests (test_tempest_validation.py).
 VALIDATION_TESTS = re.compile(
@@ -79,6 +81,19 @@ class Admin:
         r.raise_for_status()
         return r.json()
 
+    def put(self, service: str, path: str, body: dict) -> dict:
+        r = self.http.put(self.catalog[service].rstrip("/") + path, json=body)
+        r.raise_for_status()
+        return r.json()
+
+
+def mark_default_external(admin: "Admin") -> None:
+    """The external network ``public``, when there is one, is the default external network that
+    auto-allocated topologies (Nova's ``networks: auto``) are uplinked to (idempotent)."""
+    for net in admin.get("network", "/v2.0/networks", params={"name": PUBLIC_NETWORK})["networks"]:
+        if net.get("router:external") and not net.get("is_default"):
+            admin.put("network", f"/v2.0/networks/{net['id']}", {"network": {"is_default": True}})
+
 
 def prepare_cloud(cloud: dict, validation: bool = False) -> dict:
     """The shared network (or, with ``validation``, the external network's id) and the image/flavor
@@ -92,13 +107,16 @@ def prepare_cloud(cloud: dict, validation: bool = False) -> dict:
         if not public:
             raise RuntimeError(f"the external network {PUBLIC_NETWORK} is missing (nefos up with real guests)")
         net, public_id = {"id": ""}, public[0]["id"]
-    elif nets := admin.get("network", "/v2.0/networks", params={"name": SHARED_NETWORK})["networks"]:
-        net = nets[0]
     else:
-        net = admin.post("network", "/v2.0/networks",
-                         {"network": {"name": SHARED_NETWORK, "shared": True}})["network"]
-        admin.post("network", "/v2.0/subnets", {"subnet": {
-            "network_id": net["id"], "cidr": SHARED_CIDR, "ip_version": 4, "name": SHARED_NETWORK}})
+        if nets := admin.get("network", "/v2.0/networks", params={"name": SHARED_NETWORK})["networks"]:
+            net = nets[0]
+        else:
+            net = admin.post("network", "/v2.0/networks",
+                             {"network": {"name": SHARED_NETWORK, "shared": True}})["network"]
+            admin.post("network", "/v2.0/subnets", {"subnet": {
+                "network_id": net["id"], "cidr": SHARED_CIDR, "ip_version": 4, "name": SHARED_NETWORK}})
+        public_id = _fake_public_network(admin, net["id"])
+    mark_default_external(admin)
     images = admin.get("image", "/v2/images", params={"name": "nefos-tiny"})["images"]
     if not images:
         raise RuntimeError("the default image nefos-tiny is missing")
@@ -121,6 +139,26 @@ def prepare_cloud(cloud: dict, validation: bool = False) -> dict:
             "image_alt_id": alt_id, "flavor_ref": "42",
             "flavor_ref_alt": "84", "identity_uri": admin.auth_url,
             "region": cloud.get("region_name", "RegionOne")}
+
+
+def _fake_public_network(admin: Admin, shared_id: str) -> str:
+    """On fake hosts: the external network ``public`` (a documentation range, no bridge behind it) and
+    a router from the shared network to it, so Tempest's floating IP tests allocate from it and
+    associate with their servers' ports (idempotent)."""
+    if public := admin.get("network", "/v2.0/networks", params={"name": PUBLIC_NETWORK})["networks"]:
+        return public[0]["id"]
+    public_id = admin.post("network", "/v2.0/networks", {"network": {
+        "name": PUBLIC_NETWORK, "router:external": True}})["network"]["id"]
+    admin.post("network", "/v2.0/subnets", {"subnet": {
+        "network_id": public_id, "cidr": FAKE_PUBLIC_CIDR, "ip_version": 4, "enable_dhcp": False,
+        "name": PUBLIC_NETWORK}})
+    router = admin.post("network", "/v2.0/routers", {"router": {
+        "name": "tempest-public", "external_gateway_info": {"network_id": public_id}}})["router"]
+    subnet = admin.get("network", "/v2.0/subnets", params={"network_id": shared_id})["subnets"][0]
+    r = admin.http.put(admin.catalog["network"].rstrip("/") + f"/v2.0/routers/{router['id']}/add_router_interface",
+                       json={"subnet_id": subnet["id"]})
+    r.raise_for_status()
+    return public_id
 
 
 # tempest.conf ------------------------------------------------------------------------------
@@ -227,15 +265,15 @@ def tempest_conf(cloud: dict, prep: dict, work: Path, validation: bool = False) 
         endpoint_type = publicURL
         project_network_cidr = 10.240.0.0/16
         project_network_mask_bits = 24
-        public_network_id = {prep["public_network_id"] if validation else ""}
-        floating_network_name = {PUBLIC_NETWORK if validation else ""}
+        public_network_id = {prep["public_network_id"]}
+        floating_network_name = {PUBLIC_NETWORK}
         shared_physical_network = false
 
         [network-feature-enabled]
-        floating_ips = {on}
+        floating_ips = true
         port_security = true
         ipv6 = false
-        api_extensions = binding,security-group,quotas,quota_details,port-security,external-net,net-mtu,standard-attr-description,project-id,pagination,sorting
+        api_extensions = binding,security-group,quotas,quota_details,port-security,external-net,net-mtu,standard-attr-description,project-id,pagination,sorting,auto-allocated-topology
 
         [image]
         catalog_type = image

@@ -19,7 +19,8 @@ from nefos import exceptions, rest
 from nefos.api import common
 from nefos.api import response_schemas as responses
 from nefos.api.server_actions import no_such_action, single_action
-from nefos.api.validation import AZ_NAME, HOSTNAME, NAME, NAME_WITH_SPACES, UUID, validate, validate_integer
+from nefos.api.validation import (AZ_NAME, HOSTNAME, NAME, NAME_WITH_SPACES, UUID, refuse_query_from_2102, validate,
+                                  validate_integer)
 from nefos.compute import aggregates as aggregates_mod
 from nefos.openapi import documented
 
@@ -103,6 +104,7 @@ def view(request: Request, agg: dict, *, brief: bool = False) -> dict:
 @router.get("/v2.1/os-aggregates")
 @documented(responses={200: responses.AGGREGATES})
 async def list_aggregates(request: Request):
+    refuse_query_from_2102(request)
     common.require_admin(request, "os_compute_api:os-aggregates:index")
     return {"aggregates": [view(request, a) for a in await aggregates_mod.list_aggregates(_db(request))]}
 
@@ -123,6 +125,7 @@ async def create_aggregate(request: Request):
 @router.get("/v2.1/os-aggregates/{aggregate_id}")
 @documented(responses={200: responses.AGGREGATE})
 async def show_aggregate(request: Request, aggregate_id: str):
+    refuse_query_from_2102(request)
     common.require_admin(request, "os_compute_api:os-aggregates:show")
     agg = await aggregates_mod.get_aggregate(_db(request), _aggregate_id(aggregate_id))
     return {"aggregate": view(request, agg)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 
 from nefos.api import common
+from nefos.api.validation import refuse_query_from_2102
 from nefos.compute import availability_zones as az_mod
 from nefos.api import response_schemas as responses
 from nefos.openapi import documented
@@ -15,6 +16,7 @@ router = APIRouter()
 @router.get("/v2.1/os-availability-zone")
 @documented(responses={200: responses.AVAILABILITY_ZONES})
 async def list_zones(request: Request):
+    refuse_query_from_2102(request)
     common.authorize(request, "os_compute_api:os-availability-zone:list")
     rt = request.app.state.rt
     return {"availabilityZoneInfo": await az_mod.describe(rt.db, rt.cfg, detail=False)}
@@ -23,6 +25,7 @@ async def list_zones(request: Request):
 @router.get("/v2.1/os-availability-zone/detail")
 @documented(responses={200: responses.AVAILABILITY_ZONES})
 async def list_zones_detail(request: Request):
+    refuse_query_from_2102(request)
     common.require_admin(request, "os_compute_api:os-availability-zone:detail")
     rt = request.app.state.rt
     zones = await az_mod.describe(rt.db, rt.cfg, detail=True)

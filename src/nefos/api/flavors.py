@@ -5,7 +5,9 @@ reference).
 every view); 2.61: ``extra_specs`` in the detailed views, when the caller may
 list extra specs; 2.75: ``swap`` is 0 rather than "" and unknown query
 parameters of the lists are refused; 2.86: the extra specs Nova knows are validated
-on create and update (``nefos.compute.extra_specs``).
+on create and update (``nefos.compute.extra_specs``); 2.102: a ``name`` list filter,
+no ``rxtx_factor`` or ``OS-FLV-DISABLED:disabled`` (views, create, sort key) and no
+query parameter where none is read.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from nefos import exceptions, rest
 from nefos.api import common
 from nefos import policy
 from nefos.api.validation import (BOOLEAN, MAX_INT, NAME, NON_NEGATIVE_INTEGER, bool_from_string, query_schema,
-                                  validate, validate_integer, validate_query)
+                                  refuse_query_from_2102, validate, validate_integer, validate_query)
 from nefos.compute import flavors as flavors_mod
 from nefos.openapi import documented
 from nefos.api import response_schemas as responses
@@ -60,6 +62,9 @@ _DESCRIPTION = {"type": ["string", "null"], "minLength": 0, "maxLength": 65535,
                 "pattern": r"^[^\x00-\x1f\x7f]*$"}
 CREATE_V255 = copy.deepcopy(CREATE)
 CREATE_V255["properties"]["flavor"]["properties"]["description"] = _DESCRIPTION
+# 2.102: rxtx_factor is gone (refused on create, absent from the views).
+CREATE_V2102 = copy.deepcopy(CREATE_V255)
+del CREATE_V2102["properties"]["flavor"]["properties"]["rxtx_factor"]
 UPDATE = {"type": "object", "properties": {"flavor": {
     "type": "object", "properties": {"description": _DESCRIPTION}, "required": ["description"],
     "additionalProperties": False}}, "required": ["flavor"], "additionalProperties": False}
@@ -92,6 +97,9 @@ _LIST_PARAMS = {"limit": NON_NEGATIVE_INTEGER, "marker": {"type": "string"}, "is
                 "sort_dir": {"type": "string", "enum": ["asc", "desc"]}}
 LIST_QUERY = query_schema(_LIST_PARAMS, strict=False)
 LIST_QUERY_V275 = query_schema(_LIST_PARAMS, strict=True)
+# 2.102: a ``name`` filter (a regular expression, as Nova matches it), no ``rxtx_factor`` sort key.
+LIST_QUERY_V2102 = query_schema({**_LIST_PARAMS, "name": {"type": "string"}, "sort_key": {
+    "type": "string", "enum": [k for k in flavors_mod.SORT_KEYS if k != "rxtx_factor"]}}, strict=True)
 
 
 def _db(request: Request):
@@ -133,6 +141,8 @@ def detail_view(request: Request, flavor: dict, extra_specs: bool = False) -> di
         view["description"] = flavor.get("description")
     if extra_specs:
         view["extra_specs"] = flavor.get("extra_specs") or {}
+    if version.matches("2.102"):
+        del view["OS-FLV-DISABLED:disabled"], view["rxtx_factor"]
     return view
 
 
@@ -152,9 +162,13 @@ def _parse_is_public(value: str | None) -> bool | None:
 async def _list(request: Request, detailed: bool):
     ctx = rest.get_context(request)
     params = request.query_params
-    validate_query(params, LIST_QUERY_V275 if request.state.api_version.matches("2.75") else LIST_QUERY)
-    is_public = _parse_is_public(params.get("is_public")) if ctx.is_admin else True
     filters: dict = {}
+    version = request.state.api_version
+    validate_query(params, LIST_QUERY_V2102 if version.matches("2.102") else
+                   LIST_QUERY_V275 if version.matches("2.75") else LIST_QUERY)
+    if version.matches("2.102") and "name" in params:
+        filters["name"] = params["name"]
+    is_public = _parse_is_public(params.get("is_public")) if ctx.is_admin else True
     for param, name in (("minRam", "min_ram"), ("minDisk", "min_disk")):
         if param in params:
             try:
@@ -192,6 +206,7 @@ async def list_flavors_detail(request: Request):
 @router.get("/v2.1/flavors/{flavor_id}")
 @documented(responses={200: responses.FLAVOR_SHOWN})
 async def show_flavor(request: Request, flavor_id: str):
+    refuse_query_from_2102(request)
     flavor = await flavors_mod.get_by_flavor_id(_db(request), flavor_id, rest.get_context(request))
     return {"flavor": detail_view(request, flavor, _with_extra_specs(request))}
 
@@ -213,7 +228,8 @@ async def update_flavor(request: Request, flavor_id: str):
 @documented(request=CREATE, responses={200: responses.FLAVOR_SHOWN})
 async def create_flavor(request: Request):
     body = await rest.json_body(request)
-    validate(body, CREATE_V255 if request.state.api_version.matches("2.55") else CREATE)
+    version = request.state.api_version
+    validate(body, CREATE_V2102 if version.matches("2.102") else CREATE_V255 if version.matches("2.55") else CREATE)
     common.require_admin(request, "os_compute_api:os-flavor-manage:create")
     spec = body["flavor"]
     values = {
@@ -259,6 +275,7 @@ def _spec_values(request: Request, specs: dict) -> dict[str, str]:
 @router.get("/v2.1/flavors/{flavor_id}/os-extra_specs")
 @documented(responses={200: responses.EXTRA_SPECS})
 async def list_extra_specs(request: Request, flavor_id: str):
+    refuse_query_from_2102(request)
     ctx = common.authorize(request, "os_compute_api:os-flavor-extra-specs:index")
     specs = await flavors_mod.get_extra_specs(_db(request), flavor_id, ctx)
     return {"extra_specs": specs}
@@ -278,6 +295,7 @@ async def create_extra_specs(request: Request, flavor_id: str):
 @router.get("/v2.1/flavors/{flavor_id}/os-extra_specs/{key}")
 @documented(responses={200: responses.EXTRA_SPEC})
 async def show_extra_spec(request: Request, flavor_id: str, key: str):
+    refuse_query_from_2102(request)
     ctx = common.authorize(request, "os_compute_api:os-flavor-extra-specs:show")
     specs = await flavors_mod.get_extra_specs(_db(request), flavor_id, ctx)
     if key not in specs:
@@ -311,6 +329,7 @@ async def delete_extra_spec(request: Request, flavor_id: str, key: str):
 @router.get("/v2.1/flavors/{flavor_id}/os-flavor-access")
 @documented(responses={200: responses.FLAVOR_ACCESS})
 async def list_flavor_access(request: Request, flavor_id: str):
+    refuse_query_from_2102(request)
     common.require_admin(request, "os_compute_api:os-flavor-access")
     return {"flavor_access": await flavors_mod.list_access(_db(request), flavor_id)}
 

@@ -14,8 +14,9 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from nefos import exceptions, rest
+from nefos.api import microversion
 from nefos.api import response_schemas as responses
-from nefos.api.images import check_version, context, get_image, image_api
+from nefos.api.images import context, get_image, image_api
 from nefos.api.server_metadata import _META_ITEM_BODY, _METADATA_BODY
 from nefos.api.validation import validate
 from nefos.objects import quotas
@@ -64,7 +65,7 @@ async def _change(request: Request, ctx, image_id: str, change) -> dict:
 
 
 async def _begin(request: Request, rule: str, schema: dict | None = None):
-    check_version(request, MAX_VERSION)
+    microversion.require_at_most(request, MAX_VERSION)
     ctx = context(request, rule)
     body = None
     if schema is not None:

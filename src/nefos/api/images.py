@@ -16,7 +16,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from nefos import exceptions, policy, rest
-from nefos.api import common
+from nefos.api import common, microversion
 from nefos.api import response_schemas as responses
 from nefos.api.validation import POSITIVE_INTEGER, bool_from_string, query_schema, validate_query
 from nefos.identity import catalog
@@ -25,8 +25,7 @@ from nefos.openapi import documented
 
 router = APIRouter()
 
-# Nova's MAX_PROXY_API_SUPPORT_VERSION: the proxy APIs are gone from 2.36.
-MAX_VERSION = "2.35"
+MAX_VERSION = microversion.MAX_PROXY_VERSION
 
 # Nova's SUPPORTED_FILTERS: its query parameter -> the Image API's list filter.
 _FILTERS = {"name": "name", "status": "status", "changes-since": "updated_at", "server": "instance_uuid",
@@ -48,12 +47,6 @@ _JSON_PROPERTIES = ("block_device_mapping", "mappings")
 def image_api(request: Request) -> ImageAPI:
     compute_api = request.app.state.compute_api
     return compute_api.image_api if compute_api is not None else ImageAPI(request.app.state.rt)
-
-
-def check_version(request: Request, max_version: str = MAX_VERSION) -> None:
-    """404 past ``max_version``, as Nova answers a version a method does not serve."""
-    if not request.state.api_version.matches("2.1", max_version):
-        raise exceptions.NotFound("The resource could not be found.")
 
 
 def context(request: Request, rule: str):
@@ -141,7 +134,7 @@ def _filters(request: Request) -> list[tuple[str, str]]:
 
 
 async def _list(request: Request, view, collection: str) -> dict:
-    check_version(request)
+    microversion.require_at_most(request, MAX_VERSION)
     ctx = context(request, "get_images")
     validate_query(request.query_params, LIST_QUERY)
     params = request.query_params
@@ -169,7 +162,7 @@ async def list_images_detail(request: Request):
 @router.get("/v2.1/images/{image_id}")
 @documented(responses={200: responses.IMAGE})
 async def show_image(request: Request, image_id: str):
-    check_version(request)
+    microversion.require_at_most(request, MAX_VERSION)
     ctx = context(request, "get_image")
     return {"image": detail_view(request, await get_image(request, ctx, image_id))}
 
@@ -184,7 +177,7 @@ async def delete_blank_image(request: Request):
 @router.delete("/v2.1/images/{image_id}")
 @documented(responses={204: responses.NO_BODY})
 async def delete_image(request: Request, image_id: str):
-    check_version(request)
+    microversion.require_at_most(request, MAX_VERSION)
     ctx = context(request, "delete_image")
     try:
         await image_api(request).delete(ctx, image_id, missing_ok=False)

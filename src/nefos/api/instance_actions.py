@@ -15,7 +15,7 @@ from fastapi import APIRouter, Request
 from nefos import exceptions, policy, rest
 from nefos.api import common
 from nefos.api.server_view import host_id, iso_micro
-from nefos.api.validation import NON_NEGATIVE_INTEGER, query_schema, validate_query
+from nefos.api.validation import NON_NEGATIVE_INTEGER, query_schema, refuse_query_from_2102, validate_query
 from nefos.api import response_schemas as responses
 from nefos.openapi import documented
 
@@ -67,6 +67,7 @@ async def list_actions(request: Request, server_id: str):
 @router.get("/v2.1/servers/{server_id}/os-instance-actions/{request_id}")
 @documented(responses={200: responses.INSTANCE_ACTION})
 async def show_action(request: Request, server_id: str, request_id: str):
+    refuse_query_from_2102(request)
     ctx = rest.get_context(request)
     policy.enforce(ctx, "os_compute_api:os-instance-actions:show")
     version = request.state.api_version

@@ -12,7 +12,7 @@ from functools import total_ordering
 from nefos import exceptions
 
 MIN_VERSION = "2.1"
-MAX_VERSION = "2.100"
+MAX_VERSION = "2.104"
 
 
 @total_ordering
@@ -73,9 +73,14 @@ def negotiate(headers) -> APIVersion:
     return version
 
 
+# Nova's MAX_PROXY_API_SUPPORT_VERSION: the APIs proxying the Networking and Image services are gone
+# from 2.36 on.
+MAX_PROXY_VERSION = "2.35"
+
+
 def require_at_most(request, max_version: str) -> None:
     """404 (Nova's VersionNotFoundForAPIMethod) when the request's version is above ``max_version``:
     for APIs Nova stopped serving at the next microversion (the proxies after 2.35, os-hosts
-    after 2.42)."""
+    after 2.42), before anything else is looked at (Nova's version routing)."""
     if not request.state.api_version.matches(MIN_VERSION, max_version):
         raise exceptions.NotFound("The resource could not be found.")

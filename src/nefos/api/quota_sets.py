@@ -14,7 +14,8 @@ from starlette.responses import Response
 
 from nefos import exceptions, rest
 from nefos.api import common
-from nefos.api.validation import BOOLEAN, MAX_INT, bool_from_string, query_schema, validate, validate_query
+from nefos.api.validation import (BOOLEAN, MAX_INT, bool_from_string, query_schema, refuse_query_from_2102,
+                                  validate, validate_query)
 from nefos.compute import quota_sets as qs_mod
 from nefos.openapi import documented
 from nefos.api import microversion
@@ -116,6 +117,7 @@ async def delete_quota_set(request: Request, project_id: str):
 @router.get("/v2.1/os-quota-class-sets/{class_name}")
 @documented(responses={200: responses.QUOTA_CLASS_SET})
 async def show_quota_class_set(request: Request, class_name: str):
+    refuse_query_from_2102(request)
     common.require_admin(request, "os_compute_api:os-quota-class-sets:show")
     version = request.state.api_version
     rt = _rt(request)

@@ -375,3 +375,41 @@ _SNAPSHOT = _object({"id": _STRING, "volumeId": _STRING, "status": _STRING, "siz
                      "displayDescription": _NULLABLE_STRING}, ("id", "volumeId", "status", "size"))
 SNAPSHOTS = _all_required({"snapshots": _array(_SNAPSHOT)})
 SNAPSHOT = _all_required({"snapshot": _SNAPSHOT})
+
+# The network proxy APIs (up to 2.35) -----------------------------------------------------------------
+
+_PORT_NUMBER = {"type": ["integer", "null"], "minimum": -1}
+SECURITY_GROUP_RULE_VIEW = _all_required({
+    "id": _STRING, "parent_group_id": _STRING, "ip_protocol": _NULLABLE_STRING,
+    "from_port": _PORT_NUMBER, "to_port": _PORT_NUMBER,
+    "group": _object({"name": _NULLABLE_STRING, "tenant_id": _NULLABLE_STRING}),
+    "ip_range": _object({"cidr": _STRING})})
+_SECURITY_GROUP_VIEW = _all_required({"id": _STRING, "name": _STRING, "description": _NULLABLE_STRING,
+                                      "tenant_id": _NULLABLE_STRING, "rules": _array(SECURITY_GROUP_RULE_VIEW)})
+SECURITY_GROUP = _all_required({"security_group": _SECURITY_GROUP_VIEW})
+SECURITY_GROUPS = _all_required({"security_groups": _array(_SECURITY_GROUP_VIEW)})
+SECURITY_GROUP_RULE = _all_required({"security_group_rule": SECURITY_GROUP_RULE_VIEW})
+
+# os-networks: only id and label are known with Neutron; the nova-network fields are null (the
+# admin-only ones shown to admins only).
+NETWORK_FIELDS = ("id", "cidr", "netmask", "gateway", "broadcast", "dns1", "dns2", "cidr_v6", "gateway_v6",
+                  "label", "netmask_v6")
+NETWORK_ADMIN_FIELDS = ("created_at", "updated_at", "deleted_at", "deleted", "injected", "bridge", "vlan",
+                        "vpn_public_address", "vpn_public_port", "vpn_private_address", "dhcp_start",
+                        "project_id", "host", "bridge_interface", "multi_host", "priority", "rxtx_base", "mtu",
+                        "dhcp_server", "enable_dhcp", "share_address")
+_NETWORK_VIEW = _object({**{name: _NULLABLE_STRING for name in NETWORK_FIELDS + NETWORK_ADMIN_FIELDS},
+                         "id": _STRING, "label": _STRING,
+                         "mtu": {"type": ["integer", "null"]}, "vpn_public_port": {"type": ["integer", "null"]}},
+                        NETWORK_FIELDS)
+NETWORK = _all_required({"network": _NETWORK_VIEW})
+NETWORKS = _all_required({"networks": _array(_NETWORK_VIEW)})
+_TENANT_NETWORK_VIEW = _all_required({"id": _STRING, "cidr": _STRING, "label": _STRING})
+TENANT_NETWORK = _all_required({"network": _TENANT_NETWORK_VIEW})
+TENANT_NETWORKS = _all_required({"networks": _array(_TENANT_NETWORK_VIEW)})
+
+_FLOATING_IP_VIEW = _all_required({"id": _STRING, "ip": _STRING, "fixed_ip": _NULLABLE_STRING,
+                                   "instance_id": _NULLABLE_STRING, "pool": _STRING})
+FLOATING_IP = _all_required({"floating_ip": _FLOATING_IP_VIEW})
+FLOATING_IPS = _all_required({"floating_ips": _array(_FLOATING_IP_VIEW)})
+FLOATING_IP_POOLS = _all_required({"floating_ip_pools": _array(_all_required({"name": _STRING}))})

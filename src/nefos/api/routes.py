@@ -35,6 +35,9 @@ ROUTERS = [
     "nefos.api.extensions",
     "nefos.api.volumes",
     "nefos.api.volumes_boot",
+    "nefos.api.security_groups",
+    "nefos.api.networks",
+    "nefos.api.floating_ips",
     "nefos.api.removed",
 ]
 

@@ -10,7 +10,7 @@ from starlette.responses import Response
 
 from nefos import exceptions, policy, rest
 from nefos.api import response_schemas as responses
-from nefos.api.validation import DEVICE_TAG, IP_ADDRESS, UUID, validate
+from nefos.api.validation import DEVICE_TAG, IP_ADDRESS, UUID, refuse_query_from_2102, validate
 from nefos.compute.interfaces_api import InterfacesAPI
 from nefos.openapi import documented
 
@@ -50,6 +50,7 @@ def _view(request: Request, instance: dict, port: dict) -> dict:
 @router.get("/v2.1/servers/{server_id}/os-interface")
 @documented(responses={200: responses.INTERFACE_ATTACHMENTS})
 async def list_interfaces(request: Request, server_id: str):
+    refuse_query_from_2102(request)
     ctx = _context(request, "list")
     instance, ports = await _api(request).list(ctx, server_id)
     return {"interfaceAttachments": [_view(request, instance, p) for p in ports]}
@@ -58,6 +59,7 @@ async def list_interfaces(request: Request, server_id: str):
 @router.get("/v2.1/servers/{server_id}/os-interface/{port_id}")
 @documented(responses={200: responses.INTERFACE_ATTACHMENT})
 async def show_interface(request: Request, server_id: str, port_id: str):
+    refuse_query_from_2102(request)
     ctx = _context(request, "show")
     instance, port = await _api(request).show(ctx, server_id, port_id)
     return {"interfaceAttachment": _view(request, instance, port)}

@@ -6,6 +6,7 @@ from fastapi import APIRouter, Request
 
 from nefos import exceptions, policy, rest
 from nefos.api import server_view
+from nefos.api.validation import refuse_query_from_2102
 from nefos.api import response_schemas as responses
 from nefos.openapi import documented
 
@@ -13,6 +14,7 @@ router = APIRouter()
 
 
 async def _addresses(request: Request, server_id: str, rule: str) -> dict:
+    refuse_query_from_2102(request)
     ctx = rest.get_context(request)
     policy.enforce(ctx, rule)
     instance = await request.app.state.compute_api.get(ctx, server_id)

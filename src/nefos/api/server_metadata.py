@@ -7,7 +7,7 @@ from starlette.responses import Response
 
 from nefos import exceptions, policy, rest
 from nefos.api.servers import _METADATA
-from nefos.api.validation import validate
+from nefos.api.validation import refuse_query_from_2102, validate
 from nefos.openapi import documented
 from nefos.api import response_schemas as responses
 
@@ -23,6 +23,7 @@ _META_ITEM_BODY = {"type": "object", "properties": {"meta": {
 @router.get("/v2.1/servers/{server_id}/metadata")
 @documented(responses={200: responses.METADATA})
 async def list_metadata(request: Request, server_id: str):
+    refuse_query_from_2102(request)
     policy.enforce(rest.get_context(request), "os_compute_api:server-metadata:index")
     instance = await request.app.state.compute_api.get(rest.get_context(request), server_id)
     return {"metadata": instance.get("metadata") or {}}
@@ -53,6 +54,7 @@ async def replace_metadata(request: Request, server_id: str):
 @router.get("/v2.1/servers/{server_id}/metadata/{key}")
 @documented(responses={200: responses.METADATA_ITEM})
 async def show_metadata_item(request: Request, server_id: str, key: str):
+    refuse_query_from_2102(request)
     policy.enforce(rest.get_context(request), "os_compute_api:server-metadata:show")
     instance = await request.app.state.compute_api.get(rest.get_context(request), server_id)
     metadata = instance.get("metadata") or {}

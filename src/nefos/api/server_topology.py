@@ -13,13 +13,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 
 from nefos import exceptions, policy, rest
-from nefos.api.validation import query_schema, validate_query
+from nefos.api.validation import refuse_query_from_2102
 from nefos.api import response_schemas as responses
 from nefos.openapi import documented
 
 router = APIRouter()
-
-_QUERY_V2102 = query_schema({}, strict=True)  # 2.102: no query parameter at all
 
 
 @router.get("/v2.1/servers/{server_id}/topology")
@@ -28,8 +26,7 @@ async def show_topology(request: Request, server_id: str):
     version = request.state.api_version
     if not version.matches("2.78"):
         raise exceptions.NotFound("The resource could not be found.")
-    if version.matches("2.102"):
-        validate_query(request.query_params, _QUERY_V2102)
+    refuse_query_from_2102(request)
     ctx = rest.get_context(request)
     instance = await request.app.state.compute_api.get(ctx, server_id)
     policy.enforce(ctx, "compute:server:topology:index", {"project_id": instance["project_id"]})

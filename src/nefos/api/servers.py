@@ -15,7 +15,8 @@ them); 2.90 ``hostname`` on create, update and rebuild (one server only on
 create), shown to every user, and a list filter for non-admins; 2.94 the
 hostname may be an FQDN; 2.96 ``pinned_availability_zone``, 2.98 the image's
 properties and 2.100 ``scheduler_hints`` in show, the detailed list, update
-and rebuild.
+and rebuild; 2.102 show refuses query parameters; 2.104 update unpins (null) or
+re-pins ``pinned_availability_zone`` (``ComputeAPI.update``).
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from nefos import exceptions, rest
 from nefos import policy
 from nefos.api import common, server_view
 from nefos.api import response_schemas as responses
-from nefos.api.validation import bool_from_string, is_uuid_like, query_schema, validate, validate_query
+from nefos.api.validation import (NAME, bool_from_string, is_uuid_like, query_schema, refuse_query_from_2102,
+                                  validate, validate_query)
 from nefos.compute import disk_config
 from nefos.compute.services import COMPUTE_BINARY
 from nefos.objects import states
@@ -179,6 +181,8 @@ def update_schema(version) -> dict:
         props["description"] = {"type": ["string", "null"], "maxLength": 255}
     if _hostname_schema(version):
         props["hostname"] = _hostname_schema(version)
+    if version.matches("2.104"):  # unpin (null) or re-pin the server's zone
+        props["pinned_availability_zone"] = {"oneOf": [NAME, {"type": "null"}]}
     return {"type": "object", "properties": {
         "server": {"type": "object", "properties": props, "additionalProperties": False}},
         "required": ["server"], "additionalProperties": False}
@@ -655,6 +659,7 @@ async def show_view(request: Request, server_id: str) -> dict:
 @router.get("/v2.1/servers/{server_id}")
 @documented(responses={200: responses.SERVER_SHOWN})
 async def show_server(request: Request, server_id: str):
+    refuse_query_from_2102(request)
     return {"server": await show_view(request, server_id)}
 
 
@@ -675,7 +680,8 @@ async def update_server(request: Request, server_id: str):
                 updates[key] = _normalized_ip(server[api_key])
     if "OS-DCF:diskConfig" in server:
         updates["auto_disk_config"] = disk_config.from_api(server["OS-DCF:diskConfig"])
-    instance = await _compute_api(request).update(ctx, server_id, updates)
+    pin = {key: server[key] for key in ("pinned_availability_zone",) if key in server}
+    instance = await _compute_api(request).update(ctx, server_id, updates, **pin)
     # Before 2.75 the update answers with the narrower view (no OS-EXT-* attributes).
     if version.matches("2.75") and policy.check(ctx, "os_compute_api:servers:show:host_status"):
         await _host_statuses(request, [instance])

@@ -312,3 +312,13 @@ def validate_query(params, schema: dict) -> None:
             raise exceptions.ValidationError(f"Invalid input for query parameters {error.path[0]}. "
                                              f"Value: {error.instance}. {error.message}")
         raise exceptions.ValidationError(error.message)
+
+
+NO_QUERY = query_schema({}, strict=True)
+
+
+def refuse_query_from_2102(request) -> None:
+    """2.102: the APIs that read no query parameter refuse any (400), as Nova's query schemas do
+    from then on (``additionalProperties: False``); earlier versions ignore them."""
+    if request.state.api_version.matches("2.102"):
+        validate_query(request.query_params, NO_QUERY)

@@ -370,13 +370,36 @@ class ComputeAPI:
         if instance.get("locked") and not ctx.is_admin:
             raise exceptions.InstanceIsLocked(instance_uuid=instance["uuid"])
 
-    async def update(self, ctx, uuid: str, updates: dict) -> dict:
+    async def update(self, ctx, uuid: str, updates: dict, **pin) -> dict:
+        """Change the server's fields in ``updates``; ``pinned_availability_zone=`` (2.104) unpins
+        (None) or re-pins it, saved with the other fields in one write."""
         instance = await self.get(ctx, uuid)
         self._check_lock(ctx, instance)
         values = _columns_of(updates)  # a new name keeps the hostname (as Nova): only 2.90's hostname does
+        if "pinned_availability_zone" in pin:
+            values.update(self._repinned(instance, pin["pinned_availability_zone"]))
         if values:
             instance = await instance_obj.save(self.rt.db, uuid, values)
         return await self.get(ctx, uuid)
+
+    def _repinned(self, instance: dict, requested: str | None) -> dict:
+        """Nova's 2.104 rules: null unpins; a zone re-pins an unpinned server only to the zone it is
+        in now (409 otherwise), and a pinned server must be unpinned before another zone (409)."""
+        current = instance.get("pinned_availability_zone")
+        if requested is None:
+            return {"pinned_availability_zone": None} if current is not None else {}
+        if current is not None:
+            if requested != current:
+                raise exceptions.Conflict("Cannot change pinned availability zone directly. Unpin first "
+                                          "by setting pinned_availability_zone to null.")
+            return {}
+        # The zone the server is shown in (OS-EXT-AZ:availability_zone): its host's, set on scheduling.
+        zone = instance.get("availability_zone") or (
+            self.rt.cfg.default_availability_zone if instance.get("host") else None)
+        if requested != zone:
+            raise exceptions.Conflict(f"Server can only be pinned to its current availability zone "
+                                      f"'{zone}', but '{requested}' was requested.")
+        return {"pinned_availability_zone": requested}
 
     async def delete(self, ctx, uuid: str) -> None:
         instance = await self.get(ctx, uuid)

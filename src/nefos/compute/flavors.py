@@ -14,6 +14,7 @@ from sqlalchemy import bindparam, delete as sql_delete, or_, select
 from sqlalchemy.exc import IntegrityError
 
 from nefos import exceptions
+from nefos.compute import regex_filters
 from nefos.db.models import Flavor, FlavorExtraSpec, FlavorProject
 
 # (name, flavorid, memory_mb, vcpus, root_gb): Nova's historical defaults plus devstack's tiny ones.
@@ -127,8 +128,9 @@ def _sort_key(key: str):
 
 async def list_flavors(db, ctx, *, is_public: bool | None = True, min_ram: int | None = None,
                        min_disk: int | None = None, sort_key: str = "flavorid", sort_dir: str = "asc",
-                       limit: int | None = None, marker: str | None = None) -> list[dict]:
-    """Nova's ``FlavorList.get_all`` (non-admins: only enabled flavors they may see)."""
+                       limit: int | None = None, marker: str | None = None, name: str | None = None) -> list[dict]:
+    """Nova's ``FlavorList.get_all`` (non-admins: only enabled flavors they may see; ``name``: a
+    regular expression the name must contain a match of, as Nova's REGEXP filter, 2.102)."""
     q = select(Flavor)
     visible = _visible_to(ctx)
     if visible is not None:
@@ -145,6 +147,9 @@ async def list_flavors(db, ctx, *, is_public: bool | None = True, min_ram: int |
         q = q.where(Flavor.root_gb >= min_disk)
     async with db.reader() as s:
         rows = list((await s.execute(q)).scalars())
+        if name:
+            matched = await regex_filters.apply([{"name": r.name, "row": r} for r in rows], columns={"name": name})
+            rows = [m["row"] for m in matched]
         marker_row = None
         if marker is not None:
             try:

@@ -12,7 +12,7 @@ import datetime as dt
 
 from sqlalchemy import (
     JSON, BigInteger, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text,
-    UniqueConstraint,
+    UniqueConstraint, false as sa_false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -409,11 +409,22 @@ class Network(TimestampMixin, Base):
     description: Mapped[str] = mapped_column(String(255), default="")
     shared: Mapped[bool] = mapped_column(Boolean, default=False)
     external: Mapped[bool] = mapped_column(Boolean, default=False)
+    # the default external network of auto-allocated topologies (Neutron's externalnetworks.is_default)
+    is_default: Mapped[bool] = mapped_column(Boolean, default=False, server_default=sa_false())
     admin_state_up: Mapped[bool] = mapped_column(Boolean, default=True)
     status: Mapped[str] = mapped_column(String(16), default="ACTIVE")
     mtu: Mapped[int] = mapped_column(Integer, default=1500)
     port_security_enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     revision_number: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class AutoAllocatedTopology(Base):
+    """A project's auto-allocated network and the router uplinking it (Neutron's
+    ``auto_allocated_topologies``): one per project, by the primary key."""
+    __tablename__ = "auto_allocated_topologies"
+    project_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    network_id: Mapped[str] = mapped_column(ForeignKey("networks.id", ondelete="CASCADE"), index=True)
+    router_id: Mapped[str | None] = mapped_column(ForeignKey("routers.id", ondelete="SET NULL"))
 
 
 class Subnet(TimestampMixin, Base):

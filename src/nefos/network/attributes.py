@@ -145,6 +145,15 @@ def v_prefix(value, attr):
         raise bad(attr, f"'{value}' is not a valid IP subnet")
 
 
+def v_rule_prefix(value, attr):
+    """A security group rule's remote prefix: kept as given, host bits and all, with its prefix length
+    added when absent (Neutron's ``str(netaddr.IPNetwork(value))``), or None."""
+    if value is None:
+        return None
+    v_prefix(value, attr)
+    return str(ipaddress.ip_interface(value))
+
+
 def v_ip_version(value, attr):
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value)
@@ -346,6 +355,7 @@ ATTRIBUTES: dict[str, dict[str, Attr]] = {
         "admin_state_up": Attr(default=True, validate=to_bool),
         "shared": Attr(default=False, validate=to_bool, admin_only=True),
         "router:external": Attr(default=False, validate=to_bool, admin_only=True),
+        "is_default": Attr(default=False, validate=to_bool, admin_only=True),
         "mtu": Attr(default=1500, validate=v_int(68, 9216)),
         "port_security_enabled": Attr(default=True, validate=to_bool),
         "project_id": _PROJECT, "tenant_id": _PROJECT,
@@ -402,7 +412,7 @@ ATTRIBUTES: dict[str, dict[str, Attr]] = {
         "protocol": Attr(put=False, default=None, validate=v_protocol),
         "port_range_min": Attr(put=False, default=None, validate=v_port_number),
         "port_range_max": Attr(put=False, default=None, validate=v_port_number),
-        "remote_ip_prefix": Attr(put=False, default=None, validate=v_prefix),
+        "remote_ip_prefix": Attr(put=False, default=None, validate=v_rule_prefix),
         "remote_group_id": Attr(put=False, default=None,
                                 validate=lambda v, a: None if v is None else v_uuid(v, a)),
         "description": Attr(default="", validate=v_string(255, nullable=True)),
@@ -494,7 +504,7 @@ def validate_body(resource: str, body: Any, *, create: bool, is_admin: bool) -> 
 
 # Listing: filters, sorting, pagination ------------------------------------------------
 
-BOOL_FIELDS = {"admin_state_up", "shared", "router:external", "port_security_enabled", "enable_dhcp",
+BOOL_FIELDS = {"admin_state_up", "shared", "router:external", "is_default", "port_security_enabled", "enable_dhcp",
                "stateful", "l2_adjacency"}
 INT_FIELDS = {"mtu", "ip_version", "revision_number", "port_range_min", "port_range_max"}
 LIST_FIELDS = {"subnets", "security_groups", "availability_zones", "availability_zone_hints",

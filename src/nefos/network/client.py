@@ -41,11 +41,17 @@ class NetworkAPI:
     async def _call(self, ctx: RequestContext, method: str, **kwargs) -> Any:
         return await self.rt.bus.call(ctx, TOPIC, method, **kwargs)
 
+    async def call(self, ctx: RequestContext, method: str, **kwargs) -> Any:
+        """One Networking API method as ``ctx`` (the proxy APIs pass the caller's own context, so the
+        network service scopes every look-up to the caller's project as Neutron does)."""
+        return await self._call(ctx, method, **kwargs)
+
     # Helpers ------------------------------------------------------------------------------
 
     async def _available_networks(self, ctx: RequestContext, project_id: str | None,
-                                  net_ids: list[str] | None = None) -> list[dict]:
-        """The networks an instance of ``project_id`` may use, in ``net_ids`` order when given."""
+                                  net_ids: list[str] | None = None, auto_allocate: bool = False) -> list[dict]:
+        """The networks an instance of ``project_id`` may use, in ``net_ids`` order when given
+        (``auto_allocate``: of the project's own, only those up, as Nova asks for)."""
         if net_ids:
             unique = list(dict.fromkeys(net_ids))
             nets = await self._call(ctx, "list_networks", filters={"id": unique})
@@ -54,8 +60,10 @@ class NetworkAPI:
                 if net_id not in by_id:
                     raise exceptions.NetworkNotFound(net_id=net_id)
             return [by_id[i] for i in unique]
-        own = await self._call(ctx, "list_networks",
-                               filters={"project_id": [project_id], "shared": [False]}) if project_id else []
+        filters = {"project_id": [project_id], "shared": [False]}
+        if auto_allocate:
+            filters["admin_state_up"] = [True]
+        own = await self._call(ctx, "list_networks", filters=filters) if project_id else []
         shared = await self._call(ctx, "list_networks", filters={"shared": [True]})
         return own + shared
 
@@ -137,6 +145,22 @@ class NetworkAPI:
             vifs.append(vif)
         return vifs
 
+    async def _check_auto_allocation(self, ctx: RequestContext, project_id: str | None) -> None:
+        """Nova's ``_can_auto_allocate_network``: Neutron's dry run, its 409 our 400."""
+        try:
+            await self._call(ctx, "get_auto_allocated_topology", project_id=project_id, fields=["dry-run"])
+        except exceptions.Conflict as exc:
+            LOG.debug("unable to auto-allocate networks: %s", exc)
+            raise exceptions.UnableToAutoAllocateNetwork(project_id=project_id)
+
+    async def _auto_allocated_network(self, ctx: RequestContext, project_id: str) -> dict:
+        """Nova's ``_auto_allocate_network``: the project's auto-allocated network, built if need be."""
+        try:
+            topology = await self._call(ctx, "get_auto_allocated_topology", project_id=project_id)
+            return await self._call(ctx, "get_network", network_id=topology["id"])
+        except (exceptions.Conflict, exceptions.NetworkNotFound):
+            raise exceptions.UnableToAutoAllocateNetwork(project_id=project_id)
+
     # The API compute calls -----------------------------------------------------------------
 
     async def validate_networks(self, ctx: RequestContext, requested_networks, num_instances: int) -> int:
@@ -155,11 +179,11 @@ class NetworkAPI:
             nets = await self._available_networks(ctx, project)
             if len(nets) > 1:
                 raise exceptions.NetworkAmbiguous()
-            if not nets:
-                if requested_networks == "auto":
-                    raise exceptions.UnableToAutoAllocateNetwork(project_id=project)
+            if not nets and requested_networks != "auto":
                 return num_instances
-            to_check = [(nets[0], None)]
+            if not nets:  # built with the first port: only check that it can be
+                await self._check_auto_allocation(ctx, project)
+            to_check = [(nets[0], None)] if nets else []
             ports_needed = 1
         else:
             requests = []
@@ -241,11 +265,12 @@ class NetworkAPI:
                 ordered.append(entry)
         # 2. The available networks; without a request exactly one may be there.
         net_ids = [e["network_id"] for e in ordered if e["network_id"]]
-        nets = await self._available_networks(ctx, project, net_ids or None)
+        nets = await self._available_networks(ctx, project, net_ids or None,
+                                              auto_allocate=requested_networks == "auto")
         if _is_special(requested_networks):
+            if not nets and requested_networks == "auto":
+                nets = [await self._auto_allocated_network(ctx, project)]
             if not nets:
-                if requested_networks == "auto":
-                    raise exceptions.UnableToAutoAllocateNetwork(project_id=project)
                 LOG.warning("instance %s: no network configured", uuid)
                 return []
             if len(nets) > 1:

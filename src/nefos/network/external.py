@@ -2,7 +2,8 @@
 
 Once, idempotently: the Nefos external bridge (``l3_external_bridge``, ``br-ex-nefos``) with the
 host's address on it (``external_network_gateway``/prefix of ``external_network_cidr``, by default
-172.24.4.1/24), and the network ``public`` (``router:external``) with the subnet
+172.24.4.1/24), and the network ``public`` (``router:external``; ``is_default``, the network
+auto-allocated topologies are uplinked to, unless another is) with the subnet
 ``external_network_cidr``, gateway that host address, allocation pool .10–.250, no DHCP. Routers'
 gateways and floating IPs live there (``nefos.network.l3_agent``); the host reaches them through
 the bridge. The bridge never holds a physical interface and nothing is routed or NATed from it to
@@ -36,10 +37,14 @@ async def ensure_public_network(rt) -> dict:
     await ensure_external_bridge(cfg.l3_external_bridge, f"{cfg.external_network_gateway}/{net.prefixlen}")
     ctx = admin_context()
     found = await rt.bus.call(ctx, "network", "list_networks", filters={"name": [PUBLIC], "router:external": ["True"]})
+    has_default = bool(await rt.bus.call(ctx, "network", "list_networks", filters={"is_default": ["True"]}))
     if found:
+        if not has_default:  # made before networks had is_default: the default one from now on
+            return await rt.bus.call(ctx, "network", "update_network", network_id=found[0]["id"],
+                                     network={"is_default": True})
         return found[0]
     public = await rt.bus.call(ctx, "network", "create_network", network={
-        "name": PUBLIC, "router:external": True, "shared": False})
+        "name": PUBLIC, "router:external": True, "shared": False, "is_default": not has_default})
     hosts = list(net.hosts())
     await rt.bus.call(ctx, "network", "create_subnet", subnet={
         "network_id": public["id"], "name": f"{PUBLIC}-subnet", "cidr": str(net), "ip_version": 4,

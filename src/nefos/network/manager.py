@@ -32,6 +32,7 @@ from nefos.context import RequestContext
 from nefos.db.models import IPAllocation, Network, Port, Quota, QuotaUsage, Subnet, utcnow
 from nefos.network import attributes as attrs
 from nefos.network import ipam, schemas
+from nefos.network.auto_allocate import AutoAllocatedTopologies
 from nefos.network.common import (
     bulk as _bulk, chunks as _chunks, iso, new_id, not_owner as _not_owner, owned as _owned,
     prefilter_params as _prefilter_params, visibility as _visibility, where_filters as _where_filters,
@@ -109,7 +110,7 @@ def _subnets_statement(visibility: str, keys: tuple):
     return _where_filters(q, _SUBNET_FILTERS, keys)
 
 
-class NetworkManager(Ports, SecurityGroups, Routers, FloatingIPs, Endpoint):
+class NetworkManager(Ports, SecurityGroups, Routers, FloatingIPs, AutoAllocatedTopologies, Endpoint):
     """All networking logic; served on bus topic ``network`` and behind the Networking API."""
 
     def __init__(self, rt):
@@ -298,7 +299,7 @@ class NetworkManager(Ports, SecurityGroups, Routers, FloatingIPs, Endpoint):
 
     @staticmethod
     def _network_view(row: Network, subnet_ids: list[str]) -> dict:
-        return {
+        view = {
             "id": row.id, "name": row.name or "", "description": row.description or "",
             "project_id": row.project_id, "tenant_id": row.project_id,
             "admin_state_up": bool(row.admin_state_up), "status": row.status,
@@ -309,6 +310,9 @@ class NetworkManager(Ports, SecurityGroups, Routers, FloatingIPs, Endpoint):
             "tags": [], "created_at": iso(row.created_at), "updated_at": iso(row.updated_at or row.created_at),
             "revision_number": row.revision_number or 0,
         }
+        if row.external:
+            view["is_default"] = bool(row.is_default)
+        return view
 
     async def _network_views(self, s, rows: list[Network]) -> list[dict]:
         ids = [r.id for r in rows]
@@ -321,9 +325,12 @@ class NetworkManager(Ports, SecurityGroups, Routers, FloatingIPs, Endpoint):
     async def _create_network(self, s, ctx: RequestContext, body: dict) -> dict:
         body = attrs.validate_body("network", body, create=True, is_admin=ctx.is_admin)
         project = self._project_for_create(ctx, body)
+        is_default = bool(body["router:external"] and body["is_default"])
+        if is_default:
+            await self._check_one_default(s, None)
         now = utcnow()
         row = Network(id=new_id(), name=body["name"], description=body["description"], project_id=project,
-                      shared=body["shared"], external=body["router:external"],
+                      shared=body["shared"], external=body["router:external"], is_default=is_default,
                       admin_state_up=body["admin_state_up"], status="ACTIVE", mtu=body["mtu"],
                       port_security_enabled=body["port_security_enabled"], revision_number=0,
                       created_at=now, updated_at=now)
@@ -383,13 +390,29 @@ class NetworkManager(Ports, SecurityGroups, Routers, FloatingIPs, Endpoint):
                     raise exceptions.InvalidSharedSetting(network=row.id)
             mapping = {"router:external": "external"}
             for key, value in body.items():
-                setattr(row, mapping.get(key, key), value)
+                if key != "is_default":
+                    setattr(row, mapping.get(key, key), value)
+            if not row.external:
+                row.is_default = False  # only an external network is ever the default one
+            elif body.get("is_default") is not None:
+                if body["is_default"]:
+                    await self._check_one_default(s, row.id)
+                row.is_default = body["is_default"]
             if body:
                 row.revision_number = (row.revision_number or 0) + 1
                 row.updated_at = utcnow()
             await s.flush()
             self._network_changed(s, ctx, "network_update_end", row.id)
             return (await self._network_views(s, [row]))[0]
+
+    @staticmethod
+    async def _check_one_default(s, network_id: str | None) -> None:
+        """Neutron's rule: one default external network at a time (409 naming it)."""
+        other = (await s.execute(select(Network.id).where(
+            Network.external.is_(True), Network.is_default.is_(True), Network.id != (network_id or ""))
+            .limit(1))).scalar()
+        if other is not None:
+            raise exceptions.DefaultExternalNetworkExists(net_id=other)
 
     async def delete_network(self, ctx: RequestContext, network_id: str) -> None:
         async with self._tx() as s:

@@ -58,6 +58,7 @@ EXTENSIONS = [
     ("ext-gw-mode", "Neutron L3 Configurable external gateway mode",
      "Extension of the router abstraction for specifying whether SNAT should occur on the external gateway"),
     ("extraroute", "Neutron Extra Route", "Extra routes configuration for L3 router"),
+    ("auto-allocated-topology", "Auto Allocated Topology Services", "Auto Allocated Topology Services."),
 ]
 _EXTENSION_UPDATED = "2024-01-01T00:00:00-00:00"
 
@@ -303,6 +304,26 @@ def create_app(rt, manager):
         body = await _interface_body(request)
         _enforce(ctx_of(request), "remove_router_interface")
         return await manager.remove_router_interface(ctx_of(request), router_id, body)
+
+    # Auto-allocated topology (the auto-allocated-topology extension) ---------------------------
+
+    @app.get("/v2.0/auto-allocated-topology/{project_id}")
+    @openapi.documented(responses={200: schemas.AUTO_ALLOCATED_TOPOLOGY}, query=schemas.AUTO_ALLOCATED_TOPOLOGY_QUERY)
+    async def show_auto_allocated_topology(request: Request, project_id: str):
+        ctx = ctx_of(request)
+        project_id = manager.topology_project(ctx, project_id)  # another project's: 403, as Neutron
+        _enforce(ctx, "get_auto_allocated_topology", project_id)
+        fields = [f for v in request.query_params.getlist("fields") for f in v.split(",") if f]
+        return {"auto_allocated_topology": await manager.get_auto_allocated_topology(ctx, project_id, fields=fields)}
+
+    @app.delete("/v2.0/auto-allocated-topology/{project_id}", status_code=204)
+    @openapi.documented(responses={204: None})
+    async def delete_auto_allocated_topology(request: Request, project_id: str):
+        ctx = ctx_of(request)
+        project_id = manager.topology_project(ctx, project_id)
+        _enforce(ctx, "delete_auto_allocated_topology", project_id)
+        await manager.delete_auto_allocated_topology(ctx, project_id)
+        return Response(status_code=204)
 
     openapi.serve(app, "/v2.0/openapi.json", title="Nefos Networking API", version="2.0",
                   error_schema=NEUTRON_ERROR_SCHEMA)

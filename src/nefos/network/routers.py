@@ -256,45 +256,50 @@ class Routers:
     async def add_router_interface(self, ctx: RequestContext, router_id: str, interface_info: dict) -> dict:
         subnet_id, port_id = _one_of(interface_info, "add")
         async with self._tx() as s:
-            row = await self._router_row(s, ctx, router_id)
-            self._check_owner(ctx, row.project_id, "add_router_interface")
-            existing = await self._router_interfaces(s, row.id)
-            if port_id is not None:
-                port = await self._port_row(s, ctx, port_id)
-                if port.device_id or port.device_owner:
-                    raise exceptions.PortInUse(
-                        f"Unable to complete operation on port {port.id} for network {port.network_id}. "
-                        f"Port already has an attached device {port.device_id}.", port_id=port.id)
-                subnets = (await s.execute(select(Subnet.id, Subnet.cidr).join(
-                    IPAllocation, IPAllocation.subnet_id == Subnet.id).where(IPAllocation.port_id == port.id))).all()
-                if not subnets:
-                    raise exceptions.BadRequest(resource="router", msg="Router port must have at least one fixed IP")
-                self._check_overlaps(existing, [(sid, cidr) for sid, cidr in subnets])
-                await s.execute(update(Port).where(Port.id == port.id).values(
-                    device_id=row.id, device_owner=ROUTER_INTERFACE_OWNER, updated_at=utcnow(),
-                    revision_number=Port.revision_number + 1))
-                network_id, subnet_ids = port.network_id, [sid for sid, _ in subnets]
-                self._network_changed(s, ctx, "port_update_end", network_id)
-            else:
-                subnet = await self._subnet_row(s, ctx, subnet_id)
-                if not subnet.gateway_ip:
-                    raise exceptions.BadRequest(resource="router",
-                                                msg="Subnet for router interface must have a gateway IP")
-                external = (await s.execute(select(Network.external).where(
-                    Network.id == subnet.network_id))).scalar_one()
-                if external:
-                    raise exceptions.BadRequest(resource="router", msg=f"Subnet {subnet.id} is on an external "
-                                                                        "network: it is a gateway, not an interface")
-                self._check_overlaps(existing, [(subnet.id, subnet.cidr)])
-                port = await self._create_port(s, service_context(), {
-                    "network_id": subnet.network_id, "device_owner": ROUTER_INTERFACE_OWNER, "device_id": row.id,
-                    "project_id": row.project_id, "port_security_enabled": False,
-                    "fixed_ips": [{"subnet_id": subnet.id, "ip_address": subnet.gateway_ip}]})
-                port_id, network_id, subnet_ids = port["id"], subnet.network_id, [subnet.id]
-            row.revision_number = (row.revision_number or 0) + 1
-            row.updated_at = utcnow()
-            self._router_changed(s, ctx, row.id)
-            return self._interface_info(row, port_id, network_id, subnet_ids)
+            return await self._add_router_interface(s, ctx, router_id, subnet_id, port_id)
+
+    async def _add_router_interface(self, s, ctx: RequestContext, router_id: str, subnet_id: str | None,
+                                    port_id: str | None) -> dict:
+        """Inside the caller's transaction (the auto-allocated topology builds in one)."""
+        row = await self._router_row(s, ctx, router_id)
+        self._check_owner(ctx, row.project_id, "add_router_interface")
+        existing = await self._router_interfaces(s, row.id)
+        if port_id is not None:
+            port = await self._port_row(s, ctx, port_id)
+            if port.device_id or port.device_owner:
+                raise exceptions.PortInUse(
+                    f"Unable to complete operation on port {port.id} for network {port.network_id}. "
+                    f"Port already has an attached device {port.device_id}.", port_id=port.id)
+            subnets = (await s.execute(select(Subnet.id, Subnet.cidr).join(
+                IPAllocation, IPAllocation.subnet_id == Subnet.id).where(IPAllocation.port_id == port.id))).all()
+            if not subnets:
+                raise exceptions.BadRequest(resource="router", msg="Router port must have at least one fixed IP")
+            self._check_overlaps(existing, [(sid, cidr) for sid, cidr in subnets])
+            await s.execute(update(Port).where(Port.id == port.id).values(
+                device_id=row.id, device_owner=ROUTER_INTERFACE_OWNER, updated_at=utcnow(),
+                revision_number=Port.revision_number + 1))
+            network_id, subnet_ids = port.network_id, [sid for sid, _ in subnets]
+            self._network_changed(s, ctx, "port_update_end", network_id)
+        else:
+            subnet = await self._subnet_row(s, ctx, subnet_id)
+            if not subnet.gateway_ip:
+                raise exceptions.BadRequest(resource="router",
+                                            msg="Subnet for router interface must have a gateway IP")
+            external = (await s.execute(select(Network.external).where(
+                Network.id == subnet.network_id))).scalar_one()
+            if external:
+                raise exceptions.BadRequest(resource="router", msg=f"Subnet {subnet.id} is on an external "
+                                                                    "network: it is a gateway, not an interface")
+            self._check_overlaps(existing, [(subnet.id, subnet.cidr)])
+            port = await self._create_port(s, service_context(), {
+                "network_id": subnet.network_id, "device_owner": ROUTER_INTERFACE_OWNER, "device_id": row.id,
+                "project_id": row.project_id, "port_security_enabled": False,
+                "fixed_ips": [{"subnet_id": subnet.id, "ip_address": subnet.gateway_ip}]})
+            port_id, network_id, subnet_ids = port["id"], subnet.network_id, [subnet.id]
+        row.revision_number = (row.revision_number or 0) + 1
+        row.updated_at = utcnow()
+        self._router_changed(s, ctx, row.id)
+        return self._interface_info(row, port_id, network_id, subnet_ids)
 
     async def remove_router_interface(self, ctx: RequestContext, router_id: str, interface_info: dict) -> dict:
         subnet_id, port_id = _one_of(interface_info, "remove")

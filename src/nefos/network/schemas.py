@@ -44,6 +44,7 @@ ATTRIBUTES: dict[str, dict[str, dict]] = {
         "status": {"enum": ["ACTIVE", "DOWN", "BUILD", "ERROR"]},
         "subnets": {"type": "array", "items": _UUID},
         "shared": {"type": "boolean"}, "router:external": {"type": "boolean"},
+        "is_default": {"type": "boolean"},  # external networks only (auto-allocated-topology)
         "mtu": {"type": "integer"}, "port_security_enabled": {"type": "boolean"},
         "availability_zone_hints": _STRINGS, "availability_zones": _STRINGS,
         "ipv4_address_scope": _NULLABLE_STRING, "ipv6_address_scope": _NULLABLE_STRING,
@@ -132,6 +133,8 @@ ROUTER_INTERFACE_REQUEST = {"type": "object", "additionalProperties": False, "mi
 # Shown to admins only (a port's binding, as in Neutron's policy, and its provisioning blocks).
 ADMIN_ONLY = {"port": ("binding:host_id", "binding:profile", "binding:vif_type", "binding:vif_details",
                        provisioning.ATTRIBUTE)}
+# Shown on some resources only: a network's is_default on external networks, as Neutron extends them.
+SOMETIMES = {"network": ("is_default",)}
 
 
 def fields(resource: str) -> frozenset[str]:
@@ -144,7 +147,8 @@ def resource(member: str, *, complete: bool) -> dict:
     selection applies: the answers of create and update)."""
     item = {"type": "object", "properties": ATTRIBUTES[member], "additionalProperties": False}
     if complete:
-        item["required"] = sorted(set(ATTRIBUTES[member]) - set(ADMIN_ONLY.get(member, ())))
+        item["required"] = sorted(set(ATTRIBUTES[member]) - set(ADMIN_ONLY.get(member, ()))
+                                  - set(SOMETIMES.get(member, ())))
     return item
 
 
@@ -257,6 +261,15 @@ _EXTENSION = {"type": "object", "required": ["alias", "name", "description", "up
 EXTENSION = {"type": "object", "required": ["extension"], "properties": {"extension": _EXTENSION}}
 EXTENSIONS = {"type": "object", "required": ["extensions"],
               "properties": {"extensions": {"type": "array", "items": _EXTENSION}}}
+
+AUTO_ALLOCATED_TOPOLOGY = {"type": "object", "required": ["auto_allocated_topology"], "additionalProperties": False,
+                           "properties": {"auto_allocated_topology": {
+                               "type": "object", "required": ["id", "tenant_id", "project_id"],
+                               "additionalProperties": False, "properties": {
+                                   # the network's id, or "dry-run=pass" for ?fields=dry-run
+                                   "id": {"type": "string"}, "tenant_id": _PROJECT, "project_id": _PROJECT}}}}
+AUTO_ALLOCATED_TOPOLOGY_QUERY = {"type": "object", "properties": {
+    "fields": {"type": "array", "items": {"enum": ["dry-run"]}}}}
 
 VERSIONS = {"type": "object", "required": ["versions"], "properties": {"versions": {"type": "array", "items": {
     "type": "object", "required": ["id", "status", "links"], "properties": {
