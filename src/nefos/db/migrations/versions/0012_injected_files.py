@@ -3,15 +3,15 @@
 Nova hands them to the driver at build and rebuild only; Nefos keeps them so that the metadata
 service can serve them too, not only the config drive.
 
-Revision ID: 0011
-Revises: 0010
+Revision ID: 0012
+Revises: 0011
 """
 from alembic import op
 import sqlalchemy as sa
 
 
-revision = '0011'
-down_revision = '0010'
+revision = '0012'
+down_revision = '0011'
 branch_labels = None
 depends_on = None
 
