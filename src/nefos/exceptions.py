@@ -328,6 +328,18 @@ class QuotaError(OverQuota):
     pass
 
 
+class OnsetFileLimitExceeded(QuotaError):
+    message = "Personality file limit exceeded"
+
+
+class OnsetFilePathLimitExceeded(OnsetFileLimitExceeded):
+    message = "Personality file path exceeds maximum %(allowed)s"
+
+
+class OnsetFileContentLimitExceeded(OnsetFileLimitExceeded):
+    message = "Personality file content exceeds maximum %(allowed)s"
+
+
 class MarkerNotFound(Invalid):
     message = "Marker %(marker)s could not be found."
 

@@ -108,6 +108,8 @@ COMPUTE_RULES: dict[str, str] = {
     "os_compute_api:os-migrate-server:migrate:host": ADMIN,
     "os_compute_api:os-pause-server:pause": ADMIN_OR_MEMBER,
     "os_compute_api:os-pause-server:unpause": ADMIN_OR_MEMBER,
+    "os_compute_api:os-rescue": ADMIN_OR_MEMBER,
+    "os_compute_api:os-unrescue": ADMIN_OR_MEMBER,
     "os_compute_api:os-suspend-server:suspend": ADMIN_OR_MEMBER,
     "os_compute_api:os-suspend-server:resume": ADMIN_OR_MEMBER,
     "os_compute_api:os-lock-server:lock": ADMIN_OR_MEMBER,

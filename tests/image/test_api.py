@@ -216,6 +216,28 @@ async def test_patch(api):
     assert (await api.delete(url, headers=member())).status_code == 204
 
 
+async def test_patch_in_the_v2_0_format(api):
+    """Glance's older patch media type (what Tempest's images client sends): the operation is the
+    member's name, and adding a property the image has already is a conflict."""
+    image = await make_image(api)
+    url = f"/v2/images/{image['id']}"
+    v20 = {**member(), "Content-Type": "application/openstack-images-v2.0-json-patch"}
+    r = await api.patch(url, json=[{"add": "/hw_rescue_bus", "value": "virtio"},
+                                   {"replace": "/name", "value": "renamed"}], headers=v20)
+    assert r.status_code == 200, r.text
+    assert r.json()["hw_rescue_bus"] == "virtio" and r.json()["name"] == "renamed"
+    r = await api.patch(url, json=[{"add": "/hw_rescue_bus", "value": "scsi"}], headers=v20)
+    assert r.status_code == 409, r.text
+    r = await api.patch(url, json=[{"remove": "/hw_rescue_bus"}], headers=v20)
+    assert r.status_code == 200 and "hw_rescue_bus" not in r.json()
+    for bad in ([{"add": "/a", "remove": "/b", "value": "x"}], [{"op": "add", "path": "/a", "value": "x"}],
+                [{"add": "/a"}], {"add": "/a"}):
+        r = await api.patch(url, json=bad, headers=v20)
+        assert r.status_code == 400, (bad, r.text)
+    r = await api.patch(url, json=[], headers={**member(), "Content-Type": "application/json-patch+json"})
+    assert r.status_code == 415
+
+
 async def test_tags(api):
     image = await make_image(api, tags=["one"])
     url = f"/v2/images/{image['id']}/tags"

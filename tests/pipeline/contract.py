@@ -178,6 +178,9 @@ def check(response) -> None:
         if action == "rebuild":
             assert_schema("servers.rebuild_server_with_admin_pass", response)
             return
+        if action == "rescue":
+            assert_schema("servers.rescue_server_with_admin_pass", response)
+            return
         if action == "os-getVNCConsole":
             assert_schema("servers.get_vnc_console", response)
             return

@@ -55,6 +55,11 @@ async def test_every_documented_body_is_answered_as_documented(cloud):
     await call("POST", f"{base}/action", json={"os-getVNCConsole": {"type": "novnc"}})
     await call("POST", f"{base}/action", 202, json={"rebuild": {"imageRef": image}})
     await cloud.wait_status(server_id, "ACTIVE")
+    await call("POST", f"{base}/action", json={"rescue": None})
+    await cloud.wait_status(server_id, "RESCUE")
+    r = await cloud.compute.post(f"{base}/action", json={"unrescue": None})
+    assert r.status_code == 202, r.text
+    await cloud.wait_status(server_id, "ACTIVE")
     await call("POST", f"{base}/metadata", json={"metadata": {"a": "1"}})
     await call("PUT", f"{base}/metadata", json={"metadata": {"a": "1", "b": "2"}})
     await call("GET", f"{base}/metadata")

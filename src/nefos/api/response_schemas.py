@@ -147,6 +147,8 @@ CONSOLE_AUTH_TOKEN = _all_required({"console": _all_required({
     "internal_access_path": _NULLABLE_STRING})})
 # The actions answering 202 with a body, by action (the others answer 202 or 204 without one).
 ACTION_BODIES = {"rebuild": SERVER_REBUILT}
+# The rescue action's 200 (Nova's, with the password unless enable_instance_password is off).
+RESCUE = {"type": "object", "properties": {"adminPass": _STRING}, "additionalProperties": False}
 
 METADATA = _all_required({"metadata": _STRING_MAP})
 METADATA_ITEM = _all_required({"meta": {**_STRING_MAP, "minProperties": 1, "maxProperties": 1}})

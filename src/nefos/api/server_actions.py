@@ -7,7 +7,7 @@ from starlette.responses import JSONResponse, Response
 
 from nefos import exceptions, policy, rest
 from nefos.api import (console_output, microversion, remote_consoles, server_admin_actions, server_floating_ips,
-                       server_image_actions, server_multinic, server_resize_actions)
+                       server_image_actions, server_multinic, server_rescue, server_resize_actions)
 from nefos.api.validation import validate
 from nefos.openapi import documented
 from nefos.api import response_schemas as responses
@@ -86,7 +86,8 @@ def action_schema() -> dict:
                    server_resize_actions._RESIZE_SCHEMA, server_image_actions._CREATE_IMAGE_SCHEMA,
                    server_image_actions._CREATE_BACKUP_SCHEMA, server_admin_actions._RESET_STATE_SCHEMA,
                    server_floating_ips.ADD_SCHEMA, server_floating_ips.REMOVE_SCHEMA,
-                   server_multinic.ADD_SCHEMA, server_multinic.REMOVE_SCHEMA]
+                   server_multinic.ADD_SCHEMA, server_multinic.REMOVE_SCHEMA, server_rescue.RESCUE_SCHEMA,
+                   server_rescue.UNRESCUE_SCHEMA]
     named = {name for schema in with_schema for name in schema["required"]}
     others = sorted({*_POWER_ACTIONS, "unlock", *server_resize_actions.HANDLERS, *server_image_actions.HANDLERS,
                      *server_admin_actions.HANDLERS} - named - set(server_admin_actions.UNSUPPORTED)
@@ -98,7 +99,8 @@ def action_schema() -> dict:
 @documented(request=action_schema, responses={200: responses.CONSOLE_OUTPUT, 202: responses.NO_BODY,
                                                 204: responses.NO_BODY},
             action_responses={**{name: {202: schema} for name, schema in responses.ACTION_BODIES.items()},
-                              "os-getVNCConsole": {200: responses.VNC_CONSOLE}})
+                              "os-getVNCConsole": {200: responses.VNC_CONSOLE},
+                              "rescue": {200: responses.RESCUE}})
 async def server_action(request: Request, server_id: str):
     ctx = rest.get_context(request)
     body = await rest.json_body(request)
@@ -149,6 +151,8 @@ async def server_action(request: Request, server_id: str):
         await server_multinic.HANDLERS[name](request, ctx, server_id, body)
     elif name in server_image_actions.HANDLERS:
         return await server_image_actions.handle(request, ctx, server_id, name, body)
+    elif name in server_rescue.HANDLERS:
+        return await server_rescue.HANDLERS[name](request, ctx, server_id, body)
     elif name in server_admin_actions.HANDLERS:
         await server_admin_actions.HANDLERS[name](request, ctx, server_id, body)
     else:

@@ -55,6 +55,23 @@ _NETWORK = {"type": "object", "properties": {
     "tag": {"type": "string", "maxLength": 60}}, "additionalProperties": False}
 
 
+# personality (before 2.57): Nova's schema, neither key required (a missing one is refused after).
+_PERSONALITY = {"type": "array", "items": {"type": "object", "properties": {
+    "path": {"type": "string"}, "contents": {"type": "string", "format": "base64"}},
+    "additionalProperties": False}}
+
+
+def injected_files(personality: list[dict] | None) -> list[dict]:
+    """The files a ``personality`` list injects (400 for an entry without path or contents)."""
+    files = []
+    for item in personality or []:
+        for key in ("path", "contents"):
+            if key not in item:
+                raise exceptions.ValidationError(f"Bad personality format: missing '{key}'")
+        files.append({"path": item["path"], "contents": item["contents"]})
+    return files
+
+
 _BDM_V2 = {"type": "array", "items": {"type": "object", "properties": {
     "uuid": {"type": "string", "minLength": 1, "maxLength": 255},
     "source_type": {"type": "string", "enum": ["volume", "image", "snapshot", "blank"]},
@@ -120,7 +137,7 @@ def create_schema(version) -> dict:
         "accessIPv6": {"type": "string", "format": "ipv6"},
         "config_drive": {"type": ["boolean", "string"]},
         "OS-DCF:diskConfig": {"type": "string", "enum": ["AUTO", "MANUAL"]},
-        "personality": {"type": "array"},
+        "personality": _PERSONALITY,
         "block_device_mapping_v2": _BDM_V2,
     }
     if version.matches("2.19"):
@@ -177,7 +194,7 @@ def rebuild_schema(version) -> dict:
              "accessIPv4": {"type": "string", "format": "ipv4"}, "accessIPv6": {"type": "string", "format": "ipv6"},
              "preserve_ephemeral": {"type": "boolean"},
              "OS-DCF:diskConfig": {"type": "string", "enum": ["AUTO", "MANUAL"]},
-             "personality": {"type": "array"}}
+             "personality": _PERSONALITY}
     if version.matches("2.19"):
         props["description"] = {"type": ["string", "null"], "maxLength": 255}
     if version.matches("2.54"):
@@ -209,6 +226,8 @@ async def rebuild_server(request: Request, ctx, server_id: str, body: dict) -> d
         updates["key_name"] = args["key_name"]
     if version.matches("2.57") and "user_data" in args:
         updates["user_data"] = args["user_data"]
+    # Nova injects the files given (none when none are) into the rebuilt guest.
+    updates["injected_files"] = injected_files(args.get("personality"))
     if version.matches("2.63") and "trusted_image_certificates" in args:
         policy.enforce(ctx, "os_compute_api:servers:rebuild:trusted_certs")
         updates["trusted_certs"] = args["trusted_image_certificates"]
@@ -265,6 +284,7 @@ async def create_server(request: Request):
     body = await rest.json_body(request)
     validate(body, create_schema(version))
     server = body["server"]
+    files = injected_files(server.get("personality"))
     min_count = int(server.get("min_count", 1))
     max_count = int(server.get("max_count", min_count))
     if min_count < 1 or max_count < 1:
@@ -305,7 +325,8 @@ async def create_server(request: Request):
             config_drive="True" if str(server.get("config_drive", "")).lower() in ("true", "1") else None,
             tags=server.get("tags"), trusted_certs=trusted_certs, requested_host=requested_host,
             requested_node=requested_node, hostname=server.get("hostname"),
-            auto_disk_config=disk_config.from_api(server.get("OS-DCF:diskConfig")))
+            auto_disk_config=disk_config.from_api(server.get("OS-DCF:diskConfig")),
+            injected_files=files)
     except exceptions.FlavorNotFound:
         raise exceptions.ValidationError("Flavor '%s' could not be found." % flavor_ref) from None
     except exceptions.ImageNotFound:

@@ -20,8 +20,8 @@ import uuid as uuidlib
 from sqlalchemy import func, insert, select
 
 from nefos import exceptions
-from nefos.compute import (disk_config, flavors as flavors_mod, image_properties, regex_filters as regex_filters_mod,
-                           server_groups)
+from nefos.compute import (disk_config, flavors as flavors_mod, image_properties, quota_sets,
+                           regex_filters as regex_filters_mod, server_groups)
 from nefos.compute.services import COMPUTE_BINARY
 from nefos.compute.rpcapi import ComputeRPCAPI
 from nefos.conductor.manager import ConductorAPI
@@ -139,7 +139,8 @@ class ComputeAPI:
                      local_disks: list[dict] | None = None, tags: list[str] | None = None,
                      trusted_certs: list[str] | None = None, requested_host: str | None = None,
                      requested_node: str | None = None, hostname: str | None = None,
-                     auto_disk_config: bool | None = None) -> tuple[list[dict], str]:
+                     auto_disk_config: bool | None = None,
+                     injected_files: list[dict] | None = None) -> tuple[list[dict], str]:
         if hostname and max_count > 1:  # 2.90: a hostname for one server only
             raise exceptions.Invalid("Unable to allocate a single hostname to multiple instances")
         flavor = await flavors_mod.get_by_flavor_id(self.rt.db, flavor_ref, ctx)
@@ -164,6 +165,7 @@ class ComputeAPI:
                 raise exceptions.ValidationError("Invalid input for field/attribute user_data: "
                                                  "user data needs to be valid base 64.")
         metadata = metadata or {}
+        await quota_sets.check_injected_files(self.rt.db, self.rt.cfg, ctx.project_id, injected_files or [])
         security_groups = security_groups or ["default"]
         group = await self._load_group(ctx, scheduler_hints or {})
         if requested_networks not in (None, "auto", "none") and max_count > 1:
@@ -225,7 +227,7 @@ class ComputeAPI:
                             reservation_id=reservation_id, launch_index=index, access_ip_v4=access_ip_v4,
                             access_ip_v6=access_ip_v6, tags=list(dict.fromkeys(tags or [])),
                             trusted_certs=trusted_certs or None, scheduler_hints=scheduler_hints or {},
-                            pinned_availability_zone=zone))
+                            pinned_availability_zone=zone, injected_files=injected_files or None))
                         await s.execute(_INSERT_BDM, _block_device_mappings(uuid, image["id"], flavor, local_disks))
                         if group is not None:
                             await server_groups.add_member(s, group["uuid"], uuid, limit=member_limit)
@@ -635,11 +637,14 @@ class ComputeAPI:
         except exceptions.ImageNotFound:
             raise exceptions.Invalid("Cannot find image for rebuild") from None
         auto_disk = disk_config.for_image(image, updates.get("auto_disk_config"))
+        files = updates.get("injected_files") or []
+        await quota_sets.check_injected_files(self.rt.db, self.rt.cfg, instance["project_id"], files)
         async with self._action(ctx, uuid, actions.REBUILD, [states.ACTIVE, states.STOPPED, states.ERROR],
                                 [None], states.REBUILDING) as instance:
             # 2.98: the new image's properties replace the old one's in the system metadata.
             system_metadata = image_properties.replaced(instance.get("system_metadata"), image, flavor)
-            values: dict = {"image_ref": image_ref, "system_metadata": system_metadata}
+            values: dict = {"image_ref": image_ref, "system_metadata": system_metadata,
+                            "injected_files": files or None}
             if "key_name" in updates:  # 2.54: a new key pair, or none
                 values["key_name"], values["key_data"] = await self._key_pair(ctx, updates["key_name"])
             # 2.57, 2.63: user_data and trusted_certs replaced (None clears); 2.90: hostname.

@@ -27,7 +27,7 @@ from nefos.objects import (actions, allocations, build_requests, console_auth_to
                            states)
 from nefos.compute.resource_tracker import ResourceTracker
 from nefos.compute import (consoles, deadlines, init_host as host_init, instance_events, interfaces, lifecycle,
-                           power_sync, rebuild, resize, service_state, shelve, snapshots)
+                           power_sync, rebuild, rescue, resize, service_state, shelve, snapshots)
 from nefos.image.client import ImageAPI
 
 LOG = logging.getLogger(__name__)
@@ -419,12 +419,14 @@ class ComputeManager(Endpoint):
 
     # Power operations ----------------------------------------------------------
     async def _power_op(self, ctx, uuid: str, *, event: str, expected: list, final_vm_state: str | None,
-                        notification: str, op, starts_in: list | None = None) -> None:
+                        notification: str, op, starts_in: list | None = None,
+                        error_vm_state: str | None = None) -> None:
         """Run ``op(instance)`` under the instance's lock and action event, then save the final state
         (``final_vm_state`` None: the vm_state stays) with compare-and-swap on ``expected``; ``op`` may
         return more columns for that save. Nothing is done unless the task state is one of
         ``starts_in`` (default ``expected``): a request that arrives after its operation was
-        recovered or given up (compute/deadlines.py) finds it gone."""
+        recovered or given up (compute/deadlines.py) finds it gone. A failure clears the task state
+        (and sets ``error_vm_state`` when given) with a fault."""
         async with self.instance_lock(uuid):
             try:
                 instance = await instance_obj.get(self.rt.db, uuid)
@@ -452,8 +454,9 @@ class ComputeManager(Endpoint):
             except Exception as exc:
                 LOG.error("instance %s: %s failed: %s", uuid, event, exc)
                 # Revert the task state so the server can be acted on again, and record why.
+                failed = {"task_state": None, **({"vm_state": error_vm_state} if error_vm_state else {})}
                 with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
-                    await instance_obj.save_with_fault(self.rt.db, uuid, {"task_state": None}, exc, host=self.host,
+                    await instance_obj.save_with_fault(self.rt.db, uuid, failed, exc, host=self.host,
                                                        details="".join(traceback.format_exception(exc)),
                                                        expected_task_state=expected)
             finally:
@@ -539,6 +542,13 @@ class ComputeManager(Endpoint):
 
     async def unshelve_instance(self, ctx, instance_uuid: str, node: str | None = None) -> None:
         await shelve.unshelve_instance(self, ctx, instance_uuid, node)
+
+    async def rescue_instance(self, ctx, instance_uuid: str, rescue_password: str,
+                              rescue_image_ref: str | None = None) -> None:
+        await rescue.rescue_instance(self, ctx, instance_uuid, rescue_password, rescue_image_ref)
+
+    async def unrescue_instance(self, ctx, instance_uuid: str) -> None:
+        await rescue.unrescue_instance(self, ctx, instance_uuid)
 
     async def rebuild_instance(self, ctx, instance_uuid: str, image_id: str, was_stopped: bool = False) -> None:
         await rebuild.rebuild_instance(self, ctx, instance_uuid, image_id, was_stopped)

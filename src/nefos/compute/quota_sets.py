@@ -87,6 +87,24 @@ async def get_limits(db, cfg, project_id: str) -> dict[str, int]:
     return result
 
 
+async def check_injected_files(db, cfg, project_id: str, files: list[dict]) -> None:
+    """Nova's ``_check_injected_file_quota``: the number of files, then the longest path and the
+    longest (base64) contents against the project's limits (403; the path limit reported first)."""
+    if not files:
+        return
+    limits = await get_limits(db, cfg, project_id)
+
+    def over(resource: str, value: int) -> bool:
+        return 0 <= limits[resource] < value
+
+    if over("injected_files", len(files)):
+        raise exceptions.OnsetFileLimitExceeded()
+    if over("injected_file_path_bytes", max(len(f["path"]) for f in files)):
+        raise exceptions.OnsetFilePathLimitExceeded(allowed=limits["injected_file_path_bytes"])
+    if over("injected_file_content_bytes", max(len(f["contents"]) for f in files)):
+        raise exceptions.OnsetFileContentLimitExceeded(allowed=limits["injected_file_content_bytes"])
+
+
 async def update_class(db, class_name: str, values: dict[str, int]) -> None:
     """Set a quota class's limits (one row per resource, concurrent writers converge)."""
     for resource, limit in values.items():

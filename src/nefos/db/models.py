@@ -86,6 +86,8 @@ class Instance(TimestampMixin, Base):
     scheduler_hints: Mapped[dict | None] = mapped_column(JSON)  # as given on create (shown from 2.100)
     # The zone asked for on create or unshelve (Nova's request spec availability_zone; 2.96)
     pinned_availability_zone: Mapped[str | None] = mapped_column(String(255))
+    # personality (before 2.57): [{"path", "contents" (base64)}], for the config drive and metadata service
+    injected_files: Mapped[list | None] = mapped_column(JSON)
     progress: Mapped[int] = mapped_column(Integer, default=0)
     launched_at: Mapped[dt.datetime | None] = mapped_column(DateTime)
     terminated_at: Mapped[dt.datetime | None] = mapped_column(DateTime)

@@ -536,20 +536,38 @@ def _pointer(path) -> str:
     return parts[0]
 
 
-def parse_patch(body) -> list[tuple[str, str, object]]:
-    """(op, attribute, value) triples from an ``openstack-images-v2.1-json-patch`` body."""
+_PATCH_OPS = ("add", "replace", "remove")
+# An add of a property the image has already: v2.1 replaces it, v2.0 refuses it (409), as Glance.
+ADD_NEW = "add_new"
+
+
+def _op_and_path(change: dict, draft: int) -> tuple[str, object]:
+    """Glance's two patch formats: v2.1 (``{"op": "add", "path": "/x"}``, JSON Patch) and v2.0
+    (``{"add": "/x"}``, the operation as the member's name)."""
+    if draft == 4:
+        ops = [op for op in _PATCH_OPS if op in change]
+        if len(ops) != 1:
+            raise _bad('Operation objects must contain exactly one member named "add", "remove", or "replace".')
+        return (ADD_NEW if ops[0] == "add" else ops[0]), change[ops[0]]
+    op = change.get("op")
+    if op not in _PATCH_OPS:
+        raise _bad(f"Invalid operation: {op!r}. Supported operations: add, replace, remove.")
+    if "path" not in change:
+        raise _bad("Unable to find 'path' in JSON Schema change")
+    return op, change["path"]
+
+
+def parse_patch(body, draft: int = 10) -> list[tuple[str, str, object]]:
+    """(op, attribute, value) triples from an ``openstack-images-v2.1-json-patch`` body, or
+    (``draft`` 4) an ``openstack-images-v2.0-json-patch`` one."""
     if not isinstance(body, list):
         raise _bad("Request body must be a JSON array of operation objects.")
     changes = []
     for change in body:
         if not isinstance(change, dict):
             raise _bad("Operations must be JSON objects.")
-        op = change.get("op")
-        if op not in ("add", "replace", "remove"):
-            raise _bad(f"Invalid operation: {op!r}. Supported operations: add, replace, remove.")
-        if "path" not in change:
-            raise _bad("Unable to find 'path' in JSON Schema change")
-        attr = _pointer(change["path"])
+        op, path = _op_and_path(change, draft)
+        attr = _pointer(path)
         _check_key_allowed(attr, creating=False)
         if op == "remove":
             changes.append((op, attr, None))
@@ -591,6 +609,8 @@ async def update(rt, ctx: RequestContext, image_id: str, changes: list[tuple[str
                 del properties[attr]
             elif op == "replace" and attr not in properties:
                 raise exceptions.ImageConflict(reason=f"Property {attr} does not exist.")
+            elif op == ADD_NEW and attr in properties:
+                raise exceptions.ImageConflict(reason=f"Property {attr} already present.")
             else:
                 properties[attr] = _validate_property(attr, value)
         _check_limits(properties, tags)

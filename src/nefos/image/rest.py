@@ -16,6 +16,8 @@ from nefos import exceptions, openapi, policy, rest
 from nefos.image import images, schemas
 
 PATCH_MEDIA_TYPE = "application/openstack-images-v2.1-json-patch"
+# Glance's patch media types and the JSON Schema draft each body follows (v2.0: the older format).
+PATCH_MEDIA_TYPES = {"application/openstack-images-v2.0-json-patch": 4, PATCH_MEDIA_TYPE: 10}
 UPLOAD_MEDIA_TYPES = ("application/octet-stream", "application/x-image")
 
 # (id, status) newest first; Nefos serves the v2 subset these share.
@@ -145,11 +147,11 @@ def create_app(rt, *, size_cap: int | None = None):
     async def update_image(request: Request, image_id: str):
         ctx = _ctx(request, "modify_image")
         media_type = _media_type(request)
-        if media_type != PATCH_MEDIA_TYPE:
+        if media_type not in PATCH_MEDIA_TYPES:
             raise exceptions.UnsupportedMediaType(
                 f"Unsupported Content-Type {media_type}; use {PATCH_MEDIA_TYPE}.",
                 content_type=media_type)
-        changes = images.parse_patch(await _json(request))
+        changes = images.parse_patch(await _json(request), PATCH_MEDIA_TYPES[media_type])
         row = await images.update(rt, ctx, image_id, changes)
         return JSONResponse(images.view(row))
 

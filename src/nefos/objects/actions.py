@@ -34,6 +34,8 @@ SHELVE_OFFLOAD = "shelveOffload"
 UNSHELVE = "unshelve"
 CHANGE_PASSWORD = "changePassword"
 REBUILD = "rebuild"
+RESCUE = "rescue"
+UNRESCUE = "unrescue"
 ATTACH_INTERFACE = "attach_interface"
 DETACH_INTERFACE = "detach_interface"
 

@@ -9,7 +9,10 @@ Two formats, as Nova's:
 
 * OpenStack: ``openstack/<version>/`` with ``meta_data.json``, ``user_data`` (when given),
   ``password``, ``vendor_data.json``, ``network_data.json``, ``vendor_data2.json``, each from the
-  version that introduced it (``OPENSTACK_VERSIONS``; ``latest`` is the newest).
+  version that introduced it (``OPENSTACK_VERSIONS``; ``latest`` is the newest), and the injected
+  files (personality) as ``openstack/content/NNNN``, listed in meta_data.json's ``files``. Nova
+  puts those on the config drive only (it keeps no copy); Nefos keeps them with the instance and
+  serves them from the metadata service too.
 * EC2: ``<version>/meta-data/...`` and ``<version>/user-data`` (``EC2_VERSIONS``), rendered as
   EC2's text listings (``ec2_md_print``).
 
@@ -44,6 +47,7 @@ PASS_NAME = "password"
 VD_JSON_NAME = "vendor_data.json"
 VD2_JSON_NAME = "vendor_data2.json"
 NW_JSON_NAME = "network_data.json"
+CONTENT_DIR = "content"  # openstack/content/NNNN: the injected files (personality)
 
 JSON = "application/json"
 TEXT = "text/plain"
@@ -169,6 +173,13 @@ class InstanceMetadata:
         self.availability_zone = instance.get("availability_zone") or default_availability_zone
         raw = instance.get("user_data")
         self.user_data: bytes | None = base64.b64decode("".join(raw.split())) if raw else None
+        # Injected files, as Nova's ``content``: each under content/NNNN, listed in meta_data.json.
+        self.content: dict[str, bytes] = {}
+        self.files: list[dict] = []
+        for item in instance.get("injected_files") or []:
+            key = "%04i" % len(self.content)
+            self.files.append({"path": item["path"], "content_path": f"/{CONTENT_DIR}/{key}"})
+            self.content[key] = base64.b64decode("".join(item["contents"].split()))
 
     # Facts ----------------------------------------------------------------------------------
     @property
@@ -192,6 +203,8 @@ class InstanceMetadata:
         md: dict = {"uuid": inst["uuid"]}
         if inst.get("metadata"):
             md["meta"] = dict(inst["metadata"])
+        if self.files:
+            md["files"] = [dict(f) for f in self.files]
         if inst.get("key_name") and inst.get("key_data"):
             md["public_keys"] = {inst["key_name"]: inst["key_data"]}
             md["keys"] = [{"name": inst["key_name"], "type": key_type(inst["key_data"]),
@@ -291,6 +304,10 @@ class InstanceMetadata:
             if len(tokens) == 1:
                 return "\n".join(OPENSTACK_VERSIONS + ["latest"]).encode(), TEXT
             version = tokens[1]
+            if version == CONTENT_DIR:  # Nova's _handle_content: no listing, one file a path
+                if len(tokens) != 3 or tokens[2] not in self.content:
+                    raise MetadataNotFound(path)
+                return self.content[tokens[2]], TEXT
             if version != "latest" and version not in OPENSTACK_VERSIONS:
                 raise MetadataNotFound(path)
             if len(tokens) == 2:
@@ -329,4 +346,5 @@ class InstanceMetadata:
                 if name == PASS_NAME:
                     continue
                 files.append((f"openstack/{version}/{name}", self.openstack_item(version, name)[0]))
+        files += [(f"openstack/{CONTENT_DIR}/{key}", content) for key, content in self.content.items()]
         return files

@@ -126,6 +126,18 @@ class ComputeDriver:
         """Unplug ``vif`` from the guest; a VIF the guest does not have is no error."""
         raise NotImplementedError
 
+    async def rescue(self, ctx, instance: dict, network_info: list[dict], image_meta: dict,
+                     rescue_password: str, block_device_info: dict | None = None) -> None:
+        """Boot the (powered off) guest from ``image_meta``'s image with its own disk attached after
+        the rescue disk (Nova's ``rescue``); the image's ``hw_rescue_device``/``hw_rescue_bus``
+        ask for a stable rescue: the guest's disks keep their addresses and the rescue disk is
+        added last, booted first. NotImplementedError when the driver cannot."""
+        raise NotImplementedError
+
+    async def unrescue(self, ctx, instance: dict, network_info: list[dict]) -> None:
+        """Drop the rescue guest and start the original one again."""
+        raise NotImplementedError
+
     # Resize and cold migration (Nova's names) ------------------------------------------
     # A driver that implements the four methods below says so; the others answer a resize or a
     # migration with NotSupported (409 at the API, before anything moves).

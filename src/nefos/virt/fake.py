@@ -69,6 +69,7 @@ class FakeGuest:
     paused_start: bool = False
     admin_password: str | None = None
     history: list = field(default_factory=list)  # (time.monotonic(), power_state), oldest first
+    rescue: dict | None = None  # while rescued: {"image_id", "disks": [(name, bus, device), ...] boot order}
 
     def __post_init__(self):
         self.history.append((time.monotonic(), self.power_state))
@@ -107,7 +108,7 @@ class FakeDriver(ComputeDriver):
         def plain(g):
             return {"uuid": g.uuid, "name": g.name, "power_state": g.power_state, "vcpus": g.vcpus,
                     "memory_mb": g.memory_mb, "vifs": g.vifs, "paused_start": g.paused_start,
-                    "admin_password": g.admin_password}
+                    "admin_password": g.admin_password, "rescue": g.rescue}
         guests = [plain(g) for g in self.guests.values()]
         tmp = self._state_file.with_suffix(".tmp")
         self._state_file.parent.mkdir(parents=True, exist_ok=True)
@@ -309,6 +310,33 @@ class FakeDriver(ComputeDriver):
         lines += [f"eth{i}: link up (port {port})" for i, port in enumerate(guest.vifs)]
         lines += [f"{guest.name} login: "]
         return "\n".join(lines)
+
+    # Rescue -------------------------------------------------------------------------------
+    async def rescue(self, ctx, instance, network_info, image_meta, rescue_password,
+                     block_device_info=None) -> None:
+        """Boot from the rescue image: first its disk then the guest's own (Nova's libvirt layout),
+        or, for a stable rescue, the guest's disk where it was and the rescue disk last on the
+        image's ``hw_rescue_bus``/``hw_rescue_device``. An image whose ``nefos_fake_fail_spawn``
+        names this host fails, as its spawn would."""
+        guest = self._guest(instance)
+        if self._should_fail({}, image_meta):
+            raise exceptions.InstanceDeployFailure(reason=f"injected rescue failure on {self.host}")
+        props = (image_meta or {}).get("properties") or {}
+        if props.get("hw_rescue_bus") or props.get("hw_rescue_device"):
+            disks = [["disk", "virtio", "disk"],
+                     ["disk.rescue", props.get("hw_rescue_bus") or "virtio", props.get("hw_rescue_device") or "disk"]]
+        else:
+            disks = [["disk.rescue", "virtio", "disk"], ["disk", "virtio", "disk"]]
+        guest.rescue = {"image_id": (image_meta or {}).get("id"), "disks": disks}
+        guest.admin_password = rescue_password
+        await self._transition(instance, states.RUNNING, virtevent.EVENT_LIFECYCLE_STARTED)
+
+    async def unrescue(self, ctx, instance, network_info) -> None:
+        guest = self._guest(instance)
+        guest.rescue = None
+        await self._transition(instance, states.SHUTDOWN, virtevent.EVENT_LIFECYCLE_STOPPED)
+        self._close_console(guest.uuid)  # the rescue guest's QEMU goes; the original gets a new one
+        await self._transition(instance, states.RUNNING, virtevent.EVENT_LIFECYCLE_STARTED)
 
     # Graphical console --------------------------------------------------------------------
     async def get_vnc_console(self, instance) -> dict:

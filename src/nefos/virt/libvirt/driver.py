@@ -57,7 +57,7 @@ from nefos.objects import states
 from nefos.virt import configdrive, event as virtevent
 from nefos.virt.driver import ComputeDriver
 from nefos.virt.libvirt import config as vconfig, diagnostics as lv_diagnostics
-from nefos.virt.libvirt import imagebackend, probe, qemu_user, vif as vifs
+from nefos.virt.libvirt import imagebackend, probe, qemu_user, rescue as rescue_mod, vif as vifs
 from nefos.virt.libvirt.host import Host, libvirt_module
 from nefos.waiting import event_set_within
 
@@ -457,6 +457,14 @@ class LibvirtDriver(ComputeDriver):
         if await self._is_active(dom):
             return
         await self._start(dom, uuid, network_info, fresh=False)  # restores the managed save
+
+    async def rescue(self, ctx, instance: dict, network_info: list[dict], image_meta: dict,
+                     rescue_password: str, block_device_info: dict | None = None, **kwargs) -> None:
+        # As Nova's libvirt driver without file injection, the password reaches no guest.
+        await rescue_mod.rescue(self, instance, network_info, image_meta)
+
+    async def unrescue(self, ctx, instance: dict, network_info: list[dict], **kwargs) -> None:
+        await rescue_mod.unrescue(self, instance, network_info)
 
     async def snapshot(self, ctx, instance: dict, target, **kwargs) -> str:
         """A standalone qcow2 of the root disk (its overlay flattened onto the base). A running guest
