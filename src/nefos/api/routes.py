@@ -24,6 +24,9 @@ ROUTERS = [
     "nefos.api.quota_sets",
     "nefos.api.server_groups",
     "nefos.api.server_external_events",
+    "nefos.api.simple_tenant_usage",
+    "nefos.api.instance_usage_audit_log",
+    "nefos.api.migrations",
     "nefos.api.removed",
 ]
 
