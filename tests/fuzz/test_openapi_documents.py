@@ -357,6 +357,7 @@ async def test_every_compute_operation_documents_its_success_answers(apps):
     defined = [v for v in vars(response_schemas).values() if isinstance(v, dict)] + [DOCUMENT_SCHEMA]
     never_succeed = {(m.lower(), p) for p, methods in removed.REMOVED_ROUTES for m in methods}
     never_succeed.add(("post", "/v2.1/os-fixed-ips/{id}/action"))
+    never_succeed.add(("get", "/v2.1/os-simple-tenant-usage/"))  # an empty tenant id: 404, as Nova
     with_body = set()
     for method, path, spec in _compute_operations(app):
         responses = paths[path][method]["responses"]
