@@ -88,7 +88,14 @@ async def test_a_resize_is_listed_with_each_status_nova_sets(cloud):
     # destination finishes a "post-migrating" one; then "finished" (VERIFY_RESIZE).
     assert seen == [("resize_instance", "pre-migrating"), ("migrate_disk_and_power_off", "migrating"),
                     ("finish_migration", "post-migrating")]
-    dest = (await cloud.server(sid, ADMIN))["OS-EXT-SRV-ATTR:host"]
+    resized = await cloud.server(sid, ADMIN)
+    dest = resized["OS-EXT-SRV-ATTR:host"]
+    # Nova launches the server anew on the destination: its usage starts again there.
+    assert resized["OS-SRV-USG:launched_at"] > server["OS-SRV-USG:launched_at"]
+    r = await cloud.compute.get(f"/v2.1/os-simple-tenant-usage/{DEMO_PROJECT}", headers=MEMBER)
+    (usage,) = [u for u in r.json()["tenant_usage"]["server_usages"] if u["instance_id"] == sid]
+    assert (usage["started_at"], usage["flavor"], usage["state"]) == (
+        resized["OS-SRV-USG:launched_at"], "m1.small", "resized")
     (listed,) = await _listed(cloud, sid)
     assert listed["status"] == "finished" and listed["migration_type"] == "resize"
     assert (listed["source_compute"], listed["dest_compute"]) == (source, dest)

@@ -455,7 +455,8 @@ async def finish_resize(manager, ctx, uuid: str, migration: dict) -> None:
                 async with db.transaction() as s:
                     instance = await instance_obj.save(
                         db, uuid, {"vm_state": states.RESIZED, "task_state": None, "power_state": power_state,
-                                   "progress": 100, "system_metadata": _with_migration(instance, migration)},
+                                   "progress": 100, "system_metadata": _with_migration(instance, migration),
+                                   "launched_at": utcnow().isoformat()},  # Nova relaunches it here (usage)
                         expected_task_state=[states.RESIZE_FINISH], session=s)
                     await migrations_obj.set_status(db, migration["uuid"], "finished", session=s)
                 await manager._notify(ctx, instance, "instance.resize_finish.end")
@@ -565,7 +566,8 @@ async def finish_revert_resize(manager, ctx, uuid: str, migration: dict) -> None
                     instance = await instance_obj.save(
                         db, uuid, {"vm_state": migration["old_vm_state"], "task_state": None,
                                    "power_state": power_state, "progress": 0,
-                                   "system_metadata": _with_migration(instance, None)},
+                                   "system_metadata": _with_migration(instance, None),
+                                   "launched_at": utcnow().isoformat()},  # as Nova's finish_revert_resize
                         expected_task_state=[states.RESIZE_REVERTING], session=s)
                     await quotas.release(s, instance["project_id"], _quota_back(current, migration["old_flavor"]))
                     await migrations_obj.set_status(db, migration["uuid"], "reverted", session=s)
