@@ -124,6 +124,9 @@ class Cloud:
             del found["compute"]
         if "metadata" not in cfg.enabled_apis:
             del found["metadata"]
+        if cfg.vnc_enabled:
+            from nefos.compute.consoles import novncproxy_base_url
+            found["consoles"] = novncproxy_base_url(cfg)
         return found
 
 
@@ -162,6 +165,9 @@ def all_in_one_components(rt: Runtime, fake_hosts: int = 1) -> list[Component]:
         components += [compute_component(rt, f"{rt.cfg.host}-{i + 1}") for i in range(fake_hosts)]
     if "metadata" in rt.cfg.enabled_apis:  # Nova's enabled_apis: without it, config drives only
         components.append(metadata_component(rt))
+    if rt.cfg.vnc_enabled:  # Nova's [vnc] enabled: the console proxy beside the hosts
+        from nefos.console.service import component as novncproxy_component
+        components.append(novncproxy_component(rt))
     if "osapi_compute" in rt.cfg.enabled_apis:
         components.append(api_component(rt))  # last: every other service is up once it answers
     return components

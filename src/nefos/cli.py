@@ -212,6 +212,8 @@ _service_command("l3-agent", "nefos.network.l3_agent:component",
 _service_command("image", "nefos.image.service:component", "Run the image service and its API.")
 _service_command("metadata", "nefos.metadata.service:component",
                  "Run the metadata service (guests' metadata, behind a metadata proxy).")
+_service_command("novncproxy", "nefos.console.service:component",
+                 "Run the noVNC console proxy (browsers' websockets to guests' VNC servers).")
 _service_command("identity", "nefos.identity.service:component", "Run the identity service and its API.")
 
 

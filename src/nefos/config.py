@@ -136,6 +136,18 @@ class Config(BaseModel):
     dhcp_domain: str = "novalocal"  # appended to an instance's hostname in its metadata (Nova's)
     force_config_drive: bool = False  # every guest gets a config drive, asked for or not (Nova's)
 
+    # Remote consoles (Nova's [vnc] and [consoleauth] options). The websocket proxy is Nova's
+    # nova-novncproxy: `nefos novncproxy`, and part of `nefos up` when vnc_enabled.
+    vnc_enabled: bool = True
+    vnc_server_listen: str = "127.0.0.1"  # where guests' VNC servers listen (on their compute host)
+    vnc_server_proxyclient_address: str = "127.0.0.1"  # where the proxy reaches them
+    novncproxy_host: str = ""  # the address the proxy binds; empty: bind_host
+    novncproxy_port: int = 6080
+    # The URL handed to users, without the token; empty: http://<endpoint host>:<port>/vnc_auto.html
+    novncproxy_base_url: str = ""
+    novncproxy_web: str = "/usr/share/novnc"  # the noVNC client files the proxy serves (Nova's `web`)
+    token_ttl: int = 600  # seconds a console token is valid (Nova's [consoleauth] token_ttl)
+
     # Fake driver.
     fake_spawn_delay: float = 0.0
     fake_power_delay: float = 0.0

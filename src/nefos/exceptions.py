@@ -136,6 +136,43 @@ class ComputeHostNotFound(NotFound):
     message = "Compute host %(host)s could not be found."
 
 
+class AggregateNotFound(NotFound):
+    message = "Aggregate %(aggregate_id)s could not be found."
+
+
+class AggregateNameExists(Conflict):
+    message = "Aggregate %(aggregate_name)s already exists."
+
+
+class AggregateHostExists(Conflict):
+    message = "Aggregate %(aggregate_id)s already has host %(host)s."
+
+
+class AggregateHostNotFound(NotFound):
+    message = "Aggregate %(aggregate_id)s has no host %(host)s."
+
+
+class InvalidAggregateAction(Invalid):
+    """An aggregate change Nova refuses (400; add/remove host answer 409 at the API, as Nova's do)."""
+    message = "Unacceptable parameters."
+
+
+class InvalidAggregateActionAdd(InvalidAggregateAction):
+    message = "Cannot add host to aggregate %(aggregate_id)s. Reason: %(reason)s."
+
+
+class InvalidAggregateActionDelete(InvalidAggregateAction):
+    message = "Cannot remove host from aggregate %(aggregate_id)s. Reason: %(reason)s."
+
+
+class InvalidAggregateActionUpdate(InvalidAggregateAction):
+    message = "Cannot update aggregate %(aggregate_id)s. Reason: %(reason)s."
+
+
+class InvalidAggregateActionUpdateMeta(InvalidAggregateAction):
+    message = "Cannot update metadata of aggregate %(aggregate_id)s. Reason: %(reason)s."
+
+
 class InstanceActionNotFound(NotFound):
     message = "Action for request_id %(request_id)s on instance %(instance_uuid)s not found"
 
@@ -255,11 +292,23 @@ class HostConfigurationError(Error):
 
 
 class InstanceNotReady(Conflict):
-    message = "Instance %(instance_id)s has not been scheduled to a host yet."
+    message = "Instance %(instance_id)s is not ready"  # Nova's
 
 
 class ConsoleNotAvailable(NotFound):
     message = "Guest does not have a console available."
+
+
+class ConsoleTypeInvalid(Invalid):
+    message = "Invalid console type %(console_type)s"
+
+
+class ConsoleTypeUnavailable(Invalid):
+    message = "Unavailable console type %(console_type)s."
+
+
+class InvalidToken(Invalid):
+    message = "The token '%(token)s' is invalid or has expired"
 
 
 class NotSupported(Error):

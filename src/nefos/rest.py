@@ -28,7 +28,7 @@ ErrorBody = Callable[[int, str, str], dict]  # (status, message, error type name
 
 
 # Paths every API serves without a token: version documents, OpenAPI documents, getting a token.
-PUBLIC_PATHS = frozenset({"/", "/versions", "/v2.1", "/v2.1/", "/v2.0", "/v2.0/", "/v3", "/v3/",
+PUBLIC_PATHS = frozenset({"/", "/versions", "/v2", "/v2/", "/v2.1", "/v2.1/", "/v2.0", "/v2.0/", "/v3", "/v3/",
                           "/v2.1/openapi.json", "/v2.0/openapi.json", "/v2/openapi.json", "/v3/openapi.json"})
 
 

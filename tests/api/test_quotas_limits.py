@@ -136,3 +136,30 @@ async def test_limits(client, rt):
     assert r.json()["limits"]["absolute"]["maxTotalInstances"] == 3
     r = await client.get("/v2.1/limits", params={"tenant_id": OTHER}, headers=member())
     assert r.status_code == 403
+
+
+NOVA_DEFAULTS = {"instances": 10, "cores": 20, "ram": 51200, "metadata_items": 128, "key_pairs": 100,
+                 "server_groups": 10, "server_group_members": 10}
+NOVA_NETWORK_DEFAULTS = {"floating_ips": 10, "fixed_ips": -1, "security_groups": 10, "security_group_rules": 20}
+NOVA_INJECTED_DEFAULTS = {"injected_files": 5, "injected_file_content_bytes": 10240, "injected_file_path_bytes": 255}
+
+
+async def test_every_default_is_novas_at_each_version(client):
+    """Nova's defaults, each shown where Nova shows it (network ones below 2.36, injected files below
+    2.57), in the defaults, a project's quota set and its limits (security group rules: Nova's 20,
+    whatever the networking service enforces)."""
+    for v, expected in (("2.1", {**NOVA_DEFAULTS, **NOVA_NETWORK_DEFAULTS, **NOVA_INJECTED_DEFAULTS}),
+                        ("2.36", {**NOVA_DEFAULTS, **NOVA_INJECTED_DEFAULTS}), ("2.57", NOVA_DEFAULTS)):
+        for path in (f"/v2.1/os-quota-sets/{PROJECT}/defaults", f"/v2.1/os-quota-sets/{PROJECT}"):
+            qs = (await client.get(path, headers=version(v, member()))).json()["quota_set"]
+            assert {k: qs[k] for k in qs if k != "id"} == expected, (v, path)
+    absolute = (await client.get("/v2.1/limits", headers=member())).json()["limits"]["absolute"]
+    assert (absolute["maxSecurityGroupRules"], absolute["maxSecurityGroups"], absolute["maxTotalFloatingIps"],
+            absolute["maxPersonality"], absolute["maxPersonalitySize"]) == (20, 10, 10, 5, 10240)
+    # A value set for the project (or the default class) is shown instead.
+    r = await client.put(f"/v2.1/os-quota-sets/{PROJECT}", json={"quota_set": {"security_group_rules": 33}})
+    assert r.status_code == 200 and r.json()["quota_set"]["security_group_rules"] == 33, r.text
+    r = await client.put("/v2.1/os-quota-class-sets/default", json={"quota_class_set": {"security_group_rules": 44}})
+    assert r.status_code == 200, r.text
+    assert (await client.get(f"/v2.1/os-quota-sets/{OTHER}/defaults")).json()["quota_set"][
+        "security_group_rules"] == 44

@@ -187,7 +187,13 @@ async def _compute_fixtures(m: Matrix) -> None:
     ids["compute_host"], ids["action"], ids["project_id"] = compute["host"], "enable", m.project_a
     ids["class_name"], ids["image_ref"] = "default", DEFAULT_IMAGE_ID
     ids["member_user_id"] = m.users["member"]
+    ids.update(await _fresh_compute_image(m))
+    # The network proxy APIs name the Networking API's resources of project A.
+    for key in ("security_group_id", "security_group_rule_id", "floatingip_id", "external_network_id"):
+        ids[key] = m.ids["network"][key]
     m.ids["network"]["compute_host"] = compute["host"]
+    ids["aggregate_id"] = str((await m.ok("admin", "compute", "POST", "/v2.1/os-aggregates", {"aggregate": {
+        "name": "matrix-aggregate"}}))["aggregate"]["id"])
 
 
 async def _server(m: Matrix) -> str:
@@ -341,6 +347,19 @@ async def _fresh_compute_service(m):
     return {"service_id": str(result.inserted_primary_key[0])}
 
 
+async def _fresh_aggregate(m):
+    return {"aggregate_id": str((await m.ok("admin", "compute", "POST", "/v2.1/os-aggregates", {"aggregate": {
+        "name": m.unique("matrix-aggregate")}}))["aggregate"]["id"])}
+
+
+async def _fresh_aggregate_host(m):
+    """A new aggregate holding the compute host (no zone: nothing moves when the host leaves)."""
+    made = await _fresh_aggregate(m)
+    await m.ok("admin", "compute", "POST", f"/v2.1/os-aggregates/{made['aggregate_id']}/action",
+               {"add_host": {"host": m.ids["compute"]["compute_host"]}})
+    return made
+
+
 async def _fresh_network(m):
     return {"network_id": await _new_network(m)}
 
@@ -370,6 +389,15 @@ async def _fresh_security_group_rule(m):
 
 async def _fresh_image(m):
     return {"image_id": await _new_image(m)}
+
+
+async def _fresh_compute_image(m):
+    """A new private image of project A's with the property ``matrix_key`` (the image proxy's
+    metadata), for the Compute API's ``/v2.1/images`` routes."""
+    image = await m.ok("member", "image", "POST", "/v2/images", {
+        "name": m.unique("matrix-image"), "disk_format": "raw", "container_format": "bare",
+        "visibility": "private", "matrix_key": "1"})
+    return {"image_id": image["id"], "image_key": "matrix_key"}
 
 
 async def _fresh_image_tag(m):
@@ -416,11 +444,12 @@ FRESH = {
     "interface": _fresh_interface,
     "flavor": _fresh_flavor, "extra_spec": _fresh_extra_spec, "keypair": _fresh_keypair,
     "server_group": _fresh_server_group, "compute_service": _fresh_compute_service,
+    "aggregate": _fresh_aggregate, "aggregate_host": _fresh_aggregate_host,
     "network": _fresh_network, "subnet": _fresh_subnet, "port": _fresh_port,
     "security_group": _fresh_security_group, "security_group_rule": _fresh_security_group_rule,
     "router": _fresh_router, "router_subnet": _fresh_router_subnet, "router_interface": _fresh_router_interface,
     "floatingip": _fresh_floatingip,
-    "image": _fresh_image, "image_tag": _fresh_image_tag, "domain": _fresh_domain, "project": _fresh_project,
+    "image": _fresh_image, "image_tag": _fresh_image_tag, "compute_image": _fresh_compute_image, "domain": _fresh_domain, "project": _fresh_project,
     "user": _fresh_user, "role": _fresh_role, "grant": _fresh_grant, "member_token": _fresh_member_token,
 }
 
@@ -439,7 +468,7 @@ def _fill(value, values: dict):
 # Callers outside project A, and the ids of A's own resources they must never be shown.
 OUTSIDERS = ("other", "service")
 PRIVATE_IDS = {
-    "compute": ("server_id", "group_id"), "image": ("image_id",),
+    "compute": ("server_id", "group_id", "image_id"), "image": ("image_id",),
     "network": ("network_id", "subnet_id", "port_id", "security_group_id", "security_group_rule_id"),
 }
 

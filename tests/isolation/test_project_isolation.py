@@ -222,6 +222,17 @@ def test_private_images(tenancy: Tenancy, a_res: dict):
         assert r.status_code == 404, (method, path, r.status_code, r.text)
     r = b.post("compute", "/servers", {"server": {"name": "b-vm", "imageRef": iid, "flavorRef": "42"}})
     assert r.status_code == 400, r.text
+    # Nor through the Compute API's image proxy.
+    assert iid in {i["id"] for i in tenancy.a.get("compute", "/images").json()["images"]}
+    assert iid not in {i["id"] for i in b.get("compute", "/images/detail").json()["images"]}
+    for method, path, kw in [
+        ("GET", f"/images/{iid}", {}),
+        ("GET", f"/images/{iid}/metadata", {}),
+        ("POST", f"/images/{iid}/metadata", {"json": {"metadata": {"stolen": "1"}}}),
+        ("DELETE", f"/images/{iid}", {}),
+    ]:
+        r = b.request(method, "compute", path, **kw)
+        assert r.status_code == 404, (method, path, r.status_code, r.text)
     # Publicizing is the admin's.
     r = tenancy.a.patch("image", f"/v2/images/{iid}", [{"op": "replace", "path": "/visibility", "value": "public"}],
                         headers={"Content-Type": "application/openstack-images-v2.1-json-patch"})

@@ -52,6 +52,21 @@ async def test_a_real_guest_through_its_whole_life(lvcloud):
     assert "<acpi/>" in xml and f"<mac address='{port['mac_address']}'/>" in xml
     inst_dir = driver.instances_path / sid
     assert (inst_dir / "disk").is_file() and (inst_dir / "console.log").is_file()
+    # Diagnostics from the domain's own statistics, in both forms.
+    flavor = (await cloud.compute.get("/v2.1/flavors/42")).json()["flavor"]
+    r = await cloud.compute.get(f"/v2.1/servers/{sid}/diagnostics")
+    assert r.status_code == 200, r.text
+    diag = r.json()
+    assert diag["memory"] == flavor["ram"] * 1024 and diag["cpu0_time"] > 0, diag
+    assert {f"{tap}_rx", f"{tap}_tx_packets", "vda_read", "vda_write_req"} <= set(diag), diag
+    r = await cloud.compute.get(f"/v2.1/servers/{sid}/diagnostics", headers={"OpenStack-API-Version": "compute 2.48"})
+    assert r.status_code == 200, r.text
+    diag = r.json()
+    assert (diag["state"], diag["driver"], diag["hypervisor"]) == ("running", "libvirt", driver.virt_type), diag
+    assert diag["num_cpus"] == flavor["vcpus"] and diag["cpu_details"][0]["time"] > 0, diag
+    assert [nic["mac_address"] for nic in diag["nic_details"]] == [port["mac_address"]], diag
+    assert diag["nic_details"][0]["rx_octets"] is not None and diag["num_disks"] >= 1, diag
+    assert diag["memory_details"]["maximum"] == flavor["ram"] and isinstance(diag["uptime"], int), diag
     # No other local user reads the guest's files; QEMU's group reaches its disk.
     # QEMU's group may pass (and the instance directory be read) there; nobody else.
     assert stat.S_IMODE(inst_dir.stat().st_mode) == 0o750 and stat.S_IMODE(driver.instances_path.stat().st_mode) == 0o750
@@ -116,6 +131,8 @@ async def test_a_real_guest_through_its_whole_life(lvcloud):
     await cloud.action(sid, {"pause": None})
     await _status(cloud, sid, "PAUSED", PAUSED)
     await wait_domstate(sid, "paused")
+    r = await cloud.compute.get(f"/v2.1/servers/{sid}/diagnostics")
+    assert r.status_code == 409 and "power state paused" in r.text, r.text
     await cloud.action(sid, {"unpause": None})
     await _status(cloud, sid, "ACTIVE", RUNNING)
     await wait_domstate(sid, "running")

@@ -62,6 +62,23 @@ def test_domain_xml():
     assert vconfig.bridges_of_bridge_interfaces(legacy) == {"brqold"}
 
 
+def test_vnc_display():
+    """With [vnc] enabled the guest gets QEMU's VNC display on the listen address, its port picked
+    at start (autoport); the live XML says which, the inactive one says -1 (no QEMU process)."""
+    spec = vconfig.GuestSpec(name="v", uuid="u", virt_type="qemu", memory_mb=64, vcpus=1, console_log="/c",
+                             vnc_listen="127.0.0.1")
+    xml = vconfig.domain_xml(spec)
+    graphics = ET.fromstring(xml).find("devices/graphics")
+    assert (graphics.get("type"), graphics.get("autoport"), graphics.get("listen")) == ("vnc", "yes", "127.0.0.1")
+    assert vconfig.vnc_port(xml) is None  # not started
+    live = xml.replace('autoport="yes"', 'port="5900" autoport="yes"')
+    assert vconfig.vnc_port(live) == 5900
+    assert vconfig.vnc_port(xml.replace('autoport="yes"', 'port="-1" autoport="yes"')) is None
+    spec.vnc_listen = None
+    assert ET.fromstring(vconfig.domain_xml(spec)).find("devices/graphics") is None
+    assert vconfig.vnc_port("<not xml") is None
+
+
 def test_hot_plugged_interface_is_the_spawned_one():
     vif = vconfig.Vif("port-2", "fa:16:3e:00:00:02", "brqnet2", "tapport-2", mtu=1450)
     spec = vconfig.GuestSpec(name="instance-x", uuid="u", virt_type="qemu", memory_mb=64, vcpus=1,

@@ -46,9 +46,9 @@ class FakeService:
             if request.url.path == "/big":
                 return Response(b"x" * (mp.MAX_RESPONSE_BYTES + 1))
             return JSONResponse({"path": request.url.path, "query": request.url.query,
-                                 "method": request.method,
+                                 "method": request.method, "body": (await request.body()).decode(),
                                  "headers": [[k, v] for k, v in request.headers.items()]})
-        self.app = Starlette(routes=[Route("/{path:path}", serve, methods=["GET", "HEAD"])])
+        self.app = Starlette(routes=[Route("/{path:path}", serve, methods=["GET", "HEAD", "POST"])])
 
 
 async def serve_on_loopback(proxy: mp.NetworkProxy) -> int:
@@ -153,7 +153,8 @@ async def test_an_unknown_source_is_404_and_nothing_is_forwarded(proxied):
     (b"GET /a HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n", 413),
     (b"GET /a HTTP/1.1\r\n" + b"X-A: " + b"a" * (mp.MAX_HEAD_BYTES + 10) + b"\r\n\r\n", 431),
     (b"GET /a HTTP/1.1\r\n" + b"X: y\r\n" * (mp.MAX_HEADERS + 1) + b"\r\n", 431),
-    (b"POST /a HTTP/1.1\r\nContent-Length: 2\r\n\r\nab", 405),
+    (b"PUT /a HTTP/1.1\r\nContent-Length: 2\r\n\r\nab", 405),
+    (b"POST /a HTTP/1.1\r\nContent-Length: 5000\r\n\r\n" + b"a" * 5000, 413),
     (b"DELETE /a HTTP/1.1\r\n\r\n", 405),
 ])
 async def test_garbage_is_a_4xx_never_a_500(proxied, data, status):
@@ -171,6 +172,17 @@ async def test_a_small_body_is_dropped_and_the_upstream_s_failures_are_502(proxi
         raise RuntimeError("bus down")
     proxied["proxy"].lookup = broken
     assert (await proxied["client"].get("/x")).status_code == 502
+
+
+async def test_a_post_is_forwarded_with_its_body_and_a_get_s_body_is_not(proxied):
+    """The guest posts its encrypted password (openstack/<version>/password) through the proxy."""
+    got, answer = await raw(proxied["port"], b"POST /openstack/latest/password HTTP/1.1\r\n"
+                                             b"Content-Length: 6\r\n\r\ns3cret")
+    sent = json.loads(answer.split(b"\r\n\r\n", 1)[1])
+    assert got == 200 and (sent["method"], sent["body"]) == ("POST", "s3cret"), answer
+    assert dict(sent["headers"])["x-instance-id"] == INSTANCE
+    got, answer = await raw(proxied["port"], b"GET /x HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc")
+    assert got == 200 and json.loads(answer.split(b"\r\n\r\n", 1)[1])["body"] == ""
 
 
 async def test_an_unreachable_service_is_502():

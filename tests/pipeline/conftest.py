@@ -135,7 +135,8 @@ async def start_cloud(tmp_path, *, fake_hosts: int = 1, drivers: dict[str, str] 
     overrides.setdefault("report_interval", 1.0)
     cfg = load_config(state_dir=tmp_path, auth_strategy="noauth", compute_api_port=free_port(),
                       network_api_port=free_port(), image_api_port=free_port(),
-                      identity_api_port=free_port(), metadata_listen_port=free_port(), **overrides)
+                      identity_api_port=free_port(), metadata_listen_port=free_port(),
+                      novncproxy_port=free_port(), **overrides)
     rt = await Runtime.open(cfg, migrate=True)
     hosts = [f"host-{i + 1}" for i in range(fake_hosts)]
     cfg.host = "controller"

@@ -41,8 +41,19 @@ ROUTES: list[tuple[str, re.Pattern, dict[int, str | None]]] = [(m, re.compile(f"
     ("GET", f"/servers/{_ID}/metadata/{_ID}", {200: "servers.set_show_server_metadata_item"}),
     ("PUT", f"/servers/{_ID}/metadata/{_ID}", {200: "servers.set_show_server_metadata_item"}),
     ("DELETE", f"/servers/{_ID}/metadata/{_ID}", {204: "servers.delete_server_metadata_item"}),
+    ("POST", f"/servers/{_ID}/remote-consoles", {200: "servers.get_remote_consoles"}),
     ("GET", f"/servers/{_ID}/os-instance-actions", {200: "servers.list_instance_actions"}),
     ("GET", f"/servers/{_ID}/os-instance-actions/{_ID}", {200: "servers.show_instance_action"}),
+    ("GET", "/images", {200: "images.list_images"}),
+    ("GET", "/images/detail", {200: "images.list_images_details"}),
+    ("GET", f"/images/{_ID}", {200: "images.get_image"}),
+    ("DELETE", f"/images/{_ID}", {204: "images.delete"}),
+    ("GET", f"/images/{_ID}/metadata", {200: "images.image_metadata"}),
+    ("POST", f"/images/{_ID}/metadata", {200: "images.image_metadata"}),
+    ("PUT", f"/images/{_ID}/metadata", {200: "images.image_metadata"}),
+    ("GET", f"/images/{_ID}/metadata/{_ID}", {200: "images.image_meta_item"}),
+    ("PUT", f"/images/{_ID}/metadata/{_ID}", {200: "images.image_meta_item"}),
+    ("DELETE", f"/images/{_ID}/metadata/{_ID}", {204: "images.delete"}),
 ]]
 
 ERROR_KEYS = {400: "badRequest", 401: "unauthorized", 403: "forbidden", 404: "itemNotFound",
@@ -166,6 +177,9 @@ def check(response) -> None:
             return
         if action == "rebuild":
             assert_schema("servers.rebuild_server_with_admin_pass", response)
+            return
+        if action == "os-getVNCConsole":
+            assert_schema("servers.get_vnc_console", response)
             return
     assert name is not None, f"{request.method} {path} answered {response.status_code}"
     assert_schema(name, response)

@@ -174,6 +174,21 @@ def test_boot_flow_each_service_its_own_process(multiprocess_cloud):
         _wait(compute, i, None, procs)
     r = network.get("/v2.0/ports", params={"network_id": net_id, "device_owner": "compute:nova"})
     assert r.json()["ports"] == []
+    # The scheduler process reads aggregates from the database: a zone made through the API
+    # process steers the next boot at once.
+    r = compute.post("/v2.1/os-aggregates", json={"aggregate": {"name": "mp-agg", "availability_zone": "mp-z"}})
+    assert r.status_code == 200, r.text
+    agg_id = r.json()["aggregate"]["id"]
+    r = compute.post(f"/v2.1/os-aggregates/{agg_id}/action", json={"add_host": {"host": "mp-compute-2"}})
+    assert r.status_code == 200, r.text
+    r = compute.post("/v2.1/servers", json={"server": {
+        "name": "mp-zoned", "imageRef": image_id, "flavorRef": "1", "networks": [{"uuid": net_id}],
+        "availability_zone": "mp-z"}})
+    assert r.status_code == 202, r.text
+    zoned = _wait(compute, r.json()["server"]["id"], "ACTIVE", procs)
+    assert zoned["OS-EXT-SRV-ATTR:host"] == "mp-compute-2" and zoned["OS-EXT-AZ:availability_zone"] == "mp-z"
+    assert compute.delete(f"/v2.1/servers/{zoned['id']}").status_code == 204
+    _wait(compute, zoned["id"], None, procs)
     r = compute.get("/v2.1/os-hypervisors/statistics")
     stats = r.json()["hypervisor_statistics"]
     assert stats["vcpus_used"] == 0 and stats["running_vms"] == 0

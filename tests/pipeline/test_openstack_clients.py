@@ -46,6 +46,7 @@ def nefos_up(tmp_path_factory):
     for name, port in ports.items():
         env[f"NEFOS_{name}_API_PORT"] = str(port)
     env["NEFOS_METADATA_LISTEN_PORT"] = str(free_port())  # module fixtures start before tests/conftest's
+    env["NEFOS_NOVNCPROXY_PORT"] = str(free_port())
     env.pop("OS_CLOUD", None)
     log = open(state / "nefos-up.log", "w")
     proc = start_up(state, env, log)

@@ -167,8 +167,8 @@ class StaleScheduler:
             finally:
                 _STALE.reset(token)
 
-        async def load_host_states(db, cfg):
-            hosts = await real_load(db, cfg)
+        async def load_host_states(db, cfg, *args):
+            hosts = await real_load(db, cfg, *args)
             if _STALE.get() is None:
                 return hosts
             if stale.snapshot is None:

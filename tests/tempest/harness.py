@@ -1,14 +1,15 @@
-"""Run a selected subset of Tempest's compute API tests against a running Nefos.
+"""Run Tempest's compute API tests (every test of ``tempest.api.compute``) against a running Nefos.
 
 Used by ``tests/tempest/test_tempest.py`` (CI) and by hand::
 
     python tests/tempest/harness.py --clouds .nefos/clouds.yaml --work /tmp/tempest-run
 
 Steps: prepare the cloud as admin (one shared network with a subnet, so every
-dynamic Tempest project boots onto it without asking), write ``tempest.conf``
+dynamic Tempest project boots onto it without asking, and on fake hosts an external
+network ``public`` with a router from the shared network, for the floating IP tests), write ``tempest.conf``
 from the clouds.yaml (admin credentials for Tempest's dynamic credentials,
 identity v3 URI, image/flavor references, feature flags off for what Nefos
-does not have), run ``tempest run --include-list <selected> --concurrency 1``
+does not have), run ``tempest run --include-list <tests> --concurrency N``
 and read the subunit stream back into per-test results.
 
 With ``validation`` (``tests/tempest/test_tempest_validation.py``, `nefos up` with real guests) there
@@ -34,17 +35,17 @@ import httpx
 import yaml
 
 HERE = Path(__file__).resolve().parent
-SELECTION = HERE / "selected_tests.txt"
 BIN = Path(sys.executable).parent
 SHARED_NETWORK = "tempest-shared"
 SHARED_CIDR = "10.250.0.0/16"
 MAX_MICROVERSION = "2.100"
 ALT_IMAGE = "tempest-alt"
 PUBLIC_NETWORK = "public"  # the external network `nefos up` creates with real guests
-# The selected tests that log into their guests (SSH validation): skipped on fake hosts, run with
+FAKE_PUBLIC_CIDR = "203.0.113.0/24"  # the one prepare_cloud makes on fake hosts (TEST-NET-3)
+# The tests that log into their guests (SSH validation): skipped on fake hosts, run with
 # ``validation`` on real guests (test_tempest_validation.py).
 VALIDATION_TESTS = re.compile(
-    r"[.]test_attach_interfaces[.]|[.]test_create_server[.]Servers\w*[.]test_(host_name_is_same_as_server_name|"
+    r"[.]test_attach_interfaces[.]|[.]test_device_tagging[.]|[.]test_create_server[.]Servers\w*[.]test_(host_name_is_same_as_server_name|"
     r"verify_created_server_vcpus|create_server_with_fqdn_name|verify_hostname_allows_fqdn|"
     r"verify_created_server_ephemeral_disk)$")
 
@@ -93,13 +94,15 @@ def prepare_cloud(cloud: dict, validation: bool = False) -> dict:
         if not public:
             raise RuntimeError(f"the external network {PUBLIC_NETWORK} is missing (nefos up with real guests)")
         net, public_id = {"id": ""}, public[0]["id"]
-    elif nets := admin.get("network", "/v2.0/networks", params={"name": SHARED_NETWORK})["networks"]:
-        net = nets[0]
     else:
-        net = admin.post("network", "/v2.0/networks",
-                         {"network": {"name": SHARED_NETWORK, "shared": True}})["network"]
-        admin.post("network", "/v2.0/subnets", {"subnet": {
-            "network_id": net["id"], "cidr": SHARED_CIDR, "ip_version": 4, "name": SHARED_NETWORK}})
+        if nets := admin.get("network", "/v2.0/networks", params={"name": SHARED_NETWORK})["networks"]:
+            net = nets[0]
+        else:
+            net = admin.post("network", "/v2.0/networks",
+                             {"network": {"name": SHARED_NETWORK, "shared": True}})["network"]
+            admin.post("network", "/v2.0/subnets", {"subnet": {
+                "network_id": net["id"], "cidr": SHARED_CIDR, "ip_version": 4, "name": SHARED_NETWORK}})
+        public_id = _fake_public_network(admin, net["id"])
     images = admin.get("image", "/v2/images", params={"name": "nefos-tiny"})["images"]
     if not images:
         raise RuntimeError("the default image nefos-tiny is missing")
@@ -122,6 +125,26 @@ def prepare_cloud(cloud: dict, validation: bool = False) -> dict:
             "image_alt_id": alt_id, "flavor_ref": "42",
             "flavor_ref_alt": "84", "identity_uri": admin.auth_url,
             "region": cloud.get("region_name", "RegionOne")}
+
+
+def _fake_public_network(admin: Admin, shared_id: str) -> str:
+    """On fake hosts: the external network ``public`` (a documentation range, no bridge behind it) and
+    a router from the shared network to it, so Tempest's floating IP tests allocate from it and
+    associate with their servers' ports (idempotent)."""
+    if public := admin.get("network", "/v2.0/networks", params={"name": PUBLIC_NETWORK})["networks"]:
+        return public[0]["id"]
+    public_id = admin.post("network", "/v2.0/networks", {"network": {
+        "name": PUBLIC_NETWORK, "router:external": True}})["network"]["id"]
+    admin.post("network", "/v2.0/subnets", {"subnet": {
+        "network_id": public_id, "cidr": FAKE_PUBLIC_CIDR, "ip_version": 4, "enable_dhcp": False,
+        "name": PUBLIC_NETWORK}})
+    router = admin.post("network", "/v2.0/routers", {"router": {
+        "name": "tempest-public", "external_gateway_info": {"network_id": public_id}}})["router"]
+    subnet = admin.get("network", "/v2.0/subnets", params={"network_id": shared_id})["subnets"][0]
+    r = admin.http.put(admin.catalog["network"].rstrip("/") + f"/v2.0/routers/{router['id']}/add_router_interface",
+                       json={"subnet_id": subnet["id"]})
+    r.raise_for_status()
+    return public_id
 
 
 # tempest.conf ------------------------------------------------------------------------------
@@ -194,7 +217,7 @@ def tempest_conf(cloud: dict, prep: dict, work: Path, validation: bool = False) 
         live_migrate_back_and_forth = false
         block_migration_for_live_migration = false
         metadata_service = false
-        vnc_console = false
+        vnc_console = true
         spice_console = false
         serial_console = false
         rescue = false
@@ -211,6 +234,8 @@ def tempest_conf(cloud: dict, prep: dict, work: Path, validation: bool = False) 
         ide_bus = false
         unified_limits = false
         hostname_fqdn_sanitization = true
+        # Nova's default filters plus the ones Nefos also runs (src/nefos/scheduler/filters.py).
+        scheduler_enabled_filters = ComputeFilter,ComputeCapabilitiesFilter,ImagePropertiesFilter,ServerGroupAntiAffinityFilter,ServerGroupAffinityFilter,AvailabilityZoneFilter,AggregateInstanceExtraSpecsFilter,AggregateMultiTenancyIsolation,SameHostFilter,DifferentHostFilter
 
         [service_available]
         nova = true
@@ -226,12 +251,12 @@ def tempest_conf(cloud: dict, prep: dict, work: Path, validation: bool = False) 
         endpoint_type = publicURL
         project_network_cidr = 10.240.0.0/16
         project_network_mask_bits = 24
-        public_network_id = {prep["public_network_id"] if validation else ""}
-        floating_network_name = {PUBLIC_NETWORK if validation else ""}
+        public_network_id = {prep["public_network_id"]}
+        floating_network_name = {PUBLIC_NETWORK}
         shared_physical_network = false
 
         [network-feature-enabled]
-        floating_ips = {on}
+        floating_ips = true
         port_security = true
         ipv6 = false
         api_extensions = binding,security-group,quotas,quota_details,port-security,external-net,net-mtu,standard-attr-description,project-id,pagination,sorting
@@ -282,21 +307,6 @@ def write_workspace(work: Path, conf: str) -> Path:
 
 # Selection and run --------------------------------------------------------------------------
 
-def selection() -> list[str]:
-    """Test ids (``module.Class.test_name``) selected for the run, from selected_tests.txt."""
-    out = []
-    for line in SELECTION.read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
-        if line:
-            out.append(line)
-    return out
-
-
-def validation_selection() -> list[str]:
-    """The selected tests that need SSH validation into their guests."""
-    return [t for t in selection() if VALIDATION_TESTS.search(t)]
-
-
 def all_compute_tests(work: Path) -> list[str]:
     """Every test id of Tempest's ``tempest.api.compute`` package, as ``stestr list`` discovers them."""
     env = dict(os.environ, TEMPEST_CONFIG_DIR=str(work / "etc"), TEMPEST_CONFIG="tempest.conf")
@@ -305,6 +315,11 @@ def all_compute_tests(work: Path) -> list[str]:
     out = subprocess.run([str(BIN / "stestr"), "list", r"^tempest[.]api[.]compute[.]"], cwd=work, env=env,
                          capture_output=True, text=True, check=True).stdout
     return sorted({line.split("[", 1)[0] for line in out.splitlines() if line.startswith("tempest.api.compute.")})
+
+
+def validation_tests(work: Path) -> list[str]:
+    """The compute tests that need SSH validation into their guests."""
+    return [t for t in all_compute_tests(work) if VALIDATION_TESTS.search(t)]
 
 
 def run_tempest(work: Path, tests: list[str], timeout: float = 1200,
@@ -387,9 +402,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--clouds", required=True, help="clouds.yaml written by nefos up")
     p.add_argument("--work", required=True, help="a directory for the Tempest workspace")
-    p.add_argument("--regex", help="run these tests instead of the selection (a Python regex)")
+    p.add_argument("--regex", help="only the tests matching this (a Python regex)")
     p.add_argument("--json", help="write the summary here")
-    p.add_argument("--all", action="store_true", help="every test of tempest.api.compute, not the selection")
     p.add_argument("--concurrency", type=int, default=1)
     p.add_argument("--validation", action="store_true",
                    help="only the tests that SSH into their guests, with validation on (nefos up with real "
@@ -399,9 +413,7 @@ def main(argv=None) -> int:
     cloud = yaml.safe_load(Path(args.clouds).read_text())["clouds"]["nefos-admin"]
     prep = prepare_cloud(cloud, args.validation)
     write_workspace(work, tempest_conf(cloud, prep, work, args.validation))
-    tests = validation_selection() if args.validation else selection()
-    if args.all:
-        tests = all_compute_tests(work)
+    tests = validation_tests(work) if args.validation else all_compute_tests(work)
     if args.regex:
         tests = [t for t in tests if re.search(args.regex, t)]
     started = time.monotonic()

@@ -59,6 +59,10 @@ def create_app(rt, compute_api):
     app = rest.make_app("Nefos Compute API", nova_error_body, inner_middleware=(MicroversionMiddleware,))
     app.state.rt = rt
     app.state.compute_api = compute_api
+    # Nova's router does not redirect a path with a trailing slash to the one without: a path no
+    # route has (``DELETE /v2.1/os-security-groups/``, an empty id) is 404, not a redirect to a route
+    # that may not take that method.
+    app.router.redirect_slashes = False
     from nefos.api import routes
     routes.include_all(app)
     openapi.serve(app, "/v2.1/openapi.json", title="Nefos Compute API", version="2.1",

@@ -88,6 +88,21 @@ def limit_and_marker(request: Request) -> tuple[int, str | None]:
     return limit, params.get("marker")
 
 
+def limited(request: Request, items: list) -> list:
+    """Nova's ``common.limited``: ``offset`` and ``limit`` query parameters."""
+    params = request.query_params
+    offset = 0
+    if "offset" in params:
+        try:
+            offset = int(params["offset"])
+        except ValueError:
+            raise exceptions.ValidationError("offset param must be an integer")
+        if offset < 0:
+            raise exceptions.ValidationError("offset param must be positive")
+    limit, _ = limit_and_marker(request)
+    return items[offset:offset + limit]
+
+
 def collection_links(request: Request, items: list[dict], collection: str, id_key: str) -> list[dict]:
     """A ``next`` link when the page is full (Nova's ``_get_collection_links``)."""
     params = request.query_params

@@ -71,3 +71,16 @@ def negotiate(headers) -> APIVersion:
     if version < MIN or MAX < version:
         raise VersionNotAcceptable(version=str(version), min=MIN_VERSION, max=MAX_VERSION)
     return version
+
+
+# Nova's MAX_PROXY_API_SUPPORT_VERSION: the APIs proxying the Networking and Image services are gone
+# from 2.36 on.
+MAX_PROXY_VERSION = "2.35"
+
+
+def require_at_most(request, max_version: str) -> None:
+    """404 (Nova's VersionNotFoundForAPIMethod) when the request's version is above ``max_version``:
+    for APIs Nova stopped serving at the next microversion (the proxies after 2.35, os-hosts
+    after 2.42), before anything else is looked at (Nova's version routing)."""
+    if not request.state.api_version.matches(MIN_VERSION, max_version):
+        raise exceptions.NotFound("The resource could not be found.")

@@ -36,8 +36,13 @@ REMOVED_ROUTES = (
     ("/v2.1/os-floating-ips-bulk/{id}", ("GET", "PUT")),
     ("/v2.1/os-fping", ("GET",)),
     ("/v2.1/os-fping/{id}", ("GET",)),
+    ("/v2.1/os-networks", ("POST",)),
+    ("/v2.1/os-networks/add", ("POST",)),
+    ("/v2.1/os-networks/{id}", ("DELETE",)),
     ("/v2.1/os-security-group-default-rules", ("GET", "POST")),
     ("/v2.1/os-security-group-default-rules/{id}", ("GET", "DELETE")),
+    ("/v2.1/os-tenant-networks", ("POST",)),
+    ("/v2.1/os-tenant-networks/{id}", ("DELETE",)),
     ("/v2.1/servers/{server_id}/consoles", ("GET", "POST")),
     ("/v2.1/servers/{server_id}/consoles/{id}", ("GET", "DELETE")),
     ("/v2.1/servers/{server_id}/os-virtual-interfaces", ("GET",)),
@@ -46,6 +51,19 @@ REMOVED_ROUTES = (
 
 @documented(responses={})  # never a success: 410 Gone
 async def gone():
+    raise exceptions.Gone()
+
+
+# The nova-network actions of os-networks (its own and the associate controller's).
+_NETWORK_ACTIONS = ("disassociate", "disassociate_host", "disassociate_project", "associate_host")
+
+
+@router.post("/v2.1/os-networks/{id}/action", include_in_schema=False)
+@documented(responses={})
+async def network_action(request: Request, id: str):
+    name, _args = single_action(await rest.json_body(request))
+    if name not in _NETWORK_ACTIONS:
+        raise no_such_action(name)
     raise exceptions.Gone()
 
 
@@ -59,5 +77,18 @@ async def fixed_ip_action(request: Request, id: str):
     """Nova dispatches the action before its removed handler: only reserve/unreserve are Gone."""
     name, _args = single_action(await rest.json_body(request))
     if name not in ("reserve", "unreserve"):
+        raise no_such_action(name)
+    raise exceptions.Gone()
+
+
+# The nova-network actions of os-networks (its own and the associate controller's).
+_NETWORK_ACTIONS = ("disassociate", "disassociate_host", "disassociate_project", "associate_host")
+
+
+@router.post("/v2.1/os-networks/{id}/action", include_in_schema=False)
+@documented(responses={})
+async def network_action(request: Request, id: str):
+    name, _args = single_action(await rest.json_body(request))
+    if name not in _NETWORK_ACTIONS:
         raise no_such_action(name)
     raise exceptions.Gone()

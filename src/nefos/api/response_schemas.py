@@ -133,6 +133,18 @@ SERVER_UPDATED = _all_required({"server": SERVER_NARROW})
 SERVER_REBUILT = _all_required({"server": _object({**SERVER_NARROW["properties"], **_ADMIN_PASS},
                                                   [*SERVER_NARROW["required"], "adminPass"])})
 CONSOLE_OUTPUT = _all_required({"output": _STRING})
+_URI = {"type": "string", "format": "uri"}
+# os-getVNCConsole (2.1 to 2.5), os-remote-consoles (2.6), os-console-auth-tokens (2.31, admin).
+VNC_CONSOLE = _all_required({"console": _all_required({
+    "type": {"type": "string", "enum": ["novnc", "xvpvnc"]}, "url": _URI})})
+REMOTE_CONSOLE = _all_required({"remote_console": _all_required({
+    "protocol": {"type": "string", "enum": ["vnc", "spice", "serial", "rdp", "mks"]},
+    "type": {"type": "string", "enum": ["novnc", "xvpvnc", "spice-html5", "spice-direct", "serial",
+                                        "rdp-html5", "webmks"]},
+    "url": _URI})})
+CONSOLE_AUTH_TOKEN = _all_required({"console": _all_required({
+    "instance_uuid": {"type": "string", "format": "uuid"}, "host": _NULLABLE_STRING, "port": _INTEGER,
+    "internal_access_path": _NULLABLE_STRING})})
 # The actions answering 202 with a body, by action (the others answer 202 or 204 without one).
 ACTION_BODIES = {"rebuild": SERVER_REBUILT}
 
@@ -160,6 +172,26 @@ _ACTION_EVENT = _object({"event": _STRING, "start_time": _NULLABLE_TIME, "finish
                         ("event", "start_time", "finish_time", "result"))
 INSTANCE_ACTION = _all_required({"instanceAction": _object(
     {**_ACTION["properties"], "events": _array(_ACTION_EVENT)}, _ACTION["required"])})
+
+
+# Images (the proxy, below 2.36) ---------------------------------------------------------------------
+
+_IMAGE_BRIEF = _all_required({"id": _STRING, "name": _NULLABLE_STRING, "links": _LINKS})
+_IMAGE_TIME = {"type": ["string", "null"], "format": "date-time"}
+IMAGE_STATUSES = ["ACTIVE", "SAVING", "DELETED", "ERROR", "UNKNOWN"]
+_IMAGE = _object({
+    "id": _STRING, "name": _NULLABLE_STRING, "minRam": _INTEGER, "minDisk": _INTEGER,
+    # The image's properties: strings, but the JSON-encoded ones Nova decodes (block_device_mapping).
+    "metadata": {"type": "object"},
+    "created": _IMAGE_TIME, "updated": _IMAGE_TIME, "status": {"type": "string", "enum": IMAGE_STATUSES},
+    "progress": {"type": "integer", "enum": [0, 25, 50, 100]}, "OS-EXT-IMG-SIZE:size": _INTEGER,
+    "links": _LINKS, "server": _all_required({"id": _STRING, "links": _LINKS}),
+    "OS-DCF:diskConfig": {"type": "string", "enum": ["AUTO", "MANUAL"]}},
+    ("id", "name", "minRam", "minDisk", "metadata", "created", "updated", "status", "progress",
+     "OS-EXT-IMG-SIZE:size", "links"))
+IMAGES = _object({"images": _array(_IMAGE_BRIEF), "images_links": _LINKS}, ("images",))
+IMAGES_DETAIL = _object({"images": _array(_IMAGE), "images_links": _LINKS}, ("images",))
+IMAGE = _all_required({"image": _IMAGE})
 
 
 # Flavors ------------------------------------------------------------------------------------------
@@ -220,6 +252,20 @@ SERVICE_UPDATED = _all_required({"service": _object(
     {"host": _STRING, "binary": _STRING, "status": _ENABLED, "disabled_reason": _STRING},
     ("host", "binary", "status"))})
 
+# Host aggregates: every field of Nova's Aggregate object (``uuid`` from 2.41); create's answer
+# has neither ``hosts`` nor ``metadata``.
+_AGGREGATE_BRIEF = {"id": _INTEGER, "name": _STRING, "availability_zone": _NULLABLE_STRING,
+                    "created_at": _TIME, "updated_at": _NULLABLE_TIME, "deleted_at": _NULLABLE_TIME,
+                    "deleted": _BOOLEAN}
+_AGGREGATE_OPTIONAL = {"uuid": _STRING}
+_AGGREGATE_FULL = {**_AGGREGATE_BRIEF, "hosts": _array(_STRING),
+                   "metadata": {"type": "object", "additionalProperties": _STRING}}
+_AGGREGATE = _object({**_AGGREGATE_FULL, **_AGGREGATE_OPTIONAL}, tuple(_AGGREGATE_FULL))
+AGGREGATE = _all_required({"aggregate": _AGGREGATE})
+AGGREGATE_CREATED = _all_required({"aggregate": _object({**_AGGREGATE_BRIEF, **_AGGREGATE_OPTIONAL},
+                                                        tuple(_AGGREGATE_BRIEF))})
+AGGREGATES = _all_required({"aggregates": _array(_AGGREGATE)})
+
 _HYPERVISOR_BRIEF = {"id": _INTEGER, "hypervisor_hostname": _STRING, "state": _UP_DOWN, "status": _ENABLED}
 _HYPERVISOR_SERVERS = _array(_all_required({"uuid": _STRING, "name": _STRING}))
 _RESOURCES = ("vcpus", "memory_mb", "local_gb", "vcpus_used", "memory_mb_used", "local_gb_used", "free_ram_mb",
@@ -276,6 +322,95 @@ EXTERNAL_EVENTS = _all_required({"events": _array(_object({
     "code": {"type": "integer", "enum": [200, 400, 404, 422]}}, ("server_uuid", "name", "status", "code")),
     minItems=1)})
 
+# Extensions, os-hosts, diagnostics, server password, volume attachments ---------------------------
+
+_EXTENSION = _all_required({"alias": _STRING, "description": _STRING, "links": _LINKS, "name": _STRING,
+                            "namespace": {"type": "string", "format": "uri"}, "updated": _SERVER_TIME})
+EXTENSIONS = _all_required({"extensions": _array(_EXTENSION)})
+EXTENSION = _all_required({"extension": _EXTENSION})
+
+HOSTS = _all_required({"hosts": _array(_all_required({"host_name": _STRING, "service": _STRING,
+                                                      "zone": _STRING}))})
+HOST_RESOURCES = _all_required({"host": _array(_all_required({"resource": _all_required({
+    "host": _STRING, "project": _STRING, "cpu": _INTEGER, "memory_mb": _INTEGER, "disk_gb": _INTEGER})}))})
+HOST_UPDATED = _object({"host": _STRING, "status": {"type": "string", "enum": ["enabled", "disabled"]},
+                        "maintenance_mode": {"type": "string", "enum": ["on_maintenance", "off_maintenance"]}},
+                       ("host",))
+HOST_POWER_ACTION = _all_required({"host": _STRING, "power_action": {}})
+
+# Before 2.48 each driver's own keys (Nova's free-form dict of figures).
+DIAGNOSTICS = {"type": "object", "additionalProperties": True}
+_NULLABLE_INTEGER = {"type": ["integer", "null"]}
+DIAGNOSTICS_V248 = _all_required({
+    "state": {"type": "string", "enum": ["pending", "running", "paused", "shutdown", "crashed", "suspended"]},
+    "driver": _STRING, "hypervisor": _NULLABLE_STRING, "hypervisor_os": _NULLABLE_STRING,
+    "uptime": _NULLABLE_INTEGER, "config_drive": _BOOLEAN, "num_cpus": _INTEGER, "num_nics": _INTEGER,
+    "num_disks": _INTEGER,
+    "memory_details": _all_required({"maximum": _NULLABLE_INTEGER, "used": _NULLABLE_INTEGER}),
+    "cpu_details": _array(_all_required({"id": _NULLABLE_INTEGER, "time": _NULLABLE_INTEGER,
+                                         "utilisation": _NULLABLE_INTEGER})),
+    "nic_details": _array(_all_required({"mac_address": _NULLABLE_STRING, **{
+        f"{way}_{name}": _NULLABLE_INTEGER for way in ("rx", "tx")
+        for name in ("octets", "errors", "drop", "packets", "rate")}})),
+    "disk_details": _array(_all_required({name: _NULLABLE_INTEGER for name in (
+        "read_bytes", "read_requests", "write_bytes", "write_requests", "errors_count")})),
+})
+
+SERVER_PASSWORD = _all_required({"password": _STRING})
+
+VOLUME_ATTACHMENTS = _all_required({"volumeAttachments": _array(_object(
+    {"id": _STRING, "serverId": _STRING, "volumeId": _STRING, "device": _NULLABLE_STRING},
+    ("serverId", "volumeId"), open_=True))})
+VOLUME_ATTACHMENT = _all_required({"volumeAttachment": VOLUME_ATTACHMENTS["properties"]["volumeAttachments"]["items"]})
+_VOLUME = _object({"id": _STRING, "status": _STRING, "size": _INTEGER, "availabilityZone": _NULLABLE_STRING,
+                   "createdAt": _STRING, "displayName": _NULLABLE_STRING, "displayDescription": _NULLABLE_STRING,
+                   "volumeType": _NULLABLE_STRING, "snapshotId": _NULLABLE_STRING, "metadata": _STRING_MAP,
+                   "attachments": _array({"type": "object"})}, ("id", "status", "size"))
+VOLUMES = _all_required({"volumes": _array(_VOLUME)})
+VOLUME = _all_required({"volume": _VOLUME})
+_SNAPSHOT = _object({"id": _STRING, "volumeId": _STRING, "status": _STRING, "size": _INTEGER,
+                     "createdAt": _STRING, "displayName": _NULLABLE_STRING,
+                     "displayDescription": _NULLABLE_STRING}, ("id", "volumeId", "status", "size"))
+SNAPSHOTS = _all_required({"snapshots": _array(_SNAPSHOT)})
+SNAPSHOT = _all_required({"snapshot": _SNAPSHOT})
+
+# The network proxy APIs (up to 2.35) -----------------------------------------------------------------
+
+_PORT_NUMBER = {"type": ["integer", "null"], "minimum": -1}
+SECURITY_GROUP_RULE_VIEW = _all_required({
+    "id": _STRING, "parent_group_id": _STRING, "ip_protocol": _NULLABLE_STRING,
+    "from_port": _PORT_NUMBER, "to_port": _PORT_NUMBER,
+    "group": _object({"name": _NULLABLE_STRING, "tenant_id": _NULLABLE_STRING}),
+    "ip_range": _object({"cidr": _STRING})})
+_SECURITY_GROUP_VIEW = _all_required({"id": _STRING, "name": _STRING, "description": _NULLABLE_STRING,
+                                      "tenant_id": _NULLABLE_STRING, "rules": _array(SECURITY_GROUP_RULE_VIEW)})
+SECURITY_GROUP = _all_required({"security_group": _SECURITY_GROUP_VIEW})
+SECURITY_GROUPS = _all_required({"security_groups": _array(_SECURITY_GROUP_VIEW)})
+SECURITY_GROUP_RULE = _all_required({"security_group_rule": SECURITY_GROUP_RULE_VIEW})
+
+# os-networks: only id and label are known with Neutron; the nova-network fields are null (the
+# admin-only ones shown to admins only).
+NETWORK_FIELDS = ("id", "cidr", "netmask", "gateway", "broadcast", "dns1", "dns2", "cidr_v6", "gateway_v6",
+                  "label", "netmask_v6")
+NETWORK_ADMIN_FIELDS = ("created_at", "updated_at", "deleted_at", "deleted", "injected", "bridge", "vlan",
+                        "vpn_public_address", "vpn_public_port", "vpn_private_address", "dhcp_start",
+                        "project_id", "host", "bridge_interface", "multi_host", "priority", "rxtx_base", "mtu",
+                        "dhcp_server", "enable_dhcp", "share_address")
+_NETWORK_VIEW = _object({**{name: _NULLABLE_STRING for name in NETWORK_FIELDS + NETWORK_ADMIN_FIELDS},
+                         "id": _STRING, "label": _STRING,
+                         "mtu": {"type": ["integer", "null"]}, "vpn_public_port": {"type": ["integer", "null"]}},
+                        NETWORK_FIELDS)
+NETWORK = _all_required({"network": _NETWORK_VIEW})
+NETWORKS = _all_required({"networks": _array(_NETWORK_VIEW)})
+_TENANT_NETWORK_VIEW = _all_required({"id": _STRING, "cidr": _STRING, "label": _STRING})
+TENANT_NETWORK = _all_required({"network": _TENANT_NETWORK_VIEW})
+TENANT_NETWORKS = _all_required({"networks": _array(_TENANT_NETWORK_VIEW)})
+
+_FLOATING_IP_VIEW = _all_required({"id": _STRING, "ip": _STRING, "fixed_ip": _NULLABLE_STRING,
+                                   "instance_id": _NULLABLE_STRING, "pool": _STRING})
+FLOATING_IP = _all_required({"floating_ip": _FLOATING_IP_VIEW})
+FLOATING_IPS = _all_required({"floating_ips": _array(_FLOATING_IP_VIEW)})
+FLOATING_IP_POOLS = _all_required({"floating_ip_pools": _array(_all_required({"name": _STRING}))})
 
 # Usage, audit log, migrations ----------------------------------------------------------------------
 

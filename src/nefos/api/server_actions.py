@@ -6,8 +6,8 @@ from fastapi import APIRouter, Request
 from starlette.responses import JSONResponse, Response
 
 from nefos import exceptions, policy, rest
-from nefos.api import (console_output, microversion, server_admin_actions, server_floating_ips, server_image_actions,
-                       server_multinic, server_resize_actions)
+from nefos.api import (console_output, microversion, remote_consoles, server_admin_actions, server_floating_ips,
+                       server_image_actions, server_multinic, server_resize_actions)
 from nefos.api.validation import validate
 from nefos.openapi import documented
 from nefos.api import response_schemas as responses
@@ -81,7 +81,7 @@ def action_schema() -> dict:
     others take null (actions Nefos does not support, and those not in 2.1, are left out)."""
     from nefos.api.servers import rebuild_schema
     with_schema = [_REBOOT_SCHEMA, {**_LOCK_SCHEMA, "required": ["lock"]}, _CHANGE_PASSWORD_SCHEMA,
-                   console_output.SCHEMA, rebuild_schema(microversion.MIN),
+                   console_output.SCHEMA, remote_consoles.VNC_SCHEMA, rebuild_schema(microversion.MIN),
                    _security_group_schema("addSecurityGroup"), _security_group_schema("removeSecurityGroup"),
                    server_resize_actions._RESIZE_SCHEMA, server_image_actions._CREATE_IMAGE_SCHEMA,
                    server_image_actions._CREATE_BACKUP_SCHEMA, server_admin_actions._RESET_STATE_SCHEMA,
@@ -97,7 +97,8 @@ def action_schema() -> dict:
 @router.post("/v2.1/servers/{server_id}/action")
 @documented(request=action_schema, responses={200: responses.CONSOLE_OUTPUT, 202: responses.NO_BODY,
                                                 204: responses.NO_BODY},
-            action_responses={name: {202: schema} for name, schema in responses.ACTION_BODIES.items()})
+            action_responses={**{name: {202: schema} for name, schema in responses.ACTION_BODIES.items()},
+                              "os-getVNCConsole": {200: responses.VNC_CONSOLE}})
 async def server_action(request: Request, server_id: str):
     ctx = rest.get_context(request)
     body = await rest.json_body(request)
@@ -129,6 +130,8 @@ async def server_action(request: Request, server_id: str):
         await compute_api.unlock(ctx, server_id)
     elif name == "os-getConsoleOutput":
         return await console_output.console_output(request, ctx, server_id, body)
+    elif name in remote_consoles.HANDLERS:
+        return await remote_consoles.HANDLERS[name](request, ctx, server_id, body)
     elif name == "rebuild":
         from nefos.api.servers import rebuild_server
         return JSONResponse(await rebuild_server(request, ctx, server_id, body), status_code=202)

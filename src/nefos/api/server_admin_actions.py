@@ -7,7 +7,7 @@ but cannot carry out.
   configuration into a running guest (as with Nova's libvirt driver, where it is a no-op).
 - ``restore`` / ``forceDelete``: only for soft-deleted servers; Nefos deletes at once (Nova with
   ``reclaim_instance_interval = 0``), so an existing server always answers 409.
-- Actions Nova has and Nefos does not implement (live migration, evacuate, consoles,
+- Actions Nova has and Nefos does not implement (live migration, evacuate,
   rescue, ...; resize and cold migration are in ``server_resize_actions``): the server is looked up first (404 when it is not there, as in Nova), then
   501 Not Implemented, Nova's answer when a driver lacks the feature.
 """
@@ -32,9 +32,6 @@ _RESET_STATE_SCHEMA = {"type": "object", "properties": {"os-resetState": {
 UNSUPPORTED = {
     "os-migrateLive": "os_compute_api:os-migrate-server:migrate_live",
     "evacuate": "os_compute_api:os-evacuate",
-    "os-getVNCConsole": "os_compute_api:os-remote-consoles",
-    "os-getSPICEConsole": "os_compute_api:os-remote-consoles",
-    "os-getSerialConsole": "os_compute_api:os-remote-consoles",
     "rescue": "os_compute_api:os-rescue",
     "unrescue": "os_compute_api:os-unrescue",
     "trigger_crash_dump": "os_compute_api:servers:trigger_crash_dump",

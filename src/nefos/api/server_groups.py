@@ -76,21 +76,6 @@ def view(request: Request, group: dict) -> dict:
     return body
 
 
-def _limited(request: Request, items: list) -> list:
-    """Nova's ``common.limited``: ``offset`` and ``limit`` query parameters."""
-    params = request.query_params
-    offset = 0
-    if "offset" in params:
-        try:
-            offset = int(params["offset"])
-        except ValueError:
-            raise exceptions.ValidationError("offset param must be an integer")
-        if offset < 0:
-            raise exceptions.ValidationError("offset param must be positive")
-    limit, _ = common.limit_and_marker(request)
-    return items[offset:offset + limit]
-
-
 async def _get_visible(request: Request, group_id: str, action: str) -> dict:
     group = await groups_mod.get_group(request.app.state.rt.db, group_id)
     common.authorize(request, f"os_compute_api:os-server-groups:{action}",
@@ -109,7 +94,7 @@ async def list_server_groups(request: Request):
         common.authorize(request, "os_compute_api:os-server-groups:index:all_projects")
         project_id = None
     groups = await groups_mod.list_groups(request.app.state.rt.db, project_id)
-    return {"server_groups": [view(request, g) for g in _limited(request, groups)]}
+    return {"server_groups": [view(request, g) for g in common.limited(request, groups)]}
 
 
 @router.get("/v2.1/os-server-groups/{group_id}")

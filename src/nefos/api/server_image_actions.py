@@ -13,6 +13,7 @@ from fastapi import Request
 from starlette.responses import JSONResponse, Response
 
 from nefos import exceptions, policy
+from nefos.api import image_metadata
 from nefos.api.common import base_url
 from nefos.api.validation import validate, validate_integer
 
@@ -50,9 +51,18 @@ def _image_created(request: Request, image_id: str, *, with_location: bool = Tru
     return response
 
 
+async def _check_metadata_quota(request: Request, ctx, server_id: str, metadata: dict | None) -> None:
+    """Below 2.39 Nova holds the snapshot's metadata to the ``metadata_items`` quota (403), once
+    it has found the server (404 first)."""
+    if metadata and not request.state.api_version.matches("2.39"):
+        await request.app.state.compute_api.get(ctx, server_id)
+        await image_metadata.check_quota(request, ctx, metadata)
+
+
 async def create_image(request: Request, ctx, server_id: str, body: dict) -> Response:
     validate(body, _CREATE_IMAGE_SCHEMA)
     args = body["createImage"]
+    await _check_metadata_quota(request, ctx, server_id, args.get("metadata"))
     image = await request.app.state.compute_api.snapshot(ctx, server_id, args["name"], args.get("metadata"))
     return _image_created(request, image["id"])
 
@@ -61,6 +71,7 @@ async def create_backup(request: Request, ctx, server_id: str, body: dict) -> Re
     validate(body, _CREATE_BACKUP_SCHEMA)
     args = body["createBackup"]
     rotation = validate_integer(args["rotation"], "rotation", min_value=0)
+    await _check_metadata_quota(request, ctx, server_id, args.get("metadata"))
     image = await request.app.state.compute_api.snapshot(
         ctx, server_id, args["name"], args.get("metadata"), backup_type=args["backup_type"], rotation=rotation)
     return _image_created(request, image["id"], with_location=rotation > 0)

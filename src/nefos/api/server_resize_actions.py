@@ -16,6 +16,7 @@ from starlette.responses import Response
 
 from nefos import exceptions, policy
 from nefos.api.validation import validate
+from nefos.compute import disk_config
 
 _RESIZE_SCHEMA = {"type": "object", "properties": {"resize": {
     "type": "object", "properties": {
@@ -42,7 +43,8 @@ async def resize(request: Request, ctx, server_id: str, body: dict) -> Response:
     validate(body, _RESIZE_SCHEMA)
     policy.enforce(ctx, "os_compute_api:servers:resize", await _target(request, ctx, server_id))
     flavor_ref = str(body["resize"]["flavorRef"]).rstrip("/").rsplit("/", 1)[-1]
-    await _compute_api(request).resize(ctx, server_id, flavor_ref)
+    auto_disk_config = disk_config.from_api(body["resize"].get("OS-DCF:diskConfig"))
+    await _compute_api(request).resize(ctx, server_id, flavor_ref, auto_disk_config=auto_disk_config)
     return Response(status_code=202)
 
 

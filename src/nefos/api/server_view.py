@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 
-from nefos.compute import image_properties
+from nefos.compute import disk_config, image_properties
 from nefos.objects import states
 
 
@@ -116,7 +116,7 @@ def detail(instance: dict, base: str, version, ctx, *, extended: bool = True,
         "accessIPv4": instance.get("access_ip_v4") or "",
         "accessIPv6": instance.get("access_ip_v6") or "",
         "links": links(base, "servers", instance["uuid"]),
-        "OS-DCF:diskConfig": "MANUAL",
+        "OS-DCF:diskConfig": disk_config.to_api(instance),
     }
     if extended:
         server.update({

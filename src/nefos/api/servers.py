@@ -31,6 +31,7 @@ from nefos import policy
 from nefos.api import common, server_view
 from nefos.api import response_schemas as responses
 from nefos.api.validation import bool_from_string, is_uuid_like, query_schema, validate, validate_query
+from nefos.compute import disk_config
 from nefos.compute.services import COMPUTE_BINARY
 from nefos.objects import states
 from nefos.openapi import documented
@@ -82,6 +83,14 @@ def _hostname_schema(version) -> dict | None:
     if version.matches("2.94"):
         return _FQDN
     return _HOSTNAME if version.matches("2.90") else None
+
+
+# The hints the scheduler reads are validated as Nova's; other hints pass (Nova allows any).
+_SERVER_UUIDS = {"oneOf": [{"type": "string", "format": "uuid"},
+                           {"type": "array", "items": {"type": "string", "format": "uuid"}}]}
+_HINTS = {"type": "object", "properties": {
+    "different_host": _SERVER_UUIDS,
+    "same_host": {"type": ["string", "array"], "items": {"type": "string", "format": "uuid"}}}}
 
 
 def create_schema(version) -> dict:
@@ -137,8 +146,8 @@ def create_schema(version) -> dict:
         "properties": {
             "server": {"type": "object", "properties": props, "required": required,
                        "additionalProperties": False},
-            "os:scheduler_hints": {"type": "object"},
-            "OS-SCH-HNT:scheduler_hints": {"type": "object"},
+            "os:scheduler_hints": _HINTS,
+            "OS-SCH-HNT:scheduler_hints": _HINTS,
         },
         "required": ["server"],
         "additionalProperties": False,
@@ -201,6 +210,7 @@ async def rebuild_server(request: Request, ctx, server_id: str, body: dict) -> d
         updates["trusted_certs"] = args["trusted_image_certificates"]
     if version.matches("2.90") and "hostname" in args:
         updates["hostname"] = args["hostname"]
+    updates["auto_disk_config"] = disk_config.from_api(args.get("OS-DCF:diskConfig"))
     instance = await _compute_api(request).rebuild(ctx, server_id, args["imageRef"], updates)
     view = server_view.detail(instance, base_url(request), version, ctx, extended=version.matches("2.75"),
                               server_groups=await _server_groups(request, instance))
@@ -290,7 +300,8 @@ async def create_server(request: Request):
             access_ip_v6=server.get("accessIPv6"),
             config_drive="True" if str(server.get("config_drive", "")).lower() in ("true", "1") else None,
             tags=server.get("tags"), trusted_certs=trusted_certs, requested_host=requested_host,
-            requested_node=requested_node, hostname=server.get("hostname"))
+            requested_node=requested_node, hostname=server.get("hostname"),
+            auto_disk_config=disk_config.from_api(server.get("OS-DCF:diskConfig")))
     except exceptions.FlavorNotFound:
         raise exceptions.ValidationError("Flavor '%s' could not be found." % flavor_ref) from None
     except exceptions.ImageNotFound:
@@ -303,7 +314,7 @@ async def create_server(request: Request):
         return JSONResponse({"reservation_id": reservation_id}, status_code=202)
     first = instances[0]
     view = {"id": first["uuid"], "links": server_view.links(base_url(request), "servers", first["uuid"]),
-            "OS-DCF:diskConfig": "MANUAL",
+            "OS-DCF:diskConfig": disk_config.to_api(first),
             "security_groups": [{"name": n} for n in first.get("security_groups") or []]}
     view["adminPass"] = server.get("adminPass") or _generate_password()
     return JSONResponse({"server": view}, status_code=202,
@@ -641,6 +652,8 @@ async def update_server(request: Request, server_id: str):
             updates[key] = server[api_key]
             if api_key.startswith("access") and server[api_key]:
                 updates[key] = _normalized_ip(server[api_key])
+    if "OS-DCF:diskConfig" in server:
+        updates["auto_disk_config"] = disk_config.from_api(server["OS-DCF:diskConfig"])
     instance = await _compute_api(request).update(ctx, server_id, updates)
     # Before 2.75 the update answers with the narrower view (no OS-EXT-* attributes).
     if version.matches("2.75") and policy.check(ctx, "os_compute_api:servers:show:host_status"):

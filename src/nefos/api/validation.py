@@ -9,7 +9,7 @@ worded as Nova words it, naming the offending field::
 As in Nova, ``minimum``/``maximum`` also apply to numeric strings (``"0"``
 fails ``minimum: 1``), and these formats are checked: ``uuid``, ``ipv4``,
 ``ipv6``, ``cidr``, ``uri``, ``date-time``, ``base64``, ``name`` (printable, no leading or
-trailing whitespace), ``name_with_leading_trailing_spaces``.
+trailing whitespace), ``name_with_leading_trailing_spaces``, ``az_name`` (a ``name`` without ':').
 
 The ``parameter_types``-like constants below (``NAME``, ``BOOLEAN``, ...) are
 the building blocks Nova's schemas use; ``bool_from_string`` and
@@ -66,6 +66,21 @@ def _check_name_spaces(instance) -> bool:
         return True
     if not _printable(instance) or (instance and not instance.strip()):
         raise InvalidName(_NAME_SPACES_MSG)
+    return True
+
+
+_AZ_NAME_MSG = ("An invalid 'name' value was provided. The name must be: printable characters except :."
+                "Can not start or end with whitespace.")
+
+
+@_checker.checks("az_name", raises=InvalidName)
+def _check_az_name(instance) -> bool:
+    """Nova's ``az_name``: a ``name`` without ':' (which separates zone, host and node)."""
+    if not isinstance(instance, str):
+        return True
+    if (not _printable(instance) or ":" in instance
+            or (instance and (instance[0].isspace() or instance[-1].isspace()))):
+        raise InvalidName(_AZ_NAME_MSG)
     return True
 
 
@@ -252,6 +267,7 @@ def validate_integer(value, name: str, min_value: int | None = None, max_value: 
 # Building blocks (Nova's nova.api.validation.parameter_types) --------------------
 
 NAME = {"type": "string", "minLength": 1, "maxLength": 255, "format": "name"}
+AZ_NAME = {"type": "string", "minLength": 1, "maxLength": 255, "format": "az_name"}
 NAME_WITH_SPACES = {"type": "string", "minLength": 1, "maxLength": 255,
                     "format": "name_with_leading_trailing_spaces"}
 DESCRIPTION = {"type": ["string", "null"], "minLength": 0, "maxLength": 255,

@@ -20,7 +20,8 @@ import uuid as uuidlib
 from sqlalchemy import func, insert, select
 
 from nefos import exceptions
-from nefos.compute import flavors as flavors_mod, image_properties, regex_filters as regex_filters_mod, server_groups
+from nefos.compute import (disk_config, flavors as flavors_mod, image_properties, regex_filters as regex_filters_mod,
+                           server_groups)
 from nefos.compute.services import COMPUTE_BINARY
 from nefos.compute.rpcapi import ComputeRPCAPI
 from nefos.conductor.manager import ConductorAPI
@@ -32,7 +33,8 @@ LOG = logging.getLogger(__name__)
 
 # The server fields an update or a rebuild may set, and the instance columns they are kept in.
 _FIELD_COLUMNS = {"name": "display_name", "description": "display_description", "hostname": "hostname",
-                  "access_ip_v4": "access_ip_v4", "access_ip_v6": "access_ip_v6"}
+                  "access_ip_v4": "access_ip_v4", "access_ip_v6": "access_ip_v6",
+                  "auto_disk_config": "auto_disk_config"}
 
 
 def _columns_of(updates: dict, *more: str) -> dict:
@@ -90,14 +92,13 @@ class ComputeAPI:
     async def _check_availability_zone(self, zone: str | None, host: str | None) -> None:
         if not zone and not host:
             return  # nothing asked for: the scheduler picks among every zone
-        from nefos.db.models import Service
-        async with self.rt.db.reader() as s:
-            services = (await s.execute(select(Service).where(
-                Service.binary == COMPUTE_BINARY, Service.deleted == 0))).scalars().all()
-        zones = {svc.availability_zone or self.rt.cfg.default_availability_zone for svc in services}
-        if zone and zone not in zones:
+        from nefos.compute import availability_zones
+        available, _unavailable, services = await availability_zones.zones(self.rt.db, self.rt.cfg)
+        # As Nova: the zone must have an enabled service (its hosts' aggregate zone or the default),
+        # unless a host is forced (the zone is then not checked).
+        if zone and not host and zone not in available:
             raise exceptions.Invalid("The requested availability zone is not available")
-        if host and host not in {svc.host for svc in services}:
+        if host and host not in {svc["host"] for svc in services if svc["binary"] == COMPUTE_BINARY}:
             raise exceptions.Invalid(f"Compute host {host} could not be found.")
 
     async def _check_requested_destination(self, host: str | None, node: str | None) -> None:
@@ -137,7 +138,8 @@ class ComputeAPI:
                      config_drive: str | None = None,
                      local_disks: list[dict] | None = None, tags: list[str] | None = None,
                      trusted_certs: list[str] | None = None, requested_host: str | None = None,
-                     requested_node: str | None = None, hostname: str | None = None) -> tuple[list[dict], str]:
+                     requested_node: str | None = None, hostname: str | None = None,
+                     auto_disk_config: bool | None = None) -> tuple[list[dict], str]:
         if hostname and max_count > 1:  # 2.90: a hostname for one server only
             raise exceptions.Invalid("Unable to allocate a single hostname to multiple instances")
         flavor = await flavors_mod.get_by_flavor_id(self.rt.db, flavor_ref, ctx)
@@ -147,6 +149,7 @@ class ComputeAPI:
             raise exceptions.ValidationError("Block Device Mapping is Invalid: Boot sequence for the "
                                              "instance and image/block device mapping combination is not valid.")
         image = await self._check_image(ctx, image_ref, flavor)
+        auto_disk_config = disk_config.for_image(image, auto_disk_config)
         if local_disks is not None:
             _check_local_disks(flavor, local_disks)
         zone, forced_host = self._parse_availability_zone(ctx, availability_zone)
@@ -215,6 +218,7 @@ class ComputeAPI:
                             vcpus=flavor["vcpus"], memory_mb=flavor["memory_mb"], root_gb=flavor["root_gb"],
                             ephemeral_gb=flavor["ephemeral_gb"], image_ref=image["id"], key_name=key_name,
                             key_data=key_data, user_data=user_data, config_drive=config_drive or "",
+                            auto_disk_config=auto_disk_config,
                             metadata=metadata, system_metadata=image_properties.from_image(image, flavor),
                             security_groups=security_groups,
                             network_info=[], requested_networks=_requested_networks_record(requested_networks),
@@ -584,15 +588,17 @@ class ComputeAPI:
 
     async def _host_zone(self, host: str) -> str:
         """The availability zone of compute host ``host`` (400 when there is no such compute host)."""
+        from nefos.compute.aggregates import host_zones
         from nefos.db.models import ComputeNode, Service
         async with self.rt.db.reader() as s:
             node = (await s.execute(select(ComputeNode.host).where(
                 ComputeNode.host == host, ComputeNode.deleted == 0).limit(1))).first()
             zone = (await s.execute(select(Service.availability_zone).where(
                 Service.host == host, Service.binary == COMPUTE_BINARY, Service.deleted == 0))).scalar()
+            aggregate_zone = (await host_zones(s)).get(host)
         if node is None:
             raise exceptions.Invalid(f"Compute host {host} could not be found.")
-        return zone or self.rt.cfg.default_availability_zone
+        return aggregate_zone or zone or self.rt.cfg.default_availability_zone
 
     async def rebuild(self, ctx, uuid: str, image_ref: str, updates: dict) -> dict:
         """Rebuild the server from ``image_ref`` (its ports and IPs kept); ``updates``: name,
@@ -605,6 +611,7 @@ class ComputeAPI:
             image = await self._check_image(ctx, image_ref, flavor)
         except exceptions.ImageNotFound:
             raise exceptions.Invalid("Cannot find image for rebuild") from None
+        auto_disk = disk_config.for_image(image, updates.get("auto_disk_config"))
         async with self._action(ctx, uuid, actions.REBUILD, [states.ACTIVE, states.STOPPED, states.ERROR],
                                 [None], states.REBUILDING) as instance:
             # 2.98: the new image's properties replace the old one's in the system metadata.
@@ -614,15 +621,16 @@ class ComputeAPI:
                 values["key_name"], values["key_data"] = await self._key_pair(ctx, updates["key_name"])
             # 2.57, 2.63: user_data and trusted_certs replaced (None clears); 2.90: hostname.
             values.update(_columns_of(updates, "metadata", "user_data", "trusted_certs"))
+            values["auto_disk_config"] = auto_disk  # the new image's unless asked (Nova's rebuild)
             await instance_obj.save(self.rt.db, uuid, values, expected_task_state=[states.REBUILDING])
             await self.compute_rpcapi.cast(ctx, instance["host"], "rebuild_instance", instance_uuid=uuid,
                                            image_id=image_ref, was_stopped=instance["vm_state"] == states.STOPPED)
         return await self.get(ctx, uuid)
 
     # Resize and cold migration (nefos.compute.resize) ---------------------------------------
-    async def resize(self, ctx, uuid: str, flavor_id: str) -> None:
+    async def resize(self, ctx, uuid: str, flavor_id: str, auto_disk_config: bool | None = None) -> None:
         from nefos.compute import resize
-        await resize.request_resize(self, ctx, uuid, flavor_id=flavor_id)
+        await resize.request_resize(self, ctx, uuid, flavor_id=flavor_id, auto_disk_config=auto_disk_config)
 
     async def migrate(self, ctx, uuid: str, host: str | None = None) -> None:
         from nefos.compute import resize

@@ -1,8 +1,9 @@
-"""Availability zones, derived (as in Nova without aggregates) from the services' zones.
+"""Availability zones, derived as in Nova from the services' zones.
 
-A compute service is in its ``availability_zone`` (default: the configured
-``default_availability_zone``); every other service is in ``internal``. A
-zone is available when at least one of its services is enabled.
+A compute service is in the ``availability_zone`` metadata of its host's aggregate
+(``compute/aggregates.py``), else the configured ``default_availability_zone``; every other
+service is in ``internal``. A zone is available when at least one of its services is enabled;
+a zone of an aggregate without hosts is not listed (as in Nova).
 """
 
 from __future__ import annotations

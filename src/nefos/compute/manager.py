@@ -23,10 +23,11 @@ from nefos.bus import Endpoint
 from nefos.compute import image_trust
 from nefos.conductor.manager import ConductorAPI
 from nefos.db.models import BlockDeviceMapping, utcnow
-from nefos.objects import actions, allocations, build_requests, instance as instance_obj, states
+from nefos.objects import (actions, allocations, build_requests, console_auth_tokens, instance as instance_obj,
+                           states)
 from nefos.compute.resource_tracker import ResourceTracker
-from nefos.compute import (deadlines, init_host as host_init, instance_events, interfaces, lifecycle, power_sync,
-                           rebuild, resize, service_state, shelve, snapshots)
+from nefos.compute import (consoles, deadlines, init_host as host_init, instance_events, interfaces, lifecycle,
+                           power_sync, rebuild, resize, service_state, shelve, snapshots)
 from nefos.image.client import ImageAPI
 
 LOG = logging.getLogger(__name__)
@@ -312,6 +313,35 @@ class ComputeManager(Endpoint):
             output = "\n".join(output.split("\n")[-tail_length:]) if tail_length > 0 else ""
         return output
 
+    # Remote consoles (compute/consoles.py) ------------------------------------------
+    async def get_vnc_console(self, ctx, instance_uuid: str, console_type: str) -> dict:
+        """A bus call: {"url"} of the console proxy, with a new token for the guest's VNC server."""
+        return await consoles.get_vnc_console(self, ctx, instance_uuid, console_type)
+
+    async def validate_console_port(self, ctx, instance_uuid: str, port: int, console_type: str) -> bool:
+        return await consoles.validate_console_port(self, ctx, instance_uuid, port, console_type)
+
+    # Diagnostics -------------------------------------------------------------------
+    async def get_diagnostics(self, ctx, instance_uuid: str, standard: bool = False) -> dict:
+        """The guest's figures from the driver: its own keys, or (``standard``, 2.48) the standard
+        form. As Nova, only a running guest has them (409 naming its power state otherwise: a guest
+        not spawned yet is ``pending``); 501 when the driver has none."""
+        instance = await instance_obj.get(self.rt.db, instance_uuid)
+        try:
+            power_state = (await self.driver.get_info(instance))["power_state"]
+        except exceptions.InstanceNotFound:
+            power_state = states.NOSTATE
+        if power_state != states.RUNNING:
+            raise exceptions.InstanceInvalidState(action="get_diagnostics", instance_uuid=instance_uuid,
+                                                  attr="power state",
+                                                  state=states.POWER_STATE_NAMES.get(power_state, "pending"))
+        try:
+            if standard:
+                return await self.driver.get_instance_diagnostics(instance)
+            return await self.driver.get_diagnostics(instance)
+        except NotImplementedError:
+            raise exceptions.NotSupported("The requested functionality is not supported.") from None
+
     # External events ------------------------------------------------------
     async def external_instance_event(self, ctx, events: list[dict]) -> None:
         """Events the Compute API accepted for this host's instances (compute/instance_events.py)."""
@@ -381,6 +411,7 @@ class ComputeManager(Endpoint):
                 await allocations.release(self.rt.db, instance_uuid)
                 await resize.cleanup_on_delete(self, ctx, instance)  # a migration's claim and other guest
                 await instance_obj.destroy(self.rt.db, instance_uuid)
+                await console_auth_tokens.delete_for_instance(self.rt.db, instance_uuid)  # as Nova's
             await actions.finish_action(self.rt.db, ctx, instance_uuid)
             self.instance_events.forget(instance_uuid)
             instance.update(vm_state=states.DELETED, task_state=None, power_state=states.NOSTATE)

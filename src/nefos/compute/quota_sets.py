@@ -3,7 +3,9 @@
 Limits live in ``quotas`` (a row overrides the configured default); usage in
 ``quota_usages``. Nova also shows resources Nefos does not enforce (floating
 and fixed IPs, injected files): they have Nova's defaults, and a set value is
-stored and shown like any other.
+stored and shown like any other. Security group rules are the networking service's quota (its
+default, 100, is what is enforced); the Compute API shows Nova's own default for them, 20, until
+a quota class or the project sets one, as a Nova beside Neutron shows its unenforced value.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ NOVA_ONLY_DEFAULTS = {
     "injected_file_content_bytes": 10240,
     "injected_file_path_bytes": 255,
 }
+# Nova's defaults shown instead of the networking service's, unless a class or the project sets one.
+NOVA_VIEW_DEFAULTS = {"security_group_rules": 20}
 _BASE = ["instances", "cores", "ram", "metadata_items", "key_pairs", "server_groups", "server_group_members"]
 _NETWORK = ["floating_ips", "fixed_ips", "security_groups", "security_group_rules"]
 _INJECTED = ["injected_files", "injected_file_content_bytes", "injected_file_path_bytes"]
@@ -61,13 +65,25 @@ async def get_defaults(db, cfg) -> dict[str, int]:
     result = defaults(cfg)
     async with db.reader() as s:
         result.update(await quotas.class_defaults(s, cfg))
+        set_here = await _explicitly_set(s)
+    result.update({r: v for r, v in NOVA_VIEW_DEFAULTS.items() if r not in set_here})
     return result
+
+
+async def _explicitly_set(s, project_id: str | None = None) -> set[str]:
+    """The resources the ``default`` quota class (and ``project_id``, if given) set a limit of."""
+    names = set((await s.execute(select(QuotaClass.resource).where(QuotaClass.class_name == quotas.DEFAULT_CLASS))).scalars())
+    if project_id is not None:
+        names |= set((await s.execute(select(Quota.resource).where(Quota.project_id == project_id))).scalars())
+    return names
 
 
 async def get_limits(db, cfg, project_id: str) -> dict[str, int]:
     result = defaults(cfg)
     async with db.reader() as s:
         result.update(await quotas.limits(s, cfg, project_id))
+        set_here = await _explicitly_set(s, project_id)
+    result.update({r: v for r, v in NOVA_VIEW_DEFAULTS.items() if r not in set_here})
     return result
 
 

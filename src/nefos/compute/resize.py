@@ -49,6 +49,7 @@ import uuid as uuidlib
 from sqlalchemy import update
 
 from nefos import exceptions
+from nefos.compute import disk_config
 from nefos.compute.rpcapi import ComputeRPCAPI
 from nefos.db.models import Allocation, utcnow
 from nefos.objects import actions, allocations, instance as instance_obj, migrations as migrations_obj, quotas, states
@@ -91,8 +92,10 @@ def _quota_back(migration: dict, kept: dict) -> dict[str, int]:
 
 
 # API layer ---------------------------------------------------------------------------------------
-async def request_resize(api, ctx, uuid: str, flavor_id: str | None = None, host: str | None = None) -> None:
-    """``resize`` (``flavor_id``) or ``migrate`` (no flavor; ``host`` from 2.56)."""
+async def request_resize(api, ctx, uuid: str, flavor_id: str | None = None, host: str | None = None,
+                         auto_disk_config: bool | None = None) -> None:
+    """``resize`` (``flavor_id``) or ``migrate`` (no flavor; ``host`` from 2.56); either sets the
+    server's ``auto_disk_config`` to the requested one, MANUAL when none, as Nova's resize does."""
     from nefos.compute import flavors as flavors_mod
     from nefos.compute.services import is_up
     rt = api.rt
@@ -107,6 +110,7 @@ async def request_resize(api, ctx, uuid: str, flavor_id: str | None = None, host
                                               state=instance["task_state"])
     if not instance.get("host") or not await api._host_is_up(instance["host"], is_up):
         raise exceptions.ComputeServiceUnavailable(host=instance.get("host"))
+    auto_disk_config = disk_config.for_resize(instance, auto_disk_config)
     old = instance.get("flavor") or {}
     if host is not None:
         if host == instance["host"]:
@@ -148,6 +152,7 @@ async def request_resize(api, ctx, uuid: str, flavor_id: str | None = None, host
             await quotas.consume(s, rt.cfg, instance["project_id"], upsize)
         try:
             await instance_obj.save(rt.db, uuid, {"task_state": states.RESIZE_PREP, "progress": 0,
+                                                  "auto_disk_config": auto_disk_config,
                                                   "system_metadata": _with_migration(instance, migration)},
                                     expected_task_state=[None], expected_vm_state=[states.ACTIVE, states.STOPPED],
                                     session=s)

@@ -20,6 +20,10 @@ class ComputeRPCAPI:
         return await self.bus.call(ctx, "compute", "get_console_output", host=host,
                                    instance_uuid=instance_uuid, tail_length=tail_length)
 
+    async def get_diagnostics(self, ctx, host: str, instance_uuid: str, standard: bool) -> dict:
+        return await self.bus.call(ctx, "compute", "get_diagnostics", host=host, instance_uuid=instance_uuid,
+                                   standard=standard)
+
     async def power_action(self, ctx, host: str, action: str, instance_uuid: str, **kwargs) -> None:
         """Cast one of stop/start/reboot/pause/unpause/suspend/resume_instance."""
         await self.bus.cast(ctx, "compute", f"{action}_instance", host=host,

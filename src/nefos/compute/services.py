@@ -55,16 +55,24 @@ def is_compute(service) -> bool:
     return _field(service, "binary") == COMPUTE_BINARY or _field(service, "topic") == "compute"
 
 
-def zone_of(service, cfg) -> str:
-    """The availability zone Nova reports: compute hosts' zone, ``internal`` for the rest."""
+def zone_of(service, cfg, aggregate_zones: dict[str, str] | None = None) -> str:
+    """The availability zone Nova reports: a compute host's is its aggregate's zone
+    (``aggregate_zones``, host to zone), else the service's own, else the default; ``internal``
+    for the other services."""
     if is_compute(service):
-        return _field(service, "availability_zone") or cfg.default_availability_zone
+        return ((aggregate_zones or {}).get(_field(service, "host")) or _field(service, "availability_zone")
+                or cfg.default_availability_zone)
     return INTERNAL_ZONE
 
 
-def to_dict(row: Service, cfg) -> dict:
+async def _aggregate_zones(s) -> dict[str, str]:
+    from nefos.compute.aggregates import host_zones  # it imports this module
+    return await host_zones(s)
+
+
+def to_dict(row: Service, cfg, aggregate_zones: dict[str, str] | None = None) -> dict:
     d = row.to_dict()
-    d["zone"] = zone_of(row, cfg)
+    d["zone"] = zone_of(row, cfg, aggregate_zones)
     d["state"] = "up" if is_up(row, cfg) else "down"
     d["status"] = "disabled" if row.disabled else "enabled"
     d["updated_at"] = max((t for t in (_as_naive_utc(row.updated_at), _as_naive_utc(row.last_seen_up)) if t),
@@ -80,7 +88,8 @@ async def list_services(db, cfg, *, host: str | None = None, binary: str | None 
         q = q.where(Service.binary == binary)
     async with db.reader() as s:
         rows = (await s.execute(q)).scalars().all()
-    return [to_dict(r, cfg) for r in rows]
+        zones = await _aggregate_zones(s)
+    return [to_dict(r, cfg, zones) for r in rows]
 
 
 async def get_service(db, cfg, service_id: int | str) -> dict:
@@ -89,9 +98,10 @@ async def get_service(db, cfg, service_id: int | str) -> dict:
     value = service_id if column is Service.uuid else int(service_id)
     async with db.reader() as s:
         row = (await s.execute(select(Service).where(column == value, Service.deleted == 0))).scalar_one_or_none()
+        zones = await _aggregate_zones(s)
     if row is None:
         raise exceptions.ServiceNotFound(service_id=service_id)
-    return to_dict(row, cfg)
+    return to_dict(row, cfg, zones)
 
 
 async def update_by_host_and_binary(db, host: str, binary: str, values: dict) -> None:
@@ -135,7 +145,7 @@ async def update_by_uuid(db, cfg, service_uuid: str, values: dict) -> dict:
         for key, value in values.items():
             setattr(row, key, value)
         await s.flush()
-        return to_dict(row, cfg)
+        return to_dict(row, cfg, await _aggregate_zones(s))
 
 
 async def delete_service(db, service_id: int | str) -> None:

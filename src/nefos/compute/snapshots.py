@@ -76,7 +76,8 @@ def progress_interval(cfg) -> float:
 async def reporting_progress(manager, uuid: str, task_state: str, measure: Callable[[], int]):
     """While the block runs, renew the instance's deadline each time ``measure()`` has grown
     (checked every ``progress_interval``); when the instance left ``task_state`` meanwhile (a
-    delete, the deadline passed), the block is cancelled and that is raised."""
+    delete, the deadline passed), whether or not the block moved, it is cancelled and that is
+    raised."""
     block = asyncio.current_task()
     failure: list[BaseException] = []
 
@@ -85,10 +86,16 @@ async def reporting_progress(manager, uuid: str, task_state: str, measure: Calla
         while True:
             await asyncio.sleep(progress_interval(manager.rt.cfg))
             now = measure()
-            if now == seen:
-                continue
-            seen = now
             try:
+                if now == seen:
+                    # No progress: the deadline may have ended the step meanwhile (the server in
+                    # ERROR, its task state cleared); the step stops rather than finish late.
+                    current = (await instance_obj.get(manager.rt.db, uuid))["task_state"]
+                    if current != task_state:
+                        raise exceptions.UnexpectedTaskStateError(instance_uuid=uuid, expected=task_state,
+                                                                  actual=current)
+                    continue
+                seen = now
                 await instance_obj.save(manager.rt.db, uuid, {}, expected_task_state=[task_state])
             except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError,
                     exceptions.InstanceInvalidState) as exc:

@@ -68,6 +68,7 @@ class Instance(TimestampMixin, Base):
     key_data: Mapped[str | None] = mapped_column(Text)
     user_data: Mapped[str | None] = mapped_column(Text)
     config_drive: Mapped[str | None] = mapped_column(String(255))
+    auto_disk_config: Mapped[bool | None] = mapped_column(Boolean)  # OS-DCF:diskConfig AUTO (else MANUAL)
     metadata_: Mapped[dict] = mapped_column("metadata", JSON, default=dict)
     system_metadata: Mapped[dict] = mapped_column(JSON, default=dict)
     security_groups: Mapped[list] = mapped_column(JSON, default=list)
@@ -227,6 +228,33 @@ class ComputeNode(TimestampMixin, Base):
     deleted: Mapped[int] = mapped_column(Integer, default=0)
 
 
+class Aggregate(TimestampMixin, Base):
+    """A host aggregate (Nova's API-database ``aggregates``): rows are deleted outright, as Nova's
+    are, so the API always shows ``deleted: false`` and a null ``deleted_at``."""
+    __tablename__ = "aggregates"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    uuid: Mapped[str] = mapped_column(String(36), unique=True)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+
+
+class AggregateHost(Base):
+    __tablename__ = "aggregate_hosts"
+    __table_args__ = (UniqueConstraint("host", "aggregate_id"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    aggregate_id: Mapped[int] = mapped_column(ForeignKey("aggregates.id", ondelete="CASCADE"), index=True)
+    host: Mapped[str] = mapped_column(String(255), index=True)
+
+
+class AggregateMetadata(Base):
+    """One metadata item; the ``availability_zone`` key is the zone of the aggregate's hosts."""
+    __tablename__ = "aggregate_metadata"
+    __table_args__ = (UniqueConstraint("aggregate_id", "key"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    aggregate_id: Mapped[int] = mapped_column(ForeignKey("aggregates.id", ondelete="CASCADE"), index=True)
+    key: Mapped[str] = mapped_column(String(255), index=True)
+    value: Mapped[str] = mapped_column(String(255))
+
+
 class Allocation(Base):
     """A resource claim of one consumer (instance) against one compute node."""
     __tablename__ = "allocations"
@@ -275,6 +303,21 @@ class BuildRequest(Base):
     created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow, index=True)
     claimed_until: Mapped[dt.datetime | None] = mapped_column(DateTime)
     claimed_by: Mapped[str | None] = mapped_column(String(255))
+
+
+class ConsoleAuthToken(TimestampMixin, Base):
+    """A remote console's access grant (Nova's console_auth_tokens): one instance's console at
+    ``host``:``port`` until ``expires`` (a Unix time). Only the token's SHA-256 is stored."""
+    __tablename__ = "console_auth_tokens"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    token_hash: Mapped[str] = mapped_column(String(255), unique=True)
+    console_type: Mapped[str] = mapped_column(String(255))
+    host: Mapped[str] = mapped_column(String(255))
+    port: Mapped[int] = mapped_column(Integer)
+    internal_access_path: Mapped[str | None] = mapped_column(String(255))
+    instance_uuid: Mapped[str] = mapped_column(String(36), index=True)
+    expires: Mapped[int] = mapped_column(Integer, index=True)
+    access_url_base: Mapped[str | None] = mapped_column(String(255))
 
 
 class QuotaUsage(TimestampMixin, Base):

@@ -20,6 +20,13 @@ _SNAPSHOT_OWN = frozenset({"instance_uuid", "user_id", "image_type", "backup_typ
                            "image_location", "owner_id"})
 
 
+# The keys of the Image API's view that are not extra properties.
+_VIEW_KEYS = frozenset({"id", "name", "status", "visibility", "protected", "os_hidden", "checksum",
+                        "os_hash_algo", "os_hash_value", "owner", "size", "virtual_size", "min_ram",
+                        "min_disk", "container_format", "disk_format", "created_at", "updated_at",
+                        "tags", "self", "file", "schema"})
+
+
 class ImageAPI:
     def __init__(self, rt):
         self.rt = rt
@@ -99,12 +106,43 @@ class ImageAPI:
                         on_chunk(len(chunk))
         return images.view(await images.upload(self.rt, ctx, image_id, chunks()))
 
-    async def delete(self, ctx: RequestContext, image_id: str) -> None:
-        """Delete an image; one already gone is not an error."""
+    async def delete(self, ctx: RequestContext, image_id: str, *, missing_ok: bool = True) -> None:
+        """Delete an image; one already gone is not an error unless ``missing_ok`` is false.
+
+        Raises ``NotAuthorized`` (``ImageForbidden``, ``ImageProtected``) when ``ctx`` may not."""
         try:
             await images.delete(self.rt, ctx, image_id)
         except exceptions.ImageNotFound:
-            pass
+            if not missing_ok:
+                raise
+
+    async def list(self, ctx: RequestContext, filters: list[tuple[str, str]], *, limit: int | None = None,
+                   marker: str | None = None) -> list[dict]:
+        """The images ``ctx`` sees that match the Image API list ``filters``, newest first, as
+        ``get`` shows them: at most ``limit`` (all when None; pages of the Image API's maximum
+        are followed, as glanceclient does), after the image ``marker``.
+
+        Raises ``Invalid`` for a bad filter value or an unknown marker."""
+        found: list[dict] = []
+        while limit is None or len(found) < limit:
+            page_size = images.MAX_LIMIT if limit is None else min(limit - len(found), images.MAX_LIMIT)
+            params = [*filters, ("limit", str(page_size))] + ([("marker", marker)] if marker else [])
+            doc = await images.list_images(self.rt, ctx, params)
+            for image in doc["images"]:
+                image["properties"] = {k: image[k] for k in image if k not in _VIEW_KEYS}
+            found.extend(doc["images"])
+            if "next" not in doc or not doc["images"]:
+                break
+            marker = doc["images"][-1]["id"]
+        return found
+
+    async def set_properties(self, ctx: RequestContext, image_id: str,
+                             change: Callable[[dict], dict]) -> dict:
+        """Replace the image's extra properties with ``change(current)`` (atomically); the new ones.
+
+        Raises ``ImageNotFound``, ``NotAuthorized`` when ``ctx`` may not modify the image, and
+        ``Invalid`` for a property the Image API refuses."""
+        return await images.set_properties(self.rt, ctx, image_id, change)
 
     async def list_backups(self, ctx: RequestContext, instance_uuid: str, backup_type: str) -> list[dict]:
         """The instance's backup images of ``backup_type``, oldest first (for the rotation)."""

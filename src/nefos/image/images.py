@@ -21,7 +21,7 @@ import csv
 import datetime as dt
 import re
 import uuid
-from typing import AsyncIterable, AsyncIterator
+from typing import AsyncIterable, AsyncIterator, Callable
 from urllib.parse import urlencode
 
 from sqlalchemy import bindparam, or_, select
@@ -307,6 +307,8 @@ LIST_QUERY = {"type": "object", "properties": {
     "tag": {"type": "array", "items": {"type": "string"}, "description": "Images having every tag given."},
     "os_hidden": {"type": "boolean"},
     "protected": {"type": "boolean"},
+    "min_ram": {"type": "integer"},
+    "min_disk": {"type": "integer"},
     "size_min": {"type": "integer"},
     "size_max": {"type": "integer"},
     "created_at": {"type": "string", "description": _TIMES},
@@ -445,6 +447,12 @@ def _matcher(ctx: RequestContext, params: list[tuple[str, str]]):
             op, when = _parse_time_filter(key, single.pop(key))
             checks.append(lambda r, k=key, op=op, w=when:
                           _time_matches(op, getattr(r, k) or r.created_at, w))
+
+    # Glance filters on any other column of the image by equality (its hasattr(Image, key)).
+    for key in ("min_ram", "min_disk"):
+        if key in single:
+            bound = _parse_int(key, single.pop(key))
+            checks.append(lambda r, k=key, b=bound: (getattr(r, k) or 0) == b)
 
     for key in _IN_KEYS:
         if key in single:
@@ -592,6 +600,28 @@ async def update(rt, ctx: RequestContext, image_id: str, changes: list[tuple[str
         row.tags = tags
         row.updated_at = utcnow()
     return row
+
+
+async def set_properties(rt, ctx: RequestContext, image_id: str,
+                         change: Callable[[dict], dict]) -> dict:
+    """Replace the image's extra properties with ``change(current)`` in one locked transaction
+    (what a PATCH adding, replacing and removing them would do); the new properties."""
+    async with rt.db.transaction() as s:
+        row = await _visible_row(s, ctx, image_id, lock=True)
+        _check_owner(ctx, row, "modify_image")
+        current = dict(row.properties or {})
+        properties = change(dict(current))
+        for key, value in properties.items():
+            if key in current and current[key] == value:
+                continue
+            _check_key_allowed(key, creating=False)
+            if key in schemas.CORE_WRITABLE:
+                raise _bad(f"Attribute '{key}' is a core attribute of the image, not a property.")
+            _validate_property(key, value)
+        _check_limits(properties, list(row.tags or []))
+        row.properties = properties
+        row.updated_at = utcnow()
+    return properties
 
 
 async def add_tag(rt, ctx: RequestContext, image_id: str, tag: str) -> None:

@@ -3,7 +3,9 @@
 No Keystone authentication, as Nova's: a request is for the instance its proxy signed for
 (``identification``), and answers only that instance's metadata. ``GET /`` (the EC2 versions)
 needs no identification, as in Nova; every other path does. Content comes from
-``nefos.objects.instance_metadata``, the same rendering a config drive holds.
+``nefos.objects.instance_metadata``, the same rendering a config drive holds. The one write: the
+guest's ``POST`` of its encrypted password to ``openstack/<version>/password``
+(``nefos.objects.server_password``), read back through os-server-password.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from starlette.routing import Route
 
 from nefos import exceptions
 from nefos.metadata import identification
-from nefos.objects import instance as instance_obj
-from nefos.objects.instance_metadata import (EC2_VERSIONS, InstanceMetadata, MetadataNotFound, TEXT)
+from nefos.objects import instance as instance_obj, server_password
+from nefos.objects.instance_metadata import EC2_VERSIONS, PASS_NAME, InstanceMetadata, MetadataNotFound, TEXT
 
 LOG = logging.getLogger(__name__)
 
@@ -47,11 +49,45 @@ async def _serve(request: Request) -> Response:
         body, media_type = metadata.lookup(path)
     except MetadataNotFound:
         return PlainTextResponse("Not Found", status_code=404)
+    if request.method == "POST" and _is_password(path):
+        return await _post_password(request, rt, instance)
     return Response(body, media_type=media_type if media_type != TEXT else "text/plain; charset=utf-8")
 
 
+def _is_password(path: str) -> bool:
+    tokens = [t for t in path.split("/") if t]
+    return len(tokens) == 3 and tokens[0] == "openstack" and tokens[2] == PASS_NAME
+
+
+async def _post_password(request: Request, rt, instance: dict) -> Response:
+    """The guest's encrypted password, accepted once (409 once one is stored) and at most
+    ``MAX_SIZE`` bytes (400), as Nova's ``handle_password``; the owner reads it through
+    os-server-password."""
+    if server_password.extract(instance):
+        return PlainTextResponse("Conflict", status_code=409)
+    too_large = PlainTextResponse("Request is too large.", status_code=400)
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > server_password.MAX_SIZE:
+        return too_large
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > server_password.MAX_SIZE:
+            return too_large
+    try:
+        password = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return PlainTextResponse("The password is not UTF-8 text.", status_code=400)
+    try:
+        await server_password.store(rt.db, instance["uuid"], password, only_if_unset=True)
+    except exceptions.Conflict:
+        return PlainTextResponse("Conflict", status_code=409)
+    return Response(b"", media_type="text/plain; charset=utf-8")
+
+
 def create_app(rt) -> Starlette:
-    app = Starlette(routes=[Route("/{path:path}", _serve, methods=["GET", "HEAD"])])
+    # POST: only the password path takes one (any other path answers as to a GET, as Nova's)
+    app = Starlette(routes=[Route("/{path:path}", _serve, methods=["GET", "HEAD", "POST"])])
     app.state.rt = rt
     app.state.secret = identification.shared_secret(rt.cfg)
     return app

@@ -145,6 +145,15 @@ def v_prefix(value, attr):
         raise bad(attr, f"'{value}' is not a valid IP subnet")
 
 
+def v_rule_prefix(value, attr):
+    """A security group rule's remote prefix: kept as given, host bits and all, with its prefix length
+    added when absent (Neutron's ``str(netaddr.IPNetwork(value))``), or None."""
+    if value is None:
+        return None
+    v_prefix(value, attr)
+    return str(ipaddress.ip_interface(value))
+
+
 def v_ip_version(value, attr):
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value)
@@ -402,7 +411,7 @@ ATTRIBUTES: dict[str, dict[str, Attr]] = {
         "protocol": Attr(put=False, default=None, validate=v_protocol),
         "port_range_min": Attr(put=False, default=None, validate=v_port_number),
         "port_range_max": Attr(put=False, default=None, validate=v_port_number),
-        "remote_ip_prefix": Attr(put=False, default=None, validate=v_prefix),
+        "remote_ip_prefix": Attr(put=False, default=None, validate=v_rule_prefix),
         "remote_group_id": Attr(put=False, default=None,
                                 validate=lambda v, a: None if v is None else v_uuid(v, a)),
         "description": Attr(default="", validate=v_string(255, nullable=True)),

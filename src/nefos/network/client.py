@@ -41,6 +41,11 @@ class NetworkAPI:
     async def _call(self, ctx: RequestContext, method: str, **kwargs) -> Any:
         return await self.rt.bus.call(ctx, TOPIC, method, **kwargs)
 
+    async def call(self, ctx: RequestContext, method: str, **kwargs) -> Any:
+        """One Networking API method as ``ctx`` (the proxy APIs pass the caller's own context, so the
+        network service scopes every look-up to the caller's project as Neutron does)."""
+        return await self._call(ctx, method, **kwargs)
+
     # Helpers ------------------------------------------------------------------------------
 
     async def _available_networks(self, ctx: RequestContext, project_id: str | None,

@@ -133,7 +133,9 @@ async def load_filters(db, host: str) -> list[PortFilter]:
                     if not remotes:
                         continue
                 else:
-                    remotes = [r.remote_ip_prefix] if r.remote_ip_prefix else [None]
+                    # The prefix is kept as the user gave it (host bits too): the network it names.
+                    remotes = ([str(ipaddress.ip_network(r.remote_ip_prefix, strict=False))]
+                               if r.remote_ip_prefix else [None])
                 pf.rules.append({"direction": r.direction, "protocol": r.protocol, "version": version,
                                  "min": r.port_range_min, "max": r.port_range_max, "remotes": remotes})
         out.append(pf)

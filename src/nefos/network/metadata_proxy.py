@@ -12,7 +12,8 @@ host's namespace.
 A request is answered for the instance whose port on that network has the request's source
 address as a fixed IP (asked of the network service, as Neutron's proxy asks its server): the
 port's ``device_id`` is the instance, its project the tenant. The proxy forwards the request
-(``GET`` or ``HEAD``, its path and query) to the metadata service (``metadata_host``,
+(``GET`` or ``HEAD``, its path and query; ``POST`` with its body too, for the guest's encrypted
+password, as Neutron's proxy forwards it) to the metadata service (``metadata_host``,
 ``metadata_listen_port``) with ``X-Instance-ID``, ``X-Tenant-ID``, ``X-Instance-ID-Signature``
 (``nefos.metadata.identification.sign``) and ``X-Forwarded-For``. Whatever identification headers
 the guest sent are dropped, never forwarded. An address that is no instance's port is 404; a
@@ -47,7 +48,7 @@ METADATA_PORT = 80
 
 MAX_HEAD_BYTES = 8192  # request line and headers
 MAX_HEADERS = 64
-MAX_BODY_BYTES = 4096  # a GET/HEAD carries none; a small one is read and dropped
+MAX_BODY_BYTES = 4096  # a POST's (a password: at most 1020 bytes); a GET/HEAD's is read and dropped
 MAX_RESPONSE_BYTES = 4 * 1024 * 1024  # what the service answers (user data is at most 64 KiB)
 HEAD_TIMEOUT = 10.0  # seconds a client has to send its request
 UPSTREAM_TIMEOUT = 15.0  # seconds the service has to answer (identification included)
@@ -154,10 +155,11 @@ class Request:
     method: str
     target: str
     headers: list[tuple[str, str]]
+    body: bytes = b""
 
 
 async def read_request(reader: asyncio.StreamReader) -> Request:
-    """One request's head (and a small body, dropped); raises ``BadRequest``."""
+    """One request's head and (small) body; raises ``BadRequest``."""
     try:
         head = await reader.readuntil(b"\r\n\r\n")
     except asyncio.LimitOverrunError:
@@ -186,6 +188,7 @@ async def read_request(reader: asyncio.StreamReader) -> Request:
     if "transfer-encoding" in lowered:
         raise BadRequest(400, "chunked requests are not accepted")
     lengths = {v for n, v in headers if n.lower() == "content-length"}
+    body = b""
     if lengths:
         if len(lengths) != 1 or not next(iter(lengths)).isdigit():
             raise BadRequest(400, "malformed Content-Length")
@@ -193,10 +196,10 @@ async def read_request(reader: asyncio.StreamReader) -> Request:
         if length > MAX_BODY_BYTES:
             raise BadRequest(413, "request body too large")
         try:
-            await reader.readexactly(length)  # dropped: GET and HEAD forward no body
+            body = await reader.readexactly(length)  # forwarded with a POST only
         except asyncio.IncompleteReadError:
             raise BadRequest(400, "incomplete request body")
-    return Request(method, target.decode("ascii"), headers)
+    return Request(method, target.decode("ascii"), headers, body)
 
 
 def _response(status: int, body: bytes = b"", content_type: str | None = "text/plain; charset=utf-8",
@@ -257,8 +260,8 @@ class NetworkProxy:
         except asyncio.TimeoutError:
             return _error(408, "request timeout")
         head_only = request.method == "HEAD"
-        if request.method not in ("GET", "HEAD"):
-            return _response(405, b"only GET and HEAD\n", extra=[("Allow", "GET, HEAD")])
+        if request.method not in ("GET", "HEAD", "POST"):
+            return _response(405, b"only GET, HEAD and POST\n", extra=[("Allow", "GET, HEAD, POST")])
         try:
             ipaddress.IPv4Address(source)
         except ValueError:
@@ -284,7 +287,8 @@ class NetworkProxy:
                     ("X-Instance-ID-Signature", identification.sign(self.secret, instance_id))]
         url = self.upstream.base_url.copy_with(raw_path=request.target.encode("ascii"))
         try:
-            async with self.upstream.stream(request.method, url, headers=headers) as r:
+            content = request.body if request.method == "POST" else None
+            async with self.upstream.stream(request.method, url, headers=headers, content=content) as r:
                 body = bytearray()
                 async for chunk in r.aiter_raw():
                     body += chunk

@@ -229,7 +229,7 @@ class SecurityGroups:
         if prefix and remote_group:
             raise exceptions.SecurityGroupRemoteGroupAndRemoteIpPrefix()
         if prefix:
-            version = ipaddress.ip_network(prefix).version
+            version = ipaddress.ip_network(prefix, strict=False).version
             if (version == 4) != (body["ethertype"] == "IPv4"):
                 raise exceptions.SecurityGroupRuleParameterConflict(ethertype=body["ethertype"], cidr=prefix)
         protocol, low, high = body.get("protocol"), body.get("port_range_min"), body.get("port_range_max")
@@ -256,6 +256,11 @@ class SecurityGroups:
 
     @staticmethod
     def _same_prefix(a: str | None, b: str | None) -> bool:
+        """Prefixes are kept as given: they are the same when their networks are (as Neutron's
+        duplicate check, on the normalised CIDRs)."""
+        def network(prefix):
+            return None if prefix is None else str(ipaddress.ip_network(prefix, strict=False))
+        a, b = network(a), network(b)
         any_nets = (None, "0.0.0.0/0", "::/0")
         return a == b or (a in any_nets and b in any_nets)
 

@@ -26,6 +26,8 @@ import ipaddress
 import json
 import os
 
+from nefos.objects import server_password
+
 # The OpenStack metadata versions, oldest first (Nova's names: Folsom ... Victoria).
 FOLSOM, GRIZZLY, HAVANA = "2012-08-10", "2013-04-04", "2013-10-17"
 LIBERTY, NEWTON_ONE, NEWTON_TWO = "2015-10-15", "2016-06-30", "2016-10-06"
@@ -231,7 +233,7 @@ class InstanceMetadata:
         if name == UD_NAME:
             return self.user_data, TEXT
         if name == PASS_NAME:
-            return b"", TEXT  # no password was ever posted by the guest
+            return server_password.extract(self.instance).encode(), TEXT  # what the guest posted
         if name == MD_JSON_NAME:
             data = self.meta_data(version)
         elif name == NW_JSON_NAME:

@@ -1,7 +1,14 @@
-"""Host filters: each says whether a host may take one instance of the request."""
+"""Host filters: each says whether a host may take one instance of the request.
+
+``ENABLED_FILTERS`` names each filter as Nova does (Tempest's ``scheduler_enabled_filters``
+lists the same names); the aggregate filters follow Nova's.
+"""
 
 from __future__ import annotations
 
+from collections import defaultdict
+
+from nefos.scheduler import extra_specs_ops
 from nefos.scheduler.host_state import HostState
 
 
@@ -11,8 +18,74 @@ def compute_filter(host: HostState, spec: dict) -> bool:
 
 
 def availability_zone_filter(host: HostState, spec: dict) -> bool:
+    """The host's zone (its aggregates', else the default) is the requested one."""
     az = spec.get("availability_zone")
     return not az or host.availability_zone == az
+
+
+def aggregate_metadata(host: HostState) -> dict[str, set[str]]:
+    """Nova's ``aggregate_metadata_get_by_host``: each key of the host's aggregates with every
+    value, comma-separated lists split."""
+    metadata: dict[str, set[str]] = defaultdict(set)
+    for md in host.aggregates:
+        for key, value in md.items():
+            metadata[key].update(v.strip() for v in value.split(","))
+    return metadata
+
+
+_AGGREGATE_SCOPE = "aggregate_instance_extra_specs"
+
+
+def aggregate_instance_extra_specs_filter(host: HostState, spec: dict) -> bool:
+    """Each flavor extra spec that is unscoped or scoped ``aggregate_instance_extra_specs:`` must
+    match (Nova's extra-spec operators) a value of that key in the host's aggregates."""
+    extra_specs = (spec.get("flavor") or {}).get("extra_specs") or {}
+    if not extra_specs:
+        return True
+    metadata = aggregate_metadata(host)
+    for key, wanted in extra_specs.items():
+        scope, sep, rest = key.partition(":")
+        if sep:
+            if scope != _AGGREGATE_SCOPE:
+                continue  # another filter's (or the driver's) extra spec
+            key = rest
+        values = metadata.get(key)
+        if not values or not any(extra_specs_ops.match(v, wanted) for v in values):
+            return False
+    return True
+
+
+def aggregate_multi_tenancy_isolation(host: HostState, spec: dict) -> bool:
+    """A host in aggregates with ``filter_tenant_id*`` keys takes only those projects' instances."""
+    allowed: set[str] = set()
+    for key, values in aggregate_metadata(host).items():
+        if key.startswith("filter_tenant_id"):
+            allowed |= values
+    return not allowed or spec.get("project_id") in allowed
+
+
+def _hinted_uuids(spec: dict, hint: str) -> list[str]:
+    value = (spec.get("scheduler_hints") or {}).get(hint)
+    if not value:
+        return []
+    return [value] if isinstance(value, str) else list(value)
+
+
+def hinted_instances(spec: dict) -> set[str]:
+    """The instances the request's ``same_host`` / ``different_host`` hints name."""
+    return set(_hinted_uuids(spec, "same_host")) | set(_hinted_uuids(spec, "different_host"))
+
+
+def same_host_filter(host: HostState, spec: dict) -> bool:
+    """Hint ``same_host``: the host runs one of the named instances."""
+    wanted = _hinted_uuids(spec, "same_host")
+    return not wanted or bool(host.instances & set(wanted))
+
+
+def different_host_filter(host: HostState, spec: dict) -> bool:
+    """Hint ``different_host``: the host runs none of the named instances."""
+    avoid = _hinted_uuids(spec, "different_host")
+    return not avoid or not host.instances & set(avoid)
 
 
 def resources_filter(host: HostState, spec: dict) -> bool:
@@ -46,8 +119,18 @@ def max_server_per_host(group: dict) -> int:
     return int((group.get("rules") or {}).get("max_server_per_host", 1))
 
 
-ENABLED_FILTERS = [compute_filter, availability_zone_filter, resources_filter, retry_filter,
-                   server_group_filter]
+FILTERS = {
+    "ComputeFilter": compute_filter,
+    "AvailabilityZoneFilter": availability_zone_filter,
+    "ResourcesFilter": resources_filter,  # Placement's allocation candidates, in Nova
+    "RetryFilter": retry_filter,
+    "ServerGroupAffinityFilter": server_group_filter,  # both group filters in one
+    "AggregateInstanceExtraSpecsFilter": aggregate_instance_extra_specs_filter,
+    "AggregateMultiTenancyIsolation": aggregate_multi_tenancy_isolation,
+    "SameHostFilter": same_host_filter,
+    "DifferentHostFilter": different_host_filter,
+}
+ENABLED_FILTERS = list(FILTERS.values())
 
 
 def filter_hosts(hosts: list[HostState], spec: dict) -> list[HostState]:

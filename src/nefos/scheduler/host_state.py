@@ -1,4 +1,9 @@
-"""A compute node as the scheduler sees it: capacity, usage and its service's state."""
+"""A compute node as the scheduler sees it: capacity, usage, its service's state and its aggregates.
+
+Aggregates are read from the database with the hosts, for each scheduling decision (the scheduler
+may run in another process than the API that changes them), as Nova's scheduler would after an
+aggregate update reaches it.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +11,9 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import and_, select
 
+from nefos.compute.aggregates import AZ_KEY, host_aggregate_metadata
 from nefos.compute.services import COMPUTE_BINARY
-from nefos.db.models import ComputeNode, Service
+from nefos.db.models import ComputeNode, Instance, Service
 
 NODES = ComputeNode.__table__
 SERVICES = Service.__table__
@@ -42,7 +48,10 @@ class HostState:
     ram_allocation_ratio: float
     disk_allocation_ratio: float
     failed_builds: int
+    # Of the instances a request's hints name, those on this host (same_host / different_host).
     instances: set[str] = field(default_factory=set)
+    # The metadata of each aggregate the host is in.
+    aggregates: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def free_ram_mb(self) -> float:
@@ -62,18 +71,32 @@ class HostState:
         self.local_gb_used += disk_gb
 
 
-async def load_host_states(db, cfg) -> list[HostState]:
+def _zone(aggregates: list[dict[str, str]], service_zone: str | None, cfg) -> str:
+    """As ``services.zone_of``: the aggregates' zone, else the service's, else the default."""
+    return (next((md[AZ_KEY] for md in aggregates if AZ_KEY in md), None) or service_zone
+            or cfg.default_availability_zone)
+
+
+async def load_host_states(db, cfg, instance_uuids: set[str] | frozenset[str] = frozenset()) -> list[HostState]:
+    """Every live compute node, with its aggregates and which of ``instance_uuids`` it hosts."""
     from nefos.compute.services import is_up
-    async with db.reader() as s:
+    async with db.reader(snapshot=True) as s:
         rows = (await s.execute(_HOSTS)).mappings().all()
+        aggregates = await host_aggregate_metadata(s)
+        placed: dict[str, set[str]] = {}
+        if instance_uuids:
+            for uuid, host in (await s.execute(select(Instance.uuid, Instance.host).where(
+                    Instance.uuid.in_(sorted(instance_uuids)), Instance.deleted == 0))).all():
+                placed.setdefault(host, set()).add(uuid)
     return [
         HostState(host=row["host"], node=row["hypervisor_hostname"], node_id=row["id"],
-                  availability_zone=row["availability_zone"] or cfg.default_availability_zone,
+                  availability_zone=_zone(aggregates.get(row["host"], []), row["availability_zone"], cfg),
                   service_up=is_up(row, cfg), service_disabled=bool(row["disabled"]),
                   vcpus=row["vcpus"], vcpus_used=row["vcpus_used"], memory_mb=row["memory_mb"],
                   memory_mb_used=row["memory_mb_used"], local_gb=row["local_gb"],
                   local_gb_used=row["local_gb_used"], cpu_allocation_ratio=row["cpu_allocation_ratio"],
                   ram_allocation_ratio=row["ram_allocation_ratio"],
-                  disk_allocation_ratio=row["disk_allocation_ratio"], failed_builds=row["failed_builds"])
+                  disk_allocation_ratio=row["disk_allocation_ratio"], failed_builds=row["failed_builds"],
+                  instances=set(placed.get(row["host"], ())), aggregates=aggregates.get(row["host"], []))
         for row in rows
     ]

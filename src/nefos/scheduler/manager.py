@@ -44,7 +44,7 @@ class SchedulerManager(Endpoint):
             group = dict(group)
             group["hosts"] = await self._group_hosts(group)
             spec["instance_group"] = group
-        hosts = await load_host_states(self.rt.db, self.rt.cfg)
+        hosts = await load_host_states(self.rt.db, self.rt.cfg, filters.hinted_instances(spec))
         flavor = spec["flavor"]
         disk = flavor_disk_gb(flavor)
         selections: list[dict] = []

@@ -93,6 +93,20 @@ class ComputeDriver:
         """The guest's serial console log (os-getConsoleOutput); NotImplementedError when there is none."""
         raise NotImplementedError
 
+    async def get_vnc_console(self, instance: dict) -> dict:
+        """Where the guest's VNC server listens: {host, port, internal_access_path} (host: where
+        the console proxy reaches it); ``InstanceNotReady`` when the guest has no display now,
+        NotImplementedError when the driver has no graphical console."""
+    async def get_diagnostics(self, instance: dict) -> dict:
+        """The running guest's figures in the driver's own free-form keys (before Compute API
+        2.48); NotImplementedError when the driver has none."""
+        raise NotImplementedError
+
+    async def get_instance_diagnostics(self, instance: dict) -> dict:
+        """The running guest's figures in the standard form (``nefos.virt.diagnostics.standard``,
+        2.48); NotImplementedError when the driver has none."""
+        raise NotImplementedError
+
     async def snapshot(self, ctx, instance: dict, target) -> str:
         """Write a standalone image of the guest's root disk to the file ``target``; returns its
         disk_format (createImage, createBackup, shelve)."""

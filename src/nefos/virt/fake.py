@@ -25,6 +25,10 @@ agent, ``nefos.network.fake_agent``) hears every plug and unplug. ``spawn(...,
 paused=True)`` creates the guest paused; ``unpause`` resumes it. Each guest
 keeps the history of its power states (``FakeGuest.history``).
 
+Consoles: a running (or paused) guest's display is a small VNC server of its own
+(``nefos.virt.fake_console``) on ``vnc_server_listen``, started when a console is first asked for
+and closed when the guest stops or goes, as QEMU's display goes with the QEMU process.
+
 Config drives: a guest that needs one (``nefos.virt.configdrive.required_by``) gets the ISO image
 built as a real driver builds it, written to ``<fake_hypervisor_dir or state_dir>/fake-instances/
 <host>/<uuid>/disk.config`` (0600) and recorded in ``config_drives`` (uuid -> {"path", "image"}).
@@ -47,8 +51,11 @@ from pathlib import Path
 
 from nefos import exceptions, fileperms
 from nefos.objects import states
-from nefos.virt import configdrive, event as virtevent
+from nefos.virt import configdrive, event as virtevent, fake_console
 from nefos.virt.driver import ComputeDriver
+
+
+DISPLAYED = (states.RUNNING, states.PAUSED_POWER)  # power states with a display (a QEMU process)
 
 
 @dataclass
@@ -84,6 +91,8 @@ class FakeDriver(ComputeDriver):
         self.resize_backups: dict[str, FakeGuest] = {}  # source guests kept for a revert
         self.vif_listener = None  # the host's L2 agent (device_plugged / device_unplugged)
         self.config_drives: dict[str, dict] = {}  # uuid -> {"path": the ISO file, "image": its bytes}
+        self.consoles: dict[str, fake_console.RFBServer] = {}  # uuid -> the guest's VNC server
+        self._consoles_starting = asyncio.Lock()  # one VNC server per guest, however many ask at once
         self._state_file = (Path(cfg.fake_hypervisor_dir) / f"{host}.json") if cfg.fake_hypervisor_dir else None
         if self._state_file is not None and self._state_file.exists():
             saved = json.loads(self._state_file.read_text())
@@ -114,6 +123,10 @@ class FakeDriver(ComputeDriver):
     async def init_host(self) -> None:
         # Like a real driver opening its connection: report whether it is up.
         self.emit_event(virtevent.ConnectionEvent(connected=self.connected, reason=self.disconnect_reason))
+
+    async def cleanup_host(self) -> None:
+        for uuid in list(self.consoles):
+            self._close_console(uuid)
 
     def _check_connected(self) -> None:
         if not self.connected:
@@ -221,6 +234,7 @@ class FakeDriver(ComputeDriver):
         self.unplug_vifs(instance)
         self._drop_config_drive(instance["uuid"])
         guest = self.guests.pop(instance["uuid"], None)
+        self._close_console(instance["uuid"])
         self._save()
         if guest is not None and guest.power_state != states.SHUTDOWN:
             self.emit_event(virtevent.LifecycleEvent(uuid=instance["uuid"],
@@ -250,6 +264,7 @@ class FakeDriver(ComputeDriver):
 
     async def power_off(self, instance, timeout=0) -> None:
         await self._transition(instance, states.SHUTDOWN, virtevent.EVENT_LIFECYCLE_STOPPED)
+        self._close_console(instance["uuid"])
 
     async def power_on(self, ctx, instance, network_info) -> None:
         self._guest(instance)
@@ -278,6 +293,7 @@ class FakeDriver(ComputeDriver):
 
     async def suspend(self, ctx, instance) -> None:
         await self._transition(instance, states.SUSPENDED_POWER, virtevent.EVENT_LIFECYCLE_SUSPENDED)
+        self._close_console(instance["uuid"])
 
     async def resume(self, ctx, instance, network_info) -> None:
         await self._transition(instance, states.RUNNING, virtevent.EVENT_LIFECYCLE_RESUMED)
@@ -293,6 +309,64 @@ class FakeDriver(ComputeDriver):
         lines += [f"eth{i}: link up (port {port})" for i, port in enumerate(guest.vifs)]
         lines += [f"{guest.name} login: "]
         return "\n".join(lines)
+
+    # Graphical console --------------------------------------------------------------------
+    async def get_vnc_console(self, instance) -> dict:
+        """Where the guest's VNC server listens; ``InstanceNotReady`` when it has no display
+        (stopped, suspended, crashed)."""
+        guest = self._guest(instance)
+        if guest.power_state not in DISPLAYED:
+            raise exceptions.InstanceNotReady(instance_id=guest.uuid)
+        async with self._consoles_starting:
+            server = self.consoles.get(guest.uuid)
+            if server is None or not server.serving:
+                server = fake_console.RFBServer(guest.name)
+                await server.start(self.cfg.vnc_server_listen)
+                if self.guests.get(guest.uuid) is not guest or guest.power_state not in DISPLAYED:
+                    server.close()  # stopped or gone meanwhile
+                    raise exceptions.InstanceNotReady(instance_id=guest.uuid)
+                self.consoles[guest.uuid] = server
+        return {"host": self.cfg.vnc_server_proxyclient_address, "port": server.port,
+                "internal_access_path": None}
+
+    def _close_console(self, uuid: str) -> None:
+        server = self.consoles.pop(uuid, None)
+        if server is not None:
+            server.close()
+    # Diagnostics (figures that grow with the guest's time up, as a real guest's do) ------------
+    def _figures(self, instance) -> tuple[FakeGuest, int, list[dict]]:
+        guest = self._guest(instance)
+        seconds = max(int(time.monotonic() - guest.history[0][0]), 1)
+        vifs = [vif for vif in instance.get("network_info") or [] if vif.get("id") in guest.vifs]
+        return guest, seconds, vifs
+
+    async def get_diagnostics(self, instance) -> dict:
+        guest, seconds, vifs = self._figures(instance)
+        out: dict = {f"cpu{i}_time": seconds * 10**9 // max(guest.vcpus, 1) for i in range(guest.vcpus)}
+        out.update({"memory": guest.memory_mb * 1024, "vda_read": 262144 + seconds, "vda_read_req": 112,
+                    "vda_write": 4096 * seconds, "vda_write_req": seconds, "vda_errors": -1})
+        for vif in vifs:
+            dev = vif.get("devname") or "tap" + vif["id"][:11]
+            out.update({f"{dev}_rx": 1500 * seconds, f"{dev}_rx_packets": seconds, f"{dev}_rx_errors": 0,
+                        f"{dev}_rx_drop": 0, f"{dev}_tx": 600 * seconds, f"{dev}_tx_packets": seconds,
+                        f"{dev}_tx_errors": 0, f"{dev}_tx_drop": 0})
+        return out
+
+    async def get_instance_diagnostics(self, instance) -> dict:
+        from nefos.virt import diagnostics
+        guest, seconds, vifs = self._figures(instance)
+        # driver "libvirt", as Nova's fake driver reports (the 2.48 field is an enum of real drivers)
+        return diagnostics.standard(
+            power_state=guest.power_state, driver="libvirt", hypervisor="fake", hypervisor_os="linux",
+            uptime=diagnostics.uptime(instance), config_drive=instance["uuid"] in self.config_drives,
+            cpus=[{"id": i, "time": seconds * 10**9 // max(guest.vcpus, 1), "utilisation": None}
+                  for i in range(guest.vcpus)],
+            nics=[{"mac_address": vif.get("address"), "rx_octets": 1500 * seconds, "rx_errors": 0, "rx_drop": 0,
+                   "rx_packets": seconds, "tx_octets": 600 * seconds, "tx_errors": 0, "tx_drop": 0,
+                   "tx_packets": seconds} for vif in vifs],
+            disks=[{"read_bytes": 262144 + seconds, "read_requests": 112, "write_bytes": 4096 * seconds,
+                    "write_requests": seconds, "errors_count": 0}],
+            memory_maximum=guest.memory_mb, memory_used=guest.memory_mb // 2)
 
     # Interfaces on a running guest ------------------------------------------------------
     async def attach_interface(self, ctx, instance, vif) -> None:
@@ -323,6 +397,7 @@ class FakeDriver(ComputeDriver):
         if guest.power_state != states.SHUTDOWN:
             await self._transition(instance, states.SHUTDOWN, virtevent.EVENT_LIFECYCLE_STOPPED)
         self.unplug_vifs(instance)
+        self._close_console(guest.uuid)
         self.resize_backups[guest.uuid] = self.guests.pop(guest.uuid)
         self._save()
 
@@ -360,6 +435,7 @@ class FakeDriver(ComputeDriver):
         start may follow (libvirt: a migration, a snapshot restore)."""
         guest = self.guests[uuid]
         guest.power_state = states.SHUTDOWN
+        self._close_console(uuid)
         self._save()
         self.emit_event(virtevent.LifecycleEvent(uuid=uuid, transition=virtevent.EVENT_LIFECYCLE_STOPPED,
                                                  may_restart=may_restart))
@@ -373,6 +449,7 @@ class FakeDriver(ComputeDriver):
     def simulate_crash(self, uuid: str) -> None:
         guest = self.guests[uuid]
         guest.power_state = states.CRASHED
+        self._close_console(uuid)
         self._save()
         self.emit_event(virtevent.LifecycleEvent(uuid=uuid, transition=virtevent.EVENT_LIFECYCLE_STOPPED))
 

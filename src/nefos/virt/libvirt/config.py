@@ -52,6 +52,7 @@ class GuestSpec:
     vifs: list[Vif] = field(default_factory=list)
     display_name: str = ""
     flavor_name: str = ""
+    vnc_listen: str | None = None  # the address of the guest's VNC display; None: no display
 
 
 def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs) -> ET.Element:
@@ -182,9 +183,26 @@ def domain_xml(spec: GuestSpec) -> str:
     _sub(serial, "target", port=0)
     console = _sub(devices, "console", type="pty")
     _sub(console, "target", type="serial", port=0)
+    if spec.vnc_listen:
+        # The guest's display for remote consoles (Nova's libvirt driver with [vnc] enabled): QEMU
+        # picks a free port (autoport) on the compute host; the live XML says which.
+        _sub(devices, "graphics", type="vnc", autoport="yes", listen=spec.vnc_listen)
     _sub(devices, "memballoon", model="none")
     ET.indent(dom)
     return ET.tostring(dom, encoding="unicode")
+
+
+def vnc_port(xml: str) -> int | None:
+    """The port of the running domain's VNC display (its live XML); None when it has none."""
+    try:
+        graphics = ET.fromstring(xml).find("./devices/graphics[@type='vnc']")
+    except ET.ParseError:
+        return None
+    try:
+        port = int(graphics.get("port", "-1")) if graphics is not None else -1
+    except ValueError:
+        return None
+    return port if port > 0 else None  # -1: not running (autoport assigns one at start)
 
 
 def ports_from_xml(xml: str) -> list[dict]:

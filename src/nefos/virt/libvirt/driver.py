@@ -56,7 +56,7 @@ from nefos import exceptions, fileperms
 from nefos.objects import states
 from nefos.virt import configdrive, event as virtevent
 from nefos.virt.driver import ComputeDriver
-from nefos.virt.libvirt import config as vconfig
+from nefos.virt.libvirt import config as vconfig, diagnostics as lv_diagnostics
 from nefos.virt.libvirt import imagebackend, probe, qemu_user, vif as vifs
 from nefos.virt.libvirt.host import Host, libvirt_module
 from nefos.waiting import event_set_within
@@ -229,7 +229,8 @@ class LibvirtDriver(ComputeDriver):
             memory_mb=int(instance.get("memory_mb") or flavor.get("memory_mb") or 512),
             vcpus=int(instance.get("vcpus") or flavor.get("vcpus") or 1),
             console_log=str(inst_dir / "console.log"), display_name=instance.get("display_name") or "",
-            flavor_name=flavor.get("name") or "")
+            flavor_name=flavor.get("name") or "",
+            vnc_listen=self.cfg.vnc_server_listen if self.cfg.vnc_enabled else None)
         if props.get("kernel_id"):
             spec.kernel = str((await self.image_cache.fetch(props["kernel_id"], "aki"))[0])
             if props.get("ramdisk_id"):
@@ -306,6 +307,17 @@ class LibvirtDriver(ComputeDriver):
                     power_state = states.SUSPENDED_POWER
         return {"power_state": power_state}
 
+    async def get_diagnostics(self, instance: dict) -> dict:
+        dom = await self._lookup(instance["uuid"])
+        return lv_diagnostics.free_form(await self._host.call(lv_diagnostics.collect, dom))
+
+    async def get_instance_diagnostics(self, instance: dict) -> dict:
+        dom = await self._lookup(instance["uuid"])
+        figures = await self._host.call(lv_diagnostics.collect, dom)
+        return lv_diagnostics.standard_form(
+            figures, power_state=(await self.get_info(instance))["power_state"], virt_type=self.virt_type,
+            config_drive=configdrive.required_by(instance, self.cfg), instance=instance)
+
     async def get_console_output(self, instance: dict) -> str:
         path = self.console_log_path(instance["uuid"])
 
@@ -328,6 +340,15 @@ class LibvirtDriver(ComputeDriver):
             await self._lookup(instance["uuid"])  # InstanceNotFound when there is no guest either
             return ""
         return _CONTROL_CHARS.sub("", data.decode("utf-8", errors="replace"))
+
+    async def get_vnc_console(self, instance: dict) -> dict:
+        """The port QEMU's VNC display took (the live domain XML, as Nova's libvirt driver reads it)."""
+        dom = await self._lookup(instance["uuid"])
+        port = vconfig.vnc_port(await self._host.call(dom.XMLDesc, 0))
+        if port is None:  # shut off (no QEMU process), or defined without a display
+            raise exceptions.InstanceNotReady(instance_id=instance["uuid"])
+        return {"host": self.cfg.vnc_server_proxyclient_address, "port": port,
+                "internal_access_path": None}
 
     # Power ---------------------------------------------------------------------------------
     async def power_off(self, instance: dict, timeout: float = 0, **kwargs) -> None:

@@ -1,14 +1,14 @@
 """migrations: each resize and cold migration, with Nova's columns (os-migrations)
 
 Revision ID: 0008
-Revises: 0006
+Revises: 0007
 """
 from alembic import op
 import sqlalchemy as sa
 
 
 revision = '0008'
-down_revision = '0006'
+down_revision = '0007'
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,56 @@
+"""The guest's encrypted password, kept as Nova keeps it: in the instance's system metadata as
+``password_0`` .. ``password_3``, 255 characters each (Nova's ``nova.api.metadata.password``).
+
+The guest posts it once to the metadata service (``openstack/<version>/password``); its owner
+reads it with ``GET /servers/{id}/os-server-password`` and clears it with ``DELETE``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import update
+
+from nefos import exceptions
+from nefos.db.models import utcnow
+from nefos.db.session import Database
+from nefos.objects import instance as instance_obj
+
+CHUNKS = 4
+CHUNK_LENGTH = 255
+MAX_SIZE = CHUNKS * CHUNK_LENGTH
+_KEYS = [f"password_{i}" for i in range(CHUNKS)]
+_ATTEMPTS = 20
+
+
+def extract(instance: dict) -> str:
+    """The stored password ("" when none was posted or it was cleared)."""
+    sysmeta = instance.get("system_metadata") or {}
+    return "".join(sysmeta[key] or "" for key in sorted(sysmeta) if key.startswith("password_"))
+
+
+def chunks(password: str | None) -> dict[str, str]:
+    """The system metadata keys holding ``password`` (None: all emptied, as Nova clears)."""
+    password = password or ""
+    return {key: password[i * CHUNK_LENGTH:(i + 1) * CHUNK_LENGTH] for i, key in enumerate(_KEYS)}
+
+
+async def store(db: Database, uuid: str, password: str | None, *, only_if_unset: bool = False) -> None:
+    """Write (or, with None, clear) the password; ``only_if_unset``: 409 when one is already there
+    (the metadata service's POST, as Nova's). A compare-and-swap on ``updated_at`` keeps the other
+    system metadata keys another writer may change meanwhile."""
+    for _ in range(_ATTEMPTS):
+        instance = await instance_obj.get(db, uuid)
+        if only_if_unset and extract(instance):
+            raise exceptions.Conflict("The password was already set.")
+        sysmeta = {**(instance.get("system_metadata") or {}), **chunks(password)}
+        table = instance_obj.INSTANCES
+        seen = instance.get("updated_at")
+        unchanged = (table.c.updated_at.is_(None) if seen is None
+                     else table.c.updated_at == dt.datetime.fromisoformat(seen))
+        q = (update(table).where(table.c.uuid == uuid, table.c.deleted == 0, unchanged)
+             .values(system_metadata=sysmeta, updated_at=utcnow()))
+        async with db.transaction() as s:
+            if (await s.execute(q)).rowcount == 1:
+                return
+    raise exceptions.Conflict(f"Instance {uuid} kept changing while its password was being saved.")

@@ -1,0 +1,72 @@
+"""Remote consoles' microversion limits and the admin's console auth token view (the whole path,
+through the proxy to a guest's VNC server, is tests/pipeline/test_consoles.py)."""
+
+from __future__ import annotations
+
+import time
+
+from sqlalchemy import update
+
+from nefos.db.models import ConsoleAuthToken
+from nefos.objects import console_auth_tokens
+from tests.api.conftest import member, version
+
+SERVER = "/v2.1/servers/00000000-0000-0000-0000-000000000001"
+INSTANCE = "9a4e7a5d-6ac1-4a2f-9ad2-0d4c5e1b2f3a"
+
+
+async def _grant(rt, ttl: int = 600) -> str:
+    return await console_auth_tokens.authorize(
+        rt.db, console_type="novnc", host="127.0.0.1", port=5901, instance_uuid=INSTANCE,
+        access_url_base="http://127.0.0.1:6080/vnc_auto.html", ttl=ttl)
+
+
+async def test_console_auth_tokens_from_2_31_for_admins(client, rt):
+    token = await _grant(rt)
+    r = await client.get(f"/v2.1/os-console-auth-tokens/{token}", headers=version("2.30"))
+    assert r.status_code == 400 and r.json() == {"badRequest": {"code": 400, "message": (
+        "The server could not comply with the request since it is either malformed or otherwise incorrect.")}}
+    r = await client.get(f"/v2.1/os-console-auth-tokens/{token}", headers=version("2.31"))
+    assert r.status_code == 200, r.text
+    assert r.json() == {"console": {"instance_uuid": INSTANCE, "host": "127.0.0.1", "port": 5901,
+                                    "internal_access_path": None}}
+    r = await client.get(f"/v2.1/os-console-auth-tokens/{token}", headers=version("2.31", member()))
+    assert r.status_code == 403 and "forbidden" in r.json()
+    # Unknown query parameters are ignored until 2.99.
+    r = await client.get(f"/v2.1/os-console-auth-tokens/{token}?x=1", headers=version("2.98"))
+    assert r.status_code == 200, r.text
+    r = await client.get(f"/v2.1/os-console-auth-tokens/{token}?x=1", headers=version("2.99"))
+    assert r.status_code == 400, r.text
+
+
+async def test_unknown_and_expired_tokens_are_not_found(client, rt):
+    token = await _grant(rt)
+    for unknown in ("bad" + token, "x", token[:-1]):
+        r = await client.get(f"/v2.1/os-console-auth-tokens/{unknown}", headers=version("2.31"))
+        assert r.status_code == 404 and r.json() == {"itemNotFound": {"code": 404, "message": "Token not found"}}
+    async with rt.db.transaction() as s:
+        await s.execute(update(ConsoleAuthToken).values(expires=int(time.time()) - 1))
+    r = await client.get(f"/v2.1/os-console-auth-tokens/{token}", headers=version("2.31"))
+    assert r.status_code == 404, r.text
+
+
+async def test_tokens_are_stored_hashed_and_expired_ones_are_dropped(rt):
+    old = await _grant(rt, ttl=-1)  # expired at once
+    token = await _grant(rt)
+    async with rt.db.reader() as s:
+        rows = [dict(row._mapping) for row in (await s.execute(ConsoleAuthToken.__table__.select())).all()]
+    assert [r["token_hash"] for r in rows] == [console_auth_tokens.token_hash(token)]  # the old one went
+    assert token not in str(rows) and old not in str(rows)
+    assert (await console_auth_tokens.validate(rt.db, token))["port"] == 5901
+
+
+async def test_each_console_api_within_its_microversions(client):
+    body = {"remote_console": {"protocol": "vnc", "type": "novnc"}}
+    r = await client.post(f"{SERVER}/remote-consoles", json=body, headers=version("2.5"))
+    assert r.status_code == 404 and r.json()["itemNotFound"]["message"] == "The resource could not be found."
+    for action in ("os-getVNCConsole", "os-getSPICEConsole", "os-getSerialConsole", "os-getRDPConsole"):
+        r = await client.post(f"{SERVER}/action", json={action: {"type": "novnc"}}, headers=version("2.6"))
+        assert r.status_code == 404, (action, r.text)
+    # RDP went with Hyper-V: a bare 400 whatever the body.
+    r = await client.post(f"{SERVER}/action", json={"os-getRDPConsole": None}, headers=version("2.5"))
+    assert r.status_code == 400 and "badRequest" in r.json()
