@@ -69,6 +69,7 @@ PROJECT_MEMBER = "role:member and project_id:%(project_id)s"
 ADMIN_OR_READER = "rule:project_reader_or_admin"
 ADMIN_OR_MEMBER = "rule:project_member_or_admin"
 ADMIN_OR_OWNER = "rule:admin_or_owner"
+ADMIN_OR_MANAGER = "rule:project_manager_or_admin"
 SERVICE_OR_ADMIN = "rule:service_or_admin"
 ANYONE = "@"
 
@@ -82,6 +83,9 @@ BASE_RULES: dict[str, str] = {
     "project_member_api": PROJECT_MEMBER,
     "project_reader_or_admin": "rule:project_reader_api or rule:context_is_admin",
     "project_member_or_admin": "rule:project_member_api or rule:context_is_admin",
+    # Nova's project manager persona (a ``manager`` role on the project); no default role implies it.
+    "project_manager_api": "role:manager and project_id:%(project_id)s",
+    "project_manager_or_admin": "rule:project_manager_api or rule:context_is_admin",
     "admin_or_owner": "rule:context_is_admin or user_id:%(user_id)s",
 }
 
@@ -243,6 +247,17 @@ COMPUTE_RULES: dict[str, str] = {
     "os_compute_api:os-attach-interfaces:delete": ADMIN_OR_MEMBER,
     "os_compute_api:ips:index": ADMIN_OR_READER,
     "os_compute_api:ips:show": ADMIN_OR_READER,
+    "os_compute_api:os-simple-tenant-usage:list": ADMIN,
+    "os_compute_api:os-simple-tenant-usage:show": ADMIN_OR_READER,
+    "os_compute_api:os-instance-usage-audit-log:list": ADMIN,
+    "os_compute_api:os-instance-usage-audit-log:show": ADMIN,
+    # Without ``index:host`` the hosts are hidden (null); a manager lists only its own project's.
+    "os_compute_api:os-migrations:index": ADMIN_OR_MANAGER,
+    "os_compute_api:os-migrations:index:all_projects": ADMIN,
+    "os_compute_api:os-migrations:index:host": ADMIN,
+    "os_compute_api:servers:migrations:index": ADMIN_OR_MANAGER,
+    "os_compute_api:servers:migrations:index:host": ADMIN,
+    "os_compute_api:servers:migrations:show": ADMIN,
 }
 
 # Networking (Neutron's names) ------------------------------------------------------------------------

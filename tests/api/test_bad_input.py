@@ -161,6 +161,19 @@ CASES = [
     ("post", "/v2.1/os-floating-ips", {"pool": 5}, {}, ["field/attribute pool"]),
     ("post", "/v2.1/os-floating-ips", [], {}, ["is not of type"]),
     ("post", "/v2.1/os-networks/1/action", {"explode": None}, {}, ["There is no such action: explode"]),
+    ("get", "/v2.1/os-simple-tenant-usage?start=tomorrow", None, {}, ["Invalid datetime string"]),
+    ("get", f"/v2.1/os-simple-tenant-usage/{PROJECT}?end=2024-01-01", None, member(), ["Invalid datetime string"]),
+    ("get", "/v2.1/os-simple-tenant-usage?start=2024-02-01T00:00:00&end=2024-01-01T00:00:00", None, {},
+     ["The start time cannot occur after the end time"]),
+    ("get", "/v2.1/os-simple-tenant-usage?limit=-1", None, version("2.40"), ["query parameters limit"]),
+    ("get", "/v2.1/os-simple-tenant-usage?marker=nope", None, version("2.40"), ["Marker nope could not be found"]),
+    ("get", f"/v2.1/os-simple-tenant-usage/{PROJECT}?bogus=1", None, version("2.75"), ["'bogus' was unexpected"]),
+    ("get", "/v2.1/os-instance_usage_audit_log/yesterday", None, {}, ["Invalid timestamp for date yesterday"]),
+    ("get", "/v2.1/os-migrations?limit=x", None, version("2.59"), ["query parameters limit"]),
+    ("get", "/v2.1/os-migrations?marker=nope", None, version("2.59"), ["Marker nope could not be found"]),
+    ("get", "/v2.1/os-migrations?changes-since=soon", None, version("2.59"), ["query parameters changes-since"]),
+    ("get", "/v2.1/os-migrations?changes-before=2024-01-01T00:00:00", None, version("2.65"), ["changes-before"]),
+    ("get", "/v2.1/os-migrations?user_id=u", None, version("2.79"), ["'user_id' was unexpected"]),
 ]
 
 

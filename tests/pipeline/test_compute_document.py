@@ -11,14 +11,17 @@ from tests.pipeline.conftest import DEMO_PROJECT
 AFTER_21 = {("GET", "/v2.1/servers/{server_id}/tags"), ("PUT", "/v2.1/servers/{server_id}/tags"),
             ("GET", "/v2.1/servers/{server_id}/topology"), ("PUT", "/v2.1/flavors/{flavor_id}"),
             ("POST", "/v2.1/servers/{server_id}/remote-consoles"),
-            ("GET", "/v2.1/os-console-auth-tokens/{console_token}")}
+            ("GET", "/v2.1/os-console-auth-tokens/{console_token}"),
+            ("GET", "/v2.1/servers/{server_id}/migrations")}
 # Documented as Nova's, but never a success here: no driver has host power actions (501), and
 # there is no block storage service, so no volume, snapshot or attachment exists (404).
 NO_SUCCESS_HERE = {("GET", f"/v2.1/os-hosts/{{host_name}}/{a}") for a in ("startup", "shutdown", "reboot")} | {
     ("POST", "/v2.1/servers/{server_id}/os-volume_attachments"),
     ("GET", "/v2.1/servers/{server_id}/os-volume_attachments/{volume_id}"),
     ("POST", "/v2.1/os-volumes"), ("GET", "/v2.1/os-volumes/{volume_id}"),
-    ("POST", "/v2.1/os-snapshots"), ("GET", "/v2.1/os-snapshots/{snapshot_id}")}
+    ("POST", "/v2.1/os-snapshots"), ("GET", "/v2.1/os-snapshots/{snapshot_id}"),
+    # Only a live migration in progress is shown, and no driver live-migrates (404).
+    ("GET", "/v2.1/servers/{server_id}/migrations/{migration_id}")}
 
 
 async def test_every_documented_body_is_answered_as_documented(cloud):
@@ -145,6 +148,16 @@ async def test_every_documented_body_is_answered_as_documented(cloud):
     await call("GET", f"/v2.1/os-hypervisors/{hypervisors[0]['hypervisor_hostname']}/search")
     await call("GET", f"/v2.1/os-hypervisors/{hosted['OS-EXT-SRV-ATTR:hypervisor_hostname']}/servers")
     await call("GET", "/v2.1/nefos-hypervisor-health")
+
+    await cloud.action(server_id, {"resize": {"flavorRef": "2"}})
+    await cloud.wait_status(server_id, "VERIFY_RESIZE")
+    assert (await call("GET", "/v2.1/os-migrations"))["migrations"]
+    project = (await cloud.server(server_id))["tenant_id"]
+    usage = await call("GET", f"/v2.1/os-simple-tenant-usage/{project}")
+    assert usage["tenant_usage"]["server_usages"]
+    await call("GET", "/v2.1/os-simple-tenant-usage", params={"detailed": "1"})
+    await call("GET", "/v2.1/os-instance_usage_audit_log")
+    await call("GET", "/v2.1/os-instance_usage_audit_log/2024-01-01 00:00:00")
 
     quotas = f"/v2.1/os-quota-sets/{DEMO_PROJECT}"
     await call("GET", quotas)

@@ -86,11 +86,39 @@ def test_openstack_cli_acceptance_flow(cloud):
     osc(cloud, "network", "delete", "demo-only-net", fmt=False)
 
 
-def _wait_status(cloud, name, status, timeout=60):
+def _wait_status(cloud, name, status, timeout=60, cloud_name="accept"):
     deadline = time.monotonic() + timeout
     while True:
-        shown = osc(cloud, "server", "show", name, name="accept")
+        shown = osc(cloud, "server", "show", name, name=cloud_name)
         if shown["status"] == status and not shown.get("OS-EXT-STS:task_state"):
             return shown
         assert time.monotonic() < deadline, f"{name} is {shown['status']}, not {status}"
         time.sleep(0.3)
+
+
+def test_openstack_cli_usage_and_migrations(cloud):
+    """`openstack server resize` then `server migration list`, `usage list` and `usage show`."""
+    osc(cloud, "network", "create", "usage-net")
+    osc(cloud, "subnet", "create", "--network", "usage-net", "--subnet-range", "10.78.0.0/24", "usage-subnet")
+    server = osc(cloud, "server", "create", "--image", "nefos-tiny", "--flavor", "m1.tiny", "--network", "usage-net",
+                 "--wait", "usage-vm")
+    osc(cloud, "server", "resize", "--flavor", "m1.small", "--wait", "usage-vm", fmt=False)
+    _wait_status(cloud, "usage-vm", "VERIFY_RESIZE", cloud_name="nefos")
+    osc(cloud, "server", "resize", "confirm", "usage-vm", fmt=False)
+    _wait_status(cloud, "usage-vm", "ACTIVE", cloud_name="nefos")
+    migrations = osc(cloud, "server", "migration", "list", "--server", server["id"], name="nefos-admin")
+    assert [(m["Status"], m["Type"]) for m in migrations] == [("confirmed", "resize")], migrations
+    r = osc(cloud, "server", "migration", "list", check=False)
+    assert r.returncode != 0 and "os_compute_api:os-migrations:index" in r.stderr, r.stderr
+    usages = osc(cloud, "usage", "list", name="nefos-admin")
+    # OSC asks with detailed=True, which Nova reads as not detailed ("1" only): no server count.
+    project_id = osc(cloud, "token", "issue")["project_id"]
+    demo = next(u for u in usages if u["Project"] in (project_id, "demo"))
+    assert float(demo["RAM MB-Hours"]) > 0 and float(demo["CPU Hours"]) > 0, usages
+    mine = osc(cloud, "usage", "show")
+    servers = mine["Servers"]
+    assert (len(servers) if isinstance(servers, list) else int(servers)) >= 1, mine
+    assert float(mine["CPU Hours"]) > 0, mine
+    osc(cloud, "server", "delete", "--wait", "usage-vm", fmt=False)
+    osc(cloud, "subnet", "delete", "usage-subnet", fmt=False)
+    osc(cloud, "network", "delete", "usage-net", fmt=False)

@@ -413,3 +413,63 @@ _FLOATING_IP_VIEW = _all_required({"id": _STRING, "ip": _STRING, "fixed_ip": _NU
 FLOATING_IP = _all_required({"floating_ip": _FLOATING_IP_VIEW})
 FLOATING_IPS = _all_required({"floating_ips": _array(_FLOATING_IP_VIEW)})
 FLOATING_IP_POOLS = _all_required({"floating_ip_pools": _array(_all_required({"name": _STRING}))})
+
+# Usage, audit log, migrations ----------------------------------------------------------------------
+
+_NUMBER = {"type": "number"}
+_SERVER_USAGE = _object({
+    "ended_at": _NULLABLE_TIME, "flavor": _STRING, "hours": _NUMBER, "instance_id": _STRING,
+    "local_gb": _INTEGER, "memory_mb": _INTEGER, "name": _NULLABLE_STRING, "started_at": _TIME,
+    "state": _STRING, "tenant_id": _STRING, "uptime": _INTEGER, "vcpus": _INTEGER},
+    ("ended_at", "flavor", "hours", "instance_id", "name", "state", "started_at", "tenant_id", "uptime"))
+_TENANT_USAGE_PROPERTIES = {
+    "server_usages": _array(_SERVER_USAGE), "start": _TIME, "stop": _TIME, "tenant_id": _STRING,
+    "total_hours": _NUMBER, "total_local_gb_usage": _NUMBER, "total_memory_mb_usage": _NUMBER,
+    "total_vcpus_usage": _NUMBER}
+_TENANT_USAGE_REQUIRED = ("start", "stop", "tenant_id", "total_hours", "total_local_gb_usage",
+                          "total_memory_mb_usage", "total_vcpus_usage")
+TENANT_USAGES = _object({"tenant_usages": _array(_object(_TENANT_USAGE_PROPERTIES, _TENANT_USAGE_REQUIRED)),
+                         "tenant_usages_links": _LINKS}, ("tenant_usages",))
+# A project without usage in the period: an empty object, as Nova.
+TENANT_USAGE = _object({"tenant_usage": {"oneOf": [
+    _object(_TENANT_USAGE_PROPERTIES, (*_TENANT_USAGE_REQUIRED, "server_usages")), _object({})]},
+    "tenant_usage_links": _LINKS}, ("tenant_usage",))
+
+_AUDIT_LOG = _all_required({
+    "hosts_not_run": _array(_STRING),
+    "log": {"type": "object", "additionalProperties": _object(
+        {"instances": _INTEGER, "errors": _INTEGER, "message": _STRING,
+         "state": {"type": "string", "enum": ["RUNNING", "DONE"]}})},
+    "num_hosts": _INTEGER, "num_hosts_done": _INTEGER, "num_hosts_not_run": _INTEGER,
+    "num_hosts_running": _INTEGER, "overall_status": _STRING, "period_beginning": _STRING,
+    "period_ending": _STRING, "total_errors": _INTEGER, "total_instances": _INTEGER})
+INSTANCE_USAGE_AUDIT_LOGS = _all_required({"instance_usage_audit_logs": _AUDIT_LOG})
+INSTANCE_USAGE_AUDIT_LOG = _all_required({"instance_usage_audit_log": _AUDIT_LOG})
+
+_MIGRATION_TYPES = {"type": "string", "enum": ["migration", "resize", "live-migration", "evacuation"]}
+# 2.23 adds migration_type (and links for a live migration in progress), 2.59 uuid, 2.80 user_id
+# and project_id.
+_MIGRATION = _object({
+    "created_at": _TIME, "dest_compute": _NULLABLE_STRING, "dest_host": _NULLABLE_STRING,
+    "dest_node": _NULLABLE_STRING, "id": _INTEGER, "instance_uuid": _STRING,
+    "new_instance_type_id": {"type": ["integer", "null"]}, "old_instance_type_id": {"type": ["integer", "null"]},
+    "source_compute": _NULLABLE_STRING, "source_node": _NULLABLE_STRING, "status": _STRING,
+    "updated_at": _NULLABLE_TIME, "migration_type": _MIGRATION_TYPES, "links": _LINKS, "uuid": _STRING,
+    "user_id": _NULLABLE_STRING, "project_id": _NULLABLE_STRING},
+    ("created_at", "dest_compute", "dest_host", "dest_node", "id", "instance_uuid", "new_instance_type_id",
+     "old_instance_type_id", "source_compute", "source_node", "status", "updated_at"))
+MIGRATIONS = _object({"migrations": _array(_MIGRATION), "migrations_links": _LINKS}, ("migrations",))
+_SERVER_MIGRATION = _object({
+    "created_at": _TIME, "dest_compute": _NULLABLE_STRING, "dest_host": _NULLABLE_STRING,
+    "dest_node": _NULLABLE_STRING, "disk_processed_bytes": {"type": ["integer", "null"]},
+    "disk_remaining_bytes": {"type": ["integer", "null"]}, "disk_total_bytes": {"type": ["integer", "null"]},
+    "id": _INTEGER, "memory_processed_bytes": {"type": ["integer", "null"]},
+    "memory_remaining_bytes": {"type": ["integer", "null"]}, "memory_total_bytes": {"type": ["integer", "null"]},
+    "server_uuid": _STRING, "source_compute": _NULLABLE_STRING, "source_node": _NULLABLE_STRING,
+    "status": _STRING, "updated_at": _NULLABLE_TIME, "uuid": _STRING, "user_id": _NULLABLE_STRING,
+    "project_id": _NULLABLE_STRING},
+    ("created_at", "dest_compute", "dest_host", "dest_node", "disk_processed_bytes", "disk_remaining_bytes",
+     "disk_total_bytes", "id", "memory_processed_bytes", "memory_remaining_bytes", "memory_total_bytes",
+     "server_uuid", "source_compute", "source_node", "status", "updated_at"))
+SERVER_MIGRATIONS = _all_required({"migrations": _array(_SERVER_MIGRATION)})
+SERVER_MIGRATION = _all_required({"migration": _SERVER_MIGRATION})

@@ -38,6 +38,9 @@ ROUTERS = [
     "nefos.api.security_groups",
     "nefos.api.networks",
     "nefos.api.floating_ips",
+    "nefos.api.simple_tenant_usage",
+    "nefos.api.instance_usage_audit_log",
+    "nefos.api.migrations",
     "nefos.api.removed",
 ]
 

@@ -48,7 +48,7 @@ from nefos import exceptions
 from nefos.compute import power_sync
 from nefos.context import RequestContext, admin_context
 from nefos.db.models import InstanceAction, utcnow
-from nefos.objects import actions, allocations, instance as instance_obj, states
+from nefos.objects import actions, allocations, instance as instance_obj, migrations as migrations_obj, states
 
 LOG = logging.getLogger(__name__)
 
@@ -227,6 +227,8 @@ async def _recover_resize(manager, ctx, instance: dict, lost: bool) -> None:
                                                exc, host=manager.host, expected_task_state=[task_state])
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
             return
+        if migration:
+            await migrations_obj.set_status(manager.rt.db, migration["uuid"], "error")  # as Nova's errors_out_migration
     await _record_failure(manager, ctx, uuid, str(exc))
 
 

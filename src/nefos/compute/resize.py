@@ -52,7 +52,7 @@ from nefos import exceptions
 from nefos.compute import disk_config
 from nefos.compute.rpcapi import ComputeRPCAPI
 from nefos.db.models import Allocation, utcnow
-from nefos.objects import actions, allocations, instance as instance_obj, quotas, states
+from nefos.objects import actions, allocations, instance as instance_obj, migrations as migrations_obj, quotas, states
 from nefos.objects.instance import INSTANCES, MIGRATION_KEY
 
 LOG = logging.getLogger(__name__)
@@ -159,6 +159,7 @@ async def request_resize(api, ctx, uuid: str, flavor_id: str | None = None, host
         except (exceptions.UnexpectedTaskStateError, exceptions.InstanceInvalidState):
             raise exceptions.InstanceInvalidState(action=action, instance_uuid=uuid, attr="task_state",
                                                   state="changed") from None
+        await migrations_obj.create(s, migration, instance, ctx)
         await actions.record_action(rt.db, ctx, uuid, action, session=s)
     spec = {
         "flavor": new, "image": {"id": instance.get("image_ref"), "properties": {}},
@@ -198,6 +199,7 @@ async def abort_before_move(db, ctx, uuid: str, migration: dict, exc: BaseExcept
             await instance_obj.save(db, uuid, {"task_state": None, "system_metadata": _with_migration(instance, None)},
                                     expected_task_state=[states.RESIZE_PREP, states.RESIZE_MIGRATING], session=s)
             await quotas.release(s, instance["project_id"], _quota_back(current, current["old_flavor"]))
+            await migrations_obj.set_status(db, migration["uuid"], "error", session=s)  # as Nova's rollback
             if exc is not None:
                 await instance_obj.add_fault(db, uuid, exc, host=host, session=s,
                                              details="".join(traceback.format_exception(exc)))
@@ -237,12 +239,13 @@ async def confirm(api, ctx, uuid: str) -> None:
     if not await _optimistic_save(api.rt.db, instance, {"system_metadata": _with_migration(instance, migration)}):
         raise exceptions.InstanceInvalidState(action=CONFIRM_RESIZE, instance_uuid=uuid, attr="task_state",
                                               state="changed")
+    await migrations_obj.set_status(api.rt.db, migration["uuid"], "confirming")
     await actions.record_action(api.rt.db, ctx, uuid, CONFIRM_RESIZE)
     try:
         await api.compute_rpcapi.cast(ctx, migration["source_compute"], "confirm_resize", instance_uuid=uuid,
                                       migration=migration)
     except BaseException:
-        await _hand_off_failed(api, ctx, uuid, instance, None)
+        await _hand_off_failed(api, ctx, uuid, instance, None, migration["uuid"])
         raise
 
 
@@ -253,22 +256,25 @@ async def revert(api, ctx, uuid: str) -> None:
                                                         "system_metadata": _with_migration(instance, migration)}):
         raise exceptions.InstanceInvalidState(action=REVERT_RESIZE, instance_uuid=uuid, attr="task_state",
                                               state="changed")
+    await migrations_obj.set_status(api.rt.db, migration["uuid"], "reverting")
     await actions.record_action(api.rt.db, ctx, uuid, REVERT_RESIZE)
     try:
         await api.compute_rpcapi.cast(ctx, migration["dest_compute"], "revert_resize", instance_uuid=uuid,
                                       migration=migration)
     except BaseException:
-        await _hand_off_failed(api, ctx, uuid, instance, states.RESIZE_REVERTING)
+        await _hand_off_failed(api, ctx, uuid, instance, states.RESIZE_REVERTING, migration["uuid"])
         raise
 
 
-async def _hand_off_failed(api, ctx, uuid: str, before: dict, task_state: str | None) -> None:
+async def _hand_off_failed(api, ctx, uuid: str, before: dict, task_state: str | None, migration_uuid: str) -> None:
     """A confirm or revert that never reached its host: the server goes back to RESIZED as it was
     (its task_state and migration record), the action is recorded as failed."""
     with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
-        await instance_obj.save(api.rt.db, uuid, {"task_state": None,
-                                                  "system_metadata": before.get("system_metadata")},
-                                expected_task_state=[task_state])
+        async with api.rt.db.transaction() as s:
+            await instance_obj.save(api.rt.db, uuid, {"task_state": None,
+                                                      "system_metadata": before.get("system_metadata")},
+                                    expected_task_state=[task_state], session=s)
+            await migrations_obj.set_status(api.rt.db, migration_uuid, "finished", session=s)
     await actions.finish_action(api.rt.db, ctx, uuid, message="Error")
 
 
@@ -304,6 +310,7 @@ async def conductor_migrate_server(conductor, ctx, uuid: str, request_spec: dict
         await allocations.release(db, migration["uuid"])
         await actions.event_finish(db, event_id, result="Error", details="instance deleted meanwhile")
         return
+    await migrations_obj.set_destination(db, migration["uuid"], selection["host"], selection["node"])
     await actions.event_finish(db, event_id)
     try:
         await conductor.compute_rpcapi.call(ctx, selection["host"], "prep_resize", instance_uuid=uuid,
@@ -373,19 +380,23 @@ async def resize_instance(manager, ctx, uuid: str, migration: dict) -> None:
         moved = False
         try:
             async with actions.step(db, ctx, uuid, "compute_resize_instance", manager.host):
-                instance = await instance_obj.save(db, uuid, {"task_state": states.RESIZE_MIGRATING},
-                                                   expected_task_state=[states.RESIZE_PREP])
+                async with db.transaction() as s:
+                    instance = await instance_obj.save(db, uuid, {"task_state": states.RESIZE_MIGRATING},
+                                                       expected_task_state=[states.RESIZE_PREP], session=s)
+                    await migrations_obj.set_status(db, migration["uuid"], "migrating", session=s)
                 await manager._notify(ctx, instance, "instance.resize.start")
                 await manager.driver.migrate_disk_and_power_off(ctx, instance, migration["dest_compute"],
                                                                 migration["new_flavor"],
                                                                 instance.get("network_info") or [])
                 moved = True
                 migration = dict(migration, status="post-migrating")
-                instance = await instance_obj.save(
-                    db, uuid, {"task_state": states.RESIZE_MIGRATED, "host": migration["dest_compute"],
-                               "node": migration["dest_node"], "progress": 50,
-                               "system_metadata": _with_migration(instance, migration)},
-                    expected_task_state=[states.RESIZE_MIGRATING])
+                async with db.transaction() as s:
+                    instance = await instance_obj.save(
+                        db, uuid, {"task_state": states.RESIZE_MIGRATED, "host": migration["dest_compute"],
+                                   "node": migration["dest_node"], "progress": 50,
+                                   "system_metadata": _with_migration(instance, migration)},
+                        expected_task_state=[states.RESIZE_MIGRATING], session=s)
+                    await migrations_obj.set_status(db, migration["uuid"], "post-migrating", session=s)
                 await manager._notify(ctx, instance, "instance.resize.end")
         except (exceptions.InstanceNotFound, exceptions.UnexpectedDeletingTaskStateError):
             # Deleted meanwhile: the delete (queued behind this lock on this host) destroys the guest.
@@ -446,10 +457,13 @@ async def finish_resize(manager, ctx, uuid: str, migration: dict) -> None:
                                    what="finish_resize")
                 power_state = (await manager.driver.get_info(instance))["power_state"]
                 migration = dict(migration, status="finished")
-                instance = await instance_obj.save(
-                    db, uuid, {"vm_state": states.RESIZED, "task_state": None, "power_state": power_state,
-                               "progress": 100, "system_metadata": _with_migration(instance, migration)},
-                    expected_task_state=[states.RESIZE_FINISH])
+                async with db.transaction() as s:
+                    instance = await instance_obj.save(
+                        db, uuid, {"vm_state": states.RESIZED, "task_state": None, "power_state": power_state,
+                                   "progress": 100, "system_metadata": _with_migration(instance, migration),
+                                   "launched_at": utcnow().isoformat()},  # Nova relaunches it here (usage)
+                        expected_task_state=[states.RESIZE_FINISH], session=s)
+                    await migrations_obj.set_status(db, migration["uuid"], "finished", session=s)
                 await manager._notify(ctx, instance, "instance.resize_finish.end")
         except (exceptions.InstanceNotFound, exceptions.UnexpectedDeletingTaskStateError):
             with contextlib.suppress(Exception):
@@ -459,6 +473,7 @@ async def finish_resize(manager, ctx, uuid: str, migration: dict) -> None:
         except Exception as exc:
             await _error_out(manager, uuid, exc, "finishing the resize", {"vm_state": states.ERROR, "task_state": None},
                              expected_task_state=[states.RESIZE_FINISH, states.RESIZE_MIGRATED])
+            await migrations_obj.set_status(db, migration["uuid"], "error")  # Nova's errors_out_migration
         finally:
             await actions.finish_action(db, ctx, uuid)
 
@@ -488,12 +503,14 @@ async def confirm_resize(manager, ctx, uuid: str, migration: dict) -> None:
                     await s.execute(update(Allocation).where(Allocation.consumer_uuid == migration["uuid"])
                                     .values(consumer_uuid=uuid).execution_options(synchronize_session=False))
                     await quotas.release(s, instance["project_id"], _quota_back(current, current["new_flavor"]))
+                    await migrations_obj.set_status(db, migration["uuid"], "confirmed", session=s)
                 await manager._notify(ctx, instance, "instance.resize_confirm.end")
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError, exceptions.InstanceInvalidState):
             return  # deleted (or reverted) meanwhile: that operation has the claims
         except Exception as exc:
             await _error_out(manager, uuid, exc, "confirming the resize", {"vm_state": states.ERROR},
                              expected_task_state=[None], expected_vm_state=[states.RESIZED])
+            await migrations_obj.set_status(db, migration["uuid"], "error")
         finally:
             await actions.finish_action(db, ctx, uuid)
 
@@ -519,6 +536,7 @@ async def revert_resize(manager, ctx, uuid: str, migration: dict) -> None:
         except Exception as exc:
             await _error_out(manager, uuid, exc, "reverting the resize", {"vm_state": states.ERROR, "task_state": None},
                              expected_task_state=[states.RESIZE_REVERTING])
+            await migrations_obj.set_status(db, migration["uuid"], "error")
             await actions.finish_action(db, ctx, uuid)
             return
     await _rpc(manager).cast(ctx, migration["source_compute"], "finish_revert_resize", instance_uuid=uuid,
@@ -553,15 +571,18 @@ async def finish_revert_resize(manager, ctx, uuid: str, migration: dict) -> None
                     instance = await instance_obj.save(
                         db, uuid, {"vm_state": migration["old_vm_state"], "task_state": None,
                                    "power_state": power_state, "progress": 0,
-                                   "system_metadata": _with_migration(instance, None)},
+                                   "system_metadata": _with_migration(instance, None),
+                                   "launched_at": utcnow().isoformat()},  # as Nova's finish_revert_resize
                         expected_task_state=[states.RESIZE_REVERTING], session=s)
                     await quotas.release(s, instance["project_id"], _quota_back(current, migration["old_flavor"]))
+                    await migrations_obj.set_status(db, migration["uuid"], "reverted", session=s)
                 await manager._notify(ctx, instance, "instance.resize_revert.end")
         except (exceptions.InstanceNotFound, exceptions.UnexpectedDeletingTaskStateError):
             return  # the delete (on this host, behind this lock) destroys the guest
         except Exception as exc:
             await _error_out(manager, uuid, exc, "finishing the revert", {"vm_state": states.ERROR, "task_state": None},
                              expected_task_state=[states.RESIZE_REVERTING])
+            await migrations_obj.set_status(db, migration["uuid"], "error")
         finally:
             await actions.finish_action(db, ctx, uuid)
 

@@ -132,7 +132,8 @@ async def _spawn_offloaded(manager, ctx, instance: dict, image_id: str | None, n
     power_state = (await manager.driver.get_info(instance))["power_state"]
     instance = await instance_obj.save(
         manager.rt.db, uuid, {"vm_state": states.ACTIVE, "task_state": None, "power_state": power_state,
-                              "system_metadata": without_shelve_keys(instance)},
+                              "system_metadata": without_shelve_keys(instance),
+                              "launched_at": utcnow().isoformat()},  # as Nova's _update_instance_after_spawn
         expected_task_state=[states.UNSHELVING])
     await manager._notify(ctx, instance, "instance.unshelve.end")
 

@@ -399,6 +399,39 @@ class InstanceEventOperation(Base):
     started_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
 
 
+class Migration(TimestampMixin, Base):
+    """One resize or cold migration of a server, with Nova's ``migrations`` columns and statuses
+    (pre-migrating, migrating, post-migrating, finished, confirming, confirmed, reverting,
+    reverted, error). Soft-deleted with its server (``deleted = id``), as Nova's instance_destroy
+    does; the progress counters are a live migration's, which Nefos does not run."""
+    __tablename__ = "migrations"
+    __table_args__ = (Index("ix_migrations_instance_uuid_status", "instance_uuid", "status"),
+                      Index("ix_migrations_created_at", "created_at"))
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    uuid: Mapped[str] = mapped_column(String(36), unique=True)
+    instance_uuid: Mapped[str] = mapped_column(String(36))
+    migration_type: Mapped[str] = mapped_column(String(32))
+    status: Mapped[str] = mapped_column(String(255))
+    source_compute: Mapped[str | None] = mapped_column(String(255))
+    source_node: Mapped[str | None] = mapped_column(String(255))
+    dest_compute: Mapped[str | None] = mapped_column(String(255))
+    dest_node: Mapped[str | None] = mapped_column(String(255))
+    dest_host: Mapped[str | None] = mapped_column(String(255))
+    old_instance_type_id: Mapped[int | None] = mapped_column(Integer)
+    new_instance_type_id: Mapped[int | None] = mapped_column(Integer)
+    hidden: Mapped[bool] = mapped_column(Boolean, default=False)
+    user_id: Mapped[str | None] = mapped_column(String(255))
+    project_id: Mapped[str | None] = mapped_column(String(255))
+    memory_total: Mapped[int | None] = mapped_column(BigInteger)
+    memory_processed: Mapped[int | None] = mapped_column(BigInteger)
+    memory_remaining: Mapped[int | None] = mapped_column(BigInteger)
+    disk_total: Mapped[int | None] = mapped_column(BigInteger)
+    disk_processed: Mapped[int | None] = mapped_column(BigInteger)
+    disk_remaining: Mapped[int | None] = mapped_column(BigInteger)
+    deleted_at: Mapped[dt.datetime | None] = mapped_column(DateTime)
+    deleted: Mapped[int] = mapped_column(Integer, default=0)
+
+
 # Network ---------------------------------------------------------------------
 
 class Network(TimestampMixin, Base):

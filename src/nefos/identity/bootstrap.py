@@ -26,7 +26,7 @@ from nefos.identity import catalog, core, passwords, tokens
 
 DEFAULT_DOMAIN_ID = "default"
 DEFAULT_DOMAIN_NAME = "Default"
-ROLES = ("admin", "member", "reader", "service")
+ROLES = ("admin", "manager", "member", "reader", "service")
 
 # account key -> (user name, project name, roles, config option)
 ACCOUNTS = {

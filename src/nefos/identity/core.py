@@ -16,8 +16,8 @@ from nefos.db.models import (
 from nefos.identity import catalog, passwords, tokens
 from nefos.identity.tokens import TokenData
 
-# Roles that imply others, as Keystone's bootstrap sets up: admin > member > reader.
-ROLE_IMPLIES = {"admin": ("member",), "member": ("reader",)}
+# Roles that imply others, as Keystone's bootstrap sets up: admin > manager > member > reader.
+ROLE_IMPLIES = {"admin": ("manager",), "manager": ("member",), "member": ("reader",)}
 
 AUTH_FAILED = "The request you have made requires authentication."
 

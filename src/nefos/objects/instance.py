@@ -216,7 +216,7 @@ async def destroy(db: Database, uuid: str, *, only_if_unscheduled: bool = False)
     from sqlalchemy import delete as sql_delete
 
     from nefos.db.models import BlockDeviceMapping, InstanceGroupMember
-    from nefos.objects import quotas
+    from nefos.objects import migrations, quotas
 
     async with db.transaction() as s:
         row = (await s.execute(select(Instance).where(Instance.uuid == uuid, Instance.deleted == 0))).scalar_one_or_none()
@@ -236,6 +236,7 @@ async def destroy(db: Database, uuid: str, *, only_if_unscheduled: bool = False)
         await quotas.release(s, row.project_id, quota_deltas(before))
         await s.execute(sql_delete(BlockDeviceMapping).where(BlockDeviceMapping.instance_uuid == uuid))
         await s.execute(sql_delete(InstanceGroupMember).where(InstanceGroupMember.instance_uuid == uuid))
+        await migrations.delete_for_instance(s, uuid, now)
         return before
 
 

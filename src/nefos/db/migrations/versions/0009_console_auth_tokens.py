@@ -1,14 +1,14 @@
 """console auth tokens (remote consoles)
 
 Revision ID: 0009
-Revises: 0007
+Revises: 0008
 """
 from alembic import op
 import sqlalchemy as sa
 
 
 revision = '0009'
-down_revision = '0007'
+down_revision = '0008'
 branch_labels = None
 depends_on = None
 
