@@ -79,16 +79,3 @@ async def fixed_ip_action(request: Request, id: str):
     if name not in ("reserve", "unreserve"):
         raise no_such_action(name)
     raise exceptions.Gone()
-
-
-# The nova-network actions of os-networks (its own and the associate controller's).
-_NETWORK_ACTIONS = ("disassociate", "disassociate_host", "disassociate_project", "associate_host")
-
-
-@router.post("/v2.1/os-networks/{id}/action", include_in_schema=False)
-@documented(responses={})
-async def network_action(request: Request, id: str):
-    name, _args = single_action(await rest.json_body(request))
-    if name not in _NETWORK_ACTIONS:
-        raise no_such_action(name)
-    raise exceptions.Gone()
