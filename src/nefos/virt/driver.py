@@ -102,6 +102,11 @@ class ComputeDriver:
         2.48); NotImplementedError when the driver has none."""
         raise NotImplementedError
 
+    async def get_spice_console(self, instance: dict) -> dict:
+        """Where the guest's SPICE server listens: {host, port, tls_port, internal_access_path};
+        as ``get_vnc_console`` otherwise."""
+        raise NotImplementedError
+
     async def get_instance_diagnostics(self, instance: dict) -> dict:
         """The running guest's figures in the standard form (``nefos.virt.diagnostics.standard``,
         2.48); NotImplementedError when the driver has none."""
