@@ -85,7 +85,8 @@ def test_spice_display():
     spec = vconfig.GuestSpec(name="v", uuid="u", virt_type="qemu", memory_mb=64, vcpus=1, console_log="/c",
                              vnc_listen="127.0.0.1", spice_listen="127.0.0.1")
     xml = vconfig.domain_xml(spec)
-    kinds = [(g.get("type"), g.get("autoport"), g.get("listen")) for g in ET.fromstring(xml).iterfind("devices/graphics")]
+    kinds = [(g.get("type"), g.get("autoport"), g.get("listen"))
+             for g in ET.fromstring(xml).iterfind("devices/graphics")]
     assert kinds == [("vnc", "yes", "127.0.0.1"), ("spice", "yes", "127.0.0.1")]
     assert vconfig.graphics_port(xml, "spice") is None  # not started
     live = xml.replace('type="spice" autoport="yes"', 'type="spice" port="5901" tlsPort="5902" autoport="yes"')

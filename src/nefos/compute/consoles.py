@@ -5,8 +5,8 @@ The API side looks the server up for the caller, then checks as Nova does that i
 (409 ``InstanceNotReady``), that no delete or migration is under way and that it is in a state
 whose guest has a display (409 ``InstanceInvalidState``). VNC and SPICE consoles exist here:
 serial and MKS answer as a Nova whose other console types are disabled (400
-``ConsoleTypeUnavailable``), and so does ``spice-html5`` (no SPICE HTML5 proxy is run). The compute host asks its driver where the guest's VNC server
-listens, stores a token for that host and port (``objects.console_auth_tokens``) and answers the
+``ConsoleTypeUnavailable``), and so does ``spice-html5`` (no SPICE HTML5 proxy is run). The
+compute host asks its driver where the guest's VNC server listens, stores a token for that host and port (``objects.console_auth_tokens``) and answers the
 URL of the console proxy (``novncproxy_base_url``) carrying the token. The proxy asks the host
 again (``validate_console_port``) before it connects, as Nova's does: a token for a console that
 has since moved or gone is refused.
