@@ -129,6 +129,14 @@ CASES = [
     ("post", f"{SERVER}/remote-consoles", {"remote_console": {"protocol": "vnc", "type": "novnc", "x": 1}}, V26,
      ["'x' was unexpected"]),
     ("post", f"{SERVER}/remote-consoles", {"console": {}}, V26, ["'remote_console' is a required"]),
+    # spice-direct: 2.99's, and only through remote-consoles
+    ("post", f"{SERVER}/remote-consoles", {"remote_console": {"protocol": "spice", "type": "spice-direct"}},
+     version("2.98"), ["field/attribute type"]),
+    ("post", f"{SERVER}/remote-consoles", {"remote_console": {"protocol": "spice", "type": "spice-direct",
+                                                             "tls": True}}, version("2.99"), ["'tls' was unexpected"]),
+    ("post", f"{SERVER}/remote-consoles", {"remote_console": {"protocol": "spice", "type": 5}}, version("2.99"),
+     ["field/attribute type"]),
+    ("post", f"{SERVER}/action", {"os-getSPICEConsole": {"type": "spice-direct"}}, {}, ["field/attribute type"]),
     ("get", "/v2.1/os-console-auth-tokens/abc?bogus=1", None, version("2.99"), ["bogus"]),
     # The image proxy: bodies are checked before the image is looked up, as in Nova.
     ("get", "/v2.1/images?limit=0", None, member(), ["limit"]),

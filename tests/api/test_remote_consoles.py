@@ -70,3 +70,28 @@ async def test_each_console_api_within_its_microversions(client):
     # RDP went with Hyper-V: a bare 400 whatever the body.
     r = await client.post(f"{SERVER}/action", json={"os-getRDPConsole": None}, headers=version("2.5"))
     assert r.status_code == 400 and "badRequest" in r.json()
+
+
+async def test_a_spice_direct_tokens_tls_port_is_shown_from_2_99(client, rt):
+    spice = await console_auth_tokens.authorize(
+        rt.db, console_type="spice-direct", host="192.0.2.5", port=5900, tls_port=5901,
+        instance_uuid=INSTANCE, access_url_base="http://127.0.0.1:13002/nova", ttl=600)
+    vnc = await _grant(rt)
+    r = await client.get(f"/v2.1/os-console-auth-tokens/{spice}", headers=version("2.99"))
+    assert r.status_code == 200, r.text
+    assert r.json() == {"console": {"instance_uuid": INSTANCE, "host": "192.0.2.5", "port": 5900,
+                                    "tls_port": 5901, "internal_access_path": None}}
+    r = await client.get(f"/v2.1/os-console-auth-tokens/{spice}", headers=version("2.98"))
+    assert r.status_code == 200 and "tls_port" not in r.json()["console"], r.text
+    # As Nova's: only spice-direct tokens carry a TLS port.
+    r = await client.get(f"/v2.1/os-console-auth-tokens/{vnc}", headers=version("2.99"))
+    assert r.status_code == 200 and "tls_port" not in r.json()["console"], r.text
+    r = await client.get(f"/v2.1/os-console-auth-tokens/{spice}", headers=version("2.99", member()))
+    assert r.status_code == 403, r.text
+
+
+async def test_spice_direct_is_2_99s_and_checked_before_the_server_is_looked_up(client):
+    body = {"remote_console": {"protocol": "spice", "type": "spice-direct"}}
+    for mv in ("2.6", "2.8", "2.98"):
+        r = await client.post(f"{SERVER}/remote-consoles", json=body, headers=version(mv))
+        assert r.status_code == 400 and "field/attribute type" in r.json()["badRequest"]["message"], r.text

@@ -79,6 +79,23 @@ def test_vnc_display():
     assert vconfig.vnc_port("<not xml") is None
 
 
+def test_spice_display():
+    """With [spice] enabled the guest gets QEMU's SPICE display beside its VNC one (autoport); the
+    live XML gives its port and, with TLS, its tlsPort."""
+    spec = vconfig.GuestSpec(name="v", uuid="u", virt_type="qemu", memory_mb=64, vcpus=1, console_log="/c",
+                             vnc_listen="127.0.0.1", spice_listen="127.0.0.1")
+    xml = vconfig.domain_xml(spec)
+    kinds = [(g.get("type"), g.get("autoport"), g.get("listen"))
+             for g in ET.fromstring(xml).iterfind("devices/graphics")]
+    assert kinds == [("vnc", "yes", "127.0.0.1"), ("spice", "yes", "127.0.0.1")]
+    assert vconfig.graphics_port(xml, "spice") is None  # not started
+    live = xml.replace('type="spice" autoport="yes"', 'type="spice" port="5901" tlsPort="5902" autoport="yes"')
+    assert vconfig.graphics_port(live, "spice") == 5901 and vconfig.vnc_port(live) is None
+    assert vconfig.graphics_port(live, "spice", "tlsPort") == 5902
+    spec.spice_listen = None
+    assert [g.get("type") for g in ET.fromstring(vconfig.domain_xml(spec)).iterfind("devices/graphics")] == ["vnc"]
+
+
 def test_hot_plugged_interface_is_the_spawned_one():
     vif = vconfig.Vif("port-2", "fa:16:3e:00:00:02", "brqnet2", "tapport-2", mtu=1450)
     spec = vconfig.GuestSpec(name="instance-x", uuid="u", virt_type="qemu", memory_mb=64, vcpus=1,

@@ -1,9 +1,12 @@
 """Remote consoles end to end: a console URL from the Compute API leads through the noVNC proxy
 to the guest's VNC server (the fake hypervisor's), where an RFB handshake completes; tokens that
-are unknown, expired or whose console went are refused at the websocket upgrade."""
+are unknown, expired or whose console went are refused at the websocket upgrade. A spice-direct
+console's token shows an admin where the guest's SPICE server is, and a SPICE link handshake
+completes there."""
 
 from __future__ import annotations
 
+import asyncio
 import struct
 import time
 from urllib.parse import parse_qs, urlparse
@@ -197,7 +200,62 @@ async def test_another_projects_server_and_other_console_types(cloud):
             ("serial", "serial", "2.6", "Unavailable console type serial."),
             ("rdp", "rdp-html5", "2.6", "Unavailable console type rdp."),
             ("mks", "webmks", "2.8", "Unavailable console type webmks."),
-            ("spice", "spice-direct", "2.99", "Unavailable console type spice-direct.")]:
+            ("spice", "novnc", "2.99", "Invalid console type novnc")]:
         r = await cloud.compute.post(f"/v2.1/servers/{sid}/remote-consoles", headers=_h(mv),
                                      json={"remote_console": {"protocol": protocol, "type": type_}})
         assert r.status_code == 400 and r.json()["badRequest"]["message"] == message, (protocol, r.text)
+
+
+async def _spice_link(host: str, port: int, major: int = 2) -> tuple:
+    """A SPICE client's SpiceLinkMess for the main channel: the SpiceLinkReply's header and error,
+    and whether the server then closed the connection."""
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        # magic, version, size, connection id, channel type (main) and id, caps counts and offset, caps
+        writer.write(struct.pack("<4sIIIIBBIIIII", b"REDQ", major, 2, 26, 0, 1, 0, 1, 1, 18, 11, 9))
+        await writer.drain()
+        magic, rmajor, rminor, size = struct.unpack("<4sIII", await asyncio.wait_for(reader.readexactly(16), 10))
+        body = await asyncio.wait_for(reader.readexactly(size), 10)
+        closed = await asyncio.wait_for(reader.read(1), 10) == b""
+    finally:
+        writer.close()
+    return magic, rmajor, rminor, struct.unpack_from("<I", body)[0], len(body), closed
+
+
+async def test_a_spice_direct_token_leads_to_the_guests_spice_server(cloud):
+    sid = await _server(cloud)
+    body = {"remote_console": {"protocol": "spice", "type": "spice-direct"}}
+    r = await cloud.compute.post(f"/v2.1/servers/{sid}/remote-consoles", json=body, headers=_h("2.98"))
+    assert r.status_code == 400 and "badRequest" in r.json(), r.text  # spice-direct is 2.99's
+    r = await cloud.compute.post(f"/v2.1/servers/{sid}/remote-consoles", json=body, headers=_h("2.99"))
+    assert r.status_code == 200, r.text
+    jsonschema.validate(r.json(), response_schemas.REMOTE_CONSOLE)
+    console = r.json()["remote_console"]
+    assert (console["protocol"], console["type"]) == ("spice", "spice-direct")
+    tokens = parse_qs(urlparse(console["url"]).query)["token"]
+    assert len(tokens) == 1 and tokens[0]
+    token = tokens[0]
+    # Only an admin sees where the hypervisor's SPICE server is.
+    r = await cloud.compute.get(f"/v2.1/os-console-auth-tokens/{token}", headers=_h("2.99"))
+    assert r.status_code == 403, r.text
+    r = await cloud.compute.get(f"/v2.1/os-console-auth-tokens/{token}", headers=_h("2.99", ADMIN))
+    assert r.status_code == 200, r.text
+    jsonschema.validate(r.json(), response_schemas.CONSOLE_AUTH_TOKEN)
+    shown = r.json()["console"]
+    assert shown["instance_uuid"] == sid and shown["internal_access_path"] is None
+    assert "tls_port" in shown and shown["tls_port"] is None  # the fake display has no TLS
+    r = await cloud.compute.get(f"/v2.1/os-console-auth-tokens/{token}", headers=_h("2.98", ADMIN))
+    assert r.status_code == 200 and "tls_port" not in r.json()["console"], r.text
+    magic, major, minor, error, size, closed = await _spice_link(shown["host"], shown["port"])
+    assert (magic, major, minor, error) == (b"REDQ", 2, 2, 0)
+    assert size >= 4 + 162 + 12 and closed
+    # Another major version is refused with SPICE_LINK_ERR_VERSION_MISMATCH.
+    assert (await _spice_link(shown["host"], shown["port"], major=1))[3] == 6
+    # The guest's SPICE server goes with its display.
+    r = await cloud.compute.post(f"/v2.1/servers/{sid}/action", json={"os-stop": None}, headers=member())
+    assert r.status_code == 202, r.text
+    await cloud.wait_status(sid, "SHUTOFF")
+    with pytest.raises(OSError):
+        await _spice_link(shown["host"], shown["port"])
+    r = await cloud.compute.post(f"/v2.1/servers/{sid}/remote-consoles", json=body, headers=_h("2.99"))
+    assert r.status_code == 409 and "conflictingRequest" in r.json(), r.text

@@ -3,7 +3,8 @@
 As Nova's console_auth_tokens: below 2.31 a bare 400 (the API then served only RDP consoles,
 removed with Hyper-V); from 2.31 the policy ``os_compute_api:os-console-auth-tokens`` (admin),
 then the token: unknown or expired is 404 "Token not found". Unknown query parameters are
-ignored, and refused from 2.99.
+ignored, and refused from 2.99. From 2.99 a ``spice-direct`` token's answer has its ``tls_port``
+too (null when the SPICE server has none), as Nova's; other tokens' answers do not.
 """
 
 from __future__ import annotations
@@ -36,5 +37,8 @@ async def show_console_auth_token(request: Request, console_token: str):
         grant = await console_auth_tokens.validate(request.app.state.rt.db, console_token)
     except exceptions.InvalidToken:
         raise exceptions.NotFound("Token not found")
-    return {"console": {"instance_uuid": grant["instance_uuid"], "host": grant["host"],
-                        "port": grant["port"], "internal_access_path": grant["internal_access_path"]}}
+    console = {"instance_uuid": grant["instance_uuid"], "host": grant["host"], "port": grant["port"],
+               "internal_access_path": grant["internal_access_path"]}
+    if grant["console_type"] == "spice-direct" and version.matches("2.99"):
+        console["tls_port"] = grant["tls_port"]
+    return {"console": console}

@@ -9,8 +9,10 @@
   "url"}}``; MKS from 2.8, ``spice-direct`` from 2.99. As Nova's: the server first, then the
   policy on its project; the protocol ``rdp`` is a 400.
 
-Only VNC (``novnc``) consoles exist (``compute/consoles.py``); the other protocols answer as a
-Nova whose other console types are disabled (400). ``xvpvnc`` went with the XenAPI driver: a 400
+VNC (``novnc``) and SPICE (``spice-direct``) consoles exist (``compute/consoles.py``); the other
+types answer as a Nova whose other console types are disabled (400). As Nova's, ``spice-direct``
+needs no more than the remote consoles policy: the hypervisor's address it leads to is shown only
+to admins (``os-console-auth-tokens``). ``xvpvnc`` went with the XenAPI driver: a 400
 "Invalid console type" (a Nova whose compute host raises it answers 500 through the action,
 which Nefos does not copy).
 """

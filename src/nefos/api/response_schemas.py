@@ -142,9 +142,11 @@ REMOTE_CONSOLE = _all_required({"remote_console": _all_required({
     "type": {"type": "string", "enum": ["novnc", "xvpvnc", "spice-html5", "spice-direct", "serial",
                                         "rdp-html5", "webmks"]},
     "url": _URI})})
-CONSOLE_AUTH_TOKEN = _all_required({"console": _all_required({
+# tls_port: spice-direct tokens' only, from 2.99.
+CONSOLE_AUTH_TOKEN = _all_required({"console": _object({
     "instance_uuid": {"type": "string", "format": "uuid"}, "host": _NULLABLE_STRING, "port": _INTEGER,
-    "internal_access_path": _NULLABLE_STRING})})
+    "tls_port": {"type": ["integer", "null"]}, "internal_access_path": _NULLABLE_STRING},
+    ("instance_uuid", "host", "port", "internal_access_path"))})
 # The actions answering 202 with a body, by action (the others answer 202 or 204 without one).
 ACTION_BODIES = {"rebuild": SERVER_REBUILT}
 # The rescue action's 200 (Nova's, with the password unless enable_instance_password is off).

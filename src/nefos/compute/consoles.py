@@ -3,13 +3,18 @@
 
 The API side looks the server up for the caller, then checks as Nova does that it has a host
 (409 ``InstanceNotReady``), that no delete or migration is under way and that it is in a state
-whose guest has a display (409 ``InstanceInvalidState``). Only VNC consoles exist here: SPICE,
+whose guest has a display (409 ``InstanceInvalidState``). VNC and SPICE consoles exist here:
 serial and MKS answer as a Nova whose other console types are disabled (400
-``ConsoleTypeUnavailable``). The compute host asks its driver where the guest's VNC server
-listens, stores a token for that host and port (``objects.console_auth_tokens``) and answers the
+``ConsoleTypeUnavailable``), and so does ``spice-html5`` (no SPICE HTML5 proxy is run). The
+compute host asks its driver where the guest's VNC server listens, stores a token for that host and port (``objects.console_auth_tokens``) and answers the
 URL of the console proxy (``novncproxy_base_url``) carrying the token. The proxy asks the host
 again (``validate_console_port``) before it connects, as Nova's does: a token for a console that
 has since moved or gone is refused.
+
+A ``spice-direct`` console (Compute API 2.99, Nova's ``get_spice_console``) is a token for the
+guest's SPICE server itself (its host, port and TLS port), to be turned into those by a
+SPICE-native proxy through ``os-console-auth-tokens``; its URL is ``spice_direct_proxy_base_url``
+with the token.
 """
 
 from __future__ import annotations
@@ -22,8 +27,8 @@ from nefos.objects import console_auth_tokens, instance as instance_obj, states
 # stopped or suspended guest here has no VNC server to connect to).
 DISPLAY_VM_STATES = (states.ACTIVE, states.PAUSED, states.RESCUED, states.RESIZED)
 REJECTED_TASK_STATES = (states.DELETING, "migrating")
-# Console types by protocol (Nova's): only noVNC is served here.
-OTHER_PROTOCOLS = ("spice", "serial", "mks")
+# The compute host's call for each protocol served here (Nova's get_<protocol>_console).
+HOST_CALLS = {"vnc": "get_vnc_console", "spice": "get_spice_console"}
 
 
 def novncproxy_base_url(cfg) -> str:
@@ -55,9 +60,9 @@ class ConsolesAPI:
     async def get_console(self, ctx, instance: dict, protocol: str, console_type: str) -> str:
         """The console's URL (``protocol``: vnc, spice, serial or mks)."""
         self.check_state(instance, f"get_{protocol}_console")
-        if protocol != "vnc":  # as a compute host whose [spice] / [serial_console] / [mks] are disabled
+        if protocol not in HOST_CALLS:  # as a compute host whose [serial_console] / [mks] are disabled
             raise exceptions.ConsoleTypeUnavailable(console_type=console_type)
-        answer = await self.rpcapi.call(ctx, instance["host"], "get_vnc_console",
+        answer = await self.rpcapi.call(ctx, instance["host"], HOST_CALLS[protocol],
                                         instance_uuid=instance["uuid"], console_type=console_type)
         return answer["url"]
 
@@ -82,6 +87,30 @@ async def get_vnc_console(manager, ctx, instance_uuid: str, console_type: str) -
         manager.rt.db, console_type=console_type, host=console["host"], port=console["port"],
         internal_access_path=console.get("internal_access_path"), instance_uuid=instance_uuid,
         access_url_base=base, ttl=cfg.token_ttl)
+    return {"url": console_auth_tokens.access_url(base, console_type, token)}
+
+
+async def get_spice_console(manager, ctx, instance_uuid: str, console_type: str) -> dict:
+    """On the compute host: a token for the guest's SPICE server (Nova's get_spice_console)."""
+    cfg = manager.rt.cfg
+    # As Nova's with [spice] disabled; spice-html5 too, as no SPICE HTML5 proxy is run here.
+    if not cfg.spice_enabled or console_type == "spice-html5":
+        raise exceptions.ConsoleTypeUnavailable(console_type=console_type)
+    if console_type != "spice-direct":
+        raise exceptions.ConsoleTypeInvalid(console_type=console_type)
+    instance = await instance_obj.get(manager.rt.db, instance_uuid)
+    try:
+        console = await manager.driver.get_spice_console(instance)
+    except NotImplementedError:
+        # The driver's guests have no SPICE display (as a Nova host whose [spice] is disabled).
+        raise exceptions.ConsoleTypeUnavailable(console_type=console_type)
+    except exceptions.InstanceNotFound:
+        raise exceptions.InstanceNotReady(instance_id=instance_uuid)
+    base = cfg.spice_direct_proxy_base_url
+    token = await console_auth_tokens.authorize(
+        manager.rt.db, console_type=console_type, host=console["host"], port=console["port"],
+        tls_port=console.get("tls_port"), internal_access_path=console.get("internal_access_path"),
+        instance_uuid=instance_uuid, access_url_base=base, ttl=cfg.token_ttl)
     return {"url": console_auth_tokens.access_url(base, console_type, token)}
 
 

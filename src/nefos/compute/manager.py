@@ -318,6 +318,10 @@ class ComputeManager(Endpoint):
         """A bus call: {"url"} of the console proxy, with a new token for the guest's VNC server."""
         return await consoles.get_vnc_console(self, ctx, instance_uuid, console_type)
 
+    async def get_spice_console(self, ctx, instance_uuid: str, console_type: str) -> dict:
+        """A bus call: {"url"} with a new token for the guest's SPICE server."""
+        return await consoles.get_spice_console(self, ctx, instance_uuid, console_type)
+
     async def validate_console_port(self, ctx, instance_uuid: str, port: int, console_type: str) -> bool:
         return await consoles.validate_console_port(self, ctx, instance_uuid, port, console_type)
 

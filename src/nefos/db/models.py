@@ -309,13 +309,15 @@ class BuildRequest(Base):
 
 class ConsoleAuthToken(TimestampMixin, Base):
     """A remote console's access grant (Nova's console_auth_tokens): one instance's console at
-    ``host``:``port`` until ``expires`` (a Unix time). Only the token's SHA-256 is stored."""
+    ``host``:``port`` (and ``tls_port`` for SPICE) until ``expires`` (a Unix time). Only the
+    token's SHA-256 is stored."""
     __tablename__ = "console_auth_tokens"
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     token_hash: Mapped[str] = mapped_column(String(255), unique=True)
     console_type: Mapped[str] = mapped_column(String(255))
     host: Mapped[str] = mapped_column(String(255))
     port: Mapped[int] = mapped_column(Integer)
+    tls_port: Mapped[int | None] = mapped_column(Integer)
     internal_access_path: Mapped[str | None] = mapped_column(String(255))
     instance_uuid: Mapped[str] = mapped_column(String(36), index=True)
     expires: Mapped[int] = mapped_column(Integer, index=True)

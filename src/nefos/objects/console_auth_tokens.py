@@ -32,7 +32,8 @@ def access_url(access_url_base: str, console_type: str, token: str) -> str:
 
 
 async def authorize(db, *, console_type: str, host: str, port: int, instance_uuid: str,
-                    access_url_base: str | None, ttl: int, internal_access_path: str | None = None) -> str:
+                    access_url_base: str | None, ttl: int, internal_access_path: str | None = None,
+                    tls_port: int | None = None) -> str:
     """Store a new token for the console and return it (the only time it is seen in clear)."""
     token = str(uuidlib.uuid4())
     now = int(time.time())
@@ -41,7 +42,8 @@ async def authorize(db, *, console_type: str, host: str, port: int, instance_uui
         # up periodically on each compute host).
         await s.execute(delete(ConsoleAuthToken).where(ConsoleAuthToken.expires <= now))
         s.add(ConsoleAuthToken(token_hash=token_hash(token), console_type=console_type, host=host,
-                               port=int(port), internal_access_path=internal_access_path,
+                               port=int(port), tls_port=None if tls_port is None else int(tls_port),
+                               internal_access_path=internal_access_path,
                                instance_uuid=instance_uuid, expires=now + int(ttl),
                                access_url_base=access_url_base))
     return token

@@ -97,6 +97,13 @@ class ComputeDriver:
         """Where the guest's VNC server listens: {host, port, internal_access_path} (host: where
         the console proxy reaches it); ``InstanceNotReady`` when the guest has no display now,
         NotImplementedError when the driver has no graphical console."""
+        raise NotImplementedError
+
+    async def get_spice_console(self, instance: dict) -> dict:
+        """Where the guest's SPICE server listens: {host, port, tls_port, internal_access_path};
+        as ``get_vnc_console`` otherwise."""
+        raise NotImplementedError
+
     async def get_diagnostics(self, instance: dict) -> dict:
         """The running guest's figures in the driver's own free-form keys (before Compute API
         2.48); NotImplementedError when the driver has none."""

@@ -26,8 +26,9 @@ paused=True)`` creates the guest paused; ``unpause`` resumes it. Each guest
 keeps the history of its power states (``FakeGuest.history``).
 
 Consoles: a running (or paused) guest's display is a small VNC server of its own
-(``nefos.virt.fake_console``) on ``vnc_server_listen``, started when a console is first asked for
-and closed when the guest stops or goes, as QEMU's display goes with the QEMU process.
+(``nefos.virt.fake_console``) on ``vnc_server_listen`` and, with ``spice_enabled``, a SPICE one on
+``spice_server_listen``, each started when a console is first asked for and closed when the guest
+stops or goes, as QEMU's display goes with the QEMU process.
 
 Config drives: a guest that needs one (``nefos.virt.configdrive.required_by``) gets the ISO image
 built as a real driver builds it, written to ``<fake_hypervisor_dir or state_dir>/fake-instances/
@@ -93,6 +94,7 @@ class FakeDriver(ComputeDriver):
         self.vif_listener = None  # the host's L2 agent (device_plugged / device_unplugged)
         self.config_drives: dict[str, dict] = {}  # uuid -> {"path": the ISO file, "image": its bytes}
         self.consoles: dict[str, fake_console.RFBServer] = {}  # uuid -> the guest's VNC server
+        self.spice_consoles: dict[str, fake_console.SpiceServer] = {}  # uuid -> its SPICE server
         self._consoles_starting = asyncio.Lock()  # one VNC server per guest, however many ask at once
         self._state_file = (Path(cfg.fake_hypervisor_dir) / f"{host}.json") if cfg.fake_hypervisor_dir else None
         if self._state_file is not None and self._state_file.exists():
@@ -126,7 +128,7 @@ class FakeDriver(ComputeDriver):
         self.emit_event(virtevent.ConnectionEvent(connected=self.connected, reason=self.disconnect_reason))
 
     async def cleanup_host(self) -> None:
-        for uuid in list(self.consoles):
+        for uuid in {*self.consoles, *self.spice_consoles}:
             self._close_console(uuid)
 
     def _check_connected(self) -> None:
@@ -342,25 +344,41 @@ class FakeDriver(ComputeDriver):
     async def get_vnc_console(self, instance) -> dict:
         """Where the guest's VNC server listens; ``InstanceNotReady`` when it has no display
         (stopped, suspended, crashed)."""
+        server = await self._display(instance, self.consoles, fake_console.RFBServer,
+                                     self.cfg.vnc_server_listen)
+        return {"host": self.cfg.vnc_server_proxyclient_address, "port": server.port,
+                "internal_access_path": None}
+
+    async def get_spice_console(self, instance) -> dict:
+        """Where the guest's SPICE server listens (no TLS port: the fake display has no
+        certificates); NotImplementedError when SPICE is disabled (QEMU then has no such display)."""
+        if not self.cfg.spice_enabled:
+            raise NotImplementedError
+        server = await self._display(instance, self.spice_consoles, fake_console.SpiceServer,
+                                     self.cfg.spice_server_listen)
+        return {"host": self.cfg.spice_server_proxyclient_address, "port": server.port,
+                "tls_port": None, "internal_access_path": None}
+
+    async def _display(self, instance, servers: dict, kind, listen: str):
         guest = self._guest(instance)
         if guest.power_state not in DISPLAYED:
             raise exceptions.InstanceNotReady(instance_id=guest.uuid)
         async with self._consoles_starting:
-            server = self.consoles.get(guest.uuid)
+            server = servers.get(guest.uuid)
             if server is None or not server.serving:
-                server = fake_console.RFBServer(guest.name)
-                await server.start(self.cfg.vnc_server_listen)
+                server = kind(guest.name)
+                await server.start(listen)
                 if self.guests.get(guest.uuid) is not guest or guest.power_state not in DISPLAYED:
                     server.close()  # stopped or gone meanwhile
                     raise exceptions.InstanceNotReady(instance_id=guest.uuid)
-                self.consoles[guest.uuid] = server
-        return {"host": self.cfg.vnc_server_proxyclient_address, "port": server.port,
-                "internal_access_path": None}
+                servers[guest.uuid] = server
+        return server
 
     def _close_console(self, uuid: str) -> None:
-        server = self.consoles.pop(uuid, None)
-        if server is not None:
-            server.close()
+        for servers in (self.consoles, self.spice_consoles):
+            server = servers.pop(uuid, None)
+            if server is not None:
+                server.close()
     # Diagnostics (figures that grow with the guest's time up, as a real guest's do) ------------
     def _figures(self, instance) -> tuple[FakeGuest, int, list[dict]]:
         guest = self._guest(instance)

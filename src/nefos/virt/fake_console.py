@@ -1,4 +1,5 @@
-"""The fake hypervisor's graphical console: a small VNC server (RFB 3.8, RFC 6143) per guest.
+"""The fake hypervisor's graphical consoles: a small VNC server (RFB 3.8, RFC 6143) per guest, and
+beside it, when SPICE is enabled, the first step of a SPICE server (the link handshake).
 
 A real hypervisor (QEMU) serves each guest's display over VNC on its compute host; the fake one
 serves a blank framebuffer the same way, on ``vnc_server_listen``, so a console URL leads through
@@ -6,6 +7,13 @@ the websocket proxy to a real RFB handshake. It speaks protocol versions 3.3, 3.
 the security type None only, sends ServerInit with a small true-colour framebuffer and the guest's
 name, and answers non-incremental framebuffer update requests with the whole (black) screen in
 the Raw encoding; an incremental request gets no answer, as nothing on the screen ever changes.
+
+The SPICE server (``SpiceServer``, on ``spice_server_listen``, what Nova's ``spice-direct`` console
+points at) reads a client's SpiceLinkMess, answers a SpiceLinkReply for protocol 2.2 (error 0, the
+capabilities QEMU's server offers on the main channel: auth selection, SPICE auth, mini header)
+and closes: the fake guest's display has no channels beyond the handshake. A version other than
+2 is answered with SPICE_LINK_ERR_VERSION_MISMATCH, a bad magic or size closes the connection, as
+spice-server does.
 """
 
 from __future__ import annotations
@@ -24,13 +32,25 @@ VERSIONS = {b"RFB 003.003\n": (3, 3), b"RFB 003.007\n": (3, 7), b"RFB 003.008\n"
 PIXEL_FORMAT = struct.pack(">BBBBHHHBBB3x", 32, 24, 0, 1, 255, 255, 255, 16, 8, 0)
 
 
+SPICE_MAGIC = b"REDQ"
+SPICE_VERSION = (2, 2)
+SPICE_LINK_ERR_OK = 0
+SPICE_LINK_ERR_VERSION_MISMATCH = 6
+SPICE_TICKET_PUBKEY_BYTES = 162  # an RSA-1024 key in DER SubjectPublicKeyInfo
+SPICE_MAX_LINK_SIZE = 4096  # spice-server refuses larger SpiceLinkMess bodies
+# Common capabilities: SPICE_COMMON_CAP_PROTOCOL_AUTH_SELECTION, _AUTH_SPICE, _MINI_HEADER.
+SPICE_COMMON_CAPS = (1 << 0) | (1 << 1) | (1 << 3)
+
+
 class ProtocolError(Exception):
     pass
 
 
-class RFBServer:
-    """One guest's VNC server; ``start`` binds a free port (``port``), ``close`` ends it and
+class _GuestServer:
+    """One guest's display server; ``start`` binds a free port (``port``), ``close`` ends it and
     every connection to it (the guest's display went away)."""
+
+    protocol = ""
 
     def __init__(self, name: str):
         self.name = name.encode("utf-8")[:255]
@@ -57,12 +77,49 @@ class RFBServer:
         try:
             await self._session(reader, writer)
         except (asyncio.IncompleteReadError, ConnectionError, ProtocolError) as exc:
-            LOG.debug("VNC client of %s left: %s", self.name, exc or type(exc).__name__)
+            LOG.debug("%s client of %s left: %s", self.protocol, self.name, exc or type(exc).__name__)
         finally:
             self._writers.discard(writer)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+
+    async def _session(self, reader, writer) -> None:
+        raise NotImplementedError
+
+
+class SpiceServer(_GuestServer):
+    """One guest's SPICE server: the link handshake of the main channel."""
+
+    protocol = "SPICE"
+
+    async def _session(self, reader, writer) -> None:
+        magic, major, minor, size = struct.unpack("<4sIII", await reader.readexactly(16))
+        if magic != SPICE_MAGIC:
+            raise ProtocolError("bad magic")
+        if not 0 < size <= SPICE_MAX_LINK_SIZE:
+            raise ProtocolError(f"link message size {size}")
+        await reader.readexactly(size)  # connection id, channel, capabilities: one channel only
+        if major != SPICE_VERSION[0]:
+            self._reply(writer, SPICE_LINK_ERR_VERSION_MISMATCH, ())
+        else:
+            self._reply(writer, SPICE_LINK_ERR_OK, (SPICE_COMMON_CAPS,))
+        await writer.drain()
+
+    @staticmethod
+    def _reply(writer, error: int, common_caps: tuple[int, ...]) -> None:
+        # SpiceLinkReply: error, the ticket's public key (none: the fake display has no
+        # password), the capability counts and their offset from the body's start, the caps.
+        body = (struct.pack("<I", error) + bytes(SPICE_TICKET_PUBKEY_BYTES)
+                + struct.pack("<III", len(common_caps), 0, 4 + SPICE_TICKET_PUBKEY_BYTES + 12)
+                + b"".join(struct.pack("<I", cap) for cap in common_caps))
+        writer.write(struct.pack("<4sIII", SPICE_MAGIC, *SPICE_VERSION, len(body)) + body)
+
+
+class RFBServer(_GuestServer):
+    """One guest's VNC server."""
+
+    protocol = "VNC"
 
     async def _session(self, reader, writer) -> None:
         writer.write(b"RFB 003.008\n")

@@ -53,6 +53,7 @@ class GuestSpec:
     display_name: str = ""
     flavor_name: str = ""
     vnc_listen: str | None = None  # the address of the guest's VNC display; None: no display
+    spice_listen: str | None = None  # the address of its SPICE display; None: none
 
 
 def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs) -> ET.Element:
@@ -187,6 +188,8 @@ def domain_xml(spec: GuestSpec) -> str:
         # The guest's display for remote consoles (Nova's libvirt driver with [vnc] enabled): QEMU
         # picks a free port (autoport) on the compute host; the live XML says which.
         _sub(devices, "graphics", type="vnc", autoport="yes", listen=spec.vnc_listen)
+    if spec.spice_listen:  # beside it with [spice] enabled, as Nova's libvirt driver
+        _sub(devices, "graphics", type="spice", autoport="yes", listen=spec.spice_listen)
     _sub(devices, "memballoon", model="none")
     ET.indent(dom)
     return ET.tostring(dom, encoding="unicode")
@@ -194,12 +197,18 @@ def domain_xml(spec: GuestSpec) -> str:
 
 def vnc_port(xml: str) -> int | None:
     """The port of the running domain's VNC display (its live XML); None when it has none."""
+    return graphics_port(xml, "vnc")
+
+
+def graphics_port(xml: str, kind: str, attr: str = "port") -> int | None:
+    """A port (``port`` or ``tlsPort``) of the running domain's ``kind`` display (its live XML);
+    None when it has none."""
     try:
-        graphics = ET.fromstring(xml).find("./devices/graphics[@type='vnc']")
+        graphics = ET.fromstring(xml).find(f"./devices/graphics[@type='{kind}']")
     except ET.ParseError:
         return None
     try:
-        port = int(graphics.get("port", "-1")) if graphics is not None else -1
+        port = int(graphics.get(attr, "-1")) if graphics is not None else -1
     except ValueError:
         return None
     return port if port > 0 else None  # -1: not running (autoport assigns one at start)
