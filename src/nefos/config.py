@@ -154,10 +154,10 @@ class Config(BaseModel):
     novncproxy_base_url: str = ""
     novncproxy_web: str = "/usr/share/novnc"  # the noVNC client files the proxy serves (Nova's `web`)
     token_ttl: int = 600  # seconds a console token is valid (Nova's [consoleauth] token_ttl)
-    # SPICE consoles (Nova's [spice] options). Nova's enabled defaults to off; here it is on, as
-    # the fake hypervisor and Debian's QEMU both have SPICE. Only spice-direct consoles are served
-    # (a SPICE-native proxy in front turns the token into host and port); there is no HTML5 proxy.
-    spice_enabled: bool = True
+    # SPICE consoles (Nova's [spice] options; off by default, as Nova's: each guest would carry a
+    # second display). Only spice-direct consoles are served (a SPICE-native proxy in front turns
+    # the token into host and port); there is no HTML5 proxy.
+    spice_enabled: bool = False
     spice_server_listen: str = "127.0.0.1"  # where guests' SPICE servers listen
     spice_server_proxyclient_address: str = "127.0.0.1"  # where a proxy reaches them
     spice_direct_proxy_base_url: str = "http://127.0.0.1:13002/nova"  # Nova's default

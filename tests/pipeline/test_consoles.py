@@ -18,7 +18,7 @@ from sqlalchemy import update
 
 from nefos.api import response_schemas
 from nefos.db.models import ConsoleAuthToken
-from tests.pipeline.conftest import ADMIN, cloud, member  # noqa: F401 (the cloud fixture)
+from tests.pipeline.conftest import ADMIN, cloud, member, start_cloud, stop_cloud  # noqa: F401 (the cloud fixture)
 
 websockets = pytest.importorskip("websockets")
 from websockets.asyncio.client import connect  # noqa: E402
@@ -200,7 +200,8 @@ async def test_another_projects_server_and_other_console_types(cloud):
             ("serial", "serial", "2.6", "Unavailable console type serial."),
             ("rdp", "rdp-html5", "2.6", "Unavailable console type rdp."),
             ("mks", "webmks", "2.8", "Unavailable console type webmks."),
-            ("spice", "novnc", "2.99", "Invalid console type novnc")]:
+            # SPICE off (the default, as Nova's): any SPICE type is unavailable, before its name is checked
+            ("spice", "novnc", "2.99", "Unavailable console type novnc.")]:
         r = await cloud.compute.post(f"/v2.1/servers/{sid}/remote-consoles", headers=_h(mv),
                                      json={"remote_console": {"protocol": protocol, "type": type_}})
         assert r.status_code == 400 and r.json()["badRequest"]["message"] == message, (protocol, r.text)
@@ -222,8 +223,27 @@ async def _spice_link(host: str, port: int, major: int = 2) -> tuple:
     return magic, rmajor, rminor, struct.unpack_from("<I", body)[0], len(body), closed
 
 
-async def test_a_spice_direct_token_leads_to_the_guests_spice_server(cloud):
+@pytest.fixture
+async def spice_cloud(tmp_path):
+    harness = await start_cloud(tmp_path, fake_hosts=1, spice_enabled=True)
+    yield harness
+    await stop_cloud(harness)
+
+
+async def test_spice_consoles_are_off_by_default(cloud):
+    """As Nova's ``[spice] enabled``: off unless the operator turns it on."""
     sid = await _server(cloud)
+    r = await cloud.compute.post(f"/v2.1/servers/{sid}/remote-consoles", headers=_h("2.99"),
+                                 json={"remote_console": {"protocol": "spice", "type": "spice-direct"}})
+    assert r.status_code == 400 and r.json()["badRequest"]["message"] == "Unavailable console type spice-direct.", r.text
+
+
+async def test_a_spice_direct_token_leads_to_the_guests_spice_server(spice_cloud):
+    cloud = spice_cloud
+    sid = await _server(cloud)
+    r = await cloud.compute.post(f"/v2.1/servers/{sid}/remote-consoles", headers=_h("2.99"),
+                                 json={"remote_console": {"protocol": "spice", "type": "novnc"}})
+    assert r.status_code == 400 and r.json()["badRequest"]["message"] == "Invalid console type novnc", r.text
     body = {"remote_console": {"protocol": "spice", "type": "spice-direct"}}
     r = await cloud.compute.post(f"/v2.1/servers/{sid}/remote-consoles", json=body, headers=_h("2.98"))
     assert r.status_code == 400 and "badRequest" in r.json(), r.text  # spice-direct is 2.99's

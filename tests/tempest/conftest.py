@@ -15,7 +15,9 @@ from tests.isolation.helpers import start_nefos, stop_nefos  # noqa: E402
 @pytest.fixture(scope="package")
 def cloud(tmp_path_factory):
     state = tmp_path_factory.mktemp("nefos-conformance")
-    proc, clouds = start_nefos(state, {"NEFOS_PASSWORD_HASH_ROUNDS": "12"}, fake_hosts=2)
+    # SPICE consoles on (off by default, as in Nova) for Tempest's spice-direct test.
+    proc, clouds = start_nefos(state, {"NEFOS_PASSWORD_HASH_ROUNDS": "12", "NEFOS_SPICE_ENABLED": "1"},
+                               fake_hosts=2)
     yield {"state": state, "clouds": clouds, "clouds_file": state / "clouds.yaml"}
     stop_nefos(proc, state)
 

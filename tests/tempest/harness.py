@@ -195,7 +195,7 @@ def tempest_conf(cloud: dict, prep: dict, work: Path, validation: bool = False) 
         build_interval = 1
         ready_wait = 0
         min_compute_nodes = {1 if validation else 2}
-        fixed_network_name = {PUBLIC_NETWORK}
+        fixed_network_name =
         shared_physical_network = false
 
         [compute-feature-enabled]
