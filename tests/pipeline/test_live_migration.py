@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from sqlalchemy import select
+from sqlalchemy import select, update as sa_update
 
 from nefos.db.models import Allocation, Flavor, FlavorExtraSpec, Migration
 from tests.pipeline.conftest import ADMIN, member
@@ -137,6 +137,19 @@ async def test_checks_answer_as_nova_and_leave_nothing_behind(cloud):
     finally:
         cloud.driver(dest).check_can_live_migrate_destination = original
         del cloud.driver(dest).supports_live_migration
+    # a destination that is down: 400 (forced before 2.30: the conductor's check; 2.30: no valid host)
+    from nefos.db.models import Service
+    async with cloud.rt.db.transaction() as s:
+        await s.execute(sa_update(Service).where(Service.host == dest).values(forced_down=True))
+    try:
+        r = await cloud.compute.post(f"/v2.1/servers/{sid}/action", json=_live_21(dest), headers=ADMIN)
+        assert r.status_code == 400, r.text
+        assert r.json()["badRequest"]["message"] == f"Compute service of {dest} is unavailable at this time."
+        r = await cloud.compute.post(f"/v2.1/servers/{sid}/action", json=_live(dest), headers=_v("2.30"))
+        assert r.status_code == 400 and "No valid host" in r.text, r.text
+    finally:
+        async with cloud.rt.db.transaction() as s:
+            await s.execute(sa_update(Service).where(Service.host == dest).values(forced_down=False))
     after = await cloud.server(sid, ADMIN)
     assert (after["status"], after["OS-EXT-STS:task_state"]) == ("ACTIVE", None)
     assert await _allocations(cloud) == [(sid, source)]

@@ -136,7 +136,7 @@ async def request(api, ctx, uuid: str, *, host: str | None, block_migration: boo
     try:
         await api.conductor.live_migrate_instance(ctx, uuid, spec, migration, forced_host, async_=async_)
     except (exceptions.NoValidHost, exceptions.ComputeServiceUnavailable, exceptions.HypervisorUnavailable) as exc:
-        raise exceptions.Invalid(exc.message if hasattr(exc, "message") else str(exc)) from None
+        raise exceptions.Invalid(str(exc)) from None
     except exceptions.Invalid:
         raise
     except BaseException:
@@ -157,7 +157,7 @@ async def _in_progress(api, ctx, uuid: str, migration_id: str, method: str, allo
         row = await migrations_obj.get_by_id_and_instance(api.rt.db, int(migration_id), uuid)
     if row is None:
         exc = exceptions.MigrationNotFoundForInstance(migration_id=migration_id, instance_id=uuid)
-        raise exceptions.Invalid(str(exc.message)) if missing_is_bad_request else exc
+        raise exceptions.Invalid(str(exc)) if missing_is_bad_request else exc
     if row["status"] not in allowed:
         raise exceptions.InvalidMigrationState(migration_id=migration_id, instance_uuid=uuid, state=row["status"],
                                                method=method)
@@ -244,7 +244,7 @@ async def conductor_live_migrate(conductor, ctx, uuid: str, request_spec: dict, 
         except exceptions.MigrationPreCheckError:
             raise
         except exceptions.Error as exc:
-            raise exceptions.MigrationPreCheckError(reason=str(exc.message)) from exc
+            raise exceptions.MigrationPreCheckError(reason=str(exc)) from exc
     except BaseException as exc:
         await actions.event_finish(db, event_id, result="Error", traceback="".join(traceback.format_exception(exc)))
         await _roll_back(db, ctx, uuid, migration, "error")
