@@ -403,6 +403,36 @@ async def post_live_migration_at_destination(manager, ctx, uuid: str, migration:
         await actions.finish_action(db, ctx, uuid)
 
 
+async def recover(manager, ctx, instance: dict, why: str) -> None:
+    """A live migration this host (its source) stopped running (a restart, or a request lost on its
+    way): as Nova's init_host, it is given up: rolled back while the guest is still here, else the
+    server is an ERROR (the guest's fate on the destination is unknown)."""
+    uuid = instance["uuid"]
+    migration = _live_migration_of(instance)
+    exc = exceptions.NefosError(why)
+    async with manager.instance_lock(uuid):
+        try:
+            current = await instance_obj.get(manager.rt.db, uuid)
+        except exceptions.InstanceNotFound:
+            return
+        if current["task_state"] != states.MIGRATING or current.get("host") != manager.host:
+            return
+        LOG.warning("instance %s: %s; giving its live migration up", uuid, why)
+        if migration is None:
+            with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
+                await instance_obj.save(manager.rt.db, uuid, {"task_state": None},
+                                        expected_task_state=[states.MIGRATING])
+            return
+        if uuid in await manager.driver.list_instance_uuids():
+            if migration.get("dest_compute"):
+                with contextlib.suppress(Exception):
+                    await _rpc(manager).cast(ctx, migration["dest_compute"], "rollback_live_migration_at_destination",
+                                             instance_uuid=uuid)
+            await _roll_back(manager.rt.db, ctx, uuid, migration, "error", exc, host=manager.host)
+        else:
+            await _error_out(manager, ctx, uuid, migration, exc)
+
+
 def live_migration_abort(manager, migration_uuid: str) -> None:
     """On the source: the copy stops at its next look (the driver raises, the source rolls back)."""
     if (control := manager.live_migrations.get(migration_uuid)) is not None:
