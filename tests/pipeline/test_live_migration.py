@@ -240,3 +240,23 @@ async def test_delete_during_a_live_migration_leaks_nothing(cloud):
     while await _allocations(cloud) or any(sid in cloud.driver(h).guests for h in cloud.hosts):
         assert time.monotonic() < deadline, (await _allocations(cloud))
         await asyncio.sleep(0.05)
+
+
+async def test_from_2_34_the_checks_run_after_the_answer(cloud):
+    """Nova's async live migration: a destination the scheduler refuses (here the source itself)
+    answers 202; the migration ends in error and the server is back as it was."""
+    server = await _boot_active(cloud)
+    sid = server["id"]
+    source = await _host(cloud, sid)
+    r = await cloud.compute.post(f"/v2.1/servers/{sid}/action", json=_live(source), headers=_v("2.34"))
+    assert r.status_code == 202, r.text
+    deadline = time.monotonic() + 15
+    while (await _records(cloud, sid))[-1]["status"] != "error":
+        assert time.monotonic() < deadline, await _records(cloud, sid)
+        await asyncio.sleep(0.02)
+    after = await _wait_idle(cloud, sid)
+    assert (after["status"], await _host(cloud, sid)) == ("ACTIVE", source)
+    assert await _allocations(cloud) == [(sid, source)]
+    r = await cloud.compute.get(f"/v2.1/servers/{sid}/os-instance-actions", headers=ADMIN)
+    assert r.json()["instanceActions"][0]["action"] == "live-migration"
+    assert r.json()["instanceActions"][0]["message"] == "Error"
