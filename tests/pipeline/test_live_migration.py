@@ -260,3 +260,38 @@ async def test_from_2_34_the_checks_run_after_the_answer(cloud):
     r = await cloud.compute.get(f"/v2.1/servers/{sid}/os-instance-actions", headers=ADMIN)
     assert r.json()["instanceActions"][0]["action"] == "live-migration"
     assert r.json()["instanceActions"][0]["message"] == "Error"
+
+
+async def test_a_live_migration_its_source_lost_is_rolled_back(cloud):
+    """A live migration whose cast never reached its source (or whose source restarted) is given up
+    by the source's recovery, as Nova's init_host: the server back on its source, the claim on the
+    destination released, the migration in error."""
+    from nefos.compute import live_migration
+    from nefos.compute.init_host import recover_instance
+    from nefos.objects import instance as instance_obj
+    server = await _boot_active(cloud)
+    sid = server["id"]
+    source = await _host(cloud, sid)
+    dest = next(h for h in cloud.hosts if h != source)
+    original = live_migration.live_migration
+
+    async def lost(*args, **kwargs):  # the source never gets the cast
+        return None
+    cloud.compute_manager(source).live_migration = lost
+    try:
+        await cloud.action(sid, _live_21(dest))
+        deadline = time.monotonic() + 15
+        while len(await _allocations(cloud)) != 2:
+            assert time.monotonic() < deadline, await _allocations(cloud)
+            await asyncio.sleep(0.02)
+    finally:
+        del cloud.compute_manager(source).live_migration
+    assert original is live_migration.live_migration
+    instance = await instance_obj.get(cloud.rt.db, sid)
+    assert instance["task_state"] == "migrating"
+    await recover_instance(cloud.compute_manager(source), instance, lost=True)
+    after = await _wait_idle(cloud, sid)
+    assert (after["status"], await _host(cloud, sid)) == ("ACTIVE", source)
+    assert await _allocations(cloud) == [(sid, source)]
+    assert (await _records(cloud, sid))[-1]["status"] == "error"
+    assert sid in cloud.driver(source).guests and sid not in cloud.driver(dest).guests
