@@ -18,3 +18,16 @@ async def event_set_within(event: asyncio.Event, timeout: float) -> bool:
     except TimeoutError:
         return event.is_set()
     return True
+
+
+async def cancel_and_wait(*tasks: asyncio.Task | None) -> None:
+    """Cancel ``tasks`` and wait until each has ended, cancelling again any that swallowed the
+    cancellation (a library's wait_for on 3.11 can) instead of waiting for it for ever."""
+    pending = {t for t in tasks if t is not None and not t.done()}
+    while pending:
+        for task in pending:
+            task.cancel()
+        _done, pending = await asyncio.wait(pending, timeout=1.0)
+    for task in tasks:  # what they ended with is theirs to log, not "never retrieved"
+        if task is not None and not task.cancelled():
+            task.exception()

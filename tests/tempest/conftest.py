@@ -18,3 +18,9 @@ def cloud(tmp_path_factory):
     proc, clouds = start_nefos(state, {"NEFOS_PASSWORD_HASH_ROUNDS": "12"}, fake_hosts=2)
     yield {"state": state, "clouds": clouds, "clouds_file": state / "clouds.yaml"}
     stop_nefos(proc, state)
+
+
+@pytest.fixture(scope="package")
+def tempest_runs() -> dict:
+    """The summaries of this session's Tempest runs ("fake", "validation"), for the pass rate of both."""
+    return {}

@@ -4,18 +4,15 @@ Used by ``tests/tempest/test_tempest.py`` (CI) and by hand::
 
     python tests/tempest/harness.py --clouds .nefos/clouds.yaml --work /tmp/tempest-run
 
-Steps: prepare the cloud as admin (one shared network with a subnet, so every
-dynamic Tempest project boots onto it without asking, and on fake hosts an external
-network ``public`` with a router from the shared network, for the floating IP tests), write ``tempest.conf``
-from the clouds.yaml (admin credentials for Tempest's dynamic credentials,
-identity v3 URI, image/flavor references, feature flags off for what Nefos
-does not have), run ``tempest run --include-list <tests> --concurrency N``
-and read the subunit stream back into per-test results.
+Steps: prepare the cloud as admin (on fake hosts, an external network ``public`` in a documentation
+range; with real guests, `nefos up` made it, with a bridge behind it), write ``tempest.conf`` from the
+clouds.yaml (admin credentials for Tempest's dynamic credentials, which give each project its own
+network, subnet and router to ``public``; identity v3 URI, image/flavor references, feature flags off
+for what Nefos does not have), run ``tempest run --include-list <tests> --concurrency N`` and read
+the subunit stream back into per-test results.
 
-With ``validation`` (``tests/tempest/test_tempest_validation.py``, `nefos up` with real guests) there
-is no shared network: Tempest's dynamic credentials give each project its own network, subnet and
-router to the external network ``public``, and Tempest logs into its guests over SSH (key pair,
-floating IP on ``public``) before it tests them.
+With ``validation`` (``tests/tempest/test_tempest_validation.py``, `nefos up` with real guests)
+Tempest logs into its guests over SSH (key pair, floating IP on ``public``) before it tests them.
 """
 
 from __future__ import annotations
@@ -36,8 +33,6 @@ import yaml
 
 HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
-SHARED_NETWORK = "tempest-shared"
-SHARED_CIDR = "10.250.0.0/16"
 MAX_MICROVERSION = "2.104"
 ALT_IMAGE = "tempest-alt"
 PUBLIC_NETWORK = "public"  # the external network `nefos up` creates with real guests
@@ -99,23 +94,16 @@ def prepare_cloud(cloud: dict, validation: bool = False) -> dict:
     """The shared network (or, with ``validation``, the external network's id) and the image/flavor
     references Tempest needs (idempotent)."""
     admin = Admin(cloud)
-    public_id = ""
+    # Each project gets its own network, subnet and router to the external network public from
+    # Tempest's dynamic credentials (a shared network too would make a NIC attached without a network
+    # ambiguous, and would keep Tempest from testing auto-allocated topologies).
     if validation:
-        # Each project gets its own network: a shared one too would make a NIC attached without
-        # a network ambiguous ("Multiple possible networks found").
         public = admin.get("network", "/v2.0/networks", params={"name": PUBLIC_NETWORK})["networks"]
         if not public:
             raise RuntimeError(f"the external network {PUBLIC_NETWORK} is missing (nefos up with real guests)")
-        net, public_id = {"id": ""}, public[0]["id"]
+        public_id = public[0]["id"]
     else:
-        if nets := admin.get("network", "/v2.0/networks", params={"name": SHARED_NETWORK})["networks"]:
-            net = nets[0]
-        else:
-            net = admin.post("network", "/v2.0/networks",
-                             {"network": {"name": SHARED_NETWORK, "shared": True}})["network"]
-            admin.post("network", "/v2.0/subnets", {"subnet": {
-                "network_id": net["id"], "cidr": SHARED_CIDR, "ip_version": 4, "name": SHARED_NETWORK}})
-        public_id = _fake_public_network(admin, net["id"])
+        public_id = _fake_public_network(admin)
     mark_default_external(admin)
     images = admin.get("image", "/v2/images", params={"name": "nefos-tiny"})["images"]
     if not images:
@@ -135,16 +123,15 @@ def prepare_cloud(cloud: dict, validation: bool = False) -> dict:
     for wanted in ("42", "84"):
         if wanted not in flavors:
             raise RuntimeError(f"flavor {wanted} is missing (have {sorted(flavors)})")
-    return {"network_id": net["id"], "public_network_id": public_id, "image_id": images[0]["id"],
+    return {"public_network_id": public_id, "image_id": images[0]["id"],
             "image_alt_id": alt_id, "flavor_ref": "42",
             "flavor_ref_alt": "84", "identity_uri": admin.auth_url,
             "region": cloud.get("region_name", "RegionOne")}
 
 
-def _fake_public_network(admin: Admin, shared_id: str) -> str:
-    """On fake hosts: the external network ``public`` (a documentation range, no bridge behind it) and
-    a router from the shared network to it, so Tempest's floating IP tests allocate from it and
-    associate with their servers' ports (idempotent)."""
+def _fake_public_network(admin: Admin) -> str:
+    """On fake hosts: the external network ``public`` (a documentation range, no bridge behind it), so
+    Tempest's projects get routers to it and its floating IP tests allocate from it (idempotent)."""
     if public := admin.get("network", "/v2.0/networks", params={"name": PUBLIC_NETWORK})["networks"]:
         return public[0]["id"]
     public_id = admin.post("network", "/v2.0/networks", {"network": {
@@ -152,12 +139,6 @@ def _fake_public_network(admin: Admin, shared_id: str) -> str:
     admin.post("network", "/v2.0/subnets", {"subnet": {
         "network_id": public_id, "cidr": FAKE_PUBLIC_CIDR, "ip_version": 4, "enable_dhcp": False,
         "name": PUBLIC_NETWORK}})
-    router = admin.post("network", "/v2.0/routers", {"router": {
-        "name": "tempest-public", "external_gateway_info": {"network_id": public_id}}})["router"]
-    subnet = admin.get("network", "/v2.0/subnets", params={"network_id": shared_id})["subnets"][0]
-    r = admin.http.put(admin.catalog["network"].rstrip("/") + f"/v2.0/routers/{router['id']}/add_router_interface",
-                       json={"subnet_id": subnet["id"]})
-    r.raise_for_status()
     return public_id
 
 
@@ -177,7 +158,7 @@ def tempest_conf(cloud: dict, prep: dict, work: Path, validation: bool = False) 
 
         [auth]
         use_dynamic_credentials = true
-        create_isolated_networks = {on}
+        create_isolated_networks = true
         admin_username = {a["username"]}
         admin_password = {a["password"]}
         admin_project_name = {a["project_name"]}
@@ -214,7 +195,7 @@ def tempest_conf(cloud: dict, prep: dict, work: Path, validation: bool = False) 
         build_interval = 1
         ready_wait = 0
         min_compute_nodes = {1 if validation else 2}
-        fixed_network_name = {"" if validation else SHARED_NETWORK}
+        fixed_network_name = {PUBLIC_NETWORK}
         shared_physical_network = false
 
         [compute-feature-enabled]
@@ -230,7 +211,7 @@ def tempest_conf(cloud: dict, prep: dict, work: Path, validation: bool = False) 
         live_migration = true
         live_migrate_back_and_forth = true
         block_migration_for_live_migration = true
-        metadata_service = false
+        metadata_service = true
         vnc_console = true
         spice_console = false
         serial_console = false
@@ -241,7 +222,7 @@ def tempest_conf(cloud: dict, prep: dict, work: Path, validation: bool = False) 
         snapshot = true
         personality = true
         attach_encrypted_volume = false
-        config_drive = false
+        config_drive = true
         swap_volume = false
         volume_backed_live_migration = false
         volume_multiattach = false

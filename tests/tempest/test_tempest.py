@@ -8,8 +8,8 @@ from them. Set NEFOS_TEMPEST_RESULTS to also copy the results there.
 
 The run fails on a failure not in ``known_results.KNOWN_FAILURES``, on a skip no entry of
 ``known_results.SKIPS`` explains, on more than a handful of skips for any reason but block storage
-and live migration, and on fewer than 85 % of all the compute tests passing (counting the
-validation tests, which test_tempest_validation.py requires to pass on real guests).
+and live migration. The pass rate of both runs together (at least 85 % of all the compute tests) is
+checked by test_tempest_validation.py once the validation run is done.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from known_results import BLOCK_STORAGE, HANDFUL, KNOWN_FAILURES, LIVE_MIGRATION
 
 pytestmark = pytest.mark.tempest
 
-MIN_PASS_RATE = 0.85
 CONCURRENCY = 2
 
 
@@ -53,7 +52,7 @@ def check_skips(summary: dict, exclude=frozenset()) -> None:
     assert not too_many, f"more than a handful of tests skipped for: {too_many}"
 
 
-def test_tempest_compute_api(cloud, tmp_path):
+def test_tempest_compute_api(cloud, tempest_runs, tmp_path):
     work = tmp_path / "tempest"
     admin = cloud["clouds"]["nefos-admin"]
     prep = harness.prepare_cloud(admin)
@@ -67,6 +66,7 @@ def test_tempest_compute_api(cloud, tmp_path):
     summary["concurrency"] = CONCURRENCY
     out = tmp_path / "tempest-results.json"
     out.write_text(json.dumps(summary, indent=1))
+    tempest_runs["fake"] = summary
     if os.environ.get("NEFOS_TEMPEST_RESULTS"):
         shutil.copy(out, os.environ["NEFOS_TEMPEST_RESULTS"])
 
@@ -87,7 +87,3 @@ def test_tempest_compute_api(cloud, tmp_path):
     for test, entry in summary["tests"].items():
         if entry["status"] == "skip":
             assert entry["details"].strip(), f"{test} was skipped without a reason"
-    # The validation tests skip here; test_tempest_validation.py fails unless they pass there.
-    fake_passed = sum(1 for t, e in summary["tests"].items() if e["status"] == "success" and t not in validation)
-    assert (fake_passed + len(validation)) / summary["total"] >= MIN_PASS_RATE, \
-        (fake_passed, len(validation), summary["total"])

@@ -77,8 +77,11 @@ class LocalBus(Bus):
         wire = encode(make_message(ctx, method, kwargs))
         task = self._spawn(self._run(endpoint, wire))
         try:
-            reply = await asyncio.wait_for(asyncio.shield(task), timeout or self.default_timeout)
-        except asyncio.TimeoutError:
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow the caller's
+            # cancellation when the reply lands at the same moment (see nefos.waiting).
+            async with asyncio.timeout(timeout or self.default_timeout):
+                reply = await asyncio.shield(task)
+        except TimeoutError:
             from nefos.exceptions import ServiceUnavailable
             raise ServiceUnavailable(f"timed out waiting for {method} on {target(topic, host)}")
         reply = decode(reply)

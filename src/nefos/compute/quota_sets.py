@@ -3,9 +3,10 @@
 Limits live in ``quotas`` (a row overrides the configured default); usage in
 ``quota_usages``. Nova also shows resources Nefos does not enforce (floating
 and fixed IPs, injected files): they have Nova's defaults, and a set value is
-stored and shown like any other. Security group rules are the networking service's quota (its
-default, 100, is what is enforced); the Compute API shows Nova's own default for them, 20, until
-a quota class or the project sets one, as a Nova beside Neutron shows its unenforced value.
+stored and shown like any other. Security groups and their rules are the networking service's
+quota (its defaults, e.g. 100 rules, are what is enforced); the Compute API shows Nova's own
+default for them (20 rules) until its quota class or the project sets one, as a Nova beside
+Neutron shows its unenforced values; the quota class's values never reach the networking service.
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ NOVA_ONLY_DEFAULTS = {
 }
 # Nova's defaults shown instead of the networking service's, unless a class or the project sets one.
 NOVA_VIEW_DEFAULTS = {"security_group_rules": 20}
+# Nova's quota classes hold Nova's own numbers for the network resources: the networking service (as
+# Neutron) neither reads them nor is changed by them, so they are kept under names of their own.
+_CLASS_ONLY = ("security_groups", "security_group_rules")
+_CLASS_PREFIX = "compute:"
 _BASE = ["instances", "cores", "ram", "metadata_items", "key_pairs", "server_groups", "server_group_members"]
 _NETWORK = ["floating_ips", "fixed_ips", "security_groups", "security_group_rules"]
 _INJECTED = ["injected_files", "injected_file_content_bytes", "injected_file_path_bytes"]
@@ -60,30 +65,44 @@ def defaults(cfg) -> dict[str, int]:
     return result
 
 
+def _class_row(resource: str) -> str:
+    return _CLASS_PREFIX + resource if resource in _CLASS_ONLY else resource
+
+
+async def _compute_class_values(s) -> dict[str, int]:
+    """The ``default`` class's values of the network resources, as set through the Compute API."""
+    rows = await s.execute(select(QuotaClass.resource, QuotaClass.hard_limit).where(
+        QuotaClass.class_name == quotas.DEFAULT_CLASS, QuotaClass.resource.in_([_class_row(r) for r in _CLASS_ONLY])))
+    return {resource.removeprefix(_CLASS_PREFIX): limit for resource, limit in rows}
+
+
+def _network_view(result: dict[str, int], configured: dict[str, int], compute_class: dict[str, int],
+                  project_own: set[str]) -> None:
+    """The network resources as Nova shows them: the project's own limit, else the Compute API's
+    class value, else Nova's default (shown, not enforced: the networking service enforces its own)."""
+    for resource in _CLASS_ONLY:
+        if resource in project_own:
+            continue
+        result[resource] = compute_class.get(resource, NOVA_VIEW_DEFAULTS.get(resource, configured[resource]))
+
+
 async def get_defaults(db, cfg) -> dict[str, int]:
     """The defaults as the API shows them: configuration, Nova-only resources, the default class."""
     result = defaults(cfg)
     async with db.reader() as s:
-        result.update(await quotas.class_defaults(s, cfg))
-        set_here = await _explicitly_set(s)
-    result.update({r: v for r, v in NOVA_VIEW_DEFAULTS.items() if r not in set_here})
+        result.update({r: v for r, v in (await quotas.class_defaults(s, cfg)).items()
+                       if r not in _CLASS_ONLY and not r.startswith(_CLASS_PREFIX)})
+        _network_view(result, defaults(cfg), await _compute_class_values(s), set())
     return result
-
-
-async def _explicitly_set(s, project_id: str | None = None) -> set[str]:
-    """The resources the ``default`` quota class (and ``project_id``, if given) set a limit of."""
-    names = set((await s.execute(select(QuotaClass.resource).where(QuotaClass.class_name == quotas.DEFAULT_CLASS))).scalars())
-    if project_id is not None:
-        names |= set((await s.execute(select(Quota.resource).where(Quota.project_id == project_id))).scalars())
-    return names
 
 
 async def get_limits(db, cfg, project_id: str) -> dict[str, int]:
     result = defaults(cfg)
     async with db.reader() as s:
-        result.update(await quotas.limits(s, cfg, project_id))
-        set_here = await _explicitly_set(s, project_id)
-    result.update({r: v for r, v in NOVA_VIEW_DEFAULTS.items() if r not in set_here})
+        result.update({r: v for r, v in (await quotas.limits(s, cfg, project_id)).items()
+                       if not r.startswith(_CLASS_PREFIX)})
+        own = set((await s.execute(select(Quota.resource).where(Quota.project_id == project_id))).scalars())
+        _network_view(result, defaults(cfg), await _compute_class_values(s), own)
     return result
 
 
@@ -107,7 +126,7 @@ async def check_injected_files(db, cfg, project_id: str, files: list[dict]) -> N
 
 async def update_class(db, class_name: str, values: dict[str, int]) -> None:
     """Set a quota class's limits (one row per resource, concurrent writers converge)."""
-    for resource, limit in values.items():
+    for resource, limit in ((_class_row(r), v) for r, v in values.items()):
         for _attempt in range(2):
             try:
                 async with db.transaction() as s:

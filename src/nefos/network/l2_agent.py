@@ -47,6 +47,7 @@ from sqlalchemy import or_, select
 
 from nefos.db.models import Network, Port
 from nefos.service import Component
+from nefos.waiting import cancel_and_wait
 
 LOG = logging.getLogger(__name__)
 
@@ -170,10 +171,7 @@ class L2Agent(Component):
                 asyncio.get_running_loop().remove_reader(self._sock.fileno())
             self._sock.close()
             self._sock = None
-        for task in (self._worker, self._gc, self._sg):
-            if task is not None:
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+        await cancel_and_wait(self._worker, self._gc, self._sg)
         self._worker = self._gc = self._sg = None
         self._queue = None
         LOG.info("%s stopped", self.name)
