@@ -735,3 +735,24 @@ class ResizeNotSupported(Conflict):
 
 class ComputeServiceUnavailable(Conflict):
     message = "Compute service of %(host)s is unavailable at this time."
+
+
+class UnableToMigrateToSelf(Invalid):
+    message = "Unable to migrate instance (%(instance_id)s) to current host (%(host)s)."
+
+
+class MigrationPreCheckError(Invalid):
+    message = "Migration pre-check error: %(reason)s"
+
+
+class InvalidMigrationState(Invalid):
+    message = ("Migration %(migration_id)s state of instance %(instance_uuid)s is %(state)s. Cannot "
+               "%(method)s while the migration is in this state.")
+
+
+class MigrationNotFoundForInstance(NotFound):
+    message = "Migration %(migration_id)s not found for instance %(instance_id)s"
+
+
+class LiveMigrationAborted(Error):
+    message = "Live migration of instance %(instance_uuid)s was aborted."

@@ -110,6 +110,9 @@ COMPUTE_RULES: dict[str, str] = {
     "os_compute_api:servers:revert_resize": ADMIN_OR_MEMBER,
     "os_compute_api:os-migrate-server:migrate": ADMIN,
     "os_compute_api:os-migrate-server:migrate:host": ADMIN,
+    # Nova's manager defaults: a project manager live-migrates where the scheduler picks.
+    "os_compute_api:os-migrate-server:migrate_live": ADMIN_OR_MANAGER,
+    "os_compute_api:os-migrate-server:migrate_live:host": ADMIN,
     "os_compute_api:os-pause-server:pause": ADMIN_OR_MEMBER,
     "os_compute_api:os-pause-server:unpause": ADMIN_OR_MEMBER,
     "os_compute_api:os-rescue": ADMIN_OR_MEMBER,
@@ -258,6 +261,8 @@ COMPUTE_RULES: dict[str, str] = {
     "os_compute_api:servers:migrations:index": ADMIN_OR_MANAGER,
     "os_compute_api:servers:migrations:index:host": ADMIN,
     "os_compute_api:servers:migrations:show": ADMIN,
+    "os_compute_api:servers:migrations:force_complete": ADMIN_OR_MANAGER,
+    "os_compute_api:servers:migrations:delete": ADMIN_OR_MANAGER,
 }
 
 # Networking (Neutron's names) ------------------------------------------------------------------------

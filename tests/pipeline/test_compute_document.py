@@ -20,7 +20,7 @@ NO_SUCCESS_HERE = {("GET", f"/v2.1/os-hosts/{{host_name}}/{a}") for a in ("start
     ("GET", "/v2.1/servers/{server_id}/os-volume_attachments/{volume_id}"),
     ("POST", "/v2.1/os-volumes"), ("GET", "/v2.1/os-volumes/{volume_id}"),
     ("POST", "/v2.1/os-snapshots"), ("GET", "/v2.1/os-snapshots/{snapshot_id}"),
-    # Only a live migration in progress is shown, and no driver live-migrates (404).
+    # Only a live migration in progress is shown, and the fake driver's finishes at once (404).
     ("GET", "/v2.1/servers/{server_id}/migrations/{migration_id}")}
 
 

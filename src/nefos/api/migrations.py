@@ -9,17 +9,19 @@ uuid, ``migrations_links``) and takes ``changes-since``; 2.66 ``changes-before``
 ``user_id`` and ``project_id``. Listing another project's (or every project's) migrations needs
 ``index:all_projects``; without ``index:host`` the hosts are hidden.
 
-Nefos runs no live migration, so a server's list is empty and a migration id 404s with the
-answer Nova gives for a migration that is not a live migration in progress.
+A live migration in progress is aborted with ``DELETE /servers/{id}/migrations/{id}`` (2.24; a
+queued or preparing one too from 2.65) and completed at once with ``POST .../{id}/action``
+``force_complete`` (2.22), as Nova's (``nefos.compute.live_migration``).
 """
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
+from starlette.responses import Response
 
 from nefos import exceptions, policy, rest
 from nefos.api import common, response_schemas as responses
-from nefos.api.validation import NON_NEGATIVE_INTEGER, bool_from_string, query_schema, validate_query
+from nefos.api.validation import NON_NEGATIVE_INTEGER, bool_from_string, query_schema, validate, validate_query
 from nefos.objects import migrations as migrations_obj
 from nefos.openapi import documented
 
@@ -153,3 +155,37 @@ async def show_server_migration(request: Request, server_id: str, migration_id: 
     if row["status"] not in migrations_obj.LIVE_IN_PROGRESS:
         raise exceptions.NotFound(f"Live migration {migration_id} for server {server_id} is not in progress.")
     return {"migration": _server_migration_view(request, row)}
+
+
+FORCE_COMPLETE_SCHEMA = {"type": "object", "properties": {"force_complete": {"type": "null"}},
+                         "required": ["force_complete"], "additionalProperties": False}
+
+
+@router.post("/v2.1/servers/{server_id}/migrations/{migration_id}/action")
+@documented(request=FORCE_COMPLETE_SCHEMA, responses={202: responses.NO_BODY})
+async def server_migration_action(request: Request, server_id: str, migration_id: str):
+    if not request.state.api_version.matches("2.22"):
+        raise exceptions.NotFound("The resource could not be found.")
+    validate(await rest.json_body(request), FORCE_COMPLETE_SCHEMA)
+    ctx = rest.get_context(request)
+    compute_api = request.app.state.compute_api
+    instance = await compute_api.get(ctx, server_id)
+    policy.enforce(ctx, "os_compute_api:servers:migrations:force_complete", {"project_id": instance["project_id"]})
+    from nefos.compute import live_migration
+    await live_migration.force_complete(compute_api, ctx, instance["uuid"], migration_id)
+    return Response(status_code=202)
+
+
+@router.delete("/v2.1/servers/{server_id}/migrations/{migration_id}")
+@documented(responses={202: responses.NO_BODY})
+async def delete_server_migration(request: Request, server_id: str, migration_id: str):
+    version = request.state.api_version
+    if not version.matches("2.24"):
+        raise exceptions.NotFound("The resource could not be found.")
+    ctx = rest.get_context(request)
+    compute_api = request.app.state.compute_api
+    instance = await compute_api.get(ctx, server_id)
+    policy.enforce(ctx, "os_compute_api:servers:migrations:delete", {"project_id": instance["project_id"]})
+    from nefos.compute import live_migration
+    await live_migration.abort(compute_api, ctx, instance["uuid"], migration_id, queued_too=version.matches("2.65"))
+    return Response(status_code=202)

@@ -7,7 +7,8 @@ from starlette.responses import JSONResponse, Response
 
 from nefos import exceptions, policy, rest
 from nefos.api import (console_output, microversion, remote_consoles, server_admin_actions, server_floating_ips,
-                       server_image_actions, server_multinic, server_rescue, server_resize_actions)
+                       server_image_actions, server_migrate_live, server_multinic, server_rescue,
+                       server_resize_actions)
 from nefos.api.validation import validate
 from nefos.openapi import documented
 from nefos.api import response_schemas as responses
@@ -87,7 +88,7 @@ def action_schema() -> dict:
                    server_image_actions._CREATE_BACKUP_SCHEMA, server_admin_actions._RESET_STATE_SCHEMA,
                    server_floating_ips.ADD_SCHEMA, server_floating_ips.REMOVE_SCHEMA,
                    server_multinic.ADD_SCHEMA, server_multinic.REMOVE_SCHEMA, server_rescue.RESCUE_SCHEMA,
-                   server_rescue.UNRESCUE_SCHEMA]
+                   server_rescue.UNRESCUE_SCHEMA, server_migrate_live.SCHEMA]
     named = {name for schema in with_schema for name in schema["required"]}
     others = sorted({*_POWER_ACTIONS, "unlock", *server_resize_actions.HANDLERS, *server_image_actions.HANDLERS,
                      *server_admin_actions.HANDLERS} - named - set(server_admin_actions.UNSUPPORTED)
@@ -153,6 +154,8 @@ async def server_action(request: Request, server_id: str):
         return await server_image_actions.handle(request, ctx, server_id, name, body)
     elif name in server_rescue.HANDLERS:
         return await server_rescue.HANDLERS[name](request, ctx, server_id, body)
+    elif name in server_migrate_live.HANDLERS:
+        return await server_migrate_live.HANDLERS[name](request, ctx, server_id, body)
     elif name in server_admin_actions.HANDLERS:
         await server_admin_actions.HANDLERS[name](request, ctx, server_id, body)
     else:

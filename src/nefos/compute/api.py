@@ -664,6 +664,12 @@ class ComputeAPI:
         from nefos.compute import resize
         await resize.request_resize(self, ctx, uuid, host=host)
 
+    async def live_migrate(self, ctx, uuid: str, host: str | None, *, block_migration: bool | None,
+                           force: bool | None, async_: bool) -> None:
+        from nefos.compute import live_migration
+        await live_migration.request(self, ctx, uuid, host=host, block_migration=block_migration, force=force,
+                                     async_=async_)
+
     async def confirm_resize(self, ctx, uuid: str) -> None:
         from nefos.compute import resize
         await resize.confirm(self, ctx, uuid)

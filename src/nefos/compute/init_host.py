@@ -167,6 +167,10 @@ async def recover_instance(manager, instance: dict, lost: bool = False) -> None:
     if task_state in (*states.RESIZE_TASK_STATES, states.RESIZE_REVERTING):
         await _recover_resize(manager, ctx, instance, lost)
         return
+    if task_state == states.MIGRATING:
+        from nefos.compute import live_migration
+        await live_migration.recover(manager, ctx, instance, _why(manager, "live migration", lost))
+        return
     power_state = await power_sync.driver_power_state(manager.driver, instance)
     if task_state in SOFT_REBOOT_STATES + HARD_REBOOT_STATES:
         if power_state == states.NOSTATE or (

@@ -27,7 +27,8 @@ from nefos.objects import (actions, allocations, build_requests, console_auth_to
                            states)
 from nefos.compute.resource_tracker import ResourceTracker
 from nefos.compute import (consoles, deadlines, init_host as host_init, instance_events, interfaces, lifecycle,
-                           power_sync, rebuild, rescue, resize, service_state, shelve, snapshots)
+                           live_migration, power_sync, rebuild, rescue, resize, service_state, shelve,
+                           snapshots)
 from nefos.image.client import ImageAPI
 
 LOG = logging.getLogger(__name__)
@@ -63,6 +64,7 @@ class ComputeManager(Endpoint):
         self.lifecycle = lifecycle.LifecycleEventHandler(self)  # the driver's event listener
         self.instance_events = instance_events.InstanceEvents(self)  # external events
         self.interfaces = interfaces.InterfaceManager(self)  # os-interface (compute/interfaces.py)
+        self.live_migrations: dict[str, live_migration.LiveMigrationControl] = {}  # migration uuid -> control
 
     # Plumbing ----------------------------------------------------------------
     @contextlib.asynccontextmanager
@@ -581,6 +583,29 @@ class ComputeManager(Endpoint):
 
     async def cleanup_deleted_migration(self, ctx, instance_uuid: str) -> None:
         await resize.cleanup_deleted_migration(self, ctx, instance_uuid)
+
+    # Live migration (compute/live_migration.py) ------------------------------------------------
+    async def check_can_live_migrate_destination(self, ctx, instance_uuid: str) -> None:
+        await live_migration.check_can_live_migrate_destination(self, ctx, instance_uuid)
+
+    async def live_migration(self, ctx, instance_uuid: str, migration: dict) -> None:
+        await live_migration.live_migration(self, ctx, instance_uuid, migration)
+
+    async def pre_live_migration(self, ctx, instance_uuid: str, migration: dict) -> None:
+        await live_migration.pre_live_migration(self, ctx, instance_uuid, migration)
+
+    async def post_live_migration_at_destination(self, ctx, instance_uuid: str, migration: dict,
+                                                 migrate_data: dict) -> None:
+        await live_migration.post_live_migration_at_destination(self, ctx, instance_uuid, migration, migrate_data)
+
+    async def rollback_live_migration_at_destination(self, ctx, instance_uuid: str) -> None:
+        await live_migration.rollback_live_migration_at_destination(self, ctx, instance_uuid)
+
+    async def live_migration_abort(self, ctx, instance_uuid: str, migration_uuid: str) -> None:
+        live_migration.live_migration_abort(self, migration_uuid)
+
+    async def live_migration_force_complete(self, ctx, instance_uuid: str, migration_uuid: str) -> None:
+        live_migration.live_migration_force_complete(self, migration_uuid)
 
     # Interfaces on a running server (compute/interfaces.py) ------------------------------------
     async def attach_interface(self, ctx, instance_uuid: str, network_id: str | None = None,

@@ -192,6 +192,12 @@ class ConductorManager(Endpoint):
         from nefos.compute import resize
         await resize.conductor_migrate_server(self, ctx, instance_uuid, request_spec, migration)
 
+    async def live_migrate_instance(self, ctx, instance_uuid: str, request_spec: dict, migration: dict,
+                                    forced_host: str | None = None) -> None:
+        """Live migration: check the hosts, claim on the destination, cast it to the source."""
+        from nefos.compute import live_migration
+        await live_migration.conductor_live_migrate(self, ctx, instance_uuid, request_spec, migration, forced_host)
+
 
 async def _with_retries(function, *args):
     """A build request's own bookkeeping outlives a short database outage or deadlock."""
@@ -232,3 +238,10 @@ class ConductorAPI:
         """A call: NoValidHost, or a host that cannot resize, reaches the API before it answers."""
         await self.bus.call(ctx, "conductor", "migrate_server", instance_uuid=instance_uuid,
                             request_spec=request_spec, migration=migration)
+
+    async def live_migrate_instance(self, ctx, instance_uuid: str, request_spec: dict, migration: dict,
+                                    forced_host: str | None, *, async_: bool) -> None:
+        """A call before 2.34 (a failed check reaches the API), a cast from 2.34, as Nova's ``async_``."""
+        send = self.bus.cast if async_ else self.bus.call
+        await send(ctx, "conductor", "live_migrate_instance", instance_uuid=instance_uuid,
+                   request_spec=request_spec, migration=migration, forced_host=forced_host)

@@ -52,6 +52,7 @@ RESIZE_MIGRATING = "resize_migrating"
 RESIZE_MIGRATED = "resize_migrated"
 RESIZE_FINISH = "resize_finish"
 RESIZE_REVERTING = "resize_reverting"
+MIGRATING = "migrating"  # a live migration
 # The task states of a resize or cold migration before it reaches VERIFY_RESIZE (status RESIZE).
 RESIZE_TASK_STATES = (RESIZE_PREP, RESIZE_MIGRATING, RESIZE_MIGRATED, RESIZE_FINISH)
 # The task states of a build (None: claimed, not started yet), for builds' compare-and-swap saves.
@@ -77,7 +78,7 @@ _STATUS_BY_STATE = {
              REBOOT_PENDING_HARD: "HARD_REBOOT", REBOOT_STARTED_HARD: "HARD_REBOOT",
              UPDATING_PASSWORD: "PASSWORD", REBUILDING: "REBUILD", REBUILD_BLOCK_DEVICE_MAPPING: "REBUILD",
              REBUILD_SPAWNING: "REBUILD", RESIZE_PREP: "RESIZE", RESIZE_MIGRATING: "RESIZE",
-             RESIZE_MIGRATED: "RESIZE", RESIZE_FINISH: "RESIZE", "default": "ACTIVE"},
+             RESIZE_MIGRATED: "RESIZE", RESIZE_FINISH: "RESIZE", MIGRATING: "MIGRATING", "default": "ACTIVE"},
     BUILDING: {"default": "BUILD"},
     STOPPED: {REBUILDING: "REBUILD", REBUILD_BLOCK_DEVICE_MAPPING: "REBUILD", REBUILD_SPAWNING: "REBUILD",
               RESIZE_PREP: "RESIZE", RESIZE_MIGRATING: "RESIZE", RESIZE_MIGRATED: "RESIZE",

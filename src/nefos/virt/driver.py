@@ -177,3 +177,36 @@ class ComputeDriver:
         """On the source, after a revert: the original guest back, VIFs plugged, started if
         ``power_on``."""
         raise NotImplementedError
+
+    # Live migration (Nova's names) -----------------------------------------------------
+    # A driver that cannot live-migrate refuses at the destination's pre-check, as Nova's
+    # check_can_live_migrate_destination does, before anything moves.
+    supports_live_migration = False
+
+    async def check_can_live_migrate_destination(self, ctx, instance: dict) -> dict:
+        """On the destination: whether the guest can come here; the data the later steps need."""
+        from nefos import exceptions
+        raise exceptions.MigrationPreCheckError(
+            reason=f"The hypervisor driver of host {self.host} cannot live-migrate servers.")
+
+    async def pre_live_migration(self, ctx, instance: dict, network_info: list[dict]) -> None:
+        """On the destination, before the guest moves: get ready to receive it."""
+        raise NotImplementedError
+
+    async def live_migration(self, ctx, instance: dict, dest: str, control) -> dict:
+        """On the source: copy the running guest to ``dest`` (``control.aborted`` / ``control.forced``:
+        what the API asked meanwhile); returns what the destination needs to take the guest over."""
+        raise NotImplementedError
+
+    async def post_live_migration_at_source(self, ctx, instance: dict) -> None:
+        """On the source, once the guest runs on the destination: drop it here, VIFs unplugged."""
+        raise NotImplementedError
+
+    async def post_live_migration_at_destination(self, ctx, instance: dict, network_info: list[dict],
+                                                 migrate_data: dict) -> None:
+        """On the destination: the migrated guest is this host's now, VIFs plugged."""
+        raise NotImplementedError
+
+    async def rollback_live_migration_at_destination(self, ctx, instance: dict) -> None:
+        """On the destination of a failed live migration: drop whatever was prepared for the guest."""
+        raise NotImplementedError

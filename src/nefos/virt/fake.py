@@ -475,6 +475,55 @@ class FakeDriver(ComputeDriver):
             await self._transition(instance, states.PAUSED_POWER if paused else states.RUNNING,
                                    virtevent.EVENT_LIFECYCLE_PAUSED if paused else virtevent.EVENT_LIFECYCLE_STARTED)
 
+    # Live migration ---------------------------------------------------------------------
+    # The fake hosts may run in different processes: the guest travels in ``migrate_data``.
+    supports_live_migration = True
+
+    async def check_can_live_migrate_destination(self, ctx, instance) -> dict:
+        self._check_connected()
+        return {"dest_host": self.host}
+
+    async def pre_live_migration(self, ctx, instance, network_info) -> None:
+        self._check_connected()
+
+    async def live_migration(self, ctx, instance, dest, control) -> dict:
+        guest = self._guest(instance)
+        delay = self._delay(instance, "nefos:fake_live_migration_delay")
+        deadline = asyncio.get_running_loop().time() + delay
+        while True:  # the copy, looking at an abort or a force-complete as a real driver's job monitor does
+            if control.aborted:
+                raise exceptions.LiveMigrationAborted(instance_uuid=guest.uuid)
+            if control.forced or asyncio.get_running_loop().time() >= deadline:
+                break
+            await asyncio.sleep(min(0.05, delay))
+        return {"power_state": guest.power_state, "admin_password": guest.admin_password,
+                "paused_start": guest.paused_start}
+
+    async def post_live_migration_at_source(self, ctx, instance) -> None:
+        # The guest runs on, elsewhere: no lifecycle event here (Nova's libvirt reports
+        # "migration completed", which is not a stop).
+        self.unplug_vifs(instance)
+        self._drop_config_drive(instance["uuid"])
+        self.guests.pop(instance["uuid"], None)
+        self._close_console(instance["uuid"])
+        self._save()
+
+    async def post_live_migration_at_destination(self, ctx, instance, network_info, migrate_data) -> None:
+        self.plug_vifs(instance, network_info)
+        self.guests[instance["uuid"]] = FakeGuest(
+            uuid=instance["uuid"], name=f"instance-{instance['id']:08x}",
+            power_state=migrate_data.get("power_state", states.RUNNING),
+            vcpus=instance.get("vcpus", 0), memory_mb=instance.get("memory_mb", 0),
+            vifs=[vif["id"] for vif in network_info or []], paused_start=migrate_data.get("paused_start", False),
+            admin_password=migrate_data.get("admin_password"))
+        self._save()
+
+    async def rollback_live_migration_at_destination(self, ctx, instance) -> None:
+        if instance["uuid"] in self.guests:
+            self._remove_guest(instance)
+        else:
+            self.unplug_vifs(instance)
+
     # Out-of-band actions (a user of the hypervisor, not Nefos) -------------------
     def simulate_power_off(self, uuid: str, *, may_restart: bool = False) -> None:
         """The guest stops out of band; ``may_restart``: as the hypervisor reports a stop that a
