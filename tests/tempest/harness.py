@@ -415,6 +415,7 @@ def main(argv=None) -> int:
     run_tempest(work, tests, timeout=3600, concurrency=args.concurrency)
     summary = summarize(results(work), tests)
     summary["seconds"] = round(time.monotonic() - started, 1)
+    summary["concurrency"] = args.concurrency
     text = json.dumps(summary, indent=1)
     if args.json:
         Path(args.json).write_text(text)
