@@ -8,7 +8,7 @@ volume service that holds nothing (rather than its 500 for an unreachable Cinder
 * a server's attachments are read from its own block device mappings (as Nova's are): 200 with
   none; one named by volume id is 404 "not attached"; attaching, swapping or detaching a volume
   is 404 for the volume (Nova's VolumeNotFound);
-* the proxies list nothing (200), show and delete 404; creating a volume is 503 (nothing could
+* the proxies list nothing (200), show and delete 404; creating a volume is 403, as for a project whose volume quota is 0 (nothing could
   create one; 404 for the snapshot it names, if any); creating a snapshot is 404 for its volume.
 
 Bodies are validated first (400), then the server is looked up in the caller's project (404),
@@ -155,7 +155,8 @@ async def create_volume(request: Request):
     _proxy(request, "create")
     if body["volume"].get("snapshot_id"):  # from a snapshot: none exists
         raise _snapshot_not_found(body["volume"]["snapshot_id"])
-    raise exceptions.ServiceUnavailable("Block storage is not available in this cloud.")
+    # Never a 5xx for a well-formed request: as a project whose volume quota is 0.
+    raise exceptions.OverQuota("Block storage is not available in this cloud: no volume can be created.")
 
 
 @router.get("/v2.1/os-volumes/{volume_id}")
