@@ -17,6 +17,7 @@ from sqlalchemy import select
 from nefos import exceptions
 from nefos.bus import Endpoint
 from nefos.conductor.host_surface import HostSurface
+from nefos.conductor.migration_surface import MigrationSurface
 from nefos.context import RequestContext, admin_context
 from nefos.db.models import Instance, utcnow
 from nefos.db.retry import retrying
@@ -32,7 +33,7 @@ _PORT_SWEEP_WINDOW = 900  # seconds after a delete in which its leftover ports a
 UNSHELVE_EVENT = "conductor_unshelve_instance"
 
 
-class ConductorManager(HostSurface, Endpoint):
+class ConductorManager(HostSurface, MigrationSurface, Endpoint):
     """Builds, reschedules, moves; and what compute hosts ask of the database (``HostSurface``)."""
 
     def __init__(self, rt):
@@ -191,15 +192,15 @@ class ConductorManager(HostSurface, Endpoint):
                                        node=selection["node"])
 
     async def migrate_server(self, ctx, instance_uuid: str, request_spec: dict, migration: dict) -> None:
-        """Resize or cold migration: schedule the destination, hand it the server (nefos.compute.resize)."""
-        from nefos.compute import resize
-        await resize.conductor_migrate_server(self, ctx, instance_uuid, request_spec, migration)
+        """Resize or cold migration: schedule the destination, hand it the server (conductor/migrate.py)."""
+        from nefos.conductor import migrate
+        await migrate.migrate_server(self, ctx, instance_uuid, request_spec, migration)
 
     async def live_migrate_instance(self, ctx, instance_uuid: str, request_spec: dict, migration: dict,
                                     forced_host: str | None = None) -> None:
         """Live migration: check the hosts, claim on the destination, cast it to the source."""
-        from nefos.compute import live_migration
-        await live_migration.conductor_live_migrate(self, ctx, instance_uuid, request_spec, migration, forced_host)
+        from nefos.conductor import live_migrate
+        await live_migrate.live_migrate(self, ctx, instance_uuid, request_spec, migration, forced_host)
 
 
 async def _with_retries(function, *args):

@@ -282,3 +282,51 @@ class ConductorAPI:
         return await self._call(ctx, "event_inbox_record_processing", event=event, event_name=event_name,
                                 host_name=host_name, result=result, details=details, consume_event=consume_event,
                                 traceback=traceback)
+
+    async def migration_save(self, ctx, instance_uuid: str, updates: dict, migration_uuid: str, migration_status: str,
+                             **expected) -> dict:
+        """Save the instance (compare-and-swap) and set its migration's status, together."""
+        return await self._call(ctx, "migration_save", instance_uuid=instance_uuid, updates=updates,
+                                migration_uuid=migration_uuid, migration_status=migration_status, **expected)
+
+    async def migration_abort_before_move(self, ctx, instance_uuid: str, migration: dict, fault: dict | None = None,
+                                          host_name: str | None = None, details: str | None = None) -> None:
+        """Undo a resize that never moved the guest (the destination's claim, the upsize quota, the
+        migration ``error``; task_state None, with ``fault``); finish the action as failed."""
+        return await self._call(ctx, "migration_abort_before_move", instance_uuid=instance_uuid, migration=migration,
+                                fault=fault, host_name=host_name, details=details)
+
+    async def resize_confirmed(self, ctx, instance_uuid: str, updates: dict, migration: dict, **expected) -> dict:
+        """On the source's confirm: save the instance, the destination's claim becomes its claim, the
+        quota held beyond the new flavor is given back, the migration ``confirmed``."""
+        return await self._call(ctx, "resize_confirmed", instance_uuid=instance_uuid, updates=updates,
+                                migration=migration, **expected)
+
+    async def resize_reverted_at_destination(self, ctx, instance_uuid: str, source_host: str, source_node: str,
+                                             migration_uuid: str) -> None:
+        """On the destination's revert: the server's host is the source again (compare-and-swap on
+        ``resize_reverting``), the destination's claim is released."""
+        return await self._call(ctx, "resize_reverted_at_destination", instance_uuid=instance_uuid,
+                                source_host=source_host, source_node=source_node, migration_uuid=migration_uuid)
+
+    async def resize_revert_finished(self, ctx, instance_uuid: str, updates: dict, migration: dict, old_flavor: dict,
+                                     **expected) -> dict:
+        """On the source's finish of a revert: save the instance, give back the quota held beyond the
+        old flavor, the migration ``reverted``."""
+        return await self._call(ctx, "resize_revert_finished", instance_uuid=instance_uuid, updates=updates,
+                                migration=migration, old_flavor=old_flavor, **expected)
+
+    async def live_migration_roll_back(self, ctx, instance_uuid: str, migration: dict, status: str,
+                                       fault: dict | None = None, host_name: str | None = None,
+                                       details: str | None = None) -> None:
+        """Undo a live migration that never moved the guest (the destination's claim, task_state
+        None, the migration ``status``, with ``fault``); finish the action as failed."""
+        return await self._call(ctx, "live_migration_roll_back", instance_uuid=instance_uuid, migration=migration,
+                                status=status, fault=fault, host_name=host_name, details=details)
+
+    async def live_migration_completed(self, ctx, instance_uuid: str, updates: dict, migration_uuid: str,
+                                       **expected) -> dict:
+        """On the destination: save the instance (now this host's), the migration's claim becomes
+        its claim (the source's released), the migration ``completed``."""
+        return await self._call(ctx, "live_migration_completed", instance_uuid=instance_uuid, updates=updates,
+                                migration_uuid=migration_uuid, **expected)

@@ -37,7 +37,7 @@ import datetime as dt
 import logging
 
 from nefos import exceptions
-from nefos.compute import resize
+from nefos.objects import migration_state
 from nefos.compute.host.init_host import action_context, recover_instance
 from nefos.context import admin_context
 from nefos.objects import states
@@ -103,12 +103,12 @@ async def finish_lost_confirmations(manager) -> list[str]:
     instances = await manager.conductor.unchanged_resized_instances(None, cutoff.isoformat())
     confirmed = []
     for instance in instances:
-        uuid, migration = instance["uuid"], resize.migration_of(instance) or {}
+        uuid, migration = instance["uuid"], migration_state.migration_of(instance) or {}
         if (migration.get("status") != "confirming" or migration.get("source_compute") != manager.host
                 or manager.operation_in_progress(uuid)):
             continue
         LOG.warning("instance %s: its resize confirm never reached %s; confirming it now", uuid, manager.host)
-        ctx = await action_context(manager, uuid, resize.CONFIRM_RESIZE)
+        ctx = await action_context(manager, uuid, migration_state.CONFIRM_RESIZE)
         await manager.confirm_resize(ctx, uuid, migration)
         confirmed.append(uuid)
     return confirmed

@@ -161,7 +161,7 @@ async def recover_instance(manager, instance: dict, lost: bool = False) -> None:
         await _recover_resize(manager, ctx, instance, lost)
         return
     if task_state == states.MIGRATING:
-        from nefos.compute import live_migration
+        from nefos.compute.host import live_migration
         await live_migration.recover(manager, ctx, instance, _why(manager, "live migration", lost))
         return
     power_state = await power_sync.driver_power_state(manager.driver, instance)
@@ -207,10 +207,10 @@ async def recover_instance(manager, instance: dict, lost: bool = False) -> None:
 async def _recover_resize(manager, ctx, instance: dict, lost: bool) -> None:
     """A lost resize that never left ``resize_prep`` (this is its source) is undone; any other
     resize step is ERROR, as Nova: its claims and guests stay until a delete cleans both hosts."""
-    from nefos.compute import resize
+    from nefos.objects import migration_state
     uuid, task_state = instance["uuid"], instance["task_state"]
     exc = exceptions.NefosError(_why(manager, task_state, lost))
-    migration = resize.migration_of(instance)
+    migration = migration_state.migration_of(instance)
     async with manager.instance_lock(uuid):
         if not await _unchanged(manager, instance):
             return

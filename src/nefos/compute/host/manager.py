@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 import traceback
@@ -23,10 +24,9 @@ from nefos.conductor.rpcapi import ConductorAPI
 from nefos.objects import states
 from nefos.timeutils import utcnow
 from nefos.compute.host.resource_tracker import ResourceTracker
-from nefos.compute import live_migration, resize
+from nefos.compute.host import live_migration, resize
 from nefos.compute.host import (consoles, deadlines, init_host as host_init, instance_events, interfaces,
                                 lifecycle, power_sync, rebuild, rescue, shelve, snapshots)
-from nefos.image.client import ImageAPI
 
 LOG = logging.getLogger(__name__)
 # Build failures that abort instead of rescheduling (Nova's _build_and_run_instance): the image
@@ -47,7 +47,6 @@ class ComputeManager(Endpoint):
         self.host = host
         self.driver = driver
         self.network_api = network_api
-        self.image_api = ImageAPI(rt)
         self.started_at = time.time()
         self.conductor = ConductorAPI(rt.bus)
         self.resource_tracker = ResourceTracker(rt, self.conductor, host, driver)
@@ -58,6 +57,13 @@ class ComputeManager(Endpoint):
         self.instance_events = instance_events.InstanceEvents(self)  # external events
         self.interfaces = interfaces.InterfaceManager(self)  # os-interface (compute/host/interfaces.py)
         self.live_migrations: dict[str, live_migration.LiveMigrationControl] = {}  # migration uuid -> control
+
+    @functools.cached_property
+    def image_api(self):
+        """Images (snapshots, shelve, rebuild, rescue): still read and written in the image
+        service's database and store, as the image client does; imported on first use only."""
+        from nefos.image.client import ImageAPI
+        return ImageAPI(self.rt)
 
     # Plumbing ----------------------------------------------------------------
     @contextlib.asynccontextmanager
@@ -534,7 +540,7 @@ class ComputeManager(Endpoint):
     async def rebuild_instance(self, ctx, instance_uuid: str, image_id: str, was_stopped: bool = False) -> None:
         await rebuild.rebuild_instance(self, ctx, instance_uuid, image_id, was_stopped)
 
-    # Resize and cold migration (compute/resize.py) --------------------------------------------
+    # Resize and cold migration (compute/host/resize.py) ----------------------------------------
     async def check_can_migrate(self, ctx) -> None:
         resize.check_can_migrate(self)
 
@@ -559,7 +565,7 @@ class ComputeManager(Endpoint):
     async def cleanup_deleted_migration(self, ctx, instance_uuid: str) -> None:
         await resize.cleanup_deleted_migration(self, ctx, instance_uuid)
 
-    # Live migration (compute/live_migration.py) ------------------------------------------------
+    # Live migration (compute/host/live_migration.py) --------------------------------------------
     async def check_can_live_migrate_destination(self, ctx, instance_uuid: str) -> None:
         await live_migration.check_can_live_migrate_destination(self, ctx, instance_uuid)
 
