@@ -45,6 +45,11 @@ class HostSurface:
     """The conductor's methods for compute hosts (mixed into its manager; ``self.rt`` is the
     conductor's runtime)."""
 
+    async def ready(self, ctx) -> bool:
+        """A conductor answers (a compute host waits for one before it starts, as Nova's
+        ``wait_until_ready``)."""
+        return True
+
     # Instances -----------------------------------------------------------------------------
     async def instance_get(self, ctx, instance_uuid: str, read_deleted: bool = False) -> dict:
         """The instance (InstanceNotFound when deleted, unless ``read_deleted``)."""

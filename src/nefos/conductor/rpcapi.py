@@ -8,6 +8,7 @@ imports it, and it is all the host knows of the control plane's state.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import traceback as tb
@@ -29,6 +30,17 @@ class ConductorAPI:
     async def _call(self, ctx, method: str, **kwargs):
         # No context given: the request being served (its ids reach the conductor's log lines).
         return await self.bus.call(ctx if ctx is not None else current_context.get(), "conductor", method, **kwargs)
+
+    async def wait_until_ready(self, *, attempt_timeout: float = 10.0, retry_interval: float = 2.0) -> None:
+        """Wait until a conductor answers (Nova's ``wait_until_ready``): a compute host cannot start
+        without one, as every read and write of its goes through it."""
+        while True:
+            try:
+                await self.bus.call(None, "conductor", "ready", timeout=attempt_timeout)
+                return
+            except exceptions.ServiceUnavailable as exc:
+                LOG.warning("waiting for a conductor (%s)", exc)
+                await asyncio.sleep(retry_interval)
 
     # Builds and moves (the Compute API) -------------------------------------------------------
     async def hand_off_build(self, db, ctx, instance_uuids: list[str], request_spec: dict, build_args: dict,
@@ -99,6 +111,11 @@ class ConductorAPI:
             await self.action_record_event(ctx, instance_uuid, event, host, start_time)
 
     # What a compute host asks of the database (nefos.conductor.host_surface) -------------------
+    async def ready(self, ctx) -> bool:
+        """A conductor answers (a compute host waits for one before it starts, as Nova's
+        ``wait_until_ready``)."""
+        return await self._call(ctx, "ready")
+
     async def instance_get(self, ctx, instance_uuid: str, read_deleted: bool = False) -> dict:
         """The instance (InstanceNotFound when deleted, unless ``read_deleted``)."""
         return await self._call(ctx, "instance_get", instance_uuid=instance_uuid, read_deleted=read_deleted)

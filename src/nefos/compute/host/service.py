@@ -30,6 +30,7 @@ class ComputeComponent(Component):
                                   self.manager.periodic_publish_vif_wait_stats)
 
     async def start(self) -> None:
+        await self.manager.conductor.wait_until_ready()  # the host's only way to its database
         # Who this host is, checked before anything touches a guest (refuses to start on a mismatch).
         self.manager.resource_tracker.node_uuid = await node_identity.ensure_stable_identity(
             self.manager.rt, self.manager.conductor, self.manager.host, self.manager.driver)
