@@ -23,3 +23,6 @@ RESCUE = "rescue"
 UNRESCUE = "unrescue"
 ATTACH_INTERFACE = "attach_interface"
 DETACH_INTERFACE = "detach_interface"
+
+# The targets of a ``power-update`` external event (2.76).
+POWER_ON, POWER_OFF = "POWER_ON", "POWER_OFF"

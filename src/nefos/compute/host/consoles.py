@@ -42,9 +42,9 @@ async def get_vnc_console(manager, ctx, instance_uuid: str, console_type: str) -
         # The record is there but the guest is not (being built, or set aside by a migration).
         raise exceptions.InstanceNotReady(instance_id=instance_uuid)
     base = novncproxy_base_url(cfg)
-    url = await manager.conductor.console_authorize(
-        ctx, instance_uuid, console_type, console["host"], console["port"], base, cfg.token_ttl,
-        internal_access_path=console.get("internal_access_path"))
+    url = await manager.conductor.console_authorize(ctx, instance_uuid, console_type, console["host"],
+                                                    console["port"], base, cfg.token_ttl,
+                                                    internal_access_path=console.get("internal_access_path"))
     return {"url": url}
 
 
@@ -65,9 +65,10 @@ async def get_spice_console(manager, ctx, instance_uuid: str, console_type: str)
     except exceptions.InstanceNotFound:
         raise exceptions.InstanceNotReady(instance_id=instance_uuid)
     base = cfg.spice_direct_proxy_base_url
-    url = await manager.conductor.console_authorize(
-        ctx, instance_uuid, console_type, console["host"], console["port"], base, cfg.token_ttl,
-        internal_access_path=console.get("internal_access_path"), tls_port=console.get("tls_port"))
+    url = await manager.conductor.console_authorize(ctx, instance_uuid, console_type, console["host"],
+                                                    console["port"], base, cfg.token_ttl,
+                                                    internal_access_path=console.get("internal_access_path"),
+                                                    tls_port=console.get("tls_port"))
     return {"url": url}
 
 

@@ -146,8 +146,8 @@ async def reap_stuck_tasks(manager) -> list[str]:
 
 async def _to_error(manager, uuid: str, error: Exception, **expected) -> bool:
     try:
-        await manager.conductor.save_with_fault(None, uuid, {"vm_state": states.ERROR, "task_state": None},
-                                           error, host=manager.host, **expected)
+        await manager.conductor.save_with_fault(None, uuid, {"vm_state": states.ERROR, "task_state": None}, error,
+                                                host=manager.host, **expected)
     except _LOST_RACE:
         return False  # finished, failed or deleted meanwhile: that wins
     LOG.warning("instance %s: %s", uuid, error)

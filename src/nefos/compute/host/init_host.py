@@ -175,7 +175,7 @@ async def recover_instance(manager, instance: dict, lost: bool = False) -> None:
         if hard and task_state not in HARD_REBOOT_STATES:
             try:
                 await manager.conductor.instance_save(None, uuid, {"task_state": states.REBOOTING_HARD},
-                                        expected_task_state=[task_state])
+                                                      expected_task_state=[task_state])
             except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
                 return
         await manager.reboot_instance(ctx, uuid, "HARD" if hard else "SOFT")
@@ -216,14 +216,14 @@ async def _recover_resize(manager, ctx, instance: dict, lost: bool) -> None:
             return
         if lost and task_state == states.RESIZE_PREP and migration:
             LOG.warning("instance %s: %s; aborting the resize", uuid, exc)
-            await manager.conductor.migration_abort_before_move(
-                ctx, uuid, migration, fault_of(exc), host=manager.host,
-                details="".join(traceback.format_exception(exc)))
+            await manager.conductor.migration_abort_before_move(ctx, uuid, migration, fault_of(exc),
+                                                                host=manager.host,
+                                                                details="".join(traceback.format_exception(exc)))
             return
         LOG.warning("instance %s: %s; setting it to ERROR", uuid, exc)
         try:
-            await manager.conductor.save_with_fault(None, uuid, {"vm_state": states.ERROR, "task_state": None},
-                                               exc, host=manager.host, expected_task_state=[task_state])
+            await manager.conductor.save_with_fault(None, uuid, {"vm_state": states.ERROR, "task_state": None}, exc,
+                                                    host=manager.host, expected_task_state=[task_state])
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
             return
         if migration:
@@ -292,8 +292,9 @@ async def _fail_interrupted_build(manager, instance: dict, lost: bool = False) -
         await manager._cleanup_build(ctx, uuid, None)  # the build path's own cleanup: guest, ports, claim
         try:
             instance = await manager.conductor.save_with_fault(
-                ctx, uuid, {"vm_state": states.ERROR, "task_state": None, "network_info": [],
-                            "power_state": states.NOSTATE}, exc, host=manager.host, details="".join(traceback.format_exception(exc)),
+                ctx, uuid,
+                {"vm_state": states.ERROR, "task_state": None, "network_info": [], "power_state": states.NOSTATE},
+                exc, host=manager.host, details="".join(traceback.format_exception(exc)),
                 expected_task_state=states.BUILD_TASK_STATES, expected_vm_state=[states.BUILDING])
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError, exceptions.InstanceInvalidState):
             return  # deleted meanwhile: the delete finishes the job
@@ -320,4 +321,4 @@ async def _resume_guest(manager, uuid: str) -> None:
         power_state = await power_sync.driver_power_state(manager.driver, instance)
         with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
             await manager.conductor.instance_save(None, uuid, {"power_state": power_state},
-                                    expected_task_state=[None])
+                                                  expected_task_state=[None])

@@ -308,8 +308,9 @@ class InstanceEvents:
     async def _record(self, ctx, event: dict, result: str, details: str, *, consume: bool = False,
                       traceback: str | None = None) -> None:
         """Record the processing as an event of the action the API recorded it in; consume the inbox row."""
-        await self.manager.conductor.event_inbox_record_processing(
-            ctx, event, PROCESS_EVENT, self.host, result, details, consume_event=consume, traceback=traceback)
+        await self.manager.conductor.event_inbox_record_processing(ctx, event, PROCESS_EVENT, self.host, result,
+                                                                   details, consume_event=consume,
+                                                                   traceback=traceback)
 
     def _cache_lock(self, uuid: str) -> asyncio.Lock:
         return self._cache_locks.setdefault(uuid, asyncio.Lock())
@@ -407,7 +408,8 @@ class InstanceEvents:
             outcome, error, unblocked = "failed", exc, time.monotonic()
         except BaseException:
             if started is not None:
-                await self.manager.conductor.action_event_finish(None, event_id, result="Error", details=f"{what}: aborted")
+                await self.manager.conductor.action_event_finish(None, event_id, result="Error",
+                                                                 details=f"{what}: aborted")
             raise
         waited = unblocked - started if started is not None else 0.0
         parts = []
@@ -434,8 +436,9 @@ class InstanceEvents:
             "events": {make_key(*key): fut.result()["arrived"] for key, fut in futures.items()
                        if fut.done() and not fut.cancelled()}})
         (LOG.info if outcome == "ok" else LOG.warning)("instance %s: %s", uuid, details)
-        await self.manager.conductor.action_event_finish(None, event_id, result=result, details=details,
-                                   traceback="".join(traceback.format_exception(error)) if error else None)
+        await self.manager.conductor.action_event_finish(
+            None, event_id, result=result, details=details,
+            traceback="".join(traceback.format_exception(error)) if error else None)
         if outcome != "ok" and self.cfg.vif_plugging_is_fatal:
             return "fatal"
         return outcome

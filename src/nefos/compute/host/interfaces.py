@@ -109,7 +109,8 @@ class InterfaceManager:
             if isinstance(exc, Exception):
                 raise exceptions.InterfaceAttachFailed(instance_uuid=uuid) from exc
             raise
-        await self._notify(ctx, await self.manager.conductor.instance_get(None, uuid), "instance.interface_attach.end")
+        await self._notify(ctx, await self.manager.conductor.instance_get(None,
+                                                                          uuid), "instance.interface_attach.end")
         return vif
 
     async def _undo_attach(self, ctx, instance: dict, vif: dict) -> None:

@@ -145,10 +145,11 @@ class LifecycleEventHandler:
                 return
             connected, reason = self._connection
             try:
-                await self.manager.conductor.service_record_hypervisor_connection(None, self.manager.host,
-                                                                 connected, reason)
-                await self.manager.conductor.service_set_host_enabled(None, self.manager.host, connected,
-                                                     reason or "Connection to the hypervisor is broken")
+                await self.manager.conductor.service_record_hypervisor_connection(None, self.manager.host, connected,
+                                                                                  reason)
+                await self.manager.conductor.service_set_host_enabled(
+                    None, self.manager.host,
+                    connected, reason or "Connection to the hypervisor is broken")
             except asyncio.CancelledError:
                 raise
             except Exception:

@@ -78,8 +78,9 @@ async def _live_migrate(manager, ctx, uuid: str, migration: dict, control: LiveM
         with contextlib.suppress(Exception):
             await _rpc(manager).call(ctx, dest, "rollback_live_migration_at_destination", instance_uuid=uuid)
         await manager.conductor.live_migration_roll_back(
-            ctx, uuid, migration, "cancelled" if aborted else "error", None if aborted else fault_of(exc),
-            manager.host, None if aborted else "".join(traceback.format_exception(exc)))
+            ctx, uuid, migration,
+            "cancelled" if aborted else "error", None if aborted else fault_of(exc), manager.host,
+            None if aborted else "".join(traceback.format_exception(exc)))
         return
     await _rpc(manager).cast(ctx, dest, "post_live_migration_at_destination", instance_uuid=uuid,
                              migration=migration, migrate_data=migrate_data)
@@ -88,9 +89,9 @@ async def _live_migrate(manager, ctx, uuid: str, migration: dict, control: LiveM
 async def _error_out(manager, ctx, uuid: str, migration: dict, exc: BaseException) -> None:
     with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError,
                              exceptions.InstanceInvalidState):
-        await manager.conductor.save_with_fault(None, uuid, {"vm_state": states.ERROR, "task_state": None},
-                                           exc, host=manager.host, details="".join(traceback.format_exception(exc)),
-                                           expected_task_state=[states.MIGRATING])
+        await manager.conductor.save_with_fault(None, uuid, {"vm_state": states.ERROR, "task_state": None}, exc,
+                                                host=manager.host, details="".join(traceback.format_exception(exc)),
+                                                expected_task_state=[states.MIGRATING])
     await manager.conductor.migration_set_status(None, migration["uuid"], "error")
     await manager.conductor.action_finish(ctx, uuid, message="Error")
 
@@ -103,7 +104,8 @@ async def pre_live_migration(manager, ctx, uuid: str, migration: dict) -> None:
             raise exceptions.UnexpectedTaskStateError(instance_uuid=uuid, expected=[states.MIGRATING],
                                                       actual=instance["task_state"])
         alloc = await manager.conductor.allocation_of(None, migration["uuid"])
-        if alloc is None or alloc["compute_node_id"] != manager.resource_tracker.node_ids.get(migration["dest_node"]):
+        here = manager.resource_tracker.node_ids.get(migration["dest_node"])
+        if alloc is None or alloc["compute_node_id"] != here:
             raise exceptions.MigrationPreCheckError(
                 reason=f"no resource claim for migration {migration['uuid']} on {manager.host}")
         await manager.driver.pre_live_migration(ctx, instance, instance.get("network_info") or [])
@@ -133,9 +135,10 @@ async def post_live_migration_at_destination(manager, ctx, uuid: str, migration:
                 power_state = (await manager.driver.get_info(instance))["power_state"]
                 # The source's claim is given back; the migration's claim here becomes the server's.
                 instance = await manager.conductor.live_migration_completed(
-                    ctx, uuid, {"host": manager.host, "node": migration["dest_node"], "task_state": None,
-                                "power_state": power_state, "progress": 0, "network_info": network_info,
-                                "system_metadata": _with_migration(instance, None)},
+                    ctx, uuid,
+                    {"host": manager.host, "node": migration["dest_node"], "task_state": None,
+                     "power_state": power_state, "progress": 0, "network_info": network_info,
+                     "system_metadata": _with_migration(instance, None)},
                     migration["uuid"], expected_task_state=[states.MIGRATING])
                 await manager._notify(ctx, instance, "instance.live_migration_post.end")
         except (exceptions.InstanceNotFound, exceptions.UnexpectedDeletingTaskStateError):
@@ -168,7 +171,7 @@ async def recover(manager, ctx, instance: dict, why: str) -> None:
         if migration is None:
             with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
                 await manager.conductor.instance_save(None, uuid, {"task_state": None},
-                                        expected_task_state=[states.MIGRATING])
+                                                      expected_task_state=[states.MIGRATING])
             return
         if uuid in await manager.driver.list_instance_uuids():
             if migration.get("dest_compute"):

@@ -22,6 +22,8 @@ from nefos.bus import Endpoint
 from nefos.compute.host import image_trust
 from nefos.conductor.rpcapi import ConductorAPI
 from nefos.objects import states
+from nefos.objects.action_names import POWER_OFF, POWER_ON
+from nefos.objects.server_group_rules import max_server_per_host
 from nefos.timeutils import utcnow
 from nefos.compute.host.resource_tracker import ResourceTracker
 from nefos.compute.host import live_migration, resize
@@ -108,7 +110,8 @@ class ComputeManager(Endpoint):
     async def periodic_publish_vif_wait_stats(self) -> None:
         """A slow L2 agent shows as long waits here, not only as timeouts."""
         await self.conductor.service_publish_vif_wait_stats(
-            None, self.host, instance_events.wait_summary(self.host, not_before=self.started_at))
+            None, self.host,
+            instance_events.wait_summary(self.host, not_before=self.started_at))
 
     async def periodic_check_instance_deadlines(self) -> None:
         await deadlines.reap_stuck_instances(self)
@@ -127,38 +130,38 @@ class ComputeManager(Endpoint):
                 await self.conductor.action_event_finish(None, event_id, result="Error", details=str(exc)[:255])
             except Exception as exc:
                 await self.conductor.action_event_finish(None, event_id, result="Error",
-                                           traceback="".join(traceback.format_exception(exc)),
-                                           details=str(exc)[:255])
+                                                         traceback="".join(traceback.format_exception(exc)),
+                                                         details=str(exc)[:255])
                 await self._handle_build_failure(ctx, instance_uuid, request_spec, build_args, node, exc)
             else:
                 await self.conductor.action_event_finish(None, event_id)
 
     async def _build_and_run_instance(self, ctx, uuid: str, spec: dict, args: dict, node: str) -> None:
         try:
-            instance = await self.conductor.instance_save(None, uuid, {"vm_state": states.BUILDING, "task_state": None},
-                expected_task_state=[states.SCHEDULING, None], expected_vm_state=[states.BUILDING])
+            instance = await self.conductor.instance_save(None, uuid,
+                                                          {"vm_state": states.BUILDING, "task_state": None},
+                                                          expected_task_state=[states.SCHEDULING, None],
+                                                          expected_vm_state=[states.BUILDING])
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError, exceptions.InstanceInvalidState):
             await self.conductor.allocation_release(None, uuid)
             raise BuildAborted(f"instance {uuid} was deleted, or its build given up, before its build started")
         network_task: asyncio.Task | None = None
         try:
-            async with self.conductor.step(ctx, uuid, "compute_claim_resources", self.host,
-                                    show_in_progress=False):
+            async with self.conductor.step(ctx, uuid, "compute_claim_resources", self.host, show_in_progress=False):
                 await self.resource_tracker.instance_claim(instance, node)
                 await self._check_group_policy(instance, spec)
             await self._notify(ctx, instance, "instance.create.start")
             await self.instance_events.begin_operation(uuid)  # before the ports are bound
             instance = await self.conductor.instance_save(None, uuid, {"task_state": states.NETWORKING},
-                                               expected_task_state=[None])
+                                                          expected_task_state=[None])
             # Networks are allocated in the background while block devices are prepared.
             network_task = asyncio.create_task(self._allocate_network(ctx, instance, args))
-            async with self.conductor.step(ctx, uuid, "compute_prep_block_device", self.host,
-                                    show_in_progress=False):
+            async with self.conductor.step(ctx, uuid, "compute_prep_block_device", self.host, show_in_progress=False):
                 instance = await self.conductor.instance_save(None, uuid, {"task_state": states.BLOCK_DEVICE_MAPPING},
-                    expected_task_state=[states.NETWORKING])
+                                                              expected_task_state=[states.NETWORKING])
                 block_device_info = await self._prep_block_device(instance)
             instance = await self.conductor.instance_save(None, uuid, {"task_state": states.SPAWNING},
-                                               expected_task_state=[states.BLOCK_DEVICE_MAPPING])
+                                                          expected_task_state=[states.BLOCK_DEVICE_MAPPING])
             try:
                 network_info = await network_task
             except (exceptions.InstanceNotFound, exceptions.UnexpectedDeletingTaskStateError):
@@ -168,7 +171,7 @@ class ComputeManager(Endpoint):
                     instance_uuid=uuid,
                     reason=f"Failed to allocate the network(s), not rescheduling. ({exc})")
             instance = await self.conductor.instance_save(None, uuid, {"network_info": network_info},
-                                               expected_task_state=[states.SPAWNING])
+                                                          expected_task_state=[states.SPAWNING])
             try:
                 image_trust.check_trusted_certs(instance)  # 2.63: before anything boots from the image
                 # Spawn paused, wait for network-vif-plugged, resume (compute/host/instance_events.py).
@@ -177,7 +180,8 @@ class ComputeManager(Endpoint):
             except _IMAGE_REFUSALS as exc:  # the image is the problem: no other host would take it either
                 raise exceptions.BuildAbortException(instance_uuid=uuid, reason=str(exc)) from None
             power_state = (await self.driver.get_info(instance))["power_state"]
-            instance = await self.conductor.instance_save(None, uuid,
+            instance = await self.conductor.instance_save(
+                None, uuid,
                 {"vm_state": states.ACTIVE, "task_state": None, "power_state": power_state,
                  "launched_at": utcnow().isoformat()},
                 expected_task_state=[states.SPAWNING])
@@ -206,7 +210,6 @@ class ComputeManager(Endpoint):
         earlier = [p["host"] for p in placements if p["uuid"] != instance["uuid"]
                    and (p["claim_id"] is None or mine is None or p["claim_id"] < mine)]
         hosts = set(earlier)
-        from nefos.scheduler.filters import max_server_per_host
         if group["policy"] == "anti-affinity" and earlier.count(self.host) >= max_server_per_host(group):
             raise exceptions.RescheduledException(
                 instance_uuid=instance["uuid"], reason="Anti-affinity instance group policy was violated.")
@@ -271,9 +274,10 @@ class ComputeManager(Endpoint):
         try:
             if isinstance(exc, exceptions.BuildAbortException):
                 instance = await self.conductor.save_with_fault(
-                    ctx, uuid, {"vm_state": states.ERROR, "task_state": None, "network_info": []}, exc,
-                    host=self.host, details="".join(traceback.format_exception(exc)),
-                    expected_task_state=states.BUILD_TASK_STATES, expected_vm_state=[states.BUILDING])
+                    ctx, uuid,
+                    {"vm_state": states.ERROR, "task_state": None, "network_info": []}, exc, host=self.host,
+                    details="".join(traceback.format_exception(exc)), expected_task_state=states.BUILD_TASK_STATES,
+                    expected_vm_state=[states.BUILDING])
                 await self._notify(ctx, instance, "instance.create.error")
                 return
             await self.resource_tracker.record_build_result(node, success=False)
@@ -344,7 +348,6 @@ class ComputeManager(Endpoint):
         notifications. The hypervisor is brought to the reported state when it is not there already
         (so the periodic power sync does not undo it), then the database takes the driver's power
         state and vm_state STOPPED / ACTIVE. Returns what was done, for the action event's details."""
-        from nefos.compute.external_events import POWER_OFF, POWER_ON
         try:
             instance = await self.conductor.instance_get(None, instance_uuid)
         except exceptions.InstanceNotFound:
@@ -360,8 +363,9 @@ class ComputeManager(Endpoint):
                     f"{states.POWER_STATE_NAMES.get(instance['power_state'], instance['power_state'])}")
         task = states.POWERING_ON if power_on else states.POWERING_OFF
         try:
-            await self.conductor.instance_save(None, instance_uuid, {"task_state": task, **({} if power_on else {"progress": 0})},
-                                    expected_task_state=[None], expected_vm_state=[wanted[0]])
+            await self.conductor.instance_save(None, instance_uuid,
+                                               {"task_state": task, **({} if power_on else {"progress": 0})},
+                                               expected_task_state=[None], expected_vm_state=[wanted[0]])
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError,
                 exceptions.InstanceInvalidState) as exc:
             LOG.info("instance %s: the power-update event was possibly preempted: %s", instance_uuid, exc)
@@ -444,8 +448,8 @@ class ComputeManager(Endpoint):
                 failed = {"task_state": None, **({"vm_state": error_vm_state} if error_vm_state else {})}
                 with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
                     await self.conductor.save_with_fault(None, uuid, failed, exc, host=self.host,
-                                                       details="".join(traceback.format_exception(exc)),
-                                                       expected_task_state=expected)
+                                                         details="".join(traceback.format_exception(exc)),
+                                                         expected_task_state=expected)
             finally:
                 await self.conductor.action_finish(ctx, uuid)
 
@@ -615,5 +619,5 @@ class ComputeManager(Endpoint):
             finally:
                 with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
                     await self.conductor.instance_save(None, instance_uuid, {"task_state": None},
-                                            expected_task_state=[states.UPDATING_PASSWORD])
+                                                       expected_task_state=[states.UPDATING_PASSWORD])
                 await self.conductor.action_finish(ctx, instance_uuid)

@@ -93,7 +93,7 @@ async def _apply_rules(manager, instance: dict, power_state: int, source: str):
     if instance["power_state"] != power_state:
         try:
             instance = await manager.conductor.instance_save(None, uuid, {"power_state": power_state},
-                                               expected_task_state=[None])
+                                                             expected_task_state=[None])
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
             return None  # deleted or an operation started meanwhile: it wins
     vm_state = instance["vm_state"]
@@ -120,7 +120,7 @@ async def _request_stop(manager, uuid: str, vm_state: str):
     ``stop_instance`` to finish. None when an operation or a delete got there first."""
     try:
         instance = await manager.conductor.instance_save(None, uuid, {"task_state": states.POWERING_OFF},
-                                           expected_task_state=[None], expected_vm_state=[vm_state])
+                                                         expected_task_state=[None], expected_vm_state=[vm_state])
     except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError,
             exceptions.InstanceInvalidState):
         return None

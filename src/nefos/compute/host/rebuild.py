@@ -35,13 +35,16 @@ async def rebuild_instance(manager, ctx, uuid: str, image_id: str, was_stopped: 
                 await manager._notify(ctx, instance, "instance.rebuild.start")
                 image = await snapshots.image_meta(manager, ctx, image_id)
                 image_trust.check_trusted_certs(instance)
-                instance = await manager.conductor.instance_save(None, uuid, {"task_state": states.REBUILD_BLOCK_DEVICE_MAPPING},
-                                                   expected_task_state=[states.REBUILDING])
+                instance = await manager.conductor.instance_save(None, uuid,
+                                                                 {"task_state": states.REBUILD_BLOCK_DEVICE_MAPPING},
+                                                                 expected_task_state=[states.REBUILDING])
                 with contextlib.suppress(exceptions.InstanceNotFound):
                     await manager.driver.destroy(ctx, instance, instance.get("network_info"))
                 block_device_info = await manager._prep_block_device(instance)
-                instance = await manager.conductor.instance_save(None, uuid, {"task_state": states.REBUILD_SPAWNING},
-                                                   expected_task_state=[states.REBUILD_BLOCK_DEVICE_MAPPING])
+                instance = await manager.conductor.instance_save(
+                    None, uuid,
+                    {"task_state": states.REBUILD_SPAWNING},
+                    expected_task_state=[states.REBUILD_BLOCK_DEVICE_MAPPING])
                 if was_stopped:
                     await manager.driver.spawn(ctx, instance, image, instance.get("network_info") or [],
                                                block_device_info, power_on=False)
@@ -50,8 +53,10 @@ async def rebuild_instance(manager, ctx, uuid: str, image_id: str, was_stopped: 
                         ctx, instance, lambda nw: manager.driver.spawn(ctx, instance, image, nw, block_device_info),
                         what="rebuild")
                 power_state = (await manager.driver.get_info(instance))["power_state"]
-                instance = await manager.conductor.instance_save(None, uuid, {"vm_state": states.STOPPED if was_stopped else states.ACTIVE, "task_state": None,
-                               "power_state": power_state, "launched_at": utcnow().isoformat()},
+                instance = await manager.conductor.instance_save(
+                    None, uuid,
+                    {"vm_state": states.STOPPED if was_stopped else states.ACTIVE, "task_state": None,
+                     "power_state": power_state, "launched_at": utcnow().isoformat()},
                     expected_task_state=[states.REBUILD_SPAWNING])
                 await manager._notify(ctx, instance, "instance.rebuild.end")
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
@@ -59,7 +64,9 @@ async def rebuild_instance(manager, ctx, uuid: str, image_id: str, was_stopped: 
         except Exception as exc:
             LOG.error("instance %s: rebuild failed: %s", uuid, exc)
             with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
-                await manager.conductor.save_with_fault(None, uuid, {"vm_state": states.ERROR, "task_state": None}, exc, host=manager.host,
-                    details="".join(traceback.format_exception(exc)), expected_task_state=REBUILD_TASK_STATES)
+                await manager.conductor.save_with_fault(None, uuid, {"vm_state": states.ERROR, "task_state": None},
+                                                        exc, host=manager.host,
+                                                        details="".join(traceback.format_exception(exc)),
+                                                        expected_task_state=REBUILD_TASK_STATES)
         finally:
             await manager.conductor.action_finish(ctx, uuid)

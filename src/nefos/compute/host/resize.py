@@ -43,7 +43,7 @@ async def _error_out(manager, uuid: str, exc: BaseException, what: str, updates:
     with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError,
                              exceptions.InstanceInvalidState):
         await manager.conductor.save_with_fault(None, uuid, updates, exc, host=manager.host,
-                                           details="".join(traceback.format_exception(exc)), **expected)
+                                                details="".join(traceback.format_exception(exc)), **expected)
 
 
 def check_can_migrate(manager) -> None:
@@ -61,7 +61,8 @@ async def prep_resize(manager, ctx, uuid: str, migration: dict) -> None:
                 raise exceptions.UnexpectedTaskStateError(instance_uuid=uuid, expected=[states.RESIZE_PREP],
                                                           actual=instance["task_state"])
             alloc = await manager.conductor.allocation_of(None, migration["uuid"])
-            if alloc is None or alloc["compute_node_id"] != manager.resource_tracker.node_ids.get(migration["dest_node"]):
+            here = manager.resource_tracker.node_ids.get(migration["dest_node"])
+            if alloc is None or alloc["compute_node_id"] != here:
                 raise exceptions.ComputeResourcesUnavailable(
                     reason=f"no resource claim for migration {migration['uuid']} on {manager.host}")
             await manager._notify(ctx, instance, "instance.resize_prep.start")
@@ -78,9 +79,9 @@ async def resize_instance(manager, ctx, uuid: str, migration: dict) -> None:
         moved = False
         try:
             async with manager.conductor.step(ctx, uuid, "compute_resize_instance", manager.host):
-                instance = await manager.conductor.migration_save(
-                    ctx, uuid, {"task_state": states.RESIZE_MIGRATING}, migration["uuid"], "migrating",
-                    expected_task_state=[states.RESIZE_PREP])
+                instance = await manager.conductor.migration_save(ctx, uuid, {"task_state": states.RESIZE_MIGRATING},
+                                                                  migration["uuid"], "migrating",
+                                                                  expected_task_state=[states.RESIZE_PREP])
                 await manager._notify(ctx, instance, "instance.resize.start")
                 await manager.driver.migrate_disk_and_power_off(ctx, instance, migration["dest_compute"],
                                                                 migration["new_flavor"],
@@ -88,9 +89,10 @@ async def resize_instance(manager, ctx, uuid: str, migration: dict) -> None:
                 moved = True
                 migration = dict(migration, status="post-migrating")
                 instance = await manager.conductor.migration_save(
-                    ctx, uuid, {"task_state": states.RESIZE_MIGRATED, "host": migration["dest_compute"],
-                                "node": migration["dest_node"], "progress": 50,
-                                "system_metadata": _with_migration(instance, migration)},
+                    ctx, uuid,
+                    {"task_state": states.RESIZE_MIGRATED, "host": migration["dest_compute"],
+                     "node": migration["dest_node"], "progress": 50,
+                     "system_metadata": _with_migration(instance, migration)},
                     migration["uuid"], "post-migrating", expected_task_state=[states.RESIZE_MIGRATING])
                 await manager._notify(ctx, instance, "instance.resize.end")
         except (exceptions.InstanceNotFound, exceptions.UnexpectedDeletingTaskStateError):
@@ -104,8 +106,8 @@ async def resize_instance(manager, ctx, uuid: str, migration: dict) -> None:
                     await manager.driver.finish_revert_migration(
                         ctx, instance, instance.get("network_info") or [],
                         power_on=migration["old_vm_state"] != states.STOPPED)
-            await manager.conductor.migration_abort_before_move(
-                ctx, uuid, migration, fault_of(exc), manager.host, "".join(traceback.format_exception(exc)))
+            await manager.conductor.migration_abort_before_move(ctx, uuid, migration, fault_of(exc), manager.host,
+                                                                "".join(traceback.format_exception(exc)))
             return
     await _rpc(manager).cast(ctx, migration["dest_compute"], "finish_resize", instance_uuid=uuid,
                              migration=migration)
@@ -132,13 +134,15 @@ async def finish_resize(manager, ctx, uuid: str, migration: dict) -> None:
             return
         try:
             async with manager.conductor.step(ctx, uuid, "compute_finish_resize", manager.host):
-                instance = await manager.conductor.instance_save(None, uuid, {"task_state": states.RESIZE_FINISH, **_flavor_columns(migration["new_flavor"])},
+                instance = await manager.conductor.instance_save(
+                    None, uuid,
+                    {"task_state": states.RESIZE_FINISH, **_flavor_columns(migration["new_flavor"])},
                     expected_task_state=[states.RESIZE_MIGRATED])
                 await manager._notify(ctx, instance, "instance.resize_finish.start")
                 await manager.instance_events.begin_operation(uuid)  # before the ports are bound here
                 network_info = await manager.network_api.setup_instance_network_on_host(ctx, instance, manager.host)
                 instance = await manager.conductor.instance_save(None, uuid, {"network_info": network_info},
-                                                   expected_task_state=[states.RESIZE_FINISH])
+                                                                 expected_task_state=[states.RESIZE_FINISH])
                 block_device_info = await manager._prep_block_device(instance)
                 power_on = migration["old_vm_state"] != states.STOPPED
                 image_meta = {"id": instance.get("image_ref"), "properties": {}}
@@ -165,7 +169,8 @@ async def finish_resize(manager, ctx, uuid: str, migration: dict) -> None:
         except Exception as exc:
             await _error_out(manager, uuid, exc, "finishing the resize", {"vm_state": states.ERROR, "task_state": None},
                              expected_task_state=[states.RESIZE_FINISH, states.RESIZE_MIGRATED])
-            await manager.conductor.migration_set_status(None, migration["uuid"], "error")  # Nova's errors_out_migration
+            await manager.conductor.migration_set_status(None, migration["uuid"],
+                                                         "error")  # Nova's errors_out_migration
         finally:
             await manager.conductor.action_finish(ctx, uuid)
 
@@ -186,8 +191,8 @@ async def confirm_resize(manager, ctx, uuid: str, migration: dict) -> None:
                     await manager.driver.confirm_migration(ctx, instance, instance.get("network_info") or [])
                 vm_state = states.STOPPED if instance["power_state"] == states.SHUTDOWN else states.ACTIVE
                 instance = await manager.conductor.resize_confirmed(
-                    ctx, uuid, {"vm_state": vm_state, "task_state": None,
-                                "system_metadata": _with_migration(instance, None)},
+                    ctx, uuid,
+                    {"vm_state": vm_state, "task_state": None, "system_metadata": _with_migration(instance, None)},
                     current, expected_task_state=[None], expected_vm_state=[states.RESIZED])
                 await manager._notify(ctx, instance, "instance.resize_confirm.end")
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError, exceptions.InstanceInvalidState):
@@ -210,8 +215,8 @@ async def revert_resize(manager, ctx, uuid: str, migration: dict) -> None:
                 await manager._notify(ctx, instance, "instance.resize_revert.start")
                 with contextlib.suppress(exceptions.InstanceNotFound):
                     await manager.driver.destroy_migrated_guest(ctx, instance, instance.get("network_info") or [])
-                await manager.conductor.resize_reverted_at_destination(
-                    ctx, uuid, migration["source_compute"], migration["source_node"], migration["uuid"])
+                await manager.conductor.resize_reverted_at_destination(ctx, uuid, migration["source_compute"],
+                                                                       migration["source_node"], migration["uuid"])
         except (exceptions.InstanceNotFound, exceptions.UnexpectedDeletingTaskStateError):
             return  # the delete cleans both hosts
         except Exception as exc:
@@ -233,11 +238,11 @@ async def finish_revert_resize(manager, ctx, uuid: str, migration: dict) -> None
         try:
             async with manager.conductor.step(ctx, uuid, "compute_finish_revert_resize", manager.host):
                 instance = await manager.conductor.instance_save(None, uuid, _flavor_columns(migration["old_flavor"]),
-                                                   expected_task_state=[states.RESIZE_REVERTING])
+                                                                 expected_task_state=[states.RESIZE_REVERTING])
                 await manager.instance_events.begin_operation(uuid)
                 network_info = await manager.network_api.setup_instance_network_on_host(ctx, instance, manager.host)
                 instance = await manager.conductor.instance_save(None, uuid, {"network_info": network_info},
-                                                   expected_task_state=[states.RESIZE_REVERTING])
+                                                                 expected_task_state=[states.RESIZE_REVERTING])
                 power_on = migration["old_vm_state"] != states.STOPPED
 
                 async def restore(paused: bool):

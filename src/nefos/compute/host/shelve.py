@@ -52,7 +52,7 @@ async def shelve_instance(manager, ctx, uuid: str, image_id: str) -> None:
     if manager.rt.cfg.shelved_offload_time == 0:
         try:
             await manager.conductor.instance_save(None, uuid, {"task_state": states.SHELVING_OFFLOADING},
-                                    expected_task_state=[None], expected_vm_state=[states.SHELVED])
+                                                  expected_task_state=[None], expected_vm_state=[states.SHELVED])
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError,
                 exceptions.InstanceInvalidState):
             return  # deleted, failed or acted on meanwhile
@@ -106,8 +106,10 @@ async def unshelve_instance(manager, ctx, uuid: str, node: str | None = None) ->
             LOG.error("instance %s: unshelve on %s failed: %s", uuid, manager.host, exc)
             await _undo_unshelve(manager, ctx, uuid)
             with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
-                await manager.conductor.save_with_fault(None, uuid, {"vm_state": states.SHELVED_OFFLOADED, "task_state": None,
-                                          "host": None, "node": None, "network_info": []},
+                await manager.conductor.save_with_fault(
+                    None, uuid,
+                    {"vm_state": states.SHELVED_OFFLOADED, "task_state": None, "host": None, "node": None,
+                     "network_info": []},
                     exc, host=manager.host, details="".join(traceback.format_exception(exc)),
                     expected_task_state=[states.UNSHELVING])
             return
@@ -125,13 +127,14 @@ async def _spawn_offloaded(manager, ctx, instance: dict, image_id: str | None, n
     await manager.instance_events.begin_operation(uuid)  # before the ports are bound
     network_info = await manager.network_api.setup_instance_network_on_host(ctx, instance, manager.host)
     instance = await manager.conductor.instance_save(None, uuid, {"network_info": network_info},
-                                       expected_task_state=[states.UNSHELVING])
+                                                     expected_task_state=[states.UNSHELVING])
     block_device_info = await manager._prep_block_device(instance)
     await manager.instance_events.spawn(ctx, instance, image, network_info, block_device_info)
     power_state = (await manager.driver.get_info(instance))["power_state"]
-    instance = await manager.conductor.instance_save(None, uuid, {"vm_state": states.ACTIVE, "task_state": None, "power_state": power_state,
-                              "system_metadata": without_shelve_keys(instance),
-                              "launched_at": utcnow().isoformat()},  # as Nova's _update_instance_after_spawn
+    instance = await manager.conductor.instance_save(
+        None, uuid, {"vm_state": states.ACTIVE, "task_state": None, "power_state": power_state,
+                     "system_metadata": without_shelve_keys(instance),
+                     "launched_at": utcnow().isoformat()},  # as Nova's _update_instance_after_spawn
         expected_task_state=[states.UNSHELVING])
     await manager._notify(ctx, instance, "instance.unshelve.end")
 

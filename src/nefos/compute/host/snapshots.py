@@ -42,13 +42,14 @@ async def snapshot_to_image(manager, ctx, instance: dict, image_id: str, *, firs
     pending, uploading = task_states
     try:
         instance = await manager.conductor.instance_save(None, uuid, {"task_state": pending},
-                                           expected_task_state=[first_task_state])
+                                                         expected_task_state=[first_task_state])
         workdir = fileperms.private_dir(Path(manager.rt.cfg.state_dir) / "snapshots")
         with tempfile.TemporaryDirectory(dir=workdir) as tmp:
             target = Path(tmp) / "disk"
             async with reporting_progress(manager, uuid, pending, lambda: _size(target)):
                 disk_format = await manager.driver.snapshot(ctx, instance, target)
-            await manager.conductor.instance_save(None, uuid, {"task_state": uploading}, expected_task_state=[pending])
+            await manager.conductor.instance_save(None, uuid, {"task_state": uploading},
+                                                  expected_task_state=[pending])
             sent = [0]
             async with reporting_progress(manager, uuid, uploading, lambda: sent[0]):
                 await manager.image_api.upload_file(ctx, image_id, target, disk_format,
