@@ -129,3 +129,6 @@ def task_and_vm_states_from_statuses(statuses: list[str]) -> tuple[list[str], li
 
 # The system metadata key of a server's resize or cold migration under way (nefos.compute.resize).
 MIGRATION_KEY = "nefos_migration"
+
+# The vm_states in which interfaces are attached and detached (os-interface; the API's check and the host's).
+INTERFACE_VM_STATES = (ACTIVE, PAUSED, STOPPED)

@@ -34,7 +34,7 @@ from nefos.objects import states
 LOG = logging.getLogger(__name__)
 
 # What a server may be in for an attach or a detach (Nova's check_instance_state: task_state None).
-VM_STATES = (states.ACTIVE, states.PAUSED, states.STOPPED)
+VM_STATES = states.INTERFACE_VM_STATES
 ATTACH_EVENT = "compute_attach_interface"
 DETACH_EVENT = "compute_detach_interface"
 DETACH_WAIT_EVENT = "compute_wait_for_vif_deleted"
