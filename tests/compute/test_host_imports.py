@@ -1,6 +1,7 @@
 """A compute host's code never loads the database: every module of ``nefos.compute.host`` and
 ``nefos.virt`` imports, in a fresh interpreter, without ``nefos.db`` or SQLAlchemy (what a host
-reads and writes goes through the conductor, ``nefos.conductor.rpcapi``)."""
+reads and writes goes through the conductor, ``nefos.conductor.rpcapi``). And the imports follow
+the calls: of the control plane a host loads only the conductor's and the compute hosts' clients."""
 
 from __future__ import annotations
 
@@ -19,7 +20,11 @@ for package in (nefos.compute.host, nefos.virt):
         imported.append(module.name)
 loaded = sorted(m for m in sys.modules if m == "nefos.db" or m.startswith("nefos.db.")
                 or m.split(".")[0] == "sqlalchemy")
-print(json.dumps({"imported": imported, "database_modules": loaded}))
+control_plane = sorted(m for m in sys.modules if m.startswith(("nefos.conductor.", "nefos.scheduler", "nefos.api",
+                                                               "nefos.compute."))
+                       and not m.startswith("nefos.compute.host")
+                       and m not in ("nefos.conductor.rpcapi", "nefos.compute.rpcapi"))
+print(json.dumps({"imported": imported, "database_modules": loaded, "control_plane_modules": control_plane}))
 """
 
 
@@ -31,3 +36,4 @@ def test_host_side_modules_import_no_database():
     assert {"nefos.compute.host.manager", "nefos.compute.host.service", "nefos.compute.host.resize",
             "nefos.virt.fake"} <= set(found["imported"])
     assert found["database_modules"] == []
+    assert found["control_plane_modules"] == []
