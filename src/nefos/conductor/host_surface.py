@@ -77,6 +77,25 @@ class HostSurface:
         await instance_obj.destroy(self.rt.db, instance_uuid)
         await console_auth_tokens.delete_for_instance(self.rt.db, instance_uuid)
 
+    async def build_started(self, ctx, instance_uuid: str, event: str, host_name: str) -> dict:
+        """A host starts a build: the build's action event started, the instance BUILDING with no
+        task (compare-and-swap: still scheduling, or retried); returns {event_id, instance,
+        allocation (its claim)}. When the instance was deleted or its build given up meanwhile, its
+        claim is released, the event finished as failed, and the save's error raised."""
+        db = self.rt.db
+        event_id = await actions.event_start(db, ctx, instance_uuid, event, host_name)
+        try:
+            instance = await instance_obj.save(db, instance_uuid, {"vm_state": states.BUILDING, "task_state": None},
+                                               expected_task_state=[states.SCHEDULING, None],
+                                               expected_vm_state=[states.BUILDING])
+        except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError, exceptions.InstanceInvalidState):
+            await allocations.release(db, instance_uuid)
+            await actions.event_finish(db, event_id, result="Error", details=(
+                f"instance {instance_uuid} was deleted, or its build given up, before its build started"))
+            raise
+        return {"event_id": event_id, "instance": instance,
+                "allocation": await allocations.get(db, instance_uuid)}
+
     async def block_device_mappings(self, ctx, instance_uuid: str) -> list[dict]:
         """The instance's block device mappings (what the host needs to prepare them)."""
         async with self.rt.db.reader() as s:

@@ -140,6 +140,13 @@ class ConductorAPI:
         back) and revoke its console tokens."""
         return await self._call(ctx, "instance_terminated", instance_uuid=instance_uuid)
 
+    async def build_started(self, ctx, instance_uuid: str, event: str, host_name: str) -> dict:
+        """A host starts a build: the build's action event started, the instance BUILDING with no
+        task (compare-and-swap: still scheduling, or retried); returns {event_id, instance,
+        allocation (its claim)}. When the instance was deleted or its build given up meanwhile, its
+        claim is released, the event finished as failed, and the save's error raised."""
+        return await self._call(ctx, "build_started", instance_uuid=instance_uuid, event=event, host_name=host_name)
+
     async def block_device_mappings(self, ctx, instance_uuid: str) -> list[dict]:
         """The instance's block device mappings (what the host needs to prepare them)."""
         return await self._call(ctx, "block_device_mappings", instance_uuid=instance_uuid)
