@@ -87,6 +87,13 @@ class Process:
         return f"--- {self.label}\n{self.log_path.read_text(errors='replace')[-chars:]}"
 
 
+def l2_agent_has_vxlan() -> bool:
+    """Whether the L2 agent carries tenant networks between hosts itself (VXLAN from its
+    ``local_ip``, the underlay address the harness gives it as NEFOS_LOCAL_IP)."""
+    from nefos.config import Config
+    return "local_ip" in Config.model_fields or any("vxlan" in name for name in Config.model_fields)
+
+
 def _libvirtd_netns() -> str:
     """The network namespace file of the running libvirtd (where it makes guests' taps)."""
     for pidfile in ("/run/libvirtd.pid", "/var/run/libvirtd.pid"):
@@ -274,10 +281,18 @@ class MultiHostCloud:
 
     # Servers -------------------------------------------------------------------------------
     def make_network(self, name: str, cidr: str) -> dict:
+        """A tenant network and its subnet. Between namespaces its frames need a carrier: the L2
+        agents' VXLAN when they have it, else a flat segment the harness lays (``add_segment``)
+        joining the network's bridge on every libvirt host and the network node."""
         r = self.network.post("/v2.0/networks", json={"network": {"name": name}})
         assert r.status_code == 201, r.text
         net = r.json()["network"]
         self.networks.add(net["id"])
+        if not l2_agent_has_vxlan():
+            namespaces = [h.namespace for h in self.hosts.values() if h.driver == "libvirt"]
+            if self.network_node:
+                namespaces.append(self.network_ns)
+            self.underlay.add_segment("brq" + net["id"][:11], namespaces)
         r = self.network.post("/v2.0/subnets", json={"subnet": {"network_id": net["id"], "cidr": cidr,
                                                                  "ip_version": 4}})
         assert r.status_code == 201, r.text
