@@ -161,6 +161,8 @@ class MultiHostCloud:
         common = dict(os.environ, NEFOS_AUTH_STRATEGY="noauth",
                       NEFOS_METADATA_PROXY_SHARED_SECRET=f"mh-{self.underlay.token}-secret",
                       NEFOS_VIRT_TYPE="qemu", NEFOS_SHUTDOWN_TIMEOUT="5", NEFOS_VNC_ENABLED="false",
+                      # a dozen processes on a PostgreSQL other test runs share (100 connections)
+                      NEFOS_MAX_POOL_SIZE="2", NEFOS_MAX_OVERFLOW="2",
                       **self.settings)
         common.pop("OS_CLOUD", None)
         self.control_env = dict(common, NEFOS_DATABASE_URL=db_url,
