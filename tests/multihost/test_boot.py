@@ -4,7 +4,11 @@ moved into its host's namespace and wired there by that host's L2 agent."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.multihost.conftest import FAKE_HOST, REAL_HOSTS
+
+pytestmark = [pytest.mark.libvirt, pytest.mark.postgres, pytest.mark.rabbit]
 
 
 def test_servers_placed_on_each_host_and_real_guests_lease_from_the_network_node(multihost):

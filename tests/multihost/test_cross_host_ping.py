@@ -14,6 +14,8 @@ import pytest
 from tests.multihost.cloud import l2_agent_has_vxlan
 from tests.multihost.conftest import REAL_HOSTS
 
+pytestmark = [pytest.mark.libvirt, pytest.mark.postgres, pytest.mark.rabbit]
+
 PING_SCRIPT = """#!/bin/sh
 for i in $(seq 1 60); do
     if ping -c 1 -W 1 {ip} >/dev/null 2>&1; then echo "NEFOS-PING: {ip} answered"; exit 0; fi

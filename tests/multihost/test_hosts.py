@@ -1,9 +1,14 @@
-"""Three compute hosts, each in its own network namespace, report over the bus and the database
-reached through the underlay."""
+"""Three compute hosts, each in its own network namespace, report through the underlay (their
+heartbeats reach the database through the forwarder; test_boot.py shows each serving its bus topic:
+builds are cast to it, console output is asked of it)."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.multihost.conftest import FAKE_HOST, REAL_HOSTS
+
+pytestmark = [pytest.mark.libvirt, pytest.mark.postgres, pytest.mark.rabbit]
 
 
 def test_every_host_reports_from_its_own_namespace(multihost):

@@ -13,8 +13,12 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from tests.multihost.cloud import MultiHostCloud
 from tests.multihost.conftest import FAKE_HOST, REAL_HOSTS, REPORT_INTERVAL, SERVICE_DOWN_TIME
+
+pytestmark = [pytest.mark.libvirt, pytest.mark.postgres, pytest.mark.rabbit]
 
 # Slack on top of the verdict's bound: the API's answer and this loop's polling under a loaded CI.
 SLACK = 3.0
@@ -58,7 +62,7 @@ def test_partitioned_host_goes_down_is_avoided_and_comes_back(multihost):
     print(f"down after {went_down:.1f} s, up again {came_back:.1f} s after the link returned")
 
 
-def test_partition_shorter_than_service_down_time_keeps_the_host_up_with_shipped_defaults(tmp_path):
+def test_partition_shorter_than_service_down_time_keeps_the_host_up_with_shipped_defaults():
     from nefos.config import Config
     from tests.libvirt.conftest import qemu_reachable_dir
     defaults = Config()

@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import logging
 import subprocess
 import threading
 import uuid
-
-LOG = logging.getLogger(__name__)
 
 
 def run(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
