@@ -9,7 +9,8 @@
      ├─ mh<token>v2 ══ ul0 172.31.X.2  ns mh<token>-<host 1>: nefos compute (libvirt) + nefos l2-agent
      ├─ mh<token>v3 ══ ul0 172.31.X.3  ns mh<token>-<host 2>: nefos compute (libvirt) + nefos l2-agent
      ├─ mh<token>v4 ══ ul0 172.31.X.4  ns mh<token>-<host 3>: nefos compute (fake driver, fake L2 agent)
-     └─ mh<token>v5 ══ ul0 172.31.X.5  ns mh<token>-net:      nefos dhcp-agent (+ metadata proxy) + l3-agent
+     └─ mh<token>v5 ══ ul0 172.31.X.5  ns mh<token>-net:      nefos l2-agent + dhcp-agent (+ metadata proxy)
+                                                                + l3-agent
 ```
 
 The processes in a namespace reach the database, the bus, the APIs and the metadata service at the
@@ -193,8 +194,11 @@ class MultiHostCloud:
             self.network_ns, self.network_address = self.underlay.add_namespace("net")
             state = self.top / "net"
             state.mkdir(mode=0o700)
-            env = dict(self.host_env, NEFOS_HOST=f"mh{self.underlay.token}-net")
-            for agent in ("dhcp-agent", "l3-agent"):
+            self.network_host = f"mh{self.underlay.token}-net"
+            env = dict(self.host_env, NEFOS_HOST=self.network_host, NEFOS_LOCAL_IP=self.network_address)
+            # The network node's own L2 agent (as Neutron runs one beside its DHCP agent): it reports
+            # the DHCP ports' taps, and with VXLAN joins the node's bridges to the hosts'.
+            for agent in ("l2-agent", "dhcp-agent", "l3-agent"):
                 self._spawn(f"net:{agent}", [agent], env, state, self.network_ns)
         self.compute = httpx.Client(base_url=self.endpoints["compute"], timeout=30, headers=ADMIN)
         self.network = httpx.Client(base_url=self.endpoints["network"], timeout=30, headers=ADMIN)
@@ -277,6 +281,17 @@ class MultiHostCloud:
 
     def heal(self, host: str) -> None:
         self.underlay.set_link(self.hosts[host].namespace, up=True)
+
+    def fence(self, host: str) -> None:
+        """Power the host off for good, as a fence would before an evacuation: its processes killed,
+        its guests' domains destroyed and undefined. Every host shares the machine's libvirtd, so a
+        guest evacuated to another host needs its old domain (same UUID) gone first."""
+        from tests.libvirt.conftest import remove_domains_under
+        for p in self.processes:
+            if p.label.startswith(f"{host}:") and p.alive():
+                p.proc.kill()
+                p.proc.wait()
+        remove_domains_under(self.hosts[host].state)
 
     def in_namespace(self, host: str, *argv: str) -> subprocess.CompletedProcess:
         return run("ip", "netns", "exec", self.hosts[host].namespace, *argv, check=False)

@@ -29,6 +29,10 @@ def test_servers_placed_on_each_host_and_real_guests_lease_from_the_network_node
             link = multihost.in_namespace(host, "ip", "-o", "link", "show", tap).stdout
             assert f"master brq{net['id'][:11]}" in link, link
             assert multihost.in_namespace(FAKE_HOST, "ip", "link", "show", tap).returncode != 0
+        # The network node's L2 agent reported the DHCP port's tap (its veth into the bridge).
+        dhcp = multihost.network.get("/v2.0/ports", params={"network_id": net["id"],
+                                                            "device_owner": "network:dhcp"}).json()["ports"]
+        assert [(p["status"], p["binding:host_id"]) for p in dhcp] == [("ACTIVE", multihost.network_host)], dhcp
     finally:
         for sid in placed.values():
             multihost.compute.delete(f"/v2.1/servers/{sid}")
