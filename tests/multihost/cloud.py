@@ -188,6 +188,11 @@ class MultiHostCloud:
             self.guest_image = asyncio.run(self._register_guest_image(control, db_url))
         for service in CONTROL_PLANE:
             self._spawn(service, [service], self.control_env, control)
+        self.compute = httpx.Client(base_url=self.endpoints["compute"], timeout=30, headers=ADMIN)
+        self.network = httpx.Client(base_url=self.endpoints["network"], timeout=30, headers=ADMIN)
+        stack.callback(self.compute.close)
+        stack.callback(self.network.close)
+        self._wait_control_plane()  # the agents' first reports need the network service listening
         for host in self.hosts.values():
             self._start_host(host)
         if self.network_node:
@@ -200,10 +205,6 @@ class MultiHostCloud:
             # the DHCP ports' taps, and with VXLAN joins the node's bridges to the hosts'.
             for agent in ("l2-agent", "dhcp-agent", "l3-agent"):
                 self._spawn(f"net:{agent}", [agent], env, state, self.network_ns)
-        self.compute = httpx.Client(base_url=self.endpoints["compute"], timeout=30, headers=ADMIN)
-        self.network = httpx.Client(base_url=self.endpoints["network"], timeout=30, headers=ADMIN)
-        stack.callback(self.compute.close)
-        stack.callback(self.network.close)
         self._wait_ready()
 
     async def _register_guest_image(self, state: Path, db_url: str) -> dict:
@@ -238,6 +239,17 @@ class MultiHostCloud:
         if netns:
             argv = ["ip", "netns", "exec", netns, *argv]
         self.processes.append(Process(label, argv, env, self.top / f"{label.replace(':', '-')}.log"))
+
+    def _wait_control_plane(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            self.check_alive()
+            with contextlib.suppress(httpx.HTTPError):
+                if self.network.get("/v2.0/networks").status_code == 200 and \
+                        self.compute.get("/v2.1/os-services").status_code == 200:
+                    return
+            assert time.monotonic() < deadline, "the control plane did not answer within the deadline"
+            time.sleep(0.3)
 
     def _wait_ready(self, timeout: float = 120) -> None:
         """Ready when the APIs answer and every compute host reported its node and is up."""
