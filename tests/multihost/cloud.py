@@ -359,14 +359,17 @@ class MultiHostCloud:
         assert r.status_code == 200, r.text
         return r.json()["output"]
 
-    def wait_console(self, server_id: str, text: str, timeout: float = 90) -> str:
+    def wait_console(self, server_id: str, text: str, timeout: float = 150) -> str:
+        """The guest's console once it shows ``text`` (a TCG guest on a loaded machine may take a
+        minute to boot)."""
         deadline = time.monotonic() + timeout
         while True:
             out = self.console(server_id)
             if text in out:
                 return out
-            assert time.monotonic() < deadline, (f"{text!r} not on the console of {server_id} within "
-                                                 f"{timeout} s; it ends with:\n{out[-2000:]}")
+            assert time.monotonic() < deadline, (
+                f"{text!r} not on the console of {server_id} within {timeout} s; it ends with:\n{out[-1500:]}\n"
+                + "\n".join(p.tail(1500) for p in self.processes if "agent" in p.label))
             time.sleep(0.5)
 
     # Stop ----------------------------------------------------------------------------------

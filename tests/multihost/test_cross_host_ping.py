@@ -45,7 +45,7 @@ def test_guest_pings_a_guest_on_another_host_over_vxlan(multihost):
         script = base64.b64encode(PING_SCRIPT.format(ip=ip).encode()).decode()
         pinger = multihost.boot("mh-pinger", net["id"], host=REAL_HOSTS[0], user_data=script, config_drive=True)
         multihost.wait_server(pinger, "ACTIVE")
-        out = multihost.wait_console(pinger, "NEFOS-PING: ", timeout=150)
+        out = multihost.wait_console(pinger, "NEFOS-PING: ", timeout=210)
         assert f"NEFOS-PING: {ip} answered" in out, out[-2000:]
     finally:
         for sid in (target, pinger):
