@@ -17,7 +17,7 @@ The processes in a namespace reach the database, the bus, the APIs and the metad
 forwarders on 172.31.X.1, so pulling a namespace's cable (``partition``: ``ul0`` down) cuts that
 host off everything, as on a real network. A libvirt host's guests run under the machine's
 libvirtd, which makes their taps in the root namespace; the compute host moves each into its own
-namespace (option ``libvirtd_netns``, ``nefos.virt.libvirt.vif.move_taps_here``), where its L2
+namespace (option ``libvirtd_netns``, ``nefos.virt.libvirt.tap_netns.move_taps_here``), where its L2
 agent wires it into the network's bridge. Each L2 agent gets ``local_ip`` = its underlay address
 (the VXLAN tunnel endpoint, for an L2 agent that has VXLAN).
 

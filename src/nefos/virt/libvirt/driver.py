@@ -36,7 +36,7 @@ Options (``nefos.config``): ``virt_type`` (``qemu`` = TCG, ``kvm``, or
   (``network-vif-plugged`` / ``-unplugged``). Without a running L2 agent a
   guest's tap stays on no bridge: no DHCP, no traffic (an L2 agent that is down).
 * A compute host in a network namespace of its own (``libvirtd_netns``: the namespace libvirtd
-  makes taps in) moves each tap into its namespace once libvirt made it (``vif.move_taps_here``).
+  makes taps in) moves each tap into its namespace once libvirt made it (``tap_netns``).
 * os-interface: ``attach_interface`` hot-plugs the same ``<interface>`` spawn writes
   (``attachDeviceFlags``: the definition, and the live guest when it runs), ``detach_interface``
   unplugs it and waits until the guest released it; the domain's metadata follows.
@@ -59,7 +59,7 @@ from nefos.objects import states
 from nefos.virt import configdrive, event as virtevent
 from nefos.virt.driver import ComputeDriver
 from nefos.virt.libvirt import config as vconfig, diagnostics as lv_diagnostics
-from nefos.virt.libvirt import imagebackend, probe, qemu_user, rescue as rescue_mod, vif as vifs
+from nefos.virt.libvirt import imagebackend, probe, qemu_user, rescue as rescue_mod, tap_netns, vif as vifs
 from nefos.virt.libvirt.host import Host, libvirt_module
 from nefos.waiting import event_set_within
 
@@ -439,7 +439,7 @@ class LibvirtDriver(ComputeDriver):
         if source:
             if taps is None:
                 taps = vconfig.ethernet_taps(await self._host.call(dom.XMLDesc, 0))
-            await vifs.move_taps_here(taps, source)
+            await tap_netns.move_taps_here(taps, source)
 
     async def power_on(self, ctx, instance: dict, network_info: list[dict], **kwargs) -> None:
         libvirt = libvirt_module()

@@ -1,15 +1,12 @@
 """VIFs on Linux bridges: each network has a bridge (``brq<network id[:11]>``); a guest's tap
 (``tap<port id[:11]>``, made by libvirt from ``<interface type='ethernet'>`` and attached to
 nothing) is put into it by the host's L2 agent (``nefos.network.l2_agent``), which creates the
-bridge when missing (``ensure_bridge``, also used by the DHCP agent). A compute host in a network
-namespace other than libvirtd's (option ``libvirtd_netns``) first pulls each tap into its own
-(``move_taps_here``)."""
+bridge when missing (``ensure_bridge``, also used by the DHCP agent)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from pathlib import Path
 
 from nefos import exceptions
@@ -67,20 +64,3 @@ def vif_bridge(vif: dict) -> str:
 
 def vif_devname(vif: dict) -> str:
     return vif.get("devname") or ("tap" + vif["id"][:11])
-
-
-async def move_taps_here(taps: list[str], source_netns: str) -> None:
-    """Move ``taps`` from the network namespace ``source_netns`` (a namespace file, where libvirtd
-    made them) into this process's: the compute host runs in a namespace of its own and its L2
-    agent wires only the taps it sees. A tun/tap device keeps working across the move (QEMU holds
-    its file descriptor, not its name); the move takes the device down, the L2 agent's ``enslave``
-    brings it up. A tap already here is left as it is."""
-    for tap in taps:
-        proc = await asyncio.create_subprocess_exec(
-            "nsenter", f"--net={source_netns}", "ip", "link", "set", "dev", tap, "netns", str(os.getpid()),
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
-        _, err = await proc.communicate()
-        if proc.returncode != 0 and not device_exists(tap):
-            raise exceptions.InstanceDeployFailure(
-                reason=f"cannot move tap {tap} from {source_netns}: {err.decode(errors='replace').strip()}")
-        LOG.info("tap %s moved from %s into this host's network namespace", tap, source_netns)
