@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Make this Debian 12 machine ready to run real guests (issue 4); as root, idempotent.
+# Make this Debian 12 machine ready to run real guests; as root, idempotent.
 #
 #  * installs libvirt + QEMU and what the guest image is built from, when missing:
 #    libvirt-daemon-system qemu-system-x86 qemu-utils (the hypervisor), libvirt-dev

@@ -1,4 +1,4 @@
-"""Seed 001's experiments: the L2 agent stopped (fatal or not), and the normal flow.
+"""VIF-plugged waits end to end: the L2 agent stopped (fatal or not), and the normal flow.
 
 Everything through the real pipeline: the Compute API, the conductor and
 scheduler, the compute host with the fake driver and its fake L2 agent, the
