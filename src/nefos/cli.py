@@ -201,7 +201,7 @@ def _service_command(name: str, import_path: str, doc: str):
 _service_command("api", "nefos.api.service:component", "Run the Compute API.")
 _service_command("conductor", "nefos.conductor.service:component", "Run the conductor.")
 _service_command("scheduler", "nefos.scheduler.service:component", "Run the scheduler.")
-_service_command("compute", "nefos.compute.service:component", "Run a compute host (--host NAME).")
+_service_command("compute", "nefos.compute.host.service:component", "Run a compute host (--host NAME).")
 _service_command("network", "nefos.network.service:component", "Run the network service and its API.")
 _service_command("l2-agent", "nefos.network.l2_agent:component",
                  "Run a compute host's L2 agent (--host NAME: the compute host it serves).")

@@ -9,7 +9,7 @@ import datetime as dt
 
 from sqlalchemy import update
 
-from nefos.compute import deadlines
+from nefos.compute.host import deadlines
 from nefos.db.models import Instance, utcnow
 from nefos.objects import states
 from tests.compute.conftest import boot_active, eventually

@@ -25,7 +25,7 @@ HOPS = [  # (logger, what its line says), in the order they happen
     ("nefos.network.provisioning", "-> ACTIVE"),  # once it committed
     ("nefos.network.notifier", "sending events"),
     ("nefos.compute.external_events", "creating event network-vif-plugged"),
-    ("nefos.compute.instance_events", "the waiting operation is unblocked"),
+    ("nefos.compute.host.instance_events", "the waiting operation is unblocked"),
     ("nefos.network.notifier", "Nova event response"),
 ]
 
