@@ -7,7 +7,7 @@ who wires a VIF: libvirt makes a guest's tap (``tap<port id[:11]>``,
 acts the guest's NIC reaches nothing (no DHCP, no address: the Linux bridge
 counterpart of OVS's dead VLAN). For each new tap it finds the port (bound to
 this host, id starting with the device's suffix) and, over the L2 agent
-protocol (``nefos.network.agent_rpc``), asks ``get_device_details`` (the port's
+protocol (``nefos.network.agents.rpc``), asks ``get_device_details`` (the port's
 network); then it makes sure the security-group chains cover the port, creates
 the network's bridge (``brq<network id[:11]>``) when missing, enslaves the tap
 to it and reports ``update_device_up`` (the port goes ACTIVE, the server gets
@@ -43,10 +43,10 @@ import socket
 import struct
 from pathlib import Path
 
-from sqlalchemy import or_, select
-
-from nefos.db.models import Network, Port
-from nefos.service import Component
+from nefos.component import Component
+from nefos.network.agents.firewall import Firewall, PortFilter
+from nefos.network.agents.ip_lib import device_exists, enslave, ensure_bridge
+from nefos.network.agents.rpc import L2PluginAPI, SecurityGroupPluginAPI, TAP_PREFIX, report_context
 from nefos.waiting import cancel_and_wait
 
 LOG = logging.getLogger(__name__)
@@ -59,7 +59,6 @@ _NLMSG_HDR = struct.Struct("=LHHLL")
 _IFINFO = struct.Struct("=BxHiII")
 _RTA = struct.Struct("=HH")
 RETRY_DELAY = 1.0
-TAP_PREFIX = "tap"
 BRIDGE_PREFIX = "brq"
 BRIDGE_GC_INTERVAL = 5.0
 SG_SYNC_INTERVAL = 0.5
@@ -124,12 +123,12 @@ def _taps() -> set[str]:
 
 class L2Agent(Component):
     def __init__(self, rt, host: str | None = None):
-        from nefos.network.agent_rpc import PluginAPI
         self.rt = rt
         self.host = host or rt.cfg.host
         self.name = f"l2-agent:{self.host}"
         self.agent_id = f"linuxbridge-agent-{self.host}"
-        self.plugin = PluginAPI(rt.bus, self.host, self.agent_id)
+        self.plugin = L2PluginAPI(rt.bus, self.host, self.agent_id)
+        self.sg_plugin = SecurityGroupPluginAPI(rt.bus, self.host)
         self.running = False
         self.devices: dict[str, str] = {}  # tap name -> port id, reported up
         self._seen: set[str] = set()  # taps present now (as netlink told us)
@@ -139,7 +138,6 @@ class L2Agent(Component):
         self._busy = False
         self._gc: asyncio.Task | None = None
         self.bridges: set[str] = set()  # bridges our devices were plugged into
-        from nefos.network.agents.firewall import Firewall
         self.firewall = Firewall(f"{Path(rt.cfg.state_dir).resolve()}:{self.host}")
         self._sg: asyncio.Task | None = None
         self._sg_lock = asyncio.Lock()  # the periodic sync and a wiring's sync never interleave
@@ -192,11 +190,7 @@ class L2Agent(Component):
             self._enqueue("up", tap)
         for tap in sorted(set(self.devices) - plugged):
             self._enqueue("down", tap)
-        async with self.rt.db.reader() as s:
-            active = (await s.execute(select(Port.id).where(
-                Port.binding_host_id == self.host, Port.status.in_(("ACTIVE", "BUILD")),
-                Port.device_owner.like("compute:%")))).scalars().all()
-        for port_id in active:
+        for port_id in await self.plugin.get_devices_on_host():
             tap = TAP_PREFIX + port_id[:11]
             if tap not in plugged:
                 self.devices.setdefault(tap, port_id)
@@ -221,23 +215,22 @@ class L2Agent(Component):
         return True
 
     async def sync_security_groups(self) -> bool:
-        from nefos.network.agents.firewall import load_filters
         async with self._sg_lock:
             present = _taps()
-            async with self.rt.db.reader() as s:
-                ours = {BRIDGE_PREFIX + n[:11] for n in (await s.execute(select(Network.id))).scalars()}
-                candidates = sorted(t for t in present
-                                    if t in self.devices or t in self._fenced or _master(t) in ours)
-                existing = set()
-                if candidates:  # the ports (a guest's, a DHCP server's, ...) these taps belong to
-                    existing = {TAP_PREFIX + port_id[:11] for port_id in (await s.execute(select(Port.id).where(
-                        or_(*[Port.id.like(t[len(TAP_PREFIX):] + "%") for t in candidates])))).scalars()}
+            candidates = sorted(t for t in present if t in self.devices or t in self._fenced)
+            others = sorted(present - set(candidates))
+            if others:  # taps in one of this cloud's bridges
+                ours = {BRIDGE_PREFIX + n[:11] for n in await self.plugin.get_network_ids()}
+                candidates = sorted(candidates + [t for t in others if _master(t) in ours])
+            # the ports (a guest's, a DHCP server's, ...) these taps belong to
+            existing = set(await self.plugin.get_known_devices(candidates)) if candidates else set()
             # A tap this agent wired (or that sits in one of this cloud's bridges) whose port is
             # gone (its server was deleted while this host was down): cut off at once, so its
             # address can safely be someone else's. Other taps are not this cloud's.
             fenced = tuple(t for t in candidates if t not in existing)
             self._fenced = set(fenced)
-            changed = await self.firewall.apply(await load_filters(self.rt.db, self.host), fenced)
+            filters = [PortFilter.from_dict(d) for d in await self.sg_plugin.security_group_info_for_host()]
+            changed = await self.firewall.apply(filters, fenced)
             for tap in fenced:
                 if changed and _master(tap) is not None:
                     await _unplug(tap)
@@ -269,7 +262,6 @@ class L2Agent(Component):
 
     async def remove_unused_bridges(self) -> list[str]:
         """Delete our empty bridges whose network no longer exists."""
-        from nefos.db.models import Network
         for name in list(self.bridges):
             if not Path(f"/sys/class/net/{name}").exists():
                 self.bridges.discard(name)
@@ -277,9 +269,7 @@ class L2Agent(Component):
                  and not any(Path(f"/sys/class/net/{n}/brif").iterdir())]
         if not empty:
             return []
-        async with self.rt.db.reader() as s:
-            networks = (await s.execute(select(Network.id))).scalars().all()
-        alive = {BRIDGE_PREFIX + n[:11] for n in networks}
+        alive = {BRIDGE_PREFIX + n[:11] for n in await self.plugin.get_network_ids()}
         removed = []
         for name in empty:
             if name in alive:
@@ -339,17 +329,9 @@ class L2Agent(Component):
             finally:
                 self._busy = False
 
-    async def _port_of(self, tap: str) -> str | None:
-        suffix = tap[len(TAP_PREFIX):]
-        async with self.rt.db.reader() as s:
-            ids = (await s.execute(select(Port.id).where(
-                Port.id.like(f"{suffix}%"), Port.binding_host_id == self.host))).scalars().all()
-        return ids[0] if len(ids) == 1 else None
-
     async def _wire(self, tap: str, bridge: str) -> bool:
         """Security groups for the tap's port, then the tap into ``bridge`` (created when missing) and up.
         False when the tap is gone."""
-        from nefos.virt.libvirt.vif import device_exists, enslave, ensure_bridge
         if self._sg is not None:
             await self.sync_security_groups()  # the port's chains exist before its first packet crosses
         if _master(tap) != bridge:
@@ -364,20 +346,16 @@ class L2Agent(Component):
         return True
 
     async def _report(self, kind: str, tap: str) -> None:
-        from nefos.network.agent_rpc import report_context
         with report_context():
             if kind == "up":
                 if tap not in self._seen:
                     return  # gone again before we got to it
-                port_id = self.devices.get(tap) or await self._port_of(tap)
-                if port_id is None:
+                details = await self.plugin.get_device_details(self.devices.get(tap) or tap)
+                if "port_id" not in details:
                     LOG.debug("%s: %s is no port bound here", self.name, tap)
                     return
+                port_id = details["port_id"]
                 LOG.info("%s: device %s (port %s) appeared: wiring it", self.name, tap, port_id)
-                details = await self.plugin.get_device_details(port_id)
-                if "port_id" not in details:
-                    LOG.debug("%s: %s: port %s is not bound here", self.name, tap, port_id)
-                    return
                 if not await self._wire(tap, BRIDGE_PREFIX + details["network_id"][:11]):
                     return  # gone meanwhile
                 await self.plugin.update_device_up(port_id)
