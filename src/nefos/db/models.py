@@ -535,6 +535,7 @@ class NetworkAgent(Base):
     host: Mapped[str] = mapped_column(String(255))
     started_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
     heartbeat_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+    tunneling_ip: Mapped[str | None] = mapped_column(String(64), nullable=True)  # an L2 agent's VTEP
 
 
 class Router(TimestampMixin, Base):

@@ -35,23 +35,24 @@ plugin API and its agent RPC callbacks apart).
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 
-from sqlalchemy import or_, select
+from sqlalchemy import or_, select, update
 
 from nefos import exceptions
 from nefos.bus import Endpoint
 from nefos.context import RequestContext
-from nefos.db.models import IPAllocation, Network, Port
+from nefos.db.models import IPAllocation, Network, NetworkAgent, Port
 from nefos.network import provisioning
 from nefos.network.agent_notifier import AgentNotifier
 from nefos.network.agents.rpc import (  # noqa: F401  (the topics, for the service and tests)
-    DHCP_AGENT_TOPIC as DHCP_TOPIC, METADATA_TOPIC, PLUGIN_TOPIC as TOPIC, REPORTS_TOPIC, TAP_PREFIX, _admin,
-    report_context)
+    DHCP_AGENT_TOPIC as DHCP_TOPIC, L2_AGENT, METADATA_TOPIC, PLUGIN_TOPIC as TOPIC, REPORTS_TOPIC, TAP_PREFIX,
+    _admin, report_context)
 
 LOG = logging.getLogger(__name__)
 
-AGENT_TYPES = (provisioning.DHCP_AGENT,)  # the agents whose state is recorded
+AGENT_TYPES = (provisioning.DHCP_AGENT, L2_AGENT)  # the agents whose state is recorded
 
 
 class L2AgentCallbacks(Endpoint):
@@ -94,7 +95,12 @@ class L2AgentCallbacks(Endpoint):
             return {"device": device}
         if port is None:
             return {"device": device}
+        async with self.manager.rt.db.reader() as s:
+            segment = (await s.execute(select(Network.network_type, Network.segmentation_id, Network.mtu).where(
+                Network.id == port["network_id"]))).first()
+        network_type, vni, mtu = segment if segment is not None else ("local", None, None)
         return {"device": device, "port_id": port["id"], "network_id": port["network_id"],
+                "network_type": network_type, "segmentation_id": vni, "mtu": mtu,
                 "mac_address": port["mac_address"], "admin_state_up": port["admin_state_up"],
                 "fixed_ips": port["fixed_ips"], "device_owner": port["device_owner"],
                 "device_id": port["device_id"], "status": port["status"],
@@ -201,15 +207,33 @@ class MetadataCallbacks(Endpoint):
 class AgentStateCallbacks(Endpoint):
     """Every agent's heartbeat, served on ``q-reports-plugin`` (Neutron's ``report_state``)."""
 
-    def __init__(self, manager):
+    def __init__(self, manager, on_vtep_changed=None):
         self.manager = manager
+        self.on_vtep_changed = on_vtep_changed  # (ctx, host): an L2 agent's tunneling IP changed
 
     async def report_state(self, ctx: RequestContext, agent_type: str, agent_host: str,
-                           started: bool = False) -> None:
-        """``agent_type`` on ``agent_host`` is alive (``started``: it just started)."""
+                           started: bool = False, tunneling_ip: str | None = None) -> None:
+        """``agent_type`` on ``agent_host`` is alive (``started``: it just started); an L2 agent
+        also says its VXLAN underlay address (``tunneling_ip``, None: no tunnels)."""
         if agent_type not in AGENT_TYPES:
             raise exceptions.BadRequest(resource="agent", msg=f"unknown agent type {agent_type!r}")
+        if tunneling_ip is not None:
+            try:
+                tunneling_ip = str(ipaddress.ip_address(tunneling_ip))
+            except ValueError:
+                raise exceptions.BadRequest(resource="agent", msg=f"invalid tunneling IP {tunneling_ip!r}")
         await provisioning.heartbeat(self.manager.rt.db, agent_type, agent_host, started=started)
+        if agent_type != L2_AGENT:
+            return
+        async with self.manager.rt.db.transaction() as s:
+            other = (NetworkAgent.tunneling_ip.is_not(None) if tunneling_ip is None else
+                     or_(NetworkAgent.tunneling_ip.is_(None), NetworkAgent.tunneling_ip != tunneling_ip))
+            changed = (await s.execute(update(NetworkAgent).where(
+                NetworkAgent.agent_type == agent_type, NetworkAgent.host == agent_host, other)
+                .values(tunneling_ip=tunneling_ip))).rowcount
+        if changed and self.on_vtep_changed is not None:
+            LOG.info("L2 agent on %s: VXLAN underlay address %s", agent_host, tunneling_ip or "none")
+            self.on_vtep_changed(ctx, agent_host)
 
 
 class DhcpAgentNotifier(AgentNotifier):

@@ -23,11 +23,16 @@ class NetworkComponent(Component):
         # The agents' surfaces (nefos.network.agents.rpc names their topics): all an agent can ask.
         from nefos.network.agents import rpc as topics
         self.plugin_endpoint = L2AgentCallbacks(self.manager)
+        # Ports bound, moved, deleted; VTEPs appearing -> the L2 agents (L2 population, q-agent-notifier).
+        from nefos.network.l2pop import L2popNotifier
+        self.l2pop_notifier = L2popNotifier(rt.bus)
+        self.manager.add_network_change_listener(self.l2pop_notifier.network_changed)
         self.agent_surfaces = {topics.PLUGIN_TOPIC: self.plugin_endpoint,
                                topics.SECURITY_GROUP_TOPIC: SecurityGroupCallbacks(self.manager),
                                topics.DHCP_PLUGIN_TOPIC: DhcpCallbacks(self.manager),
                                topics.METADATA_TOPIC: MetadataCallbacks(self.manager),
-                               topics.REPORTS_TOPIC: AgentStateCallbacks(self.manager)}
+                               topics.REPORTS_TOPIC: AgentStateCallbacks(self.manager,
+                                                                         self.l2pop_notifier.vtep_changed)}
         # Port / subnet / network changes -> the DHCP agents (topic dhcp_agent), after the commit.
         self.dhcp_notifier = DhcpAgentNotifier(rt.bus)
         self.manager.add_network_change_listener(self.dhcp_notifier.network_changed)
@@ -54,6 +59,7 @@ class NetworkComponent(Component):
         await self.l3_notifier.stop()
         await self.notifier.stop()
         await self.dhcp_notifier.stop()
+        await self.l2pop_notifier.stop()
         if self.service is not None:
             await self.service.stop()
 

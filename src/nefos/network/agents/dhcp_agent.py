@@ -300,7 +300,7 @@ class DhcpAgent(SyncLoop, Component):
     async def _plumb(self, st: NetworkState, port: dict) -> str:
         """Namespace, veth into the bridge, the DHCP port's addresses; returns the inner device."""
         from nefos.network.agents.ip_lib import ensure_bridge
-        await ensure_bridge(st.bridge)
+        await ensure_bridge(st.bridge, st.mtu)
         outer, inner = "tap" + port["id"][:11], "ns-" + port["id"][:11]
         ns = st.namespace
         if not _netns_exists(ns):
@@ -313,6 +313,9 @@ class DhcpAgent(SyncLoop, Component):
             await _run("ip", "link", "add", outer, "type", "veth", "peer", "name", inner)
             await _run("ip", "link", "set", inner, "netns", ns)
         await _run("ip", "link", "set", outer, "master", st.bridge)
+        if st.mtu:  # the network's (less than the underlay's on a VXLAN network)
+            await _run("ip", "link", "set", outer, "mtu", str(st.mtu))
+            await _run("ip", "-n", ns, "link", "set", inner, "mtu", str(st.mtu))
         await _run("ip", "link", "set", outer, "up")
         await _run("ip", "-n", ns, "link", "set", inner, "address", port["mac_address"])
         subnets = {sn["id"]: sn for sn in st.subnets}
@@ -354,6 +357,8 @@ class DhcpAgent(SyncLoop, Component):
                 opts.append(f"tag:{tag},option:router,{sn['gateway_ip']}")
             else:
                 opts.append(f"tag:{tag},option:router")
+            if st.mtu:
+                opts.append(f"tag:{tag},option:mtu,{st.mtu}")  # option 26: the guests' interface MTU
             if sn["dns_nameservers"]:
                 opts.append(f"tag:{tag},option:dns-server,{','.join(sn['dns_nameservers'])}")
             opts += self._metadata_routes(sn, port)

@@ -45,9 +45,10 @@ from pathlib import Path
 
 from nefos.component import Component
 from nefos.network.agents.firewall import Firewall, PortFilter
-from nefos.network.agents.ip_lib import device_exists, enslave, ensure_bridge
-from nefos.network.agents.rpc import L2PluginAPI, SecurityGroupPluginAPI, TAP_PREFIX, report_context
-from nefos.waiting import cancel_and_wait
+from nefos.network.agents.ip_lib import bridge_exists, device_exists, enslave, ensure_bridge
+from nefos.network.agents.rpc import (L2_AGENT, L2_AGENT_TOPIC, L2AgentEndpoint, L2PluginAPI,
+                                      SecurityGroupPluginAPI, StateReportAPI, TAP_PREFIX, report_context)
+from nefos.waiting import cancel_and_wait, event_set_within
 
 LOG = logging.getLogger(__name__)
 
@@ -62,6 +63,7 @@ RETRY_DELAY = 1.0
 BRIDGE_PREFIX = "brq"
 BRIDGE_GC_INTERVAL = 5.0
 SG_SYNC_INTERVAL = 0.5
+FDB_SYNC_INTERVAL = 5.0  # every VXLAN network's entries again (the backstop for a lost fdb_changed)
 BRIDGE_NF = "/proc/sys/net/bridge/bridge-nf-call-iptables"
 BRIDGE_NF6 = "/proc/sys/net/bridge/bridge-nf-call-ip6tables"
 
@@ -142,6 +144,16 @@ class L2Agent(Component):
         self._sg: asyncio.Task | None = None
         self._sg_lock = asyncio.Lock()  # the periodic sync and a wiring's sync never interleave
         self._fenced: set[str] = set()  # taps cut off (their port is gone), for as long as they exist
+        # VXLAN ([vxlan] local_ip): this host's tunnels to the others (nefos.network.agents.vxlan)
+        self.local_ip = getattr(rt.cfg, "local_ip", "") or None
+        self.state_reports = StateReportAPI(rt.bus, self.host)
+        self.endpoint = L2AgentEndpoint(self)
+        self.vnis: dict[str, int] = {}  # network id -> VNI of the VXLAN device made for it here
+        self._fdb: asyncio.Task | None = None
+        self._fdb_dirty: set[str] = set()
+        self._fdb_kick = asyncio.Event()
+        self._fdb_full = True
+        self._serving = False
 
     # Lifecycle -----------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -159,8 +171,15 @@ class L2Agent(Component):
         self._gc = asyncio.create_task(self._gc_loop(), name=f"{self.name}:bridges")
         if await self._bridge_netfilter():
             self._sg = asyncio.create_task(self._sg_loop(), name=f"{self.name}:security-groups")
+        if self.local_ip:
+            await self.state_reports.report_state(L2_AGENT, started=True, tunneling_ip=self.local_ip)
+            await self.rt.bus.serve(L2_AGENT_TOPIC, self.endpoint, host=self.host)
+            self._serving = True
+            self._fdb_full = True
+            self._fdb = asyncio.create_task(self._fdb_loop(), name=f"{self.name}:fdb")
         await self._resync()
-        LOG.info("%s started (%d VIF(s) plugged)", self.name, len(self._seen))
+        LOG.info("%s started (%d VIF(s) plugged%s)", self.name, len(self._seen),
+                 f"; VXLAN from {self.local_ip}" if self.local_ip else "; no VXLAN: this host's networks stay on it")
 
     async def stop(self) -> None:
         self.running = False
@@ -169,8 +188,12 @@ class L2Agent(Component):
                 asyncio.get_running_loop().remove_reader(self._sock.fileno())
             self._sock.close()
             self._sock = None
-        await cancel_and_wait(self._worker, self._gc, self._sg)
-        self._worker = self._gc = self._sg = None
+        if self._serving:
+            self._serving = False
+            with contextlib.suppress(Exception):
+                await self.rt.bus.unserve(self.endpoint)
+        await cancel_and_wait(self._worker, self._gc, self._sg, self._fdb)
+        self._worker = self._gc = self._sg = self._fdb = None
         self._queue = None
         LOG.info("%s stopped", self.name)
 
@@ -248,6 +271,69 @@ class L2Agent(Component):
 
     async def remove_firewall(self) -> None:
         await self.firewall.remove()
+
+    # VXLAN and L2 population ----------------------------------------------------------------------
+    def fdb_changed(self, network_ids: list[str] | None) -> None:
+        """The network service says these networks' forwarding entries changed (None: every network's)."""
+        if network_ids is None:
+            self._fdb_full = True
+        else:
+            self._fdb_dirty.update(network_ids)
+        self._fdb_kick.set()
+
+    async def _fdb_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_full = loop.time()
+        last_report = loop.time()
+        report_every = min(float(getattr(self.rt.cfg, "report_interval", 10.0)), 10.0)
+        while True:
+            try:
+                if loop.time() - last_report >= report_every:
+                    last_report = loop.time()
+                    await self.state_reports.report_state(L2_AGENT, tunneling_ip=self.local_ip)
+                if self._fdb_full or loop.time() >= next_full:
+                    self._fdb_full = False
+                    self._fdb_dirty.clear()
+                    self._fdb_kick.clear()
+                    next_full = loop.time() + FDB_SYNC_INTERVAL
+                    await self.sync_fdb()
+                elif self._fdb_dirty:
+                    ids, self._fdb_dirty = self._fdb_dirty, set()
+                    self._fdb_kick.clear()
+                    await self.sync_fdb(ids)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                LOG.exception("%s: VXLAN forwarding entries sync failed", self.name)
+                self._fdb_full = True
+                await asyncio.sleep(RETRY_DELAY)
+            if self._fdb_dirty or self._fdb_full:
+                continue
+            await event_set_within(self._fdb_kick, max(0.0, min(next_full, last_report + report_every) - loop.time()))
+
+    async def sync_fdb(self, network_ids: set[str] | None = None) -> None:
+        """This host's VXLAN devices and their entries as the network service says (L2 population):
+        a device for each VXLAN network with ports here whose bridge exists, none for the others."""
+        from nefos.network.agents import vxlan
+        info = await self.plugin.get_fdb_entries(None if network_ids is None else sorted(network_ids))
+        for network_id, net in sorted(info.items()):
+            bridge = BRIDGE_PREFIX + network_id[:11]
+            if not bridge_exists(bridge):
+                continue  # nothing of it wired here (yet)
+            vni = net["segmentation_id"]
+            await vxlan.ensure_device(vni, bridge, self.local_ip, net["mtu"])
+            self.vnis[network_id] = vni
+            await vxlan.set_entries(vni, net["vteps"])
+        for network_id, vni in list(self.vnis.items()):
+            if (network_ids is None or network_id in network_ids) and network_id not in info:
+                await vxlan.remove_device(vni)  # no port of it here any more: no traffic of it either
+                del self.vnis[network_id]
+        if network_ids is None:  # devices an earlier run left in this cloud's bridges
+            ours = {BRIDGE_PREFIX + n[:11] for n in await self.plugin.get_network_ids()}
+            wanted = set(self.vnis.values())
+            for vni, master in (await vxlan.devices()).items():
+                if vni not in wanted and (master in ours or not master):
+                    await vxlan.remove_device(vni)
 
     # Bridges -------------------------------------------------------------------------------------
     async def _gc_loop(self) -> None:
@@ -329,14 +415,24 @@ class L2Agent(Component):
             finally:
                 self._busy = False
 
-    async def _wire(self, tap: str, bridge: str) -> bool:
-        """Security groups for the tap's port, then the tap into ``bridge`` (created when missing) and up.
-        False when the tap is gone."""
+    async def _wire(self, tap: str, bridge: str, details: dict | None = None) -> bool:
+        """Security groups for the tap's port, then the tap into ``bridge`` (created when missing) and up;
+        on a VXLAN network (with ``local_ip``) the bridge's VXLAN device too, and the tap at the
+        network's MTU. False when the tap is gone."""
+        details = details or {}
+        tunnelled = bool(self.local_ip) and details.get("network_type") == "vxlan" and details.get("segmentation_id")
+        mtu = details.get("mtu") if tunnelled else None
         if self._sg is not None:
             await self.sync_security_groups()  # the port's chains exist before its first packet crosses
+        if tunnelled:
+            from nefos.network.agents import vxlan
+            await ensure_bridge(bridge, mtu)
+            await vxlan.ensure_device(details["segmentation_id"], bridge, self.local_ip, mtu)
+            self.vnis[details["network_id"]] = details["segmentation_id"]
+            self.fdb_changed([details["network_id"]])
         if _master(tap) != bridge:
-            await ensure_bridge(bridge)
-            rc, err = await enslave(tap, bridge)
+            await ensure_bridge(bridge, mtu)
+            rc, err = await enslave(tap, bridge, mtu)
             if rc != 0:
                 if not device_exists(tap) or tap not in self._seen:
                     return False
@@ -356,7 +452,7 @@ class L2Agent(Component):
                     return
                 port_id = details["port_id"]
                 LOG.info("%s: device %s (port %s) appeared: wiring it", self.name, tap, port_id)
-                if not await self._wire(tap, BRIDGE_PREFIX + details["network_id"][:11]):
+                if not await self._wire(tap, BRIDGE_PREFIX + details["network_id"][:11], details):
                     return  # gone meanwhile
                 await self.plugin.update_device_up(port_id)
                 self.devices[tap] = port_id

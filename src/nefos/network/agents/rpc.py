@@ -37,7 +37,8 @@ DHCP_AGENT_TOPIC = "dhcp_agent"  # Neutron's topics.DHCP_AGENT
 L3_AGENT_TOPIC = "l3_agent"
 L2_AGENT_TOPIC = "q-agent-notifier"  # Neutron's topics.AGENT: the L2 agents
 
-DHCP_AGENT = "DHCP agent"  # the agent type it reports as (provisioning waits for it)
+DHCP_AGENT = "DHCP agent"  # the agent types, as reported (provisioning waits for the DHCP agent)
+L2_AGENT = "Linux bridge agent"
 TAP_PREFIX = "tap"  # a port's device: tap + the port id's first 11 characters
 
 
@@ -161,9 +162,11 @@ class StateReportAPI(_Client):
 
     topic = REPORTS_TOPIC
 
-    async def report_state(self, agent_type: str, started: bool = False) -> None:
-        """This agent is alive (``started``: it just started)."""
-        return await self._call("report_state", agent_type=agent_type, started=started)
+    async def report_state(self, agent_type: str, started: bool = False, tunneling_ip: str | None = None) -> None:
+        """This agent is alive (``started``: it just started); an L2 agent's VXLAN underlay address
+        in ``tunneling_ip``."""
+        kwargs = {"tunneling_ip": tunneling_ip} if tunneling_ip is not None else {}
+        return await self._call("report_state", agent_type=agent_type, started=started, **kwargs)
 
 
 class L3PluginAPI(_Client):
