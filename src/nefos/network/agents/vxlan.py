@@ -22,6 +22,7 @@ from pyroute2 import AsyncIPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
 LOG = logging.getLogger(__name__)
+logging.getLogger("pyroute2").setLevel(logging.INFO)  # its debug log is every netlink message
 
 VXLAN_PORT = 4789  # IANA's
 PREFIX = "vxlan-"
@@ -108,7 +109,7 @@ async def current_entries(vni: int) -> tuple[set, set, set]:
                 macs.add((mac, dst))
         async for entry in await ipr.neigh("dump", ifindex=index):
             if entry.get("NDA_DST") and entry.get("NDA_LLADDR") and entry["state"] & NUD_PERMANENT:
-                neigh.add((entry["NDA_DST"], entry["NDA_LLADDR"]))
+                neigh.add((entry.get("NDA_DST"), entry.get("NDA_LLADDR")))
     return flood, macs, neigh
 
 
