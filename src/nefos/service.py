@@ -13,6 +13,7 @@ from sqlalchemy import select, update
 
 from nefos import fileperms
 from nefos.bus import Bus, Endpoint, create_bus
+from nefos.component import Component  # noqa: F401  (where every service finds it)
 from nefos.config import Config
 from nefos.db.models import Service as ServiceRow, utcnow
 from nefos.db import sqlite_owner
@@ -150,26 +151,6 @@ class Service:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
-
-
-class Component:
-    """One piece a process runs: a service on the bus and/or an HTTP API.
-
-    Each service package exposes ``component(rt, ...) -> Component`` in its
-    ``service.py``; ``nefos up`` runs them all in one process, ``nefos
-    <service>`` runs one. ``app`` (an ASGI app) is served on ``port`` when set.
-    """
-
-    name: str = "component"
-    app = None
-    port: int | None = None
-    bind: str | None = None  # the address ``app`` is served on; None: bind_host
-
-    async def start(self) -> None:
-        pass
-
-    async def stop(self) -> None:
-        pass
 
 
 class ServiceComponent(Component):

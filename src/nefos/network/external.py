@@ -17,7 +17,7 @@ import logging
 
 from nefos.context import admin_context
 from nefos.network.agents.netns import run
-from nefos.virt.libvirt.vif import ensure_bridge
+from nefos.network.agents.ip_lib import ensure_bridge
 
 LOG = logging.getLogger(__name__)
 

@@ -31,9 +31,9 @@ import shutil
 
 from nefos.network.agents import router_ns
 from nefos.network.agents.agent_sync import SyncLoop
-from nefos.network.l3_rpc import AGENT_TOPIC, L3AgentEndpoint, L3PluginAPI
-from nefos.service import Component
-from nefos.virt.libvirt.vif import ensure_bridge
+from nefos.component import Component
+from nefos.network.agents.rpc import L3_AGENT_TOPIC as AGENT_TOPIC, L3AgentEndpoint, L3PluginAPI
+from nefos.network.agents.ip_lib import ensure_bridge
 
 LOG = logging.getLogger(__name__)
 
