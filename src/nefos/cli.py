@@ -162,16 +162,11 @@ def up(config: Optional[Path] = ConfigOpt, state_dir: Optional[Path] = StateDirO
     _serve_until_signal(start, announce)
 
 
-def _run_components(cfg: Config, build, agent: bool = False) -> None:
+def _run_components(cfg: Config, build, *, database: bool = True) -> None:
     from nefos.allinone import run_components
 
     async def start():
-        if agent:  # a network agent: the bus only, no database (its questions go to the network service)
-            from nefos.network.agents.runtime import AgentRuntime
-            rt = await AgentRuntime.open(cfg)
-        else:
-            from nefos.service import Runtime
-            rt = await Runtime.open(cfg)
+        rt = await Runtime.open(cfg, database=database)
         try:
             return await run_components(rt, build(rt))
         except RuntimeError as exc:  # e.g. a port already taken: say which, no traceback
@@ -184,7 +179,9 @@ def _run_components(cfg: Config, build, agent: bool = False) -> None:
     _serve_until_signal(start, announce)
 
 
-def _service_command(name: str, import_path: str, doc: str, agent: bool = False):
+def _service_command(name: str, import_path: str, doc: str, *, database: bool = True):
+    """``database`` False: the service runs with no database at all (a compute host: everything it
+    reads and writes goes through the conductor)."""
     def command(config: Optional[Path] = ConfigOpt, state_dir: Optional[Path] = StateDirOpt,
                 host: Optional[str] = typer.Option(None, "--host", help="This service's host name."),
                 debug: bool = DebugOpt) -> None:
@@ -196,7 +193,7 @@ def _service_command(name: str, import_path: str, doc: str, agent: bool = False)
             import importlib
             return [getattr(importlib.import_module(module_name), attr)(rt)]
 
-        _run_components(cfg, build, agent)
+        _run_components(cfg, build, database=database)
 
     command.__doc__ = doc
     app.command(name)(command)
@@ -205,14 +202,15 @@ def _service_command(name: str, import_path: str, doc: str, agent: bool = False)
 _service_command("api", "nefos.api.service:component", "Run the Compute API.")
 _service_command("conductor", "nefos.conductor.service:component", "Run the conductor.")
 _service_command("scheduler", "nefos.scheduler.service:component", "Run the scheduler.")
-_service_command("compute", "nefos.compute.host.service:component", "Run a compute host (--host NAME).")
+_service_command("compute", "nefos.compute.host.service:component", "Run a compute host (--host NAME).",
+                 database=False)
 _service_command("network", "nefos.network.service:component", "Run the network service and its API.")
 _service_command("l2-agent", "nefos.network.agents.l2_agent:component",
-                 "Run a compute host's L2 agent (--host NAME: the compute host it serves).", agent=True)
+                 "Run a compute host's L2 agent (--host NAME: the compute host it serves).", database=False)
 _service_command("dhcp-agent", "nefos.network.agents.dhcp_agent:component",
-                 "Run a DHCP agent (dnsmasq per network, in its namespace on the network's bridge).", agent=True)
+                 "Run a DHCP agent (dnsmasq per network, in its namespace on the network's bridge).", database=False)
 _service_command("l3-agent", "nefos.network.agents.l3_agent:component",
-                 "Run the L3 agent (routers and floating IPs in namespaces, on the Nefos external bridge).", agent=True)
+                 "Run the L3 agent (routers and floating IPs in namespaces, on the Nefos external bridge).", database=False)
 _service_command("image", "nefos.image.service:component", "Run the image service and its API.")
 _service_command("metadata", "nefos.metadata.service:component",
                  "Run the metadata service (guests' metadata, behind a metadata proxy).")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nefos.compute.host import service_state
+from nefos.objects import service_rows as service_state
 from tests.compute.conftest import FAST, boot_active, crash_compute, eventually, start_compute
 from tests.pipeline.conftest import ADMIN, member
 

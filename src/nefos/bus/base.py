@@ -48,6 +48,15 @@ def _default(obj):
     raise TypeError(f"{type(obj).__name__} is not serialisable over the bus")
 
 
+def _transient_error(exc: BaseException):
+    """``nefos.db.retry.transient_error``, in a process that has a database: one without (a compute
+    host) never imports it."""
+    if "sqlalchemy" not in sys.modules:
+        return None
+    from nefos.db.retry import transient_error
+    return transient_error(exc)
+
+
 def error_payload(exc: BaseException) -> dict:
     """``exc`` for the caller of a remote method. A lost database or one too contended goes as
     its 503 error (``transient_error``), which the caller re-raises by class, not as an unknown

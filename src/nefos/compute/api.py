@@ -24,7 +24,7 @@ from nefos.compute import (disk_config, flavors as flavors_mod, image_properties
                            regex_filters as regex_filters_mod, server_groups)
 from nefos.compute.services import COMPUTE_BINARY
 from nefos.compute.rpcapi import ComputeRPCAPI
-from nefos.conductor.manager import ConductorAPI
+from nefos.conductor.rpcapi import ConductorAPI
 from nefos.db.models import BlockDeviceMapping, Instance, InstanceFault
 from nefos.db.retry import retrying
 from nefos.objects import actions, allocations, build_requests, instance as instance_obj, quotas, states

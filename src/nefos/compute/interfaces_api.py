@@ -12,7 +12,7 @@ for ``network-vif-plugged``. A detach is a cast: 202 once the host has it.
 from __future__ import annotations
 
 from nefos import exceptions
-from nefos.compute.host.interfaces import VM_STATES
+from nefos.objects.states import INTERFACE_VM_STATES as VM_STATES
 from nefos.objects import actions
 
 # Room beyond vif_plugging_timeout for the port's allocation and the driver's plug.

@@ -36,14 +36,12 @@ from __future__ import annotations
 import datetime as dt
 import logging
 
-from sqlalchemy import or_, select
-
 from nefos import exceptions
-from nefos.compute import resize
+from nefos.objects import migration_state
 from nefos.compute.host.init_host import action_context, recover_instance
 from nefos.context import admin_context
-from nefos.db.models import Instance, utcnow
-from nefos.objects import instance as instance_obj, states
+from nefos.objects import states
+from nefos.timeutils import utcnow
 
 LOG = logging.getLogger(__name__)
 
@@ -65,13 +63,6 @@ async def reap_stuck_instances(manager) -> list[str]:
     return [*await reap_stuck_builds(manager), *await reap_stuck_tasks(manager)]
 
 
-async def _own_instances(manager, *conditions) -> list[str]:
-    """The uuids of this host's live instances that meet ``conditions``."""
-    async with manager.rt.db.reader() as s:
-        return (await s.execute(select(Instance.uuid).where(
-            Instance.host == manager.host, Instance.deleted == 0, *conditions))).scalars().all()
-
-
 def _lost_cutoff(manager) -> dt.datetime | None:
     timeout = manager.rt.cfg.rpc_response_timeout
     return utcnow() - dt.timedelta(seconds=timeout) if timeout > 0 else None
@@ -85,11 +76,7 @@ async def finish_lost_operations(manager) -> list[str]:
     cutoff = _lost_cutoff(manager)
     if cutoff is None:
         return []
-    async with manager.rt.db.reader() as s:
-        rows = (await s.execute(select(Instance).where(
-            Instance.host == manager.host, Instance.deleted == 0, Instance.updated_at < cutoff,
-            or_(Instance.task_state.is_not(None), Instance.vm_state == states.BUILDING)))).scalars().all()
-        instances = [instance_obj.to_dict(r) for r in rows]
+    instances = await manager.conductor.host_unchanged_operations(None, manager.host, cutoff.isoformat())
     recovered = []
     for instance in instances:
         uuid = instance["uuid"]
@@ -113,19 +100,15 @@ async def finish_lost_confirmations(manager) -> list[str]:
     cutoff = _lost_cutoff(manager)
     if cutoff is None:
         return []
-    async with manager.rt.db.reader() as s:
-        rows = (await s.execute(select(Instance).where(
-            Instance.deleted == 0, Instance.vm_state == states.RESIZED, Instance.task_state.is_(None),
-            Instance.updated_at < cutoff))).scalars().all()
-        instances = [instance_obj.to_dict(r) for r in rows]
+    instances = await manager.conductor.unchanged_resized_instances(None, cutoff.isoformat())
     confirmed = []
     for instance in instances:
-        uuid, migration = instance["uuid"], resize.migration_of(instance) or {}
+        uuid, migration = instance["uuid"], migration_state.migration_of(instance) or {}
         if (migration.get("status") != "confirming" or migration.get("source_compute") != manager.host
                 or manager.operation_in_progress(uuid)):
             continue
         LOG.warning("instance %s: its resize confirm never reached %s; confirming it now", uuid, manager.host)
-        ctx = await action_context(manager.rt.db, uuid, resize.CONFIRM_RESIZE)
+        ctx = await action_context(manager, uuid, migration_state.CONFIRM_RESIZE)
         await manager.confirm_resize(ctx, uuid, migration)
         confirmed.append(uuid)
     return confirmed
@@ -136,7 +119,7 @@ async def reap_stuck_builds(manager) -> list[str]:
     if timeout <= 0:
         return []
     cutoff = utcnow() - dt.timedelta(seconds=timeout)
-    uuids = await _own_instances(manager, Instance.vm_state == states.BUILDING, Instance.created_at < cutoff)
+    uuids = await manager.conductor.host_builds_started_before(None, manager.host, cutoff.isoformat())
     reaped = []
     for uuid in uuids:
         error = exceptions.InstanceBuildTimeout(timeout=f"{timeout:g}")
@@ -152,11 +135,7 @@ async def reap_stuck_tasks(manager) -> list[str]:
     if timeout <= 0:
         return []
     cutoff = utcnow() - dt.timedelta(seconds=timeout)
-    async with manager.rt.db.reader() as s:
-        rows = (await s.execute(select(Instance.uuid, Instance.task_state, Instance.vm_state).where(
-            Instance.host == manager.host, Instance.deleted == 0, Instance.task_state.is_not(None),
-            Instance.task_state.not_in([t for t in states.BUILD_TASK_STATES if t is not None]),
-            Instance.vm_state != states.BUILDING, Instance.updated_at < cutoff))).all()
+    rows = await manager.conductor.host_tasks_unchanged_since(None, manager.host, cutoff.isoformat())
     reaped = []
     for uuid, task_state, vm_state in rows:
         error = exceptions.InstanceTaskTimeout(task_state=task_state, timeout=f"{timeout:g}")
@@ -167,8 +146,8 @@ async def reap_stuck_tasks(manager) -> list[str]:
 
 async def _to_error(manager, uuid: str, error: Exception, **expected) -> bool:
     try:
-        await instance_obj.save_with_fault(manager.rt.db, uuid, {"vm_state": states.ERROR, "task_state": None},
-                                           error, host=manager.host, **expected)
+        await manager.conductor.save_with_fault(None, uuid, {"vm_state": states.ERROR, "task_state": None}, error,
+                                                host=manager.host, **expected)
     except _LOST_RACE:
         return False  # finished, failed or deleted meanwhile: that wins
     LOG.warning("instance %s: %s", uuid, error)
@@ -177,7 +156,7 @@ async def _to_error(manager, uuid: str, error: Exception, **expected) -> bool:
 
 async def _notify(manager, uuid: str, event_type: str) -> None:
     try:
-        instance = await instance_obj.get(manager.rt.db, uuid)
+        instance = await manager.conductor.instance_get(None, uuid)
     except exceptions.InstanceNotFound:
         return
     ctx = admin_context()

@@ -42,13 +42,12 @@ import contextlib
 import logging
 import traceback
 
-from sqlalchemy import select
-
 from nefos import exceptions
 from nefos.compute.host import power_sync
 from nefos.context import RequestContext, admin_context
-from nefos.db.models import InstanceAction, utcnow
-from nefos.objects import actions, allocations, instance as instance_obj, migrations as migrations_obj, states
+from nefos.objects import action_names, states
+from nefos.objects.faults import fault_of
+from nefos.timeutils import utcnow
 
 LOG = logging.getLogger(__name__)
 
@@ -56,10 +55,10 @@ SOFT_REBOOT_STATES = (states.REBOOTING, states.REBOOT_PENDING, states.REBOOT_STA
 HARD_REBOOT_STATES = (states.REBOOTING_HARD, states.REBOOT_PENDING_HARD, states.REBOOT_STARTED_HARD)
 # task_state -> (power_state meaning the operation happened, vm_state it leads to, action name)
 SETTLED_BY_POWER_STATE = {
-    states.PAUSING: (states.PAUSED_POWER, states.PAUSED, actions.PAUSE),
-    states.UNPAUSING: (states.RUNNING, states.ACTIVE, actions.UNPAUSE),
-    states.SUSPENDING: (states.SUSPENDED_POWER, states.SUSPENDED, actions.SUSPEND),
-    states.RESUMING: (states.RUNNING, states.ACTIVE, actions.RESUME),
+    states.PAUSING: (states.PAUSED_POWER, states.PAUSED, action_names.PAUSE),
+    states.UNPAUSING: (states.RUNNING, states.ACTIVE, action_names.UNPAUSE),
+    states.SUSPENDING: (states.SUSPENDED_POWER, states.SUSPENDED, action_names.SUSPEND),
+    states.RESUMING: (states.RUNNING, states.ACTIVE, action_names.RESUME),
 }
 
 
@@ -74,13 +73,13 @@ async def init_host(manager) -> None:
         await manager.resource_tracker.update_available_resource(heal_usage=True)
         return
     manager.lifecycle.connection_seen(True)
-    instances = await power_sync.host_instances(manager.rt.db, manager.host)
+    instances = await power_sync.host_instances(manager)
     ours = {i["uuid"] for i in instances}
     await _bounded(manager, [_cleanup_foreign_guest(manager, uuid) for uuid in sorted(guests - ours)])
     await _bounded(manager, [recover_instance(manager, instance) for instance in instances])
     if manager.rt.cfg.resume_guests_state_on_host_boot:
         await _bounded(manager, [_resume_guest(manager, i["uuid"])
-                                 for i in await power_sync.host_instances(manager.rt.db, manager.host)])
+                                 for i in await power_sync.host_instances(manager)])
     await manager.resource_tracker.update_available_resource(heal_usage=True)
     await power_sync.sync_power_states(manager)
 
@@ -100,26 +99,21 @@ async def _bounded(manager, coros: list) -> None:
     await asyncio.gather(*(one(c) for c in coros))
 
 
-async def action_context(db, uuid: str, action: str | None) -> RequestContext:
+async def action_context(manager, uuid: str, action: str | None) -> RequestContext:
     """The context of the unfinished ``action`` on the instance (None: its newest unfinished action
     of any kind), so resumed work lands in it."""
-    q = select(InstanceAction).where(InstanceAction.instance_uuid == uuid, InstanceAction.finish_time.is_(None))
-    if action is not None:
-        q = q.where(InstanceAction.action == action)
-    async with db.reader() as s:
-        row = (await s.execute(q.order_by(InstanceAction.id.desc()).limit(1))).scalar_one_or_none()
+    row = await manager.conductor.unfinished_action(None, uuid, action)
     if row is None:
         return admin_context()
-    return RequestContext(project_id=row.project_id, user_id=row.user_id, request_id=row.request_id,
+    return RequestContext(project_id=row["project_id"], user_id=row["user_id"], request_id=row["request_id"],
                           roles=["admin"], is_admin=True)
 
 
 # Guests of instances this host does not own ------------------------------------------
 async def _cleanup_foreign_guest(manager, uuid: str) -> None:
-    db = manager.rt.db
     async with manager.instance_lock(uuid):
         try:
-            instance = await instance_obj.get(db, uuid, read_deleted=True)
+            instance = await manager.conductor.instance_get(None, uuid, read_deleted=True)
         except exceptions.InstanceNotFound:
             LOG.warning("init_host on %s: guest %s belongs to no known instance; leaving it",
                         manager.host, uuid)
@@ -128,7 +122,7 @@ async def _cleanup_foreign_guest(manager, uuid: str) -> None:
             LOG.warning("init_host on %s: destroying guest %s of a deleted instance", manager.host, uuid)
             with contextlib.suppress(exceptions.InstanceNotFound):
                 await manager.driver.destroy(admin_context(), instance, instance.get("network_info"))
-            await allocations.release(db, uuid)
+            await manager.conductor.allocation_release(None, uuid)
         elif instance.get("host") != manager.host:
             LOG.warning("init_host on %s: instance %s now lives on %s; destroying the local guest",
                         manager.host, uuid, instance.get("host"))
@@ -152,23 +146,22 @@ async def recover_instance(manager, instance: dict, lost: bool = False) -> None:
     operation of this host holds it; every save is a compare-and-swap, so an operation that
     finishes or starts meanwhile wins."""
     uuid, task_state = instance["uuid"], instance["task_state"]
-    db = manager.rt.db
     if task_state == states.DELETING:
         LOG.info("instance %s: finishing its delete", uuid)
-        await manager.terminate_instance(await action_context(db, uuid, actions.DELETE), uuid)
+        await manager.terminate_instance(await action_context(manager, uuid, action_names.DELETE), uuid)
         return
     if instance["vm_state"] == states.BUILDING:
         await _fail_interrupted_build(manager, instance, lost)
         return
     if task_state is None:
         return
-    ctx = await action_context(db, uuid, None)
-    await actions.finish_overtaken(db, uuid, ctx.request_id)
+    ctx = await action_context(manager, uuid, None)
+    await manager.conductor.action_finish_overtaken(None, uuid, ctx.request_id)
     if task_state in (*states.RESIZE_TASK_STATES, states.RESIZE_REVERTING):
         await _recover_resize(manager, ctx, instance, lost)
         return
     if task_state == states.MIGRATING:
-        from nefos.compute import live_migration
+        from nefos.compute.host import live_migration
         await live_migration.recover(manager, ctx, instance, _why(manager, "live migration", lost))
         return
     power_state = await power_sync.driver_power_state(manager.driver, instance)
@@ -181,8 +174,8 @@ async def recover_instance(manager, instance: dict, lost: bool = False) -> None:
         LOG.info("instance %s: finishing its reboot (%s)", uuid, "hard" if hard else "soft")
         if hard and task_state not in HARD_REBOOT_STATES:
             try:
-                await instance_obj.save(db, uuid, {"task_state": states.REBOOTING_HARD},
-                                        expected_task_state=[task_state])
+                await manager.conductor.instance_save(None, uuid, {"task_state": states.REBOOTING_HARD},
+                                                      expected_task_state=[task_state])
             except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
                 return
         await manager.reboot_instance(ctx, uuid, "HARD" if hard else "SOFT")
@@ -214,25 +207,28 @@ async def recover_instance(manager, instance: dict, lost: bool = False) -> None:
 async def _recover_resize(manager, ctx, instance: dict, lost: bool) -> None:
     """A lost resize that never left ``resize_prep`` (this is its source) is undone; any other
     resize step is ERROR, as Nova: its claims and guests stay until a delete cleans both hosts."""
-    from nefos.compute import resize
+    from nefos.objects import migration_state
     uuid, task_state = instance["uuid"], instance["task_state"]
     exc = exceptions.NefosError(_why(manager, task_state, lost))
-    migration = resize.migration_of(instance)
+    migration = migration_state.migration_of(instance)
     async with manager.instance_lock(uuid):
         if not await _unchanged(manager, instance):
             return
         if lost and task_state == states.RESIZE_PREP and migration:
             LOG.warning("instance %s: %s; aborting the resize", uuid, exc)
-            await resize.abort_before_move(manager.rt.db, ctx, uuid, migration, exc, host=manager.host)
+            await manager.conductor.migration_abort_before_move(ctx, uuid, migration, fault_of(exc),
+                                                                host=manager.host,
+                                                                details="".join(traceback.format_exception(exc)))
             return
         LOG.warning("instance %s: %s; setting it to ERROR", uuid, exc)
         try:
-            await instance_obj.save_with_fault(manager.rt.db, uuid, {"vm_state": states.ERROR, "task_state": None},
-                                               exc, host=manager.host, expected_task_state=[task_state])
+            await manager.conductor.save_with_fault(None, uuid, {"vm_state": states.ERROR, "task_state": None}, exc,
+                                                    host=manager.host, expected_task_state=[task_state])
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
             return
         if migration:
-            await migrations_obj.set_status(manager.rt.db, migration["uuid"], "error")  # as Nova's errors_out_migration
+            # as Nova's errors_out_migration
+            await manager.conductor.migration_set_status(None, migration["uuid"], "error")
     await _record_failure(manager, ctx, uuid, str(exc))
 
 
@@ -240,7 +236,7 @@ async def _unchanged(manager, instance: dict) -> bool:
     """Whether the instance is still on this host as it was read (with this host's lock held: no
     operation of its own got to it in between)."""
     try:
-        current = await instance_obj.get(manager.rt.db, instance["uuid"])
+        current = await manager.conductor.instance_get(None, instance["uuid"])
     except exceptions.InstanceNotFound:
         return False
     return all(current.get(k) == instance.get(k) for k in ("host", "vm_state", "task_state", "updated_at"))
@@ -257,20 +253,20 @@ async def _clear_task_state(manager, ctx, uuid: str, task_state: str, power_stat
              f" (vm_state {vm_state})" if vm_state else "", f": {failed}" if failed else "")
     async with manager.instance_lock(uuid):
         try:
-            await instance_obj.save(manager.rt.db, uuid, values, expected_task_state=[task_state])
+            await manager.conductor.instance_save(None, uuid, values, expected_task_state=[task_state])
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
             return
     if failed:
         await _record_failure(manager, ctx, uuid, failed)
     else:
-        await actions.finish_action(manager.rt.db, ctx, uuid)
+        await manager.conductor.action_finish(ctx, uuid)
 
 
 async def _record_failure(manager, ctx, uuid: str, reason: str) -> None:
     """The action's operation was not done here: an ``Error`` event says why, the action is finished."""
-    await actions.record_event(manager.rt.db, ctx, uuid, LOST_EVENT, manager.host, utcnow(), result="Error",
-                               details=reason[:255])
-    await actions.finish_action(manager.rt.db, ctx, uuid, message="Error")
+    await manager.conductor.action_record_event(ctx, uuid, LOST_EVENT, manager.host,
+                                                utcnow().isoformat(), result="Error", details=reason[:255])
+    await manager.conductor.action_finish(ctx, uuid, message="Error")
 
 
 async def _discard_unfinished_snapshots(manager, ctx, uuid: str) -> None:
@@ -286,8 +282,8 @@ async def _discard_unfinished_snapshots(manager, ctx, uuid: str) -> None:
 
 async def _fail_interrupted_build(manager, instance: dict, lost: bool = False) -> None:
     """Build interrupted by the restart, or lost: release guest, ports and claim; ERROR with a fault."""
-    db, uuid = manager.rt.db, instance["uuid"]
-    ctx = await action_context(db, uuid, actions.CREATE)
+    uuid = instance["uuid"]
+    ctx = await action_context(manager, uuid, action_names.CREATE)
     exc = exceptions.BuildAbortException(instance_uuid=uuid, reason=_why(manager, "build", lost))
     async with manager.instance_lock(uuid):
         if not await _unchanged(manager, instance):
@@ -295,14 +291,14 @@ async def _fail_interrupted_build(manager, instance: dict, lost: bool = False) -
         LOG.warning("instance %s: %s", uuid, exc)
         await manager._cleanup_build(ctx, uuid, None)  # the build path's own cleanup: guest, ports, claim
         try:
-            instance = await instance_obj.save_with_fault(
-                db, uuid, {"vm_state": states.ERROR, "task_state": None, "network_info": [],
-                           "power_state": states.NOSTATE}, exc,
-                host=manager.host, details="".join(traceback.format_exception(exc)),
+            instance = await manager.conductor.save_with_fault(
+                ctx, uuid,
+                {"vm_state": states.ERROR, "task_state": None, "network_info": [], "power_state": states.NOSTATE},
+                exc, host=manager.host, details="".join(traceback.format_exception(exc)),
                 expected_task_state=states.BUILD_TASK_STATES, expected_vm_state=[states.BUILDING])
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError, exceptions.InstanceInvalidState):
             return  # deleted meanwhile: the delete finishes the job
-        await actions.finish_action(db, ctx, uuid, message="Error")
+        await manager.conductor.action_finish(ctx, uuid, message="Error")
     await manager._notify(ctx, instance, "instance.create.error")
 
 
@@ -311,7 +307,7 @@ async def _resume_guest(manager, uuid: str) -> None:
     """Power on the guest of an ACTIVE instance that is not running (the host rebooted)."""
     async with manager.instance_lock(uuid):
         try:
-            instance = await instance_obj.get(manager.rt.db, uuid)
+            instance = await manager.conductor.instance_get(None, uuid)
         except exceptions.InstanceNotFound:
             return
         if instance["vm_state"] != states.ACTIVE or instance["task_state"] is not None:
@@ -324,5 +320,5 @@ async def _resume_guest(manager, uuid: str) -> None:
         await manager.driver.power_on(admin_context(), instance, instance.get("network_info") or [])
         power_state = await power_sync.driver_power_state(manager.driver, instance)
         with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
-            await instance_obj.save(manager.rt.db, uuid, {"power_state": power_state},
-                                    expected_task_state=[None])
+            await manager.conductor.instance_save(None, uuid, {"power_state": power_state},
+                                                  expected_task_state=[None])

@@ -51,20 +51,14 @@ import asyncio
 import collections
 import contextlib
 import datetime as dt
-import functools
 import logging
 import time
 import traceback
 import uuid as uuidlib
 
-from sqlalchemy import bindparam, delete, insert, select, update
-from sqlalchemy.exc import IntegrityError
-
 from nefos import exceptions
-from nefos.db.models import (
-    InstanceAction, InstanceActionEvent, InstanceEventOperation, InstanceExternalEvent, utcnow,
-)
-from nefos.objects import actions, instance as instance_obj, states
+from nefos.objects import states
+from nefos.timeutils import utcnow
 
 LOG = logging.getLogger(__name__)
 
@@ -106,45 +100,6 @@ def wait_summary(host: str, window: float = 3600.0, not_before: float = 0.0) -> 
             "failed": sum(1 for m in waits if m["result"] == "failed")}
 
 
-# Statements built once (each runs in every build).
-_OPS = InstanceEventOperation.__table__
-_INBOX = InstanceExternalEvent.__table__
-_SET_OPERATION = update(_OPS).where(_OPS.c.instance_uuid == bindparam("b_instance")).values(
-    operation=bindparam("b_operation"), host=bindparam("b_host"), started_at=bindparam("b_started_at"))
-_INSERT_OPERATION = insert(_OPS)
-_DROP_EARLIER_EVENTS = delete(_INBOX).where(_INBOX.c.instance_uuid == bindparam("b_instance"),
-                                            _INBOX.c.operation != bindparam("b_operation"))
-_STORED_EVENTS = select(_INBOX.c.id, _INBOX.c.name, _INBOX.c.tag, _INBOX.c.status).where(
-    _INBOX.c.instance_uuid == bindparam("b_instance"), _INBOX.c.operation == bindparam("b_operation"))
-_CONSUME_BY_ID = delete(_INBOX).where(_INBOX.c.id.in_(bindparam("b_ids", expanding=True)))
-_CONSUME = delete(_INBOX).where(_INBOX.c.instance_uuid == bindparam("b_instance"),
-                                _INBOX.c.name == bindparam("b_name"), _INBOX.c.tag == bindparam("b_tag"),
-                                _INBOX.c.operation == bindparam("b_operation"))
-_PURGE_EVENTS = delete(_INBOX).where(_INBOX.c.received_at < bindparam("b_cutoff"))
-_PURGE_OPERATIONS = delete(_OPS).where(_OPS.c.started_at < bindparam("b_cutoff"))
-_LATEST_ACTION = (select(InstanceAction.__table__.c.id)
-                  .where(InstanceAction.__table__.c.instance_uuid == bindparam("b_instance"))
-                  .order_by(InstanceAction.__table__.c.id.desc()).limit(1))
-_INSERT_ACTION_EVENT = insert(InstanceActionEvent.__table__)
-
-
-@functools.lru_cache(maxsize=8)
-def _upsert_operation(dialect: str):
-    """The instance's operation row written in one statement (the dialect's own upsert), or None."""
-    if dialect in ("sqlite", "postgresql"):
-        module = __import__(f"sqlalchemy.dialects.{dialect}", fromlist=["insert"])
-        stmt = module.insert(_OPS)
-        return stmt.on_conflict_do_update(index_elements=[_OPS.c.instance_uuid], set_={
-            "operation": stmt.excluded.operation, "host": stmt.excluded.host,
-            "started_at": stmt.excluded.started_at})
-    if dialect in ("mysql", "mariadb"):
-        from sqlalchemy.dialects.mysql import insert as mysql_insert
-        stmt = mysql_insert(_OPS)
-        return stmt.on_duplicate_key_update(operation=stmt.inserted.operation, host=stmt.inserted.host,
-                                            started_at=stmt.inserted.started_at)
-    return None
-
-
 def make_key(name: str, tag: str | None) -> str:
     """Nova's event key: ``name-tag`` (or the name alone)."""
     return f"{name}-{tag}" if tag else name
@@ -178,21 +133,7 @@ class InstanceEvents:
     async def begin_operation(self, uuid: str) -> str:
         """Start an operation that may wait for events; call before anything can trigger them."""
         op = uuidlib.uuid4().hex
-        now = utcnow()
-        row = {"instance_uuid": uuid, "operation": op, "host": self.host, "started_at": now}
-        async with self.rt.db.transaction() as s:
-            upsert = _upsert_operation(s.bind.dialect.name if s.bind is not None else "")
-            if upsert is not None:
-                await s.execute(upsert, row)
-            else:  # any other database: update, else insert
-                change = {"b_instance": uuid, "b_operation": op, "b_host": self.host, "b_started_at": now}
-                if (await s.execute(_SET_OPERATION, change)).rowcount == 0:
-                    try:
-                        async with s.begin_nested():
-                            await s.execute(_INSERT_OPERATION, row)
-                    except IntegrityError:
-                        await s.execute(_SET_OPERATION, change)
-            await s.execute(_DROP_EARLIER_EVENTS, {"b_instance": uuid, "b_operation": op})
+        await self.manager.conductor.event_operation_begin(None, uuid, op, self.host)
         self._operations[uuid] = op
         self._delivered.pop(uuid, None)
         await self._maybe_purge()
@@ -204,9 +145,7 @@ class InstanceEvents:
         self._last_purge = time.monotonic()
         cutoff = utcnow() - dt.timedelta(seconds=max(EVENT_TTL, 2 * self.cfg.vif_plugging_timeout))
         try:
-            async with self.rt.db.transaction() as s:
-                await s.execute(_PURGE_EVENTS, {"b_cutoff": cutoff})
-                await s.execute(_PURGE_OPERATIONS, {"b_cutoff": cutoff})
+            await self.manager.conductor.event_inbox_purge(None, cutoff.isoformat())
         except Exception:
             LOG.exception("purging old external events failed")
 
@@ -240,21 +179,19 @@ class InstanceEvents:
         waiters = self._waiters.get(uuid)
         if not op or not waiters:
             return
-        async with self.rt.db.reader() as s:
-            rows = (await s.execute(_STORED_EVENTS, {"b_instance": uuid, "b_operation": op})).all()
+        rows = await self.manager.conductor.event_inbox_stored(None, uuid, op)
         consumed = []
         for row in rows:
-            fut = waiters.get((row.name, row.tag or ""))
+            fut = waiters.get((row["name"], row["tag"] or ""))
             if fut is not None and not fut.done():
-                fut.set_result({"name": row.name, "tag": row.tag, "status": row.status,
+                fut.set_result({"name": row["name"], "tag": row["tag"], "status": row["status"],
                                 "arrived": time.monotonic(), "source": "inbox"})
                 LOG.info("instance %s: event %s (%s) found in the inbox: the waiting operation is unblocked",
-                         uuid, make_key(row.name, row.tag), row.status)
-                self._delivered.setdefault(uuid, set()).add((row.name, row.tag or ""))
-                consumed.append(row.id)
+                         uuid, make_key(row["name"], row["tag"]), row["status"])
+                self._delivered.setdefault(uuid, set()).add((row["name"], row["tag"] or ""))
+                consumed.append(row["id"])
         if consumed:
-            async with self.rt.db.transaction() as s:
-                await s.execute(_CONSUME_BY_ID, {"b_ids": consumed})
+            await self.manager.conductor.event_inbox_consume(None, consumed)
 
     def forget(self, uuid: str) -> None:
         """The instance is gone from this host: drop what is kept about it."""
@@ -363,7 +300,7 @@ class InstanceEvents:
 
     async def _state(self, uuid: str) -> str:
         try:
-            inst = await instance_obj.get(self.rt.db, uuid)
+            inst = await self.manager.conductor.instance_get(None, uuid)
         except exceptions.InstanceNotFound:
             return "instance deleted"
         return f"vm_state {inst['vm_state']} and task_state {inst['task_state']}"
@@ -371,21 +308,9 @@ class InstanceEvents:
     async def _record(self, ctx, event: dict, result: str, details: str, *, consume: bool = False,
                       traceback: str | None = None) -> None:
         """Record the processing as an event of the action the API recorded it in; consume the inbox row."""
-        uuid = event["instance_uuid"]
-        now = utcnow()
-        async with self.rt.db.transaction() as s:
-            if consume:
-                await s.execute(_CONSUME, {"b_instance": uuid, "b_name": event["name"], "b_tag": event.get("tag") or "",
-                                           "b_operation": event.get("operation") or ""})
-            # The action the API recorded the event in; an event read from the inbox has none: the
-            # server's current (latest) action.
-            action_id = event.get("action_id") or (
-                await s.execute(_LATEST_ACTION, {"b_instance": uuid})).scalar_one_or_none()
-            if action_id is not None:
-                await s.execute(_INSERT_ACTION_EVENT, {
-                    "action_id": action_id, "event": PROCESS_EVENT, "start_time": now, "finish_time": now,
-                    "result": result, "host": self.host, "details": details[:2000], "traceback": traceback,
-                    "created_at": now})
+        await self.manager.conductor.event_inbox_record_processing(ctx, event, PROCESS_EVENT, self.host, result,
+                                                                   details, consume_event=consume,
+                                                                   traceback=traceback)
 
     def _cache_lock(self, uuid: str) -> asyncio.Lock:
         return self._cache_locks.setdefault(uuid, asyncio.Lock())
@@ -394,7 +319,7 @@ class InstanceEvents:
         """``network-changed``: refresh that one port in the network info cache (never all ports)."""
         async with self._cache_lock(uuid):
             try:
-                instance = await instance_obj.get(self.rt.db, uuid)
+                instance = await self.manager.conductor.instance_get(None, uuid)
             except exceptions.InstanceNotFound:
                 return "instance deleted"
             cache = list(instance.get("network_info") or [])
@@ -415,19 +340,19 @@ class InstanceEvents:
                                        {port_id: old.get("tag")}))[0]
                 cache[index] = vif
                 details = "port refreshed in the network info cache"
-            await instance_obj.save(self.rt.db, uuid, {"network_info": cache})
+            await self.manager.conductor.instance_save(None, uuid, {"network_info": cache})
             return details
 
     async def _drop_vif(self, uuid: str, port_id: str) -> str:
         async with self._cache_lock(uuid):
             try:
-                instance = await instance_obj.get(self.rt.db, uuid)
+                instance = await self.manager.conductor.instance_get(None, uuid)
             except exceptions.InstanceNotFound:
                 return "instance deleted"
             cache = [vif for vif in instance.get("network_info") or [] if vif.get("id") != port_id]
             if len(cache) == len(instance.get("network_info") or []):
                 return "port not in the network info cache"
-            await instance_obj.save(self.rt.db, uuid, {"network_info": cache})
+            await self.manager.conductor.instance_save(None, uuid, {"network_info": cache})
             return "VIF removed from the network info cache"
 
     # Spawn, start, hard reboot ---------------------------------------------------------
@@ -454,7 +379,7 @@ class InstanceEvents:
 
     def _abort_if_deleting(self, uuid: str):
         async def check():
-            if await instance_obj.task_state(self.rt.db, uuid) == states.DELETING:  # or InstanceNotFound
+            if await self.manager.conductor.instance_task_state(None, uuid) == states.DELETING:  # or InstanceNotFound
                 raise exceptions.UnexpectedDeletingTaskStateError(
                     instance_uuid=uuid, expected="not deleting", actual=states.DELETING)
         return check
@@ -474,7 +399,7 @@ class InstanceEvents:
                     instance, events, deadline=self.cfg.vif_plugging_timeout, error_callback=self._failed_callback,
                     abort_check=self._abort_if_deleting(uuid)) as futures:
                 await body()
-                event_id = await actions.event_start(self.rt.db, ctx, uuid, event_name, m.host)
+                event_id = await self.manager.conductor.action_event_start(ctx, uuid, event_name, m.host)
                 started = time.monotonic()
             unblocked = time.monotonic()
         except asyncio.TimeoutError as exc:
@@ -483,7 +408,8 @@ class InstanceEvents:
             outcome, error, unblocked = "failed", exc, time.monotonic()
         except BaseException:
             if started is not None:
-                await actions.event_finish(self.rt.db, event_id, result="Error", details=f"{what}: aborted")
+                await self.manager.conductor.action_event_finish(None, event_id, result="Error",
+                                                                 details=f"{what}: aborted")
             raise
         waited = unblocked - started if started is not None else 0.0
         parts = []
@@ -510,8 +436,9 @@ class InstanceEvents:
             "events": {make_key(*key): fut.result()["arrived"] for key, fut in futures.items()
                        if fut.done() and not fut.cancelled()}})
         (LOG.info if outcome == "ok" else LOG.warning)("instance %s: %s", uuid, details)
-        await actions.event_finish(self.rt.db, event_id, result=result, details=details,
-                                   traceback="".join(traceback.format_exception(error)) if error else None)
+        await self.manager.conductor.action_event_finish(
+            None, event_id, result=result, details=details,
+            traceback="".join(traceback.format_exception(error)) if error else None)
         if outcome != "ok" and self.cfg.vif_plugging_is_fatal:
             return "fatal"
         return outcome
@@ -545,7 +472,7 @@ class InstanceEvents:
         events = self.vif_events(network_info) if self.should_wait(power_on=True) else []
 
         async def do_spawn(paused: bool):
-            async with actions.step(self.rt.db, ctx, uuid, "compute_spawn", m.host):
+            async with self.manager.conductor.step(ctx, uuid, "compute_spawn", m.host):
                 kwargs = {"paused": True} if paused else {}
                 await m.driver.spawn(ctx, instance, image_meta, network_info, block_device_info,
                                      power_on=True, **kwargs)
@@ -577,7 +504,7 @@ class InstanceEvents:
         else:
             if fresh != network_info:
                 async with self._cache_lock(uuid):
-                    await instance_obj.save(self.rt.db, uuid, {"network_info": fresh})
+                    await self.manager.conductor.instance_save(None, uuid, {"network_info": fresh})
             network_info = fresh
         events = self.vif_events(network_info, replug=True)
         if not events:

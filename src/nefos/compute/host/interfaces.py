@@ -29,12 +29,12 @@ import logging
 
 from nefos import exceptions, notifications
 from nefos.compute.host import instance_events, power_sync
-from nefos.objects import actions, instance as instance_obj, states
+from nefos.objects import states
 
 LOG = logging.getLogger(__name__)
 
 # What a server may be in for an attach or a detach (Nova's check_instance_state: task_state None).
-VM_STATES = (states.ACTIVE, states.PAUSED, states.STOPPED)
+VM_STATES = states.INTERFACE_VM_STATES
 ATTACH_EVENT = "compute_attach_interface"
 DETACH_EVENT = "compute_detach_interface"
 DETACH_WAIT_EVENT = "compute_wait_for_vif_deleted"
@@ -51,7 +51,7 @@ class InterfaceManager:
         await notifications.notify_instance(self.rt.bus, ctx, instance, event_type, host=self.manager.host)
 
     async def _instance(self, uuid: str, action: str) -> dict:
-        instance = await instance_obj.get(self.rt.db, uuid)
+        instance = await self.manager.conductor.instance_get(None, uuid)
         if instance["vm_state"] not in VM_STATES or instance["task_state"] is not None:
             attr, state = (("vm_state", instance["vm_state"]) if instance["vm_state"] not in VM_STATES
                            else ("task_state", instance["task_state"]))
@@ -61,9 +61,9 @@ class InterfaceManager:
     async def _set_network_info(self, uuid: str, change) -> list[dict]:
         """``change(cache) -> new cache``, applied under the cache's lock; returns the new cache."""
         async with self.manager.instance_events.network_info_lock(uuid):
-            current = (await instance_obj.get(self.rt.db, uuid)).get("network_info") or []
+            current = (await self.manager.conductor.instance_get(None, uuid)).get("network_info") or []
             new = change(list(current))
-            await instance_obj.save(self.rt.db, uuid, {"network_info": new})
+            await self.manager.conductor.instance_save(None, uuid, {"network_info": new})
             return new
 
     async def attach(self, ctx, uuid: str, *, network_id: str | None, port_id: str | None,
@@ -71,11 +71,11 @@ class InterfaceManager:
         m = self.manager
         async with m.instance_lock(uuid):
             try:
-                async with actions.step(self.rt.db, ctx, uuid, ATTACH_EVENT, m.host):
+                async with self.manager.conductor.step(ctx, uuid, ATTACH_EVENT, m.host):
                     return await self._attach(ctx, uuid, network_id=network_id, port_id=port_id,
                                               fixed_ip=fixed_ip, tag=tag)
             finally:
-                await actions.finish_action(self.rt.db, ctx, uuid)
+                await self.manager.conductor.action_finish(ctx, uuid)
 
     async def _attach(self, ctx, uuid: str, **request) -> dict:
         m = self.manager
@@ -109,7 +109,8 @@ class InterfaceManager:
             if isinstance(exc, Exception):
                 raise exceptions.InterfaceAttachFailed(instance_uuid=uuid) from exc
             raise
-        await self._notify(ctx, await instance_obj.get(self.rt.db, uuid), "instance.interface_attach.end")
+        await self._notify(ctx, await self.manager.conductor.instance_get(None,
+                                                                          uuid), "instance.interface_attach.end")
         return vif
 
     async def _undo_attach(self, ctx, instance: dict, vif: dict) -> None:
@@ -128,14 +129,14 @@ class InterfaceManager:
         m = self.manager
         async with m.instance_lock(uuid):
             try:
-                async with actions.step(self.rt.db, ctx, uuid, DETACH_EVENT, m.host):
+                async with self.manager.conductor.step(ctx, uuid, DETACH_EVENT, m.host):
                     await self._detach(ctx, uuid, port_id)
             except (exceptions.InstanceNotFound, exceptions.UnexpectedDeletingTaskStateError):
                 return  # deleted meanwhile: the delete frees the ports
             except Exception as exc:
                 LOG.error("instance %s: detaching port %s failed: %s", uuid, port_id, exc.__cause__ or exc)
             finally:
-                await actions.finish_action(self.rt.db, ctx, uuid)
+                await self.manager.conductor.action_finish(ctx, uuid)
 
     async def _detach(self, ctx, uuid: str, port_id: str) -> None:
         m = self.manager

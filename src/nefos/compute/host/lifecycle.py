@@ -25,7 +25,7 @@ leaves guests to the periodic sync alone.
 
 Connection events: on loss the host disables its own compute service
 ("AUTO: <reason>"), on recovery it re-enables it unless an operator disabled
-it (``nefos.compute.host.service_state``).
+it (``nefos.objects.service_rows``, through the conductor).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from nefos.compute.host import power_sync, service_state
+from nefos.compute.host import power_sync
 from nefos.virt import event as virtevent
 
 LOG = logging.getLogger(__name__)
@@ -145,10 +145,11 @@ class LifecycleEventHandler:
                 return
             connected, reason = self._connection
             try:
-                await service_state.record_hypervisor_connection(self.manager.rt.db, self.manager.host,
-                                                                 connected, reason)
-                await service_state.set_host_enabled(self.manager.rt.db, self.manager.host, connected,
-                                                     reason or "Connection to the hypervisor is broken")
+                await self.manager.conductor.service_record_hypervisor_connection(None, self.manager.host, connected,
+                                                                                  reason)
+                await self.manager.conductor.service_set_host_enabled(
+                    None, self.manager.host,
+                    connected, reason or "Connection to the hypervisor is broken")
             except asyncio.CancelledError:
                 raise
             except Exception:

@@ -12,24 +12,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 import traceback
 
-from sqlalchemy import bindparam, select
-
 from nefos import exceptions, notifications
 from nefos.bus import Endpoint
 from nefos.compute.host import image_trust
-from nefos.conductor.manager import ConductorAPI
-from nefos.db.models import BlockDeviceMapping, utcnow
-from nefos.objects import (actions, allocations, build_requests, console_auth_tokens, instance as instance_obj,
-                           states)
+from nefos.conductor.rpcapi import ConductorAPI
+from nefos.objects import states
+from nefos.objects.action_names import POWER_OFF, POWER_ON
+from nefos.objects.server_group_rules import max_server_per_host
+from nefos.timeutils import utcnow
 from nefos.compute.host.resource_tracker import ResourceTracker
-from nefos.compute import live_migration, resize
+from nefos.compute.host import live_migration, resize
 from nefos.compute.host import (consoles, deadlines, init_host as host_init, instance_events, interfaces,
-                                lifecycle, power_sync, rebuild, rescue, service_state, shelve, snapshots)
-from nefos.image.client import ImageAPI
+                                lifecycle, power_sync, rebuild, rescue, shelve, snapshots)
 
 LOG = logging.getLogger(__name__)
 # Build failures that abort instead of rescheduling (Nova's _build_and_run_instance): the image
@@ -38,10 +37,6 @@ _IMAGE_REFUSALS = (exceptions.CertificateValidationFailed, exceptions.ImageUnacc
                    exceptions.FlavorDiskSmallerThanImage)
 
 BUILD_EVENT = "compute__do_build_and_run_instance"
-
-_BDM = BlockDeviceMapping.__table__
-_BDMS_OF = select(_BDM.c.guest_format, _BDM.c.device_name, _BDM.c.volume_size, _BDM.c.source_type,
-                  _BDM.c.destination_type, _BDM.c.boot_index).where(_BDM.c.instance_uuid == bindparam("b_uuid"))
 
 
 class BuildAborted(Exception):
@@ -54,10 +49,9 @@ class ComputeManager(Endpoint):
         self.host = host
         self.driver = driver
         self.network_api = network_api
-        self.image_api = ImageAPI(rt)
         self.started_at = time.time()
         self.conductor = ConductorAPI(rt.bus)
-        self.resource_tracker = ResourceTracker(rt, host, driver)
+        self.resource_tracker = ResourceTracker(rt, self.conductor, host, driver)
         self._locks: dict[str, asyncio.Lock] = {}
         self._lock_users: dict[str, int] = {}
         self._operations: dict[str, int] = {}  # operations holding or awaiting each instance's lock
@@ -65,6 +59,13 @@ class ComputeManager(Endpoint):
         self.instance_events = instance_events.InstanceEvents(self)  # external events
         self.interfaces = interfaces.InterfaceManager(self)  # os-interface (compute/host/interfaces.py)
         self.live_migrations: dict[str, live_migration.LiveMigrationControl] = {}  # migration uuid -> control
+
+    @functools.cached_property
+    def image_api(self):
+        """Images (snapshots, shelve, rebuild, rescue): still read and written in the image
+        service's database and store, as the image client does; imported on first use only."""
+        from nefos.image.client import ImageAPI
+        return ImageAPI(self.rt)
 
     # Plumbing ----------------------------------------------------------------
     @contextlib.asynccontextmanager
@@ -108,8 +109,9 @@ class ComputeManager(Endpoint):
 
     async def periodic_publish_vif_wait_stats(self) -> None:
         """A slow L2 agent shows as long waits here, not only as timeouts."""
-        await service_state.publish_vif_wait_stats(
-            self.rt.db, self.host, instance_events.wait_summary(self.host, not_before=self.started_at))
+        await self.conductor.service_publish_vif_wait_stats(
+            None, self.host,
+            instance_events.wait_summary(self.host, not_before=self.started_at))
 
     async def periodic_check_instance_deadlines(self) -> None:
         await deadlines.reap_stuck_instances(self)
@@ -121,47 +123,45 @@ class ComputeManager(Endpoint):
     async def build_and_run_instance(self, ctx, instance_uuid: str, request_spec: dict,
                                      build_args: dict, node: str) -> None:
         async with self.instance_lock(instance_uuid):
-            event_id = await actions.event_start(self.rt.db, ctx, instance_uuid, BUILD_EVENT, self.host)
+            event_id = await self.conductor.action_event_start(ctx, instance_uuid, BUILD_EVENT, self.host)
             try:
                 await self._build_and_run_instance(ctx, instance_uuid, request_spec, build_args, node)
             except BuildAborted as exc:
-                await actions.event_finish(self.rt.db, event_id, result="Error", details=str(exc)[:255])
+                await self.conductor.action_event_finish(None, event_id, result="Error", details=str(exc)[:255])
             except Exception as exc:
-                await actions.event_finish(self.rt.db, event_id, result="Error",
-                                           traceback="".join(traceback.format_exception(exc)),
-                                           details=str(exc)[:255])
+                await self.conductor.action_event_finish(None, event_id, result="Error",
+                                                         traceback="".join(traceback.format_exception(exc)),
+                                                         details=str(exc)[:255])
                 await self._handle_build_failure(ctx, instance_uuid, request_spec, build_args, node, exc)
             else:
-                await actions.event_finish(self.rt.db, event_id)
+                await self.conductor.action_event_finish(None, event_id)
 
     async def _build_and_run_instance(self, ctx, uuid: str, spec: dict, args: dict, node: str) -> None:
         try:
-            instance = await instance_obj.save(
-                self.rt.db, uuid, {"vm_state": states.BUILDING, "task_state": None},
-                expected_task_state=[states.SCHEDULING, None], expected_vm_state=[states.BUILDING])
+            instance = await self.conductor.instance_save(None, uuid,
+                                                          {"vm_state": states.BUILDING, "task_state": None},
+                                                          expected_task_state=[states.SCHEDULING, None],
+                                                          expected_vm_state=[states.BUILDING])
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError, exceptions.InstanceInvalidState):
-            await allocations.release(self.rt.db, uuid)
+            await self.conductor.allocation_release(None, uuid)
             raise BuildAborted(f"instance {uuid} was deleted, or its build given up, before its build started")
         network_task: asyncio.Task | None = None
         try:
-            async with actions.step(self.rt.db, ctx, uuid, "compute_claim_resources", self.host,
-                                    show_in_progress=False):
+            async with self.conductor.step(ctx, uuid, "compute_claim_resources", self.host, show_in_progress=False):
                 await self.resource_tracker.instance_claim(instance, node)
                 await self._check_group_policy(instance, spec)
             await self._notify(ctx, instance, "instance.create.start")
             await self.instance_events.begin_operation(uuid)  # before the ports are bound
-            instance = await instance_obj.save(self.rt.db, uuid, {"task_state": states.NETWORKING},
-                                               expected_task_state=[None])
+            instance = await self.conductor.instance_save(None, uuid, {"task_state": states.NETWORKING},
+                                                          expected_task_state=[None])
             # Networks are allocated in the background while block devices are prepared.
             network_task = asyncio.create_task(self._allocate_network(ctx, instance, args))
-            async with actions.step(self.rt.db, ctx, uuid, "compute_prep_block_device", self.host,
-                                    show_in_progress=False):
-                instance = await instance_obj.save(
-                    self.rt.db, uuid, {"task_state": states.BLOCK_DEVICE_MAPPING},
-                    expected_task_state=[states.NETWORKING])
+            async with self.conductor.step(ctx, uuid, "compute_prep_block_device", self.host, show_in_progress=False):
+                instance = await self.conductor.instance_save(None, uuid, {"task_state": states.BLOCK_DEVICE_MAPPING},
+                                                              expected_task_state=[states.NETWORKING])
                 block_device_info = await self._prep_block_device(instance)
-            instance = await instance_obj.save(self.rt.db, uuid, {"task_state": states.SPAWNING},
-                                               expected_task_state=[states.BLOCK_DEVICE_MAPPING])
+            instance = await self.conductor.instance_save(None, uuid, {"task_state": states.SPAWNING},
+                                                          expected_task_state=[states.BLOCK_DEVICE_MAPPING])
             try:
                 network_info = await network_task
             except (exceptions.InstanceNotFound, exceptions.UnexpectedDeletingTaskStateError):
@@ -170,8 +170,8 @@ class ComputeManager(Endpoint):
                 raise exceptions.BuildAbortException(
                     instance_uuid=uuid,
                     reason=f"Failed to allocate the network(s), not rescheduling. ({exc})")
-            instance = await instance_obj.save(self.rt.db, uuid, {"network_info": network_info},
-                                               expected_task_state=[states.SPAWNING])
+            instance = await self.conductor.instance_save(None, uuid, {"network_info": network_info},
+                                                          expected_task_state=[states.SPAWNING])
             try:
                 image_trust.check_trusted_certs(instance)  # 2.63: before anything boots from the image
                 # Spawn paused, wait for network-vif-plugged, resume (compute/host/instance_events.py).
@@ -180,8 +180,8 @@ class ComputeManager(Endpoint):
             except _IMAGE_REFUSALS as exc:  # the image is the problem: no other host would take it either
                 raise exceptions.BuildAbortException(instance_uuid=uuid, reason=str(exc)) from None
             power_state = (await self.driver.get_info(instance))["power_state"]
-            instance = await instance_obj.save(
-                self.rt.db, uuid,
+            instance = await self.conductor.instance_save(
+                None, uuid,
                 {"vm_state": states.ACTIVE, "task_state": None, "power_state": power_state,
                  "launched_at": utcnow().isoformat()},
                 expected_task_state=[states.SPAWNING])
@@ -205,13 +205,11 @@ class ComputeManager(Endpoint):
         group = spec.get("instance_group")
         if not group or group.get("policy") not in ("affinity", "anti-affinity"):
             return
-        from nefos.compute.server_groups import member_placements
-        placements = await member_placements(self.rt.db, group["uuid"])
+        placements = await self.conductor.group_member_placements(None, group["uuid"])
         mine = next((p["claim_id"] for p in placements if p["uuid"] == instance["uuid"]), None)
         earlier = [p["host"] for p in placements if p["uuid"] != instance["uuid"]
                    and (p["claim_id"] is None or mine is None or p["claim_id"] < mine)]
         hosts = set(earlier)
-        from nefos.scheduler.filters import max_server_per_host
         if group["policy"] == "anti-affinity" and earlier.count(self.host) >= max_server_per_host(group):
             raise exceptions.RescheduledException(
                 instance_uuid=instance["uuid"], reason="Anti-affinity instance group policy was violated.")
@@ -224,7 +222,7 @@ class ComputeManager(Endpoint):
         retries = max(self.rt.cfg.network_allocate_retries, 0)
         attempts = retries + 1
         delay = 1.0
-        async with actions.step(self.rt.db, ctx, instance["uuid"], "compute_allocate_network", self.host):
+        async with self.conductor.step(ctx, instance["uuid"], "compute_allocate_network", self.host):
             for attempt in range(1, attempts + 1):
                 try:
                     return await self.network_api.allocate_for_instance(
@@ -243,8 +241,7 @@ class ComputeManager(Endpoint):
         return []
 
     async def _prep_block_device(self, instance: dict) -> dict:
-        async with self.rt.db.reader() as s:
-            bdms = (await s.execute(_BDMS_OF, {"b_uuid": instance["uuid"]})).mappings().all()
+        bdms = await self.conductor.block_device_mappings(None, instance["uuid"])
         info: dict = {"root_device_name": "/dev/vda", "ephemerals": [], "swap": None,
                       "block_device_mapping": []}
         for bdm in bdms:
@@ -263,50 +260,39 @@ class ComputeManager(Endpoint):
             with contextlib.suppress(BaseException):
                 await network_task
         try:
-            instance = await instance_obj.get(self.rt.db, uuid, read_deleted=True)
+            instance = await self.conductor.instance_get(None, uuid, read_deleted=True)
         except exceptions.InstanceNotFound:
             instance = {"uuid": uuid, "network_info": []}
         with contextlib.suppress(exceptions.InstanceNotFound):
             await self.driver.destroy(ctx, instance, instance.get("network_info"))
         await self.network_api.deallocate_for_instance(ctx, instance, instance.get("network_info"))
-        await allocations.release(self.rt.db, uuid)
+        await self.conductor.allocation_release(None, uuid)
 
     async def _handle_build_failure(self, ctx, uuid: str, spec: dict, args: dict, node: str,
                                     exc: Exception) -> None:
         await self._cleanup_build(ctx, uuid, None)
-        build_request = None
         try:
             if isinstance(exc, exceptions.BuildAbortException):
-                instance = await instance_obj.save_with_fault(
-                    self.rt.db, uuid, {"vm_state": states.ERROR, "task_state": None, "network_info": []}, exc,
-                    host=self.host, details="".join(traceback.format_exception(exc)),
-                    expected_task_state=states.BUILD_TASK_STATES, expected_vm_state=[states.BUILDING])
+                instance = await self.conductor.save_with_fault(
+                    ctx, uuid,
+                    {"vm_state": states.ERROR, "task_state": None, "network_info": []}, exc, host=self.host,
+                    details="".join(traceback.format_exception(exc)), expected_task_state=states.BUILD_TASK_STATES,
+                    expected_vm_state=[states.BUILDING])
                 await self._notify(ctx, instance, "instance.create.error")
                 return
             await self.resource_tracker.record_build_result(node, success=False)
             LOG.warning("build of %s failed on %s (%s); rescheduling", uuid, self.host, exc)
-            spec = dict(spec, last_error=str(exc))
-            # Written before the server leaves this host: if the cast back is lost, or the conductor
-            # dies, a conductor still takes it from the build requests.
-            async with self.rt.db.transaction() as s:
-                build_request = await build_requests.add(s, ctx, [uuid], spec, args)
-            await instance_obj.save(self.rt.db, uuid,
-                                    {"host": None, "node": None, "task_state": states.SCHEDULING,
-                                     "vm_state": states.BUILDING, "network_info": []},
-                                    expected_task_state=states.BUILD_TASK_STATES,
-                                    expected_vm_state=[states.BUILDING])
+            # The conductor writes the build request before the server leaves this host: if the
+            # cast is lost, or the conductor dies, a conductor still takes it from there.
+            await self.conductor.reschedule_build(ctx, uuid, dict(spec, last_error=str(exc)), args)
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError,
                 exceptions.InstanceInvalidState):
             LOG.info("instance %s was deleted or put in ERROR after its build failed", uuid)
-            if build_request is not None:
-                await build_requests.finish(self.rt.db, build_request)
-            return
-        await self.conductor.hand_off_build(self.rt.db, ctx, [uuid], spec, args, build_request)
 
     # Console (os-getConsoleOutput) ----------------------------------------------
     async def get_console_output(self, ctx, instance_uuid: str, tail_length: int | None = None) -> str:
         """The guest's serial console log; its last ``tail_length`` lines when given (Nova's _tail_log)."""
-        instance = await instance_obj.get(self.rt.db, instance_uuid)
+        instance = await self.conductor.instance_get(None, instance_uuid)
         try:
             output = await self.driver.get_console_output(instance)
         except NotImplementedError:
@@ -332,7 +318,7 @@ class ComputeManager(Endpoint):
         """The guest's figures from the driver: its own keys, or (``standard``, 2.48) the standard
         form. As Nova, only a running guest has them (409 naming its power state otherwise: a guest
         not spawned yet is ``pending``); 501 when the driver has none."""
-        instance = await instance_obj.get(self.rt.db, instance_uuid)
+        instance = await self.conductor.instance_get(None, instance_uuid)
         try:
             power_state = (await self.driver.get_info(instance))["power_state"]
         except exceptions.InstanceNotFound:
@@ -362,9 +348,8 @@ class ComputeManager(Endpoint):
         notifications. The hypervisor is brought to the reported state when it is not there already
         (so the periodic power sync does not undo it), then the database takes the driver's power
         state and vm_state STOPPED / ACTIVE. Returns what was done, for the action event's details."""
-        from nefos.compute.external_events import POWER_OFF, POWER_ON
         try:
-            instance = await instance_obj.get(self.rt.db, instance_uuid)
+            instance = await self.conductor.instance_get(None, instance_uuid)
         except exceptions.InstanceNotFound:
             return "instance deleted"
         power_on = target == POWER_ON
@@ -378,8 +363,9 @@ class ComputeManager(Endpoint):
                     f"{states.POWER_STATE_NAMES.get(instance['power_state'], instance['power_state'])}")
         task = states.POWERING_ON if power_on else states.POWERING_OFF
         try:
-            await instance_obj.save(self.rt.db, instance_uuid, {"task_state": task, **({} if power_on else {"progress": 0})},
-                                    expected_task_state=[None], expected_vm_state=[wanted[0]])
+            await self.conductor.instance_save(None, instance_uuid,
+                                               {"task_state": task, **({} if power_on else {"progress": 0})},
+                                               expected_task_state=[None], expected_vm_state=[wanted[0]])
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError,
                 exceptions.InstanceInvalidState) as exc:
             LOG.info("instance %s: the power-update event was possibly preempted: %s", instance_uuid, exc)
@@ -405,20 +391,19 @@ class ComputeManager(Endpoint):
             instance_uuid=instance_uuid, expected="not deleting", actual=states.DELETING))
         async with self.instance_lock(instance_uuid):
             try:
-                instance = await instance_obj.get(self.rt.db, instance_uuid)
+                instance = await self.conductor.instance_get(None, instance_uuid)
             except exceptions.InstanceNotFound:
-                await allocations.release(self.rt.db, instance_uuid)
+                await self.conductor.allocation_release(None, instance_uuid)
                 return
             await self._notify(ctx, instance, "instance.delete.start")
-            async with actions.step(self.rt.db, ctx, instance_uuid, "compute_terminate_instance", self.host):
+            async with self.conductor.step(ctx, instance_uuid, "compute_terminate_instance", self.host):
                 with contextlib.suppress(exceptions.InstanceNotFound):
                     await self.driver.destroy(ctx, instance, instance.get("network_info"))
                 await self.network_api.deallocate_for_instance(ctx, instance, instance.get("network_info"))
-                await allocations.release(self.rt.db, instance_uuid)
                 await resize.cleanup_on_delete(self, ctx, instance)  # a migration's claim and other guest
-                await instance_obj.destroy(self.rt.db, instance_uuid)
-                await console_auth_tokens.delete_for_instance(self.rt.db, instance_uuid)  # as Nova's
-            await actions.finish_action(self.rt.db, ctx, instance_uuid)
+                # Its claim released, the record deleted, its console tokens revoked (as Nova's).
+                await self.conductor.instance_terminated(ctx, instance_uuid)
+            await self.conductor.action_finish(ctx, instance_uuid)
             self.instance_events.forget(instance_uuid)
             instance.update(vm_state=states.DELETED, task_state=None, power_state=states.NOSTATE)
             await self._notify(ctx, instance, "instance.delete.end")
@@ -435,17 +420,17 @@ class ComputeManager(Endpoint):
         (and sets ``error_vm_state`` when given) with a fault."""
         async with self.instance_lock(uuid):
             try:
-                instance = await instance_obj.get(self.rt.db, uuid)
+                instance = await self.conductor.instance_get(None, uuid)
             except exceptions.InstanceNotFound:
                 return
             if instance["task_state"] not in (starts_in or expected):
                 LOG.info("instance %s: %s skipped, its task state is now %s", uuid, event, instance["task_state"])
                 # Its operation was recovered under its own action (then finished already), or
                 # another request of the same kind overtook it and cleared the task state.
-                await actions.finish_action(self.rt.db, ctx, uuid, message="Error", unless_finished=True)
+                await self.conductor.action_finish(ctx, uuid, message="Error", unless_finished=True)
                 return
             try:
-                async with actions.step(self.rt.db, ctx, uuid, event, self.host):
+                async with self.conductor.step(ctx, uuid, event, self.host):
                     await self._notify(ctx, instance, f"instance.{notification}.start")
                     extra = await op(instance)
                     updates = {"task_state": None,
@@ -453,7 +438,7 @@ class ComputeManager(Endpoint):
                     if final_vm_state is not None:
                         updates["vm_state"] = final_vm_state
                     updates.update(extra or {})
-                    instance = await instance_obj.save(self.rt.db, uuid, updates, expected_task_state=expected)
+                    instance = await self.conductor.instance_save(None, uuid, updates, expected_task_state=expected)
                     await self._notify(ctx, instance, f"instance.{notification}.end")
             except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
                 return  # deleted or superseded meanwhile
@@ -462,11 +447,11 @@ class ComputeManager(Endpoint):
                 # Revert the task state so the server can be acted on again, and record why.
                 failed = {"task_state": None, **({"vm_state": error_vm_state} if error_vm_state else {})}
                 with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
-                    await instance_obj.save_with_fault(self.rt.db, uuid, failed, exc, host=self.host,
-                                                       details="".join(traceback.format_exception(exc)),
-                                                       expected_task_state=expected)
+                    await self.conductor.save_with_fault(None, uuid, failed, exc, host=self.host,
+                                                         details="".join(traceback.format_exception(exc)),
+                                                         expected_task_state=expected)
             finally:
-                await actions.finish_action(self.rt.db, ctx, uuid)
+                await self.conductor.action_finish(ctx, uuid)
 
     async def stop_instance(self, ctx, instance_uuid: str) -> None:
         await self._power_op(ctx, instance_uuid, event="compute_stop_instance",
@@ -559,7 +544,7 @@ class ComputeManager(Endpoint):
     async def rebuild_instance(self, ctx, instance_uuid: str, image_id: str, was_stopped: bool = False) -> None:
         await rebuild.rebuild_instance(self, ctx, instance_uuid, image_id, was_stopped)
 
-    # Resize and cold migration (compute/resize.py) --------------------------------------------
+    # Resize and cold migration (compute/host/resize.py) ----------------------------------------
     async def check_can_migrate(self, ctx) -> None:
         resize.check_can_migrate(self)
 
@@ -584,7 +569,7 @@ class ComputeManager(Endpoint):
     async def cleanup_deleted_migration(self, ctx, instance_uuid: str) -> None:
         await resize.cleanup_deleted_migration(self, ctx, instance_uuid)
 
-    # Live migration (compute/live_migration.py) ------------------------------------------------
+    # Live migration (compute/host/live_migration.py) --------------------------------------------
     async def check_can_live_migrate_destination(self, ctx, instance_uuid: str) -> None:
         await live_migration.check_can_live_migrate_destination(self, ctx, instance_uuid)
 
@@ -621,9 +606,9 @@ class ComputeManager(Endpoint):
     async def set_admin_password(self, ctx, instance_uuid: str, new_pass: str) -> None:
         """changePassword (a bus call: the API answers with its outcome)."""
         async with self.instance_lock(instance_uuid):
-            instance = await instance_obj.get(self.rt.db, instance_uuid)
+            instance = await self.conductor.instance_get(None, instance_uuid)
             try:
-                async with actions.step(self.rt.db, ctx, instance_uuid, "compute_set_admin_password", self.host):
+                async with self.conductor.step(ctx, instance_uuid, "compute_set_admin_password", self.host):
                     if await power_sync.driver_power_state(self.driver, instance) != states.RUNNING:
                         raise exceptions.InstancePasswordSetFailed(
                             instance=instance_uuid, reason="the guest is not running")
@@ -633,6 +618,6 @@ class ComputeManager(Endpoint):
                         raise exceptions.SetAdminPasswdNotSupported() from None
             finally:
                 with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
-                    await instance_obj.save(self.rt.db, instance_uuid, {"task_state": None},
-                                            expected_task_state=[states.UPDATING_PASSWORD])
-                await actions.finish_action(self.rt.db, ctx, instance_uuid)
+                    await self.conductor.instance_save(None, instance_uuid, {"task_state": None},
+                                                       expected_task_state=[states.UPDATING_PASSWORD])
+                await self.conductor.action_finish(ctx, instance_uuid)

@@ -21,10 +21,7 @@ import logging
 import uuid as uuidlib
 from pathlib import Path
 
-from sqlalchemy import select
-
 from nefos import exceptions, fileperms
-from nefos.db.models import ComputeNode
 
 LOG = logging.getLogger(__name__)
 
@@ -39,7 +36,7 @@ def identity_path(cfg, host: str) -> Path:
     return Path(cfg.compute_id_path) if cfg.compute_id_path else Path(cfg.state_dir) / "compute_id"
 
 
-async def ensure_stable_identity(rt, host: str, driver) -> str | None:
+async def ensure_stable_identity(rt, conductor, host: str, driver) -> str | None:
     """Check (or establish) the host's node UUID; returns it (None for multi-node drivers, whose
     nodes have no single identity). Raises ComputeIdentityMismatch."""
     nodes = driver.get_available_nodes()
@@ -47,25 +44,20 @@ async def ensure_stable_identity(rt, host: str, driver) -> str | None:
         return None
     path = identity_path(rt.cfg, host)
     recorded = path.read_text().strip() if path.exists() else None
-    async with rt.db.reader() as s:
-        mine = (await s.execute(select(ComputeNode.uuid, ComputeNode.hypervisor_hostname).where(
-            ComputeNode.host == host, ComputeNode.deleted == 0))).all()
-        owner = None
-        if recorded:
-            owner = (await s.execute(select(ComputeNode.host).where(
-                ComputeNode.uuid == recorded, ComputeNode.deleted == 0))).scalar_one_or_none()
+    known = await conductor.compute_node_identity(None, host, recorded)
+    mine, owner = known["node_uuids"], known["owner_of_recorded"]
     if recorded:
         if owner is not None and owner != host:
             raise ComputeIdentityMismatch(
                 f"compute node {recorded} (from {path}) is recorded for host {owner!r}, not {host!r}: "
                 f"the host was renamed or its state copied; refusing to start")
-        others = [u for u, _n in mine if u != recorded]
+        others = [u for u in mine if u != recorded]
         if others:
             raise ComputeIdentityMismatch(
                 f"host {host!r} is recorded with compute node {others[0]}, but its state ({path}) says "
                 f"{recorded}: this state belongs to another node; refusing to start")
         return recorded
-    node_uuid = mine[0][0] if mine else str(uuidlib.uuid4())
+    node_uuid = mine[0] if mine else str(uuidlib.uuid4())
     fileperms.write_private(path, node_uuid + "\n")
     LOG.info("compute host %s: node identity %s written to %s", host, node_uuid, path)
     return node_uuid

@@ -25,12 +25,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from sqlalchemy import select
-
 from nefos import exceptions
 from nefos.context import admin_context
-from nefos.db.models import Instance
-from nefos.objects import actions, instance as instance_obj, states
+from nefos.objects import action_names, states
 
 LOG = logging.getLogger(__name__)
 
@@ -56,11 +53,8 @@ async def driver_power_state(driver, instance: dict) -> int:
         return states.NOSTATE
 
 
-async def host_instances(db, host: str) -> list[dict]:
-    async with db.reader() as s:
-        rows = (await s.execute(select(Instance).where(Instance.host == host, Instance.deleted == 0)
-                                .order_by(Instance.id))).scalars().all()
-    return [instance_obj.to_dict(r) for r in rows]
+async def host_instances(manager) -> list[dict]:
+    return await manager.conductor.host_instances(None, manager.host)
 
 
 async def sync_instance_power_state(manager, uuid: str, *, source: str = "periodic sync",
@@ -70,7 +64,7 @@ async def sync_instance_power_state(manager, uuid: str, *, source: str = "period
     stop_ctx = None
     async with manager.instance_lock(uuid, operation=False):
         try:
-            instance = await instance_obj.get(manager.rt.db, uuid)
+            instance = await manager.conductor.instance_get(None, uuid)
         except exceptions.InstanceNotFound:
             return
         if instance.get("host") != manager.host:
@@ -95,11 +89,11 @@ async def sync_instance_power_state(manager, uuid: str, *, source: str = "period
 
 async def _apply_rules(manager, instance: dict, power_state: int, source: str):
     """Rules c)-f) for an instance without task_state; returns a context when it must be stopped."""
-    db, uuid = manager.rt.db, instance["uuid"]
+    uuid = instance["uuid"]
     if instance["power_state"] != power_state:
         try:
-            instance = await instance_obj.save(db, uuid, {"power_state": power_state},
-                                               expected_task_state=[None])
+            instance = await manager.conductor.instance_save(None, uuid, {"power_state": power_state},
+                                                             expected_task_state=[None])
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
             return None  # deleted or an operation started meanwhile: it wins
     vm_state = instance["vm_state"]
@@ -125,8 +119,8 @@ async def _request_stop(manager, uuid: str, vm_state: str):
     """What the API's stop does (task_state powering-off, a ``stop`` action), for the manager's
     ``stop_instance`` to finish. None when an operation or a delete got there first."""
     try:
-        instance = await instance_obj.save(manager.rt.db, uuid, {"task_state": states.POWERING_OFF},
-                                           expected_task_state=[None], expected_vm_state=[vm_state])
+        instance = await manager.conductor.instance_save(None, uuid, {"task_state": states.POWERING_OFF},
+                                                         expected_task_state=[None], expected_vm_state=[vm_state])
     except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError,
             exceptions.InstanceInvalidState):
         return None
@@ -134,7 +128,7 @@ async def _request_stop(manager, uuid: str, vm_state: str):
     # admin rights for the stop itself (as Nova's sync acts on the owner's instance).
     ctx = admin_context()
     ctx.user_id, ctx.project_id = instance.get("user_id"), instance.get("project_id")
-    await actions.record_action(manager.rt.db, ctx, uuid, actions.STOP)
+    await manager.conductor.action_record(ctx, uuid, action_names.STOP)
     return ctx
 
 
@@ -158,10 +152,7 @@ async def sync_power_states(manager) -> None:
     re-read, rules), at most ``sync_power_state_pool_size`` at once: on a host where all is in
     order a pass costs one query and one driver read per guest (10 000 instances).
     """
-    async with manager.rt.db.reader() as s:
-        instances = [dict(r._mapping) for r in await s.execute(
-            select(Instance.uuid, Instance.vm_state, Instance.task_state, Instance.power_state)
-            .where(Instance.host == manager.host, Instance.deleted == 0).order_by(Instance.id))]
+    instances = await manager.conductor.host_instance_states(None, manager.host)
     try:
         guests = await manager.driver.list_instance_uuids()
         readings = [(i, await driver_power_state(manager.driver, i)) for i in instances

@@ -16,8 +16,8 @@ import traceback
 
 from nefos import exceptions
 from nefos.compute.host import image_trust, snapshots
-from nefos.db.models import utcnow
-from nefos.objects import actions, instance as instance_obj, states
+from nefos.objects import states
+from nefos.timeutils import utcnow
 
 LOG = logging.getLogger(__name__)
 
@@ -25,24 +25,26 @@ REBUILD_TASK_STATES = (states.REBUILDING, states.REBUILD_BLOCK_DEVICE_MAPPING, s
 
 
 async def rebuild_instance(manager, ctx, uuid: str, image_id: str, was_stopped: bool) -> None:
-    db = manager.rt.db
     async with manager.instance_lock(uuid):
         try:
-            instance = await instance_obj.get(db, uuid)
+            instance = await manager.conductor.instance_get(None, uuid)
         except exceptions.InstanceNotFound:
             return
         try:
-            async with actions.step(db, ctx, uuid, "compute_rebuild_instance", manager.host):
+            async with manager.conductor.step(ctx, uuid, "compute_rebuild_instance", manager.host):
                 await manager._notify(ctx, instance, "instance.rebuild.start")
                 image = await snapshots.image_meta(manager, ctx, image_id)
                 image_trust.check_trusted_certs(instance)
-                instance = await instance_obj.save(db, uuid, {"task_state": states.REBUILD_BLOCK_DEVICE_MAPPING},
-                                                   expected_task_state=[states.REBUILDING])
+                instance = await manager.conductor.instance_save(None, uuid,
+                                                                 {"task_state": states.REBUILD_BLOCK_DEVICE_MAPPING},
+                                                                 expected_task_state=[states.REBUILDING])
                 with contextlib.suppress(exceptions.InstanceNotFound):
                     await manager.driver.destroy(ctx, instance, instance.get("network_info"))
                 block_device_info = await manager._prep_block_device(instance)
-                instance = await instance_obj.save(db, uuid, {"task_state": states.REBUILD_SPAWNING},
-                                                   expected_task_state=[states.REBUILD_BLOCK_DEVICE_MAPPING])
+                instance = await manager.conductor.instance_save(
+                    None, uuid,
+                    {"task_state": states.REBUILD_SPAWNING},
+                    expected_task_state=[states.REBUILD_BLOCK_DEVICE_MAPPING])
                 if was_stopped:
                     await manager.driver.spawn(ctx, instance, image, instance.get("network_info") or [],
                                                block_device_info, power_on=False)
@@ -51,9 +53,10 @@ async def rebuild_instance(manager, ctx, uuid: str, image_id: str, was_stopped: 
                         ctx, instance, lambda nw: manager.driver.spawn(ctx, instance, image, nw, block_device_info),
                         what="rebuild")
                 power_state = (await manager.driver.get_info(instance))["power_state"]
-                instance = await instance_obj.save(
-                    db, uuid, {"vm_state": states.STOPPED if was_stopped else states.ACTIVE, "task_state": None,
-                               "power_state": power_state, "launched_at": utcnow().isoformat()},
+                instance = await manager.conductor.instance_save(
+                    None, uuid,
+                    {"vm_state": states.STOPPED if was_stopped else states.ACTIVE, "task_state": None,
+                     "power_state": power_state, "launched_at": utcnow().isoformat()},
                     expected_task_state=[states.REBUILD_SPAWNING])
                 await manager._notify(ctx, instance, "instance.rebuild.end")
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
@@ -61,8 +64,9 @@ async def rebuild_instance(manager, ctx, uuid: str, image_id: str, was_stopped: 
         except Exception as exc:
             LOG.error("instance %s: rebuild failed: %s", uuid, exc)
             with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
-                await instance_obj.save_with_fault(
-                    db, uuid, {"vm_state": states.ERROR, "task_state": None}, exc, host=manager.host,
-                    details="".join(traceback.format_exception(exc)), expected_task_state=REBUILD_TASK_STATES)
+                await manager.conductor.save_with_fault(None, uuid, {"vm_state": states.ERROR, "task_state": None},
+                                                        exc, host=manager.host,
+                                                        details="".join(traceback.format_exception(exc)),
+                                                        expected_task_state=REBUILD_TASK_STATES)
         finally:
-            await actions.finish_action(db, ctx, uuid)
+            await manager.conductor.action_finish(ctx, uuid)

@@ -1,4 +1,5 @@
-"""The compute host's view of its nodes: reports capacity, checks claims.
+"""The compute host's view of its nodes: reports capacity, checks claims (its node rows are
+written by the conductor, ``nefos.objects.compute_nodes``).
 
 Usage counters on ``compute_nodes`` move only with claims (see
 ``nefos.objects.allocations``); at start-up they are recomputed from the
@@ -7,18 +8,13 @@ allocations so a crash can never leave them drifting.
 
 from __future__ import annotations
 
-import uuid as uuidlib
-
-from sqlalchemy import select, update
-
 from nefos import exceptions
-from nefos.db.models import ComputeNode
-from nefos.objects import allocations
 
 
 class ResourceTracker:
-    def __init__(self, rt, host: str, driver):
+    def __init__(self, rt, conductor, host: str, driver):
         self.rt = rt
+        self.conductor = conductor
         self.host = host
         self.driver = driver
         self.node_ids: dict[str, int] = {}
@@ -35,26 +31,15 @@ class ResourceTracker:
                             cpu_allocation_ratio=cfg.cpu_allocation_ratio,
                             ram_allocation_ratio=cfg.ram_allocation_ratio,
                             disk_allocation_ratio=cfg.disk_allocation_ratio)
-            async with self.rt.db.transaction() as s:
-                row = (await s.execute(select(ComputeNode).where(
-                    ComputeNode.host == self.host, ComputeNode.hypervisor_hostname == node,
-                    ComputeNode.deleted == 0))).scalar_one_or_none()
-                if row is None:
-                    row = ComputeNode(uuid=self.node_uuid or str(uuidlib.uuid4()), host=self.host,
-                                      hypervisor_hostname=node, **capacity)
-                    s.add(row)
-                    await s.flush()
-                else:
-                    await s.execute(update(ComputeNode).where(ComputeNode.id == row.id).values(**capacity))
-                self.node_ids[node] = row.id
-                self.failing_nodes[node] = bool(row.failed_builds)
-                if heal_usage:
-                    await allocations.recount(s, row.id)
+            row = await self.conductor.compute_node_update(None, self.host, node, self.node_uuid, capacity,
+                                                           heal_usage=heal_usage)
+            self.node_ids[node] = row["id"]
+            self.failing_nodes[node] = bool(row["failed_builds"])
 
     async def instance_claim(self, instance: dict, node: str) -> None:
         """The scheduler's claim for this instance must be on this host's ``node``."""
         node_id = self.node_ids.get(node)
-        alloc = await allocations.get(self.rt.db, instance["uuid"])
+        alloc = await self.conductor.allocation_of(None, instance["uuid"])
         if alloc is None or alloc["compute_node_id"] != node_id:
             raise exceptions.ComputeResourcesUnavailable(
                 reason=f"no resource claim for instance {instance['uuid']} on {self.host}/{node}")
@@ -66,7 +51,5 @@ class ResourceTracker:
             return
         if success and not self.failing_nodes.get(node):
             return  # this host is the only writer of its count: nothing to reset
-        values = {"failed_builds": 0} if success else {"failed_builds": ComputeNode.failed_builds + 1}
-        async with self.rt.db.transaction() as s:
-            await s.execute(update(ComputeNode).where(ComputeNode.id == node_id).values(**values))
+        await self.conductor.compute_node_record_build_result(None, node_id, success)
         self.failing_nodes[node] = not success

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from nefos.compute.host import deadlines, node_identity
-from nefos.compute.services import COMPUTE_BINARY
+from nefos.objects.binaries import COMPUTE_BINARY
 from nefos.compute.host.manager import ComputeManager
-from nefos.service import Component, Service
+from nefos.service import Component, ConductorServiceGroup, Service
 from nefos.virt import load_driver
 
 
@@ -18,7 +18,8 @@ class ComputeComponent(Component):
         self.manager = ComputeManager(rt, host, self.driver, NetworkAPI(rt))
         from nefos.network import fake_agent
         self.l2_agent = fake_agent.attach(rt, host, self.driver)  # fake driver: its fake L2 agent
-        self.service = Service(rt, COMPUTE_BINARY, "compute", host, endpoint=self.manager)
+        self.service = Service(rt, COMPUTE_BINARY, "compute", host, endpoint=self.manager,
+                               group=ConductorServiceGroup(self.manager.conductor))
         self.service.add_periodic("update_available_resource", 60.0,
                                   self.manager.periodic_update_available_resource)
         self.service.add_periodic("sync_power_states", rt.cfg.sync_power_state_interval,
@@ -29,9 +30,10 @@ class ComputeComponent(Component):
                                   self.manager.periodic_publish_vif_wait_stats)
 
     async def start(self) -> None:
+        await self.manager.conductor.wait_until_ready()  # the host's only way to its database
         # Who this host is, checked before anything touches a guest (refuses to start on a mismatch).
         self.manager.resource_tracker.node_uuid = await node_identity.ensure_stable_identity(
-            self.manager.rt, self.manager.host, self.manager.driver)
+            self.manager.rt, self.manager.conductor, self.manager.host, self.manager.driver)
         if self.l2_agent is not None:
             await self.l2_agent.start()
         await self.manager.init_host()

@@ -24,8 +24,8 @@ import traceback
 
 from nefos import exceptions
 from nefos.compute.host import snapshots
-from nefos.db.models import utcnow
-from nefos.objects import actions, allocations, instance as instance_obj, states
+from nefos.objects import states
+from nefos.timeutils import utcnow
 
 LOG = logging.getLogger(__name__)
 
@@ -51,8 +51,8 @@ async def shelve_instance(manager, ctx, uuid: str, image_id: str) -> None:
                             notification="shelve", op=op, starts_in=[states.SHELVING])
     if manager.rt.cfg.shelved_offload_time == 0:
         try:
-            await instance_obj.save(manager.rt.db, uuid, {"task_state": states.SHELVING_OFFLOADING},
-                                    expected_task_state=[None], expected_vm_state=[states.SHELVED])
+            await manager.conductor.instance_save(None, uuid, {"task_state": states.SHELVING_OFFLOADING},
+                                                  expected_task_state=[None], expected_vm_state=[states.SHELVED])
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError,
                 exceptions.InstanceInvalidState):
             return  # deleted, failed or acted on meanwhile
@@ -63,7 +63,7 @@ async def shelve_offload_instance(manager, ctx, uuid: str) -> None:
     async def op(instance):
         await manager.driver.destroy(ctx, instance, instance.get("network_info"))
         await manager.network_api.setup_instance_network_on_host(ctx, instance, None)
-        await allocations.release(manager.rt.db, uuid)
+        await manager.conductor.allocation_release(None, uuid)
         return {"host": None, "node": None, "power_state": states.NOSTATE}
 
     await manager._power_op(ctx, uuid, event="compute_shelve_offload_instance",
@@ -86,17 +86,17 @@ async def unshelve_instance(manager, ctx, uuid: str, node: str | None = None) ->
         return
     async with manager.instance_lock(uuid):
         try:
-            instance = await instance_obj.get(manager.rt.db, uuid)
+            instance = await manager.conductor.instance_get(None, uuid)
         except exceptions.InstanceNotFound:
-            await allocations.release(manager.rt.db, uuid)
+            await manager.conductor.allocation_release(None, uuid)
             return
         if instance["task_state"] != states.UNSHELVING:
             # Done or given up meanwhile (compute/host/deadlines.py): the claim is not this request's.
-            await actions.finish_action(manager.rt.db, ctx, uuid, message="Error", unless_finished=True)
+            await manager.conductor.action_finish(ctx, uuid, message="Error", unless_finished=True)
             return
         image_id = (instance.get("system_metadata") or {}).get("shelved_image_id")
         try:
-            async with actions.step(manager.rt.db, ctx, uuid, "compute_unshelve_instance", manager.host):
+            async with manager.conductor.step(ctx, uuid, "compute_unshelve_instance", manager.host):
                 await manager._notify(ctx, instance, "instance.unshelve.start")
                 await _spawn_offloaded(manager, ctx, instance, image_id, node)
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
@@ -106,14 +106,15 @@ async def unshelve_instance(manager, ctx, uuid: str, node: str | None = None) ->
             LOG.error("instance %s: unshelve on %s failed: %s", uuid, manager.host, exc)
             await _undo_unshelve(manager, ctx, uuid)
             with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
-                await instance_obj.save_with_fault(
-                    manager.rt.db, uuid, {"vm_state": states.SHELVED_OFFLOADED, "task_state": None,
-                                          "host": None, "node": None, "network_info": []},
+                await manager.conductor.save_with_fault(
+                    None, uuid,
+                    {"vm_state": states.SHELVED_OFFLOADED, "task_state": None, "host": None, "node": None,
+                     "network_info": []},
                     exc, host=manager.host, details="".join(traceback.format_exception(exc)),
                     expected_task_state=[states.UNSHELVING])
             return
         finally:
-            await actions.finish_action(manager.rt.db, ctx, uuid)
+            await manager.conductor.action_finish(ctx, uuid)
     await _delete_shelved_image(manager, ctx, uuid, image_id)
 
 
@@ -125,15 +126,15 @@ async def _spawn_offloaded(manager, ctx, instance: dict, image_id: str | None, n
     image = await snapshots.image_meta(manager, ctx, image_id)
     await manager.instance_events.begin_operation(uuid)  # before the ports are bound
     network_info = await manager.network_api.setup_instance_network_on_host(ctx, instance, manager.host)
-    instance = await instance_obj.save(manager.rt.db, uuid, {"network_info": network_info},
-                                       expected_task_state=[states.UNSHELVING])
+    instance = await manager.conductor.instance_save(None, uuid, {"network_info": network_info},
+                                                     expected_task_state=[states.UNSHELVING])
     block_device_info = await manager._prep_block_device(instance)
     await manager.instance_events.spawn(ctx, instance, image, network_info, block_device_info)
     power_state = (await manager.driver.get_info(instance))["power_state"]
-    instance = await instance_obj.save(
-        manager.rt.db, uuid, {"vm_state": states.ACTIVE, "task_state": None, "power_state": power_state,
-                              "system_metadata": without_shelve_keys(instance),
-                              "launched_at": utcnow().isoformat()},  # as Nova's _update_instance_after_spawn
+    instance = await manager.conductor.instance_save(
+        None, uuid, {"vm_state": states.ACTIVE, "task_state": None, "power_state": power_state,
+                     "system_metadata": without_shelve_keys(instance),
+                     "launched_at": utcnow().isoformat()},  # as Nova's _update_instance_after_spawn
         expected_task_state=[states.UNSHELVING])
     await manager._notify(ctx, instance, "instance.unshelve.end")
 
@@ -141,7 +142,7 @@ async def _spawn_offloaded(manager, ctx, instance: dict, image_id: str | None, n
 async def _undo_unshelve(manager, ctx, uuid: str) -> None:
     """Release what a failed or abandoned unshelve took on this host: guest, port bindings, claim."""
     try:
-        instance = await instance_obj.get(manager.rt.db, uuid, read_deleted=True)
+        instance = await manager.conductor.instance_get(None, uuid, read_deleted=True)
     except exceptions.InstanceNotFound:
         instance = {"uuid": uuid, "network_info": []}
     with contextlib.suppress(exceptions.InstanceNotFound):
@@ -149,12 +150,12 @@ async def _undo_unshelve(manager, ctx, uuid: str) -> None:
     if not instance.get("deleted"):
         with contextlib.suppress(Exception):
             await manager.network_api.setup_instance_network_on_host(ctx, instance, None)
-    await allocations.release(manager.rt.db, uuid)
+    await manager.conductor.allocation_release(None, uuid)
 
 
 async def _shelved_image_id(manager, uuid: str) -> str | None:
     try:
-        instance = await instance_obj.get(manager.rt.db, uuid)
+        instance = await manager.conductor.instance_get(None, uuid)
     except exceptions.InstanceNotFound:
         return None
     return (instance.get("system_metadata") or {}).get("shelved_image_id")
@@ -163,7 +164,7 @@ async def _shelved_image_id(manager, uuid: str) -> str | None:
 async def _delete_shelved_image(manager, ctx, uuid: str, image_id: str | None) -> None:
     """After a successful unshelve the shelved image has served its purpose (Nova deletes it)."""
     try:
-        instance = await instance_obj.get(manager.rt.db, uuid)
+        instance = await manager.conductor.instance_get(None, uuid)
     except exceptions.InstanceNotFound:
         return
     if image_id and instance["vm_state"] == states.ACTIVE:

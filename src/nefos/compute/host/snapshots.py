@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Callable
 
 from nefos import exceptions, fileperms
-from nefos.objects import instance as instance_obj, states
+from nefos.objects import states
 
 LOG = logging.getLogger(__name__)
 
@@ -41,14 +41,15 @@ async def snapshot_to_image(manager, ctx, instance: dict, image_id: str, *, firs
     uuid = instance["uuid"]
     pending, uploading = task_states
     try:
-        instance = await instance_obj.save(manager.rt.db, uuid, {"task_state": pending},
-                                           expected_task_state=[first_task_state])
+        instance = await manager.conductor.instance_save(None, uuid, {"task_state": pending},
+                                                         expected_task_state=[first_task_state])
         workdir = fileperms.private_dir(Path(manager.rt.cfg.state_dir) / "snapshots")
         with tempfile.TemporaryDirectory(dir=workdir) as tmp:
             target = Path(tmp) / "disk"
             async with reporting_progress(manager, uuid, pending, lambda: _size(target)):
                 disk_format = await manager.driver.snapshot(ctx, instance, target)
-            await instance_obj.save(manager.rt.db, uuid, {"task_state": uploading}, expected_task_state=[pending])
+            await manager.conductor.instance_save(None, uuid, {"task_state": uploading},
+                                                  expected_task_state=[pending])
             sent = [0]
             async with reporting_progress(manager, uuid, uploading, lambda: sent[0]):
                 await manager.image_api.upload_file(ctx, image_id, target, disk_format,
@@ -90,13 +91,13 @@ async def reporting_progress(manager, uuid: str, task_state: str, measure: Calla
                 if now == seen:
                     # No progress: the deadline may have ended the step meanwhile (the server in
                     # ERROR, its task state cleared); the step stops rather than finish late.
-                    current = (await instance_obj.get(manager.rt.db, uuid))["task_state"]
+                    current = (await manager.conductor.instance_get(None, uuid))["task_state"]
                     if current != task_state:
                         raise exceptions.UnexpectedTaskStateError(instance_uuid=uuid, expected=task_state,
                                                                   actual=current)
                     continue
                 seen = now
-                await instance_obj.save(manager.rt.db, uuid, {}, expected_task_state=[task_state])
+                await manager.conductor.instance_save(None, uuid, {}, expected_task_state=[task_state])
             except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError,
                     exceptions.InstanceInvalidState) as exc:
                 failure.append(exc)

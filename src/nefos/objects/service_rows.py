@@ -1,4 +1,7 @@
-"""A compute host disables and re-enables its own service as its hypervisor connection
+"""The rows of ``services``: registration and heartbeats (Nova's servicegroup database driver;
+a compute host's go through the conductor), and the compute service's own state.
+
+A compute host disables and re-enables its own service as its hypervisor connection
 drops and returns (Nova's ``_set_host_enabled``), and records the connection itself
 (``record_hypervisor_connection``): hypervisor health, apart from heartbeat liveness and
 from whether the service is enabled (an operator's disable hides neither).
@@ -13,10 +16,11 @@ the same moment wins whichever statement commits first.
 from __future__ import annotations
 
 import logging
+import uuid as uuidlib
 
-from sqlalchemy import or_, update
+from sqlalchemy import or_, select, update
 
-from nefos.compute.services import COMPUTE_BINARY
+from nefos.objects.binaries import COMPUTE_BINARY
 from nefos.db.models import Service, utcnow
 
 LOG = logging.getLogger(__name__)
@@ -24,6 +28,27 @@ LOG = logging.getLogger(__name__)
 DISABLE_PREFIX = "AUTO: "
 DISABLED_BY_AUTO = "auto"
 DISABLE_REASON_UNDEFINED = "None"
+
+
+async def register(db, host: str, binary: str, topic: str | None) -> int:
+    """Create or revive this (host, binary) row; returns its id."""
+    async with db.transaction() as s:
+        row = (await s.execute(select(Service).where(
+            Service.host == host, Service.binary == binary, Service.deleted == 0))).scalar_one_or_none()
+        if row is None:
+            row = Service(uuid=str(uuidlib.uuid4()), host=host, binary=binary, topic=topic, last_seen_up=utcnow(),
+                          report_count=0)
+            s.add(row)
+            await s.flush()
+        else:
+            row.last_seen_up = utcnow()
+        return row.id
+
+
+async def heartbeat(db, service_id: int) -> None:
+    async with db.transaction() as s:
+        await s.execute(update(Service).where(Service.id == service_id).values(
+            last_seen_up=utcnow(), report_count=Service.report_count + 1))
 
 
 def auto_reason(reason: str | None) -> str:
