@@ -2,9 +2,10 @@
 
 ```
  root namespace                                              RabbitMQ 127.0.0.1:5672 (vhost mh-<token>)
-   control plane: api conductor scheduler network             PostgreSQL 127.0.0.1:5432 (database nefos_test_…)
-   image identity metadata (127.0.0.1, each its own process)  libvirtd + QEMU (guests' taps made here)
-   TcpForwarder: 172.31.X.1:<port> ──▶ 127.0.0.1:<each of the above's ports>
+   control plane: api conductor scheduler network             PostgreSQL 127.0.0.1:5432 (database nefos_test_…,
+   image identity metadata (127.0.0.1, each its own process)    the control plane's only)
+   TcpForwarder: 172.31.X.1:<port> ──▶ 127.0.0.1:<port>       libvirtd + QEMU (guests' taps made here)
+                 (RabbitMQ, the APIs, the metadata service)
    mh<token>br  172.31.X.1/24  (the underlay bridge: the hosts' veths only, no uplink)
      ├─ mh<token>v2 ══ ul0 172.31.X.2  ns mh<token>-<host 1>: nefos compute (libvirt) + nefos l2-agent
      ├─ mh<token>v3 ══ ul0 172.31.X.3  ns mh<token>-<host 2>: nefos compute (libvirt) + nefos l2-agent
@@ -13,8 +14,8 @@
                                                                 + l3-agent
 ```
 
-The processes in a namespace reach the database, the bus, the APIs and the metadata service at the
-forwarders on 172.31.X.1, so pulling a namespace's cable (``partition``: ``ul0`` down) cuts that
+The processes in a namespace (which have no database) reach the bus, the APIs and the metadata
+service at the forwarders on 172.31.X.1, so pulling a namespace's cable (``partition``: ``ul0`` down) cuts that
 host off everything, as on a real network. A libvirt host's guests run under the machine's
 libvirtd, which makes their taps in the root namespace; the compute host moves each into its own
 namespace (option ``libvirtd_netns``, ``nefos.virt.libvirt.tap_netns.move_taps_here``), where its L2
@@ -38,18 +39,16 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import httpx
 
 from nefos.allinone import free_port
-from tests.backends import PG_ADMIN_URL, fresh_database
+from tests.backends import fresh_database
 from tests.multihost.underlay import TcpForwarder, Underlay, run
 from tests.noauth import ADMIN
 
 BIN = Path(sys.executable).parent
 RABBIT_HOST, RABBIT_PORT = "127.0.0.1", 5672
-PG_PORT = urlsplit(PG_ADMIN_URL).port or 5432
 API_PORTS = ("COMPUTE", "NETWORK", "IMAGE", "IDENTITY")
 CONTROL_PLANE = ("identity", "image", "network", "scheduler", "conductor", "metadata", "api")
 
@@ -156,7 +155,6 @@ class MultiHostCloud:
         ports = {name: free_port() for name in API_PORTS}
         metadata_port = free_port()
         forwarded = {name: self.forwarder.forward(gw, port) for name, port in ports.items()}
-        pg = self.forwarder.forward(gw, PG_PORT)
         amqp = self.forwarder.forward(gw, RABBIT_PORT, RABBIT_HOST)
         metadata = self.forwarder.forward(gw, metadata_port)
         common = dict(os.environ, NEFOS_AUTH_STRATEGY="noauth",
@@ -171,11 +169,12 @@ class MultiHostCloud:
                                 NEFOS_HOST=f"mh{self.underlay.token}-control",
                                 NEFOS_METADATA_LISTEN_PORT=str(metadata_port),
                                 **{f"NEFOS_{n}_API_PORT": str(p) for n, p in ports.items()})
-        self.host_env = dict(common, NEFOS_DATABASE_URL=db_url.replace(f"127.0.0.1:{PG_PORT}", f"{gw}:{pg}"),
-                             NEFOS_BUS_URL=f"amqp://guest:guest@{gw}:{amqp}/{self.vhost}",
+        # Compute hosts and agents have no database (they reach it through the conductor and the
+        # network service, over the bus): none is forwarded to them.
+        common.pop("NEFOS_DATABASE_URL", None)
+        self.host_env = dict(common, NEFOS_BUS_URL=f"amqp://guest:guest@{gw}:{amqp}/{self.vhost}",
                              NEFOS_METADATA_HOST=gw, NEFOS_METADATA_LISTEN_PORT=str(metadata),
                              **{f"NEFOS_{n}_API_PORT": str(p) for n, p in forwarded.items()})
-        assert self.host_env["NEFOS_DATABASE_URL"] != db_url, db_url
         self.endpoints = {"compute": f"http://127.0.0.1:{ports['COMPUTE']}",
                           "network": f"http://127.0.0.1:{ports['NETWORK']}"}
         self.underlay_endpoints = {"compute": f"http://{gw}:{forwarded['COMPUTE']}"}

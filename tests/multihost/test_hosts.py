@@ -1,6 +1,7 @@
-"""Three compute hosts, each in its own network namespace, report through the underlay (their
-heartbeats reach the database through the forwarder; test_boot.py shows each serving its bus topic:
-builds are cast to it, console output is asked of it)."""
+"""Three compute hosts, each in its own network namespace with no database, report over the bus
+through the underlay (their heartbeats and nodes reach the database through the conductor;
+test_boot.py shows each serving its own topic too: builds are cast to it, console output is asked
+of it)."""
 
 from __future__ import annotations
 
