@@ -19,8 +19,8 @@ service at the forwarders on 172.31.X.1, so pulling a namespace's cable (``parti
 host off everything, as on a real network. A libvirt host's guests run under the machine's
 libvirtd, which makes their taps in the root namespace; the compute host moves each into its own
 namespace (option ``libvirtd_netns``, ``nefos.virt.libvirt.tap_netns.move_taps_here``), where its L2
-agent wires it into the network's bridge. Each L2 agent gets ``local_ip`` = its underlay address
-(the VXLAN tunnel endpoint, for an L2 agent that has VXLAN).
+agent wires it into the network's bridge. Each L2 agent gets ``local_ip`` = its underlay address:
+tenant networks (VXLAN) cross between the namespaces in tunnels between those addresses.
 
 Everything is made under a run token and removed by ``stop()`` in reverse order, whatever failed:
 processes, libvirt domains under the run's directory, namespaces (the agents' ``qdhcp-`` /
@@ -85,13 +85,6 @@ class Process:
 
     def tail(self, chars: int = 3000) -> str:
         return f"--- {self.label}\n{self.log_path.read_text(errors='replace')[-chars:]}"
-
-
-def l2_agent_has_vxlan() -> bool:
-    """Whether the L2 agent carries tenant networks between hosts itself (VXLAN from its
-    ``local_ip``, the underlay address the harness gives it as NEFOS_LOCAL_IP)."""
-    from nefos.config import Config
-    return "local_ip" in Config.model_fields or any("vxlan" in name for name in Config.model_fields)
 
 
 def _libvirtd_netns() -> str:
@@ -201,7 +194,7 @@ class MultiHostCloud:
             self.network_host = f"mh{self.underlay.token}-net"
             env = dict(self.host_env, NEFOS_HOST=self.network_host, NEFOS_LOCAL_IP=self.network_address)
             # The network node's own L2 agent (as Neutron runs one beside its DHCP agent): it reports
-            # the DHCP ports' taps, and with VXLAN joins the node's bridges to the hosts'.
+            # the DHCP ports' taps and joins the node's bridges to the hosts' over VXLAN.
             for agent in ("l2-agent", "dhcp-agent", "l3-agent"):
                 self._spawn(f"net:{agent}", [agent], env, state, self.network_ns)
         self._wait_ready()
@@ -309,18 +302,11 @@ class MultiHostCloud:
 
     # Servers -------------------------------------------------------------------------------
     def make_network(self, name: str, cidr: str) -> dict:
-        """A tenant network and its subnet. Between namespaces its frames need a carrier: the L2
-        agents' VXLAN when they have it, else a flat segment the harness lays (``add_segment``)
-        joining the network's bridge on every libvirt host and the network node."""
+        """A tenant network (VXLAN: the L2 agents carry it between the namespaces) and its subnet."""
         r = self.network.post("/v2.0/networks", json={"network": {"name": name}})
         assert r.status_code == 201, r.text
         net = r.json()["network"]
         self.networks.add(net["id"])
-        if not l2_agent_has_vxlan():
-            namespaces = [h.namespace for h in self.hosts.values() if h.driver == "libvirt"]
-            if self.network_node:
-                namespaces.append(self.network_ns)
-            self.underlay.add_segment("brq" + net["id"][:11], namespaces)
         r = self.network.post("/v2.0/subnets", json={"subnet": {"network_id": net["id"], "cidr": cidr,
                                                                  "ip_version": 4}})
         assert r.status_code == 201, r.text

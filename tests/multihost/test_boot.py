@@ -1,6 +1,7 @@
 """Servers placed on each host (``nova:<host>``, as admin); the real guests get their addresses
-from the network node's dnsmasq, across namespaces: the tap libvirt made in the root namespace was
-moved into its host's namespace and wired there by that host's L2 agent."""
+from the network node's dnsmasq, across namespaces (VXLAN between the L2 agents): the tap libvirt
+made in the root namespace was moved into its host's namespace and wired there by that host's L2
+agent."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ pytestmark = [pytest.mark.libvirt, pytest.mark.postgres, pytest.mark.rabbit]
 
 def test_servers_placed_on_each_host_and_real_guests_lease_from_the_network_node(multihost):
     net = multihost.make_network("mh-boot", "10.61.0.0/24")
+    assert net["provider:network_type"] == "vxlan", net
     placed = {host: multihost.boot(f"mh-on-{host}", net["id"], host=host) for host in (*REAL_HOSTS, FAKE_HOST)}
     try:
         servers = {host: multihost.wait_server(sid, "ACTIVE") for host, sid in placed.items()}

@@ -1,8 +1,7 @@
 """A guest on one host pings a guest on another over their tenant network: the frames cross from
 one host's namespace to the other's only through the L2 agents' VXLAN tunnels between their
 underlay addresses (each agent's ``local_ip``), as Neutron's Linux bridge agent carries a VXLAN
-network. Without VXLAN in the L2 agent nothing joins the hosts' bridges, so the test skips, saying
-so; it needs no change once the agent has it.
+network.
 """
 
 from __future__ import annotations
@@ -11,7 +10,6 @@ import base64
 
 import pytest
 
-from tests.multihost.cloud import l2_agent_has_vxlan
 from tests.multihost.conftest import REAL_HOSTS
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.postgres, pytest.mark.rabbit]
@@ -25,9 +23,6 @@ echo "NEFOS-PING: {ip} did not answer"
 """
 
 
-@pytest.mark.skipif(not l2_agent_has_vxlan(),
-                    reason="the L2 agent has no VXLAN (no local_ip option): no tenant network spans two "
-                           "hosts' namespaces yet")
 def test_guest_pings_a_guest_on_another_host_over_vxlan(multihost):
     net = multihost.make_network("mh-vxlan", "10.63.0.0/24")
     target = multihost.boot("mh-target", net["id"], host=REAL_HOSTS[1])

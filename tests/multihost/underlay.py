@@ -99,7 +99,6 @@ class Underlay:
         self.gateway = str(self.subnet.network_address + 1)  # the root namespace's side
         self.bridge = f"mh{self.token}br"
         self.namespaces: dict[str, tuple[str, str]] = {}  # namespace -> (root-side veth, its address)
-        self.segments: dict[str, list[str]] = {}  # segment bridge -> its root-side veths
         self._made_bridge = False
         try:
             run("ip", "link", "add", self.bridge, "type", "bridge")
@@ -126,36 +125,12 @@ class Underlay:
         run("ip", "-n", ns, "link", "set", "lo", "up")
         return ns, address
 
-    def add_segment(self, bridge: str, namespaces: list[str]) -> None:
-        """A flat L2 segment joining the bridge ``bridge`` of each namespace (made here when missing;
-        the agents' ``ensure_bridge`` finds it there): a root-side bridge with one veth per namespace,
-        as a flat provider network's physical interface joins the hosts' bridges in Neutron's Linux
-        bridge agent. Bridges of one network joined twice (by this and by VXLAN) would loop."""
-        segment = f"mh{self.token}s{len(self.segments)}"
-        self.segments[segment] = []
-        run("ip", "link", "add", segment, "type", "bridge")
-        run("ip", "link", "set", segment, "up")
-        for i, ns in enumerate(namespaces):
-            outside = f"{segment}w{i}"
-            self.segments[segment].append(outside)
-            run("ip", "-n", ns, "link", "add", bridge, "type", "bridge", check=False)
-            run("ip", "-n", ns, "link", "set", bridge, "up")
-            run("ip", "link", "add", outside, "type", "veth", "peer", "name", f"wire{len(self.segments)}",
-                "netns", ns)
-            run("ip", "link", "set", outside, "master", segment, "up")
-            run("ip", "-n", ns, "link", "set", f"wire{len(self.segments)}", "master", bridge, "up")
-
     def set_link(self, ns: str, up: bool) -> None:
         """The namespace's underlay link (``ul0``, inside it) up or down: down cuts the host off
         the control plane and the other hosts, as a pulled cable."""
         run("ip", "-n", ns, "link", "set", "ul0", "up" if up else "down")
 
     def remove(self) -> None:
-        for segment, veths in list(self.segments.items()):
-            for outside in veths:
-                run("ip", "link", "del", outside, check=False)
-            run("ip", "link", "del", segment, check=False)
-            self.segments.pop(segment, None)
         for ns, (outside, _address) in list(self.namespaces.items()):
             run("ip", "link", "del", outside, check=False)
             run("ip", "netns", "del", ns, check=False)
