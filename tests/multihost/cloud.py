@@ -170,7 +170,6 @@ class MultiHostCloud:
                              **{f"NEFOS_{n}_API_PORT": str(p) for n, p in forwarded.items()})
         self.endpoints = {"compute": f"http://127.0.0.1:{ports['COMPUTE']}",
                           "network": f"http://127.0.0.1:{ports['NETWORK']}"}
-        self.underlay_endpoints = {"compute": f"http://{gw}:{forwarded['COMPUTE']}"}
 
         control = self.top / "control"
         control.mkdir(mode=0o700)
