@@ -26,8 +26,8 @@ from nefos.db.models import BlockDeviceMapping, utcnow
 from nefos.objects import (actions, allocations, build_requests, console_auth_tokens, instance as instance_obj,
                            states)
 from nefos.compute.resource_tracker import ResourceTracker
-from nefos.compute import (consoles, deadlines, init_host as host_init, instance_events, interfaces, lifecycle,
-                           live_migration, power_sync, rebuild, rescue, resize, service_state, shelve,
+from nefos.compute import (consoles, deadlines, evacuate, init_host as host_init, instance_events, interfaces,
+                           lifecycle, live_migration, power_sync, rebuild, rescue, resize, service_state, shelve,
                            snapshots)
 from nefos.image.client import ImageAPI
 
@@ -556,7 +556,12 @@ class ComputeManager(Endpoint):
     async def unrescue_instance(self, ctx, instance_uuid: str) -> None:
         await rescue.unrescue_instance(self, ctx, instance_uuid)
 
-    async def rebuild_instance(self, ctx, instance_uuid: str, image_id: str, was_stopped: bool = False) -> None:
+    async def rebuild_instance(self, ctx, instance_uuid: str, image_id: str, was_stopped: bool = False,
+                               migration: dict | None = None) -> None:
+        """A rebuild here, or (``migration``, Nova's ``recreate``) an evacuation to this host."""
+        if migration is not None:
+            await evacuate.rebuild_on_destination(self, ctx, instance_uuid, image_id, was_stopped, migration)
+            return
         await rebuild.rebuild_instance(self, ctx, instance_uuid, image_id, was_stopped)
 
     # Resize and cold migration (compute/resize.py) --------------------------------------------

@@ -198,6 +198,11 @@ class ConductorManager(Endpoint):
         from nefos.compute import live_migration
         await live_migration.conductor_live_migrate(self, ctx, instance_uuid, request_spec, migration, forced_host)
 
+    async def evacuate_instance(self, ctx, instance_uuid: str, request_spec: dict, migration: dict) -> None:
+        """Evacuation (Nova's rebuild_instance with recreate): schedule, cast it to the destination."""
+        from nefos.conductor import evacuate
+        await evacuate.evacuate_instance(self, ctx, instance_uuid, request_spec, migration)
+
 
 async def _with_retries(function, *args):
     """A build request's own bookkeeping outlives a short database outage or deadlock."""
@@ -245,3 +250,8 @@ class ConductorAPI:
         send = self.bus.cast if async_ else self.bus.call
         await send(ctx, "conductor", "live_migrate_instance", instance_uuid=instance_uuid,
                    request_spec=request_spec, migration=migration, forced_host=forced_host)
+
+    async def evacuate_instance(self, ctx, instance_uuid: str, request_spec: dict, migration: dict) -> None:
+        """A cast, as Nova's: the evacuation's outcome shows on the server and its migration."""
+        await self.bus.cast(ctx, "conductor", "evacuate_instance", instance_uuid=instance_uuid,
+                            request_spec=request_spec, migration=migration)
