@@ -70,9 +70,13 @@ async def node_id(cloud, host: str) -> int:
                                                              ComputeNode.deleted == 0))).scalar_one()
 
 
-async def test_lost_host_evacuated_and_its_return_destroys_only_proven_guests(tmp_path):
+async def test_lost_host_evacuated_and_its_return_destroys_only_proven_guests(tmp_path, monkeypatch):
     """Heartbeats stop (the compute component is killed), the host is down after service_down_time
     (tuned short here; the sibling below uses the default through forced_down)."""
+    # The destination's network-vif-plugged must reach it as a cast (the server still names its failed
+    # host while it spawns), not from its inbox re-read: that one is put past the test's waits.
+    from nefos.compute import instance_events
+    monkeypatch.setattr(instance_events, "INBOX_POLL", 60.0)
     cloud = await start_cloud(tmp_path, fake_hosts=2, report_interval=REPORT_INTERVAL,
                               service_down_time=DOWN_TIME, **FAST)
     try:

@@ -41,7 +41,7 @@ from sqlalchemy import select, update
 
 from nefos import exceptions
 from nefos.compute import snapshots
-from nefos.compute.evacuate_api import EVACUATION, evacuation_of, with_migration
+from nefos.compute.evacuate_api import EVACUATION, EVACUATION_TASK_STATES, evacuation_of, with_migration
 from nefos.context import admin_context
 from nefos.db.models import Allocation, Migration, utcnow
 from nefos.objects import actions, allocations, instance as instance_obj, migrations as migrations_obj, states
@@ -49,7 +49,6 @@ from nefos.objects import actions, allocations, instance as instance_obj, migrat
 LOG = logging.getLogger(__name__)
 
 REBUILD_EVENT = "compute_rebuild_instance"  # Nova's event name, for a rebuild and an evacuation
-EVACUATION_TASK_STATES = (states.REBUILDING, states.REBUILD_BLOCK_DEVICE_MAPPING, states.REBUILD_SPAWNING)
 # Nova's _destroy_evacuated_instances: evacuations from this host that prove its guest is elsewhere.
 PROVING_STATUSES = ("accepted", "pre-migrating", "done")
 IN_PROGRESS_STATUSES = ("accepted", "pre-migrating")

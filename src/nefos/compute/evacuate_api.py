@@ -20,13 +20,14 @@ from sqlalchemy import select
 
 from nefos import exceptions, notifications
 from nefos.compute.services import COMPUTE_BINARY
-from nefos.db.models import Service
+from nefos.db.models import Migration, Service
 from nefos.objects import actions, instance as instance_obj, migrations as migrations_obj, states
 from nefos.objects.instance import MIGRATION_KEY
 
 EVACUATE = "evacuate"  # Nova's instance action
 EVACUATION = "evacuation"  # Nova's migration type
 ALLOWED_VM_STATES = (states.ACTIVE, states.STOPPED, states.ERROR)
+EVACUATION_TASK_STATES = (states.REBUILDING, states.REBUILD_BLOCK_DEVICE_MAPPING, states.REBUILD_SPAWNING)
 
 
 class ComputeServiceInUse(exceptions.Invalid):
@@ -45,6 +46,16 @@ def with_migration(instance: dict, migration: dict | None) -> dict:
 def evacuation_of(instance: dict) -> dict | None:
     migration = (instance.get("system_metadata") or {}).get(MIGRATION_KEY)
     return migration if migration and migration.get("type") == EVACUATION else None
+
+
+async def destinations(db, instance_uuids) -> dict[str, str]:
+    """The destination host of each of these instances' evacuation under way (once scheduled)."""
+    t = Migration.__table__
+    q = select(t.c.instance_uuid, t.c.dest_compute).where(
+        t.c.instance_uuid.in_(list(instance_uuids)), t.c.deleted == 0, t.c.migration_type == EVACUATION,
+        t.c.status.in_(("accepted", "pre-migrating")), t.c.dest_compute.is_not(None))
+    async with db.reader() as s:
+        return {uuid: dest for uuid, dest in (await s.execute(q)).all()}
 
 
 async def compute_host_exists(db, host: str) -> bool:
