@@ -252,3 +252,33 @@ async def test_evacuate_choices_and_failures(tmp_path):
         assert usage["allocations"] == 0, usage
     finally:
         await stop_cloud(cloud)
+
+
+async def test_delete_during_evacuation_wins_and_leaks_nothing(tmp_path):
+    """Deleted while its destination spawns (the guest is there, its network-vif-plugged not yet: the
+    fake L2 agent reports late here): the delete wins, the destination drops its guest and claim."""
+    from tests.compute.conftest import eventually
+    cloud = await start_cloud(tmp_path, fake_hosts=2, fake_l2_agent_delay=2.0, **FAST)
+    try:
+        (server,) = await boot_active(cloud, count=1, host="host-1")
+        await crash_compute(cloud, "host-1")
+        r = await cloud.compute.put("/v2.1/os-services/force-down", headers=version("2.11"),
+                                    json={"host": "host-1", "binary": "nova-compute", "forced_down": True})
+        assert r.status_code == 200, r.text
+        await evacuate(cloud, server, {}, v="2.14")
+
+        async def spawned_on_destination():
+            return server in cloud.driver("host-2").guests
+        await eventually(spawned_on_destination, timeout=15, interval=0.01)
+        r = await cloud.compute.delete(f"/v2.1/servers/{server}")
+        assert r.status_code == 204, r.text
+        await cloud.wait_gone(server)
+
+        async def nothing_left():
+            usage = await cloud.hypervisor_usage()
+            return (server not in cloud.driver("host-2").guests and usage["allocations"] == 0
+                    and usage["running_vms"] == 0)
+        await eventually(nothing_left, timeout=15)
+        assert await cloud.ports(device_id=server) == []
+    finally:
+        await stop_cloud(cloud)
