@@ -159,6 +159,9 @@ async def test_forced_down_host_with_default_down_time(tmp_path):
                                     headers=version("2.53"))
         assert r.status_code == 200, r.text
         assert r.json()["service"]["state"] == "down" and r.json()["service"]["forced_down"] is True
+        r = await cloud.compute.get("/v2.1/os-hypervisors/detail")
+        assert {h["hypervisor_hostname"]: h["state"] for h in r.json()["hypervisors"]} == {
+            "host-1": "down", "host-2": "up"}
 
         # Forced down: never scheduled to, though it is the emptier host.
         spare = (await boot_active(cloud, count=1))[0]
