@@ -37,13 +37,12 @@ import contextlib
 import logging
 import traceback
 
-from sqlalchemy import select, update
-
 from nefos import exceptions
 from nefos.compute import snapshots
-from nefos.compute.evacuate_api import EVACUATION, EVACUATION_TASK_STATES, evacuation_of, with_migration
+from nefos.compute.evacuate_api import (EVACUATION, EVACUATION_TASK_STATES, IN_PROGRESS_STATUSES, evacuation_of,
+                                        with_migration)
 from nefos.context import admin_context
-from nefos.db.models import Allocation, Migration, utcnow
+from nefos.db.models import utcnow
 from nefos.objects import actions, allocations, instance as instance_obj, migrations as migrations_obj, states
 
 LOG = logging.getLogger(__name__)
@@ -51,7 +50,6 @@ LOG = logging.getLogger(__name__)
 REBUILD_EVENT = "compute_rebuild_instance"  # Nova's event name, for a rebuild and an evacuation
 # Nova's _destroy_evacuated_instances: evacuations from this host that prove its guest is elsewhere.
 PROVING_STATUSES = ("accepted", "pre-migrating", "done")
-IN_PROGRESS_STATUSES = ("accepted", "pre-migrating")
 
 
 class EvacuationClaimMissing(exceptions.NefosError):
@@ -121,8 +119,7 @@ async def _rebuild(manager, ctx, instance: dict, image_id: str, stopped: bool, m
             expected_task_state=[states.REBUILD_SPAWNING], session=s)
         # The source's claim is given back; the migration's claim here becomes the server's.
         await allocations.release(db, uuid, session=s)
-        await s.execute(update(Allocation).where(Allocation.consumer_uuid == migration["uuid"])
-                        .values(consumer_uuid=uuid).execution_options(synchronize_session=False))
+        await allocations.transfer(s, migration["uuid"], uuid)
         await migrations_obj.set_status(db, migration["uuid"], "done", session=s)
     LOG.info("instance %s: evacuated from %s to %s", uuid, migration["source_compute"], manager.host)
     await manager._notify(ctx, instance, "instance.rebuild.end")
@@ -160,11 +157,8 @@ async def _fail(manager, ctx, instance: dict, migration: dict, exc: BaseExceptio
 # Source, when it comes back ------------------------------------------------------------------------
 async def _evacuations_from(db, host: str, statuses: tuple[str, ...]) -> dict[str, dict]:
     """This host's evacuations in ``statuses``, by instance (the newest of each)."""
-    t = Migration.__table__
-    q = (select(t).where(t.c.deleted == 0, t.c.source_compute == host, t.c.migration_type == EVACUATION,
-                         t.c.status.in_(statuses)).order_by(t.c.id))
-    async with db.reader() as s:
-        return {row["instance_uuid"]: dict(row) for row in (await s.execute(q)).mappings().all()}
+    rows = await migrations_obj.by_source_and_type(db, host, EVACUATION, statuses)
+    return {row["instance_uuid"]: row for row in rows}
 
 
 async def evacuations_in_progress(db, host: str) -> set[str]:

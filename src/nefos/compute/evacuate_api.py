@@ -20,7 +20,7 @@ from sqlalchemy import select
 
 from nefos import exceptions, notifications
 from nefos.compute.services import COMPUTE_BINARY
-from nefos.db.models import Migration, Service
+from nefos.db.models import Service
 from nefos.objects import actions, instance as instance_obj, migrations as migrations_obj, states
 from nefos.objects.instance import MIGRATION_KEY
 
@@ -28,6 +28,7 @@ EVACUATE = "evacuate"  # Nova's instance action
 EVACUATION = "evacuation"  # Nova's migration type
 ALLOWED_VM_STATES = (states.ACTIVE, states.STOPPED, states.ERROR)
 EVACUATION_TASK_STATES = (states.REBUILDING, states.REBUILD_BLOCK_DEVICE_MAPPING, states.REBUILD_SPAWNING)
+IN_PROGRESS_STATUSES = ("accepted", "pre-migrating")  # before the destination's done or failed
 
 
 class ComputeServiceInUse(exceptions.Invalid):
@@ -50,12 +51,7 @@ def evacuation_of(instance: dict) -> dict | None:
 
 async def destinations(db, instance_uuids) -> dict[str, str]:
     """The destination host of each of these instances' evacuation under way (once scheduled)."""
-    t = Migration.__table__
-    q = select(t.c.instance_uuid, t.c.dest_compute).where(
-        t.c.instance_uuid.in_(list(instance_uuids)), t.c.deleted == 0, t.c.migration_type == EVACUATION,
-        t.c.status.in_(("accepted", "pre-migrating")), t.c.dest_compute.is_not(None))
-    async with db.reader() as s:
-        return {uuid: dest for uuid, dest in (await s.execute(q)).all()}
+    return await migrations_obj.destinations_in_progress(db, instance_uuids, EVACUATION, IN_PROGRESS_STATUSES)
 
 
 async def compute_host_exists(db, host: str) -> bool:
