@@ -120,6 +120,13 @@ async def test_lost_host_evacuated_and_its_return_destroys_only_proven_guests(tm
         assert await allocations.get(cloud.rt.db, migration["uuid"]) is None
         r = await cloud.compute.get(f"/v2.1/servers/{moved}/os-instance-actions")
         assert "evacuate" in [a["action"] for a in r.json()["instanceActions"]]
+        # os-migrations at 2.23: the type shown (no uuid before 2.59); before 2.23, no type.
+        r = await cloud.compute.get("/v2.1/os-migrations", headers=version("2.23"))
+        (listed,) = r.json()["migrations"]
+        assert listed["migration_type"] == "evacuation" and "uuid" not in listed
+        assert (listed["source_compute"], listed["dest_compute"], listed["status"]) == ("host-1", "host-2", "done")
+        r = await cloud.compute.get("/v2.1/os-migrations", headers=version("2.22"))
+        assert "migration_type" not in r.json()["migrations"][0]
 
         # A guest whose instance is elsewhere with no evacuation recorded (say, a resize kept it).
         await set_instance(cloud, unproven, host="host-2", node="host-2")
@@ -204,7 +211,9 @@ async def test_evacuate_choices_and_failures(tmp_path):
                                     json={"host": "host-1", "binary": "nova-compute", "forced_down": True})
         assert r.status_code == 200, r.text
 
-        # A requested host, checked by the scheduler (2.29, not forced).
+        # A requested host, checked by the scheduler (2.29, not forced); a server in ERROR comes back ACTIVE.
+        await cloud.action(to_3, {"os-resetState": {"state": "error"}})
+        await cloud.wait_status(to_3, "ERROR")
         await evacuate(cloud, to_3, {"host": "host-3", "force": False}, v="2.29")
         server = await wait_evacuated(cloud, to_3)
         assert (server["status"], server["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", "host-3")
