@@ -294,3 +294,40 @@ async def test_delete_during_evacuation_wins_and_leaks_nothing(tmp_path):
         assert await cloud.ports(device_id=server) == []
     finally:
         await stop_cloud(cloud)
+
+
+async def test_destination_restarted_mid_evacuation_fails_it(tmp_path):
+    """The destination's process dies while it spawns the evacuated guest: when it starts again the
+    evacuation fails as any failure there (ERROR on the source with a fault, claim and ports back)."""
+    from tests.compute.conftest import eventually
+    cloud = await start_cloud(tmp_path, fake_hosts=2, **FAST)
+    try:
+        (server,) = await boot_active(cloud, count=1, host="host-1")
+        # Booted, its flavor's copy now asks the fake driver to stall the next spawn (the evacuation's).
+        await set_instance(cloud, server, flavor=dict((await instance_obj.get(cloud.rt.db, server))["flavor"],
+                                                      extra_specs={"nefos:fake_spawn_delay": "60"}))
+        ports_before = fixed_ips(await cloud.ports(device_id=server))
+        await crash_compute(cloud, "host-1")
+        r = await cloud.compute.put("/v2.1/os-services/force-down", headers=version("2.11"),
+                                    json={"host": "host-1", "binary": "nova-compute", "forced_down": True})
+        assert r.status_code == 200, r.text
+        await evacuate(cloud, server, {}, v="2.14")
+
+        async def spawning():
+            return (await cloud.server(server))["OS-EXT-STS:task_state"] == "rebuild_spawning"
+        await eventually(spawning, timeout=15)
+        destination = await crash_compute(cloud, "host-2")
+        await start_compute(cloud, destination)
+
+        server_view = await wait_evacuated(cloud, server, "ERROR")
+        assert server_view["status"] == "ERROR" and "interrupted by a restart" in server_view["fault"]["message"]
+        assert server_view["OS-EXT-SRV-ATTR:host"] == "host-1"
+        (migration,) = await evacuations(cloud, server)
+        assert migration["status"] == "failed"
+        assert await allocations.get(cloud.rt.db, migration["uuid"]) is None
+        assert (await allocations.get(cloud.rt.db, server))["compute_node_id"] == await node_id(cloud, "host-1")
+        assert server not in destination.driver.guests
+        ports = await cloud.ports(device_id=server)
+        assert fixed_ips(ports) == ports_before and {p["binding:host_id"] for p in ports} == {"host-1"}
+    finally:
+        await stop_cloud(cloud)

@@ -157,8 +157,39 @@ async def _fail(manager, ctx, instance: dict, migration: dict, exc: BaseExceptio
 # Source, when it comes back ------------------------------------------------------------------------
 async def _evacuations_from(db, host: str, statuses: tuple[str, ...]) -> dict[str, dict]:
     """This host's evacuations in ``statuses``, by instance (the newest of each)."""
-    rows = await migrations_obj.by_source_and_type(db, host, EVACUATION, statuses)
+    rows = await migrations_obj.by_host_and_type(db, EVACUATION, statuses, source_compute=host)
     return {row["instance_uuid"]: row for row in rows}
+
+
+async def fail_interrupted_evacuations(manager) -> set[str]:
+    """Evacuations to this host that a restart of it interrupted (it had taken them: pre-migrating)
+    fail as any other failure here: ERROR on the source, this host's guest and claim dropped, the
+    ports bound back. Returns their instances."""
+    failed: set[str] = set()
+    db = manager.rt.db
+    for migration in await migrations_obj.by_host_and_type(db, EVACUATION, ("pre-migrating",),
+                                                           dest_compute=manager.host):
+        uuid = migration["instance_uuid"]
+        async with manager.instance_lock(uuid):
+            try:
+                instance = await instance_obj.get(db, uuid)
+            except exceptions.InstanceNotFound:
+                continue
+            current = evacuation_of(instance)
+            if current is None or current["uuid"] != migration["uuid"]:
+                continue
+            exc = exceptions.NefosError(f"the evacuation was interrupted by a restart of compute host {manager.host}")
+            LOG.warning("instance %s: %s", uuid, exc)
+            ctx = await _action_context(db, uuid)
+            await _fail(manager, ctx, instance, current, exc)
+            await actions.finish_action(db, ctx, uuid, message="Error")
+            failed.add(uuid)
+    return failed
+
+
+async def _action_context(db, uuid: str):
+    from nefos.compute.init_host import action_context
+    return await action_context(db, uuid, "evacuate")
 
 
 async def evacuations_in_progress(db, host: str) -> set[str]:

@@ -31,7 +31,8 @@ one way this host brings an instance back to a consistent state (``recover_insta
      unfinished image deleted.
    Operations resumed here are recorded under the user's original action; one
    that could not be done is recorded there as failed (an ``Error`` event).
-   An instance being evacuated from this host is left to its destination.
+   An instance being evacuated from this host is left to its destination; an
+   evacuation to this host that the restart interrupted fails (ERROR on its source).
 4. With ``resume_guests_state_on_host_boot``, guests of ACTIVE instances that
    are not running are powered on.
 5. Usage is recomputed from the claims, then one full power-state sync pass.
@@ -76,6 +77,7 @@ async def init_host(manager) -> None:
         await manager.resource_tracker.update_available_resource(heal_usage=True)
         return
     manager.lifecycle.connection_seen(True)
+    guests -= await evacuate.fail_interrupted_evacuations(manager)
     instances = await power_sync.host_instances(manager.rt.db, manager.host)
     ours = {i["uuid"] for i in instances}
     await _bounded(manager, [_cleanup_foreign_guest(manager, uuid) for uuid in sorted(guests - ours)])

@@ -127,13 +127,17 @@ async def in_progress_live(db: Database, instance_uuid: str) -> list[dict]:
         return [_plain(r) for r in (await s.execute(q.order_by(t.c.id))).mappings().all()]
 
 
-async def by_source_and_type(db: Database, source_compute: str, migration_type: str,
-                             statuses: tuple[str, ...]) -> list[dict]:
-    """Migrations of ``migration_type`` from ``source_compute`` in one of ``statuses``, oldest first
-    (Nova's ``MigrationList.get_by_filters`` as ``_destroy_evacuated_instances`` asks it)."""
+async def by_host_and_type(db: Database, migration_type: str, statuses: tuple[str, ...], *,
+                           source_compute: str | None = None, dest_compute: str | None = None) -> list[dict]:
+    """Migrations of ``migration_type`` in one of ``statuses`` from ``source_compute`` (or to
+    ``dest_compute``), oldest first (Nova's ``MigrationList.get_by_filters`` as
+    ``_destroy_evacuated_instances`` asks it)."""
     t = MIGRATIONS
-    q = select(t).where(t.c.deleted == 0, t.c.source_compute == source_compute,
-                        t.c.migration_type == migration_type, t.c.status.in_(statuses))
+    q = select(t).where(t.c.deleted == 0, t.c.migration_type == migration_type, t.c.status.in_(statuses))
+    if source_compute is not None:
+        q = q.where(t.c.source_compute == source_compute)
+    if dest_compute is not None:
+        q = q.where(t.c.dest_compute == dest_compute)
     async with db.reader() as s:
         return [_plain(r) for r in (await s.execute(q.order_by(t.c.id))).mappings().all()]
 
