@@ -1,6 +1,6 @@
 """``POST /v2.1/servers/{id}/action`` ``evacuate`` (Nova's evacuate controller; the work is in
 ``nefos.compute.evacuate_api``, the conductor's ``nefos.conductor.evacuate`` and the hosts'
-``nefos.compute.evacuate``).
+``nefos.compute.host.evacuate``).
 
 The body by microversion, as Nova's schemas: 2.1 ``host``, ``adminPass`` and ``onSharedStorage``
 (required); 2.14 drops ``onSharedStorage``; 2.29 adds ``force`` (forcing needs a host); 2.68 drops

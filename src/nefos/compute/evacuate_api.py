@@ -1,6 +1,6 @@
 """Evacuation, the Compute API's part (Nova's ``compute.api.API.evacuate``): a server whose host
 failed is rebuilt on another host (the conductor's part is ``nefos.conductor.evacuate``, the
-hosts' ``nefos.compute.evacuate``).
+hosts' ``nefos.compute.host.evacuate``).
 
 The checks, in Nova's order: the target host is a compute host (404), not the server's own (400);
 the server is ACTIVE, STOPPED or ERROR with no task (409); its host's compute service is down or
@@ -22,13 +22,10 @@ from nefos import exceptions, notifications
 from nefos.compute.services import COMPUTE_BINARY
 from nefos.db.models import Service
 from nefos.objects import actions, instance as instance_obj, migrations as migrations_obj, states
-from nefos.objects.instance import MIGRATION_KEY
+from nefos.objects.migration_state import (EVACUATE, EVACUATION, EVACUATION_IN_PROGRESS, EVACUATION_TASK_STATES,
+                                           with_migration)
 
-EVACUATE = "evacuate"  # Nova's instance action
-EVACUATION = "evacuation"  # Nova's migration type
 ALLOWED_VM_STATES = (states.ACTIVE, states.STOPPED, states.ERROR)
-EVACUATION_TASK_STATES = (states.REBUILDING, states.REBUILD_BLOCK_DEVICE_MAPPING, states.REBUILD_SPAWNING)
-IN_PROGRESS_STATUSES = ("accepted", "pre-migrating")  # before the destination's done or failed
 
 
 class ComputeServiceInUse(exceptions.Invalid):
@@ -36,22 +33,9 @@ class ComputeServiceInUse(exceptions.Invalid):
     message = "Compute service of %(host)s is still in use."
 
 
-def with_migration(instance: dict, migration: dict | None) -> dict:
-    """The server's system metadata with ``migration`` as its migration under way (None: none)."""
-    sysmeta = {k: v for k, v in (instance.get("system_metadata") or {}).items() if k != MIGRATION_KEY}
-    if migration is not None:
-        sysmeta[MIGRATION_KEY] = migration
-    return sysmeta
-
-
-def evacuation_of(instance: dict) -> dict | None:
-    migration = (instance.get("system_metadata") or {}).get(MIGRATION_KEY)
-    return migration if migration and migration.get("type") == EVACUATION else None
-
-
 async def destinations(db, instance_uuids) -> dict[str, str]:
     """The destination host of each of these instances' evacuation under way (once scheduled)."""
-    return await migrations_obj.destinations_in_progress(db, instance_uuids, EVACUATION, IN_PROGRESS_STATUSES)
+    return await migrations_obj.destinations_in_progress(db, instance_uuids, EVACUATION, EVACUATION_IN_PROGRESS)
 
 
 async def compute_host_exists(db, host: str) -> bool:
@@ -65,7 +49,7 @@ async def request(api, ctx, uuid: str, *, host: str | None, force: bool | None,
     """``force``: None before 2.29 (a given host is taken as is), else whether to skip the
     scheduler's check of the given host; ``target_state``: ``stopped`` from 2.95, else None (the
     server keeps its power state: a STOPPED one stays stopped, ACTIVE and ERROR ones run)."""
-    from nefos.compute.live_migration import _host_up
+    from nefos.compute.live_migration import host_up
     rt = api.rt
     instance = await api.get(ctx, uuid)
     if host is not None and not await compute_host_exists(rt.db, host):
@@ -81,7 +65,7 @@ async def request(api, ctx, uuid: str, *, host: str | None, force: bool | None,
     source = instance.get("host")
     if source is None:  # never scheduled: there is nothing to evacuate (Nova finds no service)
         raise exceptions.InstanceInvalidState(action=EVACUATE, instance_uuid=uuid, attr="host", state=None)
-    if await _host_up(rt, source):
+    if await host_up(rt, source):
         raise ComputeServiceInUse(host=source)
     flavor = instance.get("flavor") or {}
     migration = {

@@ -6,7 +6,7 @@ from 2.29 without ``force`` goes through the scheduler's filters (Nova's request
 a forced one (or any given host before 2.29) skips them, and only its claim can refuse it. Either way
 the destination's claim is made for the migration's uuid, so the server's own claim stays on the
 source until the destination took the server. The migration gets its destination (host, node, IP);
-then ``rebuild_instance`` is cast to the destination with the migration (``nefos.compute.evacuate``).
+then ``rebuild_instance`` is cast to the destination with the migration (``nefos.compute.host.evacuate``).
 
 No valid host (or a forced host that is down): the server stays on its source in ERROR with the
 reason as its fault, the migration ``error``, as Nova's conductor does.
@@ -19,7 +19,7 @@ import logging
 import traceback
 
 from nefos import exceptions
-from nefos.compute.evacuate_api import evacuation_of, with_migration
+from nefos.objects.migration_state import evacuation_of, with_migration
 from nefos.objects import actions, allocations, instance as instance_obj, migrations as migrations_obj, states
 
 LOG = logging.getLogger(__name__)
@@ -50,12 +50,12 @@ async def give_up(db, ctx, uuid: str, migration: dict, exc: BaseException, *, se
 
 
 async def evacuate_instance(conductor, ctx, uuid: str, request_spec: dict, migration: dict) -> None:
-    from nefos.compute.live_migration import _host_up
+    from nefos.compute.live_migration import host_up
     db = conductor.rt.db
     event_id = await actions.event_start(db, ctx, uuid, CONDUCTOR_EVENT, None)
     forced = request_spec.get("force_hosts") or []
     try:
-        if forced and not await _host_up(conductor.rt, forced[0]):
+        if forced and not await host_up(conductor.rt, forced[0]):
             raise exceptions.NoValidHost(reason=f"The forced host {forced[0]} is down.")
         (selection,) = await conductor.scheduler.select_destinations(ctx, dict(request_spec), [migration["uuid"]])
     except exceptions.NoValidHost as exc:
