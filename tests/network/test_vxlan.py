@@ -4,7 +4,7 @@ Two hosts (and a third with no port on the network), each a namespace with an un
 and its own ``nefos l2-agent`` process (``local_ip`` set, no database URL); a port bound to each
 of the first two with a guest namespace behind its tap. Guests ping each other across the
 tunnel; broadcast reaches only the host with ports; a forged source address still never leaves
-its host; the forwarding entries go with the port."""
+its host; the forwarding entries follow the port to another host and go with it."""
 
 from __future__ import annotations
 
@@ -143,11 +143,20 @@ async def test_guests_on_two_hosts_reach_each_other_over_vxlan(lab):
     assert _pings(g1, ip2)  # its own address still passes
     assert _packets_from(g2, ip1) > 0
 
-    # The port goes away: its entries go from h1, and h2 (no port left) leaves the network.
-    await manager.delete_port(admin_context(), p2["id"])
-    await until(lambda: _fdb(h1, vni) == (set(), set()), "h1's entries for h2 removed", lab)
-    assert not in_ns(h1["ns"], "ip", "neigh", "show", ip2, "dev", f"vxlan-{vni}").strip()
+    # The port moves to h3 (its guest too): h1's entries follow it, h2 (no port left) leaves the network.
+    in_ns(h2["ns"], "ip", "link", "del", "tap" + p2["id"][:11])
+    await manager.update_port(admin_context(), p2["id"], {"binding:host_id": h3["name"]})
+    g3 = lab.guest(h3, p2)
+    await until(lambda: _fdb(h1, vni) == ({h3["ip"]}, {(p2["mac_address"], h3["ip"])}), "h1's entries moved", lab)
     await until(lambda: not _has_device(h2, vni), "h2's VXLAN device removed", lab)
+    await until(lambda: _pings(g1, ip2), "g1 -> the moved guest on h3", lab)
+    assert _pings(g3, ip1)
+
+    # The port goes away: its entries go from h1, and h3 leaves the network.
+    await manager.delete_port(admin_context(), p2["id"])
+    await until(lambda: _fdb(h1, vni) == (set(), set()), "h1's entries for the port removed", lab)
+    assert not in_ns(h1["ns"], "ip", "neigh", "show", ip2, "dev", f"vxlan-{vni}").strip()
+    await until(lambda: not _has_device(h3, vni), "h3's VXLAN device removed", lab)
     assert not _pings(g1, ip2)
 
 
