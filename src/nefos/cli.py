@@ -164,6 +164,7 @@ def up(config: Optional[Path] = ConfigOpt, state_dir: Optional[Path] = StateDirO
 
 def _run_components(cfg: Config, build, *, database: bool = True) -> None:
     from nefos.allinone import run_components
+    from nefos.service import Runtime
 
     async def start():
         rt = await Runtime.open(cfg, database=database)
