@@ -145,6 +145,10 @@ class ConductorAPI:
         back) and revoke its console tokens."""
         return await self._call(ctx, "instance_terminated", instance_uuid=instance_uuid)
 
+    async def image_meta(self, ctx, image_id: str) -> dict:
+        """An image's id, disk format and properties, looked up as ``ctx`` (its kernel and ramdisk too)."""
+        return await self._call(ctx, "image_meta", image_id=image_id)
+
     async def block_device_mappings(self, ctx, instance_uuid: str) -> list[dict]:
         """The instance's block device mappings (what the host needs to prepare them)."""
         return await self._call(ctx, "block_device_mappings", instance_uuid=instance_uuid)
