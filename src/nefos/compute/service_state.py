@@ -69,9 +69,18 @@ async def record_hypervisor_connection(db, host: str, connected: bool, reason: s
                         .execution_options(synchronize_session=False))
 
 
+# What each host of this process last stored, so an unchanged summary is not written again
+# every report_interval (a thousand idle hosts would otherwise write a thousand rows per interval).
+_published: dict[tuple[str, str], dict] = {}
+
+
 async def publish_vif_wait_stats(db, host: str, stats: dict) -> None:
-    """Store the host's recent vif-event wait figures on its compute service row."""
+    """Store the host's recent vif-event wait figures on its compute service row (when changed)."""
+    key = (db.url, host)
+    if _published.get(key) == stats:
+        return
     async with db.transaction() as s:
         await s.execute(update(Service).where(Service.host == host, Service.binary == COMPUTE_BINARY,
                                               Service.deleted == 0).values(vif_wait_stats=stats)
                         .execution_options(synchronize_session=False))
+    _published[key] = stats
