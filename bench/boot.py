@@ -63,9 +63,10 @@ class Cloud:
 
     def _spawn(self, *args: str) -> None:
         log = open(self.state / f"{'-'.join(args)[:40]}.log", "w")
-        # --profile: the all-in-one under cProfile (written when it stops on SIGTERM).
-        prefix = ([sys.executable, "-m", "cProfile", "-o", self.args.profile]
-                  if self.args.profile and args[0] == "up" else [])
+        # --profile: each process under cProfile (written when it stops on SIGTERM); the
+        # multi-process cloud's to FILE.<service>.
+        out = self.args.profile if args[0] == "up" else f"{self.args.profile}.{'-'.join(args)[:40]}"
+        prefix = [sys.executable, "-m", "cProfile", "-o", out] if self.args.profile else []
         env = dict(self.env)
         if args[0] == "compute":  # computes sharing a state directory each keep their own identity
             env["NEFOS_COMPUTE_ID_PATH"] = str(self.state / f"compute_id.{args[2]}")
@@ -298,7 +299,8 @@ def main() -> None:
     parser.add_argument("--list-repeats", type=int, default=5)
     parser.add_argument("--skip-list", action="store_true")
     parser.add_argument("--profile", metavar="FILE",
-                        help="all-in-one only: run the cloud under cProfile, stats written to FILE")
+                        help="run the cloud under cProfile, stats written to FILE (multi-process: "
+                             "FILE.<service> for each process)")
     args = parser.parse_args()
     cloud = Cloud(args)
     cloud.start()
