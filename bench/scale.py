@@ -37,7 +37,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import timeit
 import uuid
 from pathlib import Path
 
@@ -46,17 +45,12 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT), str(ROOT / "bench")]
 
-from boot import admin_token, percentile, process_cpu_seconds  # noqa: E402
+from boot import admin_token, percentile, process_cpu_seconds, reference_timeit  # noqa: E402
 from nefos.allinone import free_port  # noqa: E402
 from nefos.db.connection_budget import deployment_budget  # noqa: E402
 
 BIN = Path(sys.executable).parent
 AMQP = os.environ.get("NEFOS_BENCH_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
-
-
-def reference_timeit() -> float:
-    """The machine's speed now: ms per ``sum(range(10**6))`` (best of 3 x 20)."""
-    return round(min(timeit.repeat("sum(range(10**6))", number=20, repeat=3)) / 20 * 1000, 1)
 
 
 def loadavg() -> str:
