@@ -318,13 +318,14 @@ def main() -> None:
                         help="run the cloud under cProfile, stats written to FILE (multi-process: "
                              "FILE.<service> for each process)")
     args = parser.parse_args()
+    # The machine's speed before the cloud starts (then it is the cloud's own load).
+    result = {"date": dt.datetime.now().isoformat(timespec="seconds"), "mode": args.mode,
+              "machine": f"{platform.node()} {os.cpu_count()} cores {platform.machine()}",
+              "concurrency": args.concurrency, "load_before": os.getloadavg()[0],
+              "reference_timeit_ms": reference_timeit()}
     cloud = Cloud(args)
     cloud.start()
     try:
-        result = {"date": dt.datetime.now().isoformat(timespec="seconds"), "mode": args.mode,
-                  "machine": f"{platform.node()} {os.cpu_count()} cores {platform.machine()}",
-                  "concurrency": args.concurrency, "load_before": os.getloadavg()[0],
-                  "reference_timeit_ms": reference_timeit()}
         result.update(asyncio.run(boot(args, cloud)))
         if not args.skip_list:
             result.update(asyncio.run(list_10k(args, cloud)))
