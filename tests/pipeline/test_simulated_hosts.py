@@ -82,7 +82,7 @@ def own_postgres():
 def test_simulated_hosts_boot_wave_within_budget(tmp_path, own_postgres):
     settings = {"fake_vcpus": str(VCPUS_PER_HOST), "cpu_allocation_ratio": "1.0",
                 "quota_instances": "-1", "quota_cores": "-1", "quota_ram": "-1", "quota_ports": "-1"}
-    with running_cloud("postgresql", tmp_path, CONTROL_PLANE + HOST_PROCESSES, expect_hypervisors=None,
+    with running_cloud("postgresql", tmp_path, CONTROL_PLANE + HOST_PROCESSES, hypervisors=None,
                        database_url=own_postgres.create_database("nefos"), **settings) as (compute, network, procs):
         db_url = procs.env["NEFOS_DATABASE_URL"]
         database = db_url.rsplit("/", 1)[1]

@@ -12,7 +12,7 @@ with the instance's current operation, a duplicate updating its row),
 recorded as an ``api_external_instance_event`` event of the server's current (latest)
 instance action (Nova records no action of its own for network-* events), and
 cast to the server's compute host, which records how it processed it in the
-same action (``nefos.compute.instance_events``). The cast never fails the request: the
+same action (``nefos.compute.host.instance_events``). The cast never fails the request: the
 compute host also reads its inbox.
 
 ``power-update`` (2.76; the tag is ``POWER_ON`` or ``POWER_OFF``) reports a guest's power
@@ -35,6 +35,7 @@ from sqlalchemy.exc import IntegrityError
 
 from nefos import exceptions
 from nefos.context import RequestContext
+from nefos.objects.action_names import POWER_OFF, POWER_ON  # noqa: F401  (re-exported)
 from nefos.db.models import (Instance, InstanceAction, InstanceActionEvent, InstanceEventOperation,
                              InstanceExternalEvent, utcnow)
 
@@ -46,7 +47,6 @@ ALLOWED_ROLES = ("service", "admin")
 # As Nova: these events are answered 400 without a tag (power-update's tag is its target power state).
 TAG_REQUIRED = ("volume-extended", "power-update", "accelerator-request-bound", "volume-reimaged")
 POWER_UPDATE = "power-update"
-POWER_ON, POWER_OFF = "POWER_ON", "POWER_OFF"
 
 # Event names by the microversion that introduced them (Nova's schemas).
 NAMES_BY_VERSION = (

@@ -2,22 +2,23 @@
 
 Each simulated host is a real compute service — the same ``ComputeComponent`` a ``nefos
 compute`` process runs, with the fake driver and its fake L2 agent: its own service row and
-heartbeat, its own periodic tasks, its own bus topic ``compute.<host>`` — only the process, its
-event loop, its bus connection and its database pool are shared. So what a thousand hosts cost
-the control plane (heartbeat writes, periodic reads, bus queues and consumers) is what a
-thousand real hosts would cost it, without a thousand processes.
+heartbeat, its own periodic tasks, its own bus topic ``compute.<host>``, and no database (it
+reaches it through the conductor, as every compute host does) — only the process, its event loop
+and its bus connection are shared. So what a thousand hosts cost the control plane (heartbeat
+calls and writes, periodic reads, bus queues and consumers) is what a thousand real hosts would
+cost it, without a thousand processes.
 
 What makes many hosts in one process expensive, and what is done about it here:
 
 * starting them: each host registers, checks its node identity, reconciles its (empty)
-  hypervisor and declares its queues — a few database round trips and broker round trips each.
+  hypervisor and declares its queues — a few conductor calls and broker round trips each.
   ``start_concurrency`` hosts start at once (not one after the other, nor all together, which
-  would queue a thousand sessions on a pool of a few connections).
+  would queue a thousand calls on the conductors' few database connections).
 * periodic work landing at once: every host's heartbeat and periodic tasks first run at a
   random point of their interval (``periodic_fuzzy_delay``, ``nefos.service.first_run_delay``),
   so they stay spread instead of a thousand writes every ``report_interval`` in one instant.
-* unchanged periodic writes: the vif-wait summary is written only when it changed
-  (``compute.service_state.publish_vif_wait_stats``); the heartbeat still writes each interval,
+* unchanged periodic writes: the vif-wait summary is sent only when it changed
+  (``ComputeManager.periodic_publish_vif_wait_stats``); the heartbeat still goes each interval,
   as Nova's ``report_state`` does — that is the liveness the scheduler reads.
 """
 
@@ -42,7 +43,7 @@ class SimulatedHosts(Component):
 
     def __init__(self, rt, prefix: str, count: int, first: int = 1,
                  start_concurrency: int = START_CONCURRENCY):
-        from nefos.compute.service import ComputeComponent
+        from nefos.compute.host.service import ComputeComponent
         if rt.cfg.compute_driver != "fake":
             raise ValueError("simulated hosts run the fake driver (compute_driver = fake)")
         self.name = f"simulated hosts {prefix}-{first}..{prefix}-{first + count - 1}"
