@@ -45,10 +45,12 @@ class Config(BaseModel):
     state_dir: Path = Path(".nefos")
     database_url: str = ""  # default: sqlite in state_dir
     # Database connections per process (oslo.db's names): at most max_pool_size + max_overflow,
-    # so a deployment's processes x 10 stay under the server's limit (PostgreSQL's default: 100;
-    # the README's nine processes: 90). A busy process queues for a connection (30 s at most).
+    # all processes of a deployment sharing the server's limit (PostgreSQL's default: 100); the
+    # formula is nefos.db.connection_budget's (`nefos db connection-budget`). No overflow: an
+    # overflow connection is closed once returned, so a busy process would open and close
+    # connections over and over. A busy process queues for a connection (30 s at most).
     max_pool_size: int = 5
-    max_overflow: int = 5
+    max_overflow: int = 0
     bus_url: str = "local://"  # local:// (in-process) or amqp://user:pw@host:port/vhost
     control_exchange: str = "nefos"  # names this cloud's queues on a shared broker (oslo.messaging's name)
     host: str = "localhost"  # this service's host name (compute hosts must differ)
@@ -65,6 +67,10 @@ class Config(BaseModel):
     # Service liveness.
     report_interval: float = 10.0
     service_down_time: float = 60.0
+    # Nova's periodic_fuzzy_delay: each periodic task (and the heartbeat) first runs at a random
+    # point of its first min(interval, periodic_fuzzy_delay) seconds, so services started
+    # together do not all write at once; 0: first run after one interval.
+    periodic_fuzzy_delay: float = 60.0
 
     # Bus.
     rpc_response_timeout: float = 60.0

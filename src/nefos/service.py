@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import random
 from typing import Awaitable, Callable
 
 from nefos import fileperms
@@ -85,6 +86,17 @@ class Runtime:
                 self._sqlite_lock = None
 
 
+def first_run_delay(interval: float, fuzzy_delay: float) -> float:
+    """When a periodic task first runs: after ``interval``, or, with ``periodic_fuzzy_delay``
+    (Nova's option), at a random point of its first ``min(interval, fuzzy_delay)`` seconds.
+    Hosts started together (a restart of every compute process, a simulator's thousand hosts)
+    then spread their heartbeats and periodic passes over the interval instead of writing to the
+    database all in the same instant, and no first run comes later than without it."""
+    if fuzzy_delay <= 0:
+        return interval
+    return random.uniform(0, min(interval, fuzzy_delay))
+
+
 class PeriodicTask:
     def __init__(self, name: str, interval: float, fn: Callable[[], Awaitable[None]],
                  initial_delay: float | None = None):
@@ -150,6 +162,8 @@ class Service:
     def add_periodic(self, name: str, interval: float, fn, initial_delay: float | None = None) -> None:
         if interval is None or interval <= 0:
             return
+        if initial_delay is None:
+            initial_delay = first_run_delay(interval, self.rt.cfg.periodic_fuzzy_delay)
         self.periodic.append(PeriodicTask(name, interval, fn, initial_delay))
 
     async def register(self) -> int:

@@ -50,6 +50,7 @@ class ComputeManager(Endpoint):
         self.driver = driver
         self.network_api = network_api
         self.started_at = time.time()
+        self._published_vif_wait_stats: dict | None = None  # what periodic_publish_vif_wait_stats last sent
         self.conductor = ConductorAPI(rt.bus)
         self.resource_tracker = ResourceTracker(rt, self.conductor, host, driver)
         self._locks: dict[str, asyncio.Lock] = {}
@@ -108,10 +109,14 @@ class ComputeManager(Endpoint):
         await power_sync.sync_power_states(self)
 
     async def periodic_publish_vif_wait_stats(self) -> None:
-        """A slow L2 agent shows as long waits here, not only as timeouts."""
-        await self.conductor.service_publish_vif_wait_stats(
-            None, self.host,
-            instance_events.wait_summary(self.host, not_before=self.started_at))
+        """A slow L2 agent shows as long waits here, not only as timeouts. Sent only when the
+        summary changed: an idle host would otherwise cost a conductor call and a row write every
+        report_interval (a thousand hosts, a hundred a second)."""
+        stats = instance_events.wait_summary(self.host, not_before=self.started_at)
+        if stats == self._published_vif_wait_stats:
+            return
+        await self.conductor.service_publish_vif_wait_stats(None, self.host, stats)
+        self._published_vif_wait_stats = stats
 
     async def periodic_check_instance_deadlines(self) -> None:
         await deadlines.reap_stuck_instances(self)
