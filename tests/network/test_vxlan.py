@@ -186,3 +186,34 @@ async def test_the_l2_agent_runs_without_a_database_and_without_vxlan_by_default
     assert not _has_device(h1, net["provider:segmentation_id"])
     assert not any(p.suffix in (".sqlite", ".db") or "sqlite" in p.name for p in h1["state"].rglob("*"))
     lab.check_alive()
+
+
+async def test_a_guest_gets_its_address_from_the_network_nodes_dhcp_agent_over_vxlan(lab):
+    """The DHCP agent on a network node (its own host, with an L2 agent with ``local_ip``) joins
+    the network's VXLAN: a guest on another host gets its address, and the network's MTU (option
+    26), from dnsmasq there; its port goes ACTIVE once the DHCP agent acknowledged it."""
+    manager = await lab.start_cloud()
+    net = await manager.create_network(admin_context(), {"name": "vx-dhcp", "project_id": PROJECT})
+    vni = net["provider:segmentation_id"]
+    await manager.create_subnet(admin_context(), {"network_id": net["id"], "cidr": "10.79.0.0/24", "ip_version": 4,
+                                                  "project_id": PROJECT})
+    node, h1 = await lab.host(1, dhcp=True), await lab.host(2)
+    dhcp_ports = lambda: manager.list_ports(admin_context(), filters={  # noqa: E731
+        "network_id": [net["id"]], "device_owner": ["network:dhcp"]})
+    (dhcp_port,) = await until(dhcp_ports, "the network node's DHCP port", lab, timeout=60)
+    assert dhcp_port["binding:host_id"] == node["name"]
+    port = await _port(manager, net, h1)
+    guest = lab.guest(h1, port, prefix=None)
+    await until(lambda: _fdb(h1, vni)[0] == {node["ip"]}, "h1 floods to the network node", lab)
+    script = lab.tmp / "udhcpc.sh"
+    script.write_text('#!/bin/sh\necho "NEFOS-DHCP $1 ip=$ip mtu=$mtu"\n')
+    script.chmod(0o755)
+    out = await until(lambda: _dhcp(guest, script), "a DHCP lease over the tunnel", lab, timeout=60)
+    assert f"ip={port['fixed_ips'][0]['ip_address']} mtu=1450" in out, out
+    await until(lambda: _is_active(manager, port["id"]), "the port ACTIVE (L2 and DHCP done)", lab)
+
+
+def _dhcp(ns: str, script) -> str | None:
+    out = in_ns(ns, "busybox", "udhcpc", "-i", "eth0", "-n", "-q", "-f", "-t", "3", "-T", "1", "-O", "mtu",
+                "-s", str(script), check=False)
+    return out if "NEFOS-DHCP bound" in out else None
