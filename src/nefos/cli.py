@@ -162,12 +162,12 @@ def up(config: Optional[Path] = ConfigOpt, state_dir: Optional[Path] = StateDirO
     _serve_until_signal(start, announce)
 
 
-def _run_components(cfg: Config, build) -> None:
+def _run_components(cfg: Config, build, *, database: bool = True) -> None:
     from nefos.allinone import run_components
     from nefos.service import Runtime
 
     async def start():
-        rt = await Runtime.open(cfg)
+        rt = await Runtime.open(cfg, database=database)
         try:
             return await run_components(rt, build(rt))
         except RuntimeError as exc:  # e.g. a port already taken: say which, no traceback
@@ -180,7 +180,9 @@ def _run_components(cfg: Config, build) -> None:
     _serve_until_signal(start, announce)
 
 
-def _service_command(name: str, import_path: str, doc: str):
+def _service_command(name: str, import_path: str, doc: str, *, database: bool = True):
+    """``database`` False: the service runs with no database at all (a compute host: everything it
+    reads and writes goes through the conductor)."""
     def command(config: Optional[Path] = ConfigOpt, state_dir: Optional[Path] = StateDirOpt,
                 host: Optional[str] = typer.Option(None, "--host", help="This service's host name."),
                 debug: bool = DebugOpt) -> None:
@@ -192,7 +194,7 @@ def _service_command(name: str, import_path: str, doc: str):
             import importlib
             return [getattr(importlib.import_module(module_name), attr)(rt)]
 
-        _run_components(cfg, build)
+        _run_components(cfg, build, database=database)
 
     command.__doc__ = doc
     app.command(name)(command)
@@ -201,14 +203,15 @@ def _service_command(name: str, import_path: str, doc: str):
 _service_command("api", "nefos.api.service:component", "Run the Compute API.")
 _service_command("conductor", "nefos.conductor.service:component", "Run the conductor.")
 _service_command("scheduler", "nefos.scheduler.service:component", "Run the scheduler.")
-_service_command("compute", "nefos.compute.service:component", "Run a compute host (--host NAME).")
+_service_command("compute", "nefos.compute.host.service:component", "Run a compute host (--host NAME).",
+                 database=False)
 _service_command("network", "nefos.network.service:component", "Run the network service and its API.")
-_service_command("l2-agent", "nefos.network.l2_agent:component",
-                 "Run a compute host's L2 agent (--host NAME: the compute host it serves).")
-_service_command("dhcp-agent", "nefos.network.dhcp_agent:component",
-                 "Run a DHCP agent (dnsmasq per network, in its namespace on the network's bridge).")
-_service_command("l3-agent", "nefos.network.l3_agent:component",
-                 "Run the L3 agent (routers and floating IPs in namespaces, on the Nefos external bridge).")
+_service_command("l2-agent", "nefos.network.agents.l2_agent:component",
+                 "Run a compute host's L2 agent (--host NAME: the compute host it serves).", database=False)
+_service_command("dhcp-agent", "nefos.network.agents.dhcp_agent:component",
+                 "Run a DHCP agent (dnsmasq per network, in its namespace on the network's bridge).", database=False)
+_service_command("l3-agent", "nefos.network.agents.l3_agent:component",
+                 "Run the L3 agent (routers and floating IPs in namespaces, on the Nefos external bridge).", database=False)
 _service_command("image", "nefos.image.service:component", "Run the image service and its API.")
 _service_command("metadata", "nefos.metadata.service:component",
                  "Run the metadata service (guests' metadata, behind a metadata proxy).")

@@ -1,22 +1,22 @@
 """What every Nefos service process shares: the runtime (config, database, bus)
-and the service lifecycle (registration, heartbeats, periodic tasks, bus serving)."""
+and the service lifecycle (registration, heartbeats, periodic tasks, bus serving).
+
+Nothing here imports the database at module level: a compute host's process runs without one
+(``Runtime.open(cfg, database=False)``) and registers and heartbeats through the conductor
+(``ConductorServiceGroup``, Nova's servicegroup via the conductor); control-plane services
+write their own rows (``DatabaseServiceGroup``)."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
 import logging
-import uuid
 from typing import Awaitable, Callable
-
-from sqlalchemy import select, update
 
 from nefos import fileperms
 from nefos.bus import Bus, Endpoint, create_bus
+from nefos.component import Component  # noqa: F401  (where every service finds it)
 from nefos.config import Config
-from nefos.db.models import Service as ServiceRow, utcnow
-from nefos.db import sqlite_owner
-from nefos.db.session import Database
 
 LOG = logging.getLogger(__name__)
 
@@ -36,24 +36,30 @@ def tune_gc_for_service() -> None:
 
 
 class Runtime:
-    """The config, database and bus one process's services share."""
+    """The config, database and bus one process's services share (``db`` None: a compute host's
+    process, which reaches the database only through the conductor)."""
 
-    def __init__(self, cfg: Config, db: Database, bus: Bus, sqlite_lock: str | None = None):
+    def __init__(self, cfg: Config, db, bus: Bus, sqlite_lock: str | None = None):
         self.cfg = cfg
         self.db = db
         self.bus = bus
         self._sqlite_lock = sqlite_lock
 
     @classmethod
-    async def open(cls, cfg: Config, *, migrate: bool = False) -> "Runtime":
+    async def open(cls, cfg: Config, *, migrate: bool = False, database: bool = True) -> "Runtime":
+        """``database`` False: no database at all (not even the SQLite state file)."""
         fileperms.passable_dir(cfg.state_dir)
         sqlite_lock = None
-        if not cfg.database_url:  # the SQLite database in the state directory: 0600 before SQLite opens it
+        if database and not cfg.database_url:  # the SQLite database in the state directory: 0600 before SQLite opens it
+            from nefos.db import sqlite_owner
             sqlite_lock = sqlite_owner.acquire(cfg.state_dir)
             fileperms.private_file(cfg.sqlite_path)
         try:
-            db = Database(cfg.effective_database_url, max_pool_size=cfg.max_pool_size,
-                          max_overflow=cfg.max_overflow)
+            db = None
+            if database:
+                from nefos.db.session import Database
+                db = Database(cfg.effective_database_url, max_pool_size=cfg.max_pool_size,
+                              max_overflow=cfg.max_overflow)
             if migrate:
                 from nefos.db.migrate import upgrade
                 await upgrade(db)
@@ -62,6 +68,7 @@ class Runtime:
             await bus.start()
         except BaseException:
             if sqlite_lock is not None:
+                from nefos.db import sqlite_owner
                 sqlite_owner.release(sqlite_lock)
             raise
         return cls(cfg, db, bus, sqlite_lock)
@@ -69,9 +76,11 @@ class Runtime:
     async def close(self) -> None:
         try:
             await self.bus.stop()
-            await self.db.dispose()
+            if self.db is not None:
+                await self.db.dispose()
         finally:
             if self._sqlite_lock is not None:
+                from nefos.db import sqlite_owner
                 sqlite_owner.release(self._sqlite_lock)
                 self._sqlite_lock = None
 
@@ -94,12 +103,42 @@ class PeriodicTask:
             await asyncio.sleep(self.interval)
 
 
+class DatabaseServiceGroup:
+    """A control-plane service's own row in ``services`` (Nova's servicegroup database driver)."""
+
+    def __init__(self, rt: Runtime):
+        self.rt = rt
+
+    async def register(self, host: str, binary: str, topic: str | None) -> int:
+        from nefos.objects import service_rows
+        return await service_rows.register(self.rt.db, host, binary, topic)
+
+    async def heartbeat(self, service_id: int) -> None:
+        from nefos.objects import service_rows
+        await service_rows.heartbeat(self.rt.db, service_id)
+
+
+class ConductorServiceGroup:
+    """A compute host's service row, written by the conductor (the host has no database)."""
+
+    def __init__(self, conductor):
+        self.conductor = conductor
+
+    async def register(self, host: str, binary: str, topic: str | None) -> int:
+        return await self.conductor.service_register(None, host, binary, topic)
+
+    async def heartbeat(self, service_id: int) -> None:
+        await self.conductor.service_heartbeat(None, service_id)
+
+
 class Service:
-    """A registered service: a row in ``services``, a bus endpoint, a heartbeat."""
+    """A registered service: a row in ``services``, a bus endpoint, a heartbeat (``group``: how
+    the row is written; by default directly, a control-plane service's way)."""
 
     def __init__(self, rt: Runtime, binary: str, topic: str | None, host: str,
-                 endpoint: Endpoint | None = None):
+                 endpoint: Endpoint | None = None, group=None):
         self.rt = rt
+        self.group = group or DatabaseServiceGroup(rt)
         self.binary = binary
         self.topic = topic
         self.host = host
@@ -115,24 +154,11 @@ class Service:
 
     async def register(self) -> int:
         """Create or revive this (host, binary) row; returns its id."""
-        async with self.rt.db.transaction() as s:
-            row = (await s.execute(select(ServiceRow).where(
-                ServiceRow.host == self.host, ServiceRow.binary == self.binary,
-                ServiceRow.deleted == 0))).scalar_one_or_none()
-            if row is None:
-                row = ServiceRow(uuid=str(uuid.uuid4()), host=self.host, binary=self.binary,
-                                 topic=self.topic, last_seen_up=utcnow(), report_count=0)
-                s.add(row)
-                await s.flush()
-            else:
-                row.last_seen_up = utcnow()
-            self.service_id = row.id
+        self.service_id = await self.group.register(self.host, self.binary, self.topic)
         return self.service_id
 
     async def heartbeat(self) -> None:
-        async with self.rt.db.transaction() as s:
-            await s.execute(update(ServiceRow).where(ServiceRow.id == self.service_id).values(
-                last_seen_up=utcnow(), report_count=ServiceRow.report_count + 1))
+        await self.group.heartbeat(self.service_id)
 
     async def start(self) -> None:
         await self.register()
@@ -150,26 +176,6 @@ class Service:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
-
-
-class Component:
-    """One piece a process runs: a service on the bus and/or an HTTP API.
-
-    Each service package exposes ``component(rt, ...) -> Component`` in its
-    ``service.py``; ``nefos up`` runs them all in one process, ``nefos
-    <service>`` runs one. ``app`` (an ASGI app) is served on ``port`` when set.
-    """
-
-    name: str = "component"
-    app = None
-    port: int | None = None
-    bind: str | None = None  # the address ``app`` is served on; None: bind_host
-
-    async def start(self) -> None:
-        pass
-
-    async def stop(self) -> None:
-        pass
 
 
 class ServiceComponent(Component):

@@ -8,8 +8,9 @@ import uuid
 import pytest
 from sqlalchemy import select
 
-from nefos.compute import node_identity
-from nefos.compute.node_identity import ComputeIdentityMismatch
+from nefos.compute.host import node_identity
+from nefos.compute.host.node_identity import ComputeIdentityMismatch
+from nefos.conductor.rpcapi import ConductorAPI
 from nefos.db.models import ComputeNode
 from nefos.virt.fake import FakeDriver
 from tests.compute.conftest import boot_active, crash_compute, start_compute
@@ -48,7 +49,8 @@ async def test_a_renamed_host_refuses_to_start(cloud):
     (recorded,) = await _node_uuids(cloud, "host-1")
     node_identity.identity_path(cfg, cfg.host).write_text(recorded + "\n")
     with pytest.raises(ComputeIdentityMismatch, match="recorded for host 'host-1'"):
-        await node_identity.ensure_stable_identity(cloud.rt, cfg.host, FakeDriver(cfg, cfg.host))
+        await node_identity.ensure_stable_identity(cloud.rt, ConductorAPI(cloud.rt.bus), cfg.host,
+                                                   FakeDriver(cfg, cfg.host))
 
 
 async def test_an_existing_host_without_a_file_keeps_its_recorded_uuid(cloud):

@@ -31,13 +31,15 @@ class Processes:
         self.state, self.env = state, env
         self.procs: list[tuple[str, subprocess.Popen, object]] = []
 
-    def start(self, args: list[str]) -> None:
+    def start(self, args: list[str], *, env: dict | None = None, state: Path | None = None) -> None:
+        """``env``: this process's whole environment (default: the cloud's); ``state``: its own state
+        directory (default: the cloud's)."""
         name = "-".join(args)
         log = open(self.state / f"{name}.log", "w")
-        env = dict(self.env)
+        env = dict(self.env if env is None else env)
         if args[0] == "compute":  # computes sharing a state directory each keep their own identity
-            env["NEFOS_COMPUTE_ID_PATH"] = str(self.state / f"compute_id.{args[2]}")
-        proc = subprocess.Popen([str(BIN / "nefos"), *args, "--state-dir", str(self.state)],
+            env["NEFOS_COMPUTE_ID_PATH"] = str((state or self.state) / f"compute_id.{args[2]}")
+        proc = subprocess.Popen([str(BIN / "nefos"), *args, "--state-dir", str(state or self.state)],
                                 env=env, stdout=log, stderr=subprocess.STDOUT)
         self.procs.append((name, proc, log))
 
@@ -75,10 +77,12 @@ class Processes:
 
 
 @contextlib.contextmanager
-def running_cloud(backend: str, state: Path, services: list[list[str]] = SERVICES, **settings: str):
+def running_cloud(backend: str, state: Path, services: list[list[str]] = SERVICES, *, hypervisors: int = 2,
+                  **settings: str):
     """A cloud of ``services``, each its own process, on a fresh ``backend`` database and RabbitMQ
-    (``settings``: more NEFOS_* variables for every process); ready when its APIs answer and both
-    compute hosts reported their nodes. Yields Compute and Networking API clients and the processes."""
+    (``settings``: more NEFOS_* variables for every process); ready when its APIs answer and
+    ``hypervisors`` compute hosts reported their nodes. Yields Compute and Networking API clients and
+    the processes."""
     with fresh_database(backend) as db_url:
         ports = {name: free_port() for name in ("COMPUTE", "NETWORK", "IMAGE", "IDENTITY")}
         env = dict(os.environ, NEFOS_DATABASE_URL=db_url, NEFOS_BUS_URL=RABBIT_URL,
@@ -98,11 +102,11 @@ def running_cloud(backend: str, state: Path, services: list[list[str]] = SERVICE
             compute = httpx.Client(base_url=f"http://127.0.0.1:{ports['COMPUTE']}", timeout=30, headers=ADMIN)
             network = httpx.Client(base_url=f"http://127.0.0.1:{ports['NETWORK']}", timeout=30, headers=ADMIN)
             deadline = time.monotonic() + 90
-            while True:  # ready when the API answers and both computes reported their nodes
+            while True:  # ready when the API answers and the computes reported their nodes
                 procs.check_alive()
                 try:
                     r = compute.get("/v2.1/os-hypervisors")
-                    if r.status_code == 200 and len(r.json()["hypervisors"]) == 2:
+                    if r.status_code == 200 and len(r.json()["hypervisors"]) == hypervisors:
                         network.get("/v2.0/networks").raise_for_status()
                         break
                 except httpx.HTTPError:

@@ -4,8 +4,9 @@
 ``adminPass`` (the one given, else a generated one); ``unrescue`` answers 202. As in Nova the body
 is validated first (400), the server looked up (404), then the policy checked
 (``os_compute_api:os-rescue`` / ``os-unrescue``, for the server's project); wrong states answer 409
-(``nefos.compute.rescue``). From 2.87 Nova also rescues volume-backed servers whose rescue image
-asks for a stable rescue; Nefos servers are never volume-backed, so every version behaves alike.
+(``nefos.compute.rescue``, the host's ``nefos.compute.host.rescue``). From 2.87 Nova also rescues
+volume-backed servers whose rescue image asks for a stable rescue; Nefos servers are never
+volume-backed, so every version behaves alike.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from nefos.compute import (disk_config, flavors as flavors_mod, image_properties
                            regex_filters as regex_filters_mod, server_groups)
 from nefos.compute.services import COMPUTE_BINARY
 from nefos.compute.rpcapi import ComputeRPCAPI
-from nefos.conductor.manager import ConductorAPI
+from nefos.conductor.rpcapi import ConductorAPI
 from nefos.db.models import BlockDeviceMapping, Instance, InstanceFault
 from nefos.db.retry import retrying
 from nefos.objects import actions, allocations, build_requests, instance as instance_obj, quotas, states
@@ -430,7 +430,7 @@ class ComputeAPI:
             await self.compute_rpcapi.terminate_instance(ctx, instance["host"], uuid)
         except exceptions.ServiceUnavailable as exc:
             # Accepted all the same: the host finishes a delete that never reached it
-            # (nefos.compute.deadlines), and a delete is idempotent.
+            # (nefos.compute.host.deadlines), and a delete is idempotent.
             LOG.warning("instance %s: the delete could not be sent to %s (%s); the host finishes it",
                         uuid, instance["host"], exc)
         except BaseException:  # the host never heard of it: the server is as it was
@@ -669,6 +669,11 @@ class ComputeAPI:
         from nefos.compute import live_migration
         await live_migration.request(self, ctx, uuid, host=host, block_migration=block_migration, force=force,
                                      async_=async_)
+
+    async def evacuate(self, ctx, uuid: str, host: str | None, *, force: bool | None,
+                       target_state: str | None) -> None:
+        from nefos.compute import evacuate_api
+        await evacuate_api.request(self, ctx, uuid, host=host, force=force, target_state=target_state)
 
     async def confirm_resize(self, ctx, uuid: str) -> None:
         from nefos.compute import resize

@@ -50,45 +50,18 @@ from sqlalchemy import update
 
 from nefos import exceptions
 from nefos.compute import disk_config
-from nefos.compute.rpcapi import ComputeRPCAPI
-from nefos.db.models import Allocation, utcnow
+from nefos.db.models import utcnow
 from nefos.objects import actions, allocations, instance as instance_obj, migrations as migrations_obj, quotas, states
-from nefos.objects.instance import INSTANCES, MIGRATION_KEY
+from nefos.objects.instance import INSTANCES
 
 LOG = logging.getLogger(__name__)
 
-# Instance actions (Nova's names).
-RESIZE = "resize"
-MIGRATE = "migrate"
-CONFIRM_RESIZE = "confirmResize"
-REVERT_RESIZE = "revertResize"
+from nefos.objects.migration_state import (  # noqa: F401  (re-exported for the API and its tests)
+    CONFIRM_RESIZE, MIGRATE, RESIZE, REVERT_RESIZE, flavor_columns as _flavor_columns, migration_of,
+    quota_back as _quota_back, with_migration as _with_migration)
 
 _FLAVOR_KEYS = ("id", "flavorid", "name", "memory_mb", "vcpus", "root_gb", "ephemeral_gb", "swap", "rxtx_factor",
                 "extra_specs", "description", "is_public")
-
-
-def migration_of(instance: dict) -> dict | None:
-    return (instance.get("system_metadata") or {}).get(MIGRATION_KEY)
-
-
-def _with_migration(instance: dict, migration: dict | None) -> dict:
-    sysmeta = {k: v for k, v in (instance.get("system_metadata") or {}).items() if k != MIGRATION_KEY}
-    if migration is not None:
-        sysmeta[MIGRATION_KEY] = migration
-    return sysmeta
-
-
-def _flavor_columns(flavor: dict) -> dict:
-    return {"flavor": flavor, "instance_type_id": flavor["id"], "vcpus": flavor["vcpus"],
-            "memory_mb": flavor["memory_mb"], "root_gb": flavor["root_gb"],
-            "ephemeral_gb": flavor.get("ephemeral_gb", 0)}
-
-
-def _quota_back(migration: dict, kept: dict) -> dict[str, int]:
-    """The cores and RAM held during the migration beyond what the flavor ``kept`` counts."""
-    held = migration.get("quota") or {}
-    return {"cores": max(held.get("cores", 0) - kept["vcpus"], 0),
-            "ram": max(held.get("ram", 0) - kept["memory_mb"], 0)}
 
 
 # API layer ---------------------------------------------------------------------------------------
@@ -182,10 +155,11 @@ async def request_resize(api, ctx, uuid: str, flavor_id: str | None = None, host
         raise
 
 
-async def abort_before_move(db, ctx, uuid: str, migration: dict, exc: BaseException | None, *,
-                            host: str | None = None) -> None:
+async def abort_before_move(db, ctx, uuid: str, migration: dict, exc: BaseException | dict | None, *,
+                            host: str | None = None, details: str | None = None) -> None:
     """Undo a resize that never moved the guest: the destination's claim, the upsize quota, the
-    migration record; task_state back to None (with a fault when ``exc`` is given)."""
+    migration record; task_state back to None (with a fault when ``exc`` is given: an error, or a
+    compute host's description of one, ``faults.fault_of``)."""
     await allocations.release(db, migration["uuid"])
     try:
         instance = await instance_obj.get(db, uuid)
@@ -201,8 +175,8 @@ async def abort_before_move(db, ctx, uuid: str, migration: dict, exc: BaseExcept
             await quotas.release(s, instance["project_id"], _quota_back(current, current["old_flavor"]))
             await migrations_obj.set_status(db, migration["uuid"], "error", session=s)  # as Nova's rollback
             if exc is not None:
-                await instance_obj.add_fault(db, uuid, exc, host=host, session=s,
-                                             details="".join(traceback.format_exception(exc)))
+                await instance_obj.add_fault(db, uuid, exc, host=host, session=s, details=details or (
+                    None if isinstance(exc, dict) else "".join(traceback.format_exception(exc))))
     except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
         pass  # deleted meanwhile: the delete gives everything back
     await actions.finish_action(db, ctx, uuid, message="Error")
@@ -283,328 +257,3 @@ async def release_claims_of_deleted(db, instance: dict) -> None:
     migration = migration_of(instance)
     if migration:
         await allocations.release(db, migration["uuid"])
-
-
-# Conductor ---------------------------------------------------------------------------------------
-CONDUCTOR_EVENT = "conductor_migrate_server"
-
-
-async def conductor_migrate_server(conductor, ctx, uuid: str, request_spec: dict, migration: dict) -> None:
-    """Schedule the destination (a claim for the new flavor, consumer: the migration), record it,
-    and call ``prep_resize`` there. Anything that fails here is undone before the API answers."""
-    db = conductor.rt.db
-    event_id = await actions.event_start(db, ctx, uuid, CONDUCTOR_EVENT, None)
-    try:
-        await conductor.compute_rpcapi.call(ctx, migration["source_compute"], "check_can_migrate")
-        (selection,) = await conductor.scheduler.select_destinations(ctx, dict(request_spec), [migration["uuid"]])
-    except BaseException as exc:
-        await actions.event_finish(db, event_id, result="Error", traceback="".join(traceback.format_exception(exc)))
-        await abort_before_move(db, ctx, uuid, migration, None)
-        raise
-    migration = dict(migration, dest_compute=selection["host"], dest_node=selection["node"])
-    try:
-        instance = await instance_obj.get(db, uuid)
-        await instance_obj.save(db, uuid, {"system_metadata": _with_migration(instance, migration)},
-                                expected_task_state=[states.RESIZE_PREP])
-    except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
-        await allocations.release(db, migration["uuid"])
-        await actions.event_finish(db, event_id, result="Error", details="instance deleted meanwhile")
-        return
-    await migrations_obj.set_destination(db, migration["uuid"], selection["host"], selection["node"])
-    await actions.event_finish(db, event_id)
-    try:
-        await conductor.compute_rpcapi.call(ctx, selection["host"], "prep_resize", instance_uuid=uuid,
-                                            migration=migration)
-    except (exceptions.InstanceNotFound, exceptions.UnexpectedDeletingTaskStateError):
-        await allocations.release(db, migration["uuid"])
-    except BaseException:
-        await abort_before_move(db, ctx, uuid, migration, None)
-        raise
-
-
-# Compute hosts -----------------------------------------------------------------------------------
-def _rpc(manager) -> ComputeRPCAPI:
-    return ComputeRPCAPI(manager.rt.bus)
-
-
-async def _current(db, uuid: str, release: str | None = None) -> dict | None:
-    """The server, or None once deleted (then the claim of consumer ``release`` is given back)."""
-    try:
-        return await instance_obj.get(db, uuid)
-    except exceptions.InstanceNotFound:
-        if release:
-            await allocations.release(db, release)
-        return None
-
-
-async def _error_out(manager, uuid: str, exc: BaseException, what: str, updates: dict, **expected) -> None:
-    """A failed step: ``updates`` (ERROR, as Nova) saved with the fault, unless someone else won meanwhile."""
-    LOG.error("instance %s: %s on %s failed: %s", uuid, what, manager.host, exc)
-    with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError,
-                             exceptions.InstanceInvalidState):
-        await instance_obj.save_with_fault(manager.rt.db, uuid, updates, exc, host=manager.host,
-                                           details="".join(traceback.format_exception(exc)), **expected)
-
-
-def check_can_migrate(manager) -> None:
-    if not getattr(manager.driver, "supports_resize", False):
-        raise exceptions.ResizeNotSupported(host=manager.host)
-
-
-async def prep_resize(manager, ctx, uuid: str, migration: dict) -> None:
-    """On the destination (a call from the conductor): the claim is here, the driver can do it."""
-    db = manager.rt.db
-    async with manager.instance_lock(uuid):
-        async with actions.step(db, ctx, uuid, "compute_prep_resize", manager.host):
-            check_can_migrate(manager)
-            instance = await instance_obj.get(db, uuid)
-            if instance["task_state"] != states.RESIZE_PREP:
-                raise exceptions.UnexpectedTaskStateError(instance_uuid=uuid, expected=[states.RESIZE_PREP],
-                                                          actual=instance["task_state"])
-            alloc = await allocations.get(db, migration["uuid"])
-            if alloc is None or alloc["compute_node_id"] != manager.resource_tracker.node_ids.get(migration["dest_node"]):
-                raise exceptions.ComputeResourcesUnavailable(
-                    reason=f"no resource claim for migration {migration['uuid']} on {manager.host}")
-            await manager._notify(ctx, instance, "instance.resize_prep.start")
-            await manager._notify(ctx, instance, "instance.resize_prep.end")
-    await _rpc(manager).cast(ctx, migration["source_compute"], "resize_instance", instance_uuid=uuid,
-                             migration=migration)
-
-
-async def resize_instance(manager, ctx, uuid: str, migration: dict) -> None:
-    """On the source: power the guest off, keep its disks, hand the server to the destination."""
-    db = manager.rt.db
-    async with manager.instance_lock(uuid):
-        if (instance := await _current(db, uuid, release=migration["uuid"])) is None:
-            return
-        moved = False
-        try:
-            async with actions.step(db, ctx, uuid, "compute_resize_instance", manager.host):
-                async with db.transaction() as s:
-                    instance = await instance_obj.save(db, uuid, {"task_state": states.RESIZE_MIGRATING},
-                                                       expected_task_state=[states.RESIZE_PREP], session=s)
-                    await migrations_obj.set_status(db, migration["uuid"], "migrating", session=s)
-                await manager._notify(ctx, instance, "instance.resize.start")
-                await manager.driver.migrate_disk_and_power_off(ctx, instance, migration["dest_compute"],
-                                                                migration["new_flavor"],
-                                                                instance.get("network_info") or [])
-                moved = True
-                migration = dict(migration, status="post-migrating")
-                async with db.transaction() as s:
-                    instance = await instance_obj.save(
-                        db, uuid, {"task_state": states.RESIZE_MIGRATED, "host": migration["dest_compute"],
-                                   "node": migration["dest_node"], "progress": 50,
-                                   "system_metadata": _with_migration(instance, migration)},
-                        expected_task_state=[states.RESIZE_MIGRATING], session=s)
-                    await migrations_obj.set_status(db, migration["uuid"], "post-migrating", session=s)
-                await manager._notify(ctx, instance, "instance.resize.end")
-        except (exceptions.InstanceNotFound, exceptions.UnexpectedDeletingTaskStateError):
-            # Deleted meanwhile: the delete (queued behind this lock on this host) destroys the guest.
-            await allocations.release(db, migration["uuid"])
-            return
-        except Exception as exc:
-            LOG.error("instance %s: resize on %s failed: %s", uuid, manager.host, exc)
-            if moved:
-                with contextlib.suppress(Exception):
-                    await manager.driver.finish_revert_migration(
-                        ctx, instance, instance.get("network_info") or [],
-                        power_on=migration["old_vm_state"] != states.STOPPED)
-            await abort_before_move(db, ctx, uuid, migration, exc, host=manager.host)
-            return
-    await _rpc(manager).cast(ctx, migration["dest_compute"], "finish_resize", instance_uuid=uuid,
-                             migration=migration)
-
-
-async def _start_guest(manager, ctx, instance: dict, network_info: list[dict], driver_call, *, power_on: bool,
-                       what: str) -> None:
-    """``driver_call(paused)`` makes the guest; when it starts, wait for its network-vif-plugged
-    events as a boot does (paused, then resumed)."""
-    events_api = manager.instance_events
-    events = (events_api.vif_events(network_info, replug=True)
-              if power_on and events_api.should_wait(power_on=True) else [])
-    if not events:
-        await driver_call(False)
-        return
-    await events_api.plug_and_wait(ctx, instance, events, lambda: driver_call(True), what=what)
-    await manager.driver.unpause(instance)
-
-
-async def finish_resize(manager, ctx, uuid: str, migration: dict) -> None:
-    """On the destination: the new flavor, the ports bound here, the guest made (and started)."""
-    db = manager.rt.db
-    async with manager.instance_lock(uuid):
-        if (instance := await _current(db, uuid, release=migration["uuid"])) is None:
-            return
-        try:
-            async with actions.step(db, ctx, uuid, "compute_finish_resize", manager.host):
-                instance = await instance_obj.save(
-                    db, uuid, {"task_state": states.RESIZE_FINISH, **_flavor_columns(migration["new_flavor"])},
-                    expected_task_state=[states.RESIZE_MIGRATED])
-                await manager._notify(ctx, instance, "instance.resize_finish.start")
-                await manager.instance_events.begin_operation(uuid)  # before the ports are bound here
-                network_info = await manager.network_api.setup_instance_network_on_host(ctx, instance, manager.host)
-                instance = await instance_obj.save(db, uuid, {"network_info": network_info},
-                                                   expected_task_state=[states.RESIZE_FINISH])
-                block_device_info = await manager._prep_block_device(instance)
-                power_on = migration["old_vm_state"] != states.STOPPED
-                image_meta = {"id": instance.get("image_ref"), "properties": {}}
-
-                async def make(paused: bool):
-                    await manager.driver.finish_migration(ctx, instance, network_info, image_meta, block_device_info,
-                                                          power_on=power_on, paused=paused)
-
-                await _start_guest(manager, ctx, instance, network_info, make, power_on=power_on,
-                                   what="finish_resize")
-                power_state = (await manager.driver.get_info(instance))["power_state"]
-                migration = dict(migration, status="finished")
-                async with db.transaction() as s:
-                    instance = await instance_obj.save(
-                        db, uuid, {"vm_state": states.RESIZED, "task_state": None, "power_state": power_state,
-                                   "progress": 100, "system_metadata": _with_migration(instance, migration),
-                                   "launched_at": utcnow().isoformat()},  # Nova relaunches it here (usage)
-                        expected_task_state=[states.RESIZE_FINISH], session=s)
-                    await migrations_obj.set_status(db, migration["uuid"], "finished", session=s)
-                await manager._notify(ctx, instance, "instance.resize_finish.end")
-        except (exceptions.InstanceNotFound, exceptions.UnexpectedDeletingTaskStateError):
-            with contextlib.suppress(Exception):
-                await manager.driver.destroy(ctx, instance, instance.get("network_info"))
-            await allocations.release(db, migration["uuid"])
-            return
-        except Exception as exc:
-            await _error_out(manager, uuid, exc, "finishing the resize", {"vm_state": states.ERROR, "task_state": None},
-                             expected_task_state=[states.RESIZE_FINISH, states.RESIZE_MIGRATED])
-            await migrations_obj.set_status(db, migration["uuid"], "error")  # Nova's errors_out_migration
-        finally:
-            await actions.finish_action(db, ctx, uuid)
-
-
-async def confirm_resize(manager, ctx, uuid: str, migration: dict) -> None:
-    """On the source: drop the kept guest; the destination's claim becomes the server's."""
-    db = manager.rt.db
-    async with manager.instance_lock(uuid):
-        if (instance := await _current(db, uuid)) is None:
-            return
-        current = migration_of(instance) or {}
-        try:
-            if (instance["vm_state"] != states.RESIZED or instance["task_state"] is not None
-                    or current.get("uuid") != migration["uuid"] or current.get("status") != "confirming"):
-                return
-            async with actions.step(db, ctx, uuid, "compute_confirm_resize", manager.host):
-                await manager._notify(ctx, instance, "instance.resize_confirm.start")
-                with contextlib.suppress(exceptions.InstanceNotFound):
-                    await manager.driver.confirm_migration(ctx, instance, instance.get("network_info") or [])
-                vm_state = states.STOPPED if instance["power_state"] == states.SHUTDOWN else states.ACTIVE
-                async with db.transaction() as s:
-                    instance = await instance_obj.save(
-                        db, uuid, {"vm_state": vm_state, "task_state": None,
-                                   "system_metadata": _with_migration(instance, None)},
-                        expected_task_state=[None], expected_vm_state=[states.RESIZED], session=s)
-                    await allocations.release(db, uuid, session=s)
-                    await s.execute(update(Allocation).where(Allocation.consumer_uuid == migration["uuid"])
-                                    .values(consumer_uuid=uuid).execution_options(synchronize_session=False))
-                    await quotas.release(s, instance["project_id"], _quota_back(current, current["new_flavor"]))
-                    await migrations_obj.set_status(db, migration["uuid"], "confirmed", session=s)
-                await manager._notify(ctx, instance, "instance.resize_confirm.end")
-        except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError, exceptions.InstanceInvalidState):
-            return  # deleted (or reverted) meanwhile: that operation has the claims
-        except Exception as exc:
-            await _error_out(manager, uuid, exc, "confirming the resize", {"vm_state": states.ERROR},
-                             expected_task_state=[None], expected_vm_state=[states.RESIZED])
-            await migrations_obj.set_status(db, migration["uuid"], "error")
-        finally:
-            await actions.finish_action(db, ctx, uuid)
-
-
-async def revert_resize(manager, ctx, uuid: str, migration: dict) -> None:
-    """On the destination: destroy the new guest, release its claim, give the server back to the source."""
-    db = manager.rt.db
-    async with manager.instance_lock(uuid):
-        if (instance := await _current(db, uuid)) is None:
-            return
-        try:
-            async with actions.step(db, ctx, uuid, "compute_revert_resize", manager.host):
-                await manager._notify(ctx, instance, "instance.resize_revert.start")
-                with contextlib.suppress(exceptions.InstanceNotFound):
-                    await manager.driver.destroy_migrated_guest(ctx, instance, instance.get("network_info") or [])
-                async with db.transaction() as s:
-                    await instance_obj.save(db, uuid, {"host": migration["source_compute"],
-                                                       "node": migration["source_node"]},
-                                            expected_task_state=[states.RESIZE_REVERTING], session=s)
-                    await allocations.release(db, migration["uuid"], session=s)
-        except (exceptions.InstanceNotFound, exceptions.UnexpectedDeletingTaskStateError):
-            return  # the delete cleans both hosts
-        except Exception as exc:
-            await _error_out(manager, uuid, exc, "reverting the resize", {"vm_state": states.ERROR, "task_state": None},
-                             expected_task_state=[states.RESIZE_REVERTING])
-            await migrations_obj.set_status(db, migration["uuid"], "error")
-            await actions.finish_action(db, ctx, uuid)
-            return
-    await _rpc(manager).cast(ctx, migration["source_compute"], "finish_revert_resize", instance_uuid=uuid,
-                             migration=migration)
-
-
-async def finish_revert_resize(manager, ctx, uuid: str, migration: dict) -> None:
-    """On the source: the old flavor, the ports bound back here, the kept guest back (and started)."""
-    db = manager.rt.db
-    async with manager.instance_lock(uuid):
-        if (instance := await _current(db, uuid)) is None:
-            return
-        current = migration_of(instance) or migration
-        try:
-            async with actions.step(db, ctx, uuid, "compute_finish_revert_resize", manager.host):
-                instance = await instance_obj.save(db, uuid, _flavor_columns(migration["old_flavor"]),
-                                                   expected_task_state=[states.RESIZE_REVERTING])
-                await manager.instance_events.begin_operation(uuid)
-                network_info = await manager.network_api.setup_instance_network_on_host(ctx, instance, manager.host)
-                instance = await instance_obj.save(db, uuid, {"network_info": network_info},
-                                                   expected_task_state=[states.RESIZE_REVERTING])
-                power_on = migration["old_vm_state"] != states.STOPPED
-
-                async def restore(paused: bool):
-                    await manager.driver.finish_revert_migration(ctx, instance, network_info, power_on=power_on,
-                                                                 paused=paused)
-
-                await _start_guest(manager, ctx, instance, network_info, restore, power_on=power_on,
-                                   what="finish_revert_resize")
-                power_state = (await manager.driver.get_info(instance))["power_state"]
-                async with db.transaction() as s:
-                    instance = await instance_obj.save(
-                        db, uuid, {"vm_state": migration["old_vm_state"], "task_state": None,
-                                   "power_state": power_state, "progress": 0,
-                                   "system_metadata": _with_migration(instance, None),
-                                   "launched_at": utcnow().isoformat()},  # as Nova's finish_revert_resize
-                        expected_task_state=[states.RESIZE_REVERTING], session=s)
-                    await quotas.release(s, instance["project_id"], _quota_back(current, migration["old_flavor"]))
-                    await migrations_obj.set_status(db, migration["uuid"], "reverted", session=s)
-                await manager._notify(ctx, instance, "instance.resize_revert.end")
-        except (exceptions.InstanceNotFound, exceptions.UnexpectedDeletingTaskStateError):
-            return  # the delete (on this host, behind this lock) destroys the guest
-        except Exception as exc:
-            await _error_out(manager, uuid, exc, "finishing the revert", {"vm_state": states.ERROR, "task_state": None},
-                             expected_task_state=[states.RESIZE_REVERTING])
-            await migrations_obj.set_status(db, migration["uuid"], "error")
-        finally:
-            await actions.finish_action(db, ctx, uuid)
-
-
-async def cleanup_on_delete(manager, ctx, instance: dict) -> None:
-    """From the host a delete ran on: the migration's claim, and the other host's guest."""
-    migration = migration_of(instance)
-    if not migration:
-        return
-    await allocations.release(manager.rt.db, migration["uuid"])
-    for host in {migration.get("source_compute"), migration.get("dest_compute")} - {None, manager.host}:
-        await _rpc(manager).cast(ctx, host, "cleanup_deleted_migration", instance_uuid=instance["uuid"])
-
-
-async def cleanup_deleted_migration(manager, ctx, uuid: str) -> None:
-    """On the other host of a deleted server's migration: drop its guest here, if any."""
-    async with manager.instance_lock(uuid):
-        try:
-            instance = await instance_obj.get(manager.rt.db, uuid, read_deleted=True)
-        except exceptions.InstanceNotFound:
-            return
-        if not instance.get("deleted"):
-            return
-        with contextlib.suppress(exceptions.InstanceNotFound):
-            await manager.driver.destroy(ctx, instance, instance.get("network_info"))

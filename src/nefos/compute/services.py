@@ -14,8 +14,8 @@ from sqlalchemy import select, update
 
 from nefos import exceptions
 from nefos.db.models import ComputeNode, Instance, Service, utcnow
+from nefos.objects.binaries import COMPUTE_BINARY  # noqa: F401  (re-exported)
 
-COMPUTE_BINARY = "nova-compute"  # Nova's name: tools and Tempest filter os-services on it
 INTERNAL_ZONE = "internal"
 
 

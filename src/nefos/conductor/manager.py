@@ -16,6 +16,8 @@ from sqlalchemy import select
 
 from nefos import exceptions
 from nefos.bus import Endpoint
+from nefos.conductor.host_surface import HostSurface
+from nefos.conductor.migration_surface import MigrationSurface
 from nefos.context import RequestContext, admin_context
 from nefos.db.models import Instance, utcnow
 from nefos.db.retry import retrying
@@ -31,7 +33,9 @@ _PORT_SWEEP_WINDOW = 900  # seconds after a delete in which its leftover ports a
 UNSHELVE_EVENT = "conductor_unshelve_instance"
 
 
-class ConductorManager(Endpoint):
+class ConductorManager(HostSurface, MigrationSurface, Endpoint):
+    """Builds, reschedules, moves; and what compute hosts ask of the database (``HostSurface``)."""
+
     def __init__(self, rt):
         self.rt = rt
         self.scheduler = SchedulerAPI(rt.bus)
@@ -188,15 +192,20 @@ class ConductorManager(Endpoint):
                                        node=selection["node"])
 
     async def migrate_server(self, ctx, instance_uuid: str, request_spec: dict, migration: dict) -> None:
-        """Resize or cold migration: schedule the destination, hand it the server (nefos.compute.resize)."""
-        from nefos.compute import resize
-        await resize.conductor_migrate_server(self, ctx, instance_uuid, request_spec, migration)
+        """Resize or cold migration: schedule the destination, hand it the server (conductor/migrate.py)."""
+        from nefos.conductor import migrate
+        await migrate.migrate_server(self, ctx, instance_uuid, request_spec, migration)
 
     async def live_migrate_instance(self, ctx, instance_uuid: str, request_spec: dict, migration: dict,
                                     forced_host: str | None = None) -> None:
         """Live migration: check the hosts, claim on the destination, cast it to the source."""
-        from nefos.compute import live_migration
-        await live_migration.conductor_live_migrate(self, ctx, instance_uuid, request_spec, migration, forced_host)
+        from nefos.conductor import live_migrate
+        await live_migrate.live_migrate(self, ctx, instance_uuid, request_spec, migration, forced_host)
+
+    async def evacuate_instance(self, ctx, instance_uuid: str, request_spec: dict, migration: dict) -> None:
+        """Evacuation (Nova's rebuild_instance with recreate): schedule, cast it to the destination."""
+        from nefos.conductor import evacuate
+        await evacuate.evacuate_instance(self, ctx, instance_uuid, request_spec, migration)
 
 
 async def _with_retries(function, *args):
@@ -204,44 +213,3 @@ async def _with_retries(function, *args):
     async for attempt in retrying():
         with attempt:
             return await function(*args)
-
-
-class ConductorAPI:
-    """The client the compute API and compute managers use."""
-
-    def __init__(self, bus):
-        self.bus = bus
-
-    async def hand_off_build(self, db, ctx, instance_uuids: list[str], request_spec: dict, build_args: dict,
-                             build_request_id: str) -> None:
-        """Cast a build whose build request is written; a conductor that cannot be reached takes it
-        from the build requests later, so the build is accepted all the same."""
-        try:
-            await self.build_instances(ctx, instance_uuids, request_spec, build_args,
-                                       build_request_id=build_request_id)
-        except exceptions.ServiceUnavailable as exc:
-            LOG.warning("servers %s: the conductor was not reached (%s); the build is taken from the "
-                        "build requests when one is", instance_uuids, exc)
-            await build_requests.mark_undispatched(db, build_request_id)
-
-    async def build_instances(self, ctx, instance_uuids: list[str], request_spec: dict,
-                              build_args: dict, build_request_id: str | None = None) -> None:
-        await self.bus.cast(ctx, "conductor", "build_instances", instance_uuids=instance_uuids,
-                            request_spec=request_spec, build_args=build_args,
-                            **({"build_request_id": build_request_id} if build_request_id else {}))
-
-    async def unshelve_instance(self, ctx, instance_uuid: str, request_spec: dict) -> None:
-        await self.bus.cast(ctx, "conductor", "unshelve_instance", instance_uuid=instance_uuid,
-                            request_spec=request_spec)
-
-    async def migrate_server(self, ctx, instance_uuid: str, request_spec: dict, migration: dict) -> None:
-        """A call: NoValidHost, or a host that cannot resize, reaches the API before it answers."""
-        await self.bus.call(ctx, "conductor", "migrate_server", instance_uuid=instance_uuid,
-                            request_spec=request_spec, migration=migration)
-
-    async def live_migrate_instance(self, ctx, instance_uuid: str, request_spec: dict, migration: dict,
-                                    forced_host: str | None, *, async_: bool) -> None:
-        """A call before 2.34 (a failed check reaches the API), a cast from 2.34, as Nova's ``async_``."""
-        send = self.bus.cast if async_ else self.bus.call
-        await send(ctx, "conductor", "live_migrate_instance", instance_uuid=instance_uuid,
-                   request_spec=request_spec, migration=migration, forced_host=forced_host)

@@ -16,9 +16,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from nefos.timeutils import utcnow  # noqa: F401  (the columns' default; re-exported)
 
-def utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
 
 
 class Base(DeclarativeBase):
@@ -198,7 +197,7 @@ class Service(TimestampMixin, Base):
     hypervisor_connection: Mapped[str | None] = mapped_column(String(16))
     hypervisor_connection_reason: Mapped[str | None] = mapped_column(String(255))
     hypervisor_connection_since: Mapped[dt.datetime | None] = mapped_column(DateTime)
-    # A compute host's recent vif-event waits (compute/instance_events.py wait_summary).
+    # A compute host's recent vif-event waits (compute/host/instance_events.py wait_summary).
     vif_wait_stats: Mapped[dict | None] = mapped_column(JSON)
     report_count: Mapped[int] = mapped_column(Integer, default=0)
     availability_zone: Mapped[str | None] = mapped_column(String(255))
@@ -438,6 +437,7 @@ class Migration(TimestampMixin, Base):
 
 class Network(TimestampMixin, Base):
     __tablename__ = "networks"
+    __table_args__ = (UniqueConstraint("network_type", "segmentation_id", name="uq_networks_segment"),)
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     name: Mapped[str] = mapped_column(String(255), default="")
     project_id: Mapped[str | None] = mapped_column(String(255), index=True)
@@ -451,6 +451,10 @@ class Network(TimestampMixin, Base):
     mtu: Mapped[int] = mapped_column(Integer, default=1500)
     port_security_enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     revision_number: Mapped[int] = mapped_column(Integer, default=0)
+    # The network's segment (Neutron's provider attributes): "vxlan" with its VNI, allocated by the
+    # network service, unique among VXLAN networks; "local" (no VNI) for a network on one host.
+    network_type: Mapped[str] = mapped_column(String(16), default="local", server_default="local")
+    segmentation_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
 class AutoAllocatedTopology(Base):
@@ -530,6 +534,7 @@ class NetworkAgent(Base):
     host: Mapped[str] = mapped_column(String(255))
     started_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
     heartbeat_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+    tunneling_ip: Mapped[str | None] = mapped_column(String(64), nullable=True)  # an L2 agent's VTEP
 
 
 class Router(TimestampMixin, Base):

@@ -15,29 +15,10 @@ from nefos.context import RequestContext
 from nefos.db.models import Instance, InstanceAction, InstanceActionEvent, utcnow
 from nefos.db.session import Database, after_commit
 
-# Action names, as Nova records them.
-CREATE = "create"
-DELETE = "delete"
-START = "start"
-STOP = "stop"
-REBOOT = "reboot"
-PAUSE = "pause"
-UNPAUSE = "unpause"
-SUSPEND = "suspend"
-RESUME = "resume"
-LOCK = "lock"
-UNLOCK = "unlock"
-CREATE_IMAGE = "createImage"
-BACKUP = "createBackup"
-SHELVE = "shelve"
-SHELVE_OFFLOAD = "shelveOffload"
-UNSHELVE = "unshelve"
-CHANGE_PASSWORD = "changePassword"
-REBUILD = "rebuild"
-RESCUE = "rescue"
-UNRESCUE = "unrescue"
-ATTACH_INTERFACE = "attach_interface"
-DETACH_INTERFACE = "detach_interface"
+from nefos.objects.action_names import (  # noqa: F401  (re-exported: actions.CREATE ...)
+    CREATE, DELETE, START, STOP, REBOOT, PAUSE, UNPAUSE, SUSPEND, RESUME, LOCK, UNLOCK, CREATE_IMAGE, BACKUP,
+    SHELVE, SHELVE_OFFLOAD, UNSHELVE, CHANGE_PASSWORD, REBUILD, RESCUE, UNRESCUE, ATTACH_INTERFACE,
+    DETACH_INTERFACE)
 
 
 def new_action(ctx: RequestContext, instance_uuid: str, action: str) -> InstanceAction:

@@ -19,7 +19,7 @@ from sqlalchemy import and_, bindparam, false, insert, or_, select, update
 from nefos import exceptions
 from nefos.db.models import Instance, InstanceFault, utcnow
 from nefos.db.session import Database
-from nefos.objects import states
+from nefos.objects import faults, states
 
 _UNSET = object()
 
@@ -168,23 +168,21 @@ async def save(db: Database, uuid: str, updates: dict, *,
         return await _apply(s)
 
 
-async def add_fault(db: Database, uuid: str, exc: BaseException, *, host: str | None,
+async def add_fault(db: Database, uuid: str, exc: BaseException | dict, *, host: str | None,
                     details: str | None = None, session=None) -> None:
-    """Record a fault; with ``session``, in that transaction (e.g. with the save to ERROR)."""
-    code = getattr(exc, "code", 500) or 500
-    message = type(exc).__name__ if code == 500 and not isinstance(exc, exceptions.NefosError) else str(exc)
-    if isinstance(exc, exceptions.NefosError) and code == 500:
-        # Nova reports the class name of unexpected errors; known ones keep their text.
-        message = str(exc) or type(exc).__name__
-    fault = InstanceFault(instance_uuid=uuid, code=code, message=message[:255], details=details, host=host)
+    """Record a fault (``exc``, or its ``faults.fault_of`` form from a compute host); with
+    ``session``, in that transaction (e.g. with the save to ERROR)."""
+    fault = exc if isinstance(exc, dict) else faults.fault_of(exc)
+    row = InstanceFault(instance_uuid=uuid, code=fault["code"], message=fault["message"][:255], details=details,
+                        host=host)
     if session is not None:
-        session.add(fault)
+        session.add(row)
         return
     async with db.transaction() as s:
-        s.add(fault)
+        s.add(row)
 
 
-async def save_with_fault(db: Database, uuid: str, updates: dict, exc: BaseException, *,
+async def save_with_fault(db: Database, uuid: str, updates: dict, exc: BaseException | dict, *,
                           host: str | None, details: str | None = None, **expected) -> dict:
     """Save (usually to ERROR) and record why, in one transaction: nobody sees the state without its fault."""
     async with db.transaction() as s:
@@ -202,8 +200,7 @@ def quota_deltas(instance: dict) -> dict[str, int]:
     return {"instances": 1, "cores": instance.get("vcpus") or 0, "ram": instance.get("memory_mb") or 0}
 
 
-# The system metadata key of a server's resize or cold migration under way (nefos.compute.resize).
-MIGRATION_KEY = "nefos_migration"
+MIGRATION_KEY = states.MIGRATION_KEY  # the system metadata key of a resize under way
 
 
 async def destroy(db: Database, uuid: str, *, only_if_unscheduled: bool = False) -> dict | None:

@@ -9,12 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import update
-
 from nefos import exceptions
-from nefos.db.models import utcnow
-from nefos.db.session import Database
-from nefos.objects import instance as instance_obj
 
 CHUNKS = 4
 CHUNK_LENGTH = 255
@@ -35,10 +30,15 @@ def chunks(password: str | None) -> dict[str, str]:
     return {key: password[i * CHUNK_LENGTH:(i + 1) * CHUNK_LENGTH] for i, key in enumerate(_KEYS)}
 
 
-async def store(db: Database, uuid: str, password: str | None, *, only_if_unset: bool = False) -> None:
+async def store(db, uuid: str, password: str | None, *, only_if_unset: bool = False) -> None:
     """Write (or, with None, clear) the password; ``only_if_unset``: 409 when one is already there
     (the metadata service's POST, as Nova's). A compare-and-swap on ``updated_at`` keeps the other
-    system metadata keys another writer may change meanwhile."""
+    system metadata keys another writer may change meanwhile. (The database is imported here: a
+    config drive, built on a compute host, needs only ``extract``.)"""
+    from sqlalchemy import update
+
+    from nefos.objects import instance as instance_obj
+    from nefos.timeutils import utcnow
     for _ in range(_ATTEMPTS):
         instance = await instance_obj.get(db, uuid)
         if only_if_unset and extract(instance):

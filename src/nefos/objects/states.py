@@ -125,3 +125,10 @@ def task_and_vm_states_from_statuses(statuses: list[str]) -> tuple[list[str], li
     if "default" in task_states or None in task_states:
         return sorted(vm_states), None
     return sorted(vm_states), sorted(task_states)
+
+
+# The system metadata key of a server's resize or cold migration under way (nefos.compute.resize).
+MIGRATION_KEY = "nefos_migration"
+
+# The vm_states in which interfaces are attached and detached (os-interface; the API's check and the host's).
+INTERFACE_VM_STATES = (ACTIVE, PAUSED, STOPPED)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from nefos.scheduler import extra_specs_ops
+from nefos.objects.server_group_rules import max_server_per_host
 from nefos.scheduler.host_state import HostState
 
 
@@ -112,11 +113,6 @@ def server_group_filter(host: HostState, spec: dict) -> bool:
     if group["policy"] == "anti-affinity":
         return hosts.count(host.host) < max_server_per_host(group)
     return True
-
-
-def max_server_per_host(group: dict) -> int:
-    """An anti-affinity group's members allowed on one host: its ``max_server_per_host`` rule (2.64), else 1."""
-    return int((group.get("rules") or {}).get("max_server_per_host", 1))
 
 
 FILTERS = {

@@ -1,0 +1,28 @@
+"""The instance action names, as Nova records them (pure constants: the compute host uses them
+without the database)."""
+
+CREATE = "create"
+DELETE = "delete"
+START = "start"
+STOP = "stop"
+REBOOT = "reboot"
+PAUSE = "pause"
+UNPAUSE = "unpause"
+SUSPEND = "suspend"
+RESUME = "resume"
+LOCK = "lock"
+UNLOCK = "unlock"
+CREATE_IMAGE = "createImage"
+BACKUP = "createBackup"
+SHELVE = "shelve"
+SHELVE_OFFLOAD = "shelveOffload"
+UNSHELVE = "unshelve"
+CHANGE_PASSWORD = "changePassword"
+REBUILD = "rebuild"
+RESCUE = "rescue"
+UNRESCUE = "unrescue"
+ATTACH_INTERFACE = "attach_interface"
+DETACH_INTERFACE = "detach_interface"
+
+# The targets of a ``power-update`` external event (2.76).
+POWER_ON, POWER_OFF = "POWER_ON", "POWER_OFF"

@@ -1,0 +1,102 @@
+"""The rows of ``services``: registration and heartbeats (Nova's servicegroup database driver;
+a compute host's go through the conductor), and the compute service's own state.
+
+A compute host disables and re-enables its own service as its hypervisor connection
+drops and returns (Nova's ``_set_host_enabled``), and records the connection itself
+(``record_hypervisor_connection``): hypervisor health, apart from heartbeat liveness and
+from whether the service is enabled (an operator's disable hides neither).
+
+Automation marks what it does: ``disabled_by = "auto"`` and a reason starting
+with ``AUTO: ``. It re-enables only a service it disabled itself; an
+operator's disable (``disabled_by = "operator"``, set by os-services) is never
+overridden. Each change is ONE conditional UPDATE, so an operator acting at
+the same moment wins whichever statement commits first.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid as uuidlib
+
+from sqlalchemy import or_, select, update
+
+from nefos.objects.binaries import COMPUTE_BINARY
+from nefos.db.models import Service, utcnow
+
+LOG = logging.getLogger(__name__)
+
+DISABLE_PREFIX = "AUTO: "
+DISABLED_BY_AUTO = "auto"
+DISABLE_REASON_UNDEFINED = "None"
+
+
+async def register(db, host: str, binary: str, topic: str | None) -> int:
+    """Create or revive this (host, binary) row; returns its id."""
+    async with db.transaction() as s:
+        row = (await s.execute(select(Service).where(
+            Service.host == host, Service.binary == binary, Service.deleted == 0))).scalar_one_or_none()
+        if row is None:
+            row = Service(uuid=str(uuidlib.uuid4()), host=host, binary=binary, topic=topic, last_seen_up=utcnow(),
+                          report_count=0)
+            s.add(row)
+            await s.flush()
+        else:
+            row.last_seen_up = utcnow()
+        return row.id
+
+
+async def heartbeat(db, service_id: int) -> None:
+    async with db.transaction() as s:
+        await s.execute(update(Service).where(Service.id == service_id).values(
+            last_seen_up=utcnow(), report_count=Service.report_count + 1))
+
+
+def auto_reason(reason: str | None) -> str:
+    return (DISABLE_PREFIX + (reason or DISABLE_REASON_UNDEFINED))[:255]
+
+
+async def set_host_enabled(db, host: str, enabled: bool, reason: str | None = None) -> bool:
+    """Enable (only if automation disabled it) or disable (unless an operator did) the
+    compute service of ``host``. Returns whether the row changed."""
+    q = update(Service).where(Service.host == host, Service.binary == COMPUTE_BINARY, Service.deleted == 0)
+    if enabled:
+        q = q.where(Service.disabled.is_(True), Service.disabled_by == DISABLED_BY_AUTO,
+                    Service.disabled_reason.startswith(DISABLE_PREFIX, autoescape=True)).values(
+            disabled=False, disabled_reason=None, disabled_by=None, updated_at=utcnow())
+    else:
+        # Enabled, or already disabled by automation (then only the reason changes).
+        q = q.where(or_(Service.disabled.is_(False), Service.disabled_by == DISABLED_BY_AUTO)).values(
+            disabled=True, disabled_reason=auto_reason(reason), disabled_by=DISABLED_BY_AUTO,
+            updated_at=utcnow())
+    async with db.transaction() as s:
+        result = await s.execute(q.execution_options(synchronize_session=False))
+    changed = result.rowcount == 1
+    if changed:
+        LOG.warning("compute service on %s %s%s", host, "enabled" if enabled else "disabled",
+                    "" if enabled else f" ({auto_reason(reason)})")
+    else:
+        LOG.debug("compute service on %s: not %s (manually disabled, already in that state, "
+                  "or not registered yet)", host, "enabling" if enabled else "disabling")
+    return changed
+
+
+async def record_hypervisor_connection(db, host: str, connected: bool, reason: str | None = None) -> None:
+    """Store the driver's latest connection report on the host's compute service row; ``since``
+    changes only when the state does."""
+    state = "connected" if connected else "disconnected"
+    base = update(Service).where(Service.host == host, Service.binary == COMPUTE_BINARY, Service.deleted == 0)
+    async with db.transaction() as s:
+        await s.execute(base.where(or_(Service.hypervisor_connection.is_(None),
+                                       Service.hypervisor_connection != state))
+                        .values(hypervisor_connection=state, hypervisor_connection_since=utcnow())
+                        .execution_options(synchronize_session=False))
+        await s.execute(base.values(hypervisor_connection_reason=None if connected else (reason or "")[:255])
+                        .execution_options(synchronize_session=False))
+
+
+async def publish_vif_wait_stats(db, host: str, stats: dict) -> None:
+    """Store the host's recent vif-event wait figures on its compute service row."""
+    async with db.transaction() as s:
+        await s.execute(update(Service).where(Service.host == host, Service.binary == COMPUTE_BINARY,
+                                              Service.deleted == 0).values(vif_wait_stats=stats)
+                        .execution_options(synchronize_session=False))
