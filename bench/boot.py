@@ -2,8 +2,9 @@
 
 Modes:
   all-in-one     `nefos up` (SQLite, in-process bus) as a child process
-  multi-process  every service its own process, RabbitMQ + PostgreSQL (URLs from
-                 NEFOS_BENCH_AMQP_URL / NEFOS_BENCH_PG_ADMIN_URL, defaults on 127.0.0.1)
+  multi-process  every service its own process, RabbitMQ + PostgreSQL (NEFOS_BENCH_AMQP_URL,
+                 default on 127.0.0.1; NEFOS_BENCH_PG_ADMIN_URL, default a PostgreSQL server of
+                 the bench's own, tests/database_servers.py)
 
 Prints servers/s to ACTIVE, p50/p99 create-request latency, and the time of
 `GET /v2.1/servers/detail?limit=1000` with 10 000 servers in the database.
@@ -40,6 +41,12 @@ BIN = Path(sys.executable).parent
 SERVICES = [["identity"], ["image"], ["network"], ["scheduler"], ["conductor"], ["api"]]
 
 
+def reference_timeit() -> float:
+    """The machine's speed now: ms per ``sum(range(10**6))`` (python3 -m timeit -n 20's loop, best of 3)."""
+    import timeit
+    return round(min(timeit.repeat("sum(range(10**6))", number=20, repeat=3)) / 20 * 1000, 1)
+
+
 def percentile(values: list[float], p: float) -> float:
     values = sorted(values)
     k = max(0, min(len(values) - 1, round(p / 100 * (len(values) - 1))))
@@ -60,12 +67,14 @@ class Cloud:
         self.procs: list[subprocess.Popen] = []
         self.db_url = f"sqlite:///{self.state / 'nefos.sqlite'}"
         self.pg_name = None
+        self.own_pg = None
 
     def _spawn(self, *args: str) -> None:
         log = open(self.state / f"{'-'.join(args)[:40]}.log", "w")
-        # --profile: the all-in-one under cProfile (written when it stops on SIGTERM).
-        prefix = ([sys.executable, "-m", "cProfile", "-o", self.args.profile]
-                  if self.args.profile and args[0] == "up" else [])
+        # --profile: each process under cProfile (written when it stops on SIGTERM); the
+        # multi-process cloud's to FILE.<service>.
+        out = self.args.profile if args[0] == "up" else f"{self.args.profile}.{'-'.join(args)[:40]}"
+        prefix = [sys.executable, "-m", "cProfile", "-o", out] if self.args.profile else []
         env = dict(self.env)
         if args[0] == "compute":  # computes sharing a state directory each keep their own identity
             env["NEFOS_COMPUTE_ID_PATH"] = str(self.state / f"compute_id.{args[2]}")
@@ -78,15 +87,21 @@ class Cloud:
         else:
             import asyncpg  # noqa: F401  (fail early when missing)
             self.pg_name = f"nefos_bench_{uuid.uuid4().hex[:8]}"
-            admin = os.environ.get("NEFOS_BENCH_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+            admin = os.environ.get("NEFOS_BENCH_PG_ADMIN_URL")
+            if admin is None:  # a PostgreSQL of the bench's own: the machine's shared one keeps its connections
+                sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+                from tests.database_servers import OwnPostgres
+                self.own_pg = OwnPostgres(max_connections=100)
+                self.own_pg.start()
+                admin = self.own_pg.url("postgres")
             asyncio.run(_pg(admin, f'CREATE DATABASE "{self.pg_name}"'))
             self.db_url = admin.rsplit("/", 1)[0] + f"/{self.pg_name}"
             self.env.update(NEFOS_DATABASE_URL=self.db_url,
                             NEFOS_BUS_URL=os.environ.get("NEFOS_BENCH_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"),
                             NEFOS_HOST=f"bench-{uuid.uuid4().hex[:6]}",
                             NEFOS_CONTROL_EXCHANGE=f"nefos-bench-{uuid.uuid4().hex[:6]}",
-                            # 16 processes share PostgreSQL's 100 connections.
-                            NEFOS_MAX_POOL_SIZE="4", NEFOS_MAX_OVERFLOW="1")
+                            # 16 processes share PostgreSQL's 100 connections (nefos.db.connection_budget).
+                            NEFOS_MAX_POOL_SIZE="5", NEFOS_MAX_OVERFLOW="0")
             subprocess.run([str(BIN / "nefos"), "db", "upgrade", "--state-dir", str(self.state)],
                            env=self.env, check=True, capture_output=True)
             for args in SERVICES:
@@ -103,8 +118,10 @@ class Cloud:
                 p.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 p.kill()
-        if self.pg_name:
-            admin = os.environ.get("NEFOS_BENCH_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+        if self.own_pg is not None:
+            self.own_pg.destroy()
+        elif self.pg_name:
+            admin = os.environ["NEFOS_BENCH_PG_ADMIN_URL"]
             asyncio.run(_pg(admin, f'DROP DATABASE IF EXISTS "{self.pg_name}" WITH (FORCE)'))
 
     def url(self, name: str) -> str:
@@ -298,17 +315,22 @@ def main() -> None:
     parser.add_argument("--list-repeats", type=int, default=5)
     parser.add_argument("--skip-list", action="store_true")
     parser.add_argument("--profile", metavar="FILE",
-                        help="all-in-one only: run the cloud under cProfile, stats written to FILE")
+                        help="run the cloud under cProfile, stats written to FILE (multi-process: "
+                             "FILE.<service> for each process)")
     args = parser.parse_args()
+    # The machine's speed before the cloud starts (then it is the cloud's own load).
+    result = {"date": dt.datetime.now().isoformat(timespec="seconds"), "mode": args.mode,
+              "machine": f"{platform.node()} {os.cpu_count()} cores {platform.machine()}",
+              "concurrency": args.concurrency, "load_before": os.getloadavg()[0],
+              "reference_timeit_ms": reference_timeit()}
     cloud = Cloud(args)
     cloud.start()
     try:
-        result = {"date": dt.datetime.now().isoformat(timespec="seconds"), "mode": args.mode,
-                  "machine": f"{platform.node()} {os.cpu_count()} cores {platform.machine()}",
-                  "concurrency": args.concurrency}
         result.update(asyncio.run(boot(args, cloud)))
         if not args.skip_list:
             result.update(asyncio.run(list_10k(args, cloud)))
+        result["load_after"] = os.getloadavg()[0]
+        result["reference_timeit_ms_after"] = reference_timeit()
         print(json.dumps(result, indent=2))
     finally:
         cloud.stop()

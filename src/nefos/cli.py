@@ -206,18 +206,36 @@ _service_command("scheduler", "nefos.scheduler.service:component", "Run the sche
 _service_command("compute", "nefos.compute.host.service:component", "Run a compute host (--host NAME).",
                  database=False)
 _service_command("network", "nefos.network.service:component", "Run the network service and its API.")
-_service_command("l2-agent", "nefos.network.l2_agent:component",
-                 "Run a compute host's L2 agent (--host NAME: the compute host it serves).")
-_service_command("dhcp-agent", "nefos.network.dhcp_agent:component",
-                 "Run a DHCP agent (dnsmasq per network, in its namespace on the network's bridge).")
-_service_command("l3-agent", "nefos.network.l3_agent:component",
-                 "Run the L3 agent (routers and floating IPs in namespaces, on the Nefos external bridge).")
+_service_command("l2-agent", "nefos.network.agents.l2_agent:component",
+                 "Run a compute host's L2 agent (--host NAME: the compute host it serves).", database=False)
+_service_command("dhcp-agent", "nefos.network.agents.dhcp_agent:component",
+                 "Run a DHCP agent (dnsmasq per network, in its namespace on the network's bridge).", database=False)
+_service_command("l3-agent", "nefos.network.agents.l3_agent:component",
+                 "Run the L3 agent (routers and floating IPs in namespaces, on the Nefos external bridge).", database=False)
 _service_command("image", "nefos.image.service:component", "Run the image service and its API.")
 _service_command("metadata", "nefos.metadata.service:component",
                  "Run the metadata service (guests' metadata, behind a metadata proxy).")
 _service_command("novncproxy", "nefos.console.service:component",
                  "Run the noVNC console proxy (browsers' websockets to guests' VNC servers).")
 _service_command("identity", "nefos.identity.service:component", "Run the identity service and its API.")
+
+
+@app.command("simulate-hosts")
+def simulate_hosts(config: Optional[Path] = ConfigOpt, state_dir: Optional[Path] = StateDirOpt,
+                   count: int = typer.Option(..., "--count", min=1, help="How many hosts."),
+                   host_prefix: str = typer.Option("sim", "--host-prefix",
+                                                   help="Hosts are named <prefix>-<n>."),
+                   first: int = typer.Option(1, "--first", min=0, help="The first host's number."),
+                   debug: bool = DebugOpt) -> None:
+    """Run many simulated compute hosts (fake driver) in this process, for scale tests."""
+    setup_logging(debug)
+    cfg = _config(config, state_dir, compute_driver="fake")
+
+    def build(rt):
+        from nefos.compute.simulator import component
+        return [component(rt, host_prefix, count, first)]
+
+    _run_components(cfg, build, database=False)
 
 
 @db_app.command("upgrade")
@@ -250,6 +268,23 @@ def db_upgrade(config: Optional[Path] = ConfigOpt, state_dir: Optional[Path] = S
         console.print(f"[bold red]nefos: {exc}[/bold red]", highlight=False)
         raise typer.Exit(2)
     console.print(f"database at {revision}: {cfg.effective_database_url}")
+
+
+@db_app.command("connection-budget")
+def db_connection_budget(processes: int = typer.Option(..., "--processes", min=1,
+                                                       help="Nefos processes using the database."),
+                         max_connections: int = typer.Option(100, "--max-connections",
+                                                             help="The database server's limit.")) -> None:
+    """The pool sizes each process may use (max_pool_size, max_overflow) for a deployment."""
+    from nefos.db.connection_budget import deployment_budget
+    try:
+        budget = deployment_budget(max_connections, processes)
+    except ValueError as exc:
+        console.print(f"[bold red]nefos: {exc}[/bold red]", highlight=False)
+        raise typer.Exit(2)
+    console.print(f"max_pool_size = {budget['max_pool_size']}\nmax_overflow = {budget['max_overflow']}\n"
+                  f"# {processes} processes x {budget['max_pool_size']} = {budget['budget']} of "
+                  f"{budget['available']} connections available", markup=False, highlight=False)
 
 
 def main() -> None:

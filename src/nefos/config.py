@@ -20,6 +20,24 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 KNOWN_APIS = ("osapi_compute", "metadata")
 
 
+def parse_vni_ranges(value: str) -> list[tuple[int, int]]:
+    """``vni_ranges`` ("min:max,min:max"): the VXLAN VNI ranges, each within 1..2**24-1."""
+    ranges = []
+    for part in (p.strip() for p in value.split(",")):
+        if not part:
+            continue
+        lo, sep, hi = part.partition(":")
+        if not sep or not lo.strip().isdigit() or not hi.strip().isdigit():
+            raise ValueError(f"{part!r} is not min:max")
+        lo_i, hi_i = int(lo), int(hi)
+        if not 1 <= lo_i <= hi_i <= 2 ** 24 - 1:
+            raise ValueError(f"{part!r}: VNIs are 1 to {2 ** 24 - 1}, min <= max")
+        ranges.append((lo_i, hi_i))
+    if not ranges:
+        raise ValueError("no VNI range")
+    return sorted(ranges)
+
+
 class Config(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
@@ -27,10 +45,12 @@ class Config(BaseModel):
     state_dir: Path = Path(".nefos")
     database_url: str = ""  # default: sqlite in state_dir
     # Database connections per process (oslo.db's names): at most max_pool_size + max_overflow,
-    # so a deployment's processes x 10 stay under the server's limit (PostgreSQL's default: 100;
-    # the README's nine processes: 90). A busy process queues for a connection (30 s at most).
+    # all processes of a deployment sharing the server's limit (PostgreSQL's default: 100); the
+    # formula is nefos.db.connection_budget's (`nefos db connection-budget`). No overflow: an
+    # overflow connection is closed once returned, so a busy process would open and close
+    # connections over and over. A busy process queues for a connection (30 s at most).
     max_pool_size: int = 5
-    max_overflow: int = 5
+    max_overflow: int = 0
     bus_url: str = "local://"  # local:// (in-process) or amqp://user:pw@host:port/vhost
     control_exchange: str = "nefos"  # names this cloud's queues on a shared broker (oslo.messaging's name)
     host: str = "localhost"  # this service's host name (compute hosts must differ)
@@ -47,6 +67,10 @@ class Config(BaseModel):
     # Service liveness.
     report_interval: float = 10.0
     service_down_time: float = 60.0
+    # Nova's periodic_fuzzy_delay: each periodic task (and the heartbeat) first runs at a random
+    # point of its first min(interval, periodic_fuzzy_delay) seconds, so services started
+    # together do not all write at once; 0: first run after one interval.
+    periodic_fuzzy_delay: float = 60.0
 
     # Bus.
     rpc_response_timeout: float = 60.0
@@ -105,6 +129,11 @@ class Config(BaseModel):
     virt_type: str = "auto"  # qemu (TCG), kvm, or auto: kvm only when a KVM guest really boots here
     connection_uri: str = "qemu:///system"
     instances_path: str = ""  # guests' disks and console logs; default: <state_dir>/instances
+    # The network namespace libvirtd makes guests' taps in (a path such as /proc/<libvirtd pid>/ns/net),
+    # when this compute host runs in a network namespace of its own: each tap is moved from there into
+    # the compute host's namespace, where its L2 agent wires it, as soon as libvirt made it (the guest
+    # still paused on a spawn). Empty: the compute host shares libvirtd's namespace (the usual case).
+    libvirtd_netns: str = ""
     dhcp_agent_sync_interval: float = 5.0  # seconds between the DHCP agent's full resyncs (the backstop:
     # it syncs a network at once when the network service notifies a port/subnet/network change)
     # Where the DHCP agent keeps each network's dnsmasq files (Neutron's option); default:
@@ -120,6 +149,16 @@ class Config(BaseModel):
     # `nefos up` (with real guests) gives it the host address external_network_gateway on
     # external_network_cidr and creates the external network "public" there (DevStack's range).
     l3_agent_sync_interval: float = 5.0  # seconds between the L3 agent's full resyncs (the backstop)
+    # Tenant networks across hosts (Neutron's ML2 options, docs/networking.md). The network service
+    # gives each new tenant network a segment of the first of tenant_network_types: "vxlan" (a VNI
+    # from vni_ranges, "min:max[,min:max...]") or "local" (one host). A network's MTU is the
+    # underlay's (global_physnet_mtu) less the VXLAN overhead (50 bytes).
+    tenant_network_types: str = "vxlan"
+    vni_ranges: str = "1:16777215"
+    global_physnet_mtu: int = Field(default=1500, ge=68, le=9216)
+    # The L2 agent's underlay address ([vxlan] local_ip): its VXLAN tunnels start here. Unset: no
+    # tunnels, the host's networks reach no other host (a single-host cloud).
+    local_ip: str = ""
     l3_external_bridge: str = "br-ex-nefos"
     external_network_cidr: str = "172.24.4.0/24"
     external_network_gateway: str = "172.24.4.1"
@@ -220,6 +259,27 @@ class Config(BaseModel):
     policy_file: str = ""
 
     extra: dict[str, str] = Field(default_factory=dict, exclude=True)
+
+    @field_validator("tenant_network_types")
+    @classmethod
+    def _network_types(cls, value: str) -> str:
+        types = [t.strip() for t in value.split(",") if t.strip()]
+        if not types or any(t not in ("vxlan", "local") for t in types):
+            raise ValueError("a comma-separated list of vxlan and local")
+        return ",".join(types)
+
+    @field_validator("vni_ranges")
+    @classmethod
+    def _vni_ranges(cls, value: str) -> str:
+        parse_vni_ranges(value)
+        return value
+
+    @field_validator("local_ip")
+    @classmethod
+    def _local_ip(cls, value: str) -> str:
+        if value:
+            ipaddress.ip_address(value)
+        return value
 
     @field_validator("enabled_apis", mode="before")
     @classmethod

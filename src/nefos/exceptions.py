@@ -463,6 +463,10 @@ class InvalidInput(Invalid):
     message = "Invalid input for operation: %(error_message)s."
 
 
+class NoNetworkAvailable(ServiceUnavailable):
+    message = "Unable to create the network. No tenant network is available for allocation."
+
+
 class NetworkInUse(InUse):
     message = ("Unable to complete operation on network %(net_id)s. There are one or more "
                "ports still in use on the network.")

@@ -11,10 +11,12 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import random
 from typing import Awaitable, Callable
 
 from nefos import fileperms
 from nefos.bus import Bus, Endpoint, create_bus
+from nefos.component import Component  # noqa: F401  (where every service finds it)
 from nefos.config import Config
 
 LOG = logging.getLogger(__name__)
@@ -84,6 +86,17 @@ class Runtime:
                 self._sqlite_lock = None
 
 
+def first_run_delay(interval: float, fuzzy_delay: float) -> float:
+    """When a periodic task first runs: after ``interval``, or, with ``periodic_fuzzy_delay``
+    (Nova's option), at a random point of its first ``min(interval, fuzzy_delay)`` seconds.
+    Hosts started together (a restart of every compute process, a simulator's thousand hosts)
+    then spread their heartbeats and periodic passes over the interval instead of writing to the
+    database all in the same instant, and no first run comes later than without it."""
+    if fuzzy_delay <= 0:
+        return interval
+    return random.uniform(0, min(interval, fuzzy_delay))
+
+
 class PeriodicTask:
     def __init__(self, name: str, interval: float, fn: Callable[[], Awaitable[None]],
                  initial_delay: float | None = None):
@@ -149,6 +162,8 @@ class Service:
     def add_periodic(self, name: str, interval: float, fn, initial_delay: float | None = None) -> None:
         if interval is None or interval <= 0:
             return
+        if initial_delay is None:
+            initial_delay = first_run_delay(interval, self.rt.cfg.periodic_fuzzy_delay)
         self.periodic.append(PeriodicTask(name, interval, fn, initial_delay))
 
     async def register(self) -> int:
@@ -175,26 +190,6 @@ class Service:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
-
-
-class Component:
-    """One piece a process runs: a service on the bus and/or an HTTP API.
-
-    Each service package exposes ``component(rt, ...) -> Component`` in its
-    ``service.py``; ``nefos up`` runs them all in one process, ``nefos
-    <service>`` runs one. ``app`` (an ASGI app) is served on ``port`` when set.
-    """
-
-    name: str = "component"
-    app = None
-    port: int | None = None
-    bind: str | None = None  # the address ``app`` is served on; None: bind_host
-
-    async def start(self) -> None:
-        pass
-
-    async def stop(self) -> None:
-        pass
 
 
 class ServiceComponent(Component):

@@ -1,4 +1,4 @@
-"""The periodic power-state sync, rule by rule (seed 002 ``_sync_power_states`` a-f)."""
+"""The periodic power-state sync, rule by rule (the cases a-f of Nova's ``_sync_power_states``)."""
 
 from __future__ import annotations
 

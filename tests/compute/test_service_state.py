@@ -1,4 +1,4 @@
-"""A compute host disables its own service while its hypervisor connection is down (seed 003)."""
+"""A compute host disables its own service while its hypervisor connection is down (Nova's auto-disable)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Waiting on the compute host (seed 000): the wait's semantics, the operations that wait, the events
+"""Waiting on the compute host: the wait's semantics, the operations that wait, the events
 nobody waits for."""
 
 from __future__ import annotations

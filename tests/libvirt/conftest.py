@@ -69,9 +69,16 @@ def ensure_libvirtd() -> None:
         time.sleep(0.2)
 
 
+# Where the tiny guest is built once per session (the build is cached by the digest of its inputs);
+# each test cloud still registers it in its own image service. None: in the cloud's state dir.
+_guest_build_dir: Path | None = None
+
+
 @pytest.fixture(scope="session")
-def libvirtd():
+def libvirtd(tmp_path_factory):
+    global _guest_build_dir
     ensure_libvirtd()
+    _guest_build_dir = tmp_path_factory.mktemp("guest-image")
     return URI
 
 
@@ -94,8 +101,8 @@ async def start_libvirt_cloud(tmp_path, **overrides):
     overrides.setdefault("sync_power_state_interval", -1)  # events only: the periodic sync must not help
     harness = await start_cloud(tmp_path, fake_hosts=0, drivers={HOST: "libvirt"}, **overrides)
     # The compute host's L2 agent and the DHCP agent (the all-in-one runs both beside a libvirt host).
-    from nefos.network.dhcp_agent import DhcpAgent
-    from nefos.network.l2_agent import L2Agent
+    from nefos.network.agents.dhcp_agent import DhcpAgent
+    from nefos.network.agents.l2_agent import L2Agent
     harness.l2_agent = L2Agent(harness.rt, HOST)
     # (its periodic resync at the default 5 s: the guests' ports are served on the notifications)
     harness.dhcp = DhcpAgent(harness.rt, HOST)
@@ -104,7 +111,7 @@ async def start_libvirt_cloud(tmp_path, **overrides):
         harness.cloud.components.append(agent)
         harness.cloud._started.append(agent)
     from nefos.image.guest.register import ensure_guest_image
-    harness.guest_image = await ensure_guest_image(harness.rt)
+    harness.guest_image = await ensure_guest_image(harness.rt, build_dir=_guest_build_dir)
     harness.bridges = set()
     return harness
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import json
+import datetime as dt
 import logging
 import sys
 import traceback
@@ -40,7 +41,6 @@ def decode(data: bytes | str) -> Any:
 
 
 def _default(obj):
-    import datetime as dt
     if isinstance(obj, dt.datetime):
         return obj.isoformat()
     if isinstance(obj, (set, frozenset, tuple)):
@@ -68,6 +68,13 @@ def error_payload(exc: BaseException) -> dict:
         "kwargs": getattr(sent, "kwargs", {}) if isinstance(getattr(sent, "kwargs", None), dict) else {},
         "traceback": "".join(traceback.format_exception(exc)),
     }
+
+
+def _transient_error(exc: BaseException):
+    """The database's ``transient_error`` where this process has a database; a process without
+    one (a network agent) never imports it, and none of its errors can be the database's."""
+    retry = sys.modules.get("nefos.db.retry")
+    return retry.transient_error(exc) if retry is not None else None
 
 
 def raise_remote(err: dict) -> None:
@@ -143,13 +150,12 @@ class Bus(abc.ABC):
 
 def notification_envelope(ctx: RequestContext | None, event_type: str, payload: dict,
                           publisher_id: str, priority: str) -> dict:
-    from nefos.db.models import utcnow
     return {
         "message_id": str(uuid.uuid4()),
         "event_type": event_type,
         "publisher_id": publisher_id,
         "priority": priority.upper(),
-        "timestamp": utcnow().isoformat(),
+        "timestamp": dt.datetime.now(dt.timezone.utc).replace(tzinfo=None).isoformat(),
         "request_id": ctx.request_id if ctx else None,
         "global_request_id": ctx.global_request_id if ctx else None,
         "payload": payload,

@@ -437,6 +437,7 @@ class Migration(TimestampMixin, Base):
 
 class Network(TimestampMixin, Base):
     __tablename__ = "networks"
+    __table_args__ = (UniqueConstraint("network_type", "segmentation_id", name="uq_networks_segment"),)
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     name: Mapped[str] = mapped_column(String(255), default="")
     project_id: Mapped[str | None] = mapped_column(String(255), index=True)
@@ -450,6 +451,10 @@ class Network(TimestampMixin, Base):
     mtu: Mapped[int] = mapped_column(Integer, default=1500)
     port_security_enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     revision_number: Mapped[int] = mapped_column(Integer, default=0)
+    # The network's segment (Neutron's provider attributes): "vxlan" with its VNI, allocated by the
+    # network service, unique among VXLAN networks; "local" (no VNI) for a network on one host.
+    network_type: Mapped[str] = mapped_column(String(16), default="local", server_default="local")
+    segmentation_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
 class AutoAllocatedTopology(Base):
@@ -529,6 +534,7 @@ class NetworkAgent(Base):
     host: Mapped[str] = mapped_column(String(255))
     started_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
     heartbeat_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+    tunneling_ip: Mapped[str | None] = mapped_column(String(64), nullable=True)  # an L2 agent's VTEP
 
 
 class Router(TimestampMixin, Base):

@@ -17,7 +17,7 @@ from typing import AsyncIterator, Callable
 
 from sqlalchemy import create_engine, event as sa_event, insert
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DisconnectionError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
 from nefos.db import sqlite_inline
@@ -59,11 +59,14 @@ class Database:
         self.url = normalise_url(url)
         self.is_sqlite = self.url.startswith("sqlite")
         kwargs: dict = {"echo": echo}
+        self.is_postgresql = self.url.startswith("postgresql")
         if not self.is_sqlite:
             # Per process: a multi-host cloud runs many processes against one server, whose
-            # connection limit (PostgreSQL's default is 100) they all share.
-            kwargs.update(pool_size=max_pool_size, max_overflow=max_overflow, pool_pre_ping=True,
-                          pool_recycle=3600)
+            # connection limit (PostgreSQL's default is 100) they all share
+            # (nefos.db.connection_budget). PostgreSQL: no pre-ping round trips (see
+            # _drop_closed_connection); MySQL keeps SQLAlchemy's pre-ping.
+            kwargs.update(pool_size=max_pool_size, max_overflow=max_overflow,
+                          pool_pre_ping=not self.is_postgresql, pool_recycle=3600)
         if self.url.startswith("mysql"):
             # READ COMMITTED, as on PostgreSQL: each statement sees what is committed, so code
             # tested on one server behaves the same on the other (and InnoDB takes no gap locks).
@@ -88,6 +91,13 @@ class Database:
             self._writer_conn = None
             self._idle_readers: list = []
         self._sessions = async_sessionmaker(self.engine, expire_on_commit=False)
+        self._read_sessions = self._sessions
+        if self.is_postgresql:
+            sa_event.listen(self.engine.sync_engine.pool, "checkout", _drop_closed_connection)
+            # Plain reads run outside a transaction (each statement sees what is committed when
+            # it runs, as reader() promises anyway): no BEGIN and ROLLBACK round trips around them.
+            self._read_sessions = async_sessionmaker(
+                self.engine.execution_options(isolation_level="AUTOCOMMIT"), expire_on_commit=False)
         self._write_lock = asyncio.Lock() if self.is_sqlite else None
 
     @contextlib.asynccontextmanager
@@ -113,7 +123,7 @@ class Database:
                     raise
                 await session.commit()
 
-    async def _connected_session(self) -> AsyncSession:
+    async def _connected_session(self, sessions=None) -> AsyncSession:
         """A new session that has checked out its connection, in its transaction.
 
         No statement has run yet, so a connection refused (the server is down, restarting or
@@ -122,7 +132,7 @@ class Database:
         that arrived during a restart."""
         async for attempt in retrying():
             with attempt:
-                session = self._sessions()
+                session = (sessions or self._sessions)()
                 try:
                     await session.connection()
                 except BaseException:
@@ -138,7 +148,7 @@ class Database:
         statements of the session see one snapshot (a read transaction).
         """
         if not self.is_sqlite:
-            async with await self._connected_session() as session:
+            async with await self._connected_session(None if snapshot else self._read_sessions) as session:
                 yield session
             return
         if snapshot:
@@ -172,6 +182,18 @@ class Database:
                     conn.close()
             self._writer_conn, self._idle_readers = None, []
             self.sync_engine.dispose()
+
+
+def _drop_closed_connection(dbapi_connection, _record, _proxy) -> None:
+    """Pool checkout on PostgreSQL: a connection the server closed (restart, terminated backend)
+    is replaced before anyone uses it. asyncpg notices the closed socket as soon as the event loop
+    reads it, so this costs no round trip, where SQLAlchemy's pre-ping on asyncpg costs three
+    (BEGIN, an empty statement, ROLLBACK) for every session. A connection lost without its socket
+    closing (a cut network) fails its first statement instead, as a lost connection
+    (``retry.is_disconnect``: retried where the caller retries, else a 503)."""
+    connection = getattr(dbapi_connection, "_connection", None)
+    if connection is not None and connection.is_closed():
+        raise DisconnectionError("the database closed this connection")
 
 
 @contextlib.asynccontextmanager

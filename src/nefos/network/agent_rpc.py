@@ -11,67 +11,72 @@ moved on must not be set DOWN by its old host).
 
 ACTIVE waits for every component the port needs (``nefos.network.provisioning``):
 ``update_device_up`` acknowledges ``L2``; the DHCP agent acknowledges ``DHCP``
-with ``dhcp_ready_on_ports`` once dnsmasq re-read a hosts file holding the
+with ``dhcp_ready_on_ports`` (``nefos.network.dhcp_rpc``) once dnsmasq re-read a hosts file holding the
 ports' entries. ``update_device_down`` blocks the port on ``L2`` again.
 
 The other direction (Neutron's ``DhcpAgentNotifyAPI``, topic ``dhcp_agent``): after a port,
 subnet or network change commits, the network service fans out ``network_changed`` (the
 network id and Neutron's event name, ``port_create_end`` ...) to every DHCP agent
 (``DhcpAgentNotifier``), which syncs that network at once instead of at its next periodic
-look (``nefos.network.dhcp_agent``).
+look (``nefos.network.agents.dhcp_agent``).
 
 Each report is served under the agent's request context (it travels with the
 bus message), so the agent's request id is on every log line of the hop, on
 the port's outbox row and on the external event the notifier posts.
 
-``PluginEndpoint`` runs in the network service; ``PluginAPI`` is the agent's
-client. Everything travels over the bus, so an agent works in the compute
-host's process whatever process the network service runs in.
+``L2AgentCallbacks`` runs in the network service; ``nefos.network.agents.rpc.L2PluginAPI`` is
+the agent's client. Everything travels over the bus, so an agent works in the compute host's
+process whatever process the network service runs in, with no database of its own. The same goes
+for the metadata proxy's question (``MetadataCallbacks``, topic ``q-metadata``) and every agent's
+heartbeat (``AgentStateCallbacks``, topic ``q-reports-plugin``, Neutron's ``report_state``).
+These are the agents' surfaces, apart from the API's ``NetworkManager`` (as Neutron keeps its
+plugin API and its agent RPC callbacks apart).
 """
 
 from __future__ import annotations
 
-import contextlib
+import ipaddress
 import logging
+
+from sqlalchemy import or_, select, update
 
 from nefos import exceptions
 from nefos.bus import Endpoint
-from nefos.context import RequestContext, current_context
+from nefos.context import RequestContext
+from nefos.db.models import IPAllocation, Network, NetworkAgent, Port
 from nefos.network import provisioning
-from nefos.network.agent_sync import AgentNotifier
+from nefos.network.agent_notifier import AgentNotifier
+from nefos.network.agents.rpc import (  # noqa: F401  (the topics, for the service and tests)
+    DHCP_AGENT_TOPIC as DHCP_TOPIC, L2_AGENT, METADATA_TOPIC, PLUGIN_TOPIC as TOPIC, REPORTS_TOPIC, TAP_PREFIX,
+    _admin, report_context)
 
 LOG = logging.getLogger(__name__)
 
-TOPIC = "q-plugin"
-DHCP_TOPIC = "dhcp_agent"  # Neutron's topics.DHCP_AGENT: the network service -> the DHCP agents
+AGENT_TYPES = (provisioning.DHCP_AGENT, L2_AGENT)  # the agents whose state is recorded
 
 
-def _admin() -> RequestContext:
-    return RequestContext(project_id=None, user_id=None, roles=["admin", "service"], is_admin=True)
-
-
-@contextlib.contextmanager
-def report_context():
-    """An agent's report (device up, DHCP ready, ...) runs under one new request context: every
-    call it makes and every log line of it, here and in the services it reaches, carry its id."""
-    ctx = _admin()
-    token = current_context.set(ctx)
-    try:
-        yield ctx
-    finally:
-        current_context.reset(token)
-
-
-class PluginEndpoint(Endpoint):
-    """The server side, served by the network service on ``q-plugin``."""
+class L2AgentCallbacks(Endpoint):
+    """What an L2 agent asks and reports, served by the network service on ``q-plugin``."""
 
     def __init__(self, manager):
         self.manager = manager  # nefos.network.manager.NetworkManager
+
+    async def _port_id(self, device: str, host: str) -> str:
+        """The port id of ``device``: a port id, or a tap name (``tap`` + the id's first 11
+        characters) of a port bound to ``host`` (Neutron's agents name devices by their tap too)."""
+        if not device.startswith(TAP_PREFIX):
+            return device
+        prefix = device[len(TAP_PREFIX):]
+        async with self.manager.rt.db.reader() as s:
+            ids = (await s.execute(select(Port.id).where(Port.id.like(f"{prefix}%"),
+                                                         Port.binding_host_id == host))).scalars().all()
+        return ids[0] if len(ids) == 1 else device
 
     async def get_device_details(self, ctx: RequestContext, device: str, agent_host: str,
                                  agent_id: str | None = None) -> dict:
         """What the agent needs to wire ``device``; marks the port BUILD (DOWN if administratively down)."""
         host = agent_host
+        device = await self._port_id(device, host)
         LOG.info("device %s details requested by agent %s on host %s", device, agent_id, host)
 
         def decide(row, _blocks) -> str | None:
@@ -90,7 +95,12 @@ class PluginEndpoint(Endpoint):
             return {"device": device}
         if port is None:
             return {"device": device}
+        async with self.manager.rt.db.reader() as s:
+            segment = (await s.execute(select(Network.network_type, Network.segmentation_id, Network.mtu).where(
+                Network.id == port["network_id"]))).first()
+        network_type, vni, mtu = segment if segment is not None else ("local", None, None)
         return {"device": device, "port_id": port["id"], "network_id": port["network_id"],
+                "network_type": network_type, "segmentation_id": vni, "mtu": mtu,
                 "mac_address": port["mac_address"], "admin_state_up": port["admin_state_up"],
                 "fixed_ips": port["fixed_ips"], "device_owner": port["device_owner"],
                 "device_id": port["device_id"], "status": port["status"],
@@ -140,39 +150,90 @@ class PluginEndpoint(Endpoint):
             await self.manager.update_port_status(ctx.elevated(), port["id"], "DOWN")
         return {"device": device, "exists": True}
 
-    async def dhcp_ready_on_ports(self, ctx: RequestContext, port_ids: list[str], agent_host: str) -> list[str]:
-        """The DHCP agent on ``agent_host`` serves these ports' entries (dnsmasq re-read them): DHCP
-        acknowledged. Returns the ports that went ACTIVE now."""
-        LOG.info("DHCP agent on %s: entries in place for %d port(s): %s", agent_host, len(port_ids),
-                 ", ".join(port_ids))
-        return await provisioning.complete(self.manager, ctx, list(port_ids), provisioning.DHCP)
+    async def get_devices_details_list(self, ctx: RequestContext, devices: list[str], agent_host: str,
+                                       agent_id: str | None = None) -> list[dict]:
+        """``get_device_details`` of each of ``devices``."""
+        return [await self.get_device_details(ctx, d, agent_host, agent_id) for d in devices]
+
+    async def get_devices_on_host(self, ctx: RequestContext, agent_host: str) -> list[str]:
+        """The instance ports bound to ``agent_host`` that are ACTIVE or BUILD."""
+        async with self.manager.rt.db.reader() as s:
+            return list((await s.execute(select(Port.id).where(
+                Port.binding_host_id == agent_host, Port.status.in_(("ACTIVE", "BUILD")),
+                Port.device_owner.like("compute:%")).order_by(Port.id))).scalars())
+
+    async def get_known_devices(self, ctx: RequestContext, devices: list[str], agent_host: str) -> list[str]:
+        """Which of the taps ``devices`` belong to a port that exists (bound anywhere)."""
+        taps = [d for d in devices if d.startswith(TAP_PREFIX) and len(d) > len(TAP_PREFIX)]
+        if not taps:
+            return []
+        async with self.manager.rt.db.reader() as s:
+            ids = (await s.execute(select(Port.id).where(
+                or_(*[Port.id.like(t[len(TAP_PREFIX):] + "%") for t in taps])))).scalars().all()
+        return sorted({TAP_PREFIX + i[:11] for i in ids} & set(taps))
+
+    async def get_network_ids(self, ctx: RequestContext, agent_host: str) -> list[str]:
+        """Every network of the cloud."""
+        async with self.manager.rt.db.reader() as s:
+            return list((await s.execute(select(Network.id).order_by(Network.id))).scalars())
+
+    async def get_fdb_entries(self, ctx: RequestContext, agent_host: str,
+                              network_ids: list[str] | None = None) -> dict:
+        """L2 population for ``agent_host`` (``nefos.network.l2pop``)."""
+        from nefos.network import l2pop
+        return await l2pop.fdb_entries(self.manager.rt, agent_host, network_ids)
 
 
-class PluginAPI:
-    """The agent's side: calls into the network service over the bus."""
+PluginEndpoint = L2AgentCallbacks
 
-    def __init__(self, bus, host: str, agent_id: str):
-        self.bus = bus
-        self.host = host
-        self.agent_id = agent_id
 
-    async def _call(self, method: str, device: str) -> dict:
-        # (``host`` would address the bus message: the agent's host travels as ``agent_host``)
-        return await self.bus.call(current_context.get() or _admin(), TOPIC, method, device=device,
-                                   agent_host=self.host, agent_id=self.agent_id)
+class MetadataCallbacks(Endpoint):
+    """The metadata proxy's question, served on ``q-metadata``."""
 
-    async def get_device_details(self, device: str) -> dict:
-        return await self._call("get_device_details", device)
+    def __init__(self, manager):
+        self.manager = manager
 
-    async def update_device_up(self, device: str) -> dict:
-        return await self._call("update_device_up", device)
+    async def get_instance_port(self, ctx: RequestContext, network_id: str, ip_address: str,
+                                agent_host: str) -> list[list[str]]:
+        """(instance id, project id) of each instance port with ``ip_address`` on ``network_id``."""
+        async with self.manager.rt.db.reader() as s:
+            rows = (await s.execute(select(Port.device_id, Port.project_id).join(
+                IPAllocation, IPAllocation.port_id == Port.id).where(
+                Port.network_id == network_id, IPAllocation.ip_address == ip_address,
+                Port.device_owner.like("compute:%"), Port.device_id != ""))).all()
+        return sorted({(d, p or "") for d, p in rows})
 
-    async def update_device_down(self, device: str) -> dict:
-        return await self._call("update_device_down", device)
 
-    async def dhcp_ready_on_ports(self, port_ids: list[str]) -> list[str]:
-        return await self.bus.call(current_context.get() or _admin(), TOPIC, "dhcp_ready_on_ports",
-                                   port_ids=list(port_ids), agent_host=self.host)
+class AgentStateCallbacks(Endpoint):
+    """Every agent's heartbeat, served on ``q-reports-plugin`` (Neutron's ``report_state``)."""
+
+    def __init__(self, manager, on_vtep_changed=None):
+        self.manager = manager
+        self.on_vtep_changed = on_vtep_changed  # (ctx, host): an L2 agent's tunneling IP changed
+
+    async def report_state(self, ctx: RequestContext, agent_type: str, agent_host: str,
+                           started: bool = False, tunneling_ip: str | None = None) -> None:
+        """``agent_type`` on ``agent_host`` is alive (``started``: it just started); an L2 agent
+        also says its VXLAN underlay address (``tunneling_ip``, None: no tunnels)."""
+        if agent_type not in AGENT_TYPES:
+            raise exceptions.BadRequest(resource="agent", msg=f"unknown agent type {agent_type!r}")
+        if tunneling_ip is not None:
+            try:
+                tunneling_ip = str(ipaddress.ip_address(tunneling_ip))
+            except ValueError:
+                raise exceptions.BadRequest(resource="agent", msg=f"invalid tunneling IP {tunneling_ip!r}")
+        await provisioning.heartbeat(self.manager.rt.db, agent_type, agent_host, started=started)
+        if agent_type != L2_AGENT:
+            return
+        async with self.manager.rt.db.transaction() as s:
+            other = (NetworkAgent.tunneling_ip.is_not(None) if tunneling_ip is None else
+                     or_(NetworkAgent.tunneling_ip.is_(None), NetworkAgent.tunneling_ip != tunneling_ip))
+            changed = (await s.execute(update(NetworkAgent).where(
+                NetworkAgent.agent_type == agent_type, NetworkAgent.host == agent_host, other)
+                .values(tunneling_ip=tunneling_ip))).rowcount
+        if changed and self.on_vtep_changed is not None:
+            LOG.info("L2 agent on %s: VXLAN underlay address %s", agent_host, tunneling_ip or "none")
+            self.on_vtep_changed(ctx, agent_host)
 
 
 class DhcpAgentNotifier(AgentNotifier):
@@ -190,15 +251,3 @@ class DhcpAgentNotifier(AgentNotifier):
     def network_changed(self, ctx: RequestContext | None, event: str, network_id: str) -> None:
         self._fanout(ctx, f"{event} on network {network_id}", "network_changed", network_id=network_id,
                      event=event)
-
-
-class DhcpAgentEndpoint(Endpoint):
-    """The DHCP agent's side of ``dhcp_agent``: ``agent.network_changed(network_id)`` queues that
-    network for a sync at once (bursts coalesce there)."""
-
-    def __init__(self, agent):
-        self.agent = agent  # nefos.network.dhcp_agent.DhcpAgent
-
-    async def network_changed(self, ctx: RequestContext, network_id: str, event: str | None = None) -> None:
-        LOG.debug("%s: %s on network %s", self.agent.name, event or "change", network_id)
-        self.agent.network_changed(network_id)

@@ -356,9 +356,14 @@ ATTRIBUTES: dict[str, dict[str, Attr]] = {
         "shared": Attr(default=False, validate=to_bool, admin_only=True),
         "router:external": Attr(default=False, validate=to_bool, admin_only=True),
         "is_default": Attr(default=False, validate=to_bool, admin_only=True),
-        "mtu": Attr(default=1500, validate=v_int(68, 9216)),
+        "mtu": Attr(default=UNSET, validate=v_int(68, 9216)),  # default: the segment's largest
         "port_security_enabled": Attr(default=True, validate=to_bool),
         "project_id": _PROJECT, "tenant_id": _PROJECT,
+        # Neutron's provider network extension (nefos.network.segments): set by an admin at creation
+        "provider:network_type": Attr(put=False, default=UNSET, validate=v_in(("vxlan", "local")), admin_only=True),
+        "provider:segmentation_id": Attr(put=False, default=UNSET, validate=v_int(1, 2 ** 24 - 1), admin_only=True),
+        "provider:physical_network": Attr(put=False, default=UNSET, validate=v_in((), nullable=True),
+                                          admin_only=True),
     },
     "subnet": {
         "id": RO, "created_at": RO, "updated_at": RO, "revision_number": RO, "tags": RO,

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from nefos.network.agent_rpc import PluginAPI, report_context
+from nefos.network.agents.rpc import L2PluginAPI as PluginAPI, report_context
 
 LOG = logging.getLogger(__name__)
 

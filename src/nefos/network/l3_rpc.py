@@ -16,12 +16,11 @@ import logging
 
 from nefos.bus import Endpoint
 from nefos.context import RequestContext, admin_context
-from nefos.network.agent_sync import AgentNotifier
+from nefos.network.agent_notifier import AgentNotifier
+from nefos.network.agents.rpc import L3_AGENT_TOPIC as AGENT_TOPIC, L3_PLUGIN_TOPIC as PLUGIN_TOPIC  # noqa: F401
+from nefos.network.agents.rpc import L3AgentEndpoint, L3PluginAPI  # noqa: F401  (the agent's side)
 
 LOG = logging.getLogger(__name__)
-
-PLUGIN_TOPIC = "q-l3-plugin"
-AGENT_TOPIC = "l3_agent"
 
 
 class L3PluginEndpoint(Endpoint):
@@ -31,20 +30,8 @@ class L3PluginEndpoint(Endpoint):
         self.manager = manager  # nefos.network.manager.NetworkManager
 
     async def sync_routers(self, ctx: RequestContext, agent_host: str, router_ids: list[str] | None = None) -> list[dict]:
+        """The L3 configuration of ``router_ids`` (None: every router)."""
         return await self.manager._routers_for_agent(router_ids)
-
-
-class L3PluginAPI:
-    """The agent's client of ``q-l3-plugin``."""
-
-    def __init__(self, bus, host: str):
-        self.bus = bus
-        self.host = host
-
-    async def sync_routers(self, router_ids: list[str] | None = None) -> list[dict]:
-        # (``host`` would address the bus message: the agent's host travels as ``agent_host``)
-        return await self.bus.call(admin_context(), PLUGIN_TOPIC, "sync_routers", agent_host=self.host,
-                                   router_ids=None if router_ids is None else sorted(router_ids))
 
 
 class L3AgentNotifier(AgentNotifier):
@@ -61,13 +48,3 @@ class L3AgentNotifier(AgentNotifier):
     def routers_changed(self, ctx: RequestContext | None, router_ids: list[str]) -> None:
         router_ids = list(router_ids)
         self._fanout(ctx, f"routers {router_ids} changed", "routers_updated", router_ids=router_ids)
-
-
-class L3AgentEndpoint(Endpoint):
-    """The L3 agent's side of ``l3_agent``: the routers notified are synced at once."""
-
-    def __init__(self, agent):
-        self.agent = agent  # nefos.network.l3_agent.L3Agent
-
-    async def routers_updated(self, ctx: RequestContext, router_ids: list[str]) -> None:
-        self.agent.routers_changed(router_ids)

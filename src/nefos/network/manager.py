@@ -31,7 +31,7 @@ from nefos.bus import Endpoint
 from nefos.context import RequestContext
 from nefos.db.models import IPAllocation, Network, Port, Quota, QuotaUsage, Subnet, utcnow
 from nefos.network import attributes as attrs
-from nefos.network import ipam, schemas
+from nefos.network import ipam, schemas, segments
 from nefos.network.auto_allocate import AutoAllocatedTopologies
 from nefos.network.common import (
     bulk as _bulk, chunks as _chunks, iso, new_id, not_owner as _not_owner, owned as _owned,
@@ -309,10 +309,19 @@ class NetworkManager(Ports, SecurityGroups, Routers, FloatingIPs, AutoAllocatedT
             "ipv4_address_scope": None, "ipv6_address_scope": None, "l2_adjacency": True,
             "tags": [], "created_at": iso(row.created_at), "updated_at": iso(row.updated_at or row.created_at),
             "revision_number": row.revision_number or 0,
+            **segments.provider_view(row),
         }
         if row.external:
             view["is_default"] = bool(row.is_default)
         return view
+
+    @staticmethod
+    def _for_caller(ctx: RequestContext, doc: dict) -> dict:
+        """A network's view as ``ctx`` sees it: the provider attributes are an admin's (Neutron's policy)."""
+        if not ctx.is_admin:
+            for key in segments.PROVIDER_KEYS:
+                doc.pop(key, None)
+        return doc
 
     async def _network_views(self, s, rows: list[Network]) -> list[dict]:
         ids = [r.id for r in rows]
@@ -324,6 +333,7 @@ class NetworkManager(Ports, SecurityGroups, Routers, FloatingIPs, AutoAllocatedT
 
     async def _create_network(self, s, ctx: RequestContext, body: dict) -> dict:
         body = attrs.validate_body("network", body, create=True, is_admin=ctx.is_admin)
+        network_type, vni, mtu = segments.choose(self.rt.cfg, body)
         project = self._project_for_create(ctx, body)
         is_default = bool(body["router:external"] and body["is_default"])
         if is_default:
@@ -331,13 +341,14 @@ class NetworkManager(Ports, SecurityGroups, Routers, FloatingIPs, AutoAllocatedT
         now = utcnow()
         row = Network(id=new_id(), name=body["name"], description=body["description"], project_id=project,
                       shared=body["shared"], external=body["router:external"], is_default=is_default,
-                      admin_state_up=body["admin_state_up"], status="ACTIVE", mtu=body["mtu"],
+                      admin_state_up=body["admin_state_up"], status="ACTIVE", mtu=mtu,
                       port_security_enabled=body["port_security_enabled"], revision_number=0,
-                      created_at=now, updated_at=now)
+                      network_type=network_type, created_at=now, updated_at=now)
         s.add(row)
         await s.flush()
+        row.segmentation_id = await segments.allocate(s, self.rt.cfg, row.id, network_type, vni)
         await self._consume(s, project, network=1)
-        return self._network_view(row, [])
+        return self._for_caller(ctx, self._network_view(row, []))
 
     async def create_network(self, ctx: RequestContext, network: dict) -> dict:
         async with self._tx() as s:
@@ -355,7 +366,7 @@ class NetworkManager(Ports, SecurityGroups, Routers, FloatingIPs, AutoAllocatedT
                                     {**params, "b_project": ctx.project_id})).all():
             doc = docs.get(row.id)
             if doc is None:
-                doc = docs[row.id] = self._network_view(row, [])
+                doc = docs[row.id] = self._for_caller(ctx, self._network_view(row, []))
             if row.subnet_id is not None:
                 doc["subnets"].append(row.subnet_id)
         return list(docs.values())
@@ -388,6 +399,9 @@ class NetworkManager(Ports, SecurityGroups, Routers, FloatingIPs, AutoAllocatedT
                     Port.network_id == row.id, Port.project_id != row.project_id))).scalar_one()
                 if others:
                     raise exceptions.InvalidSharedSetting(network=row.id)
+            if body.get("mtu") is not None and body["mtu"] > segments.max_mtu(self.rt.cfg, row.network_type):
+                raise exceptions.InvalidInput(error_message="Requested MTU is too big, maximum is "
+                                              f"{segments.max_mtu(self.rt.cfg, row.network_type)}")
             mapping = {"router:external": "external"}
             for key, value in body.items():
                 if key != "is_default":
@@ -403,7 +417,7 @@ class NetworkManager(Ports, SecurityGroups, Routers, FloatingIPs, AutoAllocatedT
                 row.updated_at = utcnow()
             await s.flush()
             self._network_changed(s, ctx, "network_update_end", row.id)
-            return (await self._network_views(s, [row]))[0]
+            return self._for_caller(ctx, (await self._network_views(s, [row]))[0])
 
     @staticmethod
     async def _check_one_default(s, network_id: str | None) -> None:

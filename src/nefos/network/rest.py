@@ -38,6 +38,7 @@ EXTENSIONS = [
     ("external-net", "Neutron external network", "Adds external network attribute to network resource."),
     ("net-mtu", "Network MTU", "Provides MTU attribute for a network resource."),
     ("net-mtu-writable", "Network MTU (writable)", "Provides a writable MTU attribute for a network resource."),
+    ("provider", "Provider Network", "Expose mapping of virtual networks to physical networks"),
     ("standard-attr-description", "standard-attr-description",
      "Extension to add descriptions to standard attributes"),
     ("standard-attr-timestamp", "Resource timestamps",

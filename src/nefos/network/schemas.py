@@ -49,6 +49,9 @@ ATTRIBUTES: dict[str, dict[str, dict]] = {
         "availability_zone_hints": _STRINGS, "availability_zones": _STRINGS,
         "ipv4_address_scope": _NULLABLE_STRING, "ipv6_address_scope": _NULLABLE_STRING,
         "l2_adjacency": {"type": "boolean"},
+        "provider:network_type": {"enum": ["vxlan", "local"]},
+        "provider:segmentation_id": {"type": ["integer", "null"]},
+        "provider:physical_network": {"type": "null"},
     },
     "subnet": {
         **_STANDARD,
@@ -132,7 +135,8 @@ ROUTER_INTERFACE_REQUEST = {"type": "object", "additionalProperties": False, "mi
 
 # Shown to admins only (a port's binding, as in Neutron's policy, and its provisioning blocks).
 ADMIN_ONLY = {"port": ("binding:host_id", "binding:profile", "binding:vif_type", "binding:vif_details",
-                       provisioning.ATTRIBUTE)}
+                       provisioning.ATTRIBUTE),
+              "network": ("provider:network_type", "provider:segmentation_id", "provider:physical_network")}
 # Shown on some resources only: a network's is_default on external networks, as Neutron extends them.
 SOMETIMES = {"network": ("is_default",)}
 

@@ -14,11 +14,25 @@ class NetworkComponent(Component):
         self.rt = rt
         self.manager = NetworkManager(rt)
         # Port changes -> Compute API external events (outbox + sender); the L2 agents' RPC.
-        from nefos.network.agent_rpc import DhcpAgentNotifier, PluginEndpoint
+        from nefos.network.agent_rpc import AgentStateCallbacks, DhcpAgentNotifier, L2AgentCallbacks, MetadataCallbacks
+        from nefos.network.dhcp_rpc import DhcpCallbacks
         from nefos.network.notifier import Notifier
+        from nefos.network.securitygroups_rpc import SecurityGroupCallbacks
         self.notifier = Notifier(rt)
         self.manager.add_port_change_hook(self.notifier.on_port_change)
-        self.plugin_endpoint = PluginEndpoint(self.manager)
+        # The agents' surfaces (nefos.network.agents.rpc names their topics): all an agent can ask.
+        from nefos.network.agents import rpc as topics
+        self.plugin_endpoint = L2AgentCallbacks(self.manager)
+        # Ports bound, moved, deleted; VTEPs appearing -> the L2 agents (L2 population, q-agent-notifier).
+        from nefos.network.l2pop import L2popNotifier
+        self.l2pop_notifier = L2popNotifier(rt.bus)
+        self.manager.add_network_change_listener(self.l2pop_notifier.network_changed)
+        self.agent_surfaces = {topics.PLUGIN_TOPIC: self.plugin_endpoint,
+                               topics.SECURITY_GROUP_TOPIC: SecurityGroupCallbacks(self.manager),
+                               topics.DHCP_PLUGIN_TOPIC: DhcpCallbacks(self.manager),
+                               topics.METADATA_TOPIC: MetadataCallbacks(self.manager),
+                               topics.REPORTS_TOPIC: AgentStateCallbacks(self.manager,
+                                                                         self.l2pop_notifier.vtep_changed)}
         # Port / subnet / network changes -> the DHCP agents (topic dhcp_agent), after the commit.
         self.dhcp_notifier = DhcpAgentNotifier(rt.bus)
         self.manager.add_network_change_listener(self.dhcp_notifier.network_changed)
@@ -27,6 +41,7 @@ class NetworkComponent(Component):
         self.l3_notifier = L3AgentNotifier(rt.bus)
         self.manager.add_router_change_listener(self.l3_notifier.routers_changed)
         self.l3_endpoint = L3PluginEndpoint(self.manager)
+        self.agent_surfaces[topics.L3_PLUGIN_TOPIC] = self.l3_endpoint
         self.app = create_app(rt, self.manager)
         self.port = rt.cfg.network_api_port
         self.service: Service | None = None
@@ -34,18 +49,17 @@ class NetworkComponent(Component):
     async def start(self) -> None:
         self.service = Service(self.rt, "nefos-network", "network", self.rt.cfg.host, endpoint=self.manager)
         await self.service.start()
-        from nefos.network.agent_rpc import TOPIC
-        await self.rt.bus.serve(TOPIC, self.plugin_endpoint, host=self.rt.cfg.host)
-        from nefos.network.l3_rpc import PLUGIN_TOPIC
-        await self.rt.bus.serve(PLUGIN_TOPIC, self.l3_endpoint, host=self.rt.cfg.host)
+        for topic, surface in self.agent_surfaces.items():
+            await self.rt.bus.serve(topic, surface, host=self.rt.cfg.host)
         self.notifier.start()
 
     async def stop(self) -> None:
-        await self.rt.bus.unserve(self.plugin_endpoint)
-        await self.rt.bus.unserve(self.l3_endpoint)
+        for surface in self.agent_surfaces.values():
+            await self.rt.bus.unserve(surface)
         await self.l3_notifier.stop()
         await self.notifier.stop()
         await self.dhcp_notifier.stop()
+        await self.l2pop_notifier.stop()
         if self.service is not None:
             await self.service.stop()
 

@@ -27,7 +27,7 @@ from nefos.objects.server_group_rules import max_server_per_host
 from nefos.timeutils import utcnow
 from nefos.compute.host.resource_tracker import ResourceTracker
 from nefos.compute.host import live_migration, resize
-from nefos.compute.host import (consoles, deadlines, init_host as host_init, instance_events, interfaces,
+from nefos.compute.host import (consoles, deadlines, evacuate, init_host as host_init, instance_events, interfaces,
                                 lifecycle, power_sync, rebuild, rescue, shelve, snapshots)
 
 LOG = logging.getLogger(__name__)
@@ -50,6 +50,7 @@ class ComputeManager(Endpoint):
         self.driver = driver
         self.network_api = network_api
         self.started_at = time.time()
+        self._published_vif_wait_stats: dict | None = None  # what periodic_publish_vif_wait_stats last sent
         self.conductor = ConductorAPI(rt.bus)
         self.resource_tracker = ResourceTracker(rt, self.conductor, host, driver)
         self._locks: dict[str, asyncio.Lock] = {}
@@ -108,10 +109,14 @@ class ComputeManager(Endpoint):
         await power_sync.sync_power_states(self)
 
     async def periodic_publish_vif_wait_stats(self) -> None:
-        """A slow L2 agent shows as long waits here, not only as timeouts."""
-        await self.conductor.service_publish_vif_wait_stats(
-            None, self.host,
-            instance_events.wait_summary(self.host, not_before=self.started_at))
+        """A slow L2 agent shows as long waits here, not only as timeouts. Sent only when the
+        summary changed: an idle host would otherwise cost a conductor call and a row write every
+        report_interval (a thousand hosts, a hundred a second)."""
+        stats = instance_events.wait_summary(self.host, not_before=self.started_at)
+        if stats == self._published_vif_wait_stats:
+            return
+        await self.conductor.service_publish_vif_wait_stats(None, self.host, stats)
+        self._published_vif_wait_stats = stats
 
     async def periodic_check_instance_deadlines(self) -> None:
         await deadlines.reap_stuck_instances(self)
@@ -543,7 +548,12 @@ class ComputeManager(Endpoint):
     async def unrescue_instance(self, ctx, instance_uuid: str) -> None:
         await rescue.unrescue_instance(self, ctx, instance_uuid)
 
-    async def rebuild_instance(self, ctx, instance_uuid: str, image_id: str, was_stopped: bool = False) -> None:
+    async def rebuild_instance(self, ctx, instance_uuid: str, image_id: str, was_stopped: bool = False,
+                               migration: dict | None = None) -> None:
+        """A rebuild here, or (``migration``, Nova's ``recreate``) an evacuation to this host."""
+        if migration is not None:
+            await evacuate.rebuild_on_destination(self, ctx, instance_uuid, image_id, was_stopped, migration)
+            return
         await rebuild.rebuild_instance(self, ctx, instance_uuid, image_id, was_stopped)
 
     # Resize and cold migration (compute/host/resize.py) ----------------------------------------

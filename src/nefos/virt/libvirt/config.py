@@ -67,7 +67,7 @@ def _interface(vif: Vif) -> ET.Element:
     """A guest's NIC, in the domain XML and hot-plugged alike (one way to build it).
 
     type='ethernet': libvirt creates the tap (up, on no bridge) and deletes it when the domain
-    stops; the host's L2 agent wires it into the network's bridge (nefos.network.l2_agent).
+    stops; the host's L2 agent wires it into the network's bridge (nefos.network.agents.l2_agent).
     Until then the guest's NIC reaches nothing: no DHCP, no address."""
     i = ET.Element("interface", type="ethernet")
     _sub(i, "mac", address=vif.mac)
@@ -230,6 +230,15 @@ def bridges_of_bridge_interfaces(xml: str) -> set[str]:
     except ET.ParseError:
         return set()
     return {s.get("bridge") for s in root.findall("./devices/interface[@type='bridge']/source") if s.get("bridge")}
+
+
+def ethernet_taps(xml: str) -> list[str]:
+    """The tap names of a domain's ``<interface type='ethernet'>`` devices."""
+    try:
+        root = ET.fromstring(xml)
+    except ET.ParseError:
+        return []
+    return [t.get("dev") for t in root.findall("./devices/interface[@type='ethernet']/target") if t.get("dev")]
 
 
 def disks_from_xml(xml: str) -> list[str]:

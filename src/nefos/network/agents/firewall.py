@@ -48,10 +48,6 @@ import ipaddress
 import logging
 from dataclasses import dataclass, field
 
-from sqlalchemy import select
-
-from nefos.db.models import IPAllocation, Port, PortSecurityGroup, SecurityGroupRule
-
 LOG = logging.getLogger(__name__)
 
 PROTOCOL_NUMBERS = {"tcp": "tcp", "6": "tcp", "udp": "udp", "17": "udp", "icmp": "icmp", "1": "icmp",
@@ -75,6 +71,11 @@ class PortFilter:
     ips: list[str]  # fixed IPs (and allowed address pairs), both versions
     rules: list[dict] = field(default_factory=list)  # security group rules, remote groups expanded
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "PortFilter":
+        """From the network service's ``security_group_info_for_host``."""
+        return cls(d["port_id"], d["tap"], d["mac"], list(d["ips"]), [dict(r) for r in d["rules"]])
+
     def addresses(self, version: int) -> list[str]:
         return [ip for ip in self.ips if ipaddress.ip_address(ip).version == version]
 
@@ -89,57 +90,6 @@ class PortFilter:
 
 def chain_prefix(key: str) -> str:
     return "NF" + hashlib.sha1(key.encode()).hexdigest()[:6]
-
-
-async def load_filters(db, host: str) -> list[PortFilter]:
-    """The protected compute ports bound to ``host``, with their rules (remote groups as addresses)."""
-    async with db.reader() as s:
-        ports = (await s.execute(select(Port).where(
-            Port.binding_host_id == host, Port.device_owner.like("compute:%"),
-            Port.port_security_enabled.is_(True)))).scalars().all()
-        if not ports:
-            return []
-        ids = [p.id for p in ports]
-        ips: dict[str, list[str]] = {}
-        for port_id, ip in (await s.execute(select(IPAllocation.port_id, IPAllocation.ip_address).where(
-                IPAllocation.port_id.in_(ids)))).all():
-            ips.setdefault(port_id, []).append(ip)
-        groups: dict[str, list[str]] = {}
-        for port_id, sg in (await s.execute(select(PortSecurityGroup.port_id, PortSecurityGroup.security_group_id)
-                                            .where(PortSecurityGroup.port_id.in_(ids)))).all():
-            groups.setdefault(port_id, []).append(sg)
-        all_groups = {g for gs in groups.values() for g in gs}
-        rules: dict[str, list[SecurityGroupRule]] = {}
-        if all_groups:
-            for rule in (await s.execute(select(SecurityGroupRule).where(
-                    SecurityGroupRule.security_group_id.in_(all_groups)))).scalars():
-                rules.setdefault(rule.security_group_id, []).append(rule)
-        remote_ids = {r.remote_group_id for rs in rules.values() for r in rs if r.remote_group_id}
-        members: dict[str, set[str]] = {}
-        if remote_ids:
-            for sg, ip in (await s.execute(select(PortSecurityGroup.security_group_id, IPAllocation.ip_address)
-                                           .join(IPAllocation, IPAllocation.port_id == PortSecurityGroup.port_id)
-                                           .where(PortSecurityGroup.security_group_id.in_(remote_ids)))).all():
-                members.setdefault(sg, set()).add(ip)
-    out = []
-    for p in sorted(ports, key=lambda p: p.id):
-        pf = PortFilter(p.id, "tap" + p.id[:11], p.mac_address.lower(), sorted(ips.get(p.id, [])))
-        for sg in sorted(groups.get(p.id, [])):
-            for r in sorted(rules.get(sg, []), key=lambda r: r.id):
-                version = 6 if r.ethertype == "IPv6" else 4
-                if r.remote_group_id:
-                    remotes = sorted(ip for ip in members.get(r.remote_group_id, ())
-                                     if ipaddress.ip_address(ip).version == version)
-                    if not remotes:
-                        continue
-                else:
-                    # The prefix is kept as the user gave it (host bits too): the network it names.
-                    remotes = ([str(ipaddress.ip_network(r.remote_ip_prefix, strict=False))]
-                               if r.remote_ip_prefix else [None])
-                pf.rules.append({"direction": r.direction, "protocol": r.protocol, "version": version,
-                                 "min": r.port_range_min, "max": r.port_range_max, "remotes": remotes})
-        out.append(pf)
-    return out
 
 
 def _match(rule: dict, version: int) -> list[str] | None:

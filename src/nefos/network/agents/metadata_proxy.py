@@ -37,7 +37,6 @@ from typing import Awaitable, Callable
 
 import httpx
 
-from nefos.context import admin_context
 from nefos.metadata import identification
 
 LOG = logging.getLogger(__name__)
@@ -136,12 +135,13 @@ async def listen_in_namespace(netns: str, address: str = METADATA_ADDRESS, port:
 # Who asks -----------------------------------------------------------------------------------------
 def port_lookup(rt) -> Lookup:
     """(instance id, project) of the instance port on ``network_id`` with fixed IP ``ip``, through
-    the network service (``list_ports``); None when no instance has that address there."""
+    the network service (``get_instance_port`` on ``q-metadata``); None when no instance has that
+    address there."""
+    from nefos.network.agents.rpc import MetadataPluginAPI
+    plugin = MetadataPluginAPI(rt.bus, rt.cfg.host)
+
     async def lookup(network_id: str, ip: str) -> tuple[str, str] | None:
-        ports = await rt.bus.call(admin_context(), "network", "list_ports",
-                                  filters={"network_id": [network_id], "fixed_ips": [f"ip_address={ip}"]})
-        found = {(p["device_id"], p.get("project_id") or p.get("tenant_id") or "") for p in ports
-                 if p.get("device_id") and str(p.get("device_owner") or "").startswith("compute:")}
+        found = {tuple(p) for p in await plugin.get_instance_port(network_id, ip)}
         if len(found) != 1:
             return None  # none, or (never expected) several instances at one address
         ((instance_id, project_id),) = found

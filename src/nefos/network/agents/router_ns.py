@@ -23,8 +23,8 @@ from __future__ import annotations
 import ipaddress
 import logging
 
-from nefos.network.netns import dev_exists, netns_exists, run
-from nefos.virt.libvirt.vif import ensure_bridge, enslave
+from nefos.network.agents.netns import dev_exists, netns_exists, run
+from nefos.network.agents.ip_lib import ensure_bridge, enslave
 
 LOG = logging.getLogger(__name__)
 

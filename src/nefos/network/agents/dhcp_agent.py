@@ -16,7 +16,7 @@ For every network with an IPv4 subnet that has DHCP enabled, the agent keeps:
   them without restarting).
 
 When to look (Neutron's DHCP agent): the network service notifies the DHCP agents
-(``network_changed`` on bus topic ``dhcp_agent``, fanout, see ``agent_rpc``) after
+(``network_changed`` on bus topic ``dhcp_agent``, fanout, see ``nefos.network.agents.rpc``) after
 a port, subnet or network change committed, and the agent syncs that network at
 once. Notifications are coalesced: the networks notified while a sync runs are
 synced together once it ends (several notifications for one network: one more
@@ -32,7 +32,7 @@ and readable by that user's group alone (0750 / 0640). When that user cannot rea
 
 Isolated metadata (``enable_isolated_metadata``, on by default): each network's namespace also
 holds ``169.254.169.254/32`` on the DHCP port's interface and a metadata proxy listening there
-(``nefos.network.metadata_proxy``, in this process), and dnsmasq gives the guests a host route to
+(``nefos.network.agents.metadata_proxy``, in this process), and dnsmasq gives the guests a host route to
 it through the DHCP port's address (classless static routes, options 121 and 249, with the default
 route via the subnet's gateway when it has one: a client that takes option 121 ignores the router
 option, RFC 3442).
@@ -62,15 +62,12 @@ import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sqlalchemy import select
-
 from nefos import fileperms
-from nefos.context import admin_context
-from nefos.db.models import IPAllocation, Network, Port, PortProvisioning, Subnet
-from nefos.network import provisioning
-from nefos.network.agent_sync import SyncLoop
-from nefos.network.netns import dev_exists as _dev_exists, netns_exists as _netns_exists, run as _run
-from nefos.service import Component
+from nefos.component import Component
+from nefos.network.agents.agent_sync import SyncLoop
+from nefos.network.agents.netns import dev_exists as _dev_exists, netns_exists as _netns_exists, run as _run
+from nefos.network.agents.rpc import (DHCP_AGENT, DHCP_AGENT_TOPIC, DhcpAgentEndpoint, DhcpPluginAPI,
+                                      StateReportAPI, report_context)
 
 LOG = logging.getLogger(__name__)
 
@@ -101,6 +98,28 @@ class NetworkState:
     hosts: list[tuple[str, str]] = field(default_factory=list)  # (mac, ip), sorted
     entries: dict[str, set] = field(default_factory=dict)  # port id -> its (mac, ip) entries
     blocked: set[str] = field(default_factory=set)  # ports waiting for this agent (DHCP block)
+    mtu: int | None = None  # the network's MTU (DHCP option 26)
+
+    @classmethod
+    def from_info(cls, info: dict) -> "NetworkState":
+        """From the network service's ``get_active_networks_info``: every port's entries on the
+        network's DHCP subnets but the DHCP ports'."""
+        st = cls(info["network_id"], sorted(info["subnets"], key=lambda x: x["id"]), mtu=info.get("mtu"))
+        dhcp_subnets = {sn["id"] for sn in st.subnets}
+        blocked = set(info.get("blocked") or ())
+        for port in info["ports"]:
+            if port["device_owner"] == DHCP_OWNER:
+                continue
+            for fixed in port["fixed_ips"]:
+                if fixed["subnet_id"] not in dhcp_subnets:
+                    continue
+                entry = (port["mac_address"].lower(), fixed["ip_address"])
+                st.hosts.append(entry)
+                st.entries.setdefault(port["id"], set()).add(entry)
+                if port["id"] in blocked:
+                    st.blocked.add(port["id"])
+        st.hosts.sort()
+        return st
 
     @property
     def namespace(self) -> str:
@@ -111,7 +130,7 @@ class NetworkState:
         return "brq" + self.network_id[:11]
 
     def digest(self) -> str:
-        return hashlib.sha256(repr((self.subnets, self.hosts)).encode()).hexdigest()
+        return hashlib.sha256(repr((self.subnets, self.hosts, self.mtu)).encode()).hexdigest()
 
 
 class DhcpAgent(SyncLoop, Component):
@@ -130,13 +149,13 @@ class DhcpAgent(SyncLoop, Component):
         self._ports: dict[str, dict] = {}  # network id -> its DHCP port
         self.synced = asyncio.Event()
         self._init_sync_loop()  # full_syncs (every network), network_syncs (some), for tests
-        from nefos.network.agent_rpc import DhcpAgentEndpoint, PluginAPI
-        self.plugin = PluginAPI(rt.bus, self.host, f"dhcp-agent-{self.host}")
+        self.plugin = DhcpPluginAPI(rt.bus, self.host)
+        self.state_reports = StateReportAPI(rt.bus, self.host)
         self.endpoint = DhcpAgentEndpoint(self)
         self.heartbeat_interval = min(float(getattr(rt.cfg, "report_interval", 10.0)), 10.0)
         self._last_heartbeat = 0.0
         self.isolated_metadata = bool(getattr(rt.cfg, "enable_isolated_metadata", True))
-        from nefos.network.metadata_proxy import MetadataProxies
+        from nefos.network.agents.metadata_proxy import MetadataProxies
         self.metadata_proxies = MetadataProxies(rt)
 
     # Lifecycle -----------------------------------------------------------------------------------
@@ -148,8 +167,7 @@ class DhcpAgent(SyncLoop, Component):
             return
         self._choose_confs_dir()
         await self._heartbeat(started=True)  # from now on new ports on DHCP networks wait for us
-        from nefos.network.agent_rpc import DHCP_TOPIC
-        await self._serve_and_loop(DHCP_TOPIC)
+        await self._serve_and_loop(DHCP_AGENT_TOPIC)
         LOG.info("%s started (dnsmasq per network; on the network service's notifications, all "
                  "networks every %.1f s)", self.name, self.interval)
 
@@ -183,7 +201,7 @@ class DhcpAgent(SyncLoop, Component):
     async def _heartbeat(self, started: bool = False) -> None:
         loop = asyncio.get_running_loop()
         if started or loop.time() - self._last_heartbeat >= self.heartbeat_interval:
-            await provisioning.heartbeat(self.rt.db, provisioning.DHCP_AGENT, self.host, started=started)
+            await self.state_reports.report_state(DHCP_AGENT, started=started)
             self._last_heartbeat = loop.time()
 
     def network_changed(self, network_id: str) -> None:
@@ -203,40 +221,8 @@ class DhcpAgent(SyncLoop, Component):
 
     # Sync ----------------------------------------------------------------------------------------
     async def _wanted(self, network_ids: set[str] | None = None) -> dict[str, NetworkState]:
-        async with self.rt.db.reader() as s:
-            q = select(Subnet).join(Network, Network.id == Subnet.network_id).where(
-                Subnet.enable_dhcp.is_(True), Subnet.ip_version == 4, Network.admin_state_up.is_(True))
-            if network_ids is not None:
-                q = q.where(Subnet.network_id.in_(list(network_ids)))
-            subnets = (await s.execute(q)).scalars().all()
-            wanted: dict[str, NetworkState] = {}
-            for sn in subnets:
-                state = wanted.setdefault(sn.network_id, NetworkState(sn.network_id, []))
-                state.subnets.append({"id": sn.id, "cidr": sn.cidr, "gateway_ip": sn.gateway_ip,
-                                      "dns_nameservers": list(sn.dns_nameservers or [])})
-            if not wanted:
-                return {}
-            blocked = set((await s.execute(select(PortProvisioning.port_id).join(
-                Port, Port.id == PortProvisioning.port_id).where(
-                Port.network_id.in_(list(wanted)), PortProvisioning.component == provisioning.DHCP,
-                PortProvisioning.satisfied.is_(False)))).scalars())
-            rows = (await s.execute(select(Port.mac_address, Port.device_owner, IPAllocation.ip_address,
-                                           IPAllocation.subnet_id, Port.network_id, Port.id)
-                                    .join(IPAllocation, IPAllocation.port_id == Port.id)
-                                    .where(Port.network_id.in_(list(wanted))))).all()
-        dhcp_subnets = {sn["id"] for st in wanted.values() for sn in st.subnets}
-        for mac, owner, ip, subnet_id, network_id, port_id in rows:
-            if owner == DHCP_OWNER or subnet_id not in dhcp_subnets:
-                continue
-            st = wanted[network_id]
-            st.hosts.append((mac.lower(), ip))
-            st.entries.setdefault(port_id, set()).add((mac.lower(), ip))
-            if port_id in blocked:
-                st.blocked.add(port_id)
-        for st in wanted.values():
-            st.subnets.sort(key=lambda x: x["id"])
-            st.hosts.sort()
-        return wanted
+        infos = await self.plugin.get_active_networks_info(None if network_ids is None else list(network_ids))
+        return {info["network_id"]: NetworkState.from_info(info) for info in infos}
 
     async def sync(self, network_ids: set[str] | None = None) -> None:
         """Bring dnsmasq in line with the ports of ``network_ids`` (None: every network)."""
@@ -295,7 +281,6 @@ class DhcpAgent(SyncLoop, Component):
             LOG.warning("%s: network %s: no metadata proxy: %s", self.name, st.network_id, exc)
 
     async def _ready(self, port_ids: list[str]) -> None:
-        from nefos.network.agent_rpc import report_context
         with report_context():
             LOG.info("%s: DHCP entries in place for port(s) %s: acknowledging", self.name, ", ".join(port_ids))
             await self.plugin.dhcp_ready_on_ports(port_ids)
@@ -306,32 +291,16 @@ class DhcpAgent(SyncLoop, Component):
 
     async def _dhcp_port(self, st: NetworkState) -> dict:
         port = self._ports.get(st.network_id)
-        if port is not None:
-            return port
-        ctx = admin_context()
-        device_id = f"dhcp-{self.host}-{st.network_id}"
-        found = await self.rt.bus.call(ctx, "network", "list_ports",
-                                       filters={"network_id": [st.network_id], "device_id": [device_id]})
-        if found:
-            port = found[0]
-        else:
-            async with self.rt.db.reader() as s:
-                project = (await s.execute(select(Network.project_id).where(
-                    Network.id == st.network_id))).scalar_one_or_none()
-            body = {"network_id": st.network_id, "device_owner": DHCP_OWNER, "device_id": device_id,
-                    "name": f"dhcp-{self.host}", "binding:host_id": self.host}
-            if project:
-                body["project_id"] = project
-            port = await self.rt.bus.call(ctx, "network", "create_port", port=body)
+        if port is None:
+            port = self._ports[st.network_id] = await self.plugin.get_dhcp_port(st.network_id)
             LOG.info("%s: DHCP port %s on network %s (%s)", self.name, port["id"], st.network_id,
                      ", ".join(ip["ip_address"] for ip in port.get("fixed_ips") or []))
-        self._ports[st.network_id] = port
         return port
 
     async def _plumb(self, st: NetworkState, port: dict) -> str:
         """Namespace, veth into the bridge, the DHCP port's addresses; returns the inner device."""
-        from nefos.virt.libvirt.vif import ensure_bridge
-        await ensure_bridge(st.bridge)
+        from nefos.network.agents.ip_lib import ensure_bridge
+        await ensure_bridge(st.bridge, st.mtu)
         outer, inner = "tap" + port["id"][:11], "ns-" + port["id"][:11]
         ns = st.namespace
         if not _netns_exists(ns):
@@ -344,6 +313,9 @@ class DhcpAgent(SyncLoop, Component):
             await _run("ip", "link", "add", outer, "type", "veth", "peer", "name", inner)
             await _run("ip", "link", "set", inner, "netns", ns)
         await _run("ip", "link", "set", outer, "master", st.bridge)
+        if st.mtu:  # the network's (less than the underlay's on a VXLAN network)
+            await _run("ip", "link", "set", outer, "mtu", str(st.mtu))
+            await _run("ip", "-n", ns, "link", "set", inner, "mtu", str(st.mtu))
         await _run("ip", "link", "set", outer, "up")
         await _run("ip", "-n", ns, "link", "set", inner, "address", port["mac_address"])
         subnets = {sn["id"]: sn for sn in st.subnets}
@@ -354,7 +326,7 @@ class DhcpAgent(SyncLoop, Component):
             prefix = ipaddress.ip_network(sn["cidr"]).prefixlen
             await _run("ip", "-n", ns, "addr", "replace", f"{fixed['ip_address']}/{prefix}", "dev", inner)
         if self.isolated_metadata:
-            from nefos.network.metadata_proxy import METADATA_CIDR
+            from nefos.network.agents.metadata_proxy import METADATA_CIDR
             await _run("ip", "-n", ns, "addr", "replace", METADATA_CIDR, "dev", inner)
         await _run("ip", "-n", ns, "link", "set", inner, "up")
         return inner
@@ -362,7 +334,7 @@ class DhcpAgent(SyncLoop, Component):
     def _metadata_routes(self, sn: dict, port: dict) -> list[str]:
         """The classless static routes (options 121 and 249) of ``sn``'s guests: 169.254.169.254
         via the DHCP port's address on it, and the default route via the gateway (when any)."""
-        from nefos.network.metadata_proxy import METADATA_CIDR
+        from nefos.network.agents.metadata_proxy import METADATA_CIDR
         if not self.isolated_metadata:
             return []
         via = next((f["ip_address"] for f in port.get("fixed_ips") or [] if f["subnet_id"] == sn["id"]), None)
@@ -385,6 +357,8 @@ class DhcpAgent(SyncLoop, Component):
                 opts.append(f"tag:{tag},option:router,{sn['gateway_ip']}")
             else:
                 opts.append(f"tag:{tag},option:router")
+            if st.mtu:
+                opts.append(f"tag:{tag},option:mtu,{st.mtu}")  # option 26: the guests' interface MTU
             if sn["dns_nameservers"]:
                 opts.append(f"tag:{tag},option:dns-server,{','.join(sn['dns_nameservers'])}")
             opts += self._metadata_routes(sn, port)
@@ -496,7 +470,7 @@ class DhcpAgent(SyncLoop, Component):
                 await _run("ip", "link", "del", outer, check=False)
             if delete_port:
                 with contextlib.suppress(Exception):
-                    await self.rt.bus.call(admin_context(), "network", "delete_port", port_id=port["id"])
+                    await self.plugin.release_dhcp_port(network_id)
         shutil.rmtree(self._dir(network_id), ignore_errors=True)
 
     # For tests and operators -----------------------------------------------------------------------

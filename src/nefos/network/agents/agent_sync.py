@@ -1,9 +1,8 @@
-"""What the DHCP and L3 agents share: their sync loop, and the network service's notifier of them.
+"""What the DHCP and L3 agents share: their sync loop.
 
 An agent mirrors objects of the network service on this machine (the DHCP agent networks, the L3
 agent routers). The network service fans out a notification after a change to some of them commits
-(``AgentNotifier``, one task a change: the change never waits for the bus nor fails with it), and
-the agent syncs those at once (``SyncLoop``): notifications arriving while a sync runs coalesce
+(``nefos.network.agent_notifier``), and the agent syncs those at once (``SyncLoop``): notifications arriving while a sync runs coalesce
 into one more sync of everything they named. Every ``interval`` seconds it syncs every object, the
 backstop for a lost notification.
 """
@@ -15,7 +14,6 @@ import contextlib
 import logging
 import math
 
-from nefos.context import RequestContext
 from nefos.waiting import event_set_within
 
 LOG = logging.getLogger(__name__)
@@ -92,40 +90,3 @@ class SyncLoop:
             if self._dirty:
                 continue  # notified while syncing: at once
             await event_set_within(self._kick, max(0.0, min(next_full - loop.time(), self._longest_wait())))
-
-
-class AgentNotifier:
-    """The network service's side: fans a change out to every agent on ``topic``, in a task of its
-    own. The subclass names its agents (``agents``), its logger and its default context."""
-
-    topic: str
-    agents: str  # "DHCP agents", ...
-    log = LOG
-
-    def __init__(self, bus):
-        self.bus = bus
-        self._tasks: set[asyncio.Task] = set()
-
-    def _default_context(self) -> RequestContext:
-        raise NotImplementedError
-
-    def _fanout(self, ctx: RequestContext | None, what: str, method: str, **kwargs) -> None:
-        """``method(**kwargs)`` to every agent, in a task; ``what`` (the change) is for the log."""
-        task = asyncio.get_running_loop().create_task(self._send(ctx, what, method, kwargs))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _send(self, ctx: RequestContext | None, what: str, method: str, kwargs: dict) -> None:
-        try:
-            await self.bus.fanout(ctx or self._default_context(), self.topic, method, **kwargs)
-            self.log.debug("%s: %s notified", what, self.agents)
-        except Exception:
-            self.log.warning("%s: notifying the %s failed (their periodic sync will see it)", what,
-                             self.agents, exc_info=True)
-
-    async def stop(self) -> None:
-        tasks = list(self._tasks)
-        if tasks:
-            await asyncio.wait(tasks, timeout=2)
-        for task in tasks:
-            task.cancel()

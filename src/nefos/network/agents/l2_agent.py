@@ -7,7 +7,7 @@ who wires a VIF: libvirt makes a guest's tap (``tap<port id[:11]>``,
 acts the guest's NIC reaches nothing (no DHCP, no address: the Linux bridge
 counterpart of OVS's dead VLAN). For each new tap it finds the port (bound to
 this host, id starting with the device's suffix) and, over the L2 agent
-protocol (``nefos.network.agent_rpc``), asks ``get_device_details`` (the port's
+protocol (``nefos.network.agents.rpc``), asks ``get_device_details`` (the port's
 network); then it makes sure the security-group chains cover the port, creates
 the network's bridge (``brq<network id[:11]>``) when missing, enslaves the tap
 to it and reports ``update_device_up`` (the port goes ACTIVE, the server gets
@@ -19,7 +19,7 @@ nothing is plugged into them (every ``BRIDGE_GC_INTERVAL`` seconds; bridges of
 other clouds on the same machine are never its business).
 
 Security groups are enforced on the taps of the ports bound to this host
-(``nefos.network.firewall``: iptables on bridged traffic); the agent re-reads
+(``nefos.network.agents.firewall``: iptables on bridged traffic); the agent re-reads
 the ports, groups and rules every ``SG_SYNC_INTERVAL`` seconds and rewrites the
 chains when they changed, so rules added or removed through the API take
 effect on running guests. The chains stay when the agent stops (a stopped
@@ -43,11 +43,12 @@ import socket
 import struct
 from pathlib import Path
 
-from sqlalchemy import or_, select
-
-from nefos.db.models import Network, Port
-from nefos.service import Component
-from nefos.waiting import cancel_and_wait
+from nefos.component import Component
+from nefos.network.agents.firewall import Firewall, PortFilter
+from nefos.network.agents.ip_lib import bridge_exists, device_exists, enslave, ensure_bridge
+from nefos.network.agents.rpc import (L2_AGENT, L2_AGENT_TOPIC, L2AgentEndpoint, L2PluginAPI,
+                                      SecurityGroupPluginAPI, StateReportAPI, TAP_PREFIX, report_context)
+from nefos.waiting import cancel_and_wait, event_set_within
 
 LOG = logging.getLogger(__name__)
 
@@ -59,10 +60,10 @@ _NLMSG_HDR = struct.Struct("=LHHLL")
 _IFINFO = struct.Struct("=BxHiII")
 _RTA = struct.Struct("=HH")
 RETRY_DELAY = 1.0
-TAP_PREFIX = "tap"
 BRIDGE_PREFIX = "brq"
 BRIDGE_GC_INTERVAL = 5.0
 SG_SYNC_INTERVAL = 0.5
+FDB_SYNC_INTERVAL = 5.0  # every VXLAN network's entries again (the backstop for a lost fdb_changed)
 BRIDGE_NF = "/proc/sys/net/bridge/bridge-nf-call-iptables"
 BRIDGE_NF6 = "/proc/sys/net/bridge/bridge-nf-call-ip6tables"
 
@@ -124,12 +125,12 @@ def _taps() -> set[str]:
 
 class L2Agent(Component):
     def __init__(self, rt, host: str | None = None):
-        from nefos.network.agent_rpc import PluginAPI
         self.rt = rt
         self.host = host or rt.cfg.host
         self.name = f"l2-agent:{self.host}"
         self.agent_id = f"linuxbridge-agent-{self.host}"
-        self.plugin = PluginAPI(rt.bus, self.host, self.agent_id)
+        self.plugin = L2PluginAPI(rt.bus, self.host, self.agent_id)
+        self.sg_plugin = SecurityGroupPluginAPI(rt.bus, self.host)
         self.running = False
         self.devices: dict[str, str] = {}  # tap name -> port id, reported up
         self._seen: set[str] = set()  # taps present now (as netlink told us)
@@ -139,11 +140,20 @@ class L2Agent(Component):
         self._busy = False
         self._gc: asyncio.Task | None = None
         self.bridges: set[str] = set()  # bridges our devices were plugged into
-        from nefos.network.firewall import Firewall
         self.firewall = Firewall(f"{Path(rt.cfg.state_dir).resolve()}:{self.host}")
         self._sg: asyncio.Task | None = None
         self._sg_lock = asyncio.Lock()  # the periodic sync and a wiring's sync never interleave
         self._fenced: set[str] = set()  # taps cut off (their port is gone), for as long as they exist
+        # VXLAN ([vxlan] local_ip): this host's tunnels to the others (nefos.network.agents.vxlan)
+        self.local_ip = getattr(rt.cfg, "local_ip", "") or None
+        self.state_reports = StateReportAPI(rt.bus, self.host)
+        self.endpoint = L2AgentEndpoint(self)
+        self.vnis: dict[str, int] = {}  # network id -> VNI of the VXLAN device made for it here
+        self._fdb: asyncio.Task | None = None
+        self._fdb_dirty: set[str] = set()
+        self._fdb_kick = asyncio.Event()
+        self._fdb_full = True
+        self._serving = False
 
     # Lifecycle -----------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -161,8 +171,15 @@ class L2Agent(Component):
         self._gc = asyncio.create_task(self._gc_loop(), name=f"{self.name}:bridges")
         if await self._bridge_netfilter():
             self._sg = asyncio.create_task(self._sg_loop(), name=f"{self.name}:security-groups")
+        if self.local_ip:
+            await self.state_reports.report_state(L2_AGENT, started=True, tunneling_ip=self.local_ip)
+            await self.rt.bus.serve(L2_AGENT_TOPIC, self.endpoint, host=self.host)
+            self._serving = True
+            self._fdb_full = True
+            self._fdb = asyncio.create_task(self._fdb_loop(), name=f"{self.name}:fdb")
         await self._resync()
-        LOG.info("%s started (%d VIF(s) plugged)", self.name, len(self._seen))
+        LOG.info("%s started (%d VIF(s) plugged%s)", self.name, len(self._seen),
+                 f"; VXLAN from {self.local_ip}" if self.local_ip else "; no VXLAN: this host's networks stay on it")
 
     async def stop(self) -> None:
         self.running = False
@@ -171,8 +188,12 @@ class L2Agent(Component):
                 asyncio.get_running_loop().remove_reader(self._sock.fileno())
             self._sock.close()
             self._sock = None
-        await cancel_and_wait(self._worker, self._gc, self._sg)
-        self._worker = self._gc = self._sg = None
+        if self._serving:
+            self._serving = False
+            with contextlib.suppress(Exception):
+                await self.rt.bus.unserve(self.endpoint)
+        await cancel_and_wait(self._worker, self._gc, self._sg, self._fdb)
+        self._worker = self._gc = self._sg = self._fdb = None
         self._queue = None
         LOG.info("%s stopped", self.name)
 
@@ -192,11 +213,7 @@ class L2Agent(Component):
             self._enqueue("up", tap)
         for tap in sorted(set(self.devices) - plugged):
             self._enqueue("down", tap)
-        async with self.rt.db.reader() as s:
-            active = (await s.execute(select(Port.id).where(
-                Port.binding_host_id == self.host, Port.status.in_(("ACTIVE", "BUILD")),
-                Port.device_owner.like("compute:%")))).scalars().all()
-        for port_id in active:
+        for port_id in await self.plugin.get_devices_on_host():
             tap = TAP_PREFIX + port_id[:11]
             if tap not in plugged:
                 self.devices.setdefault(tap, port_id)
@@ -221,23 +238,22 @@ class L2Agent(Component):
         return True
 
     async def sync_security_groups(self) -> bool:
-        from nefos.network.firewall import load_filters
         async with self._sg_lock:
             present = _taps()
-            async with self.rt.db.reader() as s:
-                ours = {BRIDGE_PREFIX + n[:11] for n in (await s.execute(select(Network.id))).scalars()}
-                candidates = sorted(t for t in present
-                                    if t in self.devices or t in self._fenced or _master(t) in ours)
-                existing = set()
-                if candidates:  # the ports (a guest's, a DHCP server's, ...) these taps belong to
-                    existing = {TAP_PREFIX + port_id[:11] for port_id in (await s.execute(select(Port.id).where(
-                        or_(*[Port.id.like(t[len(TAP_PREFIX):] + "%") for t in candidates])))).scalars()}
+            candidates = sorted(t for t in present if t in self.devices or t in self._fenced)
+            others = sorted(present - set(candidates))
+            if others:  # taps in one of this cloud's bridges
+                ours = {BRIDGE_PREFIX + n[:11] for n in await self.plugin.get_network_ids()}
+                candidates = sorted(candidates + [t for t in others if _master(t) in ours])
+            # the ports (a guest's, a DHCP server's, ...) these taps belong to
+            existing = set(await self.plugin.get_known_devices(candidates)) if candidates else set()
             # A tap this agent wired (or that sits in one of this cloud's bridges) whose port is
             # gone (its server was deleted while this host was down): cut off at once, so its
             # address can safely be someone else's. Other taps are not this cloud's.
             fenced = tuple(t for t in candidates if t not in existing)
             self._fenced = set(fenced)
-            changed = await self.firewall.apply(await load_filters(self.rt.db, self.host), fenced)
+            filters = [PortFilter.from_dict(d) for d in await self.sg_plugin.security_group_info_for_host()]
+            changed = await self.firewall.apply(filters, fenced)
             for tap in fenced:
                 if changed and _master(tap) is not None:
                     await _unplug(tap)
@@ -256,6 +272,69 @@ class L2Agent(Component):
     async def remove_firewall(self) -> None:
         await self.firewall.remove()
 
+    # VXLAN and L2 population ----------------------------------------------------------------------
+    def fdb_changed(self, network_ids: list[str] | None) -> None:
+        """The network service says these networks' forwarding entries changed (None: every network's)."""
+        if network_ids is None:
+            self._fdb_full = True
+        else:
+            self._fdb_dirty.update(network_ids)
+        self._fdb_kick.set()
+
+    async def _fdb_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_full = loop.time()
+        last_report = loop.time()
+        report_every = min(float(getattr(self.rt.cfg, "report_interval", 10.0)), 10.0)
+        while True:
+            try:
+                if loop.time() - last_report >= report_every:
+                    last_report = loop.time()
+                    await self.state_reports.report_state(L2_AGENT, tunneling_ip=self.local_ip)
+                if self._fdb_full or loop.time() >= next_full:
+                    self._fdb_full = False
+                    self._fdb_dirty.clear()
+                    self._fdb_kick.clear()
+                    next_full = loop.time() + FDB_SYNC_INTERVAL
+                    await self.sync_fdb()
+                elif self._fdb_dirty:
+                    ids, self._fdb_dirty = self._fdb_dirty, set()
+                    self._fdb_kick.clear()
+                    await self.sync_fdb(ids)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                LOG.exception("%s: VXLAN forwarding entries sync failed", self.name)
+                self._fdb_full = True
+                await asyncio.sleep(RETRY_DELAY)
+            if self._fdb_dirty or self._fdb_full:
+                continue
+            await event_set_within(self._fdb_kick, max(0.0, min(next_full, last_report + report_every) - loop.time()))
+
+    async def sync_fdb(self, network_ids: set[str] | None = None) -> None:
+        """This host's VXLAN devices and their entries as the network service says (L2 population):
+        a device for each VXLAN network with ports here whose bridge exists, none for the others."""
+        from nefos.network.agents import vxlan
+        info = await self.plugin.get_fdb_entries(None if network_ids is None else sorted(network_ids))
+        for network_id, net in sorted(info.items()):
+            bridge = BRIDGE_PREFIX + network_id[:11]
+            if not bridge_exists(bridge):
+                continue  # nothing of it wired here (yet)
+            vni = net["segmentation_id"]
+            await vxlan.ensure_device(vni, bridge, self.local_ip, net["mtu"])
+            self.vnis[network_id] = vni
+            await vxlan.set_entries(vni, net["vteps"])
+        for network_id, vni in list(self.vnis.items()):
+            if (network_ids is None or network_id in network_ids) and network_id not in info:
+                await vxlan.remove_device(vni)  # no port of it here any more: no traffic of it either
+                del self.vnis[network_id]
+        if network_ids is None:  # devices an earlier run left in this cloud's bridges
+            ours = {BRIDGE_PREFIX + n[:11] for n in await self.plugin.get_network_ids()}
+            wanted = set(self.vnis.values())
+            for vni, master in (await vxlan.devices()).items():
+                if vni not in wanted and (master in ours or not master):
+                    await vxlan.remove_device(vni)
+
     # Bridges -------------------------------------------------------------------------------------
     async def _gc_loop(self) -> None:
         while True:
@@ -269,7 +348,6 @@ class L2Agent(Component):
 
     async def remove_unused_bridges(self) -> list[str]:
         """Delete our empty bridges whose network no longer exists."""
-        from nefos.db.models import Network
         for name in list(self.bridges):
             if not Path(f"/sys/class/net/{name}").exists():
                 self.bridges.discard(name)
@@ -277,9 +355,7 @@ class L2Agent(Component):
                  and not any(Path(f"/sys/class/net/{n}/brif").iterdir())]
         if not empty:
             return []
-        async with self.rt.db.reader() as s:
-            networks = (await s.execute(select(Network.id))).scalars().all()
-        alive = {BRIDGE_PREFIX + n[:11] for n in networks}
+        alive = {BRIDGE_PREFIX + n[:11] for n in await self.plugin.get_network_ids()}
         removed = []
         for name in empty:
             if name in alive:
@@ -339,22 +415,24 @@ class L2Agent(Component):
             finally:
                 self._busy = False
 
-    async def _port_of(self, tap: str) -> str | None:
-        suffix = tap[len(TAP_PREFIX):]
-        async with self.rt.db.reader() as s:
-            ids = (await s.execute(select(Port.id).where(
-                Port.id.like(f"{suffix}%"), Port.binding_host_id == self.host))).scalars().all()
-        return ids[0] if len(ids) == 1 else None
-
-    async def _wire(self, tap: str, bridge: str) -> bool:
-        """Security groups for the tap's port, then the tap into ``bridge`` (created when missing) and up.
-        False when the tap is gone."""
-        from nefos.virt.libvirt.vif import device_exists, enslave, ensure_bridge
+    async def _wire(self, tap: str, bridge: str, details: dict | None = None) -> bool:
+        """Security groups for the tap's port, then the tap into ``bridge`` (created when missing) and up;
+        on a VXLAN network (with ``local_ip``) the bridge's VXLAN device too, and the tap at the
+        network's MTU. False when the tap is gone."""
+        details = details or {}
+        tunnelled = bool(self.local_ip) and details.get("network_type") == "vxlan" and details.get("segmentation_id")
+        mtu = details.get("mtu") if tunnelled else None
         if self._sg is not None:
             await self.sync_security_groups()  # the port's chains exist before its first packet crosses
+        if tunnelled:
+            from nefos.network.agents import vxlan
+            await ensure_bridge(bridge, mtu)
+            await vxlan.ensure_device(details["segmentation_id"], bridge, self.local_ip, mtu)
+            self.vnis[details["network_id"]] = details["segmentation_id"]
+            self.fdb_changed([details["network_id"]])
         if _master(tap) != bridge:
-            await ensure_bridge(bridge)
-            rc, err = await enslave(tap, bridge)
+            await ensure_bridge(bridge, mtu)
+            rc, err = await enslave(tap, bridge, mtu)
             if rc != 0:
                 if not device_exists(tap) or tap not in self._seen:
                     return False
@@ -364,21 +442,17 @@ class L2Agent(Component):
         return True
 
     async def _report(self, kind: str, tap: str) -> None:
-        from nefos.network.agent_rpc import report_context
         with report_context():
             if kind == "up":
                 if tap not in self._seen:
                     return  # gone again before we got to it
-                port_id = self.devices.get(tap) or await self._port_of(tap)
-                if port_id is None:
+                details = await self.plugin.get_device_details(self.devices.get(tap) or tap)
+                if "port_id" not in details:
                     LOG.debug("%s: %s is no port bound here", self.name, tap)
                     return
+                port_id = details["port_id"]
                 LOG.info("%s: device %s (port %s) appeared: wiring it", self.name, tap, port_id)
-                details = await self.plugin.get_device_details(port_id)
-                if "port_id" not in details:
-                    LOG.debug("%s: %s: port %s is not bound here", self.name, tap, port_id)
-                    return
-                if not await self._wire(tap, BRIDGE_PREFIX + details["network_id"][:11]):
+                if not await self._wire(tap, BRIDGE_PREFIX + details["network_id"][:11], details):
                     return  # gone meanwhile
                 await self.plugin.update_device_up(port_id)
                 self.devices[tap] = port_id

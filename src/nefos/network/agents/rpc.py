@@ -1,0 +1,215 @@
+"""What an agent says to the network service, and hears from it: the agents' only way to the cloud.
+
+An agent holds no database credentials (Neutron's agents neither): everything it needs comes over
+the bus from the network service's agent-facing surfaces (``nefos.network.agent_rpc``,
+``dhcp_rpc``, ``securitygroups_rpc``, ``l3_rpc``, ``l2pop``), and its state goes back the same way.
+Each surface has a topic of its own; each client here is a plain class of named calls.
+
+Agent -> service (call):
+
+* ``q-plugin`` (``L2PluginAPI``, Neutron's ML2 ``RpcCallbacks``): device details, device up/down,
+  the ports bound to the agent's host, which devices belong to a port, the cloud's networks;
+* ``q-securitygroup-plugin`` (``SecurityGroupPluginAPI``): the filters of the ports bound to a host;
+* ``q-dhcp-plugin`` (``DhcpPluginAPI``, Neutron's ``DhcpRpcCallback``): the networks with DHCP and
+  their ports, the agent's DHCP port, DHCP ready on ports;
+* ``q-metadata`` (``MetadataPluginAPI``): the instance port at an address, for the metadata proxy;
+* ``q-reports-plugin`` (``StateReportAPI``, Neutron's ``report_state``): the agent's heartbeat;
+* ``q-l3-plugin`` (``L3PluginAPI``): the routers' configuration.
+
+Service -> agents (fanout): ``dhcp_agent`` (``network_changed``), ``l3_agent``
+(``routers_updated``), ``q-agent-notifier`` (L2 population: ``fdb_changed``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from nefos.bus.base import Endpoint
+from nefos.context import RequestContext, admin_context, current_context
+
+PLUGIN_TOPIC = "q-plugin"
+SECURITY_GROUP_TOPIC = "q-securitygroup-plugin"
+DHCP_PLUGIN_TOPIC = "q-dhcp-plugin"
+METADATA_TOPIC = "q-metadata"
+REPORTS_TOPIC = "q-reports-plugin"
+L3_PLUGIN_TOPIC = "q-l3-plugin"
+DHCP_AGENT_TOPIC = "dhcp_agent"  # Neutron's topics.DHCP_AGENT
+L3_AGENT_TOPIC = "l3_agent"
+L2_AGENT_TOPIC = "q-agent-notifier"  # Neutron's topics.AGENT: the L2 agents
+
+DHCP_AGENT = "DHCP agent"  # the agent types, as reported (provisioning waits for the DHCP agent)
+L2_AGENT = "Linux bridge agent"
+TAP_PREFIX = "tap"  # a port's device: tap + the port id's first 11 characters
+
+
+def _admin() -> RequestContext:
+    return RequestContext(project_id=None, user_id=None, roles=["admin", "service"], is_admin=True)
+
+
+@contextlib.contextmanager
+def report_context():
+    """An agent's report (device up, DHCP ready, ...) runs under one new request context: every
+    call it makes and every log line of it, here and in the services it reaches, carry its id."""
+    ctx = _admin()
+    token = current_context.set(ctx)
+    try:
+        yield ctx
+    finally:
+        current_context.reset(token)
+
+
+class _Client:
+    topic: str
+
+    def __init__(self, bus, host: str):
+        self.bus = bus
+        self.host = host
+
+    async def _call(self, method: str, **kwargs):
+        # (``host`` would address the bus message: the agent's host travels as ``agent_host``)
+        return await self.bus.call(current_context.get() or _admin(), self.topic, method,
+                                   agent_host=self.host, **kwargs)
+
+
+class L2PluginAPI(_Client):
+    """The L2 agent's calls on ``q-plugin``."""
+
+    topic = PLUGIN_TOPIC
+
+    def __init__(self, bus, host: str, agent_id: str):
+        super().__init__(bus, host)
+        self.agent_id = agent_id
+
+    async def get_device_details(self, device: str) -> dict:
+        """What wiring ``device`` (a port id, or its tap ``tap<port id[:11]>``) needs; the port goes
+        BUILD. Without ``port_id`` in the answer: no port bound to this host."""
+        return await self._call("get_device_details", device=device, agent_id=self.agent_id)
+
+    async def update_device_up(self, device: str) -> dict:
+        """``device`` is wired: the port's L2 is done (ACTIVE once nothing else blocks it)."""
+        return await self._call("update_device_up", device=device, agent_id=self.agent_id)
+
+    async def update_device_down(self, device: str) -> dict:
+        """``device`` is gone from this host: the port goes DOWN."""
+        return await self._call("update_device_down", device=device, agent_id=self.agent_id)
+
+    async def get_devices_on_host(self) -> list[str]:
+        """The instance ports bound to this host that are ACTIVE or BUILD (their taps should be here)."""
+        return await self._call("get_devices_on_host")
+
+    async def get_known_devices(self, devices: list[str]) -> list[str]:
+        """Which of these taps belong to a port that exists (any host)."""
+        return await self._call("get_known_devices", devices=sorted(devices))
+
+    async def get_network_ids(self) -> list[str]:
+        """Every network of the cloud (whose bridges are this cloud's)."""
+        return await self._call("get_network_ids")
+
+    async def get_fdb_entries(self, network_ids: list[str] | None = None) -> dict:
+        """L2 population for this host: per VXLAN network its VNI, MTU and the other hosts' VTEPs
+        with their ports' MACs and IPs (None: every network)."""
+        return await self._call("get_fdb_entries", network_ids=None if network_ids is None else sorted(network_ids))
+
+
+PluginAPI = L2PluginAPI  # (the fake L2 agent's name for it)
+
+
+class SecurityGroupPluginAPI(_Client):
+    """The L2 agent's call on ``q-securitygroup-plugin``."""
+
+    topic = SECURITY_GROUP_TOPIC
+
+    async def security_group_info_for_host(self) -> list[dict]:
+        """The filters (``firewall.PortFilter`` fields) of the protected ports bound to this host."""
+        return await self._call("security_group_info_for_host")
+
+
+class DhcpPluginAPI(_Client):
+    """The DHCP agent's calls on ``q-dhcp-plugin``."""
+
+    topic = DHCP_PLUGIN_TOPIC
+
+    async def get_active_networks_info(self, network_ids: list[str] | None = None) -> list[dict]:
+        """The networks (of ``network_ids``; None: all) needing DHCP: subnets, ports, blocked ports."""
+        return await self._call("get_active_networks_info",
+                                network_ids=None if network_ids is None else sorted(network_ids))
+
+    async def get_dhcp_port(self, network_id: str) -> dict:
+        """This agent's DHCP port on ``network_id``, created when missing."""
+        return await self._call("get_dhcp_port", network_id=network_id)
+
+    async def release_dhcp_port(self, network_id: str) -> None:
+        """This agent's DHCP port on ``network_id`` is no longer needed: delete it."""
+        return await self._call("release_dhcp_port", network_id=network_id)
+
+    async def dhcp_ready_on_ports(self, port_ids: list[str]) -> list[str]:
+        """dnsmasq serves these ports' entries: DHCP is done for them."""
+        return await self._call("dhcp_ready_on_ports", port_ids=list(port_ids))
+
+
+class MetadataPluginAPI(_Client):
+    """The metadata proxy's call on ``q-metadata``."""
+
+    topic = METADATA_TOPIC
+
+    async def get_instance_port(self, network_id: str, ip_address: str) -> list[list[str]]:
+        """(instance id, project id) of each instance port with ``ip_address`` on ``network_id``."""
+        return await self._call("get_instance_port", network_id=network_id, ip_address=ip_address)
+
+
+class StateReportAPI(_Client):
+    """Every agent's call on ``q-reports-plugin``."""
+
+    topic = REPORTS_TOPIC
+
+    async def report_state(self, agent_type: str, started: bool = False, tunneling_ip: str | None = None) -> None:
+        """This agent is alive (``started``: it just started); an L2 agent's VXLAN underlay address
+        in ``tunneling_ip``."""
+        kwargs = {"tunneling_ip": tunneling_ip} if tunneling_ip is not None else {}
+        return await self._call("report_state", agent_type=agent_type, started=started, **kwargs)
+
+
+class L3PluginAPI(_Client):
+    """The L3 agent's call on ``q-l3-plugin``."""
+
+    topic = L3_PLUGIN_TOPIC
+
+    async def sync_routers(self, router_ids: list[str] | None = None) -> list[dict]:
+        """The L3 configuration of ``router_ids`` (None: every router); a router left out is gone."""
+        return await self.bus.call(admin_context(), self.topic, "sync_routers", agent_host=self.host,
+                                   router_ids=None if router_ids is None else sorted(router_ids))
+
+
+# What the agents serve ---------------------------------------------------------------------------
+class DhcpAgentEndpoint(Endpoint):
+    """The DHCP agent's side of ``dhcp_agent``: the network is queued for a sync at once (bursts
+    coalesce there)."""
+
+    def __init__(self, agent):
+        self.agent = agent  # nefos.network.agents.dhcp_agent.DhcpAgent
+
+    async def network_changed(self, ctx: RequestContext, network_id: str, event: str | None = None) -> None:
+        """``network_id`` changed (Neutron's event name in ``event``)."""
+        self.agent.network_changed(network_id)
+
+
+class L3AgentEndpoint(Endpoint):
+    """The L3 agent's side of ``l3_agent``: the routers notified are synced at once."""
+
+    def __init__(self, agent):
+        self.agent = agent  # nefos.network.agents.l3_agent.L3Agent
+
+    async def routers_updated(self, ctx: RequestContext, router_ids: list[str]) -> None:
+        """These routers (or their floating IPs) changed."""
+        self.agent.routers_changed(router_ids)
+
+
+class L2AgentEndpoint(Endpoint):
+    """The L2 agent's side of ``q-agent-notifier`` (L2 population)."""
+
+    def __init__(self, agent):
+        self.agent = agent  # nefos.network.agents.l2_agent.L2Agent
+
+    async def fdb_changed(self, ctx: RequestContext, network_ids: list[str]) -> None:
+        """Ports of these networks were bound, unbound or moved: their forwarding entries changed."""
+        self.agent.fdb_changed(network_ids)

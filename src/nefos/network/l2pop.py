@@ -1,0 +1,88 @@
+"""L2 population (Neutron's l2pop mechanism driver, reduced): what each host's L2 agent needs to
+carry its VXLAN networks to the other hosts without learning or multicast.
+
+Each L2 agent with an underlay address (``local_ip``) reports it (``report_state``, recorded as
+the agent's ``tunneling_ip``). For a host, ``fdb_entries`` gives each VXLAN network that has a port
+bound to that host: its VNI and MTU, and per *other* host having ports on it (its VTEP, the
+tunneling IP of its L2 agent) those ports' MACs and fixed IPs. The agent floods broadcast and
+unknown traffic to exactly those VTEPs (one all-zero FDB entry each: a host with no port on the
+network gets none of its traffic), sends each known MAC to its host's VTEP, and answers ARP for
+the known addresses itself (the VXLAN device's ARP proxy).
+
+When ports are created, bound, unbound, moved or deleted, the network service fans out
+``fdb_changed`` (the networks) on ``q-agent-notifier`` after the change committed
+(``L2popNotifier``, a network change listener of the manager); a new VTEP (an agent that started,
+or whose address changed) is fanned out for every network. Agents also resync every few seconds,
+the backstop for a notification lost.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from sqlalchemy import select
+
+from nefos.context import RequestContext, admin_context
+from nefos.db.models import IPAllocation, Network, NetworkAgent, Port
+from nefos.network.agent_notifier import AgentNotifier
+from nefos.network.agents.rpc import L2_AGENT, L2_AGENT_TOPIC
+from nefos.network.segments import VXLAN
+
+LOG = logging.getLogger(__name__)
+
+
+async def vteps(s) -> dict[str, str]:
+    """host -> the tunneling IP its L2 agent reported."""
+    return {host: ip for host, ip in (await s.execute(select(NetworkAgent.host, NetworkAgent.tunneling_ip).where(
+        NetworkAgent.agent_type == L2_AGENT, NetworkAgent.tunneling_ip.is_not(None)))).all() if ip}
+
+
+async def fdb_entries(rt, host: str, network_ids: list[str] | None = None) -> dict:
+    """{network id: {"segmentation_id", "mtu", "vteps": {vtep ip: [[mac, ip or None], ...]}}} of the
+    VXLAN networks with a port bound to ``host`` (of ``network_ids``; None: all)."""
+    async with rt.db.reader() as s:
+        q = (select(Network.id, Network.segmentation_id, Network.mtu).join(Port, Port.network_id == Network.id)
+             .where(Port.binding_host_id == host, Network.network_type == VXLAN,
+                    Network.segmentation_id.is_not(None)).distinct())
+        if network_ids is not None:
+            q = q.where(Network.id.in_(list(network_ids)))
+        nets = {nid: {"segmentation_id": vni, "mtu": mtu, "vteps": {}} for nid, vni, mtu in (await s.execute(q)).all()}
+        if not nets:
+            return {}
+        tunnels = await vteps(s)
+        rows = (await s.execute(select(Port.network_id, Port.binding_host_id, Port.mac_address,
+                                       IPAllocation.ip_address)
+                                .outerjoin(IPAllocation, IPAllocation.port_id == Port.id)
+                                .where(Port.network_id.in_(list(nets)), Port.binding_host_id != "",
+                                       Port.binding_host_id != host))).all()
+    for network_id, port_host, mac, ip in rows:
+        vtep = tunnels.get(port_host)
+        if vtep is None or vtep == tunnels.get(host):
+            continue  # a host without tunnels (or this host under another name) cannot be reached
+        entries = nets[network_id]["vteps"].setdefault(vtep, [])
+        entry = [mac.lower(), ip]
+        if entry not in entries:
+            entries.append(entry)
+    for net in nets.values():
+        for entries in net["vteps"].values():
+            entries.sort(key=lambda e: (e[0], e[1] or ""))
+    return nets
+
+
+class L2popNotifier(AgentNotifier):
+    """The network service's side of ``q-agent-notifier``: a network change listener of the manager
+    (ports created, bound, moved, deleted) and the state reports' listener (a VTEP appeared)."""
+
+    topic = L2_AGENT_TOPIC
+    agents = "L2 agents"
+    log = LOG
+
+    def _default_context(self) -> RequestContext:
+        return admin_context()
+
+    def network_changed(self, ctx: RequestContext | None, event: str, network_id: str) -> None:
+        if event.startswith("port_") or event.startswith("network_"):
+            self._fanout(ctx, f"{event} on network {network_id}", "fdb_changed", network_ids=[network_id])
+
+    def vtep_changed(self, ctx: RequestContext | None, host: str) -> None:
+        self._fanout(ctx, f"VTEP of {host}", "fdb_changed", network_ids=None)
