@@ -63,8 +63,8 @@ class ComputeManager(Endpoint):
 
     @functools.cached_property
     def image_api(self):
-        """Images (snapshots, shelve, rebuild, rescue): still read and written in the image
-        service's database and store, as the image client does; imported on first use only."""
+        """Images a host writes or deletes (snapshots, backups, shelve): still through the image
+        client, i.e. the image service's database and store; imported on first use only."""
         from nefos.image.client import ImageAPI
         return ImageAPI(self.rt)
 
