@@ -13,6 +13,8 @@ from sqlalchemy import select, update
 
 from nefos import fileperms
 from nefos.bus import Bus, Endpoint, create_bus
+from nefos.bus.interfaces import RELEASES
+from nefos.bus.versioning import VersionCaps
 from nefos.config import Config
 from nefos.db.models import Service as ServiceRow, utcnow
 from nefos.db import sqlite_owner
@@ -59,6 +61,8 @@ class Runtime:
                 await upgrade(db)
             bus = create_bus(cfg.bus_url, cfg.control_exchange)
             bus.default_timeout = cfg.rpc_response_timeout
+            bus.version_caps = VersionCaps(cfg.upgrade_levels, db=db, service_down_time=cfg.service_down_time,
+                                           releases=RELEASES)
             await bus.start()
         except BaseException:
             if sqlite_lock is not None:
@@ -113,6 +117,13 @@ class Service:
             return
         self.periodic.append(PeriodicTask(name, interval, fn, initial_delay))
 
+    @property
+    def rpc_version(self) -> str | None:
+        """The version of the RPC interface this service serves (its services row's ``version``,
+        which the ``auto`` upgrade level reads); None: it serves none."""
+        interface = getattr(self.endpoint, "rpc_interface", None)
+        return interface.version if interface is not None and self.topic else None
+
     async def register(self) -> int:
         """Create or revive this (host, binary) row; returns its id."""
         async with self.rt.db.transaction() as s:
@@ -121,11 +132,13 @@ class Service:
                 ServiceRow.deleted == 0))).scalar_one_or_none()
             if row is None:
                 row = ServiceRow(uuid=str(uuid.uuid4()), host=self.host, binary=self.binary,
-                                 topic=self.topic, last_seen_up=utcnow(), report_count=0)
+                                 topic=self.topic, last_seen_up=utcnow(), report_count=0,
+                                 version=self.rpc_version)
                 s.add(row)
                 await s.flush()
             else:
                 row.last_seen_up = utcnow()
+                row.version = self.rpc_version  # an upgraded (or downgraded) service says so
             self.service_id = row.id
         return self.service_id
 

@@ -34,6 +34,7 @@ from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from nefos import exceptions
+from nefos.compute.rpcapi import ComputeRPCAPI
 from nefos.context import RequestContext
 from nefos.db.models import (Instance, InstanceAction, InstanceActionEvent, InstanceEventOperation,
                              InstanceExternalEvent, utcnow)
@@ -238,7 +239,7 @@ async def create(rt, ctx: RequestContext, events: list[dict]) -> tuple[list[dict
             {k: event[k] for k in ("instance_uuid", "name", "tag", "status", "operation", "action_id")})
     for host, host_events in by_host.items():
         try:
-            await rt.bus.cast(ctx, "compute", "external_instance_event", host=host, events=host_events)
+            await ComputeRPCAPI(rt.bus).external_instance_event(ctx, host, host_events)
         except Exception as exc:  # the host is down: the event waits in the inbox
             LOG.warning("cannot cast %d external event(s) to compute host %s (%s); they stay in its inbox",
                         len(host_events), host, exc)

@@ -169,8 +169,7 @@ async def force_complete(api, ctx, uuid: str, migration_id: str) -> None:
     instance, row = await _in_progress(api, ctx, uuid, migration_id, "force complete", ("running",),
                                        missing_is_bad_request=True)
     await actions.record_action(api.rt.db, ctx, uuid, LIVE_MIGRATION_FORCE_COMPLETE)
-    await api.compute_rpcapi.cast(ctx, row["source_compute"], "live_migration_force_complete",
-                                  instance_uuid=uuid, migration_uuid=row["uuid"])
+    await api.compute_rpcapi.live_migration_force_complete(ctx, row["source_compute"], uuid, row["uuid"])
     await actions.finish_action(api.rt.db, ctx, uuid)
 
 
@@ -180,8 +179,7 @@ async def abort(api, ctx, uuid: str, migration_id: str, *, queued_too: bool) -> 
     instance, row = await _in_progress(api, ctx, uuid, migration_id, "abort live migration", allowed,
                                        missing_is_bad_request=False)
     await actions.record_action(api.rt.db, ctx, uuid, LIVE_MIGRATION_CANCEL)
-    await api.compute_rpcapi.cast(ctx, row["source_compute"], "live_migration_abort", instance_uuid=uuid,
-                                  migration_uuid=row["uuid"])
+    await api.compute_rpcapi.live_migration_abort(ctx, row["source_compute"], uuid, row["uuid"])
     await actions.finish_action(api.rt.db, ctx, uuid)
 
 
@@ -239,8 +237,7 @@ async def conductor_live_migrate(conductor, ctx, uuid: str, request_spec: dict, 
             raise exceptions.MigrationPreCheckError(
                 reason=f"Unable to migrate {uuid} to {forced_host}: Lack of resources") from exc
         try:
-            await conductor.compute_rpcapi.call(ctx, selection["host"], "check_can_live_migrate_destination",
-                                                instance_uuid=uuid)
+            await conductor.compute_rpcapi.check_can_live_migrate_destination(ctx, selection["host"], uuid)
         except exceptions.MigrationPreCheckError:
             raise
         except exceptions.Error as exc:
@@ -265,7 +262,7 @@ async def conductor_live_migrate(conductor, ctx, uuid: str, request_spec: dict, 
     await migrations_obj.set_destination(db, migration["uuid"], selection["host"], selection["node"])
     await actions.event_finish(db, event_id)
     try:
-        await conductor.compute_rpcapi.cast(ctx, source, "live_migration", instance_uuid=uuid, migration=migration)
+        await conductor.compute_rpcapi.live_migration(ctx, source, uuid, migration)
     except BaseException:
         await _roll_back(db, ctx, uuid, migration, "error")
         raise
@@ -308,7 +305,7 @@ async def _live_migrate(manager, ctx, uuid: str, migration: dict, control: LiveM
             await manager._notify(ctx, instance, "instance.live_migration_pre.start")
             if control.aborted:
                 raise exceptions.LiveMigrationAborted(instance_uuid=uuid)
-            await _rpc(manager).call(ctx, dest, "pre_live_migration", instance_uuid=uuid, migration=migration)
+            await _rpc(manager).pre_live_migration(ctx, dest, uuid, migration)
             await manager._notify(ctx, instance, "instance.live_migration_pre.end")
             await migrations_obj.set_status(db, migration["uuid"], "running")
             migrate_data = await manager.driver.live_migration(ctx, instance, dest, control)
@@ -323,12 +320,11 @@ async def _live_migrate(manager, ctx, uuid: str, migration: dict, control: LiveM
         aborted = isinstance(exc, exceptions.LiveMigrationAborted)
         LOG.warning("instance %s: live migration to %s failed, rolling back: %s", uuid, dest, exc)
         with contextlib.suppress(Exception):
-            await _rpc(manager).call(ctx, dest, "rollback_live_migration_at_destination", instance_uuid=uuid)
+            await _rpc(manager).rollback_live_migration_at_destination(ctx, dest, uuid, wait=True)
         await _roll_back(db, ctx, uuid, migration, "cancelled" if aborted else "error",
                          None if aborted else exc, host=manager.host)
         return
-    await _rpc(manager).cast(ctx, dest, "post_live_migration_at_destination", instance_uuid=uuid,
-                             migration=migration, migrate_data=migrate_data)
+    await _rpc(manager).post_live_migration_at_destination(ctx, dest, uuid, migration, migrate_data)
 
 
 async def _error_out(manager, ctx, uuid: str, migration: dict, exc: BaseException) -> None:
@@ -426,8 +422,8 @@ async def recover(manager, ctx, instance: dict, why: str) -> None:
         if uuid in await manager.driver.list_instance_uuids():
             if migration.get("dest_compute"):
                 with contextlib.suppress(Exception):
-                    await _rpc(manager).cast(ctx, migration["dest_compute"], "rollback_live_migration_at_destination",
-                                             instance_uuid=uuid)
+                    await _rpc(manager).rollback_live_migration_at_destination(ctx, migration["dest_compute"], uuid,
+                                                                           wait=False)
             await _roll_back(manager.rt.db, ctx, uuid, migration, "error", exc, host=manager.host)
         else:
             await _error_out(manager, ctx, uuid, migration, exc)

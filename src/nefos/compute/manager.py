@@ -19,7 +19,7 @@ import traceback
 from sqlalchemy import bindparam, select
 
 from nefos import exceptions, notifications
-from nefos.bus import Endpoint
+from nefos.bus import Endpoint, interfaces as rpc_interfaces
 from nefos.compute import image_trust
 from nefos.conductor.manager import ConductorAPI
 from nefos.db.models import BlockDeviceMapping, utcnow
@@ -49,6 +49,8 @@ class BuildAborted(Exception):
 
 
 class ComputeManager(Endpoint):
+    rpc_interface = rpc_interfaces.COMPUTE
+
     def __init__(self, rt, host: str, driver, network_api):
         self.rt = rt
         self.host = host

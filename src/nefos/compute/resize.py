@@ -242,8 +242,7 @@ async def confirm(api, ctx, uuid: str) -> None:
     await migrations_obj.set_status(api.rt.db, migration["uuid"], "confirming")
     await actions.record_action(api.rt.db, ctx, uuid, CONFIRM_RESIZE)
     try:
-        await api.compute_rpcapi.cast(ctx, migration["source_compute"], "confirm_resize", instance_uuid=uuid,
-                                      migration=migration)
+        await api.compute_rpcapi.confirm_resize(ctx, migration["source_compute"], uuid, migration)
     except BaseException:
         await _hand_off_failed(api, ctx, uuid, instance, None, migration["uuid"])
         raise
@@ -259,8 +258,7 @@ async def revert(api, ctx, uuid: str) -> None:
     await migrations_obj.set_status(api.rt.db, migration["uuid"], "reverting")
     await actions.record_action(api.rt.db, ctx, uuid, REVERT_RESIZE)
     try:
-        await api.compute_rpcapi.cast(ctx, migration["dest_compute"], "revert_resize", instance_uuid=uuid,
-                                      migration=migration)
+        await api.compute_rpcapi.revert_resize(ctx, migration["dest_compute"], uuid, migration)
     except BaseException:
         await _hand_off_failed(api, ctx, uuid, instance, states.RESIZE_REVERTING, migration["uuid"])
         raise
@@ -295,7 +293,7 @@ async def conductor_migrate_server(conductor, ctx, uuid: str, request_spec: dict
     db = conductor.rt.db
     event_id = await actions.event_start(db, ctx, uuid, CONDUCTOR_EVENT, None)
     try:
-        await conductor.compute_rpcapi.call(ctx, migration["source_compute"], "check_can_migrate")
+        await conductor.compute_rpcapi.check_can_migrate(ctx, migration["source_compute"])
         (selection,) = await conductor.scheduler.select_destinations(ctx, dict(request_spec), [migration["uuid"]])
     except BaseException as exc:
         await actions.event_finish(db, event_id, result="Error", traceback="".join(traceback.format_exception(exc)))
@@ -313,8 +311,7 @@ async def conductor_migrate_server(conductor, ctx, uuid: str, request_spec: dict
     await migrations_obj.set_destination(db, migration["uuid"], selection["host"], selection["node"])
     await actions.event_finish(db, event_id)
     try:
-        await conductor.compute_rpcapi.call(ctx, selection["host"], "prep_resize", instance_uuid=uuid,
-                                            migration=migration)
+        await conductor.compute_rpcapi.prep_resize(ctx, selection["host"], uuid, migration)
     except (exceptions.InstanceNotFound, exceptions.UnexpectedDeletingTaskStateError):
         await allocations.release(db, migration["uuid"])
     except BaseException:
@@ -367,8 +364,7 @@ async def prep_resize(manager, ctx, uuid: str, migration: dict) -> None:
                     reason=f"no resource claim for migration {migration['uuid']} on {manager.host}")
             await manager._notify(ctx, instance, "instance.resize_prep.start")
             await manager._notify(ctx, instance, "instance.resize_prep.end")
-    await _rpc(manager).cast(ctx, migration["source_compute"], "resize_instance", instance_uuid=uuid,
-                             migration=migration)
+    await _rpc(manager).resize_instance(ctx, migration["source_compute"], uuid, migration)
 
 
 async def resize_instance(manager, ctx, uuid: str, migration: dict) -> None:
@@ -411,8 +407,7 @@ async def resize_instance(manager, ctx, uuid: str, migration: dict) -> None:
                         power_on=migration["old_vm_state"] != states.STOPPED)
             await abort_before_move(db, ctx, uuid, migration, exc, host=manager.host)
             return
-    await _rpc(manager).cast(ctx, migration["dest_compute"], "finish_resize", instance_uuid=uuid,
-                             migration=migration)
+    await _rpc(manager).finish_resize(ctx, migration["dest_compute"], uuid, migration)
 
 
 async def _start_guest(manager, ctx, instance: dict, network_info: list[dict], driver_call, *, power_on: bool,
@@ -539,8 +534,7 @@ async def revert_resize(manager, ctx, uuid: str, migration: dict) -> None:
             await migrations_obj.set_status(db, migration["uuid"], "error")
             await actions.finish_action(db, ctx, uuid)
             return
-    await _rpc(manager).cast(ctx, migration["source_compute"], "finish_revert_resize", instance_uuid=uuid,
-                             migration=migration)
+    await _rpc(manager).finish_revert_resize(ctx, migration["source_compute"], uuid, migration)
 
 
 async def finish_revert_resize(manager, ctx, uuid: str, migration: dict) -> None:
@@ -594,7 +588,7 @@ async def cleanup_on_delete(manager, ctx, instance: dict) -> None:
         return
     await allocations.release(manager.rt.db, migration["uuid"])
     for host in {migration.get("source_compute"), migration.get("dest_compute")} - {None, manager.host}:
-        await _rpc(manager).cast(ctx, host, "cleanup_deleted_migration", instance_uuid=instance["uuid"])
+        await _rpc(manager).cleanup_deleted_migration(ctx, host, instance["uuid"])
 
 
 async def cleanup_deleted_migration(manager, ctx, uuid: str) -> None:

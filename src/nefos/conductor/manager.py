@@ -15,7 +15,8 @@ import traceback
 from sqlalchemy import select
 
 from nefos import exceptions
-from nefos.bus import Endpoint
+from nefos.bus import Endpoint, interfaces
+from nefos.bus.versioning import RPCClient
 from nefos.context import RequestContext, admin_context
 from nefos.db.models import Instance, utcnow
 from nefos.db.retry import retrying
@@ -32,6 +33,8 @@ UNSHELVE_EVENT = "conductor_unshelve_instance"
 
 
 class ConductorManager(Endpoint):
+    rpc_interface = interfaces.CONDUCTOR
+
     def __init__(self, rt):
         self.rt = rt
         self.scheduler = SchedulerAPI(rt.bus)
@@ -184,8 +187,7 @@ class ConductorManager(Endpoint):
             await actions.event_finish(self.rt.db, event_id, result="Error", details="instance deleted meanwhile")
             return
         await actions.event_finish(self.rt.db, event_id)
-        await self.compute_rpcapi.cast(ctx, selection["host"], "unshelve_instance", instance_uuid=instance_uuid,
-                                       node=selection["node"])
+        await self.compute_rpcapi.unshelve_instance(ctx, selection["host"], instance_uuid, node=selection["node"])
 
     async def migrate_server(self, ctx, instance_uuid: str, request_spec: dict, migration: dict) -> None:
         """Resize or cold migration: schedule the destination, hand it the server (nefos.compute.resize)."""
@@ -211,6 +213,7 @@ class ConductorAPI:
 
     def __init__(self, bus):
         self.bus = bus
+        self.client = RPCClient(bus, interfaces.CONDUCTOR)
 
     async def hand_off_build(self, db, ctx, instance_uuids: list[str], request_spec: dict, build_args: dict,
                              build_request_id: str) -> None:
@@ -226,22 +229,22 @@ class ConductorAPI:
 
     async def build_instances(self, ctx, instance_uuids: list[str], request_spec: dict,
                               build_args: dict, build_request_id: str | None = None) -> None:
-        await self.bus.cast(ctx, "conductor", "build_instances", instance_uuids=instance_uuids,
-                            request_spec=request_spec, build_args=build_args,
-                            **({"build_request_id": build_request_id} if build_request_id else {}))
+        await self.client.cast(ctx, "build_instances", instance_uuids=instance_uuids,
+                               request_spec=request_spec, build_args=build_args,
+                               **({"build_request_id": build_request_id} if build_request_id else {}))
 
     async def unshelve_instance(self, ctx, instance_uuid: str, request_spec: dict) -> None:
-        await self.bus.cast(ctx, "conductor", "unshelve_instance", instance_uuid=instance_uuid,
-                            request_spec=request_spec)
+        await self.client.cast(ctx, "unshelve_instance", instance_uuid=instance_uuid,
+                               request_spec=request_spec)
 
     async def migrate_server(self, ctx, instance_uuid: str, request_spec: dict, migration: dict) -> None:
         """A call: NoValidHost, or a host that cannot resize, reaches the API before it answers."""
-        await self.bus.call(ctx, "conductor", "migrate_server", instance_uuid=instance_uuid,
-                            request_spec=request_spec, migration=migration)
+        await self.client.call(ctx, "migrate_server", instance_uuid=instance_uuid,
+                               request_spec=request_spec, migration=migration)
 
     async def live_migrate_instance(self, ctx, instance_uuid: str, request_spec: dict, migration: dict,
                                     forced_host: str | None, *, async_: bool) -> None:
         """A call before 2.34 (a failed check reaches the API), a cast from 2.34, as Nova's ``async_``."""
-        send = self.bus.cast if async_ else self.bus.call
-        await send(ctx, "conductor", "live_migrate_instance", instance_uuid=instance_uuid,
-                   request_spec=request_spec, migration=migration, forced_host=forced_host)
+        await self.client.sender(cast=async_)(ctx, "live_migrate_instance", instance_uuid=instance_uuid,
+                                              request_spec=request_spec, migration=migration,
+                                              forced_host=forced_host)

@@ -35,7 +35,8 @@ import contextlib
 import logging
 
 from nefos import exceptions
-from nefos.bus import Endpoint
+from nefos.bus import Endpoint, interfaces
+from nefos.bus.versioning import RPCClient
 from nefos.context import RequestContext, current_context
 from nefos.network import provisioning
 from nefos.network.agent_sync import AgentNotifier
@@ -64,6 +65,8 @@ def report_context():
 
 class PluginEndpoint(Endpoint):
     """The server side, served by the network service on ``q-plugin``."""
+
+    rpc_interface = interfaces.PLUGIN
 
     def __init__(self, manager):
         self.manager = manager  # nefos.network.manager.NetworkManager
@@ -153,13 +156,14 @@ class PluginAPI:
 
     def __init__(self, bus, host: str, agent_id: str):
         self.bus = bus
+        self.client = RPCClient(bus, interfaces.PLUGIN)
         self.host = host
         self.agent_id = agent_id
 
     async def _call(self, method: str, device: str) -> dict:
         # (``host`` would address the bus message: the agent's host travels as ``agent_host``)
-        return await self.bus.call(current_context.get() or _admin(), TOPIC, method, device=device,
-                                   agent_host=self.host, agent_id=self.agent_id)
+        return await self.client.call(current_context.get() or _admin(), method, device=device,
+                                      agent_host=self.host, agent_id=self.agent_id)
 
     async def get_device_details(self, device: str) -> dict:
         return await self._call("get_device_details", device)
@@ -171,8 +175,8 @@ class PluginAPI:
         return await self._call("update_device_down", device)
 
     async def dhcp_ready_on_ports(self, port_ids: list[str]) -> list[str]:
-        return await self.bus.call(current_context.get() or _admin(), TOPIC, "dhcp_ready_on_ports",
-                                   port_ids=list(port_ids), agent_host=self.host)
+        return await self.client.call(current_context.get() or _admin(), "dhcp_ready_on_ports",
+                                      port_ids=list(port_ids), agent_host=self.host)
 
 
 class DhcpAgentNotifier(AgentNotifier):
@@ -180,7 +184,7 @@ class DhcpAgentNotifier(AgentNotifier):
     (``add_network_change_listener``), called after the change committed. Each change is fanned
     out in a task of its own, so the change never waits for the bus nor fails with it."""
 
-    topic = DHCP_TOPIC
+    interface = interfaces.DHCP_AGENT
     agents = "DHCP agents"
     log = LOG
 
@@ -195,6 +199,8 @@ class DhcpAgentNotifier(AgentNotifier):
 class DhcpAgentEndpoint(Endpoint):
     """The DHCP agent's side of ``dhcp_agent``: ``agent.network_changed(network_id)`` queues that
     network for a sync at once (bursts coalesce there)."""
+
+    rpc_interface = interfaces.DHCP_AGENT
 
     def __init__(self, agent):
         self.agent = agent  # nefos.network.dhcp_agent.DhcpAgent

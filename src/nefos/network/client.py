@@ -16,6 +16,8 @@ import logging
 from typing import Any
 
 from nefos import exceptions
+from nefos.bus import interfaces
+from nefos.bus.versioning import RPCClient
 from nefos.context import RequestContext
 
 LOG = logging.getLogger(__name__)
@@ -34,17 +36,25 @@ def _restore_body(original: dict) -> dict:
             "binding:profile": original.get("binding:profile") or {}}
 
 
+def network_rpc(bus) -> RPCClient:
+    """The network service's client (topic ``network``): one Networking API operation a call,
+    each declared in ``nefos.bus.interfaces.NETWORK``."""
+    return RPCClient(bus, interfaces.NETWORK)
+
+
 class NetworkAPI:
     def __init__(self, rt):
         self.rt = rt
+        self.client = network_rpc(rt.bus)
 
     async def _call(self, ctx: RequestContext, method: str, **kwargs) -> Any:
-        return await self.rt.bus.call(ctx, TOPIC, method, **kwargs)
+        return await self.client.call(ctx, method, **kwargs)
 
-    async def call(self, ctx: RequestContext, method: str, **kwargs) -> Any:
-        """One Networking API method as ``ctx`` (the proxy APIs pass the caller's own context, so the
+    async def call(self, ctx: RequestContext, operation: str, **kwargs) -> Any:
+        """One Networking API operation (a method of ``interfaces.NETWORK``; any other is refused
+        before it is sent) as ``ctx`` (the proxy APIs pass the caller's own context, so the
         network service scopes every look-up to the caller's project as Neutron does)."""
-        return await self._call(ctx, method, **kwargs)
+        return await self._call(ctx, operation, **kwargs)
 
     # Helpers ------------------------------------------------------------------------------
 

@@ -69,6 +69,7 @@ from nefos.context import admin_context
 from nefos.db.models import IPAllocation, Network, Port, PortProvisioning, Subnet
 from nefos.network import provisioning
 from nefos.network.agent_sync import SyncLoop
+from nefos.network.client import network_rpc
 from nefos.network.netns import dev_exists as _dev_exists, netns_exists as _netns_exists, run as _run
 from nefos.service import Component
 
@@ -310,7 +311,7 @@ class DhcpAgent(SyncLoop, Component):
             return port
         ctx = admin_context()
         device_id = f"dhcp-{self.host}-{st.network_id}"
-        found = await self.rt.bus.call(ctx, "network", "list_ports",
+        found = await network_rpc(self.rt.bus).call(ctx, "list_ports",
                                        filters={"network_id": [st.network_id], "device_id": [device_id]})
         if found:
             port = found[0]
@@ -322,7 +323,7 @@ class DhcpAgent(SyncLoop, Component):
                     "name": f"dhcp-{self.host}", "binding:host_id": self.host}
             if project:
                 body["project_id"] = project
-            port = await self.rt.bus.call(ctx, "network", "create_port", port=body)
+            port = await network_rpc(self.rt.bus).call(ctx, "create_port", port=body)
             LOG.info("%s: DHCP port %s on network %s (%s)", self.name, port["id"], st.network_id,
                      ", ".join(ip["ip_address"] for ip in port.get("fixed_ips") or []))
         self._ports[st.network_id] = port
@@ -496,7 +497,7 @@ class DhcpAgent(SyncLoop, Component):
                 await _run("ip", "link", "del", outer, check=False)
             if delete_port:
                 with contextlib.suppress(Exception):
-                    await self.rt.bus.call(admin_context(), "network", "delete_port", port_id=port["id"])
+                    await network_rpc(self.rt.bus).call(admin_context(), "delete_port", port_id=port["id"])
         shutil.rmtree(self._dir(network_id), ignore_errors=True)
 
     # For tests and operators -----------------------------------------------------------------------

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import logging
 
-from nefos.bus import Endpoint
+from nefos.bus import Endpoint, interfaces
+from nefos.bus.versioning import RPCClient
 from nefos.context import RequestContext, admin_context
 from nefos.network.agent_sync import AgentNotifier
 
@@ -26,6 +27,8 @@ AGENT_TOPIC = "l3_agent"
 
 class L3PluginEndpoint(Endpoint):
     """Served by the network service on ``q-l3-plugin``: the one thing an L3 agent asks."""
+
+    rpc_interface = interfaces.L3_PLUGIN
 
     def __init__(self, manager):
         self.manager = manager  # nefos.network.manager.NetworkManager
@@ -39,19 +42,20 @@ class L3PluginAPI:
 
     def __init__(self, bus, host: str):
         self.bus = bus
+        self.client = RPCClient(bus, interfaces.L3_PLUGIN)
         self.host = host
 
     async def sync_routers(self, router_ids: list[str] | None = None) -> list[dict]:
         # (``host`` would address the bus message: the agent's host travels as ``agent_host``)
-        return await self.bus.call(admin_context(), PLUGIN_TOPIC, "sync_routers", agent_host=self.host,
-                                   router_ids=None if router_ids is None else sorted(router_ids))
+        return await self.client.call(admin_context(), "sync_routers", agent_host=self.host,
+                                      router_ids=None if router_ids is None else sorted(router_ids))
 
 
 class L3AgentNotifier(AgentNotifier):
     """The network service's side of ``l3_agent``: a router change listener of the manager, each
     change fanned out in a task of its own (the change never waits for the bus nor fails with it)."""
 
-    topic = AGENT_TOPIC
+    interface = interfaces.L3_AGENT
     agents = "L3 agents"
     log = LOG
 
@@ -65,6 +69,8 @@ class L3AgentNotifier(AgentNotifier):
 
 class L3AgentEndpoint(Endpoint):
     """The L3 agent's side of ``l3_agent``: the routers notified are synced at once."""
+
+    rpc_interface = interfaces.L3_AGENT
 
     def __init__(self, agent):
         self.agent = agent  # nefos.network.l3_agent.L3Agent

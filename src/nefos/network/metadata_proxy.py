@@ -38,6 +38,7 @@ from typing import Awaitable, Callable
 import httpx
 
 from nefos.context import admin_context
+from nefos.network.client import network_rpc
 from nefos.metadata import identification
 
 LOG = logging.getLogger(__name__)
@@ -138,7 +139,7 @@ def port_lookup(rt) -> Lookup:
     """(instance id, project) of the instance port on ``network_id`` with fixed IP ``ip``, through
     the network service (``list_ports``); None when no instance has that address there."""
     async def lookup(network_id: str, ip: str) -> tuple[str, str] | None:
-        ports = await rt.bus.call(admin_context(), "network", "list_ports",
+        ports = await network_rpc(rt.bus).call(admin_context(), "list_ports",
                                   filters={"network_id": [network_id], "fixed_ips": [f"ip_address={ip}"]})
         found = {(p["device_id"], p.get("project_id") or p.get("tenant_id") or "") for p in ports
                  if p.get("device_id") and str(p.get("device_owner") or "").startswith("compute:")}
