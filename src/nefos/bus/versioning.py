@@ -52,7 +52,7 @@ def parse(version: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class RPCInterface:
     """One topic's declared interface. ``methods``: method -> the version it was added in;
     ``args``: method -> {argument -> the version it was added in} for arguments added later than
@@ -165,7 +165,7 @@ async def minimum_service_version(db, binary: str, service_down_time: float) -> 
 
     from nefos.db.models import Service, utcnow
     since = utcnow() - dt.timedelta(seconds=service_down_time)
-    async with db.session() as s:
+    async with db.reader() as s:
         rows = (await s.execute(select(Service.version).where(
             Service.binary == binary, Service.deleted == 0, Service.last_seen_up >= since))).all()
     if not rows:
