@@ -20,6 +20,7 @@ lets a client method adapt what it sends by hand, as Nova's do.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -92,7 +93,6 @@ class RPCInterface:
 
     def check_endpoint(self, endpoint: Any) -> None:
         """Every declared method is a coroutine of ``endpoint`` (checked when it is served)."""
-        import asyncio
         missing = [m for m in self.methods
                    if not asyncio.iscoroutinefunction(getattr(endpoint, m, None))]
         if missing:
@@ -232,6 +232,8 @@ class RPCClient:
         await self.bus.fanout(ctx, self.interface.topic, method, version=version, **kwargs)
 
     def sender(self, cast: bool) -> Callable:
+        """``cast`` or ``call``: for the RPCs Nova sends either way (a call when the caller must
+        see the outcome, e.g. ``live_migrate_instance`` before microversion 2.34)."""
         return self.cast if cast else self.call
 
 
