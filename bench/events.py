@@ -227,7 +227,7 @@ async def power_sync_pass(args, rt, components, image: str) -> dict:
     import random
     import uuid as uuidlib
 
-    from nefos.compute import power_sync
+    from nefos.compute.host import power_sync
     from nefos.db.models import Instance
     from nefos.objects import states
     from nefos.virt.fake import FakeGuest

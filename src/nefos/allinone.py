@@ -125,7 +125,7 @@ class Cloud:
         if "metadata" not in cfg.enabled_apis:
             del found["metadata"]
         if cfg.vnc_enabled:
-            from nefos.compute.consoles import novncproxy_base_url
+            from nefos.compute.host.consoles import novncproxy_base_url
             found["consoles"] = novncproxy_base_url(cfg)
         return found
 
@@ -142,7 +142,7 @@ async def _serve(server: uvicorn.Server, failure: str) -> None:
 def all_in_one_components(rt: Runtime, fake_hosts: int = 1) -> list[Component]:
     """Every service of the cloud, in dependency order."""
     from nefos.api.service import component as api_component
-    from nefos.compute.service import component as compute_component
+    from nefos.compute.host.service import component as compute_component
     from nefos.conductor.service import component as conductor_component
     from nefos.identity.service import component as identity_component
     from nefos.image.service import component as image_component
@@ -155,9 +155,9 @@ def all_in_one_components(rt: Runtime, fake_hosts: int = 1) -> list[Component]:
     if rt.cfg.compute_driver == "libvirt":
         # Real guests: the host's L2 agent (taps over netlink -> ports ACTIVE/DOWN), DHCP on
         # their networks (dnsmasq per network) and routers / floating IPs (namespaces on br-ex-nefos).
-        from nefos.network.dhcp_agent import component as dhcp_agent_component
-        from nefos.network.l2_agent import component as l2_agent_component
-        from nefos.network.l3_agent import component as l3_agent_component
+        from nefos.network.agents.dhcp_agent import component as dhcp_agent_component
+        from nefos.network.agents.l2_agent import component as l2_agent_component
+        from nefos.network.agents.l3_agent import component as l3_agent_component
         components += [l2_agent_component(rt), dhcp_agent_component(rt), l3_agent_component(rt)]
     if fake_hosts == 1:
         components.append(compute_component(rt, rt.cfg.host))

@@ -201,13 +201,13 @@ def _service_command(name: str, import_path: str, doc: str):
 _service_command("api", "nefos.api.service:component", "Run the Compute API.")
 _service_command("conductor", "nefos.conductor.service:component", "Run the conductor.")
 _service_command("scheduler", "nefos.scheduler.service:component", "Run the scheduler.")
-_service_command("compute", "nefos.compute.service:component", "Run a compute host (--host NAME).")
+_service_command("compute", "nefos.compute.host.service:component", "Run a compute host (--host NAME).")
 _service_command("network", "nefos.network.service:component", "Run the network service and its API.")
-_service_command("l2-agent", "nefos.network.l2_agent:component",
+_service_command("l2-agent", "nefos.network.agents.l2_agent:component",
                  "Run a compute host's L2 agent (--host NAME: the compute host it serves).")
-_service_command("dhcp-agent", "nefos.network.dhcp_agent:component",
+_service_command("dhcp-agent", "nefos.network.agents.dhcp_agent:component",
                  "Run a DHCP agent (dnsmasq per network, in its namespace on the network's bridge).")
-_service_command("l3-agent", "nefos.network.l3_agent:component",
+_service_command("l3-agent", "nefos.network.agents.l3_agent:component",
                  "Run the L3 agent (routers and floating IPs in namespaces, on the Nefos external bridge).")
 _service_command("image", "nefos.image.service:component", "Run the image service and its API.")
 _service_command("metadata", "nefos.metadata.service:component",

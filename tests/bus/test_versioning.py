@@ -182,7 +182,7 @@ def test_a_declaration_cannot_be_newer_than_its_interface():
 # Every served endpoint declares its interface ------------------------------------------------
 
 def _served_endpoints():
-    from nefos.compute.manager import ComputeManager
+    from nefos.compute.host.manager import ComputeManager
     from nefos.conductor.manager import ConductorManager
     from nefos.network.agent_rpc import DhcpAgentEndpoint, PluginEndpoint
     from nefos.network.l3_rpc import L3AgentEndpoint, L3PluginEndpoint

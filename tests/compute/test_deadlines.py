@@ -1,4 +1,4 @@
-"""Nothing waits forever (issue 3): a build stuck past instance_build_timeout, or any other task past
+"""Nothing waits forever: a build stuck past instance_build_timeout, or any other task past
 task_state_timeout, ends in ERROR with a fault, stays there when the stuck operation finally
 returns, and deleting it leaves nothing."""
 
@@ -9,7 +9,7 @@ import datetime as dt
 
 from sqlalchemy import update
 
-from nefos.compute import deadlines
+from nefos.compute.host import deadlines
 from nefos.db.models import Instance, utcnow
 from nefos.objects import states
 from tests.compute.conftest import boot_active, eventually

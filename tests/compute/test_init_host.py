@@ -1,4 +1,4 @@
-"""init_host (seed 003): a compute host restarted after a crash brings every instance back to a
+"""init_host: a compute host restarted after a crash brings every instance back to a
 consistent state, with the same hypervisor (the guests survived), leaking no claim, port or quota."""
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ import uuid
 import pytest
 from sqlalchemy import select
 
-from nefos.compute import node_identity
-from nefos.compute.node_identity import ComputeIdentityMismatch
+from nefos.compute.host import node_identity
+from nefos.compute.host.node_identity import ComputeIdentityMismatch
 from nefos.db.models import ComputeNode
 from nefos.virt.fake import FakeDriver
 from tests.compute.conftest import boot_active, crash_compute, start_compute

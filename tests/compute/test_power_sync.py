@@ -1,4 +1,4 @@
-"""The periodic power-state sync, rule by rule (seed 002 ``_sync_power_states`` a-f)."""
+"""The periodic power-state sync, rule by rule (the cases a-f of Nova's ``_sync_power_states``)."""
 
 from __future__ import annotations
 
@@ -148,7 +148,7 @@ async def test_a_pass_is_bounded_and_covers_every_instance(tmp_path):
 async def test_a_concurrent_operation_wins_over_the_sync(quiet):
     """The sync's writes are compare-and-swaps on task_state None: an API action started after
     the sync read the instance makes the sync back off."""
-    from nefos.compute import power_sync
+    from nefos.compute.host import power_sync
     (server_id,) = await boot_active(quiet)
     manager = compute_component(quiet, "host-1").manager
     instance = await db_instance(quiet, server_id)

@@ -1,8 +1,8 @@
-"""A compute host disables its own service while its hypervisor connection is down (seed 003)."""
+"""A compute host disables its own service while its hypervisor connection is down (Nova's auto-disable)."""
 
 from __future__ import annotations
 
-from nefos.compute import service_state
+from nefos.compute.host import service_state
 from tests.compute.conftest import FAST, boot_active, crash_compute, eventually, start_compute
 from tests.pipeline.conftest import ADMIN, member
 
@@ -123,7 +123,7 @@ async def test_restart_reports_the_connection_state(cloud):
 
 async def test_first_start_with_the_hypervisor_down_disables(tmp_path):
     """No service row exists while init_host runs on a fresh host: the state is applied once it does."""
-    from nefos.compute.service import ComputeComponent
+    from nefos.compute.host.service import ComputeComponent
     from nefos.virt.fake import FakeDriver
     from tests.pipeline.conftest import start_cloud, stop_cloud
     harness = await start_cloud(tmp_path, fake_hosts=1, lifecycle_stopped_delay=0,

@@ -1,4 +1,4 @@
-"""Helpers for the external events suites (issue 3): a cloud, its agents, actions and waits."""
+"""Helpers for the external events suites: a cloud, its agents, actions and waits."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Seed 001's log trail under one request id: one grep follows a boot from the L2 agent to the
+"""The log trail of a VIF wait under one request id: one grep follows a boot from the L2 agent to the
 compute host.
 
-The hops (seed 001, experiment 2): the agent sees the device and reports it (``q-plugin``
+The hops: the agent sees the device and reports it (``q-plugin``
 ``get_device_details`` / ``update_device_up``), the network service marks the port ACTIVE, its
 notifier queues and posts ``network-vif-plugged`` (``X-OpenStack-Request-ID``: the agent's
 request id), the Compute API creates the event, the compute host's waiter is unblocked. Each of
@@ -25,7 +25,7 @@ HOPS = [  # (logger, what its line says), in the order they happen
     ("nefos.network.provisioning", "-> ACTIVE"),  # once it committed
     ("nefos.network.notifier", "sending events"),
     ("nefos.compute.external_events", "creating event network-vif-plugged"),
-    ("nefos.compute.instance_events", "the waiting operation is unblocked"),
+    ("nefos.compute.host.instance_events", "the waiting operation is unblocked"),
     ("nefos.network.notifier", "Nova event response"),
 ]
 

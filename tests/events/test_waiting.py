@@ -1,4 +1,4 @@
-"""Waiting on the compute host (seed 000): the wait's semantics, the operations that wait, the events
+"""Waiting on the compute host: the wait's semantics, the operations that wait, the events
 nobody waits for."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import select
 
 from nefos import exceptions
-from nefos.compute.instance_events import InstanceEvents
+from nefos.compute.host.instance_events import InstanceEvents
 from nefos.context import admin_context
 from nefos.db.models import InstanceFault
 from nefos.objects import instance as instance_obj, states
@@ -150,7 +150,7 @@ async def test_a_failed_vif_plug_is_fatal(tmp_path):
 async def test_a_delete_during_the_wait_wins_at_once(tmp_path, monkeypatch):
     # No inbox re-read (and its deleted-instance check) within the test: only the delete's
     # wake-up of the waiter can end the wait in time.
-    from nefos.compute import instance_events
+    from nefos.compute.host import instance_events
     monkeypatch.setattr(instance_events, "INBOX_POLL", 60.0)
     cloud = await start_cloud(tmp_path, fake_hosts=1, vif_plugging_timeout=120, **QUICK)
     try:

@@ -87,7 +87,7 @@ class UpCloud:
             remove_domains_under(self.state)  # no guest outlives the test
             # The L2 agent keeps its guests' firewall chains when it stops (guests outlive an agent's
             # restart); this cloud is gone for good: its chains (named after its state dir) go too.
-            from nefos.network.firewall import Firewall
+            from nefos.network.agents.firewall import Firewall
             asyncio.run(Firewall(f"{self.state.resolve()}:localhost").remove())
             for net in self.networks:
                 subprocess.run(["ip", "link", "del", "brq" + net[:11]], capture_output=True)

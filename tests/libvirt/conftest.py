@@ -94,8 +94,8 @@ async def start_libvirt_cloud(tmp_path, **overrides):
     overrides.setdefault("sync_power_state_interval", -1)  # events only: the periodic sync must not help
     harness = await start_cloud(tmp_path, fake_hosts=0, drivers={HOST: "libvirt"}, **overrides)
     # The compute host's L2 agent and the DHCP agent (the all-in-one runs both beside a libvirt host).
-    from nefos.network.dhcp_agent import DhcpAgent
-    from nefos.network.l2_agent import L2Agent
+    from nefos.network.agents.dhcp_agent import DhcpAgent
+    from nefos.network.agents.l2_agent import L2Agent
     harness.l2_agent = L2Agent(harness.rt, HOST)
     # (its periodic resync at the default 5 s: the guests' ports are served on the notifications)
     harness.dhcp = DhcpAgent(harness.rt, HOST)

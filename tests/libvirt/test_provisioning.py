@@ -16,8 +16,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from nefos.network.dhcp_agent import DhcpAgent
-from nefos.network.l2_agent import L2Agent
+from nefos.network.agents.dhcp_agent import DhcpAgent
+from nefos.network.agents.l2_agent import L2Agent
 from nefos.virt.libvirt.vif import ensure_bridge
 from tests.pipeline.conftest import ADMIN, start_cloud, stop_cloud
 

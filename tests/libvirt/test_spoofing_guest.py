@@ -86,7 +86,7 @@ def _frames(mac: str, ip: str, observer_ip: str) -> tuple[dict[str, bytes], dict
 
 
 def _link_local(mac: str) -> str:
-    from nefos.network.firewall import PortFilter
+    from nefos.network.agents.firewall import PortFilter
     return PortFilter("p", "t", mac, []).link_local
 
 

@@ -1,4 +1,4 @@
-"""Seed 001's experiment 1 for real: the L2 agent is the one who says a VIF is plugged."""
+"""VIF-plugged gating with real guests: the L2 agent is the one who says a VIF is plugged."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ async def action_events(cloud, uuid: str) -> list[dict]:
 
 
 async def test_no_l2_agent_not_fatal_active_without_an_address_until_the_agent_starts(libvirtd, tmp_path):
-    """Seed 001's experiment 1, not fatal: the guest starts (ACTIVE after the timeout) but its port is
+    """The L2 agent stopped, not fatal: the guest starts (ACTIVE after the timeout) but its port is
     DOWN and it gets no address: nobody wired its tap into the network's bridge. The agent started,
     the port goes ACTIVE (``network-vif-plugged`` reaches the compute host) and DHCP gives the guest
     its port's address."""

@@ -1,4 +1,4 @@
-"""The compute side's NetworkAPI over the in-process bus (seed 004's allocate_for_instance)."""
+"""The compute side's NetworkAPI over the in-process bus (Nova's allocate_for_instance)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from nefos import exceptions
 from nefos.bus import Endpoint, interfaces
 from nefos.context import admin_context
 from nefos.network.agent_rpc import DHCP_TOPIC
-from nefos.network.dhcp_agent import DhcpAgent
+from nefos.network.agents.dhcp_agent import DhcpAgent
 
 
 class Recorder(Endpoint):

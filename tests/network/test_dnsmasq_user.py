@@ -16,7 +16,7 @@ import pytest
 
 from nefos.config import load_config
 from nefos.context import admin_context
-from nefos.network.dhcp_agent import LOG_KEEP_BYTES, LOG_MAX_BYTES, RUNTIME_CONFS, DhcpAgent, dnsmasq_account
+from nefos.network.agents.dhcp_agent import LOG_KEEP_BYTES, LOG_MAX_BYTES, RUNTIME_CONFS, DhcpAgent, dnsmasq_account
 from nefos.network.service import component as network_component
 from nefos.service import Runtime
 

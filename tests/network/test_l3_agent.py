@@ -16,8 +16,8 @@ import uuid
 
 import pytest
 
-from nefos.network.l3_agent import L3Agent
-from nefos.network.router_ns import namespace
+from nefos.network.agents.l3_agent import L3Agent
+from nefos.network.agents.router_ns import namespace
 from tests.network.conftest import Helpers, member
 from tests.network.l3_helpers import put, router, tenant_network
 from tests.noauth import ADMIN

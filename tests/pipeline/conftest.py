@@ -141,7 +141,7 @@ async def start_cloud(tmp_path, *, fake_hosts: int = 1, drivers: dict[str, str] 
     hosts = [f"host-{i + 1}" for i in range(fake_hosts)]
     cfg.host = "controller"
     components = all_in_one_components(rt, fake_hosts=0)
-    from nefos.compute.service import component as compute_component
+    from nefos.compute.host.service import component as compute_component
     api = components.pop()  # the compute API starts last
     components += [compute_component(rt, h) for h in hosts]
     if drivers:

@@ -267,7 +267,7 @@ async def test_a_live_migration_its_source_lost_is_rolled_back(cloud):
     by the source's recovery, as Nova's init_host: the server back on its source, the claim on the
     destination released, the migration in error."""
     from nefos.compute import live_migration
-    from nefos.compute.init_host import recover_instance
+    from nefos.compute.host.init_host import recover_instance
     from nefos.objects import instance as instance_obj
     server = await _boot_active(cloud)
     sid = server["id"]

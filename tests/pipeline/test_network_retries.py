@@ -14,7 +14,7 @@ import types
 import pytest
 
 from nefos import exceptions
-from nefos.compute import manager as manager_mod
+from nefos.compute.host import manager as manager_mod
 from tests.pipeline.conftest import start_cloud, stop_cloud
 
 

@@ -1,4 +1,4 @@
-"""Issue 5's acceptance flow with the unmodified `openstack` CLI and the clouds.yaml `nefos up` wrote:
+"""A new user's first session with the unmodified `openstack` CLI and the clouds.yaml `nefos up` wrote:
 token issue, catalog list, project/user create, role add (as admin), then as the new member: network
 and subnet create, port/image/flavor list, keypair create, server create --wait, list, stop/start,
 delete --wait — and the new member sees nothing of the demo project's and cannot use admin commands."""

@@ -9,7 +9,7 @@
   "url"}}``; MKS from 2.8, ``spice-direct`` from 2.99. As Nova's: the server first, then the
   policy on its project; the protocol ``rdp`` is a 400.
 
-VNC (``novnc``) and SPICE (``spice-direct``) consoles exist (``compute/consoles.py``); the other
+VNC (``novnc``) and SPICE (``spice-direct``) consoles exist (``compute/host/consoles.py``); the other
 types answer as a Nova whose other console types are disabled (400). As Nova's, ``spice-direct``
 needs no more than the remote consoles policy: the hypervisor's address it leads to is shown only
 to admins (``os-console-auth-tokens``). ``xvpvnc`` went with the XenAPI driver: a 400
@@ -26,7 +26,7 @@ from fastapi import APIRouter, Request
 from nefos import exceptions, policy, rest
 from nefos.api import response_schemas as responses
 from nefos.api.validation import validate
-from nefos.compute.consoles import ConsolesAPI
+from nefos.compute.host.consoles import ConsolesAPI
 from nefos.openapi import documented
 
 router = APIRouter()

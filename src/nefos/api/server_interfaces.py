@@ -1,7 +1,7 @@
 """``/v2.1/servers/{id}/os-interface``: a server's port interfaces, listed, shown, attached
 (``interfaceAttachment``: ``net_id`` with optional ``fixed_ips``, or ``port_id``; ``tag`` from 2.49)
 and detached. Answers show each attachment's ``tag`` from 2.70. The work is
-``nefos.compute.interfaces_api`` (checks, action) and the host's ``nefos.compute.interfaces``."""
+``nefos.compute.interfaces_api`` (checks, action) and the host's ``nefos.compute.host.interfaces``."""
 
 from __future__ import annotations
 

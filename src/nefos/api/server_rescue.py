@@ -4,7 +4,7 @@
 ``adminPass`` (the one given, else a generated one); ``unrescue`` answers 202. As in Nova the body
 is validated first (400), the server looked up (404), then the policy checked
 (``os_compute_api:os-rescue`` / ``os-unrescue``, for the server's project); wrong states answer 409
-(``nefos.compute.rescue``). From 2.87 Nova also rescues volume-backed servers whose rescue image
+(``nefos.compute.host.rescue``). From 2.87 Nova also rescues volume-backed servers whose rescue image
 asks for a stable rescue; Nefos servers are never volume-backed, so every version behaves alike.
 """
 
@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse, Response
 
 from nefos import policy
 from nefos.api.validation import validate
-from nefos.compute import rescue as rescue_api
+from nefos.compute.host import rescue as rescue_api
 
 RESCUE_SCHEMA = {"type": "object", "properties": {"rescue": {
     "type": ["object", "null"], "properties": {

@@ -430,7 +430,7 @@ class ComputeAPI:
             await self.compute_rpcapi.terminate_instance(ctx, instance["host"], uuid)
         except exceptions.ServiceUnavailable as exc:
             # Accepted all the same: the host finishes a delete that never reached it
-            # (nefos.compute.deadlines), and a delete is idempotent.
+            # (nefos.compute.host.deadlines), and a delete is idempotent.
             LOG.warning("instance %s: the delete could not be sent to %s (%s); the host finishes it",
                         uuid, instance["host"], exc)
         except BaseException:  # the host never heard of it: the server is as it was

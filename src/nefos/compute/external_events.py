@@ -12,7 +12,7 @@ with the instance's current operation, a duplicate updating its row),
 recorded as an ``api_external_instance_event`` event of the server's current (latest)
 instance action (Nova records no action of its own for network-* events), and
 cast to the server's compute host, which records how it processed it in the
-same action (``nefos.compute.instance_events``). The cast never fails the request: the
+same action (``nefos.compute.host.instance_events``). The cast never fails the request: the
 compute host also reads its inbox.
 
 ``power-update`` (2.76; the tag is ``POWER_ON`` or ``POWER_OFF``) reports a guest's power

@@ -4,7 +4,7 @@
 The checks are made here, before anything reaches the host: the server visible to the caller
 (404), not locked for a non-admin (409), ``vm_state`` active, paused or stopped and no task under
 way (409, Nova's ``check_instance_state``). The action (``attach_interface`` /
-``detach_interface``) is recorded here; its events are the host's (``compute/interfaces.py``).
+``detach_interface``) is recorded here; its events are the host's (``compute/host/interfaces.py``).
 An attach is a bus call, since the answer is the attachment; its timeout covers the host's wait
 for ``network-vif-plugged``. A detach is a cast: 202 once the host has it.
 """
@@ -12,7 +12,7 @@ for ``network-vif-plugged``. A detach is a cast: 202 once the host has it.
 from __future__ import annotations
 
 from nefos import exceptions
-from nefos.compute.interfaces import VM_STATES
+from nefos.compute.host.interfaces import VM_STATES
 from nefos.objects import actions
 
 # Room beyond vif_plugging_timeout for the port's allocation and the driver's plug.

@@ -198,7 +198,7 @@ class Service(TimestampMixin, Base):
     hypervisor_connection: Mapped[str | None] = mapped_column(String(16))
     hypervisor_connection_reason: Mapped[str | None] = mapped_column(String(255))
     hypervisor_connection_since: Mapped[dt.datetime | None] = mapped_column(DateTime)
-    # A compute host's recent vif-event waits (compute/instance_events.py wait_summary).
+    # A compute host's recent vif-event waits (compute/host/instance_events.py wait_summary).
     vif_wait_stats: Mapped[dict | None] = mapped_column(JSON)
     report_count: Mapped[int] = mapped_column(Integer, default=0)
     availability_zone: Mapped[str | None] = mapped_column(String(255))

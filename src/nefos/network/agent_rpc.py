@@ -18,7 +18,7 @@ The other direction (Neutron's ``DhcpAgentNotifyAPI``, topic ``dhcp_agent``): af
 subnet or network change commits, the network service fans out ``network_changed`` (the
 network id and Neutron's event name, ``port_create_end`` ...) to every DHCP agent
 (``DhcpAgentNotifier``), which syncs that network at once instead of at its next periodic
-look (``nefos.network.dhcp_agent``).
+look (``nefos.network.agents.dhcp_agent``).
 
 Each report is served under the agent's request context (it travels with the
 bus message), so the agent's request id is on every log line of the hop, on
@@ -39,7 +39,7 @@ from nefos.bus import Endpoint, interfaces
 from nefos.bus.versioning import RPCClient
 from nefos.context import RequestContext, current_context
 from nefos.network import provisioning
-from nefos.network.agent_sync import AgentNotifier
+from nefos.network.agents.agent_sync import AgentNotifier
 
 LOG = logging.getLogger(__name__)
 
@@ -203,7 +203,7 @@ class DhcpAgentEndpoint(Endpoint):
     rpc_interface = interfaces.DHCP_AGENT
 
     def __init__(self, agent):
-        self.agent = agent  # nefos.network.dhcp_agent.DhcpAgent
+        self.agent = agent  # nefos.network.agents.dhcp_agent.DhcpAgent
 
     async def network_changed(self, ctx: RequestContext, network_id: str, event: str | None = None) -> None:
         LOG.debug("%s: %s on network %s", self.agent.name, event or "change", network_id)

@@ -5,7 +5,7 @@ host's address on it (``external_network_gateway``/prefix of ``external_network_
 172.24.4.1/24), and the network ``public`` (``router:external``; ``is_default``, the network
 auto-allocated topologies are uplinked to, unless another is) with the subnet
 ``external_network_cidr``, gateway that host address, allocation pool .10–.250, no DHCP. Routers'
-gateways and floating IPs live there (``nefos.network.l3_agent``); the host reaches them through
+gateways and floating IPs live there (``nefos.network.agents.l3_agent``); the host reaches them through
 the bridge. The bridge never holds a physical interface and nothing is routed or NATed from it to
 the machine's uplink: what is on it stays on this machine.
 """
@@ -16,8 +16,8 @@ import ipaddress
 import logging
 
 from nefos.context import admin_context
+from nefos.network.agents.netns import run
 from nefos.network.client import network_rpc
-from nefos.network.netns import run
 from nefos.virt.libvirt.vif import ensure_bridge
 
 LOG = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ import logging
 from nefos.bus import Endpoint, interfaces
 from nefos.bus.versioning import RPCClient
 from nefos.context import RequestContext, admin_context
-from nefos.network.agent_sync import AgentNotifier
+from nefos.network.agents.agent_sync import AgentNotifier
 
 LOG = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class L3AgentEndpoint(Endpoint):
     rpc_interface = interfaces.L3_AGENT
 
     def __init__(self, agent):
-        self.agent = agent  # nefos.network.l3_agent.L3Agent
+        self.agent = agent  # nefos.network.agents.l3_agent.L3Agent
 
     async def routers_updated(self, ctx: RequestContext, router_ids: list[str]) -> None:
         self.agent.routers_changed(router_ids)

@@ -10,7 +10,7 @@ a subnet's gateway IP is held by at most one interface (the ``ipallocations`` pr
 two routers racing for one subnet, one of them gets ``IpAddressInUse``), and a router's
 interfaces and gateway go with it or keep it (``RouterInUse``).
 
-Every change that alters what an L3 agent configures (``nefos.network.l3_agent``) marks the
+Every change that alters what an L3 agent configures (``nefos.network.agents.l3_agent``) marks the
 router changed in its transaction (``_router_changed``); once committed, the router change
 listeners hear of it (``nefos.network.l3_rpc.L3AgentNotifier`` fans it out to the agents).
 """

@@ -67,7 +67,7 @@ def _interface(vif: Vif) -> ET.Element:
     """A guest's NIC, in the domain XML and hot-plugged alike (one way to build it).
 
     type='ethernet': libvirt creates the tap (up, on no bridge) and deletes it when the domain
-    stops; the host's L2 agent wires it into the network's bridge (nefos.network.l2_agent).
+    stops; the host's L2 agent wires it into the network's bridge (nefos.network.agents.l2_agent).
     Until then the guest's NIC reaches nothing: no DHCP, no address."""
     i = ET.Element("interface", type="ethernet")
     _sub(i, "mac", address=vif.mac)

@@ -30,7 +30,7 @@ Options (``nefos.config``): ``virt_type`` (``qemu`` = TCG, ``kvm``, or
   becomes ``ConnectionEvent(connected=False)``, the reconnect (with backoff)
   ``ConnectionEvent(connected=True)``.
 * VIFs: libvirt creates each tap when the domain starts and removes it when
-  the domain stops; the host's L2 agent (``nefos.network.l2_agent``) sees that
+  the domain stops; the host's L2 agent (``nefos.network.agents.l2_agent``) sees that
   over netlink, wires the tap into its network's bridge (creating the bridge,
   security groups first) and reports the port up; the tap gone, down
   (``network-vif-plugged`` / ``-unplugged``). Without a running L2 agent a

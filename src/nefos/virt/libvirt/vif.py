@@ -1,6 +1,6 @@
 """VIFs on Linux bridges: each network has a bridge (``brq<network id[:11]>``); a guest's tap
 (``tap<port id[:11]>``, made by libvirt from ``<interface type='ethernet'>`` and attached to
-nothing) is put into it by the host's L2 agent (``nefos.network.l2_agent``), which creates the
+nothing) is put into it by the host's L2 agent (``nefos.network.agents.l2_agent``), which creates the
 bridge when missing (``ensure_bridge``, also used by the DHCP agent)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Seed 001's experiments: the L2 agent stopped (fatal or not), and the normal flow.
+"""VIF-plugged waits end to end: the L2 agent stopped (fatal or not), and the normal flow.
 
 Everything through the real pipeline: the Compute API, the conductor and
 scheduler, the compute host with the fake driver and its fake L2 agent, the
@@ -15,7 +15,7 @@ from tests.pipeline.conftest import start_cloud, stop_cloud
 
 
 async def test_agent_stopped_not_fatal_then_started(tmp_path):
-    """Experiment 1: vif_plugging_is_fatal False, agent off: ACTIVE with the port DOWN; agent on: ACTIVE port."""
+    """The L2 agent stopped, vif_plugging_is_fatal False, agent off: ACTIVE with the port DOWN; agent on: ACTIVE port."""
     cloud = await start_cloud(tmp_path, fake_hosts=1, vif_plugging_timeout=1.0, vif_plugging_is_fatal=False,
                               **QUICK)
     try:
@@ -57,7 +57,7 @@ async def _port_active(cloud, server_id):
 
 
 async def test_agent_stopped_fatal(tmp_path):
-    """Experiment 1, fatal: ERROR after vif_plugging_timeout, VirtualInterfaceCreateException, nothing left."""
+    """The L2 agent stopped, fatal: ERROR after vif_plugging_timeout, VirtualInterfaceCreateException, nothing left."""
     cloud = await start_cloud(tmp_path, fake_hosts=2, vif_plugging_timeout=1.0, vif_plugging_is_fatal=True,
                               **QUICK)
     try:
@@ -93,7 +93,7 @@ async def test_agent_stopped_fatal(tmp_path):
 
 
 async def test_normal_flow_guest_paused_until_the_event(tmp_path):
-    """Experiment 2: the guest is created paused and runs only once network-vif-plugged arrived."""
+    """The normal flow: the guest is created paused and runs only once network-vif-plugged arrived."""
     cloud = await start_cloud(tmp_path, fake_hosts=1, fake_l2_agent_delay=0.3, **QUICK)
     try:
         host = cloud.hosts[0]

@@ -28,7 +28,7 @@ import contextlib
 import logging
 
 from nefos import exceptions, notifications
-from nefos.compute import instance_events, power_sync
+from nefos.compute.host import instance_events, power_sync
 from nefos.objects import actions, instance as instance_obj, states
 
 LOG = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """Power-state sync (Nova's ``_sync_power_states``): the database follows the hypervisor.
 
 ``sync_instance_power_state`` is the ONE per-instance rule set; the periodic
-pass (``sync_power_states``), lifecycle events (``nefos.compute.lifecycle``)
+pass (``sync_power_states``), lifecycle events (``nefos.compute.host.lifecycle``)
 and ``init_host`` all go through it. Under the instance's lock it re-reads
 the instance and asks the driver for the guest's power state, then:
 

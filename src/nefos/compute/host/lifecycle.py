@@ -17,7 +17,7 @@ delay (Nova's 15 s) costs nothing when nothing is in flight. The event itself
 is only a hint: the handler
 re-reads the driver's power state under the instance's lock and applies the
 same per-instance sync as the periodic task
-(``nefos.compute.power_sync.sync_instance_power_state``), which does nothing
+(``nefos.compute.host.power_sync.sync_instance_power_state``), which does nothing
 while the instance has a task_state. A reading the event cannot have led to
 (a Started event handled after the guest stopped again) is skipped: that later
 change has its own event, so a delayed handler never acts on it twice. ``handle_virt_lifecycle_events = False``
@@ -25,7 +25,7 @@ leaves guests to the periodic sync alone.
 
 Connection events: on loss the host disables its own compute service
 ("AUTO: <reason>"), on recovery it re-enables it unless an operator disabled
-it (``nefos.compute.service_state``).
+it (``nefos.compute.host.service_state``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from nefos.compute import power_sync, service_state
+from nefos.compute.host import power_sync, service_state
 from nefos.virt import event as virtevent
 
 LOG = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ import logging
 import traceback
 
 from nefos import exceptions
-from nefos.compute import image_trust, snapshots
+from nefos.compute.host import image_trust, snapshots
 from nefos.db.models import utcnow
 from nefos.objects import actions, instance as instance_obj, states
 

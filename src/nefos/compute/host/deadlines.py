@@ -5,7 +5,7 @@ in a build or any other task end in ERROR.
   this host with a task state set (or still BUILDING) that has not changed for longer than
   ``rpc_response_timeout`` while no operation of this host holds it
   (``manager.operation_in_progress``) is one whose request never arrived; it goes through the
-  same recovery as at a restart of the host (``nefos.compute.init_host.recover_instance``,
+  same recovery as at a restart of the host (``nefos.compute.host.init_host.recover_instance``,
   ``lost=True``): a delete, reboot, stop, start or unshelve is done; a build is ERROR with a fault
   saying it was lost (its guest, ports and claim released); a resize that never left
   ``resize_prep`` is aborted (the server as it was on its source), another resize step is ERROR;
@@ -18,7 +18,7 @@ in a build or any other task end in ERROR.
   longer than ``task_state_timeout`` since the instance last changed (``updated_at``, which the
   save that set the task state wrote). Each step of an operation sets its own task state, so the
   deadline is per step; a long step that makes progress (a snapshot writing and uploading a
-  disk) renews it as it goes (``nefos.compute.snapshots.reporting_progress``), so only a step
+  disk) renews it as it goes (``nefos.compute.host.snapshots.reporting_progress``), so only a step
   that stopped moving is cut short. An operation under way on the host is never taken for a lost
   one: only this deadline ends it.
 
@@ -40,7 +40,7 @@ from sqlalchemy import or_, select
 
 from nefos import exceptions
 from nefos.compute import resize
-from nefos.compute.init_host import action_context, recover_instance
+from nefos.compute.host.init_host import action_context, recover_instance
 from nefos.context import admin_context
 from nefos.db.models import Instance, utcnow
 from nefos.objects import instance as instance_obj, states

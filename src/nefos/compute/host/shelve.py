@@ -23,7 +23,7 @@ import logging
 import traceback
 
 from nefos import exceptions
-from nefos.compute import snapshots
+from nefos.compute.host import snapshots
 from nefos.db.models import utcnow
 from nefos.objects import actions, allocations, instance as instance_obj, states
 
@@ -91,7 +91,7 @@ async def unshelve_instance(manager, ctx, uuid: str, node: str | None = None) ->
             await allocations.release(manager.rt.db, uuid)
             return
         if instance["task_state"] != states.UNSHELVING:
-            # Done or given up meanwhile (compute/deadlines.py): the claim is not this request's.
+            # Done or given up meanwhile (compute/host/deadlines.py): the claim is not this request's.
             await actions.finish_action(manager.rt.db, ctx, uuid, message="Error", unless_finished=True)
             return
         image_id = (instance.get("system_metadata") or {}).get("shelved_image_id")

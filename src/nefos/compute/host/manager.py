@@ -20,15 +20,15 @@ from sqlalchemy import bindparam, select
 
 from nefos import exceptions, notifications
 from nefos.bus import Endpoint, interfaces as rpc_interfaces
-from nefos.compute import image_trust
+from nefos.compute.host import image_trust
 from nefos.conductor.manager import ConductorAPI
 from nefos.db.models import BlockDeviceMapping, utcnow
 from nefos.objects import (actions, allocations, build_requests, console_auth_tokens, instance as instance_obj,
                            states)
-from nefos.compute.resource_tracker import ResourceTracker
-from nefos.compute import (consoles, deadlines, init_host as host_init, instance_events, interfaces, lifecycle,
-                           live_migration, power_sync, rebuild, rescue, resize, service_state, shelve,
-                           snapshots)
+from nefos.compute.host.resource_tracker import ResourceTracker
+from nefos.compute import live_migration, resize
+from nefos.compute.host import (consoles, deadlines, init_host as host_init, instance_events, interfaces,
+                                lifecycle, power_sync, rebuild, rescue, service_state, shelve, snapshots)
 from nefos.image.client import ImageAPI
 
 LOG = logging.getLogger(__name__)
@@ -65,7 +65,7 @@ class ComputeManager(Endpoint):
         self._operations: dict[str, int] = {}  # operations holding or awaiting each instance's lock
         self.lifecycle = lifecycle.LifecycleEventHandler(self)  # the driver's event listener
         self.instance_events = instance_events.InstanceEvents(self)  # external events
-        self.interfaces = interfaces.InterfaceManager(self)  # os-interface (compute/interfaces.py)
+        self.interfaces = interfaces.InterfaceManager(self)  # os-interface (compute/host/interfaces.py)
         self.live_migrations: dict[str, live_migration.LiveMigrationControl] = {}  # migration uuid -> control
 
     # Plumbing ----------------------------------------------------------------
@@ -97,7 +97,7 @@ class ComputeManager(Endpoint):
         await notifications.notify_instance(self.rt.bus, ctx, instance, event_type, host=self.host)
 
     async def init_host(self) -> None:
-        """Listen to the driver, recover this host's instances, sync power states (compute/init_host.py)."""
+        """Listen to the driver, recover this host's instances, sync power states (compute/host/init_host.py)."""
         await host_init.init_host(self)
 
     async def cleanup_host(self) -> None:
@@ -176,7 +176,7 @@ class ComputeManager(Endpoint):
                                                expected_task_state=[states.SPAWNING])
             try:
                 image_trust.check_trusted_certs(instance)  # 2.63: before anything boots from the image
-                # Spawn paused, wait for network-vif-plugged, resume (compute/instance_events.py).
+                # Spawn paused, wait for network-vif-plugged, resume (compute/host/instance_events.py).
                 await self.instance_events.spawn(ctx, instance, args.get("image") or {}, network_info,
                                                  block_device_info)
             except _IMAGE_REFUSALS as exc:  # the image is the problem: no other host would take it either
@@ -317,7 +317,7 @@ class ComputeManager(Endpoint):
             output = "\n".join(output.split("\n")[-tail_length:]) if tail_length > 0 else ""
         return output
 
-    # Remote consoles (compute/consoles.py) ------------------------------------------
+    # Remote consoles (compute/host/consoles.py) ------------------------------------------
     async def get_vnc_console(self, ctx, instance_uuid: str, console_type: str) -> dict:
         """A bus call: {"url"} of the console proxy, with a new token for the guest's VNC server."""
         return await consoles.get_vnc_console(self, ctx, instance_uuid, console_type)
@@ -352,7 +352,7 @@ class ComputeManager(Endpoint):
 
     # External events ------------------------------------------------------
     async def external_instance_event(self, ctx, events: list[dict]) -> None:
-        """Events the Compute API accepted for this host's instances (compute/instance_events.py)."""
+        """Events the Compute API accepted for this host's instances (compute/host/instance_events.py)."""
         await self.instance_events.external_instance_event(ctx, events)
 
     async def power_update(self, ctx, instance_uuid: str, target: str) -> str:
@@ -433,7 +433,7 @@ class ComputeManager(Endpoint):
         (``final_vm_state`` None: the vm_state stays) with compare-and-swap on ``expected``; ``op`` may
         return more columns for that save. Nothing is done unless the task state is one of
         ``starts_in`` (default ``expected``): a request that arrives after its operation was
-        recovered or given up (compute/deadlines.py) finds it gone. A failure clears the task state
+        recovered or given up (compute/host/deadlines.py) finds it gone. A failure clears the task state
         (and sets ``error_vm_state`` when given) with a fault."""
         async with self.instance_lock(uuid):
             try:
@@ -609,7 +609,7 @@ class ComputeManager(Endpoint):
     async def live_migration_force_complete(self, ctx, instance_uuid: str, migration_uuid: str) -> None:
         live_migration.live_migration_force_complete(self, migration_uuid)
 
-    # Interfaces on a running server (compute/interfaces.py) ------------------------------------
+    # Interfaces on a running server (compute/host/interfaces.py) ------------------------------------
     async def attach_interface(self, ctx, instance_uuid: str, network_id: str | None = None,
                                port_id: str | None = None, fixed_ip: str | None = None,
                                tag: str | None = None) -> dict:

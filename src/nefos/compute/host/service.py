@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from nefos.compute import deadlines, node_identity
+from nefos.compute.host import deadlines, node_identity
 from nefos.compute.services import COMPUTE_BINARY
-from nefos.compute.manager import ComputeManager
+from nefos.compute.host.manager import ComputeManager
 from nefos.service import Component, Service
 from nefos.virt import load_driver
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 
-from nefos.network.netns import dev_exists, netns_exists, run
+from nefos.network.agents.netns import dev_exists, netns_exists, run
 from nefos.virt.libvirt.vif import ensure_bridge, enslave
 
 LOG = logging.getLogger(__name__)

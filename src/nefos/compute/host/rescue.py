@@ -16,7 +16,7 @@ Nova. The power-state sync leaves RESCUED servers alone (``power_sync.IGNORED_VM
 from __future__ import annotations
 
 from nefos import exceptions
-from nefos.compute import snapshots
+from nefos.compute.host import snapshots
 from nefos.db.models import utcnow
 from nefos.objects import actions, states
 

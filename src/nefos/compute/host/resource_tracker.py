@@ -22,7 +22,7 @@ class ResourceTracker:
         self.host = host
         self.driver = driver
         self.node_ids: dict[str, int] = {}
-        self.node_uuid: str | None = None  # the stable identity (compute/node_identity.py), if one
+        self.node_uuid: str | None = None  # the stable identity (compute/host/node_identity.py), if one
         self.failing_nodes: dict[str, bool] = {}
 
     async def update_available_resource(self, *, heal_usage: bool = False) -> None:

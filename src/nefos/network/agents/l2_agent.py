@@ -19,7 +19,7 @@ nothing is plugged into them (every ``BRIDGE_GC_INTERVAL`` seconds; bridges of
 other clouds on the same machine are never its business).
 
 Security groups are enforced on the taps of the ports bound to this host
-(``nefos.network.firewall``: iptables on bridged traffic); the agent re-reads
+(``nefos.network.agents.firewall``: iptables on bridged traffic); the agent re-reads
 the ports, groups and rules every ``SG_SYNC_INTERVAL`` seconds and rewrites the
 chains when they changed, so rules added or removed through the API take
 effect on running guests. The chains stay when the agent stops (a stopped
@@ -139,7 +139,7 @@ class L2Agent(Component):
         self._busy = False
         self._gc: asyncio.Task | None = None
         self.bridges: set[str] = set()  # bridges our devices were plugged into
-        from nefos.network.firewall import Firewall
+        from nefos.network.agents.firewall import Firewall
         self.firewall = Firewall(f"{Path(rt.cfg.state_dir).resolve()}:{self.host}")
         self._sg: asyncio.Task | None = None
         self._sg_lock = asyncio.Lock()  # the periodic sync and a wiring's sync never interleave
@@ -221,7 +221,7 @@ class L2Agent(Component):
         return True
 
     async def sync_security_groups(self) -> bool:
-        from nefos.network.firewall import load_filters
+        from nefos.network.agents.firewall import load_filters
         async with self._sg_lock:
             present = _taps()
             async with self.rt.db.reader() as s:

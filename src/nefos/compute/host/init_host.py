@@ -10,7 +10,7 @@ one way this host brings an instance back to a consistent state (``recover_insta
    instances are left alone.
 3. Each instance the database places here goes through ``recover_instance``,
    after whatever the previous process was doing when it died. The periodic
-   check of lost requests (``nefos.compute.deadlines``) uses it too, with
+   check of lost requests (``nefos.compute.host.deadlines``) uses it too, with
    ``lost=True``, for an operation whose cast never reached this host:
    - task_state ``deleting``: the delete is finished by the manager's
      ``terminate_instance``;
@@ -45,7 +45,7 @@ import traceback
 from sqlalchemy import select
 
 from nefos import exceptions
-from nefos.compute import power_sync
+from nefos.compute.host import power_sync
 from nefos.context import RequestContext, admin_context
 from nefos.db.models import InstanceAction, utcnow
 from nefos.objects import actions, allocations, instance as instance_obj, migrations as migrations_obj, states

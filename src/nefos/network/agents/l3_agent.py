@@ -1,14 +1,14 @@
 """The L3 agent (Neutron's legacy L3 agent, reduced): routers and floating IPs in namespaces.
 
 Every router (administratively up) of the cloud gets a namespace ``qrouter-<router id>`` on this
-machine (``nefos.network.router_ns`` says what is in it): its interfaces plugged into their
+machine (``nefos.network.agents.router_ns`` says what is in it): its interfaces plugged into their
 networks' bridges, its gateway into the Nefos external bridge (``l3_external_bridge``, default
 ``br-ex-nefos``), forwarding on and NAT (nftables) inside the namespace only. The external
 bridge is a Linux bridge of Nefos's own: the agent creates it when missing and only ever puts
 its routers' gateway veths into it, never a physical interface; nothing is routed or NATed
 through the machine's own interfaces, no host sysctl, route or firewall rule is touched.
 
-When to look, as the DHCP agent (``nefos.network.dhcp_agent``): the network service fans out
+When to look, as the DHCP agent (``nefos.network.agents.dhcp_agent``): the network service fans out
 ``routers_updated`` (bus topic ``l3_agent``, ``nefos.network.l3_rpc``) after a change to a router,
 its interfaces or gateway, or a floating IP committed, and the agent syncs those routers at once;
 notifications arriving while a sync runs coalesce into one more sync. Every
@@ -29,8 +29,8 @@ import json
 import logging
 import shutil
 
-from nefos.network import router_ns
-from nefos.network.agent_sync import SyncLoop
+from nefos.network.agents import router_ns
+from nefos.network.agents.agent_sync import SyncLoop
 from nefos.network.l3_rpc import AGENT_TOPIC, L3AgentEndpoint, L3PluginAPI
 from nefos.service import Component
 from nefos.virt.libvirt.vif import ensure_bridge

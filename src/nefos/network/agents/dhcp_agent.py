@@ -32,7 +32,7 @@ and readable by that user's group alone (0750 / 0640). When that user cannot rea
 
 Isolated metadata (``enable_isolated_metadata``, on by default): each network's namespace also
 holds ``169.254.169.254/32`` on the DHCP port's interface and a metadata proxy listening there
-(``nefos.network.metadata_proxy``, in this process), and dnsmasq gives the guests a host route to
+(``nefos.network.agents.metadata_proxy``, in this process), and dnsmasq gives the guests a host route to
 it through the DHCP port's address (classless static routes, options 121 and 249, with the default
 route via the subnet's gateway when it has one: a client that takes option 121 ignores the router
 option, RFC 3442).
@@ -68,9 +68,9 @@ from nefos import fileperms
 from nefos.context import admin_context
 from nefos.db.models import IPAllocation, Network, Port, PortProvisioning, Subnet
 from nefos.network import provisioning
-from nefos.network.agent_sync import SyncLoop
+from nefos.network.agents.agent_sync import SyncLoop
+from nefos.network.agents.netns import dev_exists as _dev_exists, netns_exists as _netns_exists, run as _run
 from nefos.network.client import network_rpc
-from nefos.network.netns import dev_exists as _dev_exists, netns_exists as _netns_exists, run as _run
 from nefos.service import Component
 
 LOG = logging.getLogger(__name__)
@@ -137,7 +137,7 @@ class DhcpAgent(SyncLoop, Component):
         self.heartbeat_interval = min(float(getattr(rt.cfg, "report_interval", 10.0)), 10.0)
         self._last_heartbeat = 0.0
         self.isolated_metadata = bool(getattr(rt.cfg, "enable_isolated_metadata", True))
-        from nefos.network.metadata_proxy import MetadataProxies
+        from nefos.network.agents.metadata_proxy import MetadataProxies
         self.metadata_proxies = MetadataProxies(rt)
 
     # Lifecycle -----------------------------------------------------------------------------------
@@ -355,7 +355,7 @@ class DhcpAgent(SyncLoop, Component):
             prefix = ipaddress.ip_network(sn["cidr"]).prefixlen
             await _run("ip", "-n", ns, "addr", "replace", f"{fixed['ip_address']}/{prefix}", "dev", inner)
         if self.isolated_metadata:
-            from nefos.network.metadata_proxy import METADATA_CIDR
+            from nefos.network.agents.metadata_proxy import METADATA_CIDR
             await _run("ip", "-n", ns, "addr", "replace", METADATA_CIDR, "dev", inner)
         await _run("ip", "-n", ns, "link", "set", inner, "up")
         return inner
@@ -363,7 +363,7 @@ class DhcpAgent(SyncLoop, Component):
     def _metadata_routes(self, sn: dict, port: dict) -> list[str]:
         """The classless static routes (options 121 and 249) of ``sn``'s guests: 169.254.169.254
         via the DHCP port's address on it, and the default route via the gateway (when any)."""
-        from nefos.network.metadata_proxy import METADATA_CIDR
+        from nefos.network.agents.metadata_proxy import METADATA_CIDR
         if not self.isolated_metadata:
             return []
         via = next((f["ip_address"] for f in port.get("fixed_ips") or [] if f["subnet_id"] == sn["id"]), None)

@@ -1,0 +1,1 @@
+"""The compute host (nova-compute): everything that runs beside the hypervisor."""
