@@ -285,3 +285,20 @@ async def test_a_service_row_reports_the_version_it_serves(db):
         rows = {r.binary: r.version for r in (await s.execute(select(ServiceRow))).scalars()}
     assert rows == {"nova-compute": "1.0", "nefos-api": None}
     assert await minimum_service_version(db, "nova-compute", 60) == "1.0"
+
+
+@pytest.mark.parametrize("level, expected", [(None, None), ("1.0", "1.0"), ("0.9", "1.0"), ("auto", "1.0")])
+async def test_a_process_s_clients_send_within_its_upgrade_levels(tmp_path, level, expected):
+    """The Runtime hands [upgrade_levels] to every client of its bus (``auto``: from the services
+    rows of the same database; here one compute host of 0.9.0, whose row has no version)."""
+    from nefos.compute.rpcapi import ComputeRPCAPI
+    from nefos.conductor.manager import ConductorAPI
+    from nefos.service import Runtime
+    cfg = load_config(state_dir=tmp_path, **({"upgrade_levels": {"compute": level}} if level else {}))
+    rt = await Runtime.open(cfg, migrate=True)
+    try:
+        await _service(rt.db, "old-host", "nova-compute", None)
+        assert await ComputeRPCAPI(rt.bus).client.version_cap() == expected
+        assert await ConductorAPI(rt.bus).client.version_cap() is None  # not pinned
+    finally:
+        await rt.close()
