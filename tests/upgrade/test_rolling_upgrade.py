@@ -9,9 +9,10 @@ scheduler, conductor, api: one process each, over RabbitMQ and PostgreSQL). The 
 host's messages carry no version: the control plane reads them as version 1.0 of each interface,
 which is exactly what 0.9.0 sent; the control plane's messages to it are the 1.0 forms too.
 
-The 0.9.0 compute host still reads and writes the database itself (moving compute hosts off the
-database is later work), so for this release the old host gets the database's credentials
-(``NEFOS_DATABASE_URL``) as every 0.9.0 compute host had.
+The 0.9.0 compute host reads and writes the database itself (its own services row and
+heartbeats included), so it gets the database's credentials (``NEFOS_DATABASE_URL``) as every
+0.9.0 compute host had; the upgraded host reaches the database only through the conductor, which
+writes its services row (with the version it serves) and heartbeats.
 
 On the old host a server is booted, stopped, started and deleted; a second server is left
 running, the host's process is stopped (SIGTERM) and this tree's compute is started with the same
@@ -36,6 +37,7 @@ import httpx
 import pytest
 
 from nefos.allinone import free_port
+from nefos.bus import interfaces
 from nefos.image.bootstrap import DEFAULT_IMAGE_ID
 from tests.backends import fresh_database
 from tests.noauth import ADMIN
@@ -241,7 +243,7 @@ def test_a_0_9_compute_host_under_the_current_control_plane_then_upgraded_in_pla
             assert procs.stop("compute-0.9.0") == 0
             procs.start("compute-current", [str(BIN / "nefos"), "compute", "--host", HOST], env=host_env)
             _until("the upgraded host reporting its version",
-                   lambda: _service_versions(db_url)[f"nova-compute@{HOST}"] == "1.0", procs)
+                   lambda: _service_versions(db_url)[f"nova-compute@{HOST}"] == interfaces.COMPUTE.version, procs)
             _until("the upgraded host up", lambda: (_compute_service(compute) or {}).get("state") == "up", procs)
 
             after = _settled(compute, kept, "ACTIVE", procs)

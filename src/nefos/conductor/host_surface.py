@@ -207,10 +207,10 @@ class HostSurface:
 
     # Services (Nova's servicegroup through the conductor) -----------------------------------
     async def service_register(self, ctx, host_name: str, binary: str, service_topic: str | None,
-                               version: str | None = None) -> int:
+                               rpc_version: str | None = None) -> int:
         """Create or revive the (host_name, binary) service row, with the version of the RPC
         interface the service serves; its id."""
-        return await service_rows.register(self.rt.db, host_name, binary, service_topic, version)
+        return await service_rows.register(self.rt.db, host_name, binary, service_topic, rpc_version)
 
     async def service_heartbeat(self, ctx, service_id: int) -> None:
         """The service reports it is up."""

@@ -251,11 +251,11 @@ class ConductorAPI:
         return await self._call(ctx, "migration_set_status", migration_uuid=migration_uuid, status=status)
 
     async def service_register(self, ctx, host_name: str, binary: str, service_topic: str | None,
-                               version: str | None = None) -> int:
+                               rpc_version: str | None = None) -> int:
         """Create or revive the (host_name, binary) service row, with the version of the RPC
         interface the service serves; its id."""
         return await self._call(ctx, "service_register", host_name=host_name, binary=binary,
-                                service_topic=service_topic, version=version)
+                                service_topic=service_topic, rpc_version=rpc_version)
 
     async def service_heartbeat(self, ctx, service_id: int) -> None:
         """The service reports it is up."""
