@@ -216,6 +216,7 @@ def test_a_0_9_compute_host_under_the_current_control_plane_then_upgraded_in_pla
                    procs)
             assert _service_versions(db_url)[f"nova-compute@{HOST}"] is None  # 0.9.0 reports none
 
+            _until("the network API", lambda: network.get("/v2.0/networks").status_code == 200, procs)
             r = network.post("/v2.0/networks", json={"network": {"name": "up-net"}})
             assert r.status_code == 201, r.text
             net_id = r.json()["network"]["id"]
