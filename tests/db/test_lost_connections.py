@@ -27,6 +27,7 @@ from nefos.allinone import free_port
 from nefos.api.app import create_app, nova_error_body
 from nefos.bus.base import Endpoint
 from nefos.bus.local import LocalBus
+from nefos.bus.versioning import RPCInterface
 from nefos.config import load_config
 from nefos.db import retry
 from nefos.db.retry import is_contention, is_disconnect, retrying, transient_error
@@ -239,6 +240,8 @@ async def test_a_connection_lost_at_commit_is_a_503(db, up):
 
 
 class _ReadsTheDatabase(Endpoint):
+    rpc_interface = RPCInterface("marks", version="1.0", methods={"count_marks": "1.0"})
+
     def __init__(self, db: Database):
         self.db = db
 
@@ -252,10 +255,10 @@ async def test_an_rpc_answered_by_a_service_without_its_database_raises_database
     await bus.start()
     try:
         await bus.serve("marks", _ReadsTheDatabase(db))
-        assert await bus.call(None, "marks", "count_marks") == 0
+        assert await bus.call(None, "marks", "count_marks", version="1.0") == 0
         await asyncio.to_thread(up.stop)
         with pytest.raises(exceptions.DatabaseUnavailable) as raised:
-            await bus.call(None, "marks", "count_marks")
+            await bus.call(None, "marks", "count_marks", version="1.0")
         assert raised.value.code == 503
     finally:
         await bus.stop()
