@@ -101,6 +101,7 @@ CONDUCTOR = RPCInterface("conductor", version="1.1", binary="nova-conductor", me
     "instance_save": "1.1",
     "instance_save_with_fault": "1.1",
     "instance_terminated": "1.1",
+    "build_started": "1.1",
     "image_meta": "1.1",
     "block_device_mappings": "1.1",
     "group_member_placements": "1.1",
