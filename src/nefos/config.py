@@ -129,6 +129,11 @@ class Config(BaseModel):
     virt_type: str = "auto"  # qemu (TCG), kvm, or auto: kvm only when a KVM guest really boots here
     connection_uri: str = "qemu:///system"
     instances_path: str = ""  # guests' disks and console logs; default: <state_dir>/instances
+    # The network namespace libvirtd makes guests' taps in (a path such as /proc/<libvirtd pid>/ns/net),
+    # when this compute host runs in a network namespace of its own: each tap is moved from there into
+    # the compute host's namespace, where its L2 agent wires it, as soon as libvirt made it (the guest
+    # still paused on a spawn). Empty: the compute host shares libvirtd's namespace (the usual case).
+    libvirtd_netns: str = ""
     dhcp_agent_sync_interval: float = 5.0  # seconds between the DHCP agent's full resyncs (the backstop:
     # it syncs a network at once when the network service notifies a port/subnet/network change)
     # Where the DHCP agent keeps each network's dnsmasq files (Neutron's option); default:

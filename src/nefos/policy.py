@@ -113,6 +113,7 @@ COMPUTE_RULES: dict[str, str] = {
     # Nova's manager defaults: a project manager live-migrates where the scheduler picks.
     "os_compute_api:os-migrate-server:migrate_live": ADMIN_OR_MANAGER,
     "os_compute_api:os-migrate-server:migrate_live:host": ADMIN,
+    "os_compute_api:os-evacuate": ADMIN,
     "os_compute_api:os-pause-server:pause": ADMIN_OR_MEMBER,
     "os_compute_api:os-pause-server:unpause": ADMIN_OR_MEMBER,
     "os_compute_api:os-rescue": ADMIN_OR_MEMBER,

@@ -48,6 +48,26 @@ async def record(cloud, uuid: str, action: str) -> str:
     return ctx.request_id
 
 
+async def record_evacuation(cloud, uuid: str, status: str) -> str:
+    """An evacuation of ``uuid`` from host-1 to host-2 with ``status``, as the API and the destination
+    record it; returns its uuid."""
+    from nefos.context import RequestContext
+    from nefos.objects import migrations
+    migration = {"uuid": str(uuidlib.uuid4()), "type": "evacuation", "status": status,
+                 "source_compute": "host-1", "source_node": "host-1"}
+    async with cloud.rt.db.transaction() as s:
+        await migrations.create(s, migration, await db_instance(cloud, uuid), RequestContext())
+        await migrations.update_record(None, migration["uuid"], session=s, dest_compute="host-2",
+                                       dest_node="host-2")
+    return migration["uuid"]
+
+
+async def migration_status(cloud, migration_uuid: str) -> str:
+    from nefos.objects import migrations
+    (row,) = await migrations.list_migrations(cloud.rt.db, {"uuid": migration_uuid})
+    return row["status"]
+
+
 async def action_detail(cloud, server_id: str, request_id: str) -> dict:
     r = await cloud.compute.get(f"/v2.1/servers/{server_id}/os-instance-actions/{request_id}")
     assert r.status_code == 200, r.text
@@ -122,7 +142,7 @@ async def test_restart_recovers_every_interrupted_operation(cloud):
 async def test_restart_destroys_guests_only_with_positive_evidence(tmp_path):
     cloud = await start_cloud(tmp_path, fake_hosts=2, lifecycle_stopped_delay=0, sync_power_state_interval=-1)
     try:
-        deleted, moved, kept = await boot_active(cloud, count=3, host="host-1")
+        deleted, moved, kept, unproven, evacuating = await boot_active(cloud, count=5, host="host-1")
         old = await crash_compute(cloud, "host-1")
         driver = old.driver
         # `deleted` was deleted while its host was down (the API's local delete) ...
@@ -137,22 +157,34 @@ async def test_restart_destroys_guests_only_with_positive_evidence(tmp_path):
             "X-OpenStack-Nova-API-Version": "2.11"}, json={"host": "host-1", "binary": "nova-compute",
                                                             "forced_down": False})
         assert r.status_code == 200, r.text
-        # ... `moved` now lives on host-2 (evacuated) ...
+        # ... `moved` now lives on host-2, evacuated there (its evacuation from host-1 is done) ...
         await set_instance(cloud, moved, host="host-2", node="host-2")
-        moved_ports = await cloud.ports(device_id=moved)
+        moved_evacuation = await record_evacuation(cloud, moved, "done")
+        # ... `unproven` lives on host-2 too, but no evacuation says why (a resize's kept guest, say) ...
+        await set_instance(cloud, unproven, host="host-2", node="host-2")
+        # ... `evacuating` is being evacuated: it still names host-1, its destination decides ...
+        in_progress = await record_evacuation(cloud, evacuating, "pre-migrating")
+        await set_instance(cloud, evacuating, task_state=states.REBUILDING)
+        moved_ports = {p["id"]: p["fixed_ips"] for p in await cloud.ports(device_id=moved)}
         assert moved_ports
         # ... and a guest no instance record knows about.
         stranger = str(uuidlib.uuid4())
         driver.guests[stranger] = FakeGuest(uuid=stranger, name="stranger", power_state=states.RUNNING,
                                             vcpus=1, memory_mb=64)
-        assert {deleted, moved, kept, stranger} <= set(driver.guests)
+        assert {deleted, moved, kept, stranger, unproven, evacuating} <= set(driver.guests)
 
         await start_compute(cloud, old)
 
         assert deleted not in driver.guests and moved not in driver.guests
         assert stranger in driver.guests and kept in driver.guests
+        assert unproven in driver.guests and evacuating in driver.guests  # no proof / still this host's
+        assert await migration_status(cloud, moved_evacuation) == "completed"
+        assert await migration_status(cloud, in_progress) == "pre-migrating"
+        assert (await db_instance(cloud, evacuating))["task_state"] == states.REBUILDING  # left to the evacuation
         # The moved instance keeps what belongs to it on its new host.
-        assert await cloud.ports(device_id=moved) == moved_ports
+        # (their status aside: this test moved the record only, so the ports are still bound here and
+        # the local guest's unplugged VIFs report them down)
+        assert {p["id"]: p["fixed_ips"] for p in await cloud.ports(device_id=moved)} == moved_ports
         assert await allocations.get(cloud.rt.db, moved) is not None
         instance = await db_instance(cloud, moved)
         assert (instance["host"], instance["vm_state"]) == ("host-2", states.ACTIVE)
@@ -160,8 +192,10 @@ async def test_restart_destroys_guests_only_with_positive_evidence(tmp_path):
         assert server["OS-EXT-STS:power_state"] == states.RUNNING
 
         del driver.guests[stranger]
-        await delete_all(cloud, [moved, kept])
-        await assert_no_leaks(cloud, [deleted, moved, kept])
+        await set_instance(cloud, unproven, host="host-1", node="host-1")
+        await set_instance(cloud, evacuating, task_state=None)
+        await delete_all(cloud, [moved, kept, unproven, evacuating])
+        await assert_no_leaks(cloud, [deleted, moved, kept, unproven, evacuating])
     finally:
         await stop_cloud(cloud)
 

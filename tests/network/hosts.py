@@ -124,9 +124,10 @@ class Lab:
         await self.network.start()
         return self.network.manager
 
-    async def host(self, n: int, *, vxlan: bool = True) -> dict:
+    async def host(self, n: int, *, vxlan: bool = True, dhcp: bool = False) -> dict:
         """Host ``n``: its namespace with the underlay address 10.251.<lab>.<n>, and its L2 agent
-        (``local_ip`` that address when ``vxlan``, none otherwise: the shipped default)."""
+        (``local_ip`` that address when ``vxlan``, none otherwise: the shipped default); with
+        ``dhcp`` a DHCP agent too (a network node)."""
         ns = self._netns(f"nfvx-h{n}-{self.tag}")
         ip = UNDERLAY.format(tag=self.net_octet, n=n)
         sh("ip", "-n", self.underlay, "link", "add", f"h{n}", "type", "veth", "peer", "name", "ul0", "netns", ns)
@@ -142,32 +143,37 @@ class Lab:
                    PYTHONPATH=f"{ROOT / 'src'}:{ROOT}")
         if vxlan:
             env["NEFOS_LOCAL_IP"] = ip
-        log = open(state / "agent.log", "w")
-        proc = subprocess.Popen(["ip", "netns", "exec", ns, str(BIN / "nefos"), "l2-agent", "--host", name,
-                                 "--state-dir", str(state), "--debug"], env=env, stdout=log, stderr=subprocess.STDOUT)
-        self.procs.append((proc, log))
-        self.hosts[name] = h = {"ns": ns, "ip": ip, "name": name, "state": state, "proc": proc}
+        procs = []
+        for agent in ("l2-agent", "dhcp-agent") if dhcp else ("l2-agent",):
+            log = open(state / f"{agent}.log", "w")
+            proc = subprocess.Popen(["ip", "netns", "exec", ns, str(BIN / "nefos"), agent, "--host", name,
+                                     "--state-dir", str(state)], env=env, stdout=log, stderr=subprocess.STDOUT)
+            self.procs.append((proc, log))
+            procs.append(proc)
+        self.hosts[name] = h = {"ns": ns, "ip": ip, "name": name, "state": state, "proc": procs[0], "procs": procs}
         return h
 
-    def guest(self, host: dict, port: dict, prefix: int = 24) -> str:
-        """A guest namespace for ``port`` on ``host``: its veth's host end is the port's tap."""
+    def guest(self, host: dict, port: dict, prefix: int | None = 24) -> str:
+        """A guest namespace for ``port`` on ``host``: its veth's host end is the port's tap; the
+        port's address on it (``prefix`` None: none, the guest asks DHCP)."""
         ns = self._netns(f"nfvx-g{len(self.namespaces)}-{self.tag}")
         tap = "tap" + port["id"][:11]
         # made in the host's namespace (its agent sees the tap appear), the guest's end in the guest's
         sh("ip", "-n", host["ns"], "link", "add", tap, "type", "veth", "peer", "name", "eth0", "netns", ns)
         in_ns(ns, "ip", "link", "set", "eth0", "address", port["mac_address"])
         in_ns(ns, "ip", "link", "set", "eth0", "mtu", "1450")
-        in_ns(ns, "ip", "addr", "add", f"{port['fixed_ips'][0]['ip_address']}/{prefix}", "dev", "eth0")
+        if prefix is not None:
+            in_ns(ns, "ip", "addr", "add", f"{port['fixed_ips'][0]['ip_address']}/{prefix}", "dev", "eth0")
         in_ns(ns, "ip", "link", "set", "eth0", "up")
         in_ns(host["ns"], "ip", "link", "set", tap, "up")
         return ns
 
     def logs(self) -> str:
-        return "\n".join(f"--- {h['name']}\n{(h['state'] / 'agent.log').read_text()[-4000:]}"
-                         for h in self.hosts.values())
+        return "\n".join(f"--- {h['name']} {log.name}\n{log.read_text()[-4000:]}"
+                          for h in self.hosts.values() for log in sorted(h["state"].glob("*.log")))
 
     def check_alive(self) -> None:
-        dead = [h["name"] for h in self.hosts.values() if h["proc"].poll() is not None]
+        dead = [h["name"] for h in self.hosts.values() for p in h["procs"] if p.poll() is not None]
         assert not dead, f"{dead} exited:\n{self.logs()}"
 
     async def close(self) -> None:

@@ -4,7 +4,7 @@ Two hosts (and a third with no port on the network), each a namespace with an un
 and its own ``nefos l2-agent`` process (``local_ip`` set, no database URL); a port bound to each
 of the first two with a guest namespace behind its tap. Guests ping each other across the
 tunnel; broadcast reaches only the host with ports; a forged source address still never leaves
-its host; the forwarding entries go with the port."""
+its host; the forwarding entries follow the port to another host and go with it."""
 
 from __future__ import annotations
 
@@ -143,11 +143,20 @@ async def test_guests_on_two_hosts_reach_each_other_over_vxlan(lab):
     assert _pings(g1, ip2)  # its own address still passes
     assert _packets_from(g2, ip1) > 0
 
-    # The port goes away: its entries go from h1, and h2 (no port left) leaves the network.
-    await manager.delete_port(admin_context(), p2["id"])
-    await until(lambda: _fdb(h1, vni) == (set(), set()), "h1's entries for h2 removed", lab)
-    assert not in_ns(h1["ns"], "ip", "neigh", "show", ip2, "dev", f"vxlan-{vni}").strip()
+    # The port moves to h3 (its guest too): h1's entries follow it, h2 (no port left) leaves the network.
+    in_ns(h2["ns"], "ip", "link", "del", "tap" + p2["id"][:11])
+    await manager.update_port(admin_context(), p2["id"], {"binding:host_id": h3["name"]})
+    g3 = lab.guest(h3, p2)
+    await until(lambda: _fdb(h1, vni) == ({h3["ip"]}, {(p2["mac_address"], h3["ip"])}), "h1's entries moved", lab)
     await until(lambda: not _has_device(h2, vni), "h2's VXLAN device removed", lab)
+    await until(lambda: _pings(g1, ip2), "g1 -> the moved guest on h3", lab)
+    assert _pings(g3, ip1)
+
+    # The port goes away: its entries go from h1, and h3 leaves the network.
+    await manager.delete_port(admin_context(), p2["id"])
+    await until(lambda: _fdb(h1, vni) == (set(), set()), "h1's entries for the port removed", lab)
+    assert not in_ns(h1["ns"], "ip", "neigh", "show", ip2, "dev", f"vxlan-{vni}").strip()
+    await until(lambda: not _has_device(h3, vni), "h3's VXLAN device removed", lab)
     assert not _pings(g1, ip2)
 
 
@@ -177,3 +186,34 @@ async def test_the_l2_agent_runs_without_a_database_and_without_vxlan_by_default
     assert not _has_device(h1, net["provider:segmentation_id"])
     assert not any(p.suffix in (".sqlite", ".db") or "sqlite" in p.name for p in h1["state"].rglob("*"))
     lab.check_alive()
+
+
+async def test_a_guest_gets_its_address_from_the_network_nodes_dhcp_agent_over_vxlan(lab):
+    """The DHCP agent on a network node (its own host, with an L2 agent with ``local_ip``) joins
+    the network's VXLAN: a guest on another host gets its address, and the network's MTU (option
+    26), from dnsmasq there; its port goes ACTIVE once the DHCP agent acknowledged it."""
+    manager = await lab.start_cloud()
+    net = await manager.create_network(admin_context(), {"name": "vx-dhcp", "project_id": PROJECT})
+    vni = net["provider:segmentation_id"]
+    await manager.create_subnet(admin_context(), {"network_id": net["id"], "cidr": "10.79.0.0/24", "ip_version": 4,
+                                                  "project_id": PROJECT})
+    node, h1 = await lab.host(1, dhcp=True), await lab.host(2)
+    dhcp_ports = lambda: manager.list_ports(admin_context(), filters={  # noqa: E731
+        "network_id": [net["id"]], "device_owner": ["network:dhcp"]})
+    (dhcp_port,) = await until(dhcp_ports, "the network node's DHCP port", lab, timeout=60)
+    assert dhcp_port["binding:host_id"] == node["name"]
+    port = await _port(manager, net, h1)
+    guest = lab.guest(h1, port, prefix=None)
+    await until(lambda: _fdb(h1, vni)[0] == {node["ip"]}, "h1 floods to the network node", lab)
+    script = lab.tmp / "udhcpc.sh"
+    script.write_text('#!/bin/sh\necho "NEFOS-DHCP $1 ip=$ip mtu=$mtu"\n')
+    script.chmod(0o755)
+    out = await until(lambda: _dhcp(guest, script), "a DHCP lease over the tunnel", lab, timeout=60)
+    assert f"ip={port['fixed_ips'][0]['ip_address']} mtu=1450" in out, out
+    await until(lambda: _is_active(manager, port["id"]), "the port ACTIVE (L2 and DHCP done)", lab)
+
+
+def _dhcp(ns: str, script) -> str | None:
+    out = in_ns(ns, "busybox", "udhcpc", "-i", "eth0", "-n", "-q", "-f", "-t", "3", "-T", "1", "-O", "mtu",
+                "-s", str(script), check=False)
+    return out if "NEFOS-DHCP bound" in out else None

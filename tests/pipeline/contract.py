@@ -170,6 +170,13 @@ def check(response) -> None:
     if request.method == "POST" and path == "/v2.1/servers" and "reservation_id" in response.json():
         assert_schema(RESERVATION, response)
         return
+    if request.method == "POST" and path.endswith("/action") and response.status_code == 200 and \
+            next(iter(json.loads(request.content or b"{}")), None) == "evacuate":
+        if not response.content:
+            assert_schema("servers.evacuate_server", response)
+        elif response.json().get("adminPass") is not None:  # null: onSharedStorage without a password, as Nova
+            assert_schema("servers.evacuate_server_with_admin_pass", response)
+        return
     if request.method == "POST" and path.endswith("/action") and response.content:
         action = next(iter(json.loads(request.content or b"{}")), None)
         if action in ("createImage", "createBackup"):

@@ -151,6 +151,8 @@ CONSOLE_AUTH_TOKEN = _all_required({"console": _object({
 ACTION_BODIES = {"rebuild": SERVER_REBUILT}
 # The rescue action's 200 (Nova's, with the password unless enable_instance_password is off).
 RESCUE = {"type": "object", "properties": {"adminPass": _STRING}, "additionalProperties": False}
+# The evacuate action's 200 below 2.14 (Nova's: the password, null when the disk is kept on shared storage).
+EVACUATE = {"type": "object", "properties": {"adminPass": {"type": ["string", "null"]}}, "additionalProperties": False}
 
 METADATA = _all_required({"metadata": _STRING_MAP})
 METADATA_ITEM = _all_required({"meta": {**_STRING_MAP, "minProperties": 1, "maxProperties": 1}})

@@ -6,8 +6,8 @@ from fastapi import APIRouter, Request
 from starlette.responses import JSONResponse, Response
 
 from nefos import exceptions, policy, rest
-from nefos.api import (console_output, microversion, remote_consoles, server_admin_actions, server_floating_ips,
-                       server_image_actions, server_migrate_live, server_multinic, server_rescue,
+from nefos.api import (console_output, microversion, remote_consoles, server_admin_actions, server_evacuate,
+                       server_floating_ips, server_image_actions, server_migrate_live, server_multinic, server_rescue,
                        server_resize_actions)
 from nefos.api.validation import validate
 from nefos.openapi import documented
@@ -88,7 +88,7 @@ def action_schema() -> dict:
                    server_image_actions._CREATE_BACKUP_SCHEMA, server_admin_actions._RESET_STATE_SCHEMA,
                    server_floating_ips.ADD_SCHEMA, server_floating_ips.REMOVE_SCHEMA,
                    server_multinic.ADD_SCHEMA, server_multinic.REMOVE_SCHEMA, server_rescue.RESCUE_SCHEMA,
-                   server_rescue.UNRESCUE_SCHEMA, server_migrate_live.SCHEMA]
+                   server_rescue.UNRESCUE_SCHEMA, server_migrate_live.SCHEMA, server_evacuate.SCHEMA]
     named = {name for schema in with_schema for name in schema["required"]}
     others = sorted({*_POWER_ACTIONS, "unlock", *server_resize_actions.HANDLERS, *server_image_actions.HANDLERS,
                      *server_admin_actions.HANDLERS} - named - set(server_admin_actions.UNSUPPORTED)
@@ -101,7 +101,7 @@ def action_schema() -> dict:
                                                 204: responses.NO_BODY},
             action_responses={**{name: {202: schema} for name, schema in responses.ACTION_BODIES.items()},
                               "os-getVNCConsole": {200: responses.VNC_CONSOLE},
-                              "rescue": {200: responses.RESCUE}})
+                              "rescue": {200: responses.RESCUE}, "evacuate": {200: responses.EVACUATE}})
 async def server_action(request: Request, server_id: str):
     ctx = rest.get_context(request)
     body = await rest.json_body(request)
@@ -154,6 +154,8 @@ async def server_action(request: Request, server_id: str):
         return await server_image_actions.handle(request, ctx, server_id, name, body)
     elif name in server_rescue.HANDLERS:
         return await server_rescue.HANDLERS[name](request, ctx, server_id, body)
+    elif name in server_evacuate.HANDLERS:
+        return await server_evacuate.HANDLERS[name](request, ctx, server_id, body)
     elif name in server_migrate_live.HANDLERS:
         return await server_migrate_live.HANDLERS[name](request, ctx, server_id, body)
     elif name in server_admin_actions.HANDLERS:

@@ -7,8 +7,9 @@ but cannot carry out.
   configuration into a running guest (as with Nova's libvirt driver, where it is a no-op).
 - ``restore`` / ``forceDelete``: only for soft-deleted servers; Nefos deletes at once (Nova with
   ``reclaim_instance_interval = 0``), so an existing server always answers 409.
-- Actions Nova has and Nefos does not implement (evacuate, ...; resize and cold migration are
-  in ``server_resize_actions``, live migration in ``server_migrate_live``, rescue in ``server_rescue``): the server is
+- Actions Nova has and Nefos does not implement (trigger_crash_dump; resize and cold migration are
+  in ``server_resize_actions``, live migration in ``server_migrate_live``, evacuation in
+  ``server_evacuate``, rescue in ``server_rescue``): the server is
   looked up first (404 when it is not there, as in Nova), then 501 Not Implemented, Nova's answer
   when a driver lacks the feature.
 """
@@ -31,7 +32,6 @@ _RESET_STATE_SCHEMA = {"type": "object", "properties": {"os-resetState": {
 
 # Nova actions Nefos does not implement -> the policy rule Nova checks for them.
 UNSUPPORTED = {
-    "evacuate": "os_compute_api:os-evacuate",
     "trigger_crash_dump": "os_compute_api:servers:trigger_crash_dump",
 }
 

@@ -670,6 +670,11 @@ class ComputeAPI:
         await live_migration.request(self, ctx, uuid, host=host, block_migration=block_migration, force=force,
                                      async_=async_)
 
+    async def evacuate(self, ctx, uuid: str, host: str | None, *, force: bool | None,
+                       target_state: str | None) -> None:
+        from nefos.compute import evacuate_api
+        await evacuate_api.request(self, ctx, uuid, host=host, force=force, target_state=target_state)
+
     async def confirm_resize(self, ctx, uuid: str) -> None:
         from nefos.compute import resize
         await resize.confirm(self, ctx, uuid)

@@ -110,7 +110,7 @@ _ACTIONS = InstanceAction.__table__
 _INSTANCES = Instance.__table__
 _OPERATIONS = InstanceEventOperation.__table__
 # Built once (a batch of events runs them all).
-_TARGETS = (select(_INSTANCES.c.uuid, _INSTANCES.c.host, _OPERATIONS.c.operation)
+_TARGETS = (select(_INSTANCES.c.uuid, _INSTANCES.c.host, _OPERATIONS.c.operation, _INSTANCES.c.task_state)
             .select_from(_INSTANCES.outerjoin(_OPERATIONS, _OPERATIONS.c.instance_uuid == _INSTANCES.c.uuid))
             .where(_INSTANCES.c.uuid.in_(bindparam("b_uuids", expanding=True)), _INSTANCES.c.deleted == 0))
 _LATEST_ACTIONS = (select(_ACTIONS.c.instance_uuid, func.max(_ACTIONS.c.id))
@@ -162,8 +162,9 @@ async def create(rt, ctx: RequestContext, events: list[dict]) -> tuple[list[dict
     uuids = list(dict.fromkeys(e["server_uuid"] for e in events))
     async with rt.db.reader() as s:
         found = (await s.execute(_TARGETS, {"b_uuids": uuids})).all()
-    hosts = {u: h for u, h, _op in found}
-    operations = {u: op or "" for u, _h, op in found}
+    hosts = {u: h for u, h, _op, _t in found}
+    operations = {u: op or "" for u, _h, op, _t in found}
+    task_states = {u: t for u, _h, _op, t in found}
     response: list[dict] = []
     accepted: list[dict] = []
     result = 200
@@ -236,6 +237,7 @@ async def create(rt, ctx: RequestContext, events: list[dict]) -> tuple[list[dict
     for event in accepted:
         by_host.setdefault(event["host"], []).append(
             {k: event[k] for k in ("instance_uuid", "name", "tag", "status", "operation", "action_id")})
+    await _add_evacuation_destinations(rt, by_host, task_states)
     for host, host_events in by_host.items():
         try:
             await rt.bus.cast(ctx, "compute", "external_instance_event", host=host, events=host_events)
@@ -243,3 +245,19 @@ async def create(rt, ctx: RequestContext, events: list[dict]) -> tuple[list[dict
             LOG.warning("cannot cast %d external event(s) to compute host %s (%s); they stay in its inbox",
                         len(host_events), host, exc)
     return response, result
+
+
+async def _add_evacuation_destinations(rt, by_host: dict[str, list[dict]], task_states: dict) -> None:
+    """A server being evacuated still names its failed host: its events go to the destination too,
+    whose spawn awaits them (as Nova sends them to a migration context's destination)."""
+    from nefos.compute.evacuate_api import destinations
+    from nefos.objects.migration_state import EVACUATION_TASK_STATES
+    moving = {u for u, t in task_states.items() if t in EVACUATION_TASK_STATES}
+    if not moving:
+        return
+    dests = await destinations(rt.db, moving)
+    for events in list(by_host.values()):
+        for event in events:
+            dest = dests.get(event["instance_uuid"])
+            if dest is not None:
+                by_host.setdefault(dest, []).append(event)

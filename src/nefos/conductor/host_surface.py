@@ -77,6 +77,17 @@ class HostSurface:
         await instance_obj.destroy(self.rt.db, instance_uuid)
         await console_auth_tokens.delete_for_instance(self.rt.db, instance_uuid)
 
+    async def image_meta(self, ctx, image_id: str) -> dict:
+        """What a host's spawn needs of an image (its id, declared disk format and properties), the
+        image and its kernel and ramdisk looked up as ``ctx`` (Nova's rebuild, rescue, unshelve and
+        evacuation look them up again: the image may have changed since the API checked)."""
+        from nefos.image.client import ImageAPI
+        api = ImageAPI(self.rt)
+        image = await api.get(ctx.elevated(), image_id)
+        await api.check_kernel_and_ramdisk(ctx, image)
+        return {"id": image["id"], "disk_format": image.get("disk_format"),
+                "properties": image.get("properties") or {}}
+
     async def block_device_mappings(self, ctx, instance_uuid: str) -> list[dict]:
         """The instance's block device mappings (what the host needs to prepare them)."""
         async with self.rt.db.reader() as s:

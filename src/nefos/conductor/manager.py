@@ -202,6 +202,11 @@ class ConductorManager(HostSurface, MigrationSurface, Endpoint):
         from nefos.conductor import live_migrate
         await live_migrate.live_migrate(self, ctx, instance_uuid, request_spec, migration, forced_host)
 
+    async def evacuate_instance(self, ctx, instance_uuid: str, request_spec: dict, migration: dict) -> None:
+        """Evacuation (Nova's rebuild_instance with recreate): schedule, cast it to the destination."""
+        from nefos.conductor import evacuate
+        await evacuate.evacuate_instance(self, ctx, instance_uuid, request_spec, migration)
+
 
 async def _with_retries(function, *args):
     """A build request's own bookkeeping outlives a short database outage or deadlock."""

@@ -91,3 +91,23 @@ class MigrationSurface:
             await _claim_becomes_instance(s, instance_uuid, migration_uuid)
             await migrations_obj.set_status(db, migration_uuid, "completed", session=s)
         return instance
+
+    async def evacuation_done(self, ctx, instance_uuid: str, updates: dict, migration_uuid: str,
+                              **expected) -> dict:
+        """On an evacuation's destination: save the instance (now this host's), the migration's claim
+        becomes its claim (the source's released), the migration ``done`` (Nova's finish_evacuation;
+        the source completes it when it comes back)."""
+        db = self.rt.db
+        async with db.transaction() as s:
+            instance = await instance_obj.save(db, instance_uuid, updates, session=s, **_expected(expected))
+            await _claim_becomes_instance(s, instance_uuid, migration_uuid)
+            await migrations_obj.set_status(db, migration_uuid, "done", session=s)
+        return instance
+
+    async def migrations_of_host(self, ctx, migration_type: str, statuses: list[str],
+                                 source_compute: str | None = None, dest_compute: str | None = None) -> list[dict]:
+        """Migrations of ``migration_type`` in ``statuses`` from ``source_compute`` or to
+        ``dest_compute`` (a restarted host's evacuations), oldest first."""
+        rows = await migrations_obj.by_host_and_type(self.rt.db, migration_type, tuple(statuses),
+                                                     source_compute=source_compute, dest_compute=dest_compute)
+        return [{k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in row.items()} for row in rows]

@@ -79,6 +79,11 @@ class ConductorAPI:
         await send(ctx, "conductor", "live_migrate_instance", instance_uuid=instance_uuid,
                    request_spec=request_spec, migration=migration, forced_host=forced_host)
 
+    async def evacuate_instance(self, ctx, instance_uuid: str, request_spec: dict, migration: dict) -> None:
+        """A cast, as Nova's: the evacuation's outcome shows on the server and its migration."""
+        await self.bus.cast(ctx, "conductor", "evacuate_instance", instance_uuid=instance_uuid,
+                            request_spec=request_spec, migration=migration)
+
     # A compute host's helpers over the methods below ------------------------------------------
     async def save_with_fault(self, ctx, instance_uuid: str, updates: dict, exc: BaseException, *,
                               host: str | None, details: str | None = None, **expected) -> dict:
@@ -139,6 +144,10 @@ class ConductorAPI:
         """The host destroyed the guest: release its claim, soft-delete the instance (its quota
         back) and revoke its console tokens."""
         return await self._call(ctx, "instance_terminated", instance_uuid=instance_uuid)
+
+    async def image_meta(self, ctx, image_id: str) -> dict:
+        """An image's id, disk format and properties, looked up as ``ctx`` (its kernel and ramdisk too)."""
+        return await self._call(ctx, "image_meta", image_id=image_id)
 
     async def block_device_mappings(self, ctx, instance_uuid: str) -> list[dict]:
         """The instance's block device mappings (what the host needs to prepare them)."""
@@ -347,3 +356,16 @@ class ConductorAPI:
         its claim (the source's released), the migration ``completed``."""
         return await self._call(ctx, "live_migration_completed", instance_uuid=instance_uuid, updates=updates,
                                 migration_uuid=migration_uuid, **expected)
+
+    async def evacuation_done(self, ctx, instance_uuid: str, updates: dict, migration_uuid: str,
+                              **expected) -> dict:
+        """On an evacuation's destination: save the instance (now this host's), the migration's claim
+        becomes its claim (the source's released), the migration ``done``."""
+        return await self._call(ctx, "evacuation_done", instance_uuid=instance_uuid, updates=updates,
+                                migration_uuid=migration_uuid, **expected)
+
+    async def migrations_of_host(self, ctx, migration_type: str, statuses: list[str], *,
+                                 source_compute: str | None = None, dest_compute: str | None = None) -> list[dict]:
+        """Migrations of ``migration_type`` in ``statuses`` from ``source_compute`` or to ``dest_compute``."""
+        return await self._call(ctx, "migrations_of_host", migration_type=migration_type, statuses=statuses,
+                                source_compute=source_compute, dest_compute=dest_compute)

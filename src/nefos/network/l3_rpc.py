@@ -17,7 +17,7 @@ import logging
 from nefos.bus import Endpoint
 from nefos.context import RequestContext, admin_context
 from nefos.network.agent_notifier import AgentNotifier
-from nefos.network.agents.rpc import L3_AGENT_TOPIC as AGENT_TOPIC, L3_PLUGIN_TOPIC as PLUGIN_TOPIC
+from nefos.network.agents.rpc import L3_AGENT_TOPIC as AGENT_TOPIC, L3_PLUGIN_TOPIC as PLUGIN_TOPIC  # noqa: F401
 from nefos.network.agents.rpc import L3AgentEndpoint, L3PluginAPI  # noqa: F401  (the agent's side)
 
 LOG = logging.getLogger(__name__)

@@ -24,6 +24,7 @@ from nefos.db.session import savepoint
 VXLAN = "vxlan"
 LOCAL = "local"
 VXLAN_OVERHEAD = 50
+ALLOCATION_ATTEMPTS = 200  # races lost before giving up (each loss: another creation got that VNI)
 PROVIDER_KEYS = ("provider:network_type", "provider:segmentation_id", "provider:physical_network")
 
 
@@ -40,8 +41,6 @@ def choose(cfg, body: dict) -> tuple[str, int | None, int]:
         network_type = LOCAL if body.get("router:external") else cfg.tenant_network_types.split(",")[0]
     if network_type == LOCAL and vni is not None:
         raise exceptions.InvalidInput(error_message="provider:segmentation_id is not allowed for a local network")
-    if vni is not None and not any(lo <= vni <= hi for lo, hi in parse_vni_ranges(cfg.vni_ranges)):
-        pass  # an admin may pick a VNI outside the tenant ranges, as in Neutron
     limit = max_mtu(cfg, network_type)
     mtu = body.get("mtu")
     if mtu is None:
@@ -53,21 +52,23 @@ def choose(cfg, body: dict) -> tuple[str, int | None, int]:
 
 async def allocate(s, cfg, network_id: str, network_type: str, vni: int | None) -> int | None:
     """Give the network ``network_id`` (flushed in ``s``) its VNI: ``vni`` when asked (409 when
-    taken), else the lowest free in ``vni_ranges`` (507-like 503 when none is left)."""
+    taken), else the lowest free in ``vni_ranges`` (503 ``NoNetworkAvailable`` when none is left)."""
     if network_type != VXLAN:
         return None
     if vni is not None:
         if not await _take(s, network_id, vni):
             raise exceptions.Conflict(f"Unable to create the network. The VNI {vni} is in use.")
         return vni
-    for _attempt in range(20):
+    lost: set[int] = set()  # taken by a transaction this one could not see (REPEATABLE READ)
+    for _attempt in range(ALLOCATION_ATTEMPTS):
         taken = set((await s.execute(select(Network.segmentation_id).where(
             Network.network_type == VXLAN, Network.segmentation_id.is_not(None)))).scalars())
-        candidate = _lowest_free(parse_vni_ranges(cfg.vni_ranges), taken)
+        candidate = _lowest_free(parse_vni_ranges(cfg.vni_ranges), taken | lost)
         if candidate is None:
-            break
+            raise exceptions.NoNetworkAvailable()
         if await _take(s, network_id, candidate):
             return candidate
+        lost.add(candidate)
     raise exceptions.NoNetworkAvailable()
 
 

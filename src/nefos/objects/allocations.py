@@ -85,6 +85,13 @@ async def release(db: Database, consumer_uuid: str, session=None) -> bool:
         return await _release(s)
 
 
+async def transfer(session, from_consumer: str, to_consumer: str) -> None:
+    """The claim of ``from_consumer`` (a migration) becomes ``to_consumer``'s (its instance), in the
+    caller's transaction; the node's usage is unchanged."""
+    await session.execute(update(ALLOCATIONS).where(ALLOCATIONS.c.consumer_uuid == from_consumer)
+                          .values(consumer_uuid=to_consumer))
+
+
 async def get(db: Database, consumer_uuid: str) -> dict | None:
     async with db.reader() as s:
         row = (await s.execute(_BY_CONSUMER, {"b_consumer": consumer_uuid})).mappings().one_or_none()

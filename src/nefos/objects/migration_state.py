@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from nefos.objects.states import MIGRATION_KEY
+from nefos.objects.states import MIGRATION_KEY, REBUILD_BLOCK_DEVICE_MAPPING, REBUILD_SPAWNING, REBUILDING
 
 # Instance actions and migration types (Nova's names).
 RESIZE = "resize"
@@ -11,6 +11,11 @@ MIGRATE = "migrate"
 CONFIRM_RESIZE = "confirmResize"
 REVERT_RESIZE = "revertResize"
 LIVE_MIGRATION = "live-migration"
+EVACUATE = "evacuate"  # the instance action
+EVACUATION = "evacuation"  # the migration type
+# An evacuation the API accepted and its destination has not finished or failed yet.
+EVACUATION_IN_PROGRESS = ("accepted", "pre-migrating")
+EVACUATION_TASK_STATES = (REBUILDING, REBUILD_BLOCK_DEVICE_MAPPING, REBUILD_SPAWNING)
 
 
 def migration_of(instance: dict) -> dict | None:
@@ -20,6 +25,11 @@ def migration_of(instance: dict) -> dict | None:
 def live_migration_of(instance: dict) -> dict | None:
     migration = migration_of(instance)
     return migration if migration and migration.get("type") == LIVE_MIGRATION else None
+
+
+def evacuation_of(instance: dict) -> dict | None:
+    migration = migration_of(instance)
+    return migration if migration and migration.get("type") == EVACUATION else None
 
 
 def with_migration(instance: dict, migration: dict | None) -> dict:

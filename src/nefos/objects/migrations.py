@@ -127,6 +127,33 @@ async def in_progress_live(db: Database, instance_uuid: str) -> list[dict]:
         return [_plain(r) for r in (await s.execute(q.order_by(t.c.id))).mappings().all()]
 
 
+async def by_host_and_type(db: Database, migration_type: str, statuses: tuple[str, ...], *,
+                           source_compute: str | None = None, dest_compute: str | None = None) -> list[dict]:
+    """Migrations of ``migration_type`` in one of ``statuses`` from ``source_compute`` (or to
+    ``dest_compute``), oldest first (Nova's ``MigrationList.get_by_filters`` as
+    ``_destroy_evacuated_instances`` asks it)."""
+    t = MIGRATIONS
+    q = select(t).where(t.c.deleted == 0, t.c.migration_type == migration_type, t.c.status.in_(statuses))
+    if source_compute is not None:
+        q = q.where(t.c.source_compute == source_compute)
+    if dest_compute is not None:
+        q = q.where(t.c.dest_compute == dest_compute)
+    async with db.reader() as s:
+        return [_plain(r) for r in (await s.execute(q.order_by(t.c.id))).mappings().all()]
+
+
+async def destinations_in_progress(db: Database, instance_uuids, migration_type: str,
+                                   statuses: tuple[str, ...]) -> dict[str, str]:
+    """The destination host of each instance's migration of ``migration_type`` in ``statuses``, once
+    it has one."""
+    t = MIGRATIONS
+    q = select(t.c.instance_uuid, t.c.dest_compute).where(
+        t.c.instance_uuid.in_(list(instance_uuids)), t.c.deleted == 0, t.c.migration_type == migration_type,
+        t.c.status.in_(statuses), t.c.dest_compute.is_not(None))
+    async with db.reader() as s:
+        return {uuid: dest for uuid, dest in (await s.execute(q)).all()}
+
+
 async def get_by_id_and_instance(db: Database, migration_id: int, instance_uuid: str) -> dict | None:
     t = MIGRATIONS
     q = select(t).where(t.c.deleted == 0, t.c.id == migration_id, t.c.instance_uuid == instance_uuid)

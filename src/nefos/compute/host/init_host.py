@@ -5,9 +5,10 @@ one way this host brings an instance back to a consistent state (``recover_insta
    connect.
 2. Guests the hypervisor has but the database does not place on this host:
    destroyed only with positive evidence — the instance is deleted (its claim
-   is released too), or it now lives on another host (only the local guest
-   goes; its ports and claim belong to the other host). Guests of unknown
-   instances are left alone.
+   is released too), or it was evacuated from this host to another one
+   (``nefos.compute.host.evacuate``: only the local guest goes; its ports and claim
+   belong to the other host). Guests of unknown instances, and of instances
+   on another host with no evacuation recorded, are left alone.
 3. Each instance the database places here goes through ``recover_instance``,
    after whatever the previous process was doing when it died. The periodic
    check of lost requests (``nefos.compute.host.deadlines``) uses it too, with
@@ -30,6 +31,8 @@ one way this host brings an instance back to a consistent state (``recover_insta
      unfinished image deleted.
    Operations resumed here are recorded under the user's original action; one
    that could not be done is recorded there as failed (an ``Error`` event).
+   An instance being evacuated from this host is left to its destination; an
+   evacuation to this host that the restart interrupted fails (ERROR on its source).
 4. With ``resume_guests_state_on_host_boot``, guests of ACTIVE instances that
    are not running are powered on.
 5. Usage is recomputed from the claims, then one full power-state sync pass.
@@ -43,7 +46,7 @@ import logging
 import traceback
 
 from nefos import exceptions
-from nefos.compute.host import power_sync
+from nefos.compute.host import evacuate, power_sync
 from nefos.context import RequestContext, admin_context
 from nefos.objects import action_names, states
 from nefos.objects.faults import fault_of
@@ -73,10 +76,14 @@ async def init_host(manager) -> None:
         await manager.resource_tracker.update_available_resource(heal_usage=True)
         return
     manager.lifecycle.connection_seen(True)
+    guests -= await evacuate.fail_interrupted_evacuations(manager)
     instances = await power_sync.host_instances(manager)
     ours = {i["uuid"] for i in instances}
     await _bounded(manager, [_cleanup_foreign_guest(manager, uuid) for uuid in sorted(guests - ours)])
-    await _bounded(manager, [recover_instance(manager, instance) for instance in instances])
+    await evacuate.complete_evacuations(manager)
+    leaving = await evacuate.evacuations_in_progress(manager)
+    await _bounded(manager, [recover_instance(manager, instance) for instance in instances
+                             if instance["uuid"] not in leaving])
     if manager.rt.cfg.resume_guests_state_on_host_boot:
         await _bounded(manager, [_resume_guest(manager, i["uuid"])
                                  for i in await power_sync.host_instances(manager)])
@@ -124,10 +131,7 @@ async def _cleanup_foreign_guest(manager, uuid: str) -> None:
                 await manager.driver.destroy(admin_context(), instance, instance.get("network_info"))
             await manager.conductor.allocation_release(None, uuid)
         elif instance.get("host") != manager.host:
-            LOG.warning("init_host on %s: instance %s now lives on %s; destroying the local guest",
-                        manager.host, uuid, instance.get("host"))
-            with contextlib.suppress(exceptions.InstanceNotFound):
-                await manager.driver.destroy(admin_context(), instance, instance.get("network_info"))
+            await evacuate.destroy_evacuated_guest(manager, instance)
 
 
 # Instances of this host -------------------------------------------------------------

@@ -27,7 +27,7 @@ from nefos.objects.server_group_rules import max_server_per_host
 from nefos.timeutils import utcnow
 from nefos.compute.host.resource_tracker import ResourceTracker
 from nefos.compute.host import live_migration, resize
-from nefos.compute.host import (consoles, deadlines, init_host as host_init, instance_events, interfaces,
+from nefos.compute.host import (consoles, deadlines, evacuate, init_host as host_init, instance_events, interfaces,
                                 lifecycle, power_sync, rebuild, rescue, shelve, snapshots)
 
 LOG = logging.getLogger(__name__)
@@ -546,7 +546,12 @@ class ComputeManager(Endpoint):
     async def unrescue_instance(self, ctx, instance_uuid: str) -> None:
         await rescue.unrescue_instance(self, ctx, instance_uuid)
 
-    async def rebuild_instance(self, ctx, instance_uuid: str, image_id: str, was_stopped: bool = False) -> None:
+    async def rebuild_instance(self, ctx, instance_uuid: str, image_id: str, was_stopped: bool = False,
+                               migration: dict | None = None) -> None:
+        """A rebuild here, or (``migration``, Nova's ``recreate``) an evacuation to this host."""
+        if migration is not None:
+            await evacuate.rebuild_on_destination(self, ctx, instance_uuid, image_id, was_stopped, migration)
+            return
         await rebuild.rebuild_instance(self, ctx, instance_uuid, image_id, was_stopped)
 
     # Resize and cold migration (compute/host/resize.py) ----------------------------------------

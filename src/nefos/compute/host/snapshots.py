@@ -130,7 +130,5 @@ async def rotate_backups(manager, ctx, instance: dict, backup_type: str, rotatio
 async def image_meta(manager, ctx, image_id: str) -> dict:
     """What spawn needs of an image: its id, declared disk format and properties. Its kernel and
     ramdisk are looked up as the caller again: the image may have changed since the API checked."""
-    image = await manager.image_api.get(ctx.elevated(), image_id)
-    await manager.image_api.check_kernel_and_ramdisk(ctx, image)
-    return {"id": image["id"], "disk_format": image.get("disk_format"), "properties": image.get("properties") or {}}
+    return await manager.conductor.image_meta(ctx, image_id)  # the host reads no database
 

@@ -232,6 +232,15 @@ def bridges_of_bridge_interfaces(xml: str) -> set[str]:
     return {s.get("bridge") for s in root.findall("./devices/interface[@type='bridge']/source") if s.get("bridge")}
 
 
+def ethernet_taps(xml: str) -> list[str]:
+    """The tap names of a domain's ``<interface type='ethernet'>`` devices."""
+    try:
+        root = ET.fromstring(xml)
+    except ET.ParseError:
+        return []
+    return [t.get("dev") for t in root.findall("./devices/interface[@type='ethernet']/target") if t.get("dev")]
+
+
 def disks_from_xml(xml: str) -> list[str]:
     try:
         root = ET.fromstring(xml)

@@ -35,6 +35,8 @@ Options (``nefos.config``): ``virt_type`` (``qemu`` = TCG, ``kvm``, or
   security groups first) and reports the port up; the tap gone, down
   (``network-vif-plugged`` / ``-unplugged``). Without a running L2 agent a
   guest's tap stays on no bridge: no DHCP, no traffic (an L2 agent that is down).
+* A compute host in a network namespace of its own (``libvirtd_netns``: the namespace libvirtd
+  makes taps in) moves each tap into its namespace once libvirt made it (``tap_netns``).
 * os-interface: ``attach_interface`` hot-plugs the same ``<interface>`` spawn writes
   (``attachDeviceFlags``: the definition, and the live guest when it runs), ``detach_interface``
   unplugs it and waits until the guest released it; the domain's metadata follows.
@@ -57,7 +59,7 @@ from nefos.objects import states
 from nefos.virt import configdrive, event as virtevent
 from nefos.virt.driver import ComputeDriver
 from nefos.virt.libvirt import config as vconfig, diagnostics as lv_diagnostics
-from nefos.virt.libvirt import imagebackend, probe, qemu_user, rescue as rescue_mod, vif as vifs
+from nefos.virt.libvirt import imagebackend, probe, qemu_user, rescue as rescue_mod, tap_netns, vif as vifs
 from nefos.virt.libvirt.host import Host, libvirt_module
 from nefos.waiting import event_set_within
 
@@ -207,6 +209,7 @@ class LibvirtDriver(ComputeDriver):
             if power_on:
                 flags = libvirt.VIR_DOMAIN_START_PAUSED if paused else 0
                 await self._host.call(dom.createWithFlags, flags)
+                await self._taps_here(dom)
             LOG.info("instance %s: domain %s defined%s in %.3f s (%s)", uuid, spec.name,
                      (" and started paused" if paused else " and started") if power_on else "",
                      time.monotonic() - t0, self.virt_type)
@@ -427,6 +430,16 @@ class LibvirtDriver(ComputeDriver):
         for bridge in vconfig.bridges_of_bridge_interfaces(await self._host.call(dom.XMLDesc, 0)):
             await vifs.ensure_bridge(bridge)  # a domain defined before VIFs were type='ethernet'
         await self._host.call(dom.create)  # new taps: the L2 agent wires them and reports them up again
+        await self._taps_here(dom)
+
+    async def _taps_here(self, dom, taps: list[str] | None = None) -> None:
+        """With ``libvirtd_netns`` set, the running domain's taps (or ``taps``) into this host's
+        network namespace."""
+        source = getattr(self.cfg, "libvirtd_netns", "")
+        if source:
+            if taps is None:
+                taps = vconfig.ethernet_taps(await self._host.call(dom.XMLDesc, 0))
+            await tap_netns.move_taps_here(taps, source)
 
     async def power_on(self, ctx, instance: dict, network_info: list[dict], **kwargs) -> None:
         libvirt = libvirt_module()
@@ -527,6 +540,8 @@ class LibvirtDriver(ComputeDriver):
         active = await self._is_active(dom)
         try:
             await self._host.call(dom.attachDeviceFlags, vconfig.interface_xml(config), self._device_flags(active))
+            if active:
+                await self._taps_here(dom, [config.devname])
             await self._record_port(dom, active, add=config)
         except libvirt.libvirtError as exc:
             raise exceptions.InterfaceAttachFailed(instance_uuid=uuid, message=(
