@@ -232,7 +232,7 @@ def simulate_hosts(config: Optional[Path] = ConfigOpt, state_dir: Optional[Path]
     cfg = _config(config, state_dir, compute_driver="fake")
 
     def build(rt):
-        from nefos.compute.simulator import component
+        from nefos.compute.host.simulator import component
         return [component(rt, host_prefix, count, first)]
 
     _run_components(cfg, build, database=False)

@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from nefos import exceptions
-from nefos.compute import server_groups
+from nefos.objects import server_groups
 from nefos.db.models import Instance
 from tests.api.conftest import PROJECT, USER, member, version
 from tests.schemas import assert_schema

@@ -17,7 +17,7 @@ from nefos import exceptions, rest
 from nefos.api import common
 from nefos.api.validation import (NAME, NON_NEGATIVE_INTEGER, POSITIVE_INTEGER, query_schema,
                                   refuse_query_from_2102, validate, validate_query)
-from nefos.compute import server_groups as groups_mod
+from nefos.objects import server_groups as groups_mod
 from nefos.openapi import documented
 from nefos.api import response_schemas as responses
 

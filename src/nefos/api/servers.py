@@ -250,7 +250,7 @@ async def _server_groups(request: Request, instance: dict) -> list[str] | None:
     """2.71: the groups show, update and rebuild name."""
     if not request.state.api_version.matches("2.71"):
         return None
-    from nefos.compute.server_groups import groups_of
+    from nefos.objects.server_groups import groups_of
     return await groups_of(request.app.state.rt.db, instance["uuid"])
 
 

@@ -21,7 +21,7 @@ from sqlalchemy import select
 from nefos import exceptions, notifications
 from nefos.compute.services import COMPUTE_BINARY
 from nefos.db.models import Service
-from nefos.objects import actions, instance as instance_obj, migrations as migrations_obj, states
+from nefos.objects import actions, instance as instance_obj, migrations as migrations_obj, moves, service_rows, states
 from nefos.objects.migration_state import (EVACUATE, EVACUATION, EVACUATION_IN_PROGRESS, EVACUATION_TASK_STATES,
                                            with_migration)
 
@@ -49,7 +49,6 @@ async def request(api, ctx, uuid: str, *, host: str | None, force: bool | None,
     """``force``: None before 2.29 (a given host is taken as is), else whether to skip the
     scheduler's check of the given host; ``target_state``: ``stopped`` from 2.95, else None (the
     server keeps its power state: a STOPPED one stays stopped, ACTIVE and ERROR ones run)."""
-    from nefos.compute.live_migration import host_up
     rt = api.rt
     instance = await api.get(ctx, uuid)
     if host is not None and not await compute_host_exists(rt.db, host):
@@ -65,7 +64,7 @@ async def request(api, ctx, uuid: str, *, host: str | None, force: bool | None,
     source = instance.get("host")
     if source is None:  # never scheduled: there is nothing to evacuate (Nova finds no service)
         raise exceptions.InstanceInvalidState(action=EVACUATE, instance_uuid=uuid, attr="host", state=None)
-    if await host_up(rt, source):
+    if await service_rows.host_up(rt.db, rt.cfg, source):
         raise ComputeServiceInUse(host=source)
     flavor = instance.get("flavor") or {}
     migration = {
@@ -106,6 +105,5 @@ async def request(api, ctx, uuid: str, *, host: str | None, force: bool | None,
         await api.conductor.evacuate_instance(ctx, uuid, spec, migration)
     except BaseException as exc:
         # The conductor was never reached: the server is as it was, the migration an error.
-        from nefos.conductor.evacuate import give_up
-        await give_up(rt.db, ctx, uuid, migration, exc, set_error=False)
+        await moves.give_up_evacuation(rt.db, ctx, uuid, migration, exc, set_error=False)
         raise

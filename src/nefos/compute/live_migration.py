@@ -35,32 +35,18 @@ Nova's ``_rollback_live_migration``; a failure after it is an ERROR, as in Nova.
 from __future__ import annotations
 
 import logging
-import traceback
 import uuid as uuidlib
 
-from sqlalchemy import select
-
 from nefos import exceptions
-from nefos.objects import actions, allocations, instance as instance_obj, migrations as migrations_obj, states
-from nefos.objects.migration_state import (LIVE_MIGRATION, live_migration_of as _live_migration_of,
-                                           with_migration as _with_migration)
+from nefos.objects import actions, instance as instance_obj, migrations as migrations_obj, moves, states
+from nefos.objects.migration_state import LIVE_MIGRATION, with_migration as _with_migration
 
 LOG = logging.getLogger(__name__)
 
 # Instance actions and events (Nova's names; the migration type LIVE_MIGRATION is migration_state's).
 LIVE_MIGRATION_CANCEL = "live_migration_cancel"
 LIVE_MIGRATION_FORCE_COMPLETE = "live_migration_force_complete"
-CONDUCTOR_EVENT = "conductor_live_migrate_instance"
 _ACTION = "os-migrateLive"
-
-
-async def host_up(rt, host: str) -> bool:
-    from nefos.compute.services import COMPUTE_BINARY, is_up
-    from nefos.db.models import Service
-    async with rt.db.reader() as s:
-        svc = (await s.execute(select(Service).where(Service.host == host, Service.binary == COMPUTE_BINARY,
-                                                     Service.deleted == 0))).scalar_one_or_none()
-    return svc is not None and is_up(svc, rt.cfg)
 
 
 # API layer ---------------------------------------------------------------------------------------
@@ -118,7 +104,7 @@ async def request(api, ctx, uuid: str, *, host: str | None, block_migration: boo
         raise
     except BaseException:
         # The conductor undoes what it began; this covers a request that never reached it.
-        await roll_back(rt.db, ctx, uuid, migration, "error")
+        await moves.roll_back_live_migration(rt.db, ctx, uuid, migration, "error")
         raise
 
 
@@ -158,30 +144,3 @@ async def abort(api, ctx, uuid: str, migration_id: str, *, queued_too: bool) -> 
     await actions.record_action(api.rt.db, ctx, uuid, LIVE_MIGRATION_CANCEL)
     await api.compute_rpcapi.live_migration_abort(ctx, row["source_compute"], uuid, row["uuid"])
     await actions.finish_action(api.rt.db, ctx, uuid)
-
-
-async def roll_back(db, ctx, uuid: str, migration: dict, status: str, exc: BaseException | dict | None = None,
-                    *, host: str | None = None, details: str | None = None) -> None:
-    """Undo a live migration that never moved the guest: the destination's claim, task_state None
-    (vm_state as it was), the migration ``status`` (a fault when ``exc`` is given: an error, or a
-    compute host's description of one)."""
-    await allocations.release(db, migration["uuid"])
-    try:
-        instance = await instance_obj.get(db, uuid)
-    except exceptions.InstanceNotFound:
-        return
-    current = _live_migration_of(instance)
-    if not current or current.get("uuid") != migration["uuid"]:
-        return
-    try:
-        async with db.transaction() as s:
-            await instance_obj.save(db, uuid, {"task_state": None, "progress": 0,
-                                               "system_metadata": _with_migration(instance, None)},
-                                    expected_task_state=[states.MIGRATING], session=s)
-            await migrations_obj.set_status(db, migration["uuid"], status, session=s)
-            if exc is not None:
-                await instance_obj.add_fault(db, uuid, exc, host=host, session=s, details=details or (
-                    None if isinstance(exc, dict) else "".join(traceback.format_exception(exc))))
-    except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
-        pass  # deleted meanwhile: the delete gives everything back
-    await actions.finish_action(db, ctx, uuid, message="Error")

@@ -43,7 +43,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
-import traceback
 import uuid as uuidlib
 
 from sqlalchemy import update
@@ -51,7 +50,7 @@ from sqlalchemy import update
 from nefos import exceptions
 from nefos.compute import disk_config
 from nefos.db.models import utcnow
-from nefos.objects import actions, allocations, instance as instance_obj, migrations as migrations_obj, quotas, states
+from nefos.objects import actions, allocations, instance as instance_obj, migrations as migrations_obj, moves, quotas, states
 from nefos.objects.instance import INSTANCES
 
 LOG = logging.getLogger(__name__)
@@ -151,35 +150,8 @@ async def request_resize(api, ctx, uuid: str, flavor_id: str | None = None, host
     except BaseException:
         # The conductor undoes what it began; this also covers a request that never reached it
         # (a no-op when the conductor already did it: the migration is no longer the server's).
-        await abort_before_move(rt.db, ctx, uuid, migration, None)
+        await moves.abort_resize_before_move(rt.db, ctx, uuid, migration)
         raise
-
-
-async def abort_before_move(db, ctx, uuid: str, migration: dict, exc: BaseException | dict | None, *,
-                            host: str | None = None, details: str | None = None) -> None:
-    """Undo a resize that never moved the guest: the destination's claim, the upsize quota, the
-    migration record; task_state back to None (with a fault when ``exc`` is given: an error, or a
-    compute host's description of one, ``faults.fault_of``)."""
-    await allocations.release(db, migration["uuid"])
-    try:
-        instance = await instance_obj.get(db, uuid)
-    except exceptions.InstanceNotFound:
-        return
-    current = migration_of(instance)
-    if not current or current.get("uuid") != migration["uuid"]:
-        return
-    try:
-        async with db.transaction() as s:
-            await instance_obj.save(db, uuid, {"task_state": None, "system_metadata": _with_migration(instance, None)},
-                                    expected_task_state=[states.RESIZE_PREP, states.RESIZE_MIGRATING], session=s)
-            await quotas.release(s, instance["project_id"], _quota_back(current, current["old_flavor"]))
-            await migrations_obj.set_status(db, migration["uuid"], "error", session=s)  # as Nova's rollback
-            if exc is not None:
-                await instance_obj.add_fault(db, uuid, exc, host=host, session=s, details=details or (
-                    None if isinstance(exc, dict) else "".join(traceback.format_exception(exc))))
-    except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
-        pass  # deleted meanwhile: the delete gives everything back
-    await actions.finish_action(db, ctx, uuid, message="Error")
 
 
 async def _optimistic_save(db, instance: dict, values: dict) -> bool:

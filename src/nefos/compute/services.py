@@ -8,47 +8,15 @@ scheduler and the compute API share: not forced down, and a heartbeat
 
 from __future__ import annotations
 
-import datetime as dt
 
 from sqlalchemy import select, update
 
 from nefos import exceptions
-from nefos.db.models import ComputeNode, Instance, Service, utcnow
+from nefos.db.models import ComputeNode, Instance, Service
 from nefos.objects.binaries import COMPUTE_BINARY  # noqa: F401  (re-exported)
+from nefos.objects.service_rows import as_naive_utc, field as _field, is_up, last_heartbeat  # noqa: F401  (re-exported)
 
 INTERNAL_ZONE = "internal"
-
-
-def _field(obj, name):
-    if isinstance(obj, dict):
-        return obj.get(name)
-    return getattr(obj, name, None)
-
-
-def _as_naive_utc(value) -> dt.datetime | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        value = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    if value.tzinfo is not None:
-        value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
-    return value
-
-
-def last_heartbeat(service) -> dt.datetime | None:
-    return _as_naive_utc(_field(service, "last_seen_up") or _field(service, "updated_at")
-                         or _field(service, "created_at"))
-
-
-def is_up(service, cfg) -> bool:
-    """Whether ``service`` (a ``services`` row or its dict) is alive (Nova's servicegroup DB driver)."""
-    if _field(service, "forced_down"):
-        return False
-    last = last_heartbeat(service)
-    if last is None:
-        return False
-    elapsed = (utcnow() - last).total_seconds()
-    return abs(elapsed) <= cfg.service_down_time
 
 
 def is_compute(service) -> bool:
@@ -75,7 +43,7 @@ def to_dict(row: Service, cfg, aggregate_zones: dict[str, str] | None = None) ->
     d["zone"] = zone_of(row, cfg, aggregate_zones)
     d["state"] = "up" if is_up(row, cfg) else "down"
     d["status"] = "disabled" if row.disabled else "enabled"
-    d["updated_at"] = max((t for t in (_as_naive_utc(row.updated_at), _as_naive_utc(row.last_seen_up)) if t),
+    d["updated_at"] = max((t for t in (as_naive_utc(row.updated_at), as_naive_utc(row.last_seen_up)) if t),
                           default=None)
     return d
 

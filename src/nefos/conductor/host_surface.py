@@ -115,7 +115,7 @@ class HostSurface:
 
     async def group_member_placements(self, ctx, group_uuid: str) -> list[dict]:
         """Where each live member of the server group is or is about to be (the late policy check)."""
-        from nefos.compute.server_groups import member_placements
+        from nefos.objects.server_groups import member_placements
         return await member_placements(self.rt.db, group_uuid)
 
     # A host's own instances ----------------------------------------------------------------

@@ -7,9 +7,12 @@ from __future__ import annotations
 import traceback
 
 from nefos import exceptions
-from nefos.compute.live_migration import CONDUCTOR_EVENT, host_up, roll_back
-from nefos.objects import actions, allocations, instance as instance_obj, migrations as migrations_obj, states
-from nefos.objects.migration_state import live_migration_of as _live_migration_of, with_migration as _with_migration
+from nefos.objects import actions, states
+from nefos.objects.moves import record_destination, roll_back_live_migration as roll_back
+from nefos.objects.service_rows import host_up
+
+CONDUCTOR_EVENT = "conductor_live_migrate_instance"  # Nova's event name
+
 
 async def live_migrate(conductor, ctx, uuid: str, request_spec: dict, migration: dict,
                                  forced_host: str | None) -> None:
@@ -20,12 +23,12 @@ async def live_migrate(conductor, ctx, uuid: str, request_spec: dict, migration:
     event_id = await actions.event_start(db, ctx, uuid, CONDUCTOR_EVENT, None)
     source = migration["source_compute"]
     try:
-        if not source or not await host_up(rt, source):
+        if not source or not await host_up(db, rt.cfg, source):
             raise exceptions.ComputeServiceUnavailable(host=source)
         if forced_host is not None:
             if forced_host == source:
                 raise exceptions.UnableToMigrateToSelf(instance_id=uuid, host=source)
-            if not await host_up(rt, forced_host):
+            if not await host_up(db, rt.cfg, forced_host):
                 raise exceptions.ComputeServiceUnavailable(host=forced_host)
         try:
             (selection,) = await conductor.scheduler.select_destinations(ctx, dict(request_spec),
@@ -47,21 +50,10 @@ async def live_migrate(conductor, ctx, uuid: str, request_spec: dict, migration:
         await actions.event_finish(db, event_id, result="Error", traceback="".join(traceback.format_exception(exc)))
         await roll_back(db, ctx, uuid, migration, "error")
         raise
-    migration = dict(migration, dest_compute=selection["host"], dest_node=selection["node"])
-    try:
-        instance = await instance_obj.get(db, uuid)
-        current = _live_migration_of(instance)
-        if not current or current["uuid"] != migration["uuid"]:
-            raise exceptions.UnexpectedTaskStateError(instance_uuid=uuid, expected=[states.MIGRATING],
-                                                      actual=instance["task_state"])
-        await instance_obj.save(db, uuid, {"system_metadata": _with_migration(instance, migration)},
-                                expected_task_state=[states.MIGRATING])
-    except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
-        await allocations.release(db, migration["uuid"])
-        await actions.event_finish(db, event_id, result="Error", details="instance deleted meanwhile")
+    recorded = await record_destination(db, uuid, migration, selection, event_id, task_state=states.MIGRATING)
+    if recorded is None:
         return
-    await migrations_obj.set_destination(db, migration["uuid"], selection["host"], selection["node"])
-    await actions.event_finish(db, event_id)
+    migration, _ = recorded
     try:
         await conductor.compute_rpcapi.live_migration(ctx, source, uuid, migration)
     except BaseException:

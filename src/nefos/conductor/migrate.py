@@ -6,9 +6,8 @@ from __future__ import annotations
 import traceback
 
 from nefos import exceptions
-from nefos.compute.resize import abort_before_move
-from nefos.objects import actions, allocations, instance as instance_obj, migrations as migrations_obj, states
-from nefos.objects.migration_state import with_migration as _with_migration
+from nefos.objects import actions, allocations, states
+from nefos.objects.moves import abort_resize_before_move as abort_before_move, record_destination
 
 CONDUCTOR_EVENT = "conductor_migrate_server"
 
@@ -25,17 +24,10 @@ async def migrate_server(conductor, ctx, uuid: str, request_spec: dict, migratio
         await actions.event_finish(db, event_id, result="Error", traceback="".join(traceback.format_exception(exc)))
         await abort_before_move(db, ctx, uuid, migration, None)
         raise
-    migration = dict(migration, dest_compute=selection["host"], dest_node=selection["node"])
-    try:
-        instance = await instance_obj.get(db, uuid)
-        await instance_obj.save(db, uuid, {"system_metadata": _with_migration(instance, migration)},
-                                expected_task_state=[states.RESIZE_PREP])
-    except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
-        await allocations.release(db, migration["uuid"])
-        await actions.event_finish(db, event_id, result="Error", details="instance deleted meanwhile")
+    recorded = await record_destination(db, uuid, migration, selection, event_id, task_state=states.RESIZE_PREP)
+    if recorded is None:
         return
-    await migrations_obj.set_destination(db, migration["uuid"], selection["host"], selection["node"])
-    await actions.event_finish(db, event_id)
+    migration, _ = recorded
     try:
         await conductor.compute_rpcapi.prep_resize(ctx, selection["host"], uuid, migration)
     except (exceptions.InstanceNotFound, exceptions.UnexpectedDeletingTaskStateError):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from sqlalchemy import update
 
 from nefos.db.models import Allocation
-from nefos.objects import allocations, instance as instance_obj, migrations as migrations_obj, quotas
+from nefos.objects import allocations, instance as instance_obj, migrations as migrations_obj, moves, quotas
 from nefos.objects.migration_state import quota_back
 from nefos.conductor.host_surface import _expected
 
@@ -37,8 +37,8 @@ class MigrationSurface:
                                           host_name: str | None = None, details: str | None = None) -> None:
         """Undo a resize that never moved the guest (the destination's claim, the upsize quota, the
         migration ``error``; task_state None, with ``fault``); finish the action as failed."""
-        from nefos.compute.resize import abort_before_move
-        await abort_before_move(self.rt.db, ctx, instance_uuid, migration, fault, host=host_name, details=details)
+        await moves.abort_resize_before_move(self.rt.db, ctx, instance_uuid, migration, fault, host=host_name,
+                                             details=details)
 
     async def resize_confirmed(self, ctx, instance_uuid: str, updates: dict, migration: dict, **expected) -> dict:
         """On the source's confirm: save the instance, the destination's claim becomes its claim, the
@@ -78,8 +78,8 @@ class MigrationSurface:
                                        details: str | None = None) -> None:
         """Undo a live migration that never moved the guest (the destination's claim, task_state
         None, the migration ``status``, with ``fault``); finish the action as failed."""
-        from nefos.compute.live_migration import roll_back
-        await roll_back(self.rt.db, ctx, instance_uuid, migration, status, fault, host=host_name, details=details)
+        await moves.roll_back_live_migration(self.rt.db, ctx, instance_uuid, migration, status, fault,
+                                             host=host_name, details=details)
 
     async def live_migration_completed(self, ctx, instance_uuid: str, updates: dict, migration_uuid: str,
                                        **expected) -> dict:

@@ -15,6 +15,7 @@ the same moment wins whichever statement commits first.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import uuid as uuidlib
 
@@ -102,3 +103,45 @@ async def publish_vif_wait_stats(db, host: str, stats: dict) -> None:
         await s.execute(update(Service).where(Service.host == host, Service.binary == COMPUTE_BINARY,
                                               Service.deleted == 0).values(vif_wait_stats=stats)
                         .execution_options(synchronize_session=False))
+
+
+# Liveness (Nova's servicegroup database driver) ---------------------------------------------------
+
+def field(obj, name):
+    if isinstance(obj, dict):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+def as_naive_utc(value) -> dt.datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if value.tzinfo is not None:
+        value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    return value
+
+
+def last_heartbeat(service) -> dt.datetime | None:
+    return as_naive_utc(field(service, "last_seen_up") or field(service, "updated_at")
+                         or field(service, "created_at"))
+
+
+def is_up(service, cfg) -> bool:
+    """Whether ``service`` (a ``services`` row or its dict) is alive (Nova's servicegroup DB driver)."""
+    if field(service, "forced_down"):
+        return False
+    last = last_heartbeat(service)
+    if last is None:
+        return False
+    elapsed = (utcnow() - last).total_seconds()
+    return abs(elapsed) <= cfg.service_down_time
+
+
+async def host_up(db, cfg, host: str) -> bool:
+    """The compute service of ``host`` reports (up, not forced down)."""
+    async with db.reader() as s:
+        svc = (await s.execute(select(Service).where(Service.host == host, Service.binary == COMPUTE_BINARY,
+                                                     Service.deleted == 0))).scalar_one_or_none()
+    return svc is not None and is_up(svc, cfg)

@@ -63,7 +63,7 @@ class SchedulerManager(Endpoint):
         is as old as the request, and members scheduled meanwhile (whose builds may not even
         have started) must count.
         """
-        from nefos.compute.server_groups import member_placements
+        from nefos.objects.server_groups import member_placements
         return [p["host"] for p in await member_placements(self.rt.db, group["uuid"])]
 
     async def select_destinations(self, ctx, request_spec: dict, instance_uuids: list[str]) -> list[dict]:
