@@ -21,13 +21,14 @@ from sqlalchemy import func, insert, select
 
 from nefos import exceptions
 from nefos.compute import (disk_config, flavors as flavors_mod, image_properties, quota_sets,
-                           regex_filters as regex_filters_mod, server_groups)
+                           regex_filters as regex_filters_mod)
 from nefos.compute.services import COMPUTE_BINARY
 from nefos.compute.rpcapi import ComputeRPCAPI
 from nefos.conductor.rpcapi import ConductorAPI
 from nefos.db.models import BlockDeviceMapping, Instance, InstanceFault
 from nefos.db.retry import retrying
-from nefos.objects import actions, allocations, build_requests, instance as instance_obj, quotas, states
+from nefos.objects import (actions, allocations, build_requests, instance as instance_obj, quotas, server_groups,
+                           states)
 
 LOG = logging.getLogger(__name__)
 
