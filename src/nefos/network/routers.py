@@ -20,7 +20,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, or_, select, update
 
 from nefos import exceptions
 from nefos.context import RequestContext
@@ -337,6 +337,30 @@ class Routers:
             return self._interface_info(row, port_id, mine[0]["network_id"], [i["subnet_id"] for i in mine])
 
     # For the L3 agents (served by nefos.network.l3_rpc, not on the network topic) --------------------
+
+    async def _bind_router_ports(self, host: str, router_ids: list[str] | None = None) -> list[str]:
+        """Bind the interface and gateway ports of ``router_ids`` (None: every router) to ``host``,
+        the L3 agent's that serves them, as Neutron's L3 RPC does for a legacy router's ports:
+        that host's L2 agent reports their devices, and L2 population gives the other hosts the
+        forwarding and ARP entries of the router's MACs and addresses (and that host the guests').
+        Every L3 agent serves every router, so the last to sync one holds its ports (a cloud
+        runs one). Returns the ports bound now."""
+        async with self.rt.db.reader() as s:
+            q = select(Port.id).where(Port.device_owner.in_((ROUTER_INTERFACE_OWNER, ROUTER_GATEWAY_OWNER)),
+                                      or_(Port.binding_host_id.is_(None), Port.binding_host_id != host))
+            if router_ids is not None:
+                q = q.where(Port.device_id.in_(list(router_ids)))
+            port_ids = list((await s.execute(q.order_by(Port.id))).scalars())
+        bound = []
+        for port_id in port_ids:
+            try:  # the port's own update: provisioning, port events and L2 population's fanout with it
+                await self.update_port(service_context(), port_id, {"binding:host_id": host})
+            except exceptions.PortNotFound:
+                continue  # the interface went meanwhile
+            bound.append(port_id)
+        if bound:
+            LOG.info("router port(s) %s bound to %s (its L3 agent)", bound, host)
+        return bound
 
     async def _routers_for_agent(self, router_ids: list[str] | None = None) -> list[dict]:
         """What an L3 agent configures for each router (every router when ``router_ids`` is None;
