@@ -55,7 +55,7 @@ async def _router_ports(h, router_id: str) -> list[dict]:
     return r.json()["ports"]
 
 
-async def test_the_l3_agents_sync_binds_the_router_ports_to_its_host_and_l2pop_carries_them(h, manager, rt):
+async def test_the_l3_agents_sync_binds_the_router_ports_to_its_host_and_l2pop_carries_them(h, network, manager, rt):
     net, r, guest = await _topology(h, manager)
     ports = await _router_ports(h, r["id"])
     assert {p["device_owner"] for p in ports} == {"network:router_interface", "network:router_gateway"}
@@ -66,6 +66,8 @@ async def test_the_l3_agents_sync_binds_the_router_ports_to_its_host_and_l2pop_c
     before = await l2pop.fdb_entries(rt, COMPUTE, [net["id"]])
     assert router_entry not in before.get(net["id"], {}).get("vteps", {}).get(VTEPS[NETWORK_NODE], [])
 
+    # The fanouts of the changes so far are delivered: what the recorder gets comes from the sync.
+    await asyncio.gather(*network.l2pop_notifier._tasks)
     recorder = FdbRecorder()
     await rt.bus.serve(L2_AGENT_TOPIC, recorder, host=COMPUTE)
     try:
