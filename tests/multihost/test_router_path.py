@@ -115,11 +115,13 @@ def test_guests_on_two_hosts_reach_their_router_on_the_network_node_and_a_floati
     servers: list[str] = []
     fip = None
     try:
-        # The network node's L3 agent took the router: its ports are bound to the node's host.
+        # The network node's L3 agent took the router: its ports are bound to the node's host, and
+        # the node's L2 agent reported the interface's tap up (the port ACTIVE).
         def bound():
             ports = cloud.network.get("/v2.0/ports", params={"device_id": router["id"]}).json()["ports"]
-            return len(ports) == 2 and {p["binding:host_id"] for p in ports} == {cloud.network_host}
-        _until("the router's ports bound to the network node", bound, cloud)
+            return len(ports) == 2 and {p["binding:host_id"] for p in ports} == {cloud.network_host} and \
+                [p["status"] for p in ports if p["device_owner"] == "network:router_interface"] == ["ACTIVE"]
+        _until("the router's ports bound to the network node, its interface ACTIVE", bound, cloud)
 
         script = base64.b64encode(PING_ROUTER.format(ip=ROUTER_IP).encode()).decode()
         for i, host in enumerate(REAL_HOSTS):
