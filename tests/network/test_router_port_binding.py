@@ -68,11 +68,17 @@ async def test_the_l3_agents_sync_binds_the_router_ports_to_its_host_and_l2pop_c
 
     # The fanouts of the changes so far are delivered: what the recorder gets comes from the sync.
     await asyncio.gather(*network.l2pop_notifier._tasks)
+    # A port not bound to the agent's host yet (added after the sync bound the others) is not in
+    # its configuration: its device would appear to an L2 agent it is no port of.
+    unbound = (await manager._routers_for_agent([r["id"]], NETWORK_NODE))[0]
+    assert unbound["interfaces"] == [] and unbound["gateway"] is None
     recorder = FdbRecorder()
     await rt.bus.serve(L2_AGENT_TOPIC, recorder, host=COMPUTE)
     try:
         config = await L3PluginEndpoint(manager).sync_routers(admin_context(), NETWORK_NODE, [r["id"]])
         assert [c["id"] for c in config] == [r["id"]]
+        assert [i["port_id"] for i in config[0]["interfaces"]] == [interface["id"]]
+        assert config[0]["gateway"] is not None
         await asyncio.wait_for(_until(recorder, lambda: [net["id"]] in recorder.changed), 5)
     finally:
         await rt.bus.unserve(recorder)

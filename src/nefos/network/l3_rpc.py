@@ -34,9 +34,10 @@ class L3PluginEndpoint(Endpoint):
 
     async def sync_routers(self, ctx: RequestContext, agent_host: str, router_ids: list[str] | None = None) -> list[dict]:
         """The L3 configuration of ``router_ids`` (None: every router), their ports bound to
-        ``agent_host`` first (the agent plugs them there next)."""
+        ``agent_host`` first (the agent plugs them there next; a port added meanwhile, not bound
+        yet, comes with the next sync)."""
         await self.manager._bind_router_ports(agent_host, router_ids)
-        return await self.manager._routers_for_agent(router_ids)
+        return await self.manager._routers_for_agent(router_ids, agent_host)
 
 
 class L3AgentNotifier(AgentNotifier):

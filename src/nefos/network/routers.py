@@ -362,9 +362,11 @@ class Routers:
             LOG.info("router port(s) %s bound to %s (its L3 agent)", bound, host)
         return bound
 
-    async def _routers_for_agent(self, router_ids: list[str] | None = None) -> list[dict]:
+    async def _routers_for_agent(self, router_ids: list[str] | None = None, host: str | None = None) -> list[dict]:
         """What an L3 agent configures for each router (every router when ``router_ids`` is None;
-        a router asked for and not returned is gone)."""
+        a router asked for and not returned is gone). With ``host`` (the agent's), only the ports
+        bound there: one added after ``_bind_router_ports`` looked comes with the next sync, bound,
+        so the host's L2 agent never sees the device of a port not bound to it."""
         async with self.rt.db.reader() as s:
             q = select(Router)
             if router_ids is not None:
@@ -375,14 +377,16 @@ class Routers:
                 doc = {"id": row.id, "admin_state_up": bool(row.admin_state_up),
                        "enable_snat": bool(row.enable_snat), "routes": list(row.routes or []),
                        "gateway": None, "interfaces": [], "floating_ips": []}
-                macs = dict((await s.execute(select(Port.id, Port.mac_address).where(
-                    Port.device_id == row.id))).all())
+                ports = {pid: (mac, bound) for pid, mac, bound in (await s.execute(select(
+                    Port.id, Port.mac_address, Port.binding_host_id).where(Port.device_id == row.id))).all()}
+                macs = {pid: mac for pid, (mac, _) in ports.items()}
+                here = {pid for pid, (_, bound) in ports.items() if host is None or bound == host}
                 for i in await self._router_interfaces(s, row.id):
-                    if ipaddress.ip_network(i["cidr"]).version != 4:
+                    if ipaddress.ip_network(i["cidr"]).version != 4 or i["port_id"] not in here:
                         continue
                     doc["interfaces"].append({**i, "mac_address": macs.get(i["port_id"]),
                                               "prefixlen": ipaddress.ip_network(i["cidr"]).prefixlen})
-                if row.gw_port_id:
+                if row.gw_port_id and row.gw_port_id in here:
                     gw = (await s.execute(select(IPAllocation.ip_address, Subnet.cidr, Subnet.gateway_ip).join(
                         Subnet, Subnet.id == IPAllocation.subnet_id).where(
                         IPAllocation.port_id == row.gw_port_id, Subnet.ip_version == 4))).first()
