@@ -46,6 +46,8 @@ async def _topology(h, manager):
     await put(h, f"/v2.0/routers/{r['id']}/add_router_interface", {"subnet_id": sub["id"]}, member())
     await put(h, f"/v2.0/routers/{r['id']}", {"router": {"external_gateway_info": {"network_id": public["id"]}}})
     guest = await h.port(net["id"], device_owner="compute:nova", device_id="vm-1", **{"binding:host_id": COMPUTE})
+    # A port that only says it is a router's (no router has it) is no L3 agent's to bind.
+    await h.port(net["id"], device_owner="network:router_interface", device_id="no-such-router")
     return net, r, guest
 
 
@@ -104,6 +106,7 @@ async def test_the_router_ports_follow_the_l3_agent_to_another_host(h, manager, 
     await endpoint.sync_routers(admin_context(), NETWORK_NODE, None)
     await endpoint.sync_routers(admin_context(), "netnode2", None)
     assert {p["binding:host_id"] for p in await _router_ports(h, r["id"])} == {"netnode2"}
+    assert {p["binding:host_id"] for p in await _router_ports(h, "no-such-router")} == {""}
 
 
 async def _until(recorder: FdbRecorder, predicate) -> None:

@@ -346,8 +346,9 @@ class Routers:
         Every L3 agent serves every router, so the last to sync one holds its ports (a cloud
         runs one). Returns the ports bound now."""
         async with self.rt.db.reader() as s:
-            q = select(Port.id).where(Port.device_owner.in_((ROUTER_INTERFACE_OWNER, ROUTER_GATEWAY_OWNER)),
-                                      or_(Port.binding_host_id.is_(None), Port.binding_host_id != host))
+            q = select(Port.id).join(Router, Router.id == Port.device_id).where(  # a router's, not a look-alike
+                Port.device_owner.in_((ROUTER_INTERFACE_OWNER, ROUTER_GATEWAY_OWNER)),
+                or_(Port.binding_host_id.is_(None), Port.binding_host_id != host))
             if router_ids is not None:
                 q = q.where(Port.device_id.in_(list(router_ids)))
             port_ids = list((await s.execute(q.order_by(Port.id))).scalars())
