@@ -81,15 +81,18 @@ def _ok(r, *codes: int) -> dict:
     return r.json() if r.content else {}
 
 
-def _allow(cloud, port: dict, protocol: str, port_range: int | None = None) -> None:
-    """Ingress of ``protocol`` (to ``port_range``) from anywhere into the port's groups (the
-    session's other tests may have allowed it already: 409)."""
-    for group in port["security_groups"]:
-        rule = {"security_group_id": group, "direction": "ingress", "ethertype": "IPv4", "protocol": protocol,
-                "remote_ip_prefix": "0.0.0.0/0"}
-        if port_range is not None:
-            rule.update(port_range_min=port_range, port_range_max=port_range)
-        _ok(cloud.network.post("/v2.0/security-group-rules", json={"security_group_rule": rule}), 201, 409)
+def _security_group(cloud, name: str) -> dict:
+    """A group of the test's own letting ICMP and SSH in from anywhere (the session's default group
+    is the other tests' business); a new group lets everything out, as Neutron's."""
+    group = _ok(cloud.network.post("/v2.0/security-groups", json={"security_group": {"name": name}}),
+                201)["security_group"]
+    for protocol, port in (("icmp", None), ("tcp", 22)):
+        rule = {"security_group_id": group["id"], "direction": "ingress", "ethertype": "IPv4",
+                "protocol": protocol, "remote_ip_prefix": "0.0.0.0/0"}
+        if port is not None:
+            rule.update(port_range_min=port, port_range_max=port)
+        _ok(cloud.network.post("/v2.0/security-group-rules", json={"security_group_rule": rule}), 201)
+    return group
 
 
 def _until(what: str, predicate, cloud, timeout: float = 90) -> None:
@@ -111,6 +114,7 @@ def test_guests_on_two_hosts_reach_their_router_on_the_network_node_and_a_floati
     router = _ok(cloud.network.post("/v2.0/routers", json={"router": {
         "name": "mh-router", "external_gateway_info": {"network_id": public["id"]}}}), 201)["router"]
     _ok(cloud.network.put(f"/v2.0/routers/{router['id']}/add_router_interface", json={"subnet_id": subnet_id}), 200)
+    group = _security_group(cloud, f"mh-routed-{cloud.underlay.token}")
     outside = Outside(cloud)
     servers: list[str] = []
     fip = None
@@ -125,12 +129,12 @@ def test_guests_on_two_hosts_reach_their_router_on_the_network_node_and_a_floati
 
         script = base64.b64encode(PING_ROUTER.format(ip=ROUTER_IP).encode()).decode()
         for i, host in enumerate(REAL_HOSTS):
-            servers.append(cloud.boot(f"mh-routed-{i}", net["id"], host=host, user_data=script, config_drive=True))
+            servers.append(cloud.boot(f"mh-routed-{i}", net["id"], host=host, user_data=script, config_drive=True,
+                                      security_groups=[{"name": group["name"]}]))
         for sid in servers:
             cloud.wait_server(sid, "ACTIVE")
         target_port = cloud.network.get("/v2.0/ports", params={"device_id": servers[0]}).json()["ports"][0]
-        _allow(cloud, target_port, "icmp")
-        _allow(cloud, target_port, "tcp", 22)
+        assert target_port["security_groups"] == [group["id"]], target_port
         for sid in servers:
             out = cloud.wait_console(sid, "NEFOS-PING: ", timeout=300)
             assert f"NEFOS-PING: {ROUTER_IP} answered" in out, out[-2000:]
@@ -156,3 +160,4 @@ def test_guests_on_two_hosts_reach_their_router_on_the_network_node_and_a_floati
         cloud.network.put(f"/v2.0/routers/{router['id']}", json={"router": {"external_gateway_info": {}}})
         cloud.network.delete(f"/v2.0/routers/{router['id']}")
         cloud.network.delete(f"/v2.0/networks/{public['id']}")
+        cloud.network.delete(f"/v2.0/security-groups/{group['id']}")
