@@ -69,9 +69,16 @@ def ensure_libvirtd() -> None:
         time.sleep(0.2)
 
 
+# Where the tiny guest is built once per session (the build is cached by the digest of its inputs);
+# each test cloud still registers it in its own image service. None: in the cloud's state dir.
+_guest_build_dir: Path | None = None
+
+
 @pytest.fixture(scope="session")
-def libvirtd():
+def libvirtd(tmp_path_factory):
+    global _guest_build_dir
     ensure_libvirtd()
+    _guest_build_dir = tmp_path_factory.mktemp("guest-image")
     return URI
 
 
@@ -104,7 +111,7 @@ async def start_libvirt_cloud(tmp_path, **overrides):
         harness.cloud.components.append(agent)
         harness.cloud._started.append(agent)
     from nefos.image.guest.register import ensure_guest_image
-    harness.guest_image = await ensure_guest_image(harness.rt)
+    harness.guest_image = await ensure_guest_image(harness.rt, build_dir=_guest_build_dir)
     harness.bridges = set()
     return harness
 

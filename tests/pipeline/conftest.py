@@ -133,6 +133,12 @@ async def start_cloud(tmp_path, *, fake_hosts: int = 1, drivers: dict[str, str] 
     """The cloud with ``fake_hosts`` fake compute hosts plus, from ``drivers`` (host -> compute
     driver name, e.g. ``{"kvm-1": "libvirt"}``), compute hosts with other drivers."""
     overrides.setdefault("report_interval", 1.0)
+    # These clouds are noauth: the identity bootstrap hashes its accounts' passwords but nothing ever
+    # logs in with them. At the shipped scrypt cost (2^15, six KDF runs in low-priority threads) that
+    # made each start take seconds, tens of them on a busy machine; the cheapest allowed cost keeps it
+    # short. The shipped cost is what tests/identity, the `nefos up` tests and
+    # test_shipped_password_cost.py start with.
+    overrides.setdefault("password_hash_rounds", 10)
     cfg = load_config(state_dir=tmp_path, auth_strategy="noauth", compute_api_port=free_port(),
                       network_api_port=free_port(), image_api_port=free_port(),
                       identity_api_port=free_port(), metadata_listen_port=free_port(),

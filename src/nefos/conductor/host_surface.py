@@ -77,6 +77,25 @@ class HostSurface:
         await instance_obj.destroy(self.rt.db, instance_uuid)
         await console_auth_tokens.delete_for_instance(self.rt.db, instance_uuid)
 
+    async def build_started(self, ctx, instance_uuid: str, event: str, host_name: str) -> dict:
+        """A host starts a build: the build's action event started, the instance BUILDING with no
+        task (compare-and-swap: still scheduling, or retried); returns {event_id, instance,
+        allocation (its claim)}. When the instance was deleted or its build given up meanwhile, its
+        claim is released, the event finished as failed, and the save's error raised."""
+        db = self.rt.db
+        event_id = await actions.event_start(db, ctx, instance_uuid, event, host_name)
+        try:
+            instance = await instance_obj.save(db, instance_uuid, {"vm_state": states.BUILDING, "task_state": None},
+                                               expected_task_state=[states.SCHEDULING, None],
+                                               expected_vm_state=[states.BUILDING])
+        except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError, exceptions.InstanceInvalidState):
+            await allocations.release(db, instance_uuid)
+            await actions.event_finish(db, event_id, result="Error", details=(
+                f"instance {instance_uuid} was deleted, or its build given up, before its build started"))
+            raise
+        return {"event_id": event_id, "instance": instance,
+                "allocation": await allocations.get(db, instance_uuid)}
+
     async def image_meta(self, ctx, image_id: str) -> dict:
         """What a host's spawn needs of an image (its id, declared disk format and properties), the
         image and its kernel and ramdisk looked up as ``ctx`` (Nova's rebuild, rescue, unshelve and
@@ -206,9 +225,11 @@ class HostSurface:
         await migrations_obj.set_status(self.rt.db, migration_uuid, status)
 
     # Services (Nova's servicegroup through the conductor) -----------------------------------
-    async def service_register(self, ctx, host_name: str, binary: str, service_topic: str | None) -> int:
-        """Create or revive the (host_name, binary) service row; its id."""
-        return await service_rows.register(self.rt.db, host_name, binary, service_topic)
+    async def service_register(self, ctx, host_name: str, binary: str, service_topic: str | None,
+                               rpc_version: str | None = None) -> int:
+        """Create or revive the (host_name, binary) service row, with the version of the RPC
+        interface the service serves; its id."""
+        return await service_rows.register(self.rt.db, host_name, binary, service_topic, rpc_version)
 
     async def service_heartbeat(self, ctx, service_id: int) -> None:
         """The service reports it is up."""

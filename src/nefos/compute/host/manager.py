@@ -18,7 +18,7 @@ import time
 import traceback
 
 from nefos import exceptions, notifications
-from nefos.bus import Endpoint
+from nefos.bus import Endpoint, interfaces as rpc_interfaces
 from nefos.compute.host import image_trust
 from nefos.conductor.rpcapi import ConductorAPI
 from nefos.objects import states
@@ -44,6 +44,8 @@ class BuildAborted(Exception):
 
 
 class ComputeManager(Endpoint):
+    rpc_interface = rpc_interfaces.COMPUTE
+
     def __init__(self, rt, host: str, driver, network_api):
         self.rt = rt
         self.host = host
@@ -63,8 +65,8 @@ class ComputeManager(Endpoint):
 
     @functools.cached_property
     def image_api(self):
-        """Images (snapshots, shelve, rebuild, rescue): still read and written in the image
-        service's database and store, as the image client does; imported on first use only."""
+        """Images a host writes or deletes (snapshots, backups, shelve): still through the image
+        client, i.e. the image service's database and store; imported on first use only."""
         from nefos.image.client import ImageAPI
         return ImageAPI(self.rt)
 
@@ -128,9 +130,18 @@ class ComputeManager(Endpoint):
     async def build_and_run_instance(self, ctx, instance_uuid: str, request_spec: dict,
                                      build_args: dict, node: str) -> None:
         async with self.instance_lock(instance_uuid):
-            event_id = await self.conductor.action_event_start(ctx, instance_uuid, BUILD_EVENT, self.host)
             try:
-                await self._build_and_run_instance(ctx, instance_uuid, request_spec, build_args, node)
+                # One conductor call: the build's event started, vm_state building (compare-and-swap),
+                # and the instance's claim, for the claim check.
+                started = await self.conductor.build_started(ctx, instance_uuid, BUILD_EVENT, self.host)
+            except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError,
+                    exceptions.InstanceInvalidState):
+                LOG.info("instance %s was deleted, or its build given up, before its build started", instance_uuid)
+                return  # the conductor released its claim and recorded the event as failed
+            event_id = started["event_id"]
+            try:
+                await self._build_and_run_instance(ctx, instance_uuid, request_spec, build_args, node,
+                                                   started["instance"], started["allocation"])
             except BuildAborted as exc:
                 await self.conductor.action_event_finish(None, event_id, result="Error", details=str(exc)[:255])
             except Exception as exc:
@@ -141,19 +152,12 @@ class ComputeManager(Endpoint):
             else:
                 await self.conductor.action_event_finish(None, event_id)
 
-    async def _build_and_run_instance(self, ctx, uuid: str, spec: dict, args: dict, node: str) -> None:
-        try:
-            instance = await self.conductor.instance_save(None, uuid,
-                                                          {"vm_state": states.BUILDING, "task_state": None},
-                                                          expected_task_state=[states.SCHEDULING, None],
-                                                          expected_vm_state=[states.BUILDING])
-        except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError, exceptions.InstanceInvalidState):
-            await self.conductor.allocation_release(None, uuid)
-            raise BuildAborted(f"instance {uuid} was deleted, or its build given up, before its build started")
+    async def _build_and_run_instance(self, ctx, uuid: str, spec: dict, args: dict, node: str, instance: dict,
+                                      allocation: dict | None) -> None:
         network_task: asyncio.Task | None = None
         try:
             async with self.conductor.step(ctx, uuid, "compute_claim_resources", self.host, show_in_progress=False):
-                await self.resource_tracker.instance_claim(instance, node)
+                await self.resource_tracker.instance_claim(instance, node, allocation)
                 await self._check_group_policy(instance, spec)
             await self._notify(ctx, instance, "instance.create.start")
             await self.instance_events.begin_operation(uuid)  # before the ports are bound

@@ -36,10 +36,12 @@ class ResourceTracker:
             self.node_ids[node] = row["id"]
             self.failing_nodes[node] = bool(row["failed_builds"])
 
-    async def instance_claim(self, instance: dict, node: str) -> None:
-        """The scheduler's claim for this instance must be on this host's ``node``."""
+    async def instance_claim(self, instance: dict, node: str, alloc: dict | None = None) -> None:
+        """The scheduler's claim for this instance (``alloc`` when the caller has it) must be on
+        this host's ``node``."""
+        if alloc is None:
+            alloc = await self.conductor.allocation_of(None, instance["uuid"])
         node_id = self.node_ids.get(node)
-        alloc = await self.conductor.allocation_of(None, instance["uuid"])
         if alloc is None or alloc["compute_node_id"] != node_id:
             raise exceptions.ComputeResourcesUnavailable(
                 reason=f"no resource claim for instance {instance['uuid']} on {self.host}/{node}")
