@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
-from nefos.bus import Endpoint
+from nefos.bus import Endpoint, interfaces
 from nefos.context import admin_context
 from nefos.network import l2pop
 from nefos.network.agent_rpc import AgentStateCallbacks
@@ -22,6 +22,8 @@ VTEPS = {NETWORK_NODE: "192.0.2.5", COMPUTE: "192.0.2.2"}
 
 class FdbRecorder(Endpoint):
     """A compute host's L2 agent as L2 population's fanout sees it."""
+
+    rpc_interface = interfaces.L2_AGENT
 
     def __init__(self):
         self.changed: list[list[str] | None] = []
