@@ -2,7 +2,10 @@
 
 Agent -> service, topic ``q-l3-plugin`` (Neutron's ``topics.L3PLUGIN``): ``sync_routers``
 gives each router's L3 configuration (interfaces, gateway, floating IPs, routes;
-``Routers._routers_for_agent``); a router asked for and not returned is gone.
+``Routers._routers_for_agent``); a router asked for and not returned is gone. It first binds
+the routers' interface and gateway ports to the asking agent's host (``binding:host_id``, as
+Neutron's ``sync_routers`` does): L2 population then carries the router's MACs and addresses to
+the hosts with ports on its networks, and that host's L2 agent reports the ``tap`` ends up.
 
 Service -> agents, topic ``l3_agent`` (fanout, Neutron's ``L3AgentNotifyAPI``): after a change
 to a router, its interfaces or gateway, or a floating IP commits, ``routers_updated`` names the
@@ -32,8 +35,11 @@ class L3PluginEndpoint(Endpoint):
         self.manager = manager  # nefos.network.manager.NetworkManager
 
     async def sync_routers(self, ctx: RequestContext, agent_host: str, router_ids: list[str] | None = None) -> list[dict]:
-        """The L3 configuration of ``router_ids`` (None: every router)."""
-        return await self.manager._routers_for_agent(router_ids)
+        """The L3 configuration of ``router_ids`` (None: every router), their ports bound to
+        ``agent_host`` first (the agent plugs them there next; a port added meanwhile, not bound
+        yet, comes with the next sync)."""
+        await self.manager._bind_router_ports(agent_host, router_ids)
+        return await self.manager._routers_for_agent(router_ids, agent_host)
 
 
 class L3AgentNotifier(AgentNotifier):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, or_, select, update
 
 from nefos import exceptions
 from nefos.context import RequestContext
@@ -338,9 +338,36 @@ class Routers:
 
     # For the L3 agents (served by nefos.network.l3_rpc, not on the network topic) --------------------
 
-    async def _routers_for_agent(self, router_ids: list[str] | None = None) -> list[dict]:
+    async def _bind_router_ports(self, host: str, router_ids: list[str] | None = None) -> list[str]:
+        """Bind the interface and gateway ports of ``router_ids`` (None: every router) to ``host``,
+        the L3 agent's that serves them, as Neutron's L3 RPC does for a legacy router's ports:
+        that host's L2 agent reports their devices, and L2 population gives the other hosts the
+        forwarding and ARP entries of the router's MACs and addresses (and that host the guests').
+        Every L3 agent serves every router, so the last to sync one holds its ports (a cloud
+        runs one). Returns the ports bound now."""
+        async with self.rt.db.reader() as s:
+            q = select(Port.id).join(Router, Router.id == Port.device_id).where(  # a router's, not a look-alike
+                Port.device_owner.in_((ROUTER_INTERFACE_OWNER, ROUTER_GATEWAY_OWNER)),
+                or_(Port.binding_host_id.is_(None), Port.binding_host_id != host))
+            if router_ids is not None:
+                q = q.where(Port.device_id.in_(list(router_ids)))
+            port_ids = list((await s.execute(q.order_by(Port.id))).scalars())
+        bound = []
+        for port_id in port_ids:
+            try:  # the port's own update: provisioning, port events and L2 population's fanout with it
+                await self.update_port(service_context(), port_id, {"binding:host_id": host})
+            except exceptions.PortNotFound:
+                continue  # the interface went meanwhile
+            bound.append(port_id)
+        if bound:
+            LOG.info("router port(s) %s bound to %s (its L3 agent)", bound, host)
+        return bound
+
+    async def _routers_for_agent(self, router_ids: list[str] | None = None, host: str | None = None) -> list[dict]:
         """What an L3 agent configures for each router (every router when ``router_ids`` is None;
-        a router asked for and not returned is gone)."""
+        a router asked for and not returned is gone). With ``host`` (the agent's), only the ports
+        bound there: one added after ``_bind_router_ports`` looked comes with the next sync, bound,
+        so the host's L2 agent never sees the device of a port not bound to it."""
         async with self.rt.db.reader() as s:
             q = select(Router)
             if router_ids is not None:
@@ -351,14 +378,16 @@ class Routers:
                 doc = {"id": row.id, "admin_state_up": bool(row.admin_state_up),
                        "enable_snat": bool(row.enable_snat), "routes": list(row.routes or []),
                        "gateway": None, "interfaces": [], "floating_ips": []}
-                macs = dict((await s.execute(select(Port.id, Port.mac_address).where(
-                    Port.device_id == row.id))).all())
+                ports = {pid: (mac, bound) for pid, mac, bound in (await s.execute(select(
+                    Port.id, Port.mac_address, Port.binding_host_id).where(Port.device_id == row.id))).all()}
+                macs = {pid: mac for pid, (mac, _) in ports.items()}
+                here = {pid for pid, (_, bound) in ports.items() if host is None or bound == host}
                 for i in await self._router_interfaces(s, row.id):
-                    if ipaddress.ip_network(i["cidr"]).version != 4:
+                    if ipaddress.ip_network(i["cidr"]).version != 4 or i["port_id"] not in here:
                         continue
                     doc["interfaces"].append({**i, "mac_address": macs.get(i["port_id"]),
                                               "prefixlen": ipaddress.ip_network(i["cidr"]).prefixlen})
-                if row.gw_port_id:
+                if row.gw_port_id and row.gw_port_id in here:
                     gw = (await s.execute(select(IPAllocation.ip_address, Subnet.cidr, Subnet.gateway_ip).join(
                         Subnet, Subnet.id == IPAllocation.subnet_id).where(
                         IPAllocation.port_id == row.gw_port_id, Subnet.ip_version == 4))).first()
