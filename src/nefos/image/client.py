@@ -13,6 +13,7 @@ from typing import Callable
 from nefos import exceptions
 from nefos.context import RequestContext
 from nefos.image import images
+from nefos.image.http_client import VIEW_KEYS as _VIEW_KEYS  # the keys that are not extra properties
 
 
 # Properties a snapshot never inherits from its base image: they describe the snapshot itself.
@@ -20,11 +21,6 @@ _SNAPSHOT_OWN = frozenset({"instance_uuid", "user_id", "image_type", "backup_typ
                            "image_location", "owner_id"})
 
 
-# The keys of the Image API's view that are not extra properties.
-_VIEW_KEYS = frozenset({"id", "name", "status", "visibility", "protected", "os_hidden", "checksum",
-                        "os_hash_algo", "os_hash_value", "owner", "size", "virtual_size", "min_ram",
-                        "min_disk", "container_format", "disk_format", "created_at", "updated_at",
-                        "tags", "self", "file", "schema"})
 
 
 class ImageAPI:
