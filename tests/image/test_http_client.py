@@ -90,3 +90,38 @@ def test_the_token_travels_with_the_context_but_is_never_shown():
     ctx = RequestContext(auth_token="secret")
     assert RequestContext.from_dict(ctx.to_dict()).auth_token == "secret"
     assert "secret" not in repr(ctx)
+
+
+def _serving(data: bytes, **image):
+    import hashlib
+
+    doc = {"id": "img-1", "status": "active", "size": len(data), "os_hash_algo": "sha512",
+           "os_hash_value": hashlib.sha512(data).hexdigest(), **image}
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/file"):
+            return httpx.Response(200, content=data)
+        return httpx.Response(200, json=doc)
+    return handle
+
+
+async def test_a_download_is_checked_against_the_images_hash(tmp_path):
+    client, _seen = _client(tmp_path, _serving(b"disk" * 1000))
+    target = tmp_path / "base"
+    await client.download_verified(None, "img-1", target)
+    assert target.read_bytes() == b"disk" * 1000
+    await client.close()
+
+
+@pytest.mark.parametrize("image,reason", [
+    ({"os_hash_value": "0" * 128}, "does not match its sha512 hash"),
+    ({"size": 5}, "bytes arrived"),
+    ({"status": "queued"}, "image is queued"),
+    ({"os_hash_algo": "nosuchhash"}, "unknown hash algorithm"),
+])
+async def test_a_download_that_is_not_the_image_is_refused(tmp_path, image, reason):
+    client, _seen = _client(tmp_path, _serving(b"disk" * 1000, **image))
+    with pytest.raises(exceptions.ImageUnacceptable) as caught:
+        await client.download_verified(None, "img-1", tmp_path / "base")
+    assert reason in str(caught.value)
+    await client.close()

@@ -165,6 +165,30 @@ class ImageHTTPClient:
         return [i for i in await self.list(ctx, [("instance_uuid", instance_uuid)])
                 if i.get("status") in ("queued", "saving") and i.get("image_type") in ("snapshot", "backup")]
 
+    async def download_verified(self, ctx: RequestContext | None, image_id: str, target: Path) -> dict:
+        """Stream the active image's data into the file ``target`` and check it against the
+        image's ``os_hash_value`` (else its md5 ``checksum``) and size, as Nova's download does;
+        the image. ``ImageNotFound``, or ``ImageUnacceptable`` (no data, or not what it says)."""
+        image = await self.get(ctx, image_id)
+        if image.get("status") != "active":
+            raise exceptions.ImageUnacceptable(image_id=image_id,
+                                               reason=f"image is {image.get('status')}, it has no data")
+        algo, expected = image.get("os_hash_algo"), image.get("os_hash_value")
+        if not (algo and expected) and image.get("checksum"):
+            algo, expected = "md5", image["checksum"]
+        try:
+            digest = await self.download(ctx, image_id, target, algo)
+        except ValueError:  # an algorithm this host does not know
+            raise exceptions.ImageUnacceptable(image_id=image_id, reason=f"unknown hash algorithm {algo}")
+        if expected and digest != expected:
+            raise exceptions.ImageUnacceptable(
+                image_id=image_id, reason=f"its data does not match its {algo} hash (corrupt in transfer or store)")
+        size = target.stat().st_size
+        if image.get("size") is not None and size != image["size"]:
+            raise exceptions.ImageUnacceptable(
+                image_id=image_id, reason=f"{size} bytes arrived, the image has {image['size']}")
+        return image
+
     async def download(self, ctx: RequestContext | None, image_id: str, target: Path,
                        hash_algo: str | None = None) -> str | None:
         """Stream the image's data into the file ``target``; the hex digest of ``hash_algo`` of
@@ -181,12 +205,13 @@ class ImageHTTPClient:
                     await r.aread()
                     raise _error(r, image_id)
                 with open(target, "wb") as f:
-                    async for chunk in r.aiter_bytes(CHUNK):
+                    def write(chunk: bytes) -> None:
                         f.write(chunk)
                         if digest is not None:
                             digest.update(chunk)
-                    f.flush()
-                    os.fsync(f.fileno())
+                    async for chunk in r.aiter_bytes(CHUNK):
+                        await asyncio.to_thread(write, chunk)
+                    await asyncio.to_thread(os.fsync, f.fileno())
         except httpx.HTTPError as exc:
             raise exceptions.ServiceUnavailable(f"the download of image {image_id} failed: {exc}") from exc
         return digest.hexdigest() if digest is not None else None
