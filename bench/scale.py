@@ -307,7 +307,10 @@ async def scheduler_stats(cloud: ScaleCloud) -> list[dict]:
     bus = RabbitBus(AMQP + cloud.vhost, control_exchange="nefos")
     await bus.start()
     try:
-        return [await bus.call(None, "scheduler", "decision_stats", host=h) for h in cloud.schedulers]
+        from nefos.bus import interfaces
+        from nefos.bus.versioning import RPCClient
+        scheduler = RPCClient(bus, interfaces.SCHEDULER)
+        return [await scheduler.call(None, "decision_stats", host=h) for h in cloud.schedulers]
     finally:
         await bus.stop()
 

@@ -1,3 +1,3 @@
 """Nefos: a compact, asyncio-native, OpenStack-compatible compute cloud."""
 
-__version__ = "0.1.0"
+__version__ = "0.10.0.dev0"

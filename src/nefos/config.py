@@ -3,7 +3,8 @@
 Option names follow Nova's where Nova has one, so operators recognise them
 (``vif_plugging_timeout``, ``network_allocate_retries``, ...). The INI file may
 use sections (``[DEFAULT]``, ``[compute]``, ...); section names are ignored and
-every key must be a field below.
+every key must be a field below, except in ``[upgrade_levels]`` (Nova's group of RPC version
+pins), whose keys are bus topics (``compute = 1.0``; environment: ``NEFOS_UPGRADE_LEVELS_COMPUTE``).
 """
 
 from __future__ import annotations
@@ -74,6 +75,10 @@ class Config(BaseModel):
 
     # Bus.
     rpc_response_timeout: float = 60.0
+    # Nova's [upgrade_levels]: bus topic -> the RPC version its clients send at most, during a
+    # rolling upgrade (a version "1.0", a release name "0.9", or "auto": the oldest version the
+    # running services of that topic report). No pin by default: the current version.
+    upgrade_levels: dict[str, str] = Field(default_factory=dict)
 
     # Builds: the API records each build in the database before telling the conductor, so none is
     # lost when the conductor or the bus is down. A conductor takes a build for a lease of
@@ -294,6 +299,26 @@ class Config(BaseModel):
             raise ValueError(f"unknown API {', '.join(unknown)}; known: {', '.join(KNOWN_APIS)}")
         return list(dict.fromkeys(names))
 
+    @field_validator("upgrade_levels")
+    @classmethod
+    def _upgrade_levels(cls, value: dict[str, str]) -> dict[str, str]:
+        from nefos.bus.interfaces import BY_TOPIC, RELEASES
+        from nefos.bus.versioning import AUTO, parse
+        levels = {}
+        for topic, level in value.items():
+            level = str(level).strip()
+            if topic not in BY_TOPIC:
+                raise ValueError(f"[upgrade_levels] {topic}: no such topic; known: {', '.join(BY_TOPIC)}")
+            if level and level != AUTO and level not in RELEASES:
+                try:
+                    parse(level)
+                except ValueError:
+                    raise ValueError(f"[upgrade_levels] {topic} = {level}: a version (1.0), a release "
+                                     f"({', '.join(RELEASES)}) or auto") from None
+            if level:
+                levels[topic] = level
+        return levels
+
     @property
     def sqlite_path(self) -> Path:
         """The default database's file (used when database_url is empty)."""
@@ -307,6 +332,7 @@ class Config(BaseModel):
 
 
 ENV_PREFIX = "NEFOS_"
+UPGRADE_LEVELS = "upgrade_levels"
 
 
 class ConfigError(ValueError):
@@ -330,12 +356,21 @@ def load_config(path: str | os.PathLike | None = None, **overrides) -> Config:
         parser = configparser.ConfigParser(interpolation=None)
         if not parser.read(path):
             raise FileNotFoundError(f"config file {path} not found")
-        for section in [parser.defaults(), *[parser[s] for s in parser.sections()]]:
+        for section in [parser.defaults(), *[parser[s] for s in parser.sections() if s != UPGRADE_LEVELS]]:
             for key, value in section.items():
                 values[key] = value
+        if parser.has_section(UPGRADE_LEVELS):
+            values[UPGRADE_LEVELS] = {key: value for key, value in parser.items(UPGRADE_LEVELS)
+                                      if key not in parser.defaults()}
     fields = Config.model_fields
+    levels_prefix = f"{ENV_PREFIX}{UPGRADE_LEVELS.upper()}_"
     for key, value in os.environ.items():
-        if key.startswith(ENV_PREFIX):
+        if key.startswith(levels_prefix):
+            from nefos.bus.interfaces import BY_TOPIC
+            name = key[len(levels_prefix):].lower()
+            topic = next((t for t in BY_TOPIC if t.replace("-", "_") == name), name)
+            values[UPGRADE_LEVELS] = {**values.get(UPGRADE_LEVELS, {}), topic: value}
+        elif key.startswith(ENV_PREFIX):
             name = key[len(ENV_PREFIX):].lower()
             if name in fields:
                 values[name] = value

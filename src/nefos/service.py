@@ -16,6 +16,8 @@ from typing import Awaitable, Callable
 
 from nefos import fileperms
 from nefos.bus import Bus, Endpoint, create_bus
+from nefos.bus.interfaces import RELEASES
+from nefos.bus.versioning import VersionCaps
 from nefos.component import Component  # noqa: F401  (where every service finds it)
 from nefos.config import Config
 
@@ -66,6 +68,8 @@ class Runtime:
                 await upgrade(db)
             bus = create_bus(cfg.bus_url, cfg.control_exchange)
             bus.default_timeout = cfg.rpc_response_timeout
+            bus.version_caps = VersionCaps(cfg.upgrade_levels, db=db, service_down_time=cfg.service_down_time,
+                                           releases=RELEASES)
             await bus.start()
         except BaseException:
             if sqlite_lock is not None:
@@ -121,9 +125,9 @@ class DatabaseServiceGroup:
     def __init__(self, rt: Runtime):
         self.rt = rt
 
-    async def register(self, host: str, binary: str, topic: str | None) -> int:
+    async def register(self, host: str, binary: str, topic: str | None, version: str | None = None) -> int:
         from nefos.objects import service_rows
-        return await service_rows.register(self.rt.db, host, binary, topic)
+        return await service_rows.register(self.rt.db, host, binary, topic, version)
 
     async def heartbeat(self, service_id: int) -> None:
         from nefos.objects import service_rows
@@ -136,8 +140,8 @@ class ConductorServiceGroup:
     def __init__(self, conductor):
         self.conductor = conductor
 
-    async def register(self, host: str, binary: str, topic: str | None) -> int:
-        return await self.conductor.service_register(None, host, binary, topic)
+    async def register(self, host: str, binary: str, topic: str | None, version: str | None = None) -> int:
+        return await self.conductor.service_register(None, host, binary, topic, version)
 
     async def heartbeat(self, service_id: int) -> None:
         await self.conductor.service_heartbeat(None, service_id)
@@ -166,9 +170,16 @@ class Service:
             initial_delay = first_run_delay(interval, self.rt.cfg.periodic_fuzzy_delay)
         self.periodic.append(PeriodicTask(name, interval, fn, initial_delay))
 
+    @property
+    def rpc_version(self) -> str | None:
+        """The version of the RPC interface this service serves (its services row's ``version``,
+        which the ``auto`` upgrade level reads); None: it serves none."""
+        interface = getattr(self.endpoint, "rpc_interface", None)
+        return interface.version if interface is not None and self.topic else None
+
     async def register(self) -> int:
         """Create or revive this (host, binary) row; returns its id."""
-        self.service_id = await self.group.register(self.host, self.binary, self.topic)
+        self.service_id = await self.group.register(self.host, self.binary, self.topic, self.rpc_version)
         return self.service_id
 
     async def heartbeat(self) -> None:

@@ -15,6 +15,7 @@ import pytest
 
 from nefos import exceptions
 from nefos.bus import Endpoint, RemoteError, create_bus
+from nefos.bus.versioning import NoSuchMethod, RPCInterface
 from nefos.context import RequestContext, current_context
 
 AMQP_URL = os.environ.get("NEFOS_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
@@ -63,6 +64,18 @@ async def make_bus(request, topic):
 def topic():
     """A topic name no other test (or earlier run) uses."""
     return f"test{uuid.uuid4().hex[:10]}"
+
+
+V = "1.0"  # every message names its interface version (nefos.bus.versioning)
+SERVED = ("add", "echo", "whoami", "missing_instance", "crash", "slow", "wait_gate", "open_gate",
+          "context", "record", "double")
+
+
+@pytest.fixture(autouse=True)
+def server_interface(topic, monkeypatch):
+    """``Server``'s declared interface, on this test's topic."""
+    monkeypatch.setattr(Server, "rpc_interface",
+                        RPCInterface(topic, version=V, methods={m: V for m in SERVED}), raising=False)
 
 
 class Server(Endpoint):
@@ -117,6 +130,9 @@ class Server(Endpoint):
     async def _private(self, ctx):
         return "no"
 
+    async def undeclared(self, ctx):  # a coroutine, but not in the declared interface
+        return "no"
+
 
 async def eventually(predicate, timeout: float = 10.0):
     deadline = time.monotonic() + timeout
@@ -133,10 +149,10 @@ def ctx(**kw) -> RequestContext:
 async def test_call_returns_result(make_bus, topic):
     server_bus, client = await make_bus(), await make_bus()
     await server_bus.serve(topic, Server(), host="h1")
-    assert await client.call(ctx(), topic, "add", a=2, b=3) == 5
+    assert await client.call(ctx(), topic, "add", version=V, a=2, b=3) == 5
     payload = {"s": "x", "n": None, "l": [1, 2.5, True], "d": {"k": "v"}}
-    assert await client.call(ctx(), topic, "echo", **payload) == payload
-    assert await client.call(None, topic, "add", a=1, b=1) == 2
+    assert await client.call(ctx(), topic, "echo", version=V, **payload) == payload
+    assert await client.call(None, topic, "add", version=V, a=1, b=1) == 2
 
 
 async def test_call_to_host_specific_server(make_bus, topic):
@@ -144,15 +160,15 @@ async def test_call_to_host_specific_server(make_bus, topic):
     await a.serve(topic, Server("a"), host="host-a")
     await b.serve(topic, Server("b"), host="host-b")
     for _ in range(6):
-        assert await client.call(ctx(), topic, "whoami", host="host-b") == "b"
-        assert await client.call(ctx(), topic, "whoami", host="host-a") == "a"
+        assert await client.call(ctx(), topic, "whoami", version=V, host="host-b") == "b"
+        assert await client.call(ctx(), topic, "whoami", version=V, host="host-a") == "a"
 
 
 async def test_remote_typed_error_keeps_class_and_message(make_bus, topic):
     server_bus, client = await make_bus(), await make_bus()
     await server_bus.serve(topic, Server(), host="h1")
     with pytest.raises(exceptions.InstanceNotFound) as info:
-        await client.call(ctx(), topic, "missing_instance", uuid="abc-123")
+        await client.call(ctx(), topic, "missing_instance", version=V, uuid="abc-123")
     assert str(info.value) == "Instance abc-123 could not be found."
     assert info.value.code == 404
     assert info.value.kwargs == {"instance_id": "abc-123"}
@@ -163,21 +179,20 @@ async def test_unregistered_error_becomes_remote_error(make_bus, topic):
     server_bus, client = await make_bus(), await make_bus()
     await server_bus.serve(topic, Server(), host="h1")
     with pytest.raises(RemoteError) as info:
-        await client.call(ctx(), topic, "crash")
+        await client.call(ctx(), topic, "crash", version=V)
     assert "ValueError" in str(info.value)
     assert "not a registered error" in str(info.value)
 
 
-@pytest.mark.parametrize("method", ["no_such_method", "_private", "sync_method"])
+@pytest.mark.parametrize("method", ["no_such_method", "_private", "sync_method", "undeclared"])
 async def test_unknown_method_error(make_bus, topic, method):
     server_bus, client = await make_bus(), await make_bus()
     await server_bus.serve(topic, Server(), host="h1")
-    with pytest.raises(RemoteError) as info:
-        await client.call(ctx(), topic, method)
-    assert "NoSuchMethod" in str(info.value)
+    with pytest.raises(NoSuchMethod) as info:
+        await client.call(ctx(), topic, method, version=V)
     assert method in str(info.value)
     # The server keeps serving afterwards.
-    assert await client.call(ctx(), topic, "add", a=1, b=2) == 3
+    assert await client.call(ctx(), topic, "add", version=V, a=1, b=2) == 3
 
 
 async def test_timeout_raises_service_unavailable(make_bus, topic):
@@ -185,10 +200,10 @@ async def test_timeout_raises_service_unavailable(make_bus, topic):
     await server_bus.serve(topic, Server(), host="h1")
     start = time.monotonic()
     with pytest.raises(exceptions.ServiceUnavailable):
-        await client.call(ctx(), topic, "slow", seconds=30, timeout=0.5)
+        await client.call(ctx(), topic, "slow", version=V, seconds=30, timeout=0.5)
     assert time.monotonic() - start < 5
     # A late reply to a timed-out call does not disturb the next call.
-    assert await client.call(ctx(), topic, "add", a=4, b=4, timeout=5) == 8
+    assert await client.call(ctx(), topic, "add", version=V, a=4, b=4, timeout=5) == 8
 
 
 async def test_default_timeout_applies(make_bus, topic):
@@ -196,21 +211,21 @@ async def test_default_timeout_applies(make_bus, topic):
     await server_bus.serve(topic, Server(), host="h1")
     client.default_timeout = 0.5
     with pytest.raises(exceptions.ServiceUnavailable):
-        await client.call(ctx(), topic, "slow", seconds=30)
+        await client.call(ctx(), topic, "slow", version=V, seconds=30)
 
 
 async def test_no_server_raises_service_unavailable(make_bus, topic):
     client = await make_bus()
     start = time.monotonic()
     with pytest.raises(exceptions.ServiceUnavailable):
-        await client.call(ctx(), topic, "add", a=1, b=2, timeout=30)
+        await client.call(ctx(), topic, "add", version=V, a=1, b=2, timeout=30)
     with pytest.raises(exceptions.ServiceUnavailable):
-        await client.cast(ctx(), topic, "record", value=1)
+        await client.cast(ctx(), topic, "record", version=V, value=1)
     # A topic served, but not on the asked host.
     server_bus = await make_bus()
     await server_bus.serve(topic, Server(), host="h1")
     with pytest.raises(exceptions.ServiceUnavailable):
-        await client.call(ctx(), topic, "add", a=1, b=2, host="other-host", timeout=30)
+        await client.call(ctx(), topic, "add", version=V, a=1, b=2, host="other-host", timeout=30)
     # None of these waited for the timeout.
     assert time.monotonic() - start < 10
 
@@ -219,8 +234,8 @@ async def test_cast_is_delivered(make_bus, topic):
     server_bus, client = await make_bus(), await make_bus()
     server = Server()
     await server_bus.serve(topic, server, host="h1")
-    assert await client.cast(ctx(), topic, "record", value="one") is None
-    await client.cast(ctx(), topic, "record", host="h1", value="two")
+    assert await client.cast(ctx(), topic, "record", version=V, value="one") is None
+    await client.cast(ctx(), topic, "record", version=V, host="h1", value="two")
     await eventually(lambda: sorted(server.received) == ["one", "two"])
 
 
@@ -228,9 +243,9 @@ async def test_cast_failure_does_not_reach_caller(make_bus, topic):
     server_bus, client = await make_bus(), await make_bus()
     server = Server()
     await server_bus.serve(topic, server, host="h1")
-    await client.cast(ctx(), topic, "crash")
-    await client.cast(ctx(), topic, "no_such_method")
-    await client.cast(ctx(), topic, "record", value="after")
+    await client.cast(ctx(), topic, "crash", version=V)
+    await client.cast(ctx(), topic, "no_such_method", version=V)
+    await client.cast(ctx(), topic, "record", version=V, value="after")
     await eventually(lambda: server.received == ["after"])
 
 
@@ -239,7 +254,7 @@ async def test_fanout_reaches_every_server(make_bus, topic):
     for i, server in enumerate(servers):
         await (await make_bus()).serve(topic, server, host=f"host-{i}")
     client = await make_bus()
-    await client.fanout(ctx(), topic, "record", value="hello")
+    await client.fanout(ctx(), topic, "record", version=V, value="hello")
     await eventually(lambda: all(s.received == ["hello"] for s in servers))
     await asyncio.sleep(0.2)
     assert all(s.received == ["hello"] for s in servers)  # exactly once each
@@ -247,7 +262,7 @@ async def test_fanout_reaches_every_server(make_bus, topic):
 
 async def test_fanout_without_servers_is_a_no_op(make_bus, topic):
     client = await make_bus()
-    await client.fanout(ctx(), topic, "record", value="nobody")
+    await client.fanout(ctx(), topic, "record", version=V, value="nobody")
 
 
 async def test_round_robin_over_servers_of_a_topic(make_bus, topic):
@@ -255,10 +270,10 @@ async def test_round_robin_over_servers_of_a_topic(make_bus, topic):
     await (await make_bus()).serve(topic, a, host="host-a")
     await (await make_bus()).serve(topic, b, host="host-b")
     client = await make_bus()
-    seen = [await client.call(ctx(), topic, "whoami") for _ in range(20)]
+    seen = [await client.call(ctx(), topic, "whoami", version=V) for _ in range(20)]
     assert seen.count("a") >= 5 and seen.count("b") >= 5, seen
     for i in range(20):
-        await client.cast(ctx(), topic, "record", value=i)
+        await client.cast(ctx(), topic, "record", version=V, value=i)
     await eventually(lambda: len(a.received) + len(b.received) == 20)
     assert a.received and b.received
     assert sorted(a.received + b.received) == list(range(20))
@@ -274,19 +289,30 @@ async def test_notifications_received(make_bus, topic):
 
     await listener_bus.listen_notifications(on_notification)
     c = ctx()
-    await publisher.notify(c, f"{topic}.instance.create.end", {"uuid": "u1", "n": 1},
+    await publisher.notify(c, f"{topic}.instance.create.end", versioned(uuid="u1", n=1),
                            publisher_id="compute.host1")
-    await publisher.notify(c, f"{topic}.instance.create.error", {"uuid": "u1"},
+    await publisher.notify(c, f"{topic}.instance.create.error", versioned(uuid="u1"),
                            publisher_id="compute.host1", priority="error")
     await eventually(lambda: len(got) == 2)
     by_type = {m["event_type"]: m for m in got}
     end = by_type[f"{topic}.instance.create.end"]
-    assert end["payload"] == {"uuid": "u1", "n": 1}
+    assert end["payload"] == versioned(uuid="u1", n=1)
     assert end["request_id"] == c.request_id
     assert end["publisher_id"] == "compute.host1"
     assert end["priority"] == "INFO"
     assert end["message_id"] and end["timestamp"]
     assert by_type[f"{topic}.instance.create.error"]["priority"] == "ERROR"
+
+
+def versioned(**data) -> dict:
+    """A notification payload: every one names its version (Nova's versioned notifications)."""
+    return {"nova_object.name": "TestPayload", "nova_object.version": "1.0", "nova_object.data": data}
+
+
+async def test_a_notification_payload_without_a_version_is_not_sent(make_bus, topic):
+    publisher = await make_bus()
+    with pytest.raises(ValueError, match="nova_object.version"):
+        await publisher.notify(None, f"{topic}.x", {"i": 1}, publisher_id="test")
 
 
 def payload_collector(bucket: list, topic: str):
@@ -302,15 +328,15 @@ async def test_every_notification_listener_gets_each_notification(make_bus, topi
     await (await make_bus()).listen_notifications(payload_collector(got_a, topic))
     await (await make_bus()).listen_notifications(payload_collector(got_b, topic))
     publisher = await make_bus()
-    await publisher.notify(None, f"{topic}.x", {"i": 1}, publisher_id="test")
-    await eventually(lambda: got_a == [{"i": 1}] and got_b == [{"i": 1}])
+    await publisher.notify(None, f"{topic}.x", versioned(i=1), publisher_id="test")
+    await eventually(lambda: got_a == [versioned(i=1)] and got_b == [versioned(i=1)])
 
 
 async def test_context_is_carried_to_the_handler(make_bus, topic):
     server_bus, client = await make_bus(), await make_bus()
     await server_bus.serve(topic, Server(), host="h1")
     c = RequestContext(project_id="p-1", user_id="u-1", roles=["member"], is_admin=False)
-    got = await client.call(c, topic, "context")
+    got = await client.call(c, topic, "context", version=V)
     assert got == {"request_id": c.request_id, "project_id": "p-1", "user_id": "u-1",
                    "roles": ["member"], "current_request_id": c.request_id}
 
@@ -320,7 +346,7 @@ async def test_200_concurrent_calls(make_bus, topic):
     await (await make_bus()).serve(topic, Server("b"), host="host-b")
     client = await make_bus()
     results = await asyncio.gather(*[
-        client.call(ctx(), topic, "double", x=i, timeout=60) for i in range(200)])
+        client.call(ctx(), topic, "double", version=V, x=i, timeout=60) for i in range(200)])
     assert [r["double"] for r in results] == [2 * i for i in range(200)]
     assert {r["by"] for r in results} == {"a", "b"}
 
@@ -329,12 +355,12 @@ async def test_slow_handler_does_not_block_others(make_bus, topic):
     server_bus, client = await make_bus(), await make_bus()
     server = Server()
     await server_bus.serve(topic, server, host="h1")
-    waiting = asyncio.ensure_future(client.call(ctx(), topic, "wait_gate", timeout=30))
+    waiting = asyncio.ensure_future(client.call(ctx(), topic, "wait_gate", version=V, timeout=30))
     await asyncio.sleep(0.2)
     assert not waiting.done()
     # Other calls (on the shared and the host queue) run while the first handler waits.
-    assert await client.call(ctx(), topic, "add", a=1, b=1, timeout=5) == 2
-    assert await client.call(ctx(), topic, "open_gate", host="h1", timeout=5) == "opened"
+    assert await client.call(ctx(), topic, "add", version=V, a=1, b=1, timeout=5) == 2
+    assert await client.call(ctx(), topic, "open_gate", version=V, host="h1", timeout=5) == "opened"
     assert await asyncio.wait_for(waiting, 5) == "released"
 
 
@@ -342,7 +368,7 @@ async def test_arguments_must_be_json(make_bus, topic):
     server_bus, client = await make_bus(), await make_bus()
     await server_bus.serve(topic, Server(), host="h1")
     with pytest.raises(TypeError):
-        await client.call(ctx(), topic, "echo", value=object())
+        await client.call(ctx(), topic, "echo", version=V, value=object())
 
 
 async def _rabbitmqctl(*args: str) -> str:
@@ -364,7 +390,7 @@ async def test_rabbit_recovers_after_connection_loss(topic):
     try:
         server = Server()
         await server_bus.serve(topic, server, host="h1")
-        assert await client.call(ctx(), topic, "add", a=1, b=1) == 2
+        assert await client.call(ctx(), topic, "add", version=V, a=1, b=1) == 2
 
         names = {server_bus.connection_name, client.connection_name}
         listing = await _rabbitmqctl("list_connections", "-q", "--no-table-headers",
@@ -378,15 +404,15 @@ async def test_rabbit_recovers_after_connection_loss(topic):
         deadline = time.monotonic() + 30
         while True:
             try:
-                assert await client.call(ctx(), topic, "add", a=2, b=2, timeout=5) == 4
+                assert await client.call(ctx(), topic, "add", version=V, a=2, b=2, timeout=5) == 4
                 break
             except exceptions.ServiceUnavailable:
                 # The client may be back before the server has re-declared its queues.
                 if time.monotonic() > deadline:
                     raise
                 await asyncio.sleep(0.5)
-        assert await client.call(ctx(), topic, "whoami", host="h1", timeout=10) == "server"
-        await client.fanout(ctx(), topic, "record", value="after-reconnect")
+        assert await client.call(ctx(), topic, "whoami", version=V, host="h1", timeout=10) == "server"
+        await client.fanout(ctx(), topic, "record", version=V, value="after-reconnect")
         await eventually(lambda: server.received == ["after-reconnect"])
     finally:
         await client.stop()
@@ -411,10 +437,10 @@ async def test_unserve_stops_delivery(make_bus, topic):
     await (await make_bus()).serve(topic, b, host="host-b")
     client = await make_bus()
     await bus_a.unserve(a)
-    seen = [await client.call(ctx(), topic, "whoami") for _ in range(10)]
+    seen = [await client.call(ctx(), topic, "whoami", version=V) for _ in range(10)]
     assert seen == ["b"] * 10
     with pytest.raises(exceptions.ServiceUnavailable):
-        await client.call(ctx(), topic, "whoami", host="host-a", timeout=2)
+        await client.call(ctx(), topic, "whoami", version=V, host="host-a", timeout=2)
 
 
 @pytest.mark.rabbit
@@ -429,17 +455,17 @@ async def test_rabbit_clouds_on_one_broker_are_apart(topic):
         await bus.start()
     try:
         await a1.serve(topic, Server())
-        assert await a2.call(ctx(), topic, "add", a=1, b=2) == 3
+        assert await a2.call(ctx(), topic, "add", version=V, a=1, b=2) == 3
         with pytest.raises(exceptions.ServiceUnavailable):
-            await b.call(ctx(), topic, "add", a=1, b=2, timeout=2)
+            await b.call(ctx(), topic, "add", version=V, a=1, b=2, timeout=2)
         seen_a, seen_b = [], []
         await a1.listen_notifications(payload_collector(seen_a, topic))
         await b.listen_notifications(payload_collector(seen_b, topic))
-        await a2.notify(None, f"{topic}.x", {"cloud": "a"}, publisher_id="test")
-        await b.notify(None, f"{topic}.x", {"cloud": "b"}, publisher_id="test")
-        await eventually(lambda: seen_a == [{"cloud": "a"}] and seen_b == [{"cloud": "b"}])
+        await a2.notify(None, f"{topic}.x", versioned(cloud="a"), publisher_id="test")
+        await b.notify(None, f"{topic}.x", versioned(cloud="b"), publisher_id="test")
+        await eventually(lambda: seen_a == [versioned(cloud="a")] and seen_b == [versioned(cloud="b")])
         await asyncio.sleep(0.2)
-        assert seen_a == [{"cloud": "a"}] and seen_b == [{"cloud": "b"}]
+        assert seen_a == [versioned(cloud="a")] and seen_b == [versioned(cloud="b")]
     finally:
         for bus in (a1, a2, b):
             await bus.stop()

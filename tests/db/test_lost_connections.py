@@ -27,6 +27,7 @@ from nefos.allinone import free_port
 from nefos.api.app import create_app, nova_error_body
 from nefos.bus.base import Endpoint
 from nefos.bus.local import LocalBus
+from nefos.bus.versioning import RPCInterface
 from nefos.config import load_config
 from nefos.db import retry
 from nefos.db.retry import is_contention, is_disconnect, retrying, transient_error
@@ -239,6 +240,8 @@ async def test_a_connection_lost_at_commit_is_a_503(db, up):
 
 
 class _ReadsTheDatabase(Endpoint):
+    rpc_interface = RPCInterface("marks", version="1.0", methods={"count_marks": "1.0"})
+
     def __init__(self, db: Database):
         self.db = db
 
@@ -252,10 +255,10 @@ async def test_an_rpc_answered_by_a_service_without_its_database_raises_database
     await bus.start()
     try:
         await bus.serve("marks", _ReadsTheDatabase(db))
-        assert await bus.call(None, "marks", "count_marks") == 0
+        assert await bus.call(None, "marks", "count_marks", version="1.0") == 0
         await asyncio.to_thread(up.stop)
         with pytest.raises(exceptions.DatabaseUnavailable) as raised:
-            await bus.call(None, "marks", "count_marks")
+            await bus.call(None, "marks", "count_marks", version="1.0")
         assert raised.value.code == 503
     finally:
         await bus.stop()
@@ -329,3 +332,23 @@ async def test_what_the_drivers_raise_is_told_apart(db, up, stays_down):
     for exc in (duplicate, syntax, not_a_database):
         assert not is_disconnect(exc) and not is_contention(exc) and transient_error(exc) is None, repr(exc)
     assert transient_error(exceptions.InstanceNotFound(instance_id=str(uuid.uuid4()))) is None
+
+
+async def test_an_exhausted_pool_is_a_busy_database_not_an_unexpected_error(tmp_path):
+    """A process whose every pooled connection stays busy past pool_timeout answers 503 (the
+    database busy), as for contention: pools are sized to the deployment's connection budget with
+    no overflow, so a burst may wait out the pool."""
+    import sqlalchemy
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    engine = create_async_engine(f"sqlite+aiosqlite:///{tmp_path / 'pool.db'}", poolclass=sqlalchemy.pool.AsyncAdaptedQueuePool,
+                                 pool_size=1, max_overflow=0, pool_timeout=0.2)
+    try:
+        async with engine.connect():
+            with pytest.raises(sqlalchemy.exc.TimeoutError) as raised:
+                async with engine.connect():
+                    pass
+        assert isinstance(transient_error(raised.value), exceptions.DatabaseBusy)
+        assert transient_error(raised.value).code == 503
+    finally:
+        await engine.dispose()

@@ -5,13 +5,14 @@ from __future__ import annotations
 import uuid
 
 from nefos.context import admin_context
-from nefos.network.agent_rpc import TOPIC
+from nefos.bus import interfaces
+from nefos.bus.versioning import RPCClient
 from tests.events.conftest import agent, boot, eventually, port_of
 
 
 async def _call(cloud, method: str, device: str, host: str) -> dict:
-    return await cloud.rt.bus.call(admin_context(), TOPIC, method, device=device, agent_host=host,
-                                   agent_id="test-agent")
+    return await RPCClient(cloud.rt.bus, interfaces.PLUGIN).call(
+        admin_context(), method, device=device, agent_host=host, agent_id="test-agent")
 
 
 async def _port(cloud, host: str) -> dict:

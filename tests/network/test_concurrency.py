@@ -9,6 +9,7 @@ import httpx
 from nefos import exceptions
 from nefos.context import admin_context
 from nefos.network import manager as manager_module
+from nefos.network.client import network_rpc
 from tests.network.conftest import ADMIN, PROJECT, member, member_ctx
 
 
@@ -33,7 +34,7 @@ async def test_100_ports_over_the_bus_on_a_small_subnet(rt, h):
     await h.subnet(net["id"], "10.7.0.0/27")
     ctx = admin_context()
     results = await asyncio.gather(*[
-        rt.bus.call(ctx, "network", "create_port", port={"network_id": net["id"]}) for _ in range(100)],
+        network_rpc(rt.bus).call(ctx, "create_port", port={"network_id": net["id"]}) for _ in range(100)],
         return_exceptions=True)
     ok = [r for r in results if isinstance(r, dict)]
     failed = [r for r in results if not isinstance(r, dict)]
@@ -41,7 +42,7 @@ async def test_100_ports_over_the_bus_on_a_small_subnet(rt, h):
     assert all(isinstance(e, exceptions.IpAddressGenerationFailure) for e in failed)
     ips = [p["fixed_ips"][0]["ip_address"] for p in ok]
     assert len(set(ips)) == 29 and "10.7.0.1" not in ips
-    ports = await rt.bus.call(ctx, "network", "list_ports", filters={"network_id": [net["id"]]})
+    ports = await network_rpc(rt.bus).call(ctx, "list_ports", filters={"network_id": [net["id"]]})
     assert len(ports) == 29  # the failed ones left no port behind
 
 

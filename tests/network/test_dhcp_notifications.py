@@ -9,13 +9,15 @@ import asyncio
 import pytest
 
 from nefos import exceptions
-from nefos.bus import Endpoint
+from nefos.bus import Endpoint, interfaces
 from nefos.context import admin_context
 from nefos.network.agent_rpc import DHCP_TOPIC
 from nefos.network.agents.dhcp_agent import DhcpAgent
 
 
 class Recorder(Endpoint):
+    rpc_interface = interfaces.DHCP_AGENT
+
     def __init__(self):
         self.seen: list[tuple[str, str]] = []
         self.arrived = asyncio.Event()

@@ -48,11 +48,11 @@ async def _views(request: Request, ctx, fips: list[dict]) -> list[dict]:
     if not fips:
         return []
     network_api = _network_api(request)
-    nets = {n["id"]: n for n in await network_api.call(
-        ctx, "list_networks", filters={"id": list({f["floating_network_id"] for f in fips})})}
+    nets = {n["id"]: n for n in await network_api.list_networks(
+        ctx, {"id": list({f["floating_network_id"] for f in fips})})}
     port_ids = list({f["port_id"] for f in fips if f.get("port_id")})
-    ports = {p["id"]: p for p in await network_api.call(ctx, "list_ports", filters={"id": port_ids},
-                                                        fields=["id", "device_id"])} if port_ids else {}
+    ports = {p["id"]: p for p in await network_api.list_ports(ctx, {"id": port_ids},
+                                                              ["id", "device_id"])} if port_ids else {}
     views = []
     for fip in fips:
         net = nets.get(fip["floating_network_id"], {})
@@ -65,7 +65,7 @@ async def _views(request: Request, ctx, fips: list[dict]) -> list[dict]:
 
 async def _floating_ip(request: Request, ctx, fip_id: str) -> dict:
     try:
-        return await _network_api(request).call(ctx, "get_floatingip", floatingip_id=fip_id)
+        return await _network_api(request).get_floatingip(ctx, fip_id)
     except exceptions.NotFound:
         raise exceptions.NotFound(f"Floating IP not found for ID {fip_id}") from None
 
@@ -73,7 +73,7 @@ async def _floating_ip(request: Request, ctx, fip_id: str) -> dict:
 async def _pool_id(request: Request, ctx, pool: str) -> str:
     """The external network named ``pool`` (or with that id), as Nova looks it up."""
     key = "id" if is_uuid_like(pool) else "name"
-    nets = await _network_api(request).call(ctx, "list_networks", filters={"router:external": [True], key: [pool]})
+    nets = await _network_api(request).list_networks(ctx, {"router:external": [True], key: [pool]})
     if not nets:
         raise exceptions.NotFound("Floating IP pool not found.")
     if len(nets) > 1:
@@ -85,7 +85,7 @@ async def _pool_id(request: Request, ctx, pool: str) -> str:
 @documented(responses={200: responses.FLOATING_IPS})
 async def list_floating_ips(request: Request):
     ctx = _context(request, "list")
-    fips = await _network_api(request).call(ctx, "list_floatingips", filters={"tenant_id": [ctx.project_id]})
+    fips = await _network_api(request).list_floatingips(ctx, {"tenant_id": [ctx.project_id]})
     return {"floating_ips": await _views(request, ctx, fips)}
 
 
@@ -108,8 +108,7 @@ async def allocate_floating_ip(request: Request):
     pool = requested or DEFAULT_POOL
     network_id = await _pool_id(request, ctx, pool)
     try:
-        fip = await _network_api(request).call(ctx, "create_floatingip",
-                                               floatingip={"floating_network_id": network_id})
+        fip = await _network_api(request).create_floatingip(ctx, {"floating_network_id": network_id})
     except exceptions.IpAddressGenerationFailure:
         raise exceptions.NotFound(f"No more floating IPs in pool {pool}.") from None
     except exceptions.OverQuota:
@@ -124,7 +123,7 @@ async def deallocate_floating_ip(request: Request, fip_id: str):
     ctx = _context(request, "delete")
     fip = await _floating_ip(request, ctx, fip_id)
     try:
-        await _network_api(request).call(ctx, "delete_floatingip", floatingip_id=fip["id"])
+        await _network_api(request).delete_floatingip(ctx, fip["id"])
     except exceptions.NotFound:
         raise exceptions.NotFound(f"Floating IP not found for address {fip['floating_ip_address']}.") from None
     return Response(status_code=202)
@@ -135,6 +134,5 @@ async def deallocate_floating_ip(request: Request, fip_id: str):
 async def list_floating_ip_pools(request: Request):
     microversion.require_at_most(request, microversion.MAX_PROXY_VERSION)
     policy.enforce(rest.get_context(request), "os_compute_api:os-floating-ip-pools", {})
-    nets = await _network_api(request).call(rest.get_context(request), "list_networks",
-                                            filters={"router:external": [True]})
+    nets = await _network_api(request).list_networks(rest.get_context(request), {"router:external": [True]})
     return {"floating_ip_pools": [{"name": n["name"] or n["id"]} for n in nets]}

@@ -41,12 +41,12 @@ def _context(request: Request, rule: str):
 
 
 async def _networks(request: Request, ctx) -> list[dict]:
-    return await request.app.state.compute_api.network_api.call(ctx, "list_networks")
+    return await request.app.state.compute_api.network_api.list_networks(ctx)
 
 
 async def _network(request: Request, ctx, network_id: str) -> dict:
     try:
-        return await request.app.state.compute_api.network_api.call(ctx, "get_network", network_id=network_id)
+        return await request.app.state.compute_api.network_api.get_network(ctx, network_id)
     except exceptions.NetworkNotFound:
         raise exceptions.NotFound("Network not found") from None
 

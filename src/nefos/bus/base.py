@@ -14,6 +14,7 @@ from typing import Any, Awaitable, Callable
 
 from nefos import exceptions
 from nefos.context import RequestContext, current_context
+from nefos.bus.versioning import NO_PINS, RPCInterface, VersionCaps, check_message, check_notification_payload
 
 LOG = logging.getLogger(__name__)
 
@@ -21,10 +22,13 @@ NotificationCallback = Callable[[dict], Awaitable[None]]
 
 
 class Endpoint:
-    """Marker base for objects whose public async methods are served on a topic.
+    """Base for objects served on a topic: ``rpc_interface`` (``nefos.bus.interfaces``) declares
+    which of their coroutines the bus may run, and at which versions.
 
     A method is called as ``await endpoint.method(ctx, **kwargs)``.
     """
+
+    rpc_interface: RPCInterface | None = None
 
 
 class RemoteError(exceptions.Error):
@@ -46,15 +50,6 @@ def _default(obj):
     if isinstance(obj, (set, frozenset, tuple)):
         return list(obj)
     raise TypeError(f"{type(obj).__name__} is not serialisable over the bus")
-
-
-def _transient_error(exc: BaseException):
-    """``nefos.db.retry.transient_error``, in a process that has a database: one without (a compute
-    host) never imports it."""
-    if "sqlalchemy" not in sys.modules:
-        return None
-    from nefos.db.retry import transient_error
-    return transient_error(exc)
 
 
 def error_payload(exc: BaseException) -> dict:
@@ -88,13 +83,11 @@ def raise_remote(err: dict) -> None:
 
 
 async def dispatch(endpoint: Endpoint, message: dict) -> Any:
-    """Run ``message`` against ``endpoint`` under the message's context."""
+    """Run ``message`` against ``endpoint`` under the message's context, when the endpoint's
+    declared interface serves the message's method at the message's version."""
+    check_message(endpoint, message)
     method = message["method"]
-    if method.startswith("_"):
-        raise RemoteError(exc_type="NoSuchMethod", value=method)
     fn = getattr(endpoint, method, None)
-    if fn is None or not asyncio.iscoroutinefunction(fn):
-        raise RemoteError(exc_type="NoSuchMethod", value=method)
     ctx = RequestContext.from_dict(message.get("context"))
     token = current_context.set(ctx)
     try:
@@ -103,8 +96,12 @@ async def dispatch(endpoint: Endpoint, message: dict) -> Any:
         current_context.reset(token)
 
 
-def make_message(ctx: RequestContext | None, method: str, kwargs: dict) -> dict:
-    return {"id": uuid.uuid4().hex, "method": method,
+def make_message(ctx: RequestContext | None, method: str, kwargs: dict, version: str | None) -> dict:
+    """The message of one call, cast or fanout; ``version``: the version of the topic's interface
+    the sender chose (``nefos.bus.versioning.RPCClient``)."""
+    if version is None:
+        raise ValueError(f"{method}: every message carries its interface version (send it with an RPCClient)")
+    return {"id": uuid.uuid4().hex, "method": method, "version": version,
             "context": ctx.to_dict() if ctx else None, "args": kwargs}
 
 
@@ -114,6 +111,8 @@ def target(topic: str, host: str | None) -> str:
 
 class Bus(abc.ABC):
     default_timeout: float = 60.0
+    # This process's [upgrade_levels] pins, which RPCClients send within (set by the Runtime).
+    version_caps: VersionCaps = NO_PINS
 
     @abc.abstractmethod
     async def start(self) -> None: ...
@@ -123,7 +122,8 @@ class Bus(abc.ABC):
 
     @abc.abstractmethod
     async def serve(self, topic: str, endpoint: Endpoint, host: str | None = None) -> None:
-        """Serve ``endpoint`` on ``topic`` (shared), ``topic.host`` (direct) and the topic's fanout."""
+        """Serve ``endpoint`` on ``topic`` (shared), ``topic.host`` (direct) and the topic's fanout.
+        Transports call ``check_served`` first."""
 
     @abc.abstractmethod
     async def unserve(self, endpoint: Endpoint) -> None:
@@ -131,14 +131,16 @@ class Bus(abc.ABC):
 
     @abc.abstractmethod
     async def call(self, ctx: RequestContext | None, topic: str, method: str, *,
-                   host: str | None = None, timeout: float | None = None, **kwargs) -> Any: ...
+                   host: str | None = None, timeout: float | None = None, version: str | None = None,
+                   **kwargs) -> Any: ...
 
     @abc.abstractmethod
     async def cast(self, ctx: RequestContext | None, topic: str, method: str, *,
-                   host: str | None = None, **kwargs) -> None: ...
+                   host: str | None = None, version: str | None = None, **kwargs) -> None: ...
 
     @abc.abstractmethod
-    async def fanout(self, ctx: RequestContext | None, topic: str, method: str, **kwargs) -> None: ...
+    async def fanout(self, ctx: RequestContext | None, topic: str, method: str, *,
+                     version: str | None = None, **kwargs) -> None: ...
 
     @abc.abstractmethod
     async def notify(self, ctx: RequestContext | None, event_type: str, payload: dict, *,
@@ -148,8 +150,17 @@ class Bus(abc.ABC):
     async def listen_notifications(self, callback: NotificationCallback) -> None: ...
 
 
+def check_served(topic: str, endpoint: Endpoint) -> None:
+    """``endpoint`` declares the interface of ``topic`` and has each of its methods."""
+    interface = endpoint.rpc_interface
+    if interface is None or interface.topic != topic:
+        raise TypeError(f"{type(endpoint).__name__} declares no RPC interface for topic {topic}")
+    interface.check_endpoint(endpoint)
+
+
 def notification_envelope(ctx: RequestContext | None, event_type: str, payload: dict,
                           publisher_id: str, priority: str) -> dict:
+    check_notification_payload(payload)
     return {
         "message_id": str(uuid.uuid4()),
         "event_type": event_type,

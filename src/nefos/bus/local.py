@@ -9,7 +9,7 @@ from collections import defaultdict
 
 from nefos.bus.base import (
     Bus, Endpoint, NotificationCallback, decode, dispatch, encode, error_payload, make_message,
-    notification_envelope, raise_remote, target,
+    check_notification_payload, check_served, notification_envelope, raise_remote, target,
 )
 
 LOG = logging.getLogger(__name__)
@@ -39,6 +39,7 @@ class LocalBus(Bus):
         self._listeners.clear()
 
     async def serve(self, topic: str, endpoint: Endpoint, host: str | None = None) -> None:
+        check_served(topic, endpoint)
         self._servers[topic].append(endpoint)
         if host:
             self._servers[target(topic, host)].append(endpoint)
@@ -72,9 +73,9 @@ class LocalBus(Bus):
         except Exception as exc:  # every error goes back to the caller
             return encode({"error": error_payload(exc)})
 
-    async def call(self, ctx, topic, method, *, host=None, timeout=None, **kwargs):
+    async def call(self, ctx, topic, method, *, host=None, timeout=None, version=None, **kwargs):
+        wire = encode(make_message(ctx, method, kwargs, version))
         endpoint = self._pick(target(topic, host))
-        wire = encode(make_message(ctx, method, kwargs))
         task = self._spawn(self._run(endpoint, wire))
         try:
             # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow the caller's
@@ -94,18 +95,19 @@ class LocalBus(Bus):
         if "error" in reply:
             LOG.error("cast %s failed: %s", name, reply["error"]["traceback"])
 
-    async def cast(self, ctx, topic, method, *, host=None, **kwargs) -> None:
+    async def cast(self, ctx, topic, method, *, host=None, version=None, **kwargs) -> None:
+        wire = encode(make_message(ctx, method, kwargs, version))
         endpoint = self._pick(target(topic, host))
-        wire = encode(make_message(ctx, method, kwargs))
         self._spawn(self._run_logged(endpoint, wire, f"{target(topic, host)}.{method}"))
 
-    async def fanout(self, ctx, topic, method, **kwargs) -> None:
-        wire = encode(make_message(ctx, method, kwargs))
+    async def fanout(self, ctx, topic, method, *, version=None, **kwargs) -> None:
+        wire = encode(make_message(ctx, method, kwargs, version))
         for endpoint in list(self._fanout.get(topic, [])):
             self._spawn(self._run_logged(endpoint, wire, f"{topic}(fanout).{method}"))
 
     async def notify(self, ctx, event_type, payload, *, publisher_id, priority="INFO") -> None:
         if not self._listeners:
+            check_notification_payload(payload)  # refused all the same (the envelope checks it too)
             return
         wire = encode(notification_envelope(ctx, event_type, payload, publisher_id, priority))
         for callback in list(self._listeners):

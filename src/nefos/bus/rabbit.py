@@ -47,7 +47,7 @@ from aio_pika.abc import (
 from nefos import exceptions
 from nefos.bus.base import (
     Bus, Endpoint, NotificationCallback, decode, dispatch, encode, error_payload, make_message,
-    notification_envelope, raise_remote, target,
+    check_served, notification_envelope, raise_remote, target,
 )
 
 LOG = logging.getLogger(__name__)
@@ -183,6 +183,7 @@ class RabbitBus(Bus):
         return f"{self.control_exchange}.{topic}" if self.control_exchange else topic
 
     async def serve(self, topic: str, endpoint: Endpoint, host: str | None = None) -> None:
+        check_served(topic, endpoint)
         topic = self._scoped(topic)
         await self._ready()
         ch = self._consume
@@ -290,13 +291,13 @@ class RabbitBus(Bus):
                         f"message bus unavailable sending to {what}: {exc}") from exc
                 await asyncio.sleep(min(0.5, max(deadline - time.monotonic(), 0)))
 
-    async def call(self, ctx, topic, method, *, host=None, timeout=None, **kwargs) -> Any:
+    async def call(self, ctx, topic, method, *, host=None, timeout=None, version=None, **kwargs) -> Any:
         topic = self._scoped(topic)
         await self._ready()
         timeout = timeout or self.default_timeout
         deadline = time.monotonic() + timeout
         name = target(topic, host)
-        request = make_message(ctx, method, kwargs)
+        request = make_message(ctx, method, kwargs, version)
         corr = request["id"]
         fut = asyncio.get_running_loop().create_future()
         self._pending[corr] = fut
@@ -320,22 +321,24 @@ class RabbitBus(Bus):
             raise_remote(reply["error"])
         return reply.get("result")
 
-    async def cast(self, ctx, topic, method, *, host=None, **kwargs) -> None:
+    async def cast(self, ctx, topic, method, *, host=None, version=None, **kwargs) -> None:
+        body = encode(make_message(ctx, method, kwargs, version))
         topic = self._scoped(topic)
         await self._ready()
         name = target(topic, host)
         await self._publish(
             self._pub.default_exchange,
-            aio_pika.Message(encode(make_message(ctx, method, kwargs)), content_type=CONTENT_TYPE),
+            aio_pika.Message(body, content_type=CONTENT_TYPE),
             name, mandatory=True, deadline=time.monotonic() + self.default_timeout, what=name)
 
-    async def fanout(self, ctx, topic, method, **kwargs) -> None:
+    async def fanout(self, ctx, topic, method, *, version=None, **kwargs) -> None:
+        body = encode(make_message(ctx, method, kwargs, version))
         topic = self._scoped(topic)
         await self._ready()
         exchange = await self._exchange(fanout_exchange(topic), aio_pika.ExchangeType.FANOUT)
         await self._publish(
             exchange,
-            aio_pika.Message(encode(make_message(ctx, method, kwargs)), content_type=CONTENT_TYPE),
+            aio_pika.Message(body, content_type=CONTENT_TYPE),
             "", mandatory=False, deadline=time.monotonic() + self.default_timeout,
             what=f"{topic}(fanout)")
 

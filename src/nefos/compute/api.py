@@ -529,11 +529,10 @@ class ComputeAPI:
                                                          extra)
             try:
                 if backup:
-                    await self.compute_rpcapi.cast(ctx, instance["host"], "backup_instance", instance_uuid=uuid,
-                                                   image_id=image["id"], backup_type=backup_type, rotation=rotation)
+                    await self.compute_rpcapi.backup_instance(ctx, instance["host"], uuid, image["id"],
+                                                              backup_type, rotation)
                 else:
-                    await self.compute_rpcapi.cast(ctx, instance["host"], "snapshot_instance", instance_uuid=uuid,
-                                                   image_id=image["id"])
+                    await self.compute_rpcapi.snapshot_instance(ctx, instance["host"], uuid, image["id"])
             except BaseException:
                 with contextlib.suppress(exceptions.NotFound):  # no host will ever upload its data
                     await self.image_api.delete(ctx.elevated(), image["id"])
@@ -545,8 +544,7 @@ class ComputeAPI:
             image = await self.image_api.create_snapshot(ctx, instance, f"{instance['display_name']}-shelved",
                                                          "snapshot")
             try:
-                await self.compute_rpcapi.cast(ctx, instance["host"], "shelve_instance", instance_uuid=uuid,
-                                               image_id=image["id"])
+                await self.compute_rpcapi.shelve_instance(ctx, instance["host"], uuid, image["id"])
             except BaseException:
                 with contextlib.suppress(exceptions.NotFound):
                     await self.image_api.delete(ctx.elevated(), image["id"])
@@ -555,7 +553,7 @@ class ComputeAPI:
     async def shelve_offload(self, ctx, uuid: str) -> None:
         async with self._action(ctx, uuid, actions.SHELVE_OFFLOAD, [states.SHELVED], [None],
                                 states.SHELVING_OFFLOADING) as instance:
-            await self.compute_rpcapi.cast(ctx, instance["host"], "shelve_offload_instance", instance_uuid=uuid)
+            await self.compute_rpcapi.shelve_offload_instance(ctx, instance["host"], uuid)
 
     async def unshelve(self, ctx, uuid: str, new_az=_ANY, host: str | None = None) -> None:
         """Unshelve; ``new_az`` (2.77; None unpins, 2.91) and ``host`` (2.91, admin) only for a
@@ -598,7 +596,7 @@ class ComputeAPI:
             if az_passed:
                 await instance_obj.save(self.rt.db, uuid, {"pinned_availability_zone": pinned})
             if instance["vm_state"] == states.SHELVED:
-                await self.compute_rpcapi.cast(ctx, instance["host"], "unshelve_instance", instance_uuid=uuid)
+                await self.compute_rpcapi.unshelve_instance(ctx, instance["host"], uuid)
                 return
             request_spec = {
                 "flavor": instance.get("flavor"), "image": {"id": image_id, "disk_format": image.get("disk_format"),
@@ -651,8 +649,8 @@ class ComputeAPI:
             values.update(_columns_of(updates, "metadata", "user_data", "trusted_certs"))
             values["auto_disk_config"] = auto_disk  # the new image's unless asked (Nova's rebuild)
             await instance_obj.save(self.rt.db, uuid, values, expected_task_state=[states.REBUILDING])
-            await self.compute_rpcapi.cast(ctx, instance["host"], "rebuild_instance", instance_uuid=uuid,
-                                           image_id=image_ref, was_stopped=instance["vm_state"] == states.STOPPED)
+            await self.compute_rpcapi.rebuild_instance(ctx, instance["host"], uuid, image_ref,
+                                                      was_stopped=instance["vm_state"] == states.STOPPED)
         return await self.get(ctx, uuid)
 
     # Resize and cold migration (nefos.compute.resize) ---------------------------------------
@@ -694,8 +692,7 @@ class ComputeAPI:
     async def set_admin_password(self, ctx, uuid: str, password: str) -> None:
         async with self._action(ctx, uuid, actions.CHANGE_PASSWORD, [states.ACTIVE], [None],
                                 states.UPDATING_PASSWORD) as instance:
-            await self.compute_rpcapi.call(ctx, instance["host"], "set_admin_password", instance_uuid=uuid,
-                                           new_pass=password)
+            await self.compute_rpcapi.set_admin_password(ctx, instance["host"], uuid, password)
 
     async def get_console_output(self, ctx, uuid: str, tail_length: int | None = None) -> str:
         """The guest's serial console log from its compute host (os-getConsoleOutput)."""

@@ -45,6 +45,6 @@ class ConsolesAPI:
         self.check_state(instance, f"get_{protocol}_console")
         if protocol not in HOST_CALLS:  # as a compute host whose [serial_console] / [mks] are disabled
             raise exceptions.ConsoleTypeUnavailable(console_type=console_type)
-        answer = await self.rpcapi.call(ctx, instance["host"], HOST_CALLS[protocol],
-                                        instance_uuid=instance["uuid"], console_type=console_type)
+        ask = getattr(self.rpcapi, HOST_CALLS[protocol])
+        answer = await ask(ctx, instance["host"], instance["uuid"], console_type)
         return answer["url"]

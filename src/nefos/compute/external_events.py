@@ -34,6 +34,7 @@ from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from nefos import exceptions
+from nefos.compute.rpcapi import ComputeRPCAPI
 from nefos.context import RequestContext
 from nefos.objects.action_names import POWER_OFF, POWER_ON  # noqa: F401  (re-exported)
 from nefos.db.models import (Instance, InstanceAction, InstanceActionEvent, InstanceEventOperation,
@@ -240,7 +241,7 @@ async def create(rt, ctx: RequestContext, events: list[dict]) -> tuple[list[dict
     await _add_evacuation_destinations(rt, by_host, task_states)
     for host, host_events in by_host.items():
         try:
-            await rt.bus.cast(ctx, "compute", "external_instance_event", host=host, events=host_events)
+            await ComputeRPCAPI(rt.bus).external_instance_event(ctx, host, host_events)
         except Exception as exc:  # the host is down: the event waits in the inbox
             LOG.warning("cannot cast %d external event(s) to compute host %s (%s); they stay in its inbox",
                         len(host_events), host, exc)

@@ -146,8 +146,7 @@ async def force_complete(api, ctx, uuid: str, migration_id: str) -> None:
     instance, row = await _in_progress(api, ctx, uuid, migration_id, "force complete", ("running",),
                                        missing_is_bad_request=True)
     await actions.record_action(api.rt.db, ctx, uuid, LIVE_MIGRATION_FORCE_COMPLETE)
-    await api.compute_rpcapi.cast(ctx, row["source_compute"], "live_migration_force_complete",
-                                  instance_uuid=uuid, migration_uuid=row["uuid"])
+    await api.compute_rpcapi.live_migration_force_complete(ctx, row["source_compute"], uuid, row["uuid"])
     await actions.finish_action(api.rt.db, ctx, uuid)
 
 
@@ -157,8 +156,7 @@ async def abort(api, ctx, uuid: str, migration_id: str, *, queued_too: bool) -> 
     instance, row = await _in_progress(api, ctx, uuid, migration_id, "abort live migration", allowed,
                                        missing_is_bad_request=False)
     await actions.record_action(api.rt.db, ctx, uuid, LIVE_MIGRATION_CANCEL)
-    await api.compute_rpcapi.cast(ctx, row["source_compute"], "live_migration_abort", instance_uuid=uuid,
-                                  migration_uuid=row["uuid"])
+    await api.compute_rpcapi.live_migration_abort(ctx, row["source_compute"], uuid, row["uuid"])
     await actions.finish_action(api.rt.db, ctx, uuid)
 
 

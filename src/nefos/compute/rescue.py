@@ -45,8 +45,8 @@ async def request_rescue(compute_api, ctx, uuid: str, *, password: str,
             raise UnsupportedRescueImage(image=rescue_image_ref)  # Nova cannot rescue from a volume snapshot
     async with compute_api._action(ctx, uuid, actions.RESCUE, RESCUE_VM_STATES, [None],
                                    states.RESCUING) as instance:
-        await compute_api.compute_rpcapi.cast(ctx, instance["host"], "rescue_instance", instance_uuid=uuid,
-                                              rescue_password=password, rescue_image_ref=rescue_image_ref)
+        await compute_api.compute_rpcapi.rescue_instance(ctx, instance["host"], uuid, password,
+                                                         rescue_image_ref)
 
 
 async def request_unrescue(compute_api, ctx, uuid: str) -> None:
@@ -55,4 +55,4 @@ async def request_unrescue(compute_api, ctx, uuid: str) -> None:
     _check_state(instance, actions.UNRESCUE, UNRESCUE_VM_STATES)
     async with compute_api._action(ctx, uuid, actions.UNRESCUE, UNRESCUE_VM_STATES, [None],
                                    states.UNRESCUING) as instance:
-        await compute_api.compute_rpcapi.cast(ctx, instance["host"], "unrescue_instance", instance_uuid=uuid)
+        await compute_api.compute_rpcapi.unrescue_instance(ctx, instance["host"], uuid)

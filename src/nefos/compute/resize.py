@@ -216,8 +216,7 @@ async def confirm(api, ctx, uuid: str) -> None:
     await migrations_obj.set_status(api.rt.db, migration["uuid"], "confirming")
     await actions.record_action(api.rt.db, ctx, uuid, CONFIRM_RESIZE)
     try:
-        await api.compute_rpcapi.cast(ctx, migration["source_compute"], "confirm_resize", instance_uuid=uuid,
-                                      migration=migration)
+        await api.compute_rpcapi.confirm_resize(ctx, migration["source_compute"], uuid, migration)
     except BaseException:
         await _hand_off_failed(api, ctx, uuid, instance, None, migration["uuid"])
         raise
@@ -233,8 +232,7 @@ async def revert(api, ctx, uuid: str) -> None:
     await migrations_obj.set_status(api.rt.db, migration["uuid"], "reverting")
     await actions.record_action(api.rt.db, ctx, uuid, REVERT_RESIZE)
     try:
-        await api.compute_rpcapi.cast(ctx, migration["dest_compute"], "revert_resize", instance_uuid=uuid,
-                                      migration=migration)
+        await api.compute_rpcapi.revert_resize(ctx, migration["dest_compute"], uuid, migration)
     except BaseException:
         await _hand_off_failed(api, ctx, uuid, instance, states.RESIZE_REVERTING, migration["uuid"])
         raise

@@ -65,18 +65,18 @@ def nova_group(group: dict) -> dict:
 
 async def get(network_api, ctx, group_id: str) -> dict:
     """The group as the caller sees it (SecurityGroupNotFound otherwise)."""
-    return nova_group(await network_api.call(ctx, "get_security_group", security_group_id=group_id))
+    return nova_group(await network_api.get_security_group(ctx, group_id))
 
 
 async def list_groups(network_api, ctx, project_id: str, all_tenants: bool) -> list[dict]:
     """The project's groups; an admin asking for ``all_tenants`` gets every group (Nova's ``list``)."""
     filters = None if all_tenants and ctx.is_admin else {"tenant_id": [project_id]}
-    return [nova_group(g) for g in await network_api.call(ctx, "list_security_groups", filters=filters)]
+    return [nova_group(g) for g in await network_api.list_security_groups(ctx, filters)]
 
 
 async def create(network_api, ctx, name: str, description: str) -> dict:
     try:
-        group = await network_api.call(ctx, "create_security_group", security_group={
+        group = await network_api.create_security_group(ctx, {
             "name": name, "description": description})
     except (exceptions.OverQuota, exceptions.Conflict) as exc:
         raise SecurityGroupLimitExceeded(str(exc)) from None  # Nova: Neutron's 409 is a 403
@@ -85,8 +85,8 @@ async def create(network_api, ctx, name: str, description: str) -> dict:
 
 async def update(network_api, ctx, group: dict, name: str, description: str) -> dict:
     try:
-        updated = await network_api.call(ctx, "update_security_group", security_group_id=group["id"],
-                                         security_group={"name": name, "description": description})
+        updated = await network_api.update_security_group(ctx, group["id"],
+                                                     {"name": name, "description": description})
     except exceptions.Conflict as exc:  # renaming the default group, or to "default"
         raise exceptions.Invalid(str(exc)) from None
     return nova_group(updated)
@@ -94,7 +94,7 @@ async def update(network_api, ctx, group: dict, name: str, description: str) -> 
 
 async def destroy(network_api, ctx, group: dict) -> None:
     try:
-        await network_api.call(ctx, "delete_security_group", security_group_id=group["id"])
+        await network_api.delete_security_group(ctx, group["id"])
     except exceptions.Conflict as exc:  # in use, or the default group: Nova answers 400
         raise exceptions.Invalid(str(exc)) from None
 
@@ -163,7 +163,7 @@ async def create_rule(network_api, ctx, group: dict, new_rule: dict) -> dict:
     if rule_exists(group, new_rule):
         raise exceptions.Invalid(f"This rule already exists in group {new_rule['parent_group_id']}")
     try:
-        rule = await network_api.call(ctx, "create_security_group_rule", security_group_rule=_neutron_rule(new_rule))
+        rule = await network_api.create_security_group_rule(ctx, _neutron_rule(new_rule))
     except (exceptions.OverQuota, exceptions.Conflict) as exc:
         raise SecurityGroupLimitExceeded(str(exc)) from None  # Nova: Neutron's 409 is a 403
     return nova_rule(rule)
@@ -171,14 +171,14 @@ async def create_rule(network_api, ctx, group: dict, new_rule: dict) -> dict:
 
 async def get_rule(network_api, ctx, rule_id: str) -> dict:
     try:
-        return nova_rule(await network_api.call(ctx, "get_security_group_rule", security_group_rule_id=rule_id))
+        return nova_rule(await network_api.get_security_group_rule(ctx, rule_id))
     except exceptions.SecurityGroupRuleNotFound as exc:
         raise exceptions.SecurityGroupNotFound(str(exc)) from None
 
 
 async def remove_rule(network_api, ctx, rule_id: str) -> None:
     try:
-        await network_api.call(ctx, "delete_security_group_rule", security_group_rule_id=rule_id)
+        await network_api.delete_security_group_rule(ctx, rule_id)
     except exceptions.SecurityGroupRuleNotFound as exc:
         raise exceptions.SecurityGroupNotFound(str(exc)) from None
 
@@ -186,10 +186,9 @@ async def remove_rule(network_api, ctx, rule_id: str) -> None:
 async def instance_groups(network_api, ctx, instance_uuid: str) -> list[dict]:
     """The groups on the server's ports, once per port holding each, that the caller may see (Nova's
     ``get_instance_security_groups`` detailed)."""
-    ports = await network_api.call(ctx, "list_ports", filters={"device_id": [instance_uuid]},
-                                   fields=["security_groups", "device_id"])
+    ports = await network_api.list_ports(ctx, {"device_id": [instance_uuid]}, ["security_groups", "device_id"])
     ids = list(dict.fromkeys(g for p in ports for g in p.get("security_groups") or []))
     if not ids:
         return []
-    found = {g["id"]: g for g in await network_api.call(ctx, "list_security_groups", filters={"id": ids})}
+    found = {g["id"]: g for g in await network_api.list_security_groups(ctx, {"id": ids})}
     return [nova_group(found[g]) for p in ports for g in p.get("security_groups") or [] if g in found]

@@ -83,10 +83,8 @@ async def evacuate_instance(conductor, ctx, uuid: str, request_spec: dict, migra
     await migrations_obj.set_destination(db, migration["uuid"], selection["host"], selection["node"])
     await actions.event_finish(db, event_id)
     try:
-        await conductor.compute_rpcapi.cast(ctx, selection["host"], "rebuild_instance", instance_uuid=uuid,
-                                            image_id=instance.get("image_ref"),
-                                            was_stopped=instance["vm_state"] == states.STOPPED,
-                                            migration=migration)
+        await conductor.compute_rpcapi.rebuild_instance(ctx, selection["host"], uuid, instance.get("image_ref"),
+                                                        instance["vm_state"] == states.STOPPED, migration=migration)
     except BaseException as exc:
         await give_up(db, ctx, uuid, migration, exc, set_error=True)
         raise

@@ -225,9 +225,11 @@ class HostSurface:
         await migrations_obj.set_status(self.rt.db, migration_uuid, status)
 
     # Services (Nova's servicegroup through the conductor) -----------------------------------
-    async def service_register(self, ctx, host_name: str, binary: str, service_topic: str | None) -> int:
-        """Create or revive the (host_name, binary) service row; its id."""
-        return await service_rows.register(self.rt.db, host_name, binary, service_topic)
+    async def service_register(self, ctx, host_name: str, binary: str, service_topic: str | None,
+                               rpc_version: str | None = None) -> int:
+        """Create or revive the (host_name, binary) service row, with the version of the RPC
+        interface the service serves; its id."""
+        return await service_rows.register(self.rt.db, host_name, binary, service_topic, rpc_version)
 
     async def service_heartbeat(self, ctx, service_id: int) -> None:
         """The service reports it is up."""

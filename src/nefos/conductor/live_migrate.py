@@ -38,8 +38,7 @@ async def live_migrate(conductor, ctx, uuid: str, request_spec: dict, migration:
             raise exceptions.MigrationPreCheckError(
                 reason=f"Unable to migrate {uuid} to {forced_host}: Lack of resources") from exc
         try:
-            await conductor.compute_rpcapi.call(ctx, selection["host"], "check_can_live_migrate_destination",
-                                                instance_uuid=uuid)
+            await conductor.compute_rpcapi.check_can_live_migrate_destination(ctx, selection["host"], uuid)
         except exceptions.MigrationPreCheckError:
             raise
         except exceptions.Error as exc:
@@ -64,7 +63,7 @@ async def live_migrate(conductor, ctx, uuid: str, request_spec: dict, migration:
     await migrations_obj.set_destination(db, migration["uuid"], selection["host"], selection["node"])
     await actions.event_finish(db, event_id)
     try:
-        await conductor.compute_rpcapi.cast(ctx, source, "live_migration", instance_uuid=uuid, migration=migration)
+        await conductor.compute_rpcapi.live_migration(ctx, source, uuid, migration)
     except BaseException:
         await roll_back(db, ctx, uuid, migration, "error")
         raise

@@ -15,7 +15,7 @@ import traceback
 from sqlalchemy import select
 
 from nefos import exceptions
-from nefos.bus import Endpoint
+from nefos.bus import Endpoint, interfaces
 from nefos.conductor.host_surface import HostSurface
 from nefos.conductor.migration_surface import MigrationSurface
 from nefos.context import RequestContext, admin_context
@@ -35,6 +35,8 @@ UNSHELVE_EVENT = "conductor_unshelve_instance"
 
 class ConductorManager(HostSurface, MigrationSurface, Endpoint):
     """Builds, reschedules, moves; and what compute hosts ask of the database (``HostSurface``)."""
+
+    rpc_interface = interfaces.CONDUCTOR
 
     def __init__(self, rt):
         self.rt = rt
@@ -188,8 +190,7 @@ class ConductorManager(HostSurface, MigrationSurface, Endpoint):
             await actions.event_finish(self.rt.db, event_id, result="Error", details="instance deleted meanwhile")
             return
         await actions.event_finish(self.rt.db, event_id)
-        await self.compute_rpcapi.cast(ctx, selection["host"], "unshelve_instance", instance_uuid=instance_uuid,
-                                       node=selection["node"])
+        await self.compute_rpcapi.unshelve_instance(ctx, selection["host"], instance_uuid, node=selection["node"])
 
     async def migrate_server(self, ctx, instance_uuid: str, request_spec: dict, migration: dict) -> None:
         """Resize or cold migration: schedule the destination, hand it the server (conductor/migrate.py)."""

@@ -19,7 +19,7 @@ async def migrate_server(conductor, ctx, uuid: str, request_spec: dict, migratio
     db = conductor.rt.db
     event_id = await actions.event_start(db, ctx, uuid, CONDUCTOR_EVENT, None)
     try:
-        await conductor.compute_rpcapi.call(ctx, migration["source_compute"], "check_can_migrate")
+        await conductor.compute_rpcapi.check_can_migrate(ctx, migration["source_compute"])
         (selection,) = await conductor.scheduler.select_destinations(ctx, dict(request_spec), [migration["uuid"]])
     except BaseException as exc:
         await actions.event_finish(db, event_id, result="Error", traceback="".join(traceback.format_exception(exc)))
@@ -37,8 +37,7 @@ async def migrate_server(conductor, ctx, uuid: str, request_spec: dict, migratio
     await migrations_obj.set_destination(db, migration["uuid"], selection["host"], selection["node"])
     await actions.event_finish(db, event_id)
     try:
-        await conductor.compute_rpcapi.call(ctx, selection["host"], "prep_resize", instance_uuid=uuid,
-                                            migration=migration)
+        await conductor.compute_rpcapi.prep_resize(ctx, selection["host"], uuid, migration)
     except (exceptions.InstanceNotFound, exceptions.UnexpectedDeletingTaskStateError):
         await allocations.release(db, migration["uuid"])
     except BaseException:

@@ -14,6 +14,8 @@ import logging
 import traceback as tb
 
 from nefos import exceptions
+from nefos.bus import interfaces
+from nefos.bus.versioning import RPCClient
 from nefos.context import current_context
 from nefos.objects.faults import fault_of
 from nefos.timeutils import utcnow
@@ -26,17 +28,18 @@ class ConductorAPI:
 
     def __init__(self, bus):
         self.bus = bus
+        self.client = RPCClient(bus, interfaces.CONDUCTOR)
 
     async def _call(self, ctx, method: str, **kwargs):
         # No context given: the request being served (its ids reach the conductor's log lines).
-        return await self.bus.call(ctx if ctx is not None else current_context.get(), "conductor", method, **kwargs)
+        return await self.client.call(ctx if ctx is not None else current_context.get(), method, **kwargs)
 
     async def wait_until_ready(self, *, attempt_timeout: float = 10.0, retry_interval: float = 2.0) -> None:
         """Wait until a conductor answers (Nova's ``wait_until_ready``): a compute host cannot start
         without one, as every read and write of its goes through it."""
         while True:
             try:
-                await self.bus.call(None, "conductor", "ready", timeout=attempt_timeout)
+                await self.client.call(None, "ready", timeout=attempt_timeout)
                 return
             except exceptions.ServiceUnavailable as exc:
                 LOG.warning("waiting for a conductor (%s)", exc)
@@ -59,30 +62,30 @@ class ConductorAPI:
 
     async def build_instances(self, ctx, instance_uuids: list[str], request_spec: dict,
                               build_args: dict, build_request_id: str | None = None) -> None:
-        await self.bus.cast(ctx, "conductor", "build_instances", instance_uuids=instance_uuids,
-                            request_spec=request_spec, build_args=build_args,
-                            **({"build_request_id": build_request_id} if build_request_id else {}))
+        await self.client.cast(ctx, "build_instances", instance_uuids=instance_uuids,
+                               request_spec=request_spec, build_args=build_args,
+                               **({"build_request_id": build_request_id} if build_request_id else {}))
 
     async def unshelve_instance(self, ctx, instance_uuid: str, request_spec: dict) -> None:
-        await self.bus.cast(ctx, "conductor", "unshelve_instance", instance_uuid=instance_uuid,
-                            request_spec=request_spec)
+        await self.client.cast(ctx, "unshelve_instance", instance_uuid=instance_uuid,
+                               request_spec=request_spec)
 
     async def migrate_server(self, ctx, instance_uuid: str, request_spec: dict, migration: dict) -> None:
         """A call: NoValidHost, or a host that cannot resize, reaches the API before it answers."""
-        await self.bus.call(ctx, "conductor", "migrate_server", instance_uuid=instance_uuid,
-                            request_spec=request_spec, migration=migration)
+        await self.client.call(ctx, "migrate_server", instance_uuid=instance_uuid,
+                               request_spec=request_spec, migration=migration)
 
     async def live_migrate_instance(self, ctx, instance_uuid: str, request_spec: dict, migration: dict,
                                     forced_host: str | None, *, async_: bool) -> None:
         """A call before 2.34 (a failed check reaches the API), a cast from 2.34, as Nova's ``async_``."""
-        send = self.bus.cast if async_ else self.bus.call
-        await send(ctx, "conductor", "live_migrate_instance", instance_uuid=instance_uuid,
-                   request_spec=request_spec, migration=migration, forced_host=forced_host)
+        await self.client.sender(cast=async_)(ctx, "live_migrate_instance", instance_uuid=instance_uuid,
+                                              request_spec=request_spec, migration=migration,
+                                              forced_host=forced_host)
 
     async def evacuate_instance(self, ctx, instance_uuid: str, request_spec: dict, migration: dict) -> None:
         """A cast, as Nova's: the evacuation's outcome shows on the server and its migration."""
-        await self.bus.cast(ctx, "conductor", "evacuate_instance", instance_uuid=instance_uuid,
-                            request_spec=request_spec, migration=migration)
+        await self.client.cast(ctx, "evacuate_instance", instance_uuid=instance_uuid,
+                               request_spec=request_spec, migration=migration)
 
     # A compute host's helpers over the methods below ------------------------------------------
     async def save_with_fault(self, ctx, instance_uuid: str, updates: dict, exc: BaseException, *,
@@ -254,10 +257,12 @@ class ConductorAPI:
         """Set the migration record's status."""
         return await self._call(ctx, "migration_set_status", migration_uuid=migration_uuid, status=status)
 
-    async def service_register(self, ctx, host_name: str, binary: str, service_topic: str | None) -> int:
-        """Create or revive the (host_name, binary) service row; its id."""
+    async def service_register(self, ctx, host_name: str, binary: str, service_topic: str | None,
+                               rpc_version: str | None = None) -> int:
+        """Create or revive the (host_name, binary) service row, with the version of the RPC
+        interface the service serves; its id."""
         return await self._call(ctx, "service_register", host_name=host_name, binary=binary,
-                                service_topic=service_topic)
+                                service_topic=service_topic, rpc_version=rpc_version)
 
     async def service_heartbeat(self, ctx, service_id: int) -> None:
         """The service reports it is up."""

@@ -97,9 +97,8 @@ class NoVNCProxy:
             instance = await instance_obj.get(self.rt.db, grant["instance_uuid"])
         except exceptions.InstanceNotFound:
             raise exceptions.InvalidToken(token="***")
-        if not instance.get("host") or not await self.rpcapi.call(
-                admin_context(), instance["host"], "validate_console_port",
-                instance_uuid=grant["instance_uuid"], port=grant["port"], console_type=grant["console_type"]):
+        if not instance.get("host") or not await self.rpcapi.validate_console_port(
+                admin_context(), instance["host"], grant["instance_uuid"], grant["port"], grant["console_type"]):
             raise exceptions.InvalidToken(token="***")
         return grant
 

@@ -201,6 +201,9 @@ class Service(TimestampMixin, Base):
     vif_wait_stats: Mapped[dict | None] = mapped_column(JSON)
     report_count: Mapped[int] = mapped_column(Integer, default=0)
     availability_zone: Mapped[str | None] = mapped_column(String(255))
+    # The version of the RPC interface the service serves ("1.0"; nefos.bus.interfaces); None: a
+    # service from before versioning (1.0) or one serving none. [upgrade_levels] auto reads it.
+    version: Mapped[str | None] = mapped_column(String(16))
     deleted: Mapped[int] = mapped_column(Integer, default=0)
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import errno
 import logging
 
-from sqlalchemy.exc import DBAPIError, DisconnectionError
+from sqlalchemy.exc import DBAPIError, DisconnectionError, TimeoutError as PoolTimeout
 from tenacity import AsyncRetrying, RetryCallState, before_sleep_log, retry_if_exception, wait_random_exponential
 
 from nefos import exceptions
@@ -170,6 +170,8 @@ def transient_error(exc: BaseException) -> exceptions.NefosError | None:
     still too contended after the retries (DatabaseBusy); None for any other error."""
     if is_disconnect(exc):
         return exceptions.DatabaseUnavailable()
-    if is_contention(exc):
+    if is_contention(exc) or isinstance(exc, PoolTimeout):
+        # PoolTimeout: every connection of this process's pool stayed busy past pool_timeout (the
+        # pool is sized to the deployment's connection budget): busy, try again, not a server fault.
         return exceptions.DatabaseBusy()
     return None

@@ -7,21 +7,23 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from nefos.bus.versioning import RPCClient, RPCInterface
 from nefos.context import RequestContext
 
 LOG = logging.getLogger(__name__)
 
 
 class AgentNotifier:
-    """The network service's side: fans a change out to every agent on ``topic``, in a task of its
-    own. The subclass names its agents (``agents``), its logger and its default context."""
+    """The network service's side: fans a change out to every agent of ``interface``'s topic, in a
+    task of its own. The subclass names its agents (``agents``), its logger and its default context."""
 
-    topic: str
+    interface: RPCInterface  # the agents' topic (nefos.bus.interfaces)
     agents: str  # "DHCP agents", ...
     log = LOG
 
     def __init__(self, bus):
         self.bus = bus
+        self.client = RPCClient(bus, self.interface)
         self._tasks: set[asyncio.Task] = set()
 
     def _default_context(self) -> RequestContext:
@@ -35,7 +37,7 @@ class AgentNotifier:
 
     async def _send(self, ctx: RequestContext | None, what: str, method: str, kwargs: dict) -> None:
         try:
-            await self.bus.fanout(ctx or self._default_context(), self.topic, method, **kwargs)
+            await self.client.fanout(ctx or self._default_context(), method, **kwargs)
             self.log.debug("%s: %s notified", what, self.agents)
         except Exception:
             self.log.warning("%s: notifying the %s failed (their periodic sync will see it)", what,

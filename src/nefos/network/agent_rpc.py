@@ -41,7 +41,7 @@ import logging
 from sqlalchemy import or_, select, update
 
 from nefos import exceptions
-from nefos.bus import Endpoint
+from nefos.bus import Endpoint, interfaces
 from nefos.context import RequestContext
 from nefos.db.models import IPAllocation, Network, NetworkAgent, Port
 from nefos.network import provisioning
@@ -58,8 +58,16 @@ AGENT_TYPES = (provisioning.DHCP_AGENT, L2_AGENT)  # the agents whose state is r
 class L2AgentCallbacks(Endpoint):
     """What an L2 agent asks and reports, served by the network service on ``q-plugin``."""
 
+    rpc_interface = interfaces.PLUGIN
+
     def __init__(self, manager):
         self.manager = manager  # nefos.network.manager.NetworkManager
+
+    async def dhcp_ready_on_ports(self, ctx: RequestContext, port_ids: list[str], agent_host: str) -> list[str]:
+        """A 0.9.0 DHCP agent's report (q-plugin 1.0); today's DHCP agents say it on
+        ``q-dhcp-plugin`` (``DhcpCallbacks.dhcp_ready_on_ports``)."""
+        from nefos.network.dhcp_rpc import DhcpCallbacks
+        return await DhcpCallbacks(self.manager).dhcp_ready_on_ports(ctx, port_ids, agent_host)
 
     async def _port_id(self, device: str, host: str) -> str:
         """The port id of ``device``: a port id, or a tap name (``tap`` + the id's first 11
@@ -190,6 +198,8 @@ PluginEndpoint = L2AgentCallbacks
 class MetadataCallbacks(Endpoint):
     """The metadata proxy's question, served on ``q-metadata``."""
 
+    rpc_interface = interfaces.METADATA_PLUGIN
+
     def __init__(self, manager):
         self.manager = manager
 
@@ -206,6 +216,8 @@ class MetadataCallbacks(Endpoint):
 
 class AgentStateCallbacks(Endpoint):
     """Every agent's heartbeat, served on ``q-reports-plugin`` (Neutron's ``report_state``)."""
+
+    rpc_interface = interfaces.REPORTS_PLUGIN
 
     def __init__(self, manager, on_vtep_changed=None):
         self.manager = manager
@@ -241,7 +253,7 @@ class DhcpAgentNotifier(AgentNotifier):
     (``add_network_change_listener``), called after the change committed. Each change is fanned
     out in a task of its own, so the change never waits for the bus nor fails with it."""
 
-    topic = DHCP_TOPIC
+    interface = interfaces.DHCP_AGENT
     agents = "DHCP agents"
     log = LOG
 

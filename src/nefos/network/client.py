@@ -16,6 +16,8 @@ import logging
 from typing import Any
 
 from nefos import exceptions
+from nefos.bus import interfaces
+from nefos.bus.versioning import RPCClient
 from nefos.context import RequestContext
 
 LOG = logging.getLogger(__name__)
@@ -34,17 +36,69 @@ def _restore_body(original: dict) -> dict:
             "binding:profile": original.get("binding:profile") or {}}
 
 
+def network_rpc(bus) -> RPCClient:
+    """The network service's client (topic ``network``): one Networking API operation a call,
+    each declared in ``nefos.bus.interfaces.NETWORK``."""
+    return RPCClient(bus, interfaces.NETWORK)
+
+
 class NetworkAPI:
     def __init__(self, rt):
         self.rt = rt
+        self.client = network_rpc(rt.bus)
 
     async def _call(self, ctx: RequestContext, method: str, **kwargs) -> Any:
-        return await self.rt.bus.call(ctx, TOPIC, method, **kwargs)
+        return await self.client.call(ctx, method, **kwargs)
 
-    async def call(self, ctx: RequestContext, method: str, **kwargs) -> Any:
-        """One Networking API method as ``ctx`` (the proxy APIs pass the caller's own context, so the
-        network service scopes every look-up to the caller's project as Neutron does)."""
-        return await self._call(ctx, method, **kwargs)
+    # The Compute API's proxies (os-networks, os-floating-ips, os-security-groups) ------------
+    # Each as ``ctx``: the proxies pass the caller's own context, so the network service scopes
+    # every look-up to the caller's project as Neutron does.
+
+    async def list_networks(self, ctx: RequestContext, filters: dict | None = None) -> list[dict]:
+        return await self._call(ctx, "list_networks", **({"filters": filters} if filters is not None else {}))
+
+    async def get_network(self, ctx: RequestContext, network_id: str) -> dict:
+        return await self._call(ctx, "get_network", network_id=network_id)
+
+    async def list_ports(self, ctx: RequestContext, filters: dict, fields: list[str]) -> list[dict]:
+        return await self._call(ctx, "list_ports", filters=filters, fields=fields)
+
+    async def get_floatingip(self, ctx: RequestContext, floatingip_id: str) -> dict:
+        return await self._call(ctx, "get_floatingip", floatingip_id=floatingip_id)
+
+    async def list_floatingips(self, ctx: RequestContext, filters: dict) -> list[dict]:
+        return await self._call(ctx, "list_floatingips", filters=filters)
+
+    async def create_floatingip(self, ctx: RequestContext, floatingip: dict) -> dict:
+        return await self._call(ctx, "create_floatingip", floatingip=floatingip)
+
+    async def delete_floatingip(self, ctx: RequestContext, floatingip_id: str) -> None:
+        await self._call(ctx, "delete_floatingip", floatingip_id=floatingip_id)
+
+    async def get_security_group(self, ctx: RequestContext, security_group_id: str) -> dict:
+        return await self._call(ctx, "get_security_group", security_group_id=security_group_id)
+
+    async def list_security_groups(self, ctx: RequestContext, filters: dict) -> list[dict]:
+        return await self._call(ctx, "list_security_groups", filters=filters)
+
+    async def create_security_group(self, ctx: RequestContext, security_group: dict) -> dict:
+        return await self._call(ctx, "create_security_group", security_group=security_group)
+
+    async def update_security_group(self, ctx: RequestContext, security_group_id: str, security_group: dict) -> dict:
+        return await self._call(ctx, "update_security_group", security_group_id=security_group_id,
+                                security_group=security_group)
+
+    async def delete_security_group(self, ctx: RequestContext, security_group_id: str) -> None:
+        await self._call(ctx, "delete_security_group", security_group_id=security_group_id)
+
+    async def create_security_group_rule(self, ctx: RequestContext, security_group_rule: dict) -> dict:
+        return await self._call(ctx, "create_security_group_rule", security_group_rule=security_group_rule)
+
+    async def get_security_group_rule(self, ctx: RequestContext, security_group_rule_id: str) -> dict:
+        return await self._call(ctx, "get_security_group_rule", security_group_rule_id=security_group_rule_id)
+
+    async def delete_security_group_rule(self, ctx: RequestContext, security_group_rule_id: str) -> None:
+        await self._call(ctx, "delete_security_group_rule", security_group_rule_id=security_group_rule_id)
 
     # Helpers ------------------------------------------------------------------------------
 

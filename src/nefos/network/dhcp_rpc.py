@@ -8,7 +8,7 @@ import logging
 
 from sqlalchemy import select
 
-from nefos.bus import Endpoint
+from nefos.bus import Endpoint, interfaces
 from nefos.context import RequestContext
 from nefos.db.models import IPAllocation, Network, Port, PortProvisioning, Subnet
 from nefos.network import provisioning
@@ -24,6 +24,8 @@ def dhcp_device_id(host: str, network_id: str) -> str:
 
 class DhcpCallbacks(Endpoint):
     """A DHCP agent's questions and reports."""
+
+    rpc_interface = interfaces.DHCP_PLUGIN
 
     def __init__(self, manager):
         self.manager = manager  # nefos.network.manager.NetworkManager

@@ -18,6 +18,7 @@ import logging
 from nefos.context import admin_context
 from nefos.network.agents.netns import run
 from nefos.network.agents.ip_lib import ensure_bridge
+from nefos.network.client import network_rpc
 
 LOG = logging.getLogger(__name__)
 
@@ -36,17 +37,17 @@ async def ensure_public_network(rt) -> dict:
     net = ipaddress.ip_network(cfg.external_network_cidr)
     await ensure_external_bridge(cfg.l3_external_bridge, f"{cfg.external_network_gateway}/{net.prefixlen}")
     ctx = admin_context()
-    found = await rt.bus.call(ctx, "network", "list_networks", filters={"name": [PUBLIC], "router:external": ["True"]})
-    has_default = bool(await rt.bus.call(ctx, "network", "list_networks", filters={"is_default": ["True"]}))
+    found = await network_rpc(rt.bus).call(ctx, "list_networks", filters={"name": [PUBLIC], "router:external": ["True"]})
+    has_default = bool(await network_rpc(rt.bus).call(ctx, "list_networks", filters={"is_default": ["True"]}))
     if found:
         if not has_default:  # made before networks had is_default: the default one from now on
-            return await rt.bus.call(ctx, "network", "update_network", network_id=found[0]["id"],
+            return await network_rpc(rt.bus).call(ctx, "update_network", network_id=found[0]["id"],
                                      network={"is_default": True})
         return found[0]
-    public = await rt.bus.call(ctx, "network", "create_network", network={
+    public = await network_rpc(rt.bus).call(ctx, "create_network", network={
         "name": PUBLIC, "router:external": True, "shared": False, "is_default": not has_default})
     hosts = list(net.hosts())
-    await rt.bus.call(ctx, "network", "create_subnet", subnet={
+    await network_rpc(rt.bus).call(ctx, "create_subnet", subnet={
         "network_id": public["id"], "name": f"{PUBLIC}-subnet", "cidr": str(net), "ip_version": 4,
         "enable_dhcp": False, "gateway_ip": cfg.external_network_gateway,
         "allocation_pools": [{"start": str(hosts[9]), "end": str(hosts[min(249, len(hosts) - 1)])}]})

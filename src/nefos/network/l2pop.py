@@ -22,10 +22,11 @@ import logging
 
 from sqlalchemy import select
 
+from nefos.bus import interfaces
 from nefos.context import RequestContext, admin_context
 from nefos.db.models import IPAllocation, Network, NetworkAgent, Port
 from nefos.network.agent_notifier import AgentNotifier
-from nefos.network.agents.rpc import L2_AGENT, L2_AGENT_TOPIC
+from nefos.network.agents.rpc import L2_AGENT, L2_AGENT_TOPIC  # noqa: F401
 from nefos.network.segments import VXLAN
 
 LOG = logging.getLogger(__name__)
@@ -73,7 +74,7 @@ class L2popNotifier(AgentNotifier):
     """The network service's side of ``q-agent-notifier``: a network change listener of the manager
     (ports created, bound, moved, deleted) and the state reports' listener (a VTEP appeared)."""
 
-    topic = L2_AGENT_TOPIC
+    interface = interfaces.L2_AGENT
     agents = "L2 agents"
     log = LOG
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 
-from nefos.bus import Endpoint
+from nefos.bus import Endpoint, interfaces
 from nefos.context import RequestContext, admin_context
 from nefos.network.agent_notifier import AgentNotifier
 from nefos.network.agents.rpc import L3_AGENT_TOPIC as AGENT_TOPIC, L3_PLUGIN_TOPIC as PLUGIN_TOPIC  # noqa: F401
@@ -25,6 +25,8 @@ LOG = logging.getLogger(__name__)
 
 class L3PluginEndpoint(Endpoint):
     """Served by the network service on ``q-l3-plugin``: the one thing an L3 agent asks."""
+
+    rpc_interface = interfaces.L3_PLUGIN
 
     def __init__(self, manager):
         self.manager = manager  # nefos.network.manager.NetworkManager
@@ -38,7 +40,7 @@ class L3AgentNotifier(AgentNotifier):
     """The network service's side of ``l3_agent``: a router change listener of the manager, each
     change fanned out in a task of its own (the change never waits for the bus nor fails with it)."""
 
-    topic = AGENT_TOPIC
+    interface = interfaces.L3_AGENT
     agents = "L3 agents"
     log = LOG
 

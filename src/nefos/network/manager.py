@@ -27,7 +27,7 @@ from sqlalchemy import bindparam, delete, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from nefos import exceptions
-from nefos.bus import Endpoint
+from nefos.bus import Endpoint, interfaces
 from nefos.context import RequestContext
 from nefos.db.models import IPAllocation, Network, Port, Quota, QuotaUsage, Subnet, utcnow
 from nefos.network import attributes as attrs
@@ -112,6 +112,8 @@ def _subnets_statement(visibility: str, keys: tuple):
 
 class NetworkManager(Ports, SecurityGroups, Routers, FloatingIPs, AutoAllocatedTopologies, Endpoint):
     """All networking logic; served on bus topic ``network`` and behind the Networking API."""
+
+    rpc_interface = interfaces.NETWORK
 
     def __init__(self, rt):
         self.rt = rt

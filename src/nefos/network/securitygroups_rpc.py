@@ -8,13 +8,15 @@ import ipaddress
 
 from sqlalchemy import select
 
-from nefos.bus import Endpoint
+from nefos.bus import Endpoint, interfaces
 from nefos.context import RequestContext
 from nefos.db.models import IPAllocation, Port, PortSecurityGroup, SecurityGroupRule
 
 
 class SecurityGroupCallbacks(Endpoint):
     """What an L2 agent asks of security groups."""
+
+    rpc_interface = interfaces.SECURITY_GROUP_PLUGIN
 
     def __init__(self, manager):
         self.manager = manager  # nefos.network.manager.NetworkManager

@@ -30,18 +30,20 @@ DISABLED_BY_AUTO = "auto"
 DISABLE_REASON_UNDEFINED = "None"
 
 
-async def register(db, host: str, binary: str, topic: str | None) -> int:
-    """Create or revive this (host, binary) row; returns its id."""
+async def register(db, host: str, binary: str, topic: str | None, version: str | None = None) -> int:
+    """Create or revive this (host, binary) row; returns its id. ``version``: the version of the
+    RPC interface the service serves (``nefos.bus.interfaces``; the ``auto`` upgrade level reads it)."""
     async with db.transaction() as s:
         row = (await s.execute(select(Service).where(
             Service.host == host, Service.binary == binary, Service.deleted == 0))).scalar_one_or_none()
         if row is None:
             row = Service(uuid=str(uuidlib.uuid4()), host=host, binary=binary, topic=topic, last_seen_up=utcnow(),
-                          report_count=0)
+                          report_count=0, version=version)
             s.add(row)
             await s.flush()
         else:
             row.last_seen_up = utcnow()
+            row.version = version  # an upgraded (or downgraded) service says so
         return row.id
 
 

@@ -13,7 +13,8 @@ import logging
 import time
 
 from nefos import exceptions
-from nefos.bus import Endpoint
+from nefos.bus import Endpoint, interfaces
+from nefos.bus.versioning import RPCClient
 from nefos.objects import allocations
 from nefos.scheduler import filters, weights
 from nefos.scheduler.host_state import HostState, load_host_states
@@ -36,6 +37,8 @@ def _percentile(ordered: list[float], p: float) -> float | None:
 
 
 class SchedulerManager(Endpoint):
+    rpc_interface = interfaces.SCHEDULER
+
     def __init__(self, rt):
         self.rt = rt
         # Seconds each select_destinations took here, host states read to claims made (or refused).
@@ -117,7 +120,8 @@ class SchedulerAPI:
 
     def __init__(self, bus):
         self.bus = bus
+        self.client = RPCClient(bus, interfaces.SCHEDULER)
 
     async def select_destinations(self, ctx, request_spec: dict, instance_uuids: list[str]) -> list[dict]:
-        return await self.bus.call(ctx, "scheduler", "select_destinations",
-                                   request_spec=request_spec, instance_uuids=instance_uuids)
+        return await self.client.call(ctx, "select_destinations", request_spec=request_spec,
+                                      instance_uuids=instance_uuids)

@@ -61,7 +61,7 @@ async def _live_migrate(manager, ctx, uuid: str, migration: dict, control: LiveM
             await manager._notify(ctx, instance, "instance.live_migration_pre.start")
             if control.aborted:
                 raise exceptions.LiveMigrationAborted(instance_uuid=uuid)
-            await _rpc(manager).call(ctx, dest, "pre_live_migration", instance_uuid=uuid, migration=migration)
+            await _rpc(manager).pre_live_migration(ctx, dest, uuid, migration)
             await manager._notify(ctx, instance, "instance.live_migration_pre.end")
             await manager.conductor.migration_set_status(None, migration["uuid"], "running")
             migrate_data = await manager.driver.live_migration(ctx, instance, dest, control)
@@ -76,14 +76,13 @@ async def _live_migrate(manager, ctx, uuid: str, migration: dict, control: LiveM
         aborted = isinstance(exc, exceptions.LiveMigrationAborted)
         LOG.warning("instance %s: live migration to %s failed, rolling back: %s", uuid, dest, exc)
         with contextlib.suppress(Exception):
-            await _rpc(manager).call(ctx, dest, "rollback_live_migration_at_destination", instance_uuid=uuid)
+            await _rpc(manager).rollback_live_migration_at_destination(ctx, dest, uuid, wait=True)
         await manager.conductor.live_migration_roll_back(
             ctx, uuid, migration,
             "cancelled" if aborted else "error", None if aborted else fault_of(exc), manager.host,
             None if aborted else "".join(traceback.format_exception(exc)))
         return
-    await _rpc(manager).cast(ctx, dest, "post_live_migration_at_destination", instance_uuid=uuid,
-                             migration=migration, migrate_data=migrate_data)
+    await _rpc(manager).post_live_migration_at_destination(ctx, dest, uuid, migration, migrate_data)
 
 
 async def _error_out(manager, ctx, uuid: str, migration: dict, exc: BaseException) -> None:
@@ -176,8 +175,8 @@ async def recover(manager, ctx, instance: dict, why: str) -> None:
         if uuid in await manager.driver.list_instance_uuids():
             if migration.get("dest_compute"):
                 with contextlib.suppress(Exception):
-                    await _rpc(manager).cast(ctx, migration["dest_compute"], "rollback_live_migration_at_destination",
-                                             instance_uuid=uuid)
+                    await _rpc(manager).rollback_live_migration_at_destination(ctx, migration["dest_compute"], uuid,
+                                                                               wait=False)
             await manager.conductor.live_migration_roll_back(ctx, uuid, migration, "error", fault_of(exc),
                                                              manager.host)
         else:

@@ -18,7 +18,7 @@ import time
 import traceback
 
 from nefos import exceptions, notifications
-from nefos.bus import Endpoint
+from nefos.bus import Endpoint, interfaces as rpc_interfaces
 from nefos.compute.host import image_trust
 from nefos.conductor.rpcapi import ConductorAPI
 from nefos.objects import states
@@ -44,6 +44,8 @@ class BuildAborted(Exception):
 
 
 class ComputeManager(Endpoint):
+    rpc_interface = rpc_interfaces.COMPUTE
+
     def __init__(self, rt, host: str, driver, network_api):
         self.rt = rt
         self.host = host

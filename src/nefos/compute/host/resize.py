@@ -67,8 +67,7 @@ async def prep_resize(manager, ctx, uuid: str, migration: dict) -> None:
                     reason=f"no resource claim for migration {migration['uuid']} on {manager.host}")
             await manager._notify(ctx, instance, "instance.resize_prep.start")
             await manager._notify(ctx, instance, "instance.resize_prep.end")
-    await _rpc(manager).cast(ctx, migration["source_compute"], "resize_instance", instance_uuid=uuid,
-                             migration=migration)
+    await _rpc(manager).resize_instance(ctx, migration["source_compute"], uuid, migration)
 
 
 async def resize_instance(manager, ctx, uuid: str, migration: dict) -> None:
@@ -109,8 +108,7 @@ async def resize_instance(manager, ctx, uuid: str, migration: dict) -> None:
             await manager.conductor.migration_abort_before_move(ctx, uuid, migration, fault_of(exc), manager.host,
                                                                 "".join(traceback.format_exception(exc)))
             return
-    await _rpc(manager).cast(ctx, migration["dest_compute"], "finish_resize", instance_uuid=uuid,
-                             migration=migration)
+    await _rpc(manager).finish_resize(ctx, migration["dest_compute"], uuid, migration)
 
 
 async def _start_guest(manager, ctx, instance: dict, network_info: list[dict], driver_call, *, power_on: bool,
@@ -225,8 +223,7 @@ async def revert_resize(manager, ctx, uuid: str, migration: dict) -> None:
             await manager.conductor.migration_set_status(None, migration["uuid"], "error")
             await manager.conductor.action_finish(ctx, uuid)
             return
-    await _rpc(manager).cast(ctx, migration["source_compute"], "finish_revert_resize", instance_uuid=uuid,
-                             migration=migration)
+    await _rpc(manager).finish_revert_resize(ctx, migration["source_compute"], uuid, migration)
 
 
 async def finish_revert_resize(manager, ctx, uuid: str, migration: dict) -> None:
@@ -276,7 +273,7 @@ async def cleanup_on_delete(manager, ctx, instance: dict) -> None:
         return
     await manager.conductor.allocation_release(None, migration["uuid"])
     for host in {migration.get("source_compute"), migration.get("dest_compute")} - {None, manager.host}:
-        await _rpc(manager).cast(ctx, host, "cleanup_deleted_migration", instance_uuid=instance["uuid"])
+        await _rpc(manager).cleanup_deleted_migration(ctx, host, instance["uuid"])
 
 
 async def cleanup_deleted_migration(manager, ctx, uuid: str) -> None:

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import contextlib
 
+from nefos.bus import interfaces
 from nefos.bus.base import Endpoint
+from nefos.bus.versioning import RPCClient, RPCInterface
 from nefos.context import RequestContext, admin_context, current_context
 
 PLUGIN_TOPIC = "q-plugin"
@@ -59,22 +61,26 @@ def report_context():
 
 
 class _Client:
-    topic: str
+    interface: RPCInterface  # the surface's topic and methods (nefos.bus.interfaces)
 
     def __init__(self, bus, host: str):
         self.bus = bus
         self.host = host
+        self.client = RPCClient(bus, self.interface)
+
+    @property
+    def topic(self) -> str:
+        return self.interface.topic
 
     async def _call(self, method: str, **kwargs):
         # (``host`` would address the bus message: the agent's host travels as ``agent_host``)
-        return await self.bus.call(current_context.get() or _admin(), self.topic, method,
-                                   agent_host=self.host, **kwargs)
+        return await self.client.call(current_context.get() or _admin(), method, agent_host=self.host, **kwargs)
 
 
 class L2PluginAPI(_Client):
     """The L2 agent's calls on ``q-plugin``."""
 
-    topic = PLUGIN_TOPIC
+    interface = interfaces.PLUGIN
 
     def __init__(self, bus, host: str, agent_id: str):
         super().__init__(bus, host)
@@ -117,7 +123,7 @@ PluginAPI = L2PluginAPI  # (the fake L2 agent's name for it)
 class SecurityGroupPluginAPI(_Client):
     """The L2 agent's call on ``q-securitygroup-plugin``."""
 
-    topic = SECURITY_GROUP_TOPIC
+    interface = interfaces.SECURITY_GROUP_PLUGIN
 
     async def security_group_info_for_host(self) -> list[dict]:
         """The filters (``firewall.PortFilter`` fields) of the protected ports bound to this host."""
@@ -127,7 +133,7 @@ class SecurityGroupPluginAPI(_Client):
 class DhcpPluginAPI(_Client):
     """The DHCP agent's calls on ``q-dhcp-plugin``."""
 
-    topic = DHCP_PLUGIN_TOPIC
+    interface = interfaces.DHCP_PLUGIN
 
     async def get_active_networks_info(self, network_ids: list[str] | None = None) -> list[dict]:
         """The networks (of ``network_ids``; None: all) needing DHCP: subnets, ports, blocked ports."""
@@ -150,7 +156,7 @@ class DhcpPluginAPI(_Client):
 class MetadataPluginAPI(_Client):
     """The metadata proxy's call on ``q-metadata``."""
 
-    topic = METADATA_TOPIC
+    interface = interfaces.METADATA_PLUGIN
 
     async def get_instance_port(self, network_id: str, ip_address: str) -> list[list[str]]:
         """(instance id, project id) of each instance port with ``ip_address`` on ``network_id``."""
@@ -160,7 +166,7 @@ class MetadataPluginAPI(_Client):
 class StateReportAPI(_Client):
     """Every agent's call on ``q-reports-plugin``."""
 
-    topic = REPORTS_TOPIC
+    interface = interfaces.REPORTS_PLUGIN
 
     async def report_state(self, agent_type: str, started: bool = False, tunneling_ip: str | None = None) -> None:
         """This agent is alive (``started``: it just started); an L2 agent's VXLAN underlay address
@@ -172,18 +178,20 @@ class StateReportAPI(_Client):
 class L3PluginAPI(_Client):
     """The L3 agent's call on ``q-l3-plugin``."""
 
-    topic = L3_PLUGIN_TOPIC
+    interface = interfaces.L3_PLUGIN
 
     async def sync_routers(self, router_ids: list[str] | None = None) -> list[dict]:
         """The L3 configuration of ``router_ids`` (None: every router); a router left out is gone."""
-        return await self.bus.call(admin_context(), self.topic, "sync_routers", agent_host=self.host,
-                                   router_ids=None if router_ids is None else sorted(router_ids))
+        return await self.client.call(admin_context(), "sync_routers", agent_host=self.host,
+                                      router_ids=None if router_ids is None else sorted(router_ids))
 
 
 # What the agents serve ---------------------------------------------------------------------------
 class DhcpAgentEndpoint(Endpoint):
     """The DHCP agent's side of ``dhcp_agent``: the network is queued for a sync at once (bursts
     coalesce there)."""
+
+    rpc_interface = interfaces.DHCP_AGENT
 
     def __init__(self, agent):
         self.agent = agent  # nefos.network.agents.dhcp_agent.DhcpAgent
@@ -196,6 +204,8 @@ class DhcpAgentEndpoint(Endpoint):
 class L3AgentEndpoint(Endpoint):
     """The L3 agent's side of ``l3_agent``: the routers notified are synced at once."""
 
+    rpc_interface = interfaces.L3_AGENT
+
     def __init__(self, agent):
         self.agent = agent  # nefos.network.agents.l3_agent.L3Agent
 
@@ -206,6 +216,8 @@ class L3AgentEndpoint(Endpoint):
 
 class L2AgentEndpoint(Endpoint):
     """The L2 agent's side of ``q-agent-notifier`` (L2 population)."""
+
+    rpc_interface = interfaces.L2_AGENT
 
     def __init__(self, agent):
         self.agent = agent  # nefos.network.agents.l2_agent.L2Agent
