@@ -18,6 +18,7 @@ from nefos import fileperms
 from nefos.image.store import ImageStore
 from nefos.virt.libvirt.imagebackend import ImageCache
 from tests.isolation.helpers import login, start_nefos, stop_nefos
+from tests.store_images import StoreImages
 
 
 def _mode(p: Path) -> int:
@@ -72,7 +73,7 @@ async def _check_cache_and_disks(tmp_path: Path) -> None:
     await store.write("img-1", chunks())
     assert _mode(tmp_path / "images") == 0o700 and _mode(store.path("img-1")) == 0o600
     instances = fileperms.passable_dir(tmp_path / "instances")
-    cache = ImageCache(instances, tmp_path / "images")
+    cache = ImageCache(instances, StoreImages(tmp_path / "images"))
     base, _ = await cache.fetch("img-1", "raw")
     assert (_mode(base.parent), base.parent.stat().st_gid) == (0o750, gid)
     assert (_mode(base), base.stat().st_uid, base.stat().st_gid) == (0o640, 0, gid)

@@ -260,6 +260,9 @@ class Config(BaseModel):
     admin_password: str = ""  # bootstrap passwords; empty: generated once into <state_dir>/passwords.yaml
     demo_password: str = ""
     service_password: str = ""
+    # Nova's [glance] api_servers: the Image API URLs a compute host uses (the first one; e.g.
+    # http://controller:9292); empty: the catalog's image endpoint.
+    api_servers: str = ""
     # Policy overrides (YAML: rule name -> oslo.policy check string); empty: <state_dir>/policy.yaml if it exists.
     policy_file: str = ""
 

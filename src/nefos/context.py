@@ -28,6 +28,9 @@ class RequestContext:
     global_request_id: str | None = None
     is_admin: bool = True
     read_deleted: str = "no"
+    # The token the request came with (Nova's ``auth_token``): a compute host acts with it on the
+    # user's behalf on other services' APIs (the Image API for a snapshot). Never logged.
+    auth_token: str | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict:
         return asdict(self)

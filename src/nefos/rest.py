@@ -108,7 +108,9 @@ async def context_from_headers(request: Request, request_id: str, global_id: str
     if token and rt is not None:
         from nefos.identity.tokens import validate_token
         try:
-            return await validate_token(rt, token, request_id=request_id, global_request_id=global_id)
+            ctx = await validate_token(rt, token, request_id=request_id, global_request_id=global_id)
+            ctx.auth_token = token
+            return ctx
         except exceptions.Unauthorized:
             # noauth clients send a placeholder token (keystoneauth's NoAuth sends "notused").
             if not public and not noauth:

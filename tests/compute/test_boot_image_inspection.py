@@ -16,6 +16,7 @@ from nefos import exceptions
 from nefos.image.store import ImageStore
 from nefos.virt.libvirt.imagebackend import GiB, ImageCache
 from tests import crafted_images
+from tests.store_images import StoreImages
 
 IMAGE_ID = "0123456789abcdef0123456789abcdef"
 
@@ -24,7 +25,7 @@ IMAGE_ID = "0123456789abcdef0123456789abcdef"
 def cache_and_store(tmp_path):
     store = ImageStore(tmp_path / "images")
     store.root.mkdir()
-    return ImageCache(tmp_path / "instances", store.root), store
+    return ImageCache(tmp_path / "instances", StoreImages(store.root)), store
 
 
 def _store(store: ImageStore, data: bytes) -> None:

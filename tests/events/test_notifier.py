@@ -290,7 +290,7 @@ async def test_notifier_posts_as_the_service_user_with_keystone(tmp_path):
         server_id = await boot(cloud, headers=token)  # the event must get through for the boot to finish
         await cloud.wait_status(server_id, "ACTIVE", headers=token)
         client = notifier(cloud).client
-        assert client._token and client._compute_url.endswith("/v2.1")
+        assert client.service._token and (await client._auth())[1].endswith("/v2.1")
         notifier(cloud).client.forget_token()
     finally:
         cloud.rt.cfg.auth_strategy = "noauth"

@@ -1,18 +1,17 @@
-"""In-process access to images for the other services (compute API, virt drivers).
-
-Every service shares the database, so this reads image rows directly rather
-than calling the Image API over HTTP.
+"""In-process access to images for the control plane (the Compute API, the conductor), which
+shares the image service's database, so it reads image rows directly rather than calling the
+Image API over HTTP. Compute hosts have no database: they use ``nefos.image.http_client``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from typing import Callable
 
 from nefos import exceptions
 from nefos.context import RequestContext
 from nefos.image import images
+from nefos.image.http_client import VIEW_KEYS as _VIEW_KEYS  # the keys that are not extra properties
 
 
 # Properties a snapshot never inherits from its base image: they describe the snapshot itself.
@@ -20,11 +19,6 @@ _SNAPSHOT_OWN = frozenset({"instance_uuid", "user_id", "image_type", "backup_typ
                            "image_location", "owner_id"})
 
 
-# The keys of the Image API's view that are not extra properties.
-_VIEW_KEYS = frozenset({"id", "name", "status", "visibility", "protected", "os_hidden", "checksum",
-                        "os_hash_algo", "os_hash_value", "owner", "size", "virtual_size", "min_ram",
-                        "min_disk", "container_format", "disk_format", "created_at", "updated_at",
-                        "tags", "self", "file", "schema"})
 
 
 class ImageAPI:
@@ -91,21 +85,6 @@ class ImageAPI:
         doc["properties"] = properties
         return doc
 
-    async def upload_file(self, ctx: RequestContext, image_id: str, path, disk_format: str,
-                          on_chunk: Callable[[int], None] | None = None) -> dict:
-        """Store the file at ``path`` as the data of the queued image ``image_id``; ``on_chunk``
-        hears the size of each chunk sent."""
-        await images.update(self.rt, ctx, image_id, [("replace", "disk_format", disk_format),
-                                                     ("replace", "container_format", "bare")])
-
-        async def chunks():
-            with open(path, "rb") as f:
-                while chunk := await asyncio.to_thread(f.read, 1 << 20):
-                    yield chunk
-                    if on_chunk is not None:
-                        on_chunk(len(chunk))
-        return images.view(await images.upload(self.rt, ctx, image_id, chunks()))
-
     async def delete(self, ctx: RequestContext, image_id: str, *, missing_ok: bool = True) -> None:
         """Delete an image; one already gone is not an error unless ``missing_ok`` is false.
 
@@ -143,16 +122,3 @@ class ImageAPI:
         Raises ``ImageNotFound``, ``NotAuthorized`` when ``ctx`` may not modify the image, and
         ``Invalid`` for a property the Image API refuses."""
         return await images.set_properties(self.rt, ctx, image_id, change)
-
-    async def list_backups(self, ctx: RequestContext, instance_uuid: str, backup_type: str) -> list[dict]:
-        """The instance's backup images of ``backup_type``, oldest first (for the rotation)."""
-        result = await images.list_images(self.rt, ctx, [
-            ("instance_uuid", instance_uuid), ("backup_type", backup_type), ("image_type", "backup"),
-            ("sort_key", "created_at"), ("sort_dir", "asc")])
-        return result["images"]
-
-    async def list_unfinished_snapshots(self, ctx: RequestContext, instance_uuid: str) -> list[dict]:
-        """The instance's snapshot and backup images whose data never arrived (queued or saving)."""
-        result = await images.list_images(self.rt, ctx, [("instance_uuid", instance_uuid)])
-        return [i for i in result["images"] if i.get("status") in ("queued", "saving")
-                and i.get("image_type") in ("snapshot", "backup")]

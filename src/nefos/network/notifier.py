@@ -52,17 +52,15 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-import time
 import types
 import uuid as uuidlib
-from pathlib import Path
 
 import httpx
-import yaml
 from sqlalchemy import delete, insert, select, update
 
 from nefos.db.models import PortEventOutbox, utcnow
 from nefos.db.session import after_commit
+from nefos.identity.service_auth import ServiceAuth
 from nefos.waiting import event_set_within
 
 LOG = logging.getLogger(__name__)
@@ -82,7 +80,6 @@ MAX_BACKOFF = 30.0
 HTTP_TIMEOUT = 10.0
 MAX_REQUESTS_PER_BATCH = 8  # requests (one per request id) a batch may become
 _INSERT_EVENT = insert(PortEventOutbox.__table__)
-TOKEN_MARGIN = 60.0  # renew a token this long before it expires
 
 
 def is_compute_port(port: dict | None) -> bool:
@@ -122,28 +119,13 @@ def port_events(cfg, before: dict | None, after: dict | None) -> list[dict]:
     return events
 
 
-def read_service_password(cfg) -> str | None:
-    """The service user's password: the config, else the bootstrap's passwords file (never generated here)."""
-    if cfg.service_password:
-        return cfg.service_password
-    path = Path(cfg.state_dir) / "passwords.yaml"
-    try:
-        stored = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError):
-        return None
-    value = stored.get("service") if isinstance(stored, dict) else None
-    return str(value) if value else None
-
-
 class ComputeEventsClient:
-    """Posts events to the Compute API as the service user."""
+    """Posts events to the Compute API as the service user (``nefos.identity.service_auth``)."""
 
     def __init__(self, cfg):
         self.cfg = cfg
         self._http: httpx.AsyncClient | None = None
-        self._token: str | None = None
-        self._token_expires = 0.0
-        self._compute_url: str | None = None
+        self.service = ServiceAuth(cfg)
 
     async def close(self) -> None:
         if self._http is not None:
@@ -157,38 +139,13 @@ class ComputeEventsClient:
         return self._http
 
     def forget_token(self) -> None:
-        self._token, self._token_expires = None, 0.0
+        self.service.forget()
 
     async def _auth(self) -> tuple[dict, str]:
+        """The service user's headers and the Compute API URL (the token's catalog, else the config's)."""
         from nefos.identity import catalog
-        default_url = catalog.service_url(self.cfg, "compute")
-        if self.cfg.auth_strategy != "keystone":
-            return {"X-Project-Id": "service", "X-User-Id": "nefos", "X-Roles": "service"}, default_url
-        if self._token and time.time() < self._token_expires - TOKEN_MARGIN:
-            return {"X-Auth-Token": self._token}, self._compute_url or default_url
-        password = read_service_password(self.cfg)
-        if not password:
-            raise RuntimeError("the service user's password is not known yet "
-                               "(service_password, or passwords.yaml in the state directory)")
-        body = {"auth": {"identity": {"methods": ["password"], "password": {"user": {
-            "name": "nefos", "domain": {"name": "Default"}, "password": password}}},
-            "scope": {"project": {"name": "service", "domain": {"name": "Default"}}}}}
-        r = await self.http.post(catalog.identity_base_url(self.cfg) + "/v3/auth/tokens", json=body)
-        if r.status_code != 201:
-            raise RuntimeError(f"the identity service refused the service user: {r.status_code} {r.text[:200]}")
-        token = r.json().get("token") or {}
-        self._token = r.headers.get("x-subject-token")
-        try:
-            expires = dt.datetime.fromisoformat(token["expires_at"].replace("Z", "+00:00")).timestamp()
-        except (KeyError, ValueError, AttributeError):
-            expires = time.time() + 300
-        self._token_expires = expires
-        self._compute_url = default_url
-        for svc in token.get("catalog") or []:
-            if svc.get("type") == "compute":
-                urls = {e.get("interface"): e.get("url") for e in svc.get("endpoints") or []}
-                self._compute_url = urls.get("internal") or urls.get("public") or default_url
-        return {"X-Auth-Token": self._token}, self._compute_url
+        headers = await self.service.headers(self.http)
+        return headers, self.service.endpoint("compute") or catalog.service_url(self.cfg, "compute")
 
     async def send(self, events: list[dict], request_id: str | None = None) -> httpx.Response:
         extra = {"X-OpenStack-Request-ID": request_id} if request_id else {}

@@ -58,13 +58,19 @@ def held_by_dead_process(claimed_by: str | None, claimer: str) -> bool:
     return pid == os.getpid() or _process_gone(pid)  # our own pid with another token: an earlier us
 
 
+def _without_token(context: dict) -> dict:
+    """A stored build keeps no credential: its re-drive is the service's own, and the host fetches
+    images as the service user."""
+    return {k: v for k, v in context.items() if k != "auth_token"}
+
+
 async def add(session, ctx, instance_uuids: list[str], request_spec: dict, build_args: dict) -> str:
     request_id = str(uuidlib.uuid4())
     args = {k: v for k, v in build_args.items() if k not in _NOT_STORED}
     # As the bus would carry them (datetimes as ISO strings, sets as lists): what a re-drive casts.
     session.add(BuildRequest(id=request_id, instance_uuids=list(instance_uuids),
                              request_spec=decode(encode(request_spec)), build_args=decode(encode(args)),
-                             context=decode(encode(ctx.to_dict())), dispatched=True))
+                             context=decode(encode(_without_token(ctx.to_dict()))), dispatched=True))
     await session.flush()
     return request_id
 

@@ -276,10 +276,10 @@ async def _record_failure(manager, ctx, uuid: str, reason: str) -> None:
 async def _discard_unfinished_snapshots(manager, ctx, uuid: str) -> None:
     """The images a snapshot, backup or shelve of the instance left unfinished (queued or saving):
     no host writes them any more (a failed snapshot deletes its image just the same)."""
-    try:
-        for image in await manager.image_api.list_unfinished_snapshots(ctx.elevated(), uuid):
+    try:  # the host's own work, no user's request: as the service user (ctx None)
+        for image in await manager.image_api.list_unfinished_snapshots(None, uuid):
             LOG.info("instance %s: deleting the unfinished snapshot image %s", uuid, image["id"])
-            await manager.image_api.delete(ctx.elevated(), image["id"])
+            await manager.image_api.delete(None, image["id"])
     except exceptions.NefosError as exc:
         LOG.warning("instance %s: its unfinished snapshot images were not deleted: %s", uuid, exc)
 

@@ -65,10 +65,10 @@ class ComputeManager(Endpoint):
 
     @functools.cached_property
     def image_api(self):
-        """Images a host writes or deletes (snapshots, backups, shelve): still through the image
-        client, i.e. the image service's database and store; imported on first use only."""
-        from nefos.image.client import ImageAPI
-        return ImageAPI(self.rt)
+        """Images a host writes, deletes or downloads (snapshots, backups, shelve, spawn): the Image
+        API over HTTP (nefos/image/http_client.py), as Nova's glance client."""
+        from nefos.image.http_client import ImageHTTPClient
+        return ImageHTTPClient(self.rt.cfg)
 
     # Plumbing ----------------------------------------------------------------
     @contextlib.asynccontextmanager
@@ -106,6 +106,8 @@ class ComputeManager(Endpoint):
         """Stop listening to the driver first: a host shutting down must not record its guests as stopped."""
         await self.lifecycle.stop()
         await self.driver.cleanup_host()
+        if "image_api" in self.__dict__:
+            await self.image_api.close()
 
     async def periodic_sync_power_states(self) -> None:
         await power_sync.sync_power_states(self)

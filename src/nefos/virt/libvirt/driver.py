@@ -55,6 +55,7 @@ import time
 from pathlib import Path
 
 from nefos import exceptions, fileperms
+from nefos.image.http_client import ImageHTTPClient
 from nefos.objects import states
 from nefos.virt import configdrive, event as virtevent
 from nefos.virt.driver import ComputeDriver
@@ -87,7 +88,8 @@ class LibvirtDriver(ComputeDriver):
         self.virt_type = self.requested_virt_type if self.requested_virt_type != "auto" else None
         path = getattr(cfg, "instances_path", "") or Path(cfg.state_dir) / "instances"
         self.instances_path = Path(path).resolve()
-        self.image_cache = imagebackend.ImageCache(self.instances_path, Path(cfg.state_dir).resolve() / "images")
+        self.image_client = ImageHTTPClient(cfg)
+        self.image_cache = imagebackend.ImageCache(self.instances_path, self.image_client)
         self._host = Host(self.uri, host, on_lifecycle=self._on_lifecycle, on_connection=self._on_connection)
         self.state_dir = Path(cfg.state_dir).resolve()
         self.qemu_user: qemu_user.QemuUser | None = None
@@ -109,6 +111,7 @@ class LibvirtDriver(ComputeDriver):
 
     async def cleanup_host(self) -> None:
         await self._host.close()
+        await self.image_client.close()
 
     async def _prepare_for_qemu(self) -> qemu_user.QemuUser:
         """Who QEMU runs as (never root), with ``instances_path`` reachable by it; once per driver."""

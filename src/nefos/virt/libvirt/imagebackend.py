@@ -1,7 +1,9 @@
 """Guest disks on local files (Nova's ``imagebackend.Qcow2`` and its image cache).
 
 * ``<instances_path>/_base/<image id>``: a cached copy of the image's data
-  (fetched once per host from the image store, then shared read-only);
+  (downloaded once per host from the Image API, ``nefos.image.http_client``, to a
+  temporary name, checked against the image's ``os_hash_value`` and renamed; then
+  shared read-only);
   the directory 0750 and its files 0640, and the guests' disks 0660, for
   QEMU's group (``nefos.fileperms``): no other local user reads them;
 * ``<instances_path>/<uuid>/disk``: a copy-on-write qcow2 overlay over the
@@ -28,7 +30,6 @@ import contextlib
 import json
 import logging
 import os
-import shutil
 from pathlib import Path
 
 from nefos import exceptions, fileperms
@@ -53,18 +54,13 @@ async def run(*argv: str) -> str:
 
 
 class ImageCache:
-    def __init__(self, instances_path: Path, image_store_root: Path):
+    def __init__(self, instances_path: Path, images):
+        """``images``: where the data comes from, ``await images.download_verified(None, image_id,
+        path)`` (``nefos.image.http_client.ImageHTTPClient``: as the host's service user, since a
+        base is shared by every instance on the host whoever asked first)."""
         self.instances_path = instances_path
         self.base_dir = instances_path / "_base"
-        self.image_store_root = image_store_root
-
-    def _source(self, image_id: str) -> Path:
-        from nefos.image.store import ImageStore
-        path = ImageStore(self.image_store_root).path(image_id)
-        if not path.is_file():
-            raise exceptions.ImageUnacceptable(
-                image_id=image_id, reason=f"its data is not in this host's image store ({path})")
-        return path
+        self.images = images
 
     async def fetch(self, image_id: str, disk_format: str | None) -> tuple[Path, format_inspection.Inspection]:
         """The cached base file of ``image_id`` (declared ``disk_format``) once it passes inspection."""
@@ -75,7 +71,7 @@ class ImageCache:
         return base, inspection
 
     async def _cached(self, image_id: str) -> Path:
-        """The cached copy of ``image_id``'s data (copied from the image store on first use)."""
+        """The cached copy of ``image_id``'s data (downloaded on first use)."""
         target = self.base_dir / image_id
         if target.is_file():
             return target
@@ -83,16 +79,12 @@ class ImageCache:
         async with lock:
             if target.is_file():
                 return target
-            source = self._source(image_id)
             fileperms.shared_dir(self.base_dir, fileperms.qemu_gid())
             tmp = target.with_name(f".{image_id}.part")
-
-            def copy():
-                shutil.copyfile(source, tmp)
+            try:
+                await self.images.download_verified(None, image_id, tmp)
                 fileperms.share_file(tmp, fileperms.qemu_gid())  # QEMU reads it; no one else
                 os.replace(tmp, target)
-            try:
-                await asyncio.to_thread(copy)
             finally:
                 with contextlib.suppress(FileNotFoundError):
                     tmp.unlink()
