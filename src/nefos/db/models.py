@@ -37,6 +37,7 @@ class Instance(TimestampMixin, Base):
     __table_args__ = (
         Index("ix_instances_project_deleted", "project_id", "deleted"),
         Index("ix_instances_host_deleted", "host", "deleted"),
+        Index("ix_instances_vm_state_deleted", "vm_state", "deleted"),
         Index("ix_instances_reservation_id", "reservation_id"),
         Index("ix_instances_deleted_created", "deleted", "created_at", "id"),
         Index("ix_instances_deleted_at", "deleted_at"),
