@@ -22,7 +22,9 @@ REAL_HOSTS = ("mhost1", "mhost2")
 FAKE_HOST = "mhost3"
 
 
-@pytest.fixture(scope="session")
+# One cloud for the directory, stopped once its tests are done (its dozen processes would
+# otherwise keep running through the rest of the suite).
+@pytest.fixture(scope="package")
 def multihost():
     ensure_libvirtd()
     cloud = MultiHostCloud(qemu_reachable_dir("nefos-mh-"),
