@@ -38,10 +38,11 @@ async def test_a_stuck_build_is_put_in_error_with_a_fault(tmp_path):
 
 
 async def test_builds_within_the_timeout_are_left_alone(tmp_path):
-    cloud = await start_cloud(tmp_path, fake_hosts=1, fake_spawn_delay=0.5, instance_build_timeout=3.0)
+    # The timeout leaves a loaded machine room to finish the 0.5 s build well within it.
+    cloud = await start_cloud(tmp_path, fake_hosts=1, fake_spawn_delay=0.5, instance_build_timeout=8.0)
     try:
         (server_id,) = await boot_active(cloud)
-        await asyncio.sleep(3.5)  # past the timeout, but the build had finished: not touched
+        await asyncio.sleep(8.5)  # past the timeout, but the build had finished: not touched
         assert (await cloud.server(server_id))["status"] == "ACTIVE"
     finally:
         await stop_cloud(cloud)

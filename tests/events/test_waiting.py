@@ -250,8 +250,12 @@ async def test_network_changed_refreshes_only_that_port(cloud):
         return cache if cache[0]["network"]["subnets"][0]["ips"][0]["address"] == "10.0.0.77" else None
     cache = await eventually(refreshed)
     assert cache[1] == marked  # the other port was left alone
-    details = [e["details"] for e in await action_events(cloud, server_id) if e["event"] == "compute_external_instance_event"]
-    assert any(d.startswith(f"network-changed-{first['id']}: port refreshed") for d in details)
+
+    async def recorded():  # the event's record is finished after the cache was saved
+        details = [e["details"] or "" for e in await action_events(cloud, server_id)
+                   if e["event"] == "compute_external_instance_event"]
+        return any(d.startswith(f"network-changed-{first['id']}: port refreshed") for d in details)
+    assert await eventually(recorded)
 
 
 async def port_of_id(cloud, port_id):
