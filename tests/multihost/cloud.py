@@ -167,6 +167,9 @@ class MultiHostCloud:
         common.pop("NEFOS_DATABASE_URL", None)
         self.host_env = dict(common, NEFOS_BUS_URL=f"amqp://guest:guest@{gw}:{amqp}/{self.vhost}",
                              NEFOS_METADATA_HOST=gw, NEFOS_METADATA_LISTEN_PORT=str(metadata),
+                             # The Image API as a host reaches it: through the forwarder, not the
+                             # catalog's loopback address (Nova's [glance] api_servers).
+                             NEFOS_API_SERVERS=f"http://{gw}:{forwarded['IMAGE']}",
                              **{f"NEFOS_{n}_API_PORT": str(p) for n, p in forwarded.items()})
         self.endpoints = {"compute": f"http://127.0.0.1:{ports['COMPUTE']}",
                           "network": f"http://127.0.0.1:{ports['NETWORK']}"}
@@ -212,8 +215,6 @@ class MultiHostCloud:
         host.namespace, host.address = self.underlay.add_namespace(host.name)
         host.state = self.top / host.name
         host.state.mkdir(mode=0o700)
-        # The hosts' image files are the control plane's image store (a shared Glance file store).
-        (host.state / "images").symlink_to(self.top / "control" / "images")
         env = dict(self.host_env, NEFOS_HOST=host.name, NEFOS_COMPUTE_DRIVER=host.driver,
                    NEFOS_LOCAL_IP=host.address)
         if host.driver == "libvirt":
