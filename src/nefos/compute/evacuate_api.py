@@ -21,9 +21,8 @@ from sqlalchemy import select
 from nefos import exceptions, notifications
 from nefos.compute.services import COMPUTE_BINARY
 from nefos.db.models import Service
-from nefos.objects import actions, instance as instance_obj, migrations as migrations_obj, moves, service_rows, states
-from nefos.objects.migration_state import (EVACUATE, EVACUATION, EVACUATION_IN_PROGRESS, EVACUATION_TASK_STATES,
-                                           with_migration)
+from nefos.objects import migrations as migrations_obj, moves, service_rows, states
+from nefos.objects.migration_state import EVACUATE, EVACUATION, EVACUATION_IN_PROGRESS
 
 ALLOWED_VM_STATES = (states.ACTIVE, states.STOPPED, states.ERROR)
 
@@ -73,19 +72,8 @@ async def request(api, ctx, uuid: str, *, host: str | None, force: bool | None,
         "old_flavor": flavor, "new_flavor": flavor, "old_vm_state": instance["vm_state"],
         "target_state": target_state,
     }
-    async with rt.db.transaction() as s:
-        try:
-            await instance_obj.save(rt.db, uuid, {"task_state": states.REBUILDING,
-                                                  "system_metadata": with_migration(instance, migration)},
-                                    expected_task_state=[None], expected_vm_state=list(ALLOWED_VM_STATES),
-                                    session=s)
-        except (exceptions.UnexpectedTaskStateError, exceptions.InstanceInvalidState):
-            raise exceptions.InstanceInvalidState(action=EVACUATE, instance_uuid=uuid, attr="task_state",
-                                                  state="changed") from None
-        await migrations_obj.create(s, migration, instance, ctx)
-        if host is not None:
-            await migrations_obj.update_record(None, migration["uuid"], session=s, dest_compute=host)
-        await actions.record_action(rt.db, ctx, uuid, EVACUATE, session=s)
+    await moves.begin_move(rt.db, ctx, instance, migration, task_state=states.REBUILDING,
+                           vm_states=list(ALLOWED_VM_STATES), action=EVACUATE, requested_host=host)
     await notifications.notify_instance(rt.bus, ctx, instance, "instance.evacuate", host=rt.cfg.host,
                                         binary="nefos-api")
     # Before 2.29 a given host is taken as is; from 2.29 only when forced (Nova's force semantics).

@@ -38,8 +38,8 @@ import logging
 import uuid as uuidlib
 
 from nefos import exceptions
-from nefos.objects import actions, instance as instance_obj, migrations as migrations_obj, moves, states
-from nefos.objects.migration_state import LIVE_MIGRATION, with_migration as _with_migration
+from nefos.objects import actions, migrations as migrations_obj, moves, states
+from nefos.objects.migration_state import LIVE_MIGRATION
 
 LOG = logging.getLogger(__name__)
 
@@ -71,19 +71,9 @@ async def request(api, ctx, uuid: str, *, host: str | None, block_migration: boo
         "dest_node": None, "old_flavor": flavor, "new_flavor": flavor, "old_vm_state": instance["vm_state"],
         "block_migration": block_migration,
     }
-    async with rt.db.transaction() as s:
-        try:
-            await instance_obj.save(rt.db, uuid, {"task_state": states.MIGRATING,
-                                                  "system_metadata": _with_migration(instance, migration)},
-                                    expected_task_state=[None], expected_vm_state=[states.ACTIVE, states.PAUSED],
-                                    session=s)
-        except (exceptions.UnexpectedTaskStateError, exceptions.InstanceInvalidState):
-            raise exceptions.InstanceInvalidState(action=_ACTION, instance_uuid=uuid, attr="task_state",
-                                                  state="changed") from None
-        await migrations_obj.create(s, migration, instance, ctx)
-        if host is not None:
-            await migrations_obj.update_record(None, migration["uuid"], session=s, dest_compute=host)
-        await actions.record_action(rt.db, ctx, uuid, LIVE_MIGRATION, session=s)
+    await moves.begin_move(rt.db, ctx, instance, migration, task_state=states.MIGRATING,
+                           vm_states=[states.ACTIVE, states.PAUSED], action=LIVE_MIGRATION, requested_host=host,
+                           refused_as=_ACTION)
     forced_host = host if host is not None and force is not False else None
     spec = {
         "flavor": flavor, "image": {"id": instance.get("image_ref"), "properties": {}},

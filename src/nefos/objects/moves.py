@@ -29,6 +29,27 @@ def _holds(instance: dict, migration: dict) -> dict | None:
     return current if current and current.get("uuid") == migration["uuid"] else None
 
 
+async def begin_move(db, ctx, instance: dict, migration: dict, *, task_state: str, vm_states: list[str],
+                     action: str, requested_host: str | None, refused_as: str | None = None) -> None:
+    """The API's step of any move, in one transaction: the server takes ``task_state`` and the
+    migration (compare-and-swap on no task and one of ``vm_states``; a server changed meanwhile is
+    InstanceInvalidState, naming ``refused_as`` or ``action``), the migration row (with the
+    requested destination, if any) and the instance action are written."""
+    uuid = instance["uuid"]
+    async with db.transaction() as s:
+        try:
+            await instance_obj.save(db, uuid, {"task_state": task_state,
+                                               "system_metadata": with_migration(instance, migration)},
+                                    expected_task_state=[None], expected_vm_state=vm_states, session=s)
+        except (exceptions.UnexpectedTaskStateError, exceptions.InstanceInvalidState):
+            raise exceptions.InstanceInvalidState(action=refused_as or action, instance_uuid=uuid, attr="task_state",
+                                                  state="changed") from None
+        await migrations_obj.create(s, migration, instance, ctx)
+        if requested_host is not None:
+            await migrations_obj.update_record(None, migration["uuid"], session=s, dest_compute=requested_host)
+        await actions.record_action(db, ctx, uuid, action, session=s)
+
+
 async def record_destination(db, uuid: str, migration: dict, selection: dict, event_id: int, *,
                              task_state: str) -> tuple[dict, dict] | None:
     """The scheduler's ``selection`` recorded as ``migration``'s destination; (the migration, the
