@@ -17,15 +17,15 @@ import logging
 import re
 import uuid as uuidlib
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import func, select
 
 from nefos import exceptions
-from nefos.compute import (disk_config, flavors as flavors_mod, image_properties, quota_sets,
+from nefos.compute import (block_devices, disk_config, flavors as flavors_mod, image_properties, quota_sets,
                            regex_filters as regex_filters_mod)
 from nefos.compute.services import COMPUTE_BINARY
 from nefos.compute.rpcapi import ComputeRPCAPI
 from nefos.conductor.rpcapi import ConductorAPI
-from nefos.db.models import BlockDeviceMapping, Instance, InstanceFault
+from nefos.db.models import Instance, InstanceFault
 from nefos.db.retry import retrying
 from nefos.objects import (actions, allocations, build_requests, instance as instance_obj, quotas, server_groups,
                            states)
@@ -153,7 +153,7 @@ class ComputeAPI:
         image = await self._check_image(ctx, image_ref, flavor)
         auto_disk_config = disk_config.for_image(image, auto_disk_config)
         if local_disks is not None:
-            _check_local_disks(flavor, local_disks)
+            block_devices.check_local_disks(flavor, local_disks)
         zone, forced_host = self._parse_availability_zone(ctx, availability_zone)
         await self._check_availability_zone(zone, forced_host)
         if requested_host or requested_node:
@@ -229,7 +229,7 @@ class ComputeAPI:
                             access_ip_v6=access_ip_v6, tags=list(dict.fromkeys(tags or [])),
                             trusted_certs=trusted_certs or None, scheduler_hints=scheduler_hints or {},
                             pinned_availability_zone=zone, injected_files=injected_files or None))
-                        await s.execute(_INSERT_BDM, _block_device_mappings(uuid, image["id"], flavor, local_disks))
+                        await s.execute(block_devices.INSERT, block_devices.for_new_server(uuid, image["id"], flavor, local_disks))
                         if group is not None:
                             await server_groups.add_member(s, group["uuid"], uuid, limit=member_limit)
                         await actions.record_action(self.rt.db, ctx, uuid, actions.CREATE, session=s)
@@ -793,7 +793,6 @@ def _tags_match(tags: list[str], filters: dict[str, list[str]]) -> bool:
 
 
 def _hostname(name: str) -> str:
-    import re
     host = re.sub(r"[^a-z0-9-]+", "-", (name or "").lower()).strip("-")
     return host[:63] or "server"
 
@@ -802,42 +801,3 @@ def _requested_networks_record(requested_networks):
     if requested_networks in (None, "auto", "none"):
         return [{"special": requested_networks}] if requested_networks else None
     return list(requested_networks)
-
-
-def _check_local_disks(flavor: dict, local_disks: list[dict]) -> None:
-    """Requested blank local disks must fit the flavor (as Nova checks ephemeral and swap)."""
-    swaps = [d for d in local_disks if d.get("guest_format") == "swap"]
-    ephemerals = [d for d in local_disks if d.get("guest_format") != "swap"]
-    if len(swaps) > 1:
-        raise exceptions.ValidationError("Block Device Mapping is Invalid: only one swap disk is allowed.")
-    if swaps and swaps[0]["size"] > flavor.get("swap", 0):  # swap sizes are MiB, as the flavor's
-        raise exceptions.ValidationError("Block Device Mapping is Invalid: swap size is greater than "
-                                         "allowed by the flavor.")
-    if sum(d["size"] for d in ephemerals) > flavor.get("ephemeral_gb", 0):
-        raise exceptions.ValidationError("Block Device Mapping is Invalid: total size of the ephemeral "
-                                         "disks is greater than allowed by the flavor.")
-
-
-_INSERT_BDM = insert(BlockDeviceMapping.__table__)
-
-
-def _block_device_mappings(uuid: str, image_id: str, flavor: dict,
-                           local_disks: list[dict] | None = None) -> list[dict]:
-    """The root disk from the image, then the ephemeral and swap disks (requested, or the flavor's),
-    as ``block_device_mapping`` rows (every row with the same columns: one INSERT writes them all)."""
-    bdms = [dict(instance_uuid=uuid, source_type="image", destination_type="local",
-                 device_name="/dev/vda", boot_index=0, image_id=image_id, guest_format=None,
-                 volume_size=flavor["root_gb"] or None, delete_on_termination=True)]
-    if local_disks is None:
-        local_disks = []
-        if flavor.get("ephemeral_gb"):
-            local_disks.append({"size": flavor["ephemeral_gb"], "guest_format": None})
-        if flavor.get("swap"):
-            local_disks.append({"size": flavor["swap"], "guest_format": "swap"})
-    for index, disk in enumerate(local_disks):
-        bdms.append(dict(
-            instance_uuid=uuid, source_type="blank", destination_type="local",
-            device_name=disk.get("device_name") or f"/dev/vd{chr(ord('b') + index)}", boot_index=-1,
-            image_id=None, guest_format=disk.get("guest_format"), volume_size=disk["size"],
-            delete_on_termination=True))
-    return bdms
