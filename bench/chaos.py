@@ -288,12 +288,24 @@ async def check_invariants(db_url: str, clients: list[Client], fake_dir: Path) -
     problems: list[str] = []
     async with engine.connect() as conn:
         live = {r.uuid: r for r in (await conn.execute(text(
-            "SELECT uuid, project_id, vcpus, memory_mb, host FROM instances WHERE deleted = 0"))).all()}
+            "SELECT uuid, project_id, vcpus, memory_mb, host, system_metadata FROM instances "
+            "WHERE deleted = 0"))).all()}
+        # A resize in progress (VERIFY_RESIZE included) is recorded on its server: until it is
+        # confirmed or reverted, it holds the quota of the bigger flavor, and its source host still
+        # has the old guest.
+        moving = {}
+        for inst in live.values():
+            sysmeta = (json.loads(inst.system_metadata) if isinstance(inst.system_metadata, str)
+                       else inst.system_metadata) or {}
+            migration = sysmeta.get("nefos_migration")
+            if migration and migration.get("status") not in ("confirmed", "reverted", "error"):
+                moving[inst.uuid] = migration
         real = Counter()
         for inst in live.values():
+            held = (moving.get(inst.uuid) or {}).get("quota") or {}
             real[(inst.project_id, "instances")] += 1
-            real[(inst.project_id, "cores")] += inst.vcpus
-            real[(inst.project_id, "ram")] += inst.memory_mb
+            real[(inst.project_id, "cores")] += max(inst.vcpus, held.get("cores", 0))
+            real[(inst.project_id, "ram")] += max(inst.memory_mb, held.get("ram", 0))
         usage = {(r.project_id, r.resource): r.in_use for r in (await conn.execute(text(
             "SELECT project_id, resource, in_use FROM quota_usages "
             "WHERE resource IN ('instances', 'cores', 'ram')"))).all()}
@@ -349,7 +361,7 @@ async def check_invariants(db_url: str, clients: list[Client], fake_dir: Path) -
         for guest in (g["uuid"] for g in saved.get("guests", [])):
             if guest not in live:
                 problems.append(f"guest {guest} on {host}, no such server")
-            elif live[guest].host != host:
+            elif live[guest].host != host and (moving.get(guest) or {}).get("source_compute") != host:
                 problems.append(f"guest {guest} on {host}, its server is on {live[guest].host}")
     for c in clients:
         for sid in c.created - c.deleted - c.maybe_deleted:

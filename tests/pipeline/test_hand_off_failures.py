@@ -127,7 +127,9 @@ async def test_a_delete_that_cannot_be_sent_to_the_host_is_accepted(cloud):
 
 
 async def test_a_delete_that_cannot_be_sent_to_the_host_is_finished_by_the_host(tmp_path):
-    cloud = await start_cloud(tmp_path, fake_hosts=1, rpc_response_timeout=1.0, task_state_timeout=2.0)
+    # A short rpc_response_timeout, so that the host's look for lost requests comes soon; not so
+    # short that a build a loaded machine is slow to hand over is taken for a lost one.
+    cloud = await start_cloud(tmp_path, fake_hosts=1, rpc_response_timeout=4.0)
     cloud.link = BrokenLink(cloud.rt.bus, ("compute",))
     try:
         server = await _active_server(cloud)

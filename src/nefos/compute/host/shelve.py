@@ -44,18 +44,19 @@ async def shelve_instance(manager, ctx, uuid: str, image_id: str) -> None:
                                           task_states=snapshots.SHELVE_TASK_STATES)
         metadata = dict(instance.get("system_metadata") or {}, shelved_image_id=image_id,
                         shelved_at=utcnow().isoformat(), shelved_host=manager.host)
-        return {"system_metadata": metadata}
+        updates = {"system_metadata": metadata}
+        if offload_at_once:
+            # SHELVED and already offloading in the same write, as Nova: no moment in which the
+            # server looks SHELVED and idle while its host is about to offload it.
+            updates["task_state"] = states.SHELVING_OFFLOADING
+        return updates
 
+    offload_at_once = manager.rt.cfg.shelved_offload_time == 0
     await manager._power_op(ctx, uuid, event="compute_shelve_instance",
                             expected=[states.SHELVING_IMAGE_UPLOADING], final_vm_state=states.SHELVED,
                             notification="shelve", op=op, starts_in=[states.SHELVING])
-    if manager.rt.cfg.shelved_offload_time == 0:
-        try:
-            await manager.conductor.instance_save(None, uuid, {"task_state": states.SHELVING_OFFLOADING},
-                                                  expected_task_state=[None], expected_vm_state=[states.SHELVED])
-        except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError,
-                exceptions.InstanceInvalidState):
-            return  # deleted, failed or acted on meanwhile
+    if offload_at_once:
+        # Does nothing unless the shelve above ended in SHELVING_OFFLOADING.
         await shelve_offload_instance(manager, ctx, uuid)
 
 
