@@ -127,6 +127,15 @@ class Cloud:
     def url(self, name: str) -> str:
         return f"http://127.0.0.1:{self.ports[name]}"
 
+    def pids_by_service(self) -> dict[str, list[int]]:
+        """The processes by what they run ("up", "api", "compute", ...)."""
+        groups: dict[str, list[int]] = {}
+        for proc in self.procs:
+            argv = proc.args
+            service = argv[argv.index(str(BIN / "nefos")) + 1]
+            groups.setdefault(service, []).append(proc.pid)
+        return groups
+
 
 async def _pg(url: str, sql: str) -> None:
     import asyncpg
@@ -238,6 +247,7 @@ async def boot(args, cloud: Cloud) -> dict:
 
         pids = [p.pid for p in cloud.procs]
         cpu_before = process_cpu_seconds(pids)
+        by_service_before = {name: process_cpu_seconds(group) for name, group in cloud.pids_by_service().items()}
         poll_since: str | None = None  # the first poll lists everything
         start = time.perf_counter()
         await asyncio.gather(*(create(i) for i in range(args.servers)))
@@ -257,6 +267,8 @@ async def boot(args, cloud: Cloud) -> dict:
             await asyncio.sleep(0.25)
         done = time.perf_counter()
         cpu_used = process_cpu_seconds(pids) - cpu_before
+        by_service = {name: round((process_cpu_seconds(group) - by_service_before[name]) / args.servers * 1000, 1)
+                      for name, group in cloud.pids_by_service().items()}
         r = await client.get(cloud.url("COMPUTE") + "/v2.1/servers/detail", headers=headers,
                              params={"status": "ERROR"})
         errors = len(r.json()["servers"])
@@ -264,6 +276,7 @@ async def boot(args, cloud: Cloud) -> dict:
                 "create_phase_s": round(created - start, 2), "total_s": round(done - start, 2),
                 "servers_per_s": round(args.servers / (done - start), 1),
                 "cloud_cpu_ms_per_server": round(cpu_used / args.servers * 1000, 1),
+                "cpu_ms_per_server_by_service": by_service,
                 "create_p50_ms": round(percentile(latencies, 50) * 1000, 1),
                 "create_p99_ms": round(percentile(latencies, 99) * 1000, 1)}
 

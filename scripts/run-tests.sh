@@ -9,7 +9,10 @@ bash scripts/install-test-deps.sh
 
 VENV="${NEFOS_VENV:-/opt/nefos-venv}"
 set +e
-"$VENV/bin/python" -m pytest tests/ -q -p no:cacheprovider "$@"
+# Three processes on the two cores of the project's machines: a test spends much of its time
+# waiting for its cloud, and the units of work are chosen so that nothing the machine has only one
+# of is used by two at once (tests/conftest.py). NEFOS_TEST_WORKERS=0: one process.
+"$VENV/bin/python" -m pytest tests/ -q -p no:cacheprovider -n "${NEFOS_TEST_WORKERS:-3}" "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

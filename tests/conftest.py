@@ -4,13 +4,75 @@ Tests and their helpers pick free ports for the four APIs explicitly; the metada
 the console proxy of an all-in-one cloud get theirs here, through the environment
 (``NEFOS_METADATA_LISTEN_PORT``, ``NEFOS_NOVNCPROXY_PORT``), so a cloud started in the test's
 process or in a ``nefos up`` it spawns never binds the fixed 8775 or 6080 another test's cloud
-may be using."""
+may be using.
+
+The suite runs in several processes (pytest-xdist; ``scripts/run-tests.sh``). Each test module is
+one unit of work, so its module- and package-scoped fixtures are set up once, except for two units
+that hold several modules run one after another:
+
+* ``libvirt-host``: what uses what the machine has only one of: libvirt's QEMU guests and their
+  CPU, the ``br-ex-nefos`` external bridge and its address range, the default ports and the
+  ``./.nefos`` of a README-literal ``nefos up``, root network namespaces, the firewall of real
+  bridges;
+* ``tempest``: the Tempest runs and the CLI flows, which share one cloud and whose pass rate counts
+  both runs (its real-guest run has an external bridge and range of its own).
+
+Everything else a test starts (in-process clouds on fake hosts, databases with fresh names, the
+broker's exchanges under a control exchange of the cloud's own, the chaos run's own PostgreSQL and
+RabbitMQ) is its own.
+"""
 
 from __future__ import annotations
+
+import collections
 
 import pytest
 
 from nefos.allinone import free_port
+
+LIBVIRT_HOST = (
+    "tests/libvirt/", "tests/multihost/", "tests/pipeline/test_readme.py",
+    "tests/network/test_antispoofing.py", "tests/network/test_fencing.py", "tests/network/test_l3_agent.py",
+    "tests/network/test_metadata_proxy.py", "tests/network/test_rule_revocation.py",
+    "tests/network/test_vxlan.py", "tests/network/test_dnsmasq_user.py",
+)
+
+
+def unit_of_work(nodeid: str) -> str:
+    module = nodeid.split("::", 1)[0]
+    if module.startswith(LIBVIRT_HOST):
+        return "libvirt-host"
+    if module.startswith("tests/tempest/"):
+        return "tempest"
+    return module
+
+
+LONGEST_FIRST = ("libvirt-host", "tempest")  # started first, so that neither is the last to finish
+
+
+class _LongestFirst(collections.OrderedDict):
+    def popitem(self, last=True):
+        for unit in LONGEST_FIRST:
+            if unit in self:
+                return unit, self.pop(unit)
+        return super().popitem(last)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByUnitOfWork(LoadScopeScheduling):
+        """pytest-xdist's scheduling by scope, the scope being ``unit_of_work``."""
+
+        def __init__(self, config, log=None):
+            super().__init__(config, log)
+            self.workqueue = _LongestFirst()
+
+        def _split_scope(self, nodeid: str) -> str:
+            return unit_of_work(nodeid)
+
+    return ByUnitOfWork(config, log)
 
 
 @pytest.fixture(autouse=True)

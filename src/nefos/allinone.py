@@ -7,7 +7,9 @@ app with uvicorn on its port, and stops them in reverse order.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
+import os
 import random
 import socket
 from pathlib import Path
@@ -20,7 +22,9 @@ from nefos.service import Component, Runtime
 LOG = logging.getLogger(__name__)
 
 
-_handed_out: set[int] = set()
+# The ports handed out lately: not handed out again while their servers may still be starting. A
+# bounded memory, so a long test session that starts thousands of servers never runs out.
+_handed_out: collections.deque[int] = collections.deque(maxlen=1000)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -31,8 +35,9 @@ def free_port(host: str = "127.0.0.1") -> int:
     (to the database, the broker, libvirt) could take it before the server binds it.
     """
     low = _ephemeral_range_start()
+    start, stop = _worker_slice(max(1024, low - 12000), low)
     for _ in range(1000):
-        port = random.randrange(max(1024, low - 12000), low)
+        port = random.randrange(start, stop)
         if port in _handed_out:
             continue
         with socket.socket() as s:
@@ -40,9 +45,22 @@ def free_port(host: str = "127.0.0.1") -> int:
                 s.bind((host, port))
             except OSError:
                 continue
-        _handed_out.add(port)
+        _handed_out.append(port)
         return port
     raise RuntimeError(f"no free port below {low} on {host}")
+
+
+def _worker_slice(start: int, stop: int) -> tuple[int, int]:
+    """The part of [start, stop) this process draws from. Test processes that pytest-xdist runs
+    side by side (``PYTEST_XDIST_WORKER`` gw0, gw1, ... of ``PYTEST_XDIST_WORKER_COUNT``, inherited
+    by what they spawn) each get a slice of their own, so two of them never pick the same port in
+    the moment between the pick and the bind."""
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if not (worker.startswith("gw") and worker[2:].isdigit() and count.isdigit() and int(count) > 1):
+        return start, stop
+    index, count = int(worker[2:]) % int(count), int(count)
+    width = (stop - start) // count
+    return start + index * width, start + (index + 1) * width
 
 
 def _ephemeral_range_start() -> int:

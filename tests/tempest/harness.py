@@ -102,6 +102,8 @@ def prepare_cloud(cloud: dict, validation: bool = False) -> dict:
         if not public:
             raise RuntimeError(f"the external network {PUBLIC_NETWORK} is missing (nefos up with real guests)")
         public_id = public[0]["id"]
+        subnets = admin.get("network", "/v2.0/subnets", params={"network_id": public_id})["subnets"]
+        public_cidr = subnets[0]["cidr"] if subnets else None
     else:
         public_id = _fake_public_network(admin)
     mark_default_external(admin)
@@ -126,7 +128,8 @@ def prepare_cloud(cloud: dict, validation: bool = False) -> dict:
     return {"public_network_id": public_id, "image_id": images[0]["id"],
             "image_alt_id": alt_id, "flavor_ref": "42",
             "flavor_ref_alt": "84", "identity_uri": admin.auth_url,
-            "region": cloud.get("region_name", "RegionOne")}
+            "region": cloud.get("region_name", "RegionOne"),
+            **({"public_cidr": public_cidr} if validation and public_cidr else {})}
 
 
 def _fake_public_network(admin: Admin) -> str:
@@ -272,7 +275,7 @@ def tempest_conf(cloud: dict, prep: dict, work: Path, validation: bool = False) 
         image_ssh_user = root
         ssh_key_type = rsa
         network_for_ssh = {PUBLIC_NETWORK}
-        floating_ip_range = 172.24.4.0/24
+        floating_ip_range = {prep.get("public_cidr", "172.24.4.0/24")}
 
         [volume-feature-enabled]
         backup = false

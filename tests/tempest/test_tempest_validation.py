@@ -40,7 +40,11 @@ MIN_PASS_RATE = 0.85
 
 def test_tempest_with_ssh_validation_into_real_guests(tempest_runs, tmp_path):
     ensure_libvirtd()
-    cloud = UpCloud({"NEFOS_AUTH_STRATEGY": "keystone", "NEFOS_PASSWORD_HASH_ROUNDS": "12"})
+    # An external bridge and range of its own: tests/libvirt's clouds may be using br-ex-nefos and
+    # DevStack's 172.24.4.0/24 at the same time (tests/conftest.py).
+    cloud = UpCloud({"NEFOS_AUTH_STRATEGY": "keystone", "NEFOS_PASSWORD_HASH_ROUNDS": "12",
+                     "NEFOS_L3_EXTERNAL_BRIDGE": "br-ex-tempest", "NEFOS_EXTERNAL_NETWORK_CIDR": "172.24.6.0/24",
+                     "NEFOS_EXTERNAL_NETWORK_GATEWAY": "172.24.6.1"})
     try:
         work = tmp_path / "tempest"
         clouds = yaml.safe_load((cloud.state / "clouds.yaml").read_text())["clouds"]
