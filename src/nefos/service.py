@@ -12,6 +12,7 @@ import asyncio
 import gc
 import logging
 import random
+import time
 from typing import Awaitable, Callable
 
 from nefos import fileperms
@@ -149,10 +150,16 @@ class ConductorServiceGroup:
 
 class Service:
     """A registered service: a row in ``services``, a bus endpoint, a heartbeat (``group``: how
-    the row is written; by default directly, a control-plane service's way)."""
+    the row is written; by default directly, a control-plane service's way).
+
+    ``on_return``: what the service does when a report gets through after none did for at least
+    ``service_down_time`` (the control plane judged it down meanwhile: a partition, a hung
+    process). It runs beside the heartbeat, which goes on; it returns whether it is settled, and
+    when it is not (or fails) it runs again after the next report that gets through."""
 
     def __init__(self, rt: Runtime, binary: str, topic: str | None, host: str,
-                 endpoint: Endpoint | None = None, group=None):
+                 endpoint: Endpoint | None = None, group=None,
+                 on_return: Callable[[], Awaitable[bool]] | None = None):
         self.rt = rt
         self.group = group or DatabaseServiceGroup(rt)
         self.binary = binary
@@ -162,6 +169,10 @@ class Service:
         self.service_id: int | None = None
         self.periodic: list[PeriodicTask] = []
         self._tasks: list[asyncio.Task] = []
+        self.on_return = on_return
+        self._last_report_sent = time.monotonic()  # when the last report that got through was sent
+        self._return_owed = False
+        self._return_task: asyncio.Task | None = None
 
     def add_periodic(self, name: str, interval: float, fn, initial_delay: float | None = None) -> None:
         if interval is None or interval <= 0:
@@ -179,11 +190,41 @@ class Service:
 
     async def register(self) -> int:
         """Create or revive this (host, binary) row; returns its id."""
+        sent = time.monotonic()
         self.service_id = await self.group.register(self.host, self.binary, self.topic, self.rpc_version)
+        self._last_report_sent = sent
         return self.service_id
 
     async def heartbeat(self) -> None:
+        sent = time.monotonic()
         await self.group.heartbeat(self.service_id)
+        # From the previous report's sending to this one's answer: the longest the row can have
+        # gone without an update, so a verdict of down is never missed (an extra on_return is
+        # harmless, a missed one is not). A report held through a partition makes the next one
+        # count from its sending too: the row may have been written then, its answer held.
+        silent_for = time.monotonic() - self._last_report_sent
+        self._last_report_sent = sent
+        if self.on_return is None:
+            return
+        if silent_for >= self.rt.cfg.service_down_time:
+            LOG.warning("%s on %s: no report got through for %.1f s (service_down_time %s s): it may have been "
+                        "judged down meanwhile", self.binary, self.host, silent_for, self.rt.cfg.service_down_time)
+            self._return_owed = True
+        if self._return_owed and (self._return_task is None or self._return_task.done()):
+            self._return_owed = False  # a return seen while this run goes on owes another one
+            self._return_task = asyncio.create_task(self._run_on_return(), name=f"{self.binary}:on_return")
+
+    async def _run_on_return(self) -> None:
+        try:
+            settled = await self.on_return()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            LOG.exception("%s on %s: the work after its return failed; again after the next report",
+                          self.binary, self.host)
+            settled = False
+        if not settled:
+            self._return_owed = True
 
     async def start(self) -> None:
         await self.register()
@@ -197,6 +238,9 @@ class Service:
     async def stop(self) -> None:
         if self.endpoint is not None and self.topic:
             await self.rt.bus.unserve(self.endpoint)
+        if self._return_task is not None:
+            self._tasks.append(self._return_task)
+            self._return_task = None
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -23,13 +23,20 @@ made here and the migration's claim are dropped). A failure is Nova's: the serve
 fault, still on its source host with its source claim; the guest made here destroyed, the
 migration's claim released, the ports bound back to the source, the migration ``failed``.
 
-On the source, at ``init_host`` (``destroy_evacuated_guests``): a guest the driver still has whose
+On the source, at ``init_host`` (``destroy_evacuated_guest``): a guest the driver still has whose
 instance now lives on another host is destroyed only when an evacuation of it from this host is
 recorded (type ``evacuation``, status ``accepted``, ``pre-migrating`` or ``done``, Nova's filter);
 a ``done`` one becomes ``completed``. A guest whose instance still names this host is never
 destroyed (an evacuation still under way leaves it to the destination's outcome), nor one without
 such a record: it is left, and logged. An evacuation to this host that a restart of it interrupted
 (pre-migrating) fails as any other failure here.
+
+Nova does this at start-up only. Nefos does it also when the host comes back from a partition
+(``init_host.after_return``: its first report that gets through after none did for at least
+``service_down_time``): a partitioned host keeps its process, so no start-up would ever come, and
+the guest evacuated away from it would go on running beside its copy on the destination, with
+the same MAC and fixed IP addresses. The same rule holds there: only with proof, and a guest of
+an evacuation still under way is checked again after each report until that evacuation ends.
 
 Every read and write goes through the conductor (``nefos.conductor.host_surface``, and
 ``nefos.conductor.migration_surface`` for the ones made together).
@@ -193,18 +200,18 @@ async def evacuations_in_progress(manager) -> set[str]:
     return set(await _evacuations_from(manager, EVACUATION_IN_PROGRESS))
 
 
-async def destroy_evacuated_guest(manager, instance: dict) -> bool:
+async def destroy_evacuated_guest(manager, instance: dict, when: str) -> bool:
     """``instance`` lives on another host and its guest is still here: destroy the guest when an
     evacuation from this host proves it moved (and complete that migration); else leave it.
-    Returns whether it was destroyed."""
+    Returns whether it was destroyed. ``when``: for the log, at start or on the host's return."""
     uuid = instance["uuid"]
     evacuation = (await _evacuations_from(manager, PROVING_STATUSES)).get(uuid)
     if evacuation is None or instance.get("host") == manager.host:
-        LOG.warning("init_host on %s: guest %s belongs to an instance on %s, and no evacuation from this "
-                    "host is recorded; leaving it", manager.host, uuid, instance.get("host"))
+        LOG.warning("%s on %s: guest %s belongs to an instance on %s, and no evacuation from this "
+                    "host is recorded; leaving it", when, manager.host, uuid, instance.get("host"))
         return False
-    LOG.warning("init_host on %s: instance %s was evacuated to %s (migration %s); destroying the local guest",
-                manager.host, uuid, instance.get("host"), evacuation["uuid"])
+    LOG.warning("%s on %s: instance %s was evacuated to %s (migration %s); destroying the local guest",
+                when, manager.host, uuid, instance.get("host"), evacuation["uuid"])
     # Only the local guest goes: the ports and the claim are the destination's now.
     with contextlib.suppress(exceptions.InstanceNotFound):
         await manager.driver.destroy(admin_context(), instance, None)
@@ -222,4 +229,5 @@ async def complete_evacuations(manager) -> None:
         except exceptions.InstanceNotFound:
             continue
         if instance.get("host") != manager.host:
+            LOG.info("evacuation %s of instance %s from %s: completed", evacuation["uuid"], uuid, manager.host)
             await manager.conductor.migration_set_status(None, evacuation["uuid"], "completed")

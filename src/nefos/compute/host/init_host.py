@@ -8,7 +8,10 @@ one way this host brings an instance back to a consistent state (``recover_insta
    is released too), or it was evacuated from this host to another one
    (``nefos.compute.host.evacuate``: only the local guest goes; its ports and claim
    belong to the other host). Guests of unknown instances, and of instances
-   on another host with no evacuation recorded, are left alone.
+   on another host with no evacuation recorded, are left alone. The same step
+   runs again, without a restart, when the host's reports get through after the
+   control plane judged it down (``after_return``: a partitioned host keeps its
+   process and guests, and its servers may have been evacuated or deleted meanwhile).
 3. Each instance the database places here goes through ``recover_instance``,
    after whatever the previous process was doing when it died. The periodic
    check of lost requests (``nefos.compute.host.deadlines``) uses it too, with
@@ -78,9 +81,7 @@ async def init_host(manager) -> None:
     manager.lifecycle.connection_seen(True)
     guests -= await evacuate.fail_interrupted_evacuations(manager)
     instances = await power_sync.host_instances(manager)
-    ours = {i["uuid"] for i in instances}
-    await _bounded(manager, [_cleanup_foreign_guest(manager, uuid) for uuid in sorted(guests - ours)])
-    await evacuate.complete_evacuations(manager)
+    await cleanup_foreign_guests(manager, guests, {i["uuid"] for i in instances}, "init_host")
     leaving = await evacuate.evacuations_in_progress(manager)
     await _bounded(manager, [recover_instance(manager, instance) for instance in instances
                              if instance["uuid"] not in leaving])
@@ -117,21 +118,48 @@ async def action_context(manager, uuid: str, action: str | None) -> RequestConte
 
 
 # Guests of instances this host does not own ------------------------------------------
-async def _cleanup_foreign_guest(manager, uuid: str) -> None:
+async def cleanup_foreign_guests(manager, guests: set[str], ours: set[str], when: str) -> None:
+    """Step 2: of the driver's ``guests``, those not in ``ours`` (the instances the database
+    places here) go only with positive evidence; then the evacuations from this host that are done
+    are completed. ``when``: at ``init_host``, or on the host's return (``after_return``)."""
+    await _bounded(manager, [_cleanup_foreign_guest(manager, uuid, when) for uuid in sorted(guests - ours)])
+    await evacuate.complete_evacuations(manager)
+
+
+async def _cleanup_foreign_guest(manager, uuid: str, when: str) -> None:
     async with manager.instance_lock(uuid):
         try:
             instance = await manager.conductor.instance_get(None, uuid, read_deleted=True)
         except exceptions.InstanceNotFound:
-            LOG.warning("init_host on %s: guest %s belongs to no known instance; leaving it",
-                        manager.host, uuid)
+            LOG.warning("%s on %s: guest %s belongs to no known instance; leaving it", when, manager.host, uuid)
             return
         if instance.get("deleted"):
-            LOG.warning("init_host on %s: destroying guest %s of a deleted instance", manager.host, uuid)
+            LOG.warning("%s on %s: destroying guest %s of a deleted instance", when, manager.host, uuid)
             with contextlib.suppress(exceptions.InstanceNotFound):
                 await manager.driver.destroy(admin_context(), instance, instance.get("network_info"))
             await manager.conductor.allocation_release(None, uuid)
         elif instance.get("host") != manager.host:
-            await evacuate.destroy_evacuated_guest(manager, instance)
+            await evacuate.destroy_evacuated_guest(manager, instance, when)
+
+
+async def after_return(manager) -> bool:
+    """This host's reports get through again after the control plane judged it down (a partition:
+    its process and guests kept running; an operator may have evacuated its servers or deleted
+    them meanwhile): step 2 again, so that the guests of servers now elsewhere or gone stop
+    running beside their copies, with their addresses. Returns whether that is settled: not while
+    an evacuation from this host is still under way with its guest here (its outcome decides; the
+    caller runs this again after the next report)."""
+    guests = set(await manager.driver.list_instance_uuids())
+    ours = {i["uuid"] for i in await power_sync.host_instances(manager)}
+    LOG.log(logging.WARNING if guests - ours else logging.INFO,
+            "back on %s after it may have been judged down: %d guest(s) of instances no longer placed here",
+            manager.host, len(guests - ours))
+    await cleanup_foreign_guests(manager, guests, ours, "back from down")
+    waiting = await evacuate.evacuations_in_progress(manager) & guests
+    if waiting:
+        LOG.warning("back on %s: instances %s are being evacuated from it; their guests are left until "
+                    "the evacuation ends, checked again after the next report", manager.host, sorted(waiting))
+    return not waiting
 
 
 # Instances of this host -------------------------------------------------------------

@@ -102,6 +102,11 @@ class ComputeManager(Endpoint):
         """Listen to the driver, recover this host's instances, sync power states (compute/host/init_host.py)."""
         await host_init.init_host(self)
 
+    async def after_return(self) -> bool:
+        """Back after the control plane judged this host down: the guests of its instances evacuated
+        or deleted meanwhile go (compute/host/init_host.py); whether that is settled."""
+        return await host_init.after_return(self)
+
     async def cleanup_host(self) -> None:
         """Stop listening to the driver first: a host shutting down must not record its guests as stopped."""
         await self.lifecycle.stop()

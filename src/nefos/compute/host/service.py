@@ -19,7 +19,8 @@ class ComputeComponent(Component):
         from nefos.network import fake_agent
         self.l2_agent = fake_agent.attach(rt, host, self.driver)  # fake driver: its fake L2 agent
         self.service = Service(rt, COMPUTE_BINARY, "compute", host, endpoint=self.manager,
-                               group=ConductorServiceGroup(self.manager.conductor))
+                               group=ConductorServiceGroup(self.manager.conductor),
+                               on_return=self.manager.after_return)
         self.service.add_periodic("update_available_resource", 60.0,
                                   self.manager.periodic_update_available_resource)
         self.service.add_periodic("sync_power_states", rt.cfg.sync_power_state_interval,
