@@ -123,6 +123,19 @@ class Database:
                     raise
                 await session.commit()
 
+    @contextlib.asynccontextmanager
+    async def autocommit(self) -> AsyncIterator[AsyncSession]:
+        """A session for writes that need no transaction around them: one statement (atomic by
+        itself, such as a compare-and-swap UPDATE ... RETURNING), or statements each of which may
+        commit alone. On PostgreSQL each statement commits as it runs: no BEGIN and COMMIT round
+        trips. Elsewhere it is ``transaction()``."""
+        if not self.is_postgresql:
+            async with self.transaction() as session:
+                yield session
+            return
+        async with await self._connected_session(self._read_sessions) as session:
+            yield session
+
     async def _connected_session(self, sessions=None) -> AsyncSession:
         """A new session that has checked out its connection, in its transaction.
 
