@@ -9,7 +9,6 @@ import copy
 
 import pytest
 
-from nefos.scheduler import manager as scheduler_mod
 from tests.pipeline.conftest import start_cloud, stop_cloud
 
 
@@ -150,7 +149,7 @@ class StaleScheduler:
         self.snapshot = None
         self.placements = placements  # first attempts go to these hosts, in order
         self.first_attempts = 0
-        real_load = scheduler_mod.load_host_states
+        real_load = self.scheduler._host_states
         real_group_hosts = self.scheduler._group_hosts
         real_select = self.scheduler.select_destinations
         stale = self
@@ -167,8 +166,8 @@ class StaleScheduler:
             finally:
                 _STALE.reset(token)
 
-        async def load_host_states(db, cfg, *args):
-            hosts = await real_load(db, cfg, *args)
+        async def host_states(spec, **kwargs):
+            hosts = await real_load(spec, **kwargs)
             if _STALE.get() is None:
                 return hosts
             if stale.snapshot is None:
@@ -182,7 +181,7 @@ class StaleScheduler:
         async def group_hosts(group):
             return [] if _STALE.get() is not None else await real_group_hosts(group)
 
-        monkeypatch.setattr(scheduler_mod, "load_host_states", load_host_states)
+        monkeypatch.setattr(self.scheduler, "_host_states", host_states)
         monkeypatch.setattr(self.scheduler, "_group_hosts", group_hosts)
         monkeypatch.setattr(self.scheduler, "select_destinations", select_destinations)
 

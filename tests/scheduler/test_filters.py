@@ -79,3 +79,27 @@ def test_the_filters_are_enabled_by_their_nova_names():
     for name in ("AggregateInstanceExtraSpecsFilter", "AggregateMultiTenancyIsolation", "AvailabilityZoneFilter",
                  "SameHostFilter", "DifferentHostFilter"):
         assert filters.FILTERS[name] in filters.ENABLED_FILTERS
+
+
+def test_a_filter_runs_only_for_the_requests_that_ask_what_it_checks():
+    plain = filters.filters_for(spec())
+    assert filters.compute_filter in plain and filters.resources_filter in plain
+    assert filters.availability_zone_filter not in plain and filters.same_host_filter not in plain
+    asking = spec({"ssd": "true"}, hints={"same_host": "s1", "different_host": "s2"}, zone="z1")
+    asking.update(retry={"hosts": [["h1", "h1.node"]]}, instance_group={"policy": "affinity", "hosts": []})
+    assert filters.filters_for(asking) == filters.ENABLED_FILTERS
+
+
+@pytest.mark.parametrize("request_spec", [
+    spec(), spec(zone="z1"), spec({"ssd": "true"}), spec(hints={"same_host": "s1"}),
+    spec(hints={"different_host": ["s1"]}), spec(project="p9"),
+    {**spec(), "retry": {"hosts": [["a", "a.node"]]}},
+    {**spec(), "instance_group": {"policy": "anti-affinity", "hosts": ["b"], "rules": {}}},
+])
+def test_filtering_with_the_filters_a_request_needs_keeps_what_every_filter_would(request_spec):
+    hosts = [host("a", aggregates=[{"ssd": "true"}], instances={"s1"}, zone="z1"),
+             host("b", aggregates=[{"filter_tenant_id": "p1"}]), host("c"),
+             host("d", zone="z1", aggregates=[{"ssd": "false", "availability_zone": "z1"}])]
+    hosts[2].service_up = False
+    every = [h for h in hosts if all(f(h, request_spec) for f in filters.ENABLED_FILTERS)]
+    assert filters.filter_hosts(hosts, request_spec) == every

@@ -143,13 +143,19 @@ def _would_move_message(old, new, count: int, verb: str) -> str:
 
 # Changes ------------------------------------------------------------------------------------
 
+async def _mark_changed(s, aggregate_id: int) -> None:
+    """Its metadata or its hosts changed: schedulers re-read the aggregates when their latest
+    ``updated_at`` moves (scheduler/host_cache.py)."""
+    await s.execute(update(Aggregate).where(Aggregate.id == aggregate_id).values(updated_at=utcnow()))
+
+
 async def _set_metadata(s, aggregate_id: int, metadata: dict) -> None:
     """Set each key; a None value deletes it (a missing key is no error, as in Nova)."""
     for key, value in metadata.items():
         await s.execute(delete(METADATA).where(METADATA.c.aggregate_id == aggregate_id, METADATA.c.key == key))
         if value is not None:
             await s.execute(METADATA.insert().values(aggregate_id=aggregate_id, key=key, value=value))
-    await s.execute(update(Aggregate).where(Aggregate.id == aggregate_id).values(updated_at=utcnow()))
+    await _mark_changed(s, aggregate_id)
 
 
 async def update_aggregate(db, aggregate_id: int, values: dict) -> dict:
@@ -207,6 +213,7 @@ async def add_host(db, aggregate_id: int, host: str) -> dict:
             if host in agg["hosts"]:
                 raise exceptions.AggregateHostExists(aggregate_id=aggregate_id, host=host)
             await s.execute(HOSTS.insert().values(aggregate_id=aggregate_id, host=host))
+            await _mark_changed(s, aggregate_id)
             return await _get(s, aggregate_id)
     except IntegrityError:  # a concurrent add of the same host
         raise exceptions.AggregateHostExists(aggregate_id=aggregate_id, host=host) from None
@@ -226,6 +233,7 @@ async def remove_host(db, aggregate_id: int, host: str) -> dict:
                 raise exceptions.InvalidAggregateActionDelete(
                     aggregate_id=aggregate_id, reason=_would_move_message(current, new, count, "removed from"))
         await s.execute(delete(HOSTS).where(HOSTS.c.aggregate_id == aggregate_id, HOSTS.c.host == host))
+        await _mark_changed(s, aggregate_id)
         return await _get(s, aggregate_id)
 
 

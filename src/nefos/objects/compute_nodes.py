@@ -37,7 +37,11 @@ async def update_capacity(db, host: str, node: str, node_uuid: str | None, capac
             s.add(row)
             await s.flush()
         else:
-            await s.execute(update(ComputeNode).where(ComputeNode.id == row.id).values(**capacity))
+            # Only what changed: an unchanged report (every minute from every host) writes nothing,
+            # so the row's updated_at, which schedulers re-read nodes by, moves only with a change.
+            changed = {key: value for key, value in capacity.items() if getattr(row, key) != value}
+            if changed:
+                await s.execute(update(ComputeNode).where(ComputeNode.id == row.id).values(**changed))
         if heal_usage:
             await allocations.recount(s, row.id)
         return {"id": row.id, "failed_builds": row.failed_builds or 0}

@@ -49,9 +49,13 @@ async def register(db, host: str, binary: str, topic: str | None, version: str |
 
 
 async def heartbeat(db, service_id: int) -> None:
+    """Record that the service is alive. The row's ``updated_at`` stays: it moves with the changes
+    of the row (enabled, forced down, deleted) that schedulers re-read by it (scheduler/host_cache.py),
+    not with each heartbeat (a hundred a second at a thousand hosts); the API shows the later of
+    both as the service's ``updated_at``, as Nova's heartbeat time."""
     async with db.transaction() as s:
         await s.execute(update(Service).where(Service.id == service_id).values(
-            last_seen_up=utcnow(), report_count=Service.report_count + 1))
+            last_seen_up=utcnow(), report_count=Service.report_count + 1, updated_at=Service.updated_at))
 
 
 def auto_reason(reason: str | None) -> str:
@@ -128,15 +132,22 @@ def last_heartbeat(service) -> dt.datetime | None:
                          or field(service, "created_at"))
 
 
-def is_up(service, cfg) -> bool:
-    """Whether ``service`` (a ``services`` row or its dict) is alive (Nova's servicegroup DB driver)."""
+def up_window(service, cfg) -> tuple[dt.datetime, dt.datetime] | None:
+    """The times between which ``service`` (a ``services`` row or its dict) counts as alive: its last
+    heartbeat, give or take ``service_down_time``; None when forced down or never seen."""
     if field(service, "forced_down"):
-        return False
+        return None
     last = last_heartbeat(service)
     if last is None:
-        return False
-    elapsed = (utcnow() - last).total_seconds()
-    return abs(elapsed) <= cfg.service_down_time
+        return None
+    span = dt.timedelta(seconds=cfg.service_down_time)
+    return last - span, last + span
+
+
+def is_up(service, cfg) -> bool:
+    """Whether ``service`` (a ``services`` row or its dict) is alive (Nova's servicegroup DB driver)."""
+    window = up_window(service, cfg)
+    return window is not None and window[0] <= utcnow() <= window[1]
 
 
 async def host_up(db, cfg, host: str) -> bool:

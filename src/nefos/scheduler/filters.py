@@ -58,6 +58,8 @@ def aggregate_instance_extra_specs_filter(host: HostState, spec: dict) -> bool:
 
 def aggregate_multi_tenancy_isolation(host: HostState, spec: dict) -> bool:
     """A host in aggregates with ``filter_tenant_id*`` keys takes only those projects' instances."""
+    if not host.aggregates:
+        return True
     allowed: set[str] = set()
     for key, values in aggregate_metadata(host).items():
         if key.startswith("filter_tenant_id"):
@@ -128,6 +130,23 @@ FILTERS = {
 }
 ENABLED_FILTERS = list(FILTERS.values())
 
+# The filters that pass every host unless the request asks for what they check, with whether it
+# does (Nova's ``run_filter_for_request``): a request that does not is spared running them on
+# every host.
+RUN_FOR_REQUEST = {
+    availability_zone_filter: lambda spec: bool(spec.get("availability_zone")),
+    retry_filter: lambda spec: bool((spec.get("retry") or {}).get("hosts")),
+    server_group_filter: lambda spec: bool(spec.get("instance_group")),
+    aggregate_instance_extra_specs_filter: lambda spec: bool((spec.get("flavor") or {}).get("extra_specs")),
+    same_host_filter: lambda spec: bool(_hinted_uuids(spec, "same_host")),
+    different_host_filter: lambda spec: bool(_hinted_uuids(spec, "different_host")),
+}
+
+
+def filters_for(spec: dict) -> list:
+    """The enabled filters that may refuse a host for this request."""
+    return [f for f in ENABLED_FILTERS if f not in RUN_FOR_REQUEST or RUN_FOR_REQUEST[f](spec)]
+
 
 def filter_hosts(hosts: list[HostState], spec: dict) -> list[HostState]:
     forced = spec.get("force_hosts") or []
@@ -139,4 +158,6 @@ def filter_hosts(hosts: list[HostState], spec: dict) -> list[HostState]:
         # 2.74: a requested host/node narrows the candidates, and the filters still run (unlike forcing).
         hosts = [h for h in hosts if (not wanted.get("host") or h.host == wanted["host"])
                  and (not wanted.get("node") or h.node == wanted["node"])]
-    return [h for h in hosts if all(f(h, spec) for f in ENABLED_FILTERS)]
+    for host_filter in filters_for(spec):
+        hosts = [h for h in hosts if host_filter(h, spec)]
+    return hosts

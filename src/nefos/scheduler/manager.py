@@ -2,13 +2,17 @@
 
 Claims happen here (as Placement allocations do in Nova), each one an
 atomic conditional update, so concurrent boots cannot overcommit a host:
-when a claim loses a race the next-best host is tried. A request for
-several instances is all-or-nothing.
+when a claim loses a race the node is read again and the next-best host is
+tried. A request for several instances is all-or-nothing.
+
+The host states are this process's, kept between decisions and refreshed
+before each (scheduler/host_cache.py).
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 import time
 
@@ -17,7 +21,8 @@ from nefos.bus import Endpoint, interfaces
 from nefos.bus.versioning import RPCClient
 from nefos.objects import allocations
 from nefos.scheduler import filters, weights
-from nefos.scheduler.host_state import HostState, load_host_states
+from nefos.scheduler.host_cache import HostStateCache
+from nefos.scheduler.host_state import HostState, hinted_placements
 
 LOG = logging.getLogger(__name__)
 
@@ -41,6 +46,7 @@ class SchedulerManager(Endpoint):
 
     def __init__(self, rt):
         self.rt = rt
+        self.host_cache = HostStateCache(rt.db, rt.cfg)
         # Seconds each select_destinations took here, host states read to claims made (or refused).
         self.decision_seconds: collections.deque[float] = collections.deque(maxlen=DECISION_WINDOW)
 
@@ -66,6 +72,16 @@ class SchedulerManager(Endpoint):
         from nefos.objects.server_groups import member_placements
         return [p["host"] for p in await member_placements(self.rt.db, group["uuid"])]
 
+    async def _host_states(self, spec: dict, *, full: bool = False) -> list[HostState]:
+        """The host states up to date (``full``: all read again), with which of the instances the
+        request's hints name each host runs (on copies: the cached states are shared)."""
+        hosts = await self.host_cache.host_states(full=full)
+        placed = await hinted_placements(self.rt.db, filters.hinted_instances(spec))
+        if placed:
+            hosts = [dataclasses.replace(h, instances=set(placed[h.host])) if h.host in placed else h
+                     for h in hosts]
+        return hosts
+
     async def select_destinations(self, ctx, request_spec: dict, instance_uuids: list[str]) -> list[dict]:
         started = time.perf_counter()
         try:
@@ -80,13 +96,20 @@ class SchedulerManager(Endpoint):
             group = dict(group)
             group["hosts"] = await self._group_hosts(group)
             spec["instance_group"] = group
-        hosts = await load_host_states(self.rt.db, self.rt.cfg, filters.hinted_instances(spec))
+        hosts = await self._host_states(spec)
+        reloaded = False
         flavor = spec["flavor"]
         disk = flavor_disk_gb(flavor)
         selections: list[dict] = []
         try:
             for uuid in instance_uuids:
                 chosen = await self._place_one(uuid, hosts, spec, flavor, disk)
+                if chosen is None and not reloaded:
+                    # The cached states may be behind (a release or an enable the refresh missed):
+                    # no host is refused on them alone.
+                    reloaded = True
+                    hosts = await self._host_states(spec, full=True)
+                    chosen = await self._place_one(uuid, hosts, spec, flavor, disk)
                 if chosen is None:
                     raise exceptions.NoValidHost(
                         reason=f"There are not enough hosts available ({len(hosts)} known).")
@@ -112,6 +135,7 @@ class SchedulerManager(Endpoint):
                 host.consume(flavor["vcpus"], flavor["memory_mb"], disk)
                 return host
             LOG.debug("claim for %s on %s lost a race; trying the next host", uuid, host.host)
+            await self.host_cache.reread(host.node_id)
         return None
 
 
