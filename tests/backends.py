@@ -66,3 +66,17 @@ def fresh_database(backend: str):
             asyncio.run(_mysql_admin(f"DROP DATABASE IF EXISTS `{name}`"))
     else:
         raise ValueError(backend)
+
+
+@contextlib.asynccontextmanager
+async def migrated(url: str):
+    """A ``Database`` on ``url`` with the schema at head (the first user migrates; later ones find
+    it there), disposed afterwards."""
+    from nefos.db.migrate import upgrade
+    from nefos.db.session import Database
+    database = Database(url)
+    await upgrade(database)
+    try:
+        yield database
+    finally:
+        await database.dispose()

@@ -23,7 +23,7 @@ from nefos.db.retry import retrying
 from nefos.db.session import Database, after_commit, insert_ignoring_duplicate, savepoint
 from nefos.objects import instance as instance_obj
 from nefos.objects import quotas, states
-from tests.backends import BACKENDS, fresh_database
+from tests.backends import BACKENDS, fresh_database, migrated
 
 @pytest.fixture(scope="session")
 def sqlite_url(tmp_path_factory):
@@ -50,10 +50,8 @@ def db_url(request):
 
 @pytest.fixture
 async def db(db_url):
-    database = Database(db_url)
-    await upgrade(database)  # the first test migrates; later ones find the schema at head
-    yield database
-    await database.dispose()
+    async with migrated(db_url) as database:
+        yield database
 
 
 async def make_instance(db: Database, **fields) -> str:

@@ -27,7 +27,7 @@ from nefos.objects import allocations, compute_nodes, service_rows
 from nefos.scheduler import host_cache
 from nefos.scheduler.host_cache import HostStateCache
 from nefos.scheduler.manager import SchedulerManager
-from tests.backends import BACKENDS, fresh_database
+from tests.backends import BACKENDS, fresh_database, migrated
 
 LONG_AGO = dt.timedelta(hours=1)
 
@@ -43,10 +43,8 @@ def db_url(request, tmp_path_factory):
 
 @pytest.fixture
 async def db(db_url):
-    database = Database(db_url)
-    await upgrade(database)  # the first test migrates; later ones find the schema at head
-    yield database
-    await database.dispose()
+    async with migrated(db_url) as database:
+        yield database
 
 
 @pytest.fixture
