@@ -290,16 +290,16 @@ async def check_invariants(db_url: str, clients: list[Client], fake_dir: Path) -
         live = {r.uuid: r for r in (await conn.execute(text(
             "SELECT uuid, project_id, vcpus, memory_mb, host, system_metadata FROM instances "
             "WHERE deleted = 0"))).all()}
-        # A resize in progress (VERIFY_RESIZE included) is recorded on its server: until it is
-        # confirmed or reverted, it holds the quota of the bigger flavor, and its source host still
-        # has the old guest.
-        moving = {}
+        # A migration is recorded on its server. A resize in progress (VERIFY_RESIZE included) holds
+        # the quota of the bigger flavor until it is confirmed or reverted, and its source host still
+        # has the old guest; its destination claim's consumer is the migration's uuid.
+        recorded = {}  # server uuid: its migration
         for inst in live.values():
             sysmeta = (json.loads(inst.system_metadata) if isinstance(inst.system_metadata, str)
                        else inst.system_metadata) or {}
-            migration = sysmeta.get("nefos_migration")
-            if migration and migration.get("status") not in ("confirmed", "reverted", "error"):
-                moving[inst.uuid] = migration
+            if sysmeta.get("nefos_migration"):
+                recorded[inst.uuid] = sysmeta["nefos_migration"]
+        moving = {uuid: m for uuid, m in recorded.items() if m.get("status") not in ("confirmed", "reverted", "error")}
         real = Counter()
         for inst in live.values():
             held = (moving.get(inst.uuid) or {}).get("quota") or {}
@@ -321,14 +321,7 @@ async def check_invariants(db_url: str, clients: list[Client], fake_dir: Path) -
             if (n.vcpus_used, n.memory_mb_used, n.running_vms) != (n.v, n.m, n.c):
                 problems.append(f"host {n.host}: usage {(n.vcpus_used, n.memory_mb_used, n.running_vms)}, "
                                 f"allocations {(n.v, n.m, n.c)}")
-        # A resize in progress is recorded on its server; its destination claim's consumer is the
-        # migration's uuid.
-        migrations = {}
-        for r in (await conn.execute(text("SELECT uuid, system_metadata FROM instances WHERE deleted = 0"))).all():
-            sysmeta = json.loads(r.system_metadata) if isinstance(r.system_metadata, str) else r.system_metadata
-            migration = (sysmeta or {}).get("nefos_migration")
-            if migration:
-                migrations[migration["uuid"]] = (r.uuid, migration.get("status"))
+        migrations = {m["uuid"]: (uuid, m.get("status")) for uuid, m in recorded.items()}
         for (consumer,) in (await conn.execute(text("SELECT consumer_uuid FROM allocations"))).all():
             if consumer in migrations:
                 instance, status = migrations[consumer]

@@ -165,7 +165,7 @@ async def save(db: Database, uuid: str, updates: dict, *,
     if session is not None:
         return await _apply(session)
     # The UPDATE is the compare-and-swap, atomic alone; what follows a miss only explains it.
-    async with (db.autocommit() if returning else db.transaction()) as s:
+    async with db.autocommit() as s:
         return await _apply(s)
 
 

@@ -37,6 +37,8 @@ def without_shelve_keys(instance: dict) -> dict:
 
 
 async def shelve_instance(manager, ctx, uuid: str, image_id: str) -> None:
+    offload_at_once = manager.rt.cfg.shelved_offload_time == 0
+
     async def op(instance):
         if instance["power_state"] in (states.RUNNING, states.PAUSED_POWER, states.SUSPENDED_POWER):
             await manager.driver.power_off(instance, manager.rt.cfg.shutdown_timeout)
@@ -51,7 +53,6 @@ async def shelve_instance(manager, ctx, uuid: str, image_id: str) -> None:
             updates["task_state"] = states.SHELVING_OFFLOADING
         return updates
 
-    offload_at_once = manager.rt.cfg.shelved_offload_time == 0
     await manager._power_op(ctx, uuid, event="compute_shelve_instance",
                             expected=[states.SHELVING_IMAGE_UPLOADING], final_vm_state=states.SHELVED,
                             notification="shelve", op=op, starts_in=[states.SHELVING])
