@@ -74,7 +74,12 @@ class Cloud:
         # --profile: each process under cProfile (written when it stops on SIGTERM); the
         # multi-process cloud's to FILE.<service>.
         out = self.args.profile if args[0] == "up" else f"{self.args.profile}.{'-'.join(args)[:40]}"
-        prefix = [sys.executable, "-m", "cProfile", "-o", out] if self.args.profile else []
+        if not self.args.profile:
+            prefix = []
+        elif self.args.profile_clock == "cpu":
+            prefix = [sys.executable, str(Path(__file__).with_name("cpu_profile.py")), out]
+        else:
+            prefix = [sys.executable, "-m", "cProfile", "-o", out]
         env = dict(self.env)
         if args[0] == "compute":  # computes sharing a state directory each keep their own identity
             env["NEFOS_COMPUTE_ID_PATH"] = str(self.state / f"compute_id.{args[2]}")
@@ -330,6 +335,8 @@ def main() -> None:
     parser.add_argument("--profile", metavar="FILE",
                         help="run the cloud under cProfile, stats written to FILE (multi-process: "
                              "FILE.<service> for each process)")
+    parser.add_argument("--profile-clock", choices=["cpu", "wall"], default="cpu",
+                        help="what --profile times: each process's CPU (default) or the wall clock")
     args = parser.parse_args()
     # The machine's speed before the cloud starts (then it is the cloud's own load).
     result = {"date": dt.datetime.now().isoformat(timespec="seconds"), "mode": args.mode,
