@@ -203,3 +203,43 @@ async def test_an_evacuation_under_way_when_the_host_returns_leaves_the_guest_un
         assert migration["status"] == "completed"
     finally:
         await stop_cloud(cloud)
+
+
+async def test_a_guest_whose_destroy_fails_keeps_its_evacuation_open_until_it_goes(tmp_path, monkeypatch):
+    """The evacuated guest's destroy fails on the host's return: its migration stays ``done`` (not
+    completed: the guest still runs), the return is not settled, and the next report tries again."""
+    runs = spy_returns(monkeypatch)
+    cloud = await start_cloud(tmp_path, fake_hosts=2, report_interval=REPORT_INTERVAL,
+                              service_down_time=DOWN_TIME, **FAST)
+    try:
+        await wait_state(cloud, "host-1", "up")
+        await wait_state(cloud, "host-2", "up")
+        moved, kept = await boot_active(cloud, count=2, host="host-1")
+        source = cloud.driver("host-1")
+        real_destroy, failures = source.destroy, []
+
+        async def failing_destroy(ctx, instance, *args, **kwargs):
+            if instance["uuid"] == moved and not failures:
+                failures.append(moved)
+                raise RuntimeError("the hypervisor refused to destroy the guest")
+            return await real_destroy(ctx, instance, *args, **kwargs)
+        monkeypatch.setattr(source, "destroy", failing_destroy)
+
+        cable = Cable(cloud, "host-1")
+        cable.pulled = True
+        await wait_state(cloud, "host-1", "down")
+        await evacuate(cloud, moved, {}, v="2.14")
+        assert (await wait_evacuated(cloud, moved))["OS-EXT-SRV-ATTR:host"] == "host-2"
+        cable.pulled = False
+
+        await until(lambda: ("host-1", False) in runs, "host-1 back did not look at its guests", 15)
+        assert failures == [moved] and moved in source.guests
+        (migration,) = await evacuations(cloud, moved)
+        assert migration["status"] == "done"  # not completed while its guest runs here
+
+        await until(lambda: ("host-1", True) in runs, "the failed destroy was never tried again", 15)
+        assert moved not in source.guests and kept in source.guests
+        (migration,) = await evacuations(cloud, moved)
+        assert migration["status"] == "completed"
+    finally:
+        await stop_cloud(cloud)

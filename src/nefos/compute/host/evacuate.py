@@ -220,10 +220,18 @@ async def destroy_evacuated_guest(manager, instance: dict, when: str) -> bool:
     return True
 
 
-async def complete_evacuations(manager) -> None:
+async def complete_evacuations(manager) -> set[str]:
     """Evacuations from this host that are done and left no guest here are completed too (Nova
-    completes every one it finds at start)."""
+    completes every one it finds at start). One whose guest is still here (its destroy failed)
+    stays ``done``, so that the destroy is tried again; returns their instances."""
+    guests = set(await manager.driver.list_instance_uuids())
+    left: set[str] = set()
     for uuid, evacuation in (await _evacuations_from(manager, ("done",))).items():
+        if uuid in guests:
+            LOG.warning("evacuation %s of instance %s from %s: its guest is still here; not completed",
+                        evacuation["uuid"], uuid, manager.host)
+            left.add(uuid)
+            continue
         try:
             instance = await manager.conductor.instance_get(None, uuid, read_deleted=True)
         except exceptions.InstanceNotFound:
@@ -231,3 +239,4 @@ async def complete_evacuations(manager) -> None:
         if instance.get("host") != manager.host:
             LOG.info("evacuation %s of instance %s from %s: completed", evacuation["uuid"], uuid, manager.host)
             await manager.conductor.migration_set_status(None, evacuation["uuid"], "completed")
+    return left

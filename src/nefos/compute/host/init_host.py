@@ -118,12 +118,13 @@ async def action_context(manager, uuid: str, action: str | None) -> RequestConte
 
 
 # Guests of instances this host does not own ------------------------------------------
-async def cleanup_foreign_guests(manager, guests: set[str], ours: set[str], when: str) -> None:
+async def cleanup_foreign_guests(manager, guests: set[str], ours: set[str], when: str) -> set[str]:
     """Step 2: of the driver's ``guests``, those not in ``ours`` (the instances the database
     places here) go only with positive evidence; then the evacuations from this host that are done
-    are completed. ``when``: at ``init_host``, or on the host's return (``after_return``)."""
+    are completed. ``when``: at ``init_host``, or on the host's return (``after_return``). Returns
+    the evacuated instances whose guest could not be destroyed (their evacuation stays open)."""
     await _bounded(manager, [_cleanup_foreign_guest(manager, uuid, when) for uuid in sorted(guests - ours)])
-    await evacuate.complete_evacuations(manager)
+    return await evacuate.complete_evacuations(manager)
 
 
 async def _cleanup_foreign_guest(manager, uuid: str, when: str) -> None:
@@ -148,18 +149,22 @@ async def after_return(manager) -> bool:
     them meanwhile): step 2 again, so that the guests of servers now elsewhere or gone stop
     running beside their copies, with their addresses. Returns whether that is settled: not while
     an evacuation from this host is still under way with its guest here (its outcome decides; the
-    caller runs this again after the next report)."""
+    caller runs this again after the next report), nor while the guest of an evacuated server could
+    not be destroyed."""
     guests = set(await manager.driver.list_instance_uuids())
     ours = {i["uuid"] for i in await power_sync.host_instances(manager)}
     LOG.log(logging.WARNING if guests - ours else logging.INFO,
             "back on %s after it may have been judged down: %d guest(s) of instances no longer placed here",
             manager.host, len(guests - ours))
-    await cleanup_foreign_guests(manager, guests, ours, "back from down")
+    undestroyed = await cleanup_foreign_guests(manager, guests, ours, "back from down")
     waiting = await evacuate.evacuations_in_progress(manager) & guests
     if waiting:
         LOG.warning("back on %s: instances %s are being evacuated from it; their guests are left until "
                     "the evacuation ends, checked again after the next report", manager.host, sorted(waiting))
-    return not waiting
+    if undestroyed:
+        LOG.warning("back on %s: the guests of evacuated instances %s could not be destroyed; tried again "
+                    "after the next report", manager.host, sorted(undestroyed))
+    return not waiting and not undestroyed
 
 
 # Instances of this host -------------------------------------------------------------
