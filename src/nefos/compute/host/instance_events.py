@@ -79,9 +79,10 @@ INBOX_POLL_MAX = 30.0
 EVENT_TTL = 3600.0  # unconsumed events and finished operations are purged after this (or 2 x the timeout)
 PURGE_EVERY = 60.0
 
-# The last waits: instance, what (spawn, start, hard reboot), seconds waited, result, when the waiter was
-# unblocked and when each event arrived (time.monotonic()): the wait metric.
-WAIT_METRICS: collections.deque = collections.deque(maxlen=10000)
+# Each host's last waits: instance, what (spawn, start, hard reboot), seconds waited, result, when the
+# waiter was unblocked and when each event arrived (time.monotonic()): the wait metric. Kept per host:
+# a process of many simulated hosts summarises one host's waits, not every host's, each report_interval.
+WAIT_METRICS: dict[str, collections.deque] = collections.defaultdict(lambda: collections.deque(maxlen=10000))
 
 
 def wait_summary(host: str, window: float = 3600.0, not_before: float = 0.0) -> dict:
@@ -89,7 +90,7 @@ def wait_summary(host: str, window: float = 3600.0, not_before: float = 0.0) -> 
     start of this compute service): how many, how long, how many timed out or failed (published on
     its service row, shown by the hypervisor health API)."""
     since = max(time.time() - window, not_before)
-    waits = [m for m in list(WAIT_METRICS) if m.get("host") == host and m.get("at", 0) >= since]
+    waits = [m for m in list(WAIT_METRICS.get(host, ())) if m["at"] >= since]
     seconds = sorted(m["seconds"] for m in waits)
 
     def pct(p: float) -> float | None:
@@ -430,7 +431,7 @@ class InstanceEvents:
         else:
             result, details = "Warning", (f"{what}: timed out after {waited:.3f} s waiting for vif plugging "
                                           f"(vif_plugging_is_fatal is False, continuing): {per_event}")
-        WAIT_METRICS.append({
+        WAIT_METRICS[m.host].append({
             "host": m.host, "at": time.time(),
             "instance": uuid, "what": what, "seconds": waited, "result": outcome, "unblocked_at": unblocked,
             "events": {make_key(*key): fut.result()["arrived"] for key, fut in futures.items()
