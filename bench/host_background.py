@@ -30,6 +30,7 @@ import json
 import os
 import platform
 import pstats
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -151,9 +152,11 @@ class IdleCloud:
             except subprocess.TimeoutExpired:
                 p.kill()
         try:
-            rabbitmqctl("delete_vhost", self.vhost)
+            if self.vhost in rabbitmqctl("list_vhosts"):
+                rabbitmqctl("delete_vhost", self.vhost)
         finally:
             self.pg.destroy()
+            shutil.rmtree(self.state, ignore_errors=True)
 
 
 async def pg_stats(cloud: IdleCloud) -> dict:
@@ -278,8 +281,8 @@ def main() -> None:
               "hosts": args.hosts, "host_procs": args.host_procs, "levels": []}
     for per_host in (int(f) for f in args.fills.split(",")):
         cloud = IdleCloud(args, per_host)
-        cloud.start()
         try:
+            cloud.start()
             level = asyncio.run(measure(cloud))
         finally:
             cloud.stop()
