@@ -137,12 +137,14 @@ async def _delete_leaves_nothing(cloud, server_id: str) -> None:
 
 
 def _count_conductor_calls(manager) -> list[str]:
+    """The conductor calls the calling task makes from now on (not the host's periodic tasks')."""
     calls: list[str] = []
     client = manager.conductor.client
-    call = client.call
+    call, task = client.call, asyncio.current_task()
 
     async def counting(ctx, method, **kwargs):
-        calls.append(method)
+        if asyncio.current_task() is task:
+            calls.append(method)
         return await call(ctx, method, **kwargs)
     client.call = counting
     return calls

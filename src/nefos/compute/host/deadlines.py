@@ -22,9 +22,10 @@ in a build or any other task end in ERROR.
   that stopped moving is cut short. An operation under way on the host is never taken for a lost
   one: only this deadline ends it.
 
-Each compute host looks at its own instances every ``check_interval(cfg)`` seconds: it recovers
-the lost requests, then puts the stuck ones in ERROR with a fault, clearing the task state (so a
-stuck delete can be retried). Every write is a compare-and-swap on the state that was read, so an
+Each compute host looks at its own instances every ``check_interval(cfg)`` seconds, in one
+conductor call (``host_deadline_candidates``: only its busy instances are looked at, so a pass
+costs the same whatever the servers it holds): it recovers the lost requests, then puts the stuck
+ones in ERROR with a fault, clearing the task state (so a stuck delete can be retried). Every write is a compare-and-swap on the state that was read, so an
 operation finishing or a delete arriving meanwhile wins; the stuck operation, when it returns,
 fails its own compare-and-swap save and changes nothing (a stuck build also cleans up after
 itself without rescheduling), and a request that arrives after its operation was recovered finds
