@@ -134,3 +134,72 @@ async def _delete_leaves_nothing(cloud, server_id: str) -> None:
     await cloud.wait_gone(server_id)
     assert await cloud.ports(device_id=server_id) == []
     assert (await cloud.hypervisor_usage())["allocations"] == 0
+
+
+def _count_conductor_calls(manager) -> list[str]:
+    """The conductor calls the calling task makes from now on (not the host's periodic tasks')."""
+    calls: list[str] = []
+    client = manager.conductor.client
+    call, task = client.call, asyncio.current_task()
+
+    async def counting(ctx, method, **kwargs):
+        if asyncio.current_task() is task:
+            calls.append(method)
+        return await call(ctx, method, **kwargs)
+    client.call = counting
+    return calls
+
+
+async def test_a_deadline_pass_over_a_host_where_nothing_is_stuck_is_one_conductor_call(tmp_path):
+    # The pass runs every check_interval on every host: its cost must not be four round trips,
+    # nor grow with the servers the host holds.
+    cloud = await start_cloud(tmp_path, fake_hosts=1, task_state_timeout=60.0, instance_build_timeout=60.0)
+    try:
+        await boot_active(cloud, count=3)
+        manager = cloud.compute_manager("host-1")
+        calls = _count_conductor_calls(manager)
+        assert await deadlines.reap_stuck_instances(manager) == []
+        assert calls == ["host_deadline_candidates"]
+    finally:
+        await stop_cloud(cloud)
+
+
+async def test_a_host_pinned_to_an_older_conductor_still_reaps_its_stuck_tasks(tmp_path):
+    cloud = await start_cloud(tmp_path, fake_hosts=1, task_state_timeout=60.0)
+    try:
+        server_id = await _deleting_for_two_minutes(cloud)
+        manager = cloud.compute_manager("host-1")
+        manager.conductor.client.can_send_version = _older_than("1.2")
+        calls = _count_conductor_calls(manager)
+        async with manager.instance_lock(server_id):  # the host's delete is under way, and hangs
+            assert await deadlines.reap_stuck_instances(manager) == [server_id]
+        assert "host_deadline_candidates" not in calls
+    finally:
+        await stop_cloud(cloud)
+
+
+def _older_than(version: str):
+    async def can_send_version(wanted: str) -> bool:
+        return wanted < version
+    return can_send_version
+
+
+async def test_a_hosts_deadline_pass_sees_only_the_resizes_it_is_the_source_of(tmp_path):
+    # Every host asked for every RESIZED server of the cloud: a thousand hosts, a thousand copies.
+    from nefos.objects import host_instances
+    cloud = await start_cloud(tmp_path, fake_hosts=1)
+    try:
+        ours, theirs = await boot_active(cloud, count=2)
+        two_minutes_ago = utcnow() - dt.timedelta(seconds=120)
+        for uuid, source in ((ours, "host-1"), (theirs, "host-9")):
+            async with cloud.rt.db.transaction() as s:
+                await s.execute(update(Instance).where(Instance.uuid == uuid).values(
+                    vm_state=states.RESIZED, updated_at=two_minutes_ago, system_metadata={
+                        states.MIGRATION_KEY: {"status": "confirming", "source_compute": source}}))
+        due = await host_instances.deadline_candidates(
+            cloud.rt.db, "host-1", lost_before=utcnow() - dt.timedelta(seconds=60), builds_before=None,
+            tasks_before=None)
+        assert [i["uuid"] for i in due["resized"]] == [ours]
+        assert (due["lost"], due["builds"], due["tasks"]) == ([], [], [])
+    finally:
+        await stop_cloud(cloud)

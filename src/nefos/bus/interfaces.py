@@ -19,6 +19,7 @@ conductor   1.0  the surface of Nefos 0.9.0
 conductor   1.1: evacuate_instance; the compute hosts' database surface (host_surface,
                  migration_surface: instances, actions, allocations, services, compute nodes,
                  event inbox, migrations), service_register with the service's RPC version
+conductor   1.2: host_deadline_candidates (a host's deadline pass in one call)
 scheduler   1.0  the surface of Nefos 0.9.0
 scheduler   1.1: decision_stats
 network     1.0  the Networking API operations of Nefos 0.9.0
@@ -88,7 +89,7 @@ COMPUTE = RPCInterface("compute", version="1.1", binary="nova-compute", args={
 
 # The Compute API's requests (1.0) and, from 1.1, everything a compute host reads or writes of the
 # database (nefos.conductor.host_surface and migration_surface; the host has no database).
-CONDUCTOR = RPCInterface("conductor", version="1.1", binary="nova-conductor", methods={
+CONDUCTOR = RPCInterface("conductor", version="1.2", binary="nova-conductor", methods={
     "build_instances": "1.0",
     "live_migrate_instance": "1.0",
     "migrate_server": "1.0",
@@ -111,6 +112,7 @@ CONDUCTOR = RPCInterface("conductor", version="1.1", binary="nova-conductor", me
     "unchanged_resized_instances": "1.1",
     "host_builds_started_before": "1.1",
     "host_tasks_unchanged_since": "1.1",
+    "host_deadline_candidates": "1.2",
     "unfinished_action": "1.1",
     "action_record": "1.1",
     "action_event_start": "1.1",

@@ -143,6 +143,15 @@ class HostSurface:
         """[uuid, task_state, vm_state] of the host's (non-build) tasks older than ``updated_before``."""
         return await host_instances.tasks_unchanged_since(self.rt.db, host_name, _time(updated_before))
 
+    async def host_deadline_candidates(self, ctx, host_name: str, lost_before: str | None,
+                                       builds_before: str | None, tasks_before: str | None) -> dict:
+        """What one deadline pass of the host acts on, in one read (``lost``, ``resized``: whole
+        instances; ``builds``: uuids; ``tasks``: [uuid, task_state, vm_state]); a cutoff of None
+        turns its check off."""
+        return await host_instances.deadline_candidates(
+            self.rt.db, host_name, lost_before=_time(lost_before), builds_before=_time(builds_before),
+            tasks_before=_time(tasks_before))
+
     async def unfinished_action(self, ctx, instance_uuid: str, action: str | None = None) -> dict | None:
         """Project, user and request id of the instance's newest unfinished ``action``, or None."""
         return await host_instances.unfinished_action(self.rt.db, instance_uuid, action)

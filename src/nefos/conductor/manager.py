@@ -22,7 +22,7 @@ from nefos.context import RequestContext, admin_context
 from nefos.db.models import Instance, utcnow
 from nefos.db.retry import retrying
 from nefos.network.client import NetworkAPI
-from nefos.objects import actions, allocations, build_requests, instance as instance_obj, states
+from nefos.objects import actions, allocations, build_requests, event_inbox, instance as instance_obj, states
 from nefos.compute.rpcapi import ComputeRPCAPI
 from nefos.scheduler.manager import SchedulerAPI
 
@@ -113,6 +113,11 @@ class ConductorManager(HostSurface, MigrationSurface, Endpoint):
             LOG.warning("instance %s was deleted but still holds ports: releasing them", uuid)
             instance = await instance_obj.get(self.rt.db, uuid, read_deleted=True)
             await network_api.deallocate_for_instance(admin, instance, instance.get("network_info"))
+
+    async def purge_expired_external_events(self) -> None:
+        """The external events' inbox and the instances' event operations keep an hour: once a
+        minute here, for the whole cloud (not by each compute host as it starts an operation)."""
+        await event_inbox.purge_expired(self.rt.db, self.rt.cfg.vif_plugging_timeout)
 
     async def finish_abandoned_actions(self) -> None:
         """Actions whose request died before anything acted on them are finished as failed (after

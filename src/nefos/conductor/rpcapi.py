@@ -191,6 +191,21 @@ class ConductorAPI:
         """[uuid, task_state, vm_state] of the host's (non-build) tasks older than ``updated_before``."""
         return await self._call(ctx, "host_tasks_unchanged_since", host_name=host_name, updated_before=updated_before)
 
+    async def host_deadline_candidates(self, ctx, host_name: str, lost_before: str | None,
+                                       builds_before: str | None, tasks_before: str | None) -> dict:
+        """What one deadline pass of the host acts on: ``lost`` and ``resized`` (whole instances),
+        ``builds`` (uuids), ``tasks`` ([uuid, task_state, vm_state]); a cutoff of None turns its check
+        off. A conductor before 1.2 is asked the four questions one by one (its ``resized`` holds
+        every host's: the caller keeps its own)."""
+        if await self.client.can_send_version("1.2"):
+            return await self._call(ctx, "host_deadline_candidates", host_name=host_name, lost_before=lost_before,
+                                    builds_before=builds_before, tasks_before=tasks_before)
+        return {
+            "lost": await self.host_unchanged_operations(ctx, host_name, lost_before) if lost_before else [],
+            "resized": await self.unchanged_resized_instances(ctx, lost_before) if lost_before else [],
+            "builds": await self.host_builds_started_before(ctx, host_name, builds_before) if builds_before else [],
+            "tasks": await self.host_tasks_unchanged_since(ctx, host_name, tasks_before) if tasks_before else []}
+
     async def unfinished_action(self, ctx, instance_uuid: str, action: str | None = None) -> dict | None:
         """Project, user and request id of the instance's newest unfinished ``action``, or None."""
         return await self._call(ctx, "unfinished_action", instance_uuid=instance_uuid, action=action)

@@ -1,7 +1,7 @@
 """The conductor as a component: its manager on ``conductor``, and the re-drive of builds no
 conductor took (every ``build_redrive_interval`` seconds, and at once when it starts), and the
-release of ports that deleted servers still hold and the closing of actions whose request died
-(every minute)."""
+release of ports that deleted servers still hold, the closing of actions whose request died and
+the purge of expired external events (every minute)."""
 
 from nefos.conductor.manager import ConductorManager
 from nefos.service import Component, Service, ServiceComponent
@@ -14,4 +14,5 @@ def component(rt) -> Component:
                          manager.redrive_stranded_builds, initial_delay=0)
     service.add_periodic("release_ports_of_deleted_servers", 60, manager.release_ports_of_deleted_servers)
     service.add_periodic("finish_abandoned_actions", 60, manager.finish_abandoned_actions)
+    service.add_periodic("purge_expired_external_events", 60, manager.purge_expired_external_events)
     return ServiceComponent("conductor", service)

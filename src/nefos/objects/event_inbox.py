@@ -4,6 +4,7 @@ event operation (``instance_event_operations``): the rows behind a compute host'
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 
 from sqlalchemy import bindparam, delete, insert, select, update
@@ -69,6 +70,15 @@ async def begin_operation(db, uuid: str, operation: str, host: str) -> None:
                 except IntegrityError:
                     await s.execute(_SET_OPERATION, change)
         await s.execute(_DROP_EARLIER_EVENTS, {"b_instance": uuid, "b_operation": operation})
+
+
+EVENT_TTL = 3600.0  # unconsumed events and finished operations are purged after this (or 2 x the timeout)
+
+
+async def purge_expired(db, vif_plugging_timeout: float) -> None:
+    """Drop the events and operations older than ``EVENT_TTL`` (or twice ``vif_plugging_timeout``,
+    so no waiter's events go before it gave up)."""
+    await purge(db, utcnow() - dt.timedelta(seconds=max(EVENT_TTL, 2 * vif_plugging_timeout)))
 
 
 async def purge(db, cutoff) -> None:

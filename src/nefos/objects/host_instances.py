@@ -9,7 +9,9 @@ import datetime as dt
 from sqlalchemy import or_, select
 
 from nefos.db.models import Instance, InstanceAction
-from nefos.objects import instance as instance_obj, states
+from nefos.objects import instance as instance_obj, migration_state, states
+
+_BUILD_TASKS = frozenset(t for t in states.BUILD_TASK_STATES if t is not None)
 
 
 async def full(db, host: str) -> list[dict]:
@@ -62,6 +64,55 @@ async def tasks_unchanged_since(db, host: str, updated_before: dt.datetime) -> l
             Instance.task_state.not_in([t for t in states.BUILD_TASK_STATES if t is not None]),
             Instance.vm_state != states.BUILDING, Instance.updated_at < updated_before))).all()
     return [list(r) for r in rows]
+
+
+def _before(when: dt.datetime | None, cutoff: dt.datetime | None) -> bool:
+    """SQL's ``when < cutoff`` (never true for a NULL), a cutoff of None never reached."""
+    return when is not None and cutoff is not None and when < cutoff
+
+
+async def deadline_candidates(db, host: str, *, lost_before: dt.datetime | None,
+                              builds_before: dt.datetime | None, tasks_before: dt.datetime | None) -> dict:
+    """Everything one deadline pass of ``host`` acts on (``nefos.compute.host.deadlines``), in one
+    read: ``lost`` (whole), the instances with a task (or a build) under way unchanged since
+    ``lost_before``; ``resized`` (whole), the RESIZED instances whose confirm pends on this host,
+    their source, unchanged since ``lost_before``; ``builds``, the uuids of the BUILDING ones
+    created before ``builds_before``; ``tasks``, [uuid, task_state, vm_state] of the (non-build)
+    tasks unchanged since ``tasks_before``. A cutoff of None: that check is off.
+
+    Only the host's busy instances are looked at, a few columns each, and only those the pass
+    acts on are read whole: a host where nothing is stuck costs the same with 10 servers as with
+    1000."""
+    out = {"lost": [], "resized": [], "builds": [], "tasks": []}
+    if lost_before is None and builds_before is None and tasks_before is None:
+        return out
+    lost, resized = [], []
+    async with db.reader() as s:
+        busy = (await s.execute(select(
+            Instance.uuid, Instance.vm_state, Instance.task_state, Instance.created_at, Instance.updated_at).where(
+            Instance.host == host, Instance.deleted == 0,
+            or_(Instance.task_state.is_not(None), Instance.vm_state == states.BUILDING)))).all()
+        for uuid, vm_state, task_state, created_at, updated_at in busy:
+            if _before(updated_at, lost_before):
+                lost.append(uuid)
+            if vm_state == states.BUILDING:
+                if _before(created_at, builds_before):
+                    out["builds"].append(uuid)
+            elif task_state not in _BUILD_TASKS and _before(updated_at, tasks_before):
+                out["tasks"].append([uuid, task_state, vm_state])
+        if lost_before is not None:
+            for uuid, system_metadata in await s.execute(select(Instance.uuid, Instance.system_metadata).where(
+                    Instance.deleted == 0, Instance.vm_state == states.RESIZED, Instance.task_state.is_(None),
+                    Instance.updated_at < lost_before)):
+                migration = migration_state.migration_of({"system_metadata": system_metadata}) or {}
+                if migration.get("status") == "confirming" and migration.get("source_compute") == host:
+                    resized.append(uuid)
+        if lost or resized:
+            whole = {r.uuid: instance_obj.to_dict(r) for r in (await s.execute(
+                select(Instance).where(Instance.uuid.in_([*lost, *resized])).order_by(Instance.id))).scalars()}
+            out["lost"] = [whole[u] for u in lost if u in whole]
+            out["resized"] = [whole[u] for u in resized if u in whole]
+    return out
 
 
 async def unfinished_action(db, uuid: str, action: str | None) -> dict | None:

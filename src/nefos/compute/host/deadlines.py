@@ -22,9 +22,10 @@ in a build or any other task end in ERROR.
   that stopped moving is cut short. An operation under way on the host is never taken for a lost
   one: only this deadline ends it.
 
-Each compute host looks at its own instances every ``check_interval(cfg)`` seconds: it recovers
-the lost requests, then puts the stuck ones in ERROR with a fault, clearing the task state (so a
-stuck delete can be retried). Every write is a compare-and-swap on the state that was read, so an
+Each compute host looks at its own instances every ``check_interval(cfg)`` seconds, in one
+conductor call (``host_deadline_candidates``: only its busy instances are looked at, so a pass
+costs the same whatever the servers it holds): it recovers the lost requests, then puts the stuck
+ones in ERROR with a fault, clearing the task state (so a stuck delete can be retried). Every write is a compare-and-swap on the state that was read, so an
 operation finishing or a delete arriving meanwhile wins; the stuck operation, when it returns,
 fails its own compare-and-swap save and changes nothing (a stuck build also cleans up after
 itself without rescheduling), and a request that arrives after its operation was recovered finds
@@ -57,26 +58,34 @@ def check_interval(cfg) -> float:
 
 async def reap_stuck_instances(manager) -> list[str]:
     """Recover this host's lost requests; put its stuck builds and tasks in ERROR; returns the
-    uuids put in ERROR for a deadline."""
-    await finish_lost_operations(manager)
-    await finish_lost_confirmations(manager)
-    return [*await reap_stuck_builds(manager), *await reap_stuck_tasks(manager)]
+    uuids put in ERROR for a deadline. One conductor call finds them all (a host where nothing is
+    stuck gets four empty lists); a request recovered here is not also timed out."""
+    due = await _candidates(manager)
+    recovered = set(await finish_lost_operations(manager, due["lost"]))
+    await finish_lost_confirmations(manager, due["resized"])
+    return [*await reap_stuck_builds(manager, [u for u in due["builds"] if u not in recovered]),
+            *await reap_stuck_tasks(manager, [t for t in due["tasks"] if t[0] not in recovered])]
 
 
-def _lost_cutoff(manager) -> dt.datetime | None:
-    timeout = manager.rt.cfg.rpc_response_timeout
-    return utcnow() - dt.timedelta(seconds=timeout) if timeout > 0 else None
+def _cutoff(timeout: float) -> str | None:
+    return (utcnow() - dt.timedelta(seconds=timeout)).isoformat() if timeout > 0 else None
 
 
-async def finish_lost_operations(manager) -> list[str]:
+async def _candidates(manager) -> dict:
+    cfg = manager.rt.cfg
+    return await manager.conductor.host_deadline_candidates(
+        None, manager.host, _cutoff(cfg.rpc_response_timeout), _cutoff(cfg.instance_build_timeout),
+        _cutoff(cfg.task_state_timeout))
+
+
+async def finish_lost_operations(manager, instances: list[dict] | None = None) -> list[str]:
     """Recover this host's instances whose operation's request never arrived: a task state set (or
     still BUILDING), unchanged for longer than ``rpc_response_timeout``, while nothing here works
     on them (a cast lost with a broker restart, say). The same recovery as at the start of the
-    host (``recover_instance``); returns the uuids it was run for."""
-    cutoff = _lost_cutoff(manager)
-    if cutoff is None:
-        return []
-    instances = await manager.conductor.host_unchanged_operations(None, manager.host, cutoff.isoformat())
+    host (``recover_instance``); returns the uuids it was run for. ``instances``: the pass's
+    candidates (None: looked up)."""
+    if instances is None:
+        instances = (await _candidates(manager))["lost"]
     recovered = []
     for instance in instances:
         uuid = instance["uuid"]
@@ -93,14 +102,10 @@ async def finish_lost_operations(manager) -> list[str]:
     return recovered
 
 
-async def finish_lost_confirmations(manager) -> list[str]:
+async def finish_lost_confirmations(manager, instances: list[dict]) -> list[str]:
     """Confirm the resizes this host is the source of whose confirm never arrived: RESIZED with the
     migration ``confirming`` for longer than ``rpc_response_timeout`` (the server itself lives on
     the destination); returns their uuids."""
-    cutoff = _lost_cutoff(manager)
-    if cutoff is None:
-        return []
-    instances = await manager.conductor.unchanged_resized_instances(None, cutoff.isoformat())
     confirmed = []
     for instance in instances:
         uuid, migration = instance["uuid"], migration_state.migration_of(instance) or {}
@@ -114,12 +119,10 @@ async def finish_lost_confirmations(manager) -> list[str]:
     return confirmed
 
 
-async def reap_stuck_builds(manager) -> list[str]:
+async def reap_stuck_builds(manager, uuids: list[str]) -> list[str]:
+    """Nova's ``_check_instance_build_time``: the host's builds still BUILDING after
+    ``instance_build_timeout`` (``uuids``, the pass's candidates) go to ERROR."""
     timeout = manager.rt.cfg.instance_build_timeout
-    if timeout <= 0:
-        return []
-    cutoff = utcnow() - dt.timedelta(seconds=timeout)
-    uuids = await manager.conductor.host_builds_started_before(None, manager.host, cutoff.isoformat())
     reaped = []
     for uuid in uuids:
         error = exceptions.InstanceBuildTimeout(timeout=f"{timeout:g}")
@@ -130,12 +133,10 @@ async def reap_stuck_builds(manager) -> list[str]:
     return reaped
 
 
-async def reap_stuck_tasks(manager) -> list[str]:
+async def reap_stuck_tasks(manager, rows: list[list]) -> list[str]:
+    """Tasks unchanged for longer than ``task_state_timeout`` (``rows``, the pass's candidates:
+    [uuid, task_state, vm_state]) go to ERROR."""
     timeout = manager.rt.cfg.task_state_timeout
-    if timeout <= 0:
-        return []
-    cutoff = utcnow() - dt.timedelta(seconds=timeout)
-    rows = await manager.conductor.host_tasks_unchanged_since(None, manager.host, cutoff.isoformat())
     reaped = []
     for uuid, task_state, vm_state in rows:
         error = exceptions.InstanceTaskTimeout(task_state=task_state, timeout=f"{timeout:g}")

@@ -50,7 +50,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import datetime as dt
 import logging
 import time
 import traceback
@@ -58,7 +57,6 @@ import uuid as uuidlib
 
 from nefos import exceptions
 from nefos.objects import states
-from nefos.timeutils import utcnow
 
 LOG = logging.getLogger(__name__)
 
@@ -76,12 +74,11 @@ PROCESS_EVENT = "compute_external_instance_event"
 # long queue of waiting builds does not load the database. A delete wakes its waiters at once.
 INBOX_POLL = 2.0
 INBOX_POLL_MAX = 30.0
-EVENT_TTL = 3600.0  # unconsumed events and finished operations are purged after this (or 2 x the timeout)
-PURGE_EVERY = 60.0
 
-# The last waits: instance, what (spawn, start, hard reboot), seconds waited, result, when the waiter was
-# unblocked and when each event arrived (time.monotonic()): the wait metric.
-WAIT_METRICS: collections.deque = collections.deque(maxlen=10000)
+# Each host's last waits: instance, what (spawn, start, hard reboot), seconds waited, result, when the
+# waiter was unblocked and when each event arrived (time.monotonic()): the wait metric. Kept per host:
+# a process of many simulated hosts summarises one host's waits, not every host's, each report_interval.
+WAIT_METRICS: dict[str, collections.deque] = collections.defaultdict(lambda: collections.deque(maxlen=10000))
 
 
 def wait_summary(host: str, window: float = 3600.0, not_before: float = 0.0) -> dict:
@@ -89,7 +86,7 @@ def wait_summary(host: str, window: float = 3600.0, not_before: float = 0.0) -> 
     start of this compute service): how many, how long, how many timed out or failed (published on
     its service row, shown by the hypervisor health API)."""
     since = max(time.time() - window, not_before)
-    waits = [m for m in list(WAIT_METRICS) if m.get("host") == host and m.get("at", 0) >= since]
+    waits = [m for m in list(WAIT_METRICS.get(host, ())) if m["at"] >= since]
     seconds = sorted(m["seconds"] for m in waits)
 
     def pct(p: float) -> float | None:
@@ -123,7 +120,6 @@ class InstanceEvents:
         # second copy (the bus after the inbox re-read, or a duplicate post) is known as such.
         self._delivered: dict[str, set[tuple[str, str]]] = {}
         self._cache_locks: dict[str, asyncio.Lock] = {}
-        self._last_purge = 0.0
 
     @property
     def cfg(self):
@@ -136,18 +132,7 @@ class InstanceEvents:
         await self.manager.conductor.event_operation_begin(None, uuid, op, self.host)
         self._operations[uuid] = op
         self._delivered.pop(uuid, None)
-        await self._maybe_purge()
         return op
-
-    async def _maybe_purge(self) -> None:
-        if time.monotonic() - self._last_purge < PURGE_EVERY:
-            return
-        self._last_purge = time.monotonic()
-        cutoff = utcnow() - dt.timedelta(seconds=max(EVENT_TTL, 2 * self.cfg.vif_plugging_timeout))
-        try:
-            await self.manager.conductor.event_inbox_purge(None, cutoff.isoformat())
-        except Exception:
-            LOG.exception("purging old external events failed")
 
     # Waiting ---------------------------------------------------------------------
     def prepare_for_instance_event(self, instance: dict, name: str, tag: str | None = None) -> asyncio.Future:
@@ -430,7 +415,7 @@ class InstanceEvents:
         else:
             result, details = "Warning", (f"{what}: timed out after {waited:.3f} s waiting for vif plugging "
                                           f"(vif_plugging_is_fatal is False, continuing): {per_event}")
-        WAIT_METRICS.append({
+        WAIT_METRICS[m.host].append({
             "host": m.host, "at": time.time(),
             "instance": uuid, "what": what, "seconds": waited, "result": outcome, "unblocked_at": unblocked,
             "events": {make_key(*key): fut.result()["arrived"] for key, fut in futures.items()
