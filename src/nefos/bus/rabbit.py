@@ -39,16 +39,14 @@ from urllib.parse import urlsplit, urlunsplit
 
 import aio_pika
 import aiormq
-from aio_pika.abc import (
-    AbstractChannel, AbstractExchange, AbstractIncomingMessage, AbstractQueue,
-    AbstractRobustConnection,
-)
+from aio_pika.abc import AbstractChannel, AbstractExchange, AbstractQueue, AbstractRobustConnection
 
 from nefos import exceptions
 from nefos.bus.base import (
     Bus, Endpoint, NotificationCallback, decode, dispatch, encode, error_payload, make_message,
     check_served, notification_envelope, raise_remote, target,
 )
+from nefos.bus.rabbit_delivery import Delivery, DeliveryConnection, properties_of
 
 LOG = logging.getLogger(__name__)
 
@@ -113,7 +111,8 @@ class RabbitBus(Bus):
             try:
                 self._connection = await aio_pika.connect_robust(
                     self.url, timeout=CONNECT_TIMEOUT,
-                    client_properties={"connection_name": self.connection_name}, **options)
+                    client_properties={"connection_name": self.connection_name},
+                    connection_class=DeliveryConnection, **options)
             except Exception as exc:
                 raise exceptions.ServiceUnavailable(
                     f"cannot connect to the message bus at {_redact(self.url)}: {exc}") from exc
@@ -190,8 +189,10 @@ class RabbitBus(Bus):
         await self._ready()
         ch = self._consume
 
-        async def on_message(message: AbstractIncomingMessage) -> None:
-            # Return at once: the handler runs in its own task, so a slow one blocks nothing.
+        async def on_message(message: Delivery) -> None:
+            # Return at once: the handler runs in a task of its own, so a slow one blocks
+            # nothing, and one that runs when the connection drops (aiormq then cancels the
+            # delivery's task) finishes; the broker redelivers what it could not ack.
             self._spawn(self._handle(endpoint, message))
 
         names = [topic] + ([target(topic, host)] if host else [])
@@ -225,7 +226,7 @@ class RabbitBus(Bus):
             self._exchanges[name] = exchange
         return exchange
 
-    async def _handle(self, endpoint: Endpoint, message: AbstractIncomingMessage) -> None:
+    async def _handle(self, endpoint: Endpoint, message: Delivery) -> None:
         try:
             request = decode(message.body)
         except ValueError:
@@ -239,22 +240,23 @@ class RabbitBus(Bus):
             raise
         except Exception as exc:  # every error goes back to the caller
             reply = {"error": error_payload(exc)}
-        if message.reply_to:
-            await self._send_reply(message, reply)
+        properties = properties_of(message)
+        if properties.reply_to:
+            await self._send_reply(properties, reply)
         elif "error" in reply:
             LOG.error("cast %s.%s failed: %s", message.routing_key or message.exchange,
                       request.get("method"), reply["error"]["traceback"])
         await self._ack(message)
 
     @staticmethod
-    async def _ack(message: AbstractIncomingMessage) -> None:
+    async def _ack(message: Delivery) -> None:
         try:
             # Not waiting for the socket's drain: the frame is queued behind the reply.
             await message.channel.basic_ack(message.delivery_tag, wait=False)
         except Exception:  # the channel closed meanwhile; the broker redelivers
             LOG.debug("could not ack message", exc_info=True)
 
-    async def _send_reply(self, message: AbstractIncomingMessage, reply: dict) -> None:
+    async def _send_reply(self, request: Properties, reply: dict) -> None:
         try:
             body = encode(reply)
         except TypeError as exc:
@@ -262,15 +264,15 @@ class RabbitBus(Bus):
         try:
             channel = await _current(self._reply_pub)
             await channel.basic_publish(
-                body, routing_key=message.reply_to, wait=False,
+                body, routing_key=request.reply_to, wait=False,
                 properties=Properties(content_type=CONTENT_TYPE, delivery_mode=TRANSIENT,
-                                      correlation_id=message.correlation_id,
-                                      message_id=message.correlation_id))
+                                      correlation_id=request.correlation_id,
+                                      message_id=request.correlation_id))
         except Exception:
-            LOG.warning("could not send the reply to %s", message.reply_to, exc_info=True)
+            LOG.warning("could not send the reply to %s", request.reply_to, exc_info=True)
 
-    async def _on_reply(self, message: AbstractIncomingMessage) -> None:
-        fut = self._pending.get(message.correlation_id or "")
+    async def _on_reply(self, message: Delivery) -> None:
+        fut = self._pending.get(properties_of(message).correlation_id or "")
         if fut is not None and not fut.done():
             fut.set_result(message.body)
 
@@ -371,13 +373,13 @@ class RabbitBus(Bus):
             durable=False)
         await queue.bind(self._exchanges[self.notification_exchange], routing_key="notifications.*")
 
-        async def on_message(message: AbstractIncomingMessage) -> None:
+        async def on_message(message: Delivery) -> None:
             self._spawn(self._deliver(callback, message))
 
         tag = await queue.consume(on_message)
         self._consumers.append((queue, tag))
 
-    async def _deliver(self, callback: NotificationCallback, message: AbstractIncomingMessage) -> None:
+    async def _deliver(self, callback: NotificationCallback, message: Delivery) -> None:
         try:
             await callback(decode(message.body))
         except asyncio.CancelledError:
