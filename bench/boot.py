@@ -258,11 +258,18 @@ async def boot(args, cloud: Cloud) -> dict:
         await asyncio.gather(*(create(i) for i in range(args.servers)))
         created = time.perf_counter()
         active_ids: set[str] = set()
+        counted, last_progress = 0, time.perf_counter()
         while True:
             # The server clock is this machine's: a margin of 2 s covers a poll's own length.
             since = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
-            active = await count_status(cloud, client, headers, "ACTIVE", active_ids, poll_since)
+            # A save committed more than the margin after its updated_at (a loaded machine) is
+            # never in a changes-since listing: after 5 s without a new ACTIVE, list them all.
+            stalled = time.perf_counter() - last_progress > 5
+            active = await count_status(cloud, client, headers, "ACTIVE", active_ids,
+                                        None if stalled else poll_since)
             poll_since = since
+            if active > counted or stalled:
+                counted, last_progress = active, time.perf_counter()
             if active >= args.servers:
                 break
             if time.perf_counter() - start > args.timeout:

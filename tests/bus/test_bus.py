@@ -420,6 +420,34 @@ async def test_rabbit_recovers_after_connection_loss(topic):
         await _delete_fanout_exchange(topic)
 
 
+@pytest.mark.rabbit
+async def test_rabbit_consumers_registered_by_aio_pika_still_serve(topic):
+    """The bus's consumers take aiormq's deliveries; aio-pika re-registers a consumer the broker
+    cancelled through its own Queue.consume, which delivers aio-pika messages instead: requests
+    and replies still get through."""
+    import aio_pika
+
+    from nefos.bus.rabbit import RabbitBus
+
+    server_bus, client = RabbitBus(AMQP_URL), RabbitBus(AMQP_URL)
+    await server_bus.start()
+    await client.start()
+    try:
+        server = Server()
+        await server_bus.serve(topic, server)
+        for queue, tag in [*server_bus._consumers, *client._consumers]:
+            # The new consumer first: a queue goes with its last consumer (auto-delete).
+            await aio_pika.Queue.consume(queue, **queue._consumers[tag])
+            await (await queue.channel.get_underlay_channel()).basic_cancel(tag)
+        assert await client.call(ctx(), topic, "add", version=V, a=2, b=3) == 5
+        await client.cast(ctx(), topic, "record", version=V, value="cast")
+        await eventually(lambda: server.received == ["cast"])
+    finally:
+        await client.stop()
+        await server_bus.stop()
+        await _delete_fanout_exchange(topic)
+
+
 async def test_rabbit_unreachable_broker_is_service_unavailable():
     from nefos.bus.rabbit import RabbitBus
 

@@ -39,16 +39,14 @@ from urllib.parse import urlsplit, urlunsplit
 
 import aio_pika
 import aiormq
-from aio_pika.abc import (
-    AbstractChannel, AbstractExchange, AbstractIncomingMessage, AbstractQueue,
-    AbstractRobustConnection,
-)
+from aio_pika.abc import AbstractChannel, AbstractExchange, AbstractQueue, AbstractRobustConnection
 
 from nefos import exceptions
 from nefos.bus.base import (
     Bus, Endpoint, NotificationCallback, decode, dispatch, encode, error_payload, make_message,
     check_served, notification_envelope, raise_remote, target,
 )
+from nefos.bus.rabbit_delivery import Delivery, DeliveryConnection, properties_of
 
 LOG = logging.getLogger(__name__)
 
@@ -57,6 +55,8 @@ PREFETCH = 64
 CONNECT_TIMEOUT = 10.0
 RECONNECT_INTERVAL = 1.0  # seconds between reconnection attempts (URL ?reconnect_interval= wins)
 CONTENT_TYPE = "application/json"
+TRANSIENT = 1  # delivery mode: the queues are not durable either
+Properties = aiormq.spec.Basic.Properties
 
 # Errors that mean "the connection or channel is not usable right now".
 _LINK_ERRORS = (
@@ -111,7 +111,8 @@ class RabbitBus(Bus):
             try:
                 self._connection = await aio_pika.connect_robust(
                     self.url, timeout=CONNECT_TIMEOUT,
-                    client_properties={"connection_name": self.connection_name}, **options)
+                    client_properties={"connection_name": self.connection_name},
+                    connection_class=DeliveryConnection, **options)
             except Exception as exc:
                 raise exceptions.ServiceUnavailable(
                     f"cannot connect to the message bus at {_redact(self.url)}: {exc}") from exc
@@ -188,8 +189,10 @@ class RabbitBus(Bus):
         await self._ready()
         ch = self._consume
 
-        async def on_message(message: AbstractIncomingMessage) -> None:
-            # Return at once: the handler runs in its own task, so a slow one blocks nothing.
+        async def on_message(message: Delivery) -> None:
+            # Return at once: the handler runs in a task of its own, so a slow one blocks
+            # nothing, and one that runs when the connection drops (aiormq then cancels the
+            # delivery's task) finishes; the broker redelivers what it could not ack.
             self._spawn(self._handle(endpoint, message))
 
         names = [topic] + ([target(topic, host)] if host else [])
@@ -223,7 +226,7 @@ class RabbitBus(Bus):
             self._exchanges[name] = exchange
         return exchange
 
-    async def _handle(self, endpoint: Endpoint, message: AbstractIncomingMessage) -> None:
+    async def _handle(self, endpoint: Endpoint, message: Delivery) -> None:
         try:
             request = decode(message.body)
         except ValueError:
@@ -237,48 +240,59 @@ class RabbitBus(Bus):
             raise
         except Exception as exc:  # every error goes back to the caller
             reply = {"error": error_payload(exc)}
-        if message.reply_to:
-            await self._send_reply(message, reply)
+        properties = properties_of(message)
+        if properties.reply_to:
+            await self._send_reply(properties, reply)
         elif "error" in reply:
             LOG.error("cast %s.%s failed: %s", message.routing_key or message.exchange,
                       request.get("method"), reply["error"]["traceback"])
         await self._ack(message)
 
     @staticmethod
-    async def _ack(message: AbstractIncomingMessage) -> None:
+    async def _ack(message: Delivery) -> None:
         try:
-            await message.ack()
+            # Not waiting for the socket's drain: the frame is queued behind the reply.
+            await message.channel.basic_ack(message.delivery_tag, wait=False)
         except Exception:  # the channel closed meanwhile; the broker redelivers
             LOG.debug("could not ack message", exc_info=True)
 
-    async def _send_reply(self, message: AbstractIncomingMessage, reply: dict) -> None:
+    async def _send_reply(self, request: Properties, reply: dict) -> None:
         try:
             body = encode(reply)
         except TypeError as exc:
             body = encode({"error": error_payload(exc)})
         try:
-            await self._reply_pub.default_exchange.publish(
-                aio_pika.Message(body, content_type=CONTENT_TYPE,
-                                 correlation_id=message.correlation_id),
-                routing_key=message.reply_to, mandatory=False)
+            channel = await _current(self._reply_pub)
+            await channel.basic_publish(
+                body, routing_key=request.reply_to, wait=False,
+                properties=Properties(content_type=CONTENT_TYPE, delivery_mode=TRANSIENT,
+                                      correlation_id=request.correlation_id,
+                                      message_id=request.correlation_id))
         except Exception:
-            LOG.warning("could not send the reply to %s", message.reply_to, exc_info=True)
+            LOG.warning("could not send the reply to %s", request.reply_to, exc_info=True)
 
-    async def _on_reply(self, message: AbstractIncomingMessage) -> None:
-        fut = self._pending.get(message.correlation_id or "")
+    async def _on_reply(self, message: Delivery) -> None:
+        fut = self._pending.get(properties_of(message).correlation_id or "")
         if fut is not None and not fut.done():
             fut.set_result(message.body)
 
     # Sending --------------------------------------------------------------------
 
-    async def _publish(self, exchange: AbstractExchange, message: aio_pika.Message, routing_key: str,
+    async def _publish(self, exchange: str, body: bytes, properties: Properties, routing_key: str,
                        *, mandatory: bool, deadline: float, what: str) -> None:
-        """Publish with the broker's confirmation; ServiceUnavailable when unroutable or unreachable."""
+        """Publish with the broker's confirmation; ServiceUnavailable when unroutable or unreachable.
+
+        Straight through aiormq with pamqp's properties (an aio_pika.Message costs more than
+        the rest of the publish); the robust channel hands out its current aiormq channel,
+        the one it re-created after a reconnect."""
         while True:
             try:
                 # asyncio.timeout, not wait_for: no swallowed cancellation on 3.11 (nefos.waiting)
                 async with asyncio.timeout(max(deadline - time.monotonic(), 0.001)):
-                    await exchange.publish(message, routing_key=routing_key, mandatory=mandatory)
+                    channel = await _current(self._pub)
+                    # wait=False: the confirmation comes after the frame is written anyway.
+                    await channel.basic_publish(body, exchange=exchange, routing_key=routing_key,
+                                                properties=properties, mandatory=mandatory, wait=False)
                 return
             except aiormq.exceptions.PublishError as exc:
                 raise exceptions.ServiceUnavailable(f"no server listens on {what}") from exc
@@ -303,10 +317,10 @@ class RabbitBus(Bus):
         self._pending[corr] = fut
         try:
             await self._publish(
-                self._pub.default_exchange,
-                aio_pika.Message(encode(request), content_type=CONTENT_TYPE, correlation_id=corr,
-                                 reply_to=self._reply_name, expiration=timeout,
-                                 message_id=corr),
+                "", encode(request),
+                Properties(content_type=CONTENT_TYPE, delivery_mode=TRANSIENT, correlation_id=corr,
+                           reply_to=self._reply_name, expiration=str(int(timeout * 1000)),
+                           message_id=corr),
                 name, mandatory=True, deadline=deadline, what=name)
             try:
                 async with asyncio.timeout(max(deadline - time.monotonic(), 0.001)):
@@ -322,23 +336,23 @@ class RabbitBus(Bus):
         return reply.get("result")
 
     async def cast(self, ctx, topic, method, *, host=None, version=None, **kwargs) -> None:
-        body = encode(make_message(ctx, method, kwargs, version))
+        message = make_message(ctx, method, kwargs, version)
+        body = encode(message)
         topic = self._scoped(topic)
         await self._ready()
         name = target(topic, host)
         await self._publish(
-            self._pub.default_exchange,
-            aio_pika.Message(body, content_type=CONTENT_TYPE),
+            "", body, _properties(message["id"]),
             name, mandatory=True, deadline=time.monotonic() + self.default_timeout, what=name)
 
     async def fanout(self, ctx, topic, method, *, version=None, **kwargs) -> None:
-        body = encode(make_message(ctx, method, kwargs, version))
+        message = make_message(ctx, method, kwargs, version)
+        body = encode(message)
         topic = self._scoped(topic)
         await self._ready()
         exchange = await self._exchange(fanout_exchange(topic), aio_pika.ExchangeType.FANOUT)
         await self._publish(
-            exchange,
-            aio_pika.Message(body, content_type=CONTENT_TYPE),
+            exchange.name, body, _properties(message["id"]),
             "", mandatory=False, deadline=time.monotonic() + self.default_timeout,
             what=f"{topic}(fanout)")
 
@@ -348,9 +362,7 @@ class RabbitBus(Bus):
         await self._ready()
         envelope = notification_envelope(ctx, event_type, payload, publisher_id, priority)
         await self._publish(
-            self._exchanges[self.notification_exchange],
-            aio_pika.Message(encode(envelope), content_type=CONTENT_TYPE,
-                             message_id=envelope["message_id"]),
+            self.notification_exchange, encode(envelope), _properties(envelope["message_id"]),
             f"notifications.{priority.lower()}", mandatory=False,
             deadline=time.monotonic() + self.default_timeout, what="notifications")
 
@@ -361,13 +373,13 @@ class RabbitBus(Bus):
             durable=False)
         await queue.bind(self._exchanges[self.notification_exchange], routing_key="notifications.*")
 
-        async def on_message(message: AbstractIncomingMessage) -> None:
+        async def on_message(message: Delivery) -> None:
             self._spawn(self._deliver(callback, message))
 
         tag = await queue.consume(on_message)
         self._consumers.append((queue, tag))
 
-    async def _deliver(self, callback: NotificationCallback, message: AbstractIncomingMessage) -> None:
+    async def _deliver(self, callback: NotificationCallback, message: Delivery) -> None:
         try:
             await callback(decode(message.body))
         except asyncio.CancelledError:
@@ -375,6 +387,17 @@ class RabbitBus(Bus):
         except Exception:
             LOG.exception("notification listener failed")
         await self._ack(message)
+
+
+async def _current(channel: AbstractChannel) -> aiormq.abc.AbstractChannel:
+    """The robust channel's aiormq channel of the moment (re-created after a reconnect)."""
+    if channel.is_closed:  # reconnecting: the caller retries or gives up
+        raise aiormq.exceptions.ChannelInvalidStateError("the channel is closed")
+    return await channel.get_underlay_channel()
+
+
+def _properties(message_id: str) -> Properties:
+    return Properties(content_type=CONTENT_TYPE, delivery_mode=TRANSIENT, message_id=message_id)
 
 
 def _redact(url: str) -> str:
