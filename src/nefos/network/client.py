@@ -146,31 +146,32 @@ class NetworkAPI:
                                      network_ids: list[str] | None = None, auto_allocate: bool = False,
                                      port_ids: list[str] | None = None,
                                      fixed_ips: list[tuple[str, str]] | None = None,
-                                     port_quota: bool = False, subnets_needed: bool = True) -> dict:
+                                     port_quota: bool = False, with_subnets: bool = True) -> dict:
         """The network service's ``networks_for_instance`` (network 1.1: networks, their subnets,
         ports, fixed IPs taken, port quota in one call; ``network_ids`` None: the networks the
-        project may pick). A network service pinned below 1.1 or older than it gets the Networking
-        API calls that method replaces (``subnets_needed`` False: those skip the subnets)."""
+        project may pick; ``with_subnets`` False: the subnets only where ``fixed_ips`` needs them).
+        A network service pinned below 1.1 or older than it gets the Networking API calls that
+        method replaces."""
         kwargs = {"project_id": project_id, "network_ids": network_ids, "auto_allocate": auto_allocate,
                   "port_ids": list(port_ids or []), "fixed_ips": [list(f) for f in fixed_ips or []],
-                  "port_quota": port_quota}
+                  "port_quota": port_quota, "with_subnets": with_subnets}
         if await self.client.can_send_version("1.1"):
             try:
                 return await self._call(ctx, "networks_for_instance", **kwargs)
             except (UnsupportedVersion, NoSuchMethod):
                 LOG.debug("the network service does not serve networks_for_instance yet: asking by its "
                           "Networking API calls")
-        return await self._networks_for_instance_by_calls(ctx, subnets_needed=subnets_needed, **kwargs)
+        return await self._networks_for_instance_by_calls(ctx, **kwargs)
 
     async def _networks_for_instance_by_calls(self, ctx: RequestContext, *, project_id: str | None,
                                               network_ids: list[str] | None, auto_allocate: bool,
                                               port_ids: list[str], fixed_ips: list[list[str]],
-                                              port_quota: bool, subnets_needed: bool) -> dict:
+                                              port_quota: bool, with_subnets: bool) -> dict:
         admin = ctx.elevated()
         networks = await self._listed_networks(ctx, project_id, network_ids, auto_allocate)
         found = [n["id"] for n in networks]
         subnets = (await self._call(admin, "list_subnets", filters={"network_id": found})
-                   if found and (subnets_needed or fixed_ips) else [])
+                   if found and (with_subnets or fixed_ips) else [])
         ports = {}
         for port_id in dict.fromkeys(port_ids):
             try:
@@ -310,7 +311,7 @@ class NetworkAPI:
         known = await self._networks_for_instance(
             ctx, project, network_ids=None if special else [r["uuid"] for r in on_networks], port_ids=port_ids,
             fixed_ips=[(r["uuid"], ip) for r in on_networks if (ip := _canonical_ip(r.get("fixed_ip")))],
-            port_quota=bool(special or on_networks), subnets_needed=False)
+            port_quota=bool(special or on_networks), with_subnets=False)
         ports_needed = 0
         if special:
             nets = known["networks"]

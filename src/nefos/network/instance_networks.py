@@ -19,13 +19,13 @@ class InstanceNetworks:
     async def networks_for_instance(self, ctx: RequestContext, project_id: str | None,
                                     network_ids: list[str] | None = None, auto_allocate: bool = False,
                                     port_ids: list[str] | None = None, fixed_ips: list[list[str]] | None = None,
-                                    port_quota: bool = False) -> dict:
+                                    port_quota: bool = False, with_subnets: bool = True) -> dict:
         """``{"networks", "subnets", "ports", "fixed_ips_in_use", "port_quota"}``:
 
         * networks: the ``network_ids`` the caller sees (each once; one not seen is left out), or
           (``network_ids`` None) the networks a server of ``project_id`` may pick: the project's
           own unshared ones (``auto_allocate``: only those up) then the shared ones;
-        * subnets: every subnet of those networks;
+        * subnets: every subnet of those networks (``with_subnets``; always for ``fixed_ips``);
         * ports: by id, the ``port_ids`` the caller sees (one not seen is left out);
         * fixed_ips_in_use: the ``[network_id, address]`` of ``fixed_ips`` a port holds already
           (only on the networks found);
@@ -43,7 +43,8 @@ class InstanceNetworks:
                     own_filters["admin_state_up"] = [True]
                 networks = (await self._networks_matching(s, ctx, own_filters)) if project_id else []
                 networks += await self._networks_matching(s, ctx, {"shared": [True]})
-            subnets = await self._subnets_of_networks(s, [n["id"] for n in networks])
+            subnets = (await self._subnets_of_networks(s, [n["id"] for n in networks])
+                       if with_subnets or fixed_ips else [])
             quota = None
             if port_quota and project_id:
                 self._check_quota_access(ctx, project_id)
