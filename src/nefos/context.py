@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextvars
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 
 DEFAULT_PROJECT_ID = "00000000000000000000000000000001"
 DEFAULT_USER_ID = "00000000000000000000000000000001"
@@ -33,7 +33,12 @@ class RequestContext:
     auth_token: str | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        # dataclasses.asdict's result without its recursive deep copy (every message and every
+        # elevated() makes one): the fields are immutable values but the roles, a list copied here.
+        values = {name: getattr(self, name) for name in _FIELDS}
+        if isinstance(self.roles, (list, tuple)):
+            values["roles"] = type(self.roles)(self.roles)
+        return values
 
     @classmethod
     def from_dict(cls, data: dict | None) -> "RequestContext":
@@ -48,6 +53,9 @@ class RequestContext:
         if "admin" not in ctx.roles:
             ctx.roles = [*ctx.roles, "admin"]
         return ctx
+
+
+_FIELDS = tuple(field.name for field in fields(RequestContext))
 
 
 def admin_context() -> RequestContext:
