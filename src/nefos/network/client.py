@@ -217,23 +217,25 @@ class NetworkAPI:
 
     async def _vifs(self, ctx: RequestContext, ports: list[dict], preserve: set[str],
                     tags: dict[str, str | None] | None = None, nets: dict[str, dict] | None = None,
-                    subnets: list[dict] | None = None, floating_of: set[str] | None = None) -> list[dict]:
+                    known_subnets: list[dict] | None = None, floating_of: set[str] | None = None) -> list[dict]:
         """Nova's network_info (a list of VIF dicts) for ``ports``, in their order (``nets`` by
-        id and ``subnets``: what the caller has already; ``floating_of``: the only ports that may
-        have floating IPs, None: any)."""
+        id and ``known_subnets``: what the caller has already; ``floating_of``: the only ports
+        that may have floating IPs, None: any)."""
         if not ports:
             return []
         admin = ctx.elevated()
         net_ids = list(dict.fromkeys(p["network_id"] for p in ports))
         if nets is None or not set(net_ids) <= set(nets):
             nets = {n["id"]: n for n in await self._call(admin, "list_networks", filters={"id": net_ids})}
-        by_id = {s["id"]: s for s in subnets or []}
-        if subnets is None or any(f["subnet_id"] not in by_id for p in ports for f in p.get("fixed_ips") or []):
-            by_id = {s["id"]: s for s in await self._call(admin, "list_subnets", filters={"network_id": net_ids})}
-        subnets = by_id
+        subnets = {s["id"]: s for s in known_subnets or []}
+        unknown = any(f["subnet_id"] not in subnets for p in ports for f in p.get("fixed_ips") or [])
+        if known_subnets is None or unknown:  # (a subnet made since they were read)
+            subnets = {s["id"]: s for s in await self._call(admin, "list_subnets",
+                                                            filters={"network_id": net_ids})}
         floating: dict[tuple[str, str], list[str]] = {}  # (port, fixed address) -> its floating addresses
         may_float = [p["id"] for p in ports if floating_of is None or p["id"] in floating_of]
-        for fip in await self._call(admin, "list_floatingips", filters={"port_id": may_float}) if may_float else []:
+        fips = await self._call(admin, "list_floatingips", filters={"port_id": may_float}) if may_float else []
+        for fip in fips:
             floating.setdefault((fip["port_id"], fip["fixed_ip_address"]), []).append(fip["floating_ip_address"])
         vifs = []
         for port in ports:
@@ -458,7 +460,7 @@ class NetworkAPI:
                     ports.append(port)
                 tags[port_ids[-1]] = entry.get("tag")
             # A port made here has no floating IP yet: only the claimed ones may.
-            return await self._vifs(ctx, ports, set(touched), tags, nets=by_id, subnets=known["subnets"],
+            return await self._vifs(ctx, ports, set(touched), tags, nets=by_id, known_subnets=known["subnets"],
                                     floating_of=set(touched))
         except BaseException:
             await self._undo(admin, uuid, created, touched, existing)
