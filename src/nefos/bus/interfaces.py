@@ -23,6 +23,8 @@ conductor   1.2: host_deadline_candidates (a host's deadline pass in one call)
 scheduler   1.0  the surface of Nefos 0.9.0
 scheduler   1.1: decision_stats
 network     1.0  the Networking API operations of Nefos 0.9.0
+network     1.1: networks_for_instance (a server create's networks, subnets, ports, fixed IPs
+                 taken and port quota in one call)
 q-plugin    1.0  the L2/DHCP agents' reports of Nefos 0.9.0
 q-plugin    1.1: the L2 agent's device lists, networks and L2 population entries
                  (get_devices_details_list, get_devices_on_host, get_known_devices,
@@ -157,7 +159,7 @@ SCHEDULER = RPCInterface("scheduler", version="1.1", binary="nova-scheduler", me
 
 # The Networking API's operations, for the compute side and the Compute API's proxies (the network
 # service's REST API calls the manager in its own process, not over the bus).
-NETWORK = RPCInterface("network", version="1.0", binary="nefos-network", methods={
+NETWORK = RPCInterface("network", version="1.1", binary="nefos-network", methods={
     **{f"{verb}_{resource}": "1.0"
        for resource in ("network", "subnet", "port", "router", "floatingip", "security_group",
                         "security_group_rule")
@@ -174,6 +176,7 @@ NETWORK = RPCInterface("network", version="1.0", binary="nefos-network", methods
     "delete_quota": "1.0",
     "get_auto_allocated_topology": "1.0",
     "delete_auto_allocated_topology": "1.0",
+    "networks_for_instance": "1.1",
 })
 
 # Agents -> the network service (Neutron's q-plugin, q-securitygroup-plugin, q-dhcp-plugin,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import time
 from typing import AsyncIterator, Callable
 
 from sqlalchemy import create_engine, event as sa_event, insert
@@ -20,8 +21,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DisconnectionError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
-from nefos.db import sqlite_inline
-from nefos.db.retry import retrying
+from nefos.db import retry, sqlite_inline
 
 
 def normalise_url(url: str) -> str:
@@ -52,6 +52,17 @@ def after_commit(session, callback: Callable[[], None]) -> None:
         session.after_commit.append(callback)
     else:
         sa_event.listen(session.sync_session, "after_commit", lambda _session: callback(), once=True)
+
+
+async def _checked_out(make: Callable[[], AsyncSession]) -> AsyncSession:
+    """A new session of ``make`` that has checked out its connection (closed again on failure)."""
+    session = make()
+    try:
+        await session.connection()
+    except BaseException:
+        await session.close()
+        raise
+    return session
 
 
 class Database:
@@ -143,14 +154,19 @@ class Database:
         still starting) or found lost (the pool pre-pings each one it hands out) is safe to try
         again: wait for the database, up to ``DISCONNECT_TIMEOUT``, rather than fail a request
         that arrived during a restart."""
-        async for attempt in retrying():
+        make = sessions or self._sessions
+        started = time.monotonic()
+        try:
+            # The usual case without the retry machinery (tenacity's costs tens of microseconds,
+            # and every reader and transaction of every service comes here).
+            return await _checked_out(make)
+        except Exception as exc:
+            if not (retry.is_contention(exc) or retry.is_disconnect(exc)):
+                raise
+        async for attempt in retry.retrying(attempts=max(1, retry.ATTEMPTS - 1), disconnect_timeout=max(
+                0.0, retry.DISCONNECT_TIMEOUT - (time.monotonic() - started))):
             with attempt:
-                session = (sessions or self._sessions)()
-                try:
-                    await session.connection()
-                except BaseException:
-                    await session.close()
-                    raise
+                session = await _checked_out(make)
         return session
 
     @contextlib.asynccontextmanager

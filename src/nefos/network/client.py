@@ -17,7 +17,7 @@ from typing import Any
 
 from nefos import exceptions
 from nefos.bus import interfaces
-from nefos.bus.versioning import RPCClient
+from nefos.bus.versioning import NoSuchMethod, RPCClient, UnsupportedVersion
 from nefos.context import RequestContext
 
 LOG = logging.getLogger(__name__)
@@ -34,6 +34,26 @@ def _restore_body(original: dict) -> dict:
     return {"device_id": "", "device_owner": original.get("device_owner", ""),
             "binding:host_id": original.get("binding:host_id", ""),
             "binding:profile": original.get("binding:profile") or {}}
+
+
+def _canonical_ip(address) -> str | None:
+    """``address`` as the network service writes it (None: no address, or not one)."""
+    if not address:
+        return None
+    try:
+        return str(ipaddress.ip_address(address))
+    except ValueError:
+        return None
+
+
+def _in_request_order(networks: list[dict], net_ids: list[str]) -> list[dict]:
+    """``networks`` in the order of ``net_ids`` (each once); NetworkNotFound for one missing."""
+    by_id = {n["id"]: n for n in networks}
+    unique = list(dict.fromkeys(net_ids))
+    for net_id in unique:
+        if net_id not in by_id:
+            raise exceptions.NetworkNotFound(net_id=net_id)
+    return [by_id[i] for i in unique]
 
 
 def network_rpc(bus) -> RPCClient:
@@ -106,20 +126,69 @@ class NetworkAPI:
                                   net_ids: list[str] | None = None, auto_allocate: bool = False) -> list[dict]:
         """The networks an instance of ``project_id`` may use, in ``net_ids`` order when given
         (``auto_allocate``: of the project's own, only those up, as Nova asks for)."""
-        if net_ids:
+        nets = await self._listed_networks(ctx, project_id, net_ids or None, auto_allocate)
+        return _in_request_order(nets, net_ids) if net_ids else nets
+
+    async def _listed_networks(self, ctx: RequestContext, project_id: str | None, net_ids: list[str] | None,
+                               auto_allocate: bool) -> list[dict]:
+        """``_available_networks`` by the Networking API's list (``net_ids`` not seen are left out)."""
+        if net_ids is not None:
             unique = list(dict.fromkeys(net_ids))
-            nets = await self._call(ctx, "list_networks", filters={"id": unique})
-            by_id = {n["id"]: n for n in nets}
-            for net_id in unique:
-                if net_id not in by_id:
-                    raise exceptions.NetworkNotFound(net_id=net_id)
-            return [by_id[i] for i in unique]
+            return await self._call(ctx, "list_networks", filters={"id": unique}) if unique else []
         filters = {"project_id": [project_id], "shared": [False]}
         if auto_allocate:
             filters["admin_state_up"] = [True]
         own = await self._call(ctx, "list_networks", filters=filters) if project_id else []
         shared = await self._call(ctx, "list_networks", filters={"shared": [True]})
         return own + shared
+
+    async def _networks_for_instance(self, ctx: RequestContext, project_id: str | None, *,
+                                     network_ids: list[str] | None = None, auto_allocate: bool = False,
+                                     port_ids: list[str] | None = None,
+                                     fixed_ips: list[tuple[str, str]] | None = None,
+                                     port_quota: bool = False, with_subnets: bool = True) -> dict:
+        """The network service's ``networks_for_instance`` (network 1.1: networks, their subnets,
+        ports, fixed IPs taken, port quota in one call; ``network_ids`` None: the networks the
+        project may pick; ``with_subnets`` False: the subnets only where ``fixed_ips`` needs them).
+        A network service pinned below 1.1 or older than it gets the Networking API calls that
+        method replaces."""
+        kwargs = {"project_id": project_id, "network_ids": network_ids, "auto_allocate": auto_allocate,
+                  "port_ids": list(port_ids or []), "fixed_ips": [list(f) for f in fixed_ips or []],
+                  "port_quota": port_quota, "with_subnets": with_subnets}
+        if await self.client.can_send_version("1.1"):
+            try:
+                return await self._call(ctx, "networks_for_instance", **kwargs)
+            except (UnsupportedVersion, NoSuchMethod):
+                LOG.debug("the network service does not serve networks_for_instance yet: asking by its "
+                          "Networking API calls")
+        return await self._networks_for_instance_by_calls(ctx, **kwargs)
+
+    async def _networks_for_instance_by_calls(self, ctx: RequestContext, *, project_id: str | None,
+                                              network_ids: list[str] | None, auto_allocate: bool,
+                                              port_ids: list[str], fixed_ips: list[list[str]],
+                                              port_quota: bool, with_subnets: bool) -> dict:
+        admin = ctx.elevated()
+        networks = await self._listed_networks(ctx, project_id, network_ids, auto_allocate)
+        found = [n["id"] for n in networks]
+        subnets = (await self._call(admin, "list_subnets", filters={"network_id": found})
+                   if found and (with_subnets or fixed_ips) else [])
+        ports = {}
+        for port_id in dict.fromkeys(port_ids):
+            try:
+                ports[port_id] = await self._call(ctx, "get_port", port_id=port_id)
+            except exceptions.PortNotFound:
+                continue
+        in_use = []
+        for network_id, address in fixed_ips:
+            if network_id in found and await self._call(admin, "list_ports", filters={
+                    "network_id": [network_id], "fixed_ips": [f"ip_address={address}"]}):
+                in_use.append([network_id, address])
+        quota = None
+        if port_quota and project_id:
+            details = (await self._call(ctx, "get_quota_details", project_id=project_id))["port"]
+            quota = {"limit": details["limit"], "used": details["used"]}
+        return {"networks": networks, "subnets": subnets, "ports": ports, "fixed_ips_in_use": in_use,
+                "port_quota": quota}
 
     @staticmethod
     def _check_attachable(ctx: RequestContext, net: dict) -> None:
@@ -147,18 +216,26 @@ class NetworkAPI:
         return list(dict.fromkeys(ids))
 
     async def _vifs(self, ctx: RequestContext, ports: list[dict], preserve: set[str],
-                    tags: dict[str, str | None] | None = None, nets: dict[str, dict] | None = None) -> list[dict]:
-        """Nova's network_info (a list of VIF dicts) for ``ports``, in their order (``nets``: the
-        networks by id when the caller has them already)."""
+                    tags: dict[str, str | None] | None = None, nets: dict[str, dict] | None = None,
+                    known_subnets: list[dict] | None = None, floating_of: set[str] | None = None) -> list[dict]:
+        """Nova's network_info (a list of VIF dicts) for ``ports``, in their order (``nets`` by
+        id and ``known_subnets``: what the caller has already; ``floating_of``: the only ports
+        that may have floating IPs, None: any)."""
         if not ports:
             return []
         admin = ctx.elevated()
         net_ids = list(dict.fromkeys(p["network_id"] for p in ports))
         if nets is None or not set(net_ids) <= set(nets):
             nets = {n["id"]: n for n in await self._call(admin, "list_networks", filters={"id": net_ids})}
-        subnets = {s["id"]: s for s in await self._call(admin, "list_subnets", filters={"network_id": net_ids})}
+        subnets = {s["id"]: s for s in known_subnets or []}
+        unknown = any(f["subnet_id"] not in subnets for p in ports for f in p.get("fixed_ips") or [])
+        if known_subnets is None or unknown:  # (a subnet made since they were read)
+            subnets = {s["id"]: s for s in await self._call(admin, "list_subnets",
+                                                            filters={"network_id": net_ids})}
         floating: dict[tuple[str, str], list[str]] = {}  # (port, fixed address) -> its floating addresses
-        for fip in await self._call(admin, "list_floatingips", filters={"port_id": [p["id"] for p in ports]}):
+        may_float = [p["id"] for p in ports if floating_of is None or p["id"] in floating_of]
+        fips = await self._call(admin, "list_floatingips", filters={"port_id": may_float}) if may_float else []
+        for fip in fips:
             floating.setdefault((fip["port_id"], fip["fixed_ip_address"]), []).append(fip["floating_ip_address"])
         vifs = []
         for port in ports:
@@ -227,10 +304,19 @@ class NetworkAPI:
         if requested_networks == "none":
             return num_instances
         project = ctx.project_id
-        admin = ctx.elevated()
+        special = _is_special(requested_networks)
+        # Everything the checks below read, in one call; the checks then run in the request's
+        # order, so the first bad entry is the one reported.
+        requests = [] if special else list(requested_networks)
+        port_ids = [r["port"] for r in requests if r.get("port")]
+        on_networks = [r for r in requests if not r.get("port") and r.get("uuid")]
+        known = await self._networks_for_instance(
+            ctx, project, network_ids=None if special else [r["uuid"] for r in on_networks], port_ids=port_ids,
+            fixed_ips=[(r["uuid"], ip) for r in on_networks if (ip := _canonical_ip(r.get("fixed_ip")))],
+            port_quota=bool(special or on_networks), with_subnets=False)
         ports_needed = 0
-        if _is_special(requested_networks):
-            nets = await self._available_networks(ctx, project)
+        if special:
+            nets = known["networks"]
             if len(nets) > 1:
                 raise exceptions.NetworkAmbiguous()
             if not nets and requested_networks != "auto":
@@ -240,11 +326,13 @@ class NetworkAPI:
             to_check = [(nets[0], None)] if nets else []
             ports_needed = 1
         else:
-            requests = []
+            requested = []
             for req in requested_networks:
                 port_id = req.get("port")
                 if port_id:
-                    port = await self._call(ctx, "get_port", port_id=port_id)
+                    port = known["ports"].get(port_id)
+                    if port is None:
+                        raise exceptions.PortNotFound(port_id=port_id)
                     if port.get("device_id"):
                         raise exceptions.PortInUse(port_id=port_id)
                     if not port.get("fixed_ips"):
@@ -255,30 +343,28 @@ class NetworkAPI:
                     raise exceptions.NetworkNotFound(net_id=net_id)
                 fixed_ip = req.get("fixed_ip")
                 if fixed_ip:
-                    try:
-                        fixed_ip = str(ipaddress.ip_address(fixed_ip))
-                    except ValueError:
-                        raise exceptions.InvalidIpAddress(address=fixed_ip)
-                requests.append((net_id, fixed_ip))
+                    fixed_ip = _canonical_ip(fixed_ip)
+                    if fixed_ip is None:
+                        raise exceptions.InvalidIpAddress(address=req.get("fixed_ip"))
+                requested.append((net_id, fixed_ip))
                 ports_needed += 1
-            nets = await self._available_networks(ctx, project, [n for n, _ in requests]) if requests else []
+            nets = _in_request_order(known["networks"], [n for n, _ in requested])
             by_id = {n["id"]: n for n in nets}
-            to_check = [(by_id[n], ip) for n, ip in requests]
+            to_check = [(by_id[n], ip) for n, ip in requested]
+        in_use = {tuple(pair) for pair in known["fixed_ips_in_use"]}
         for net, fixed_ip in to_check:
             self._check_attachable(ctx, net)
             if not net.get("subnets"):
                 raise exceptions.NetworkRequiresSubnet(network_uuid=net["id"])
             if fixed_ip:
-                subnets = await self._call(admin, "list_subnets", filters={"network_id": [net["id"]]})
-                if not any(ipaddress.ip_address(fixed_ip) in ipaddress.ip_network(s["cidr"]) for s in subnets):
+                cidrs = [s["cidr"] for s in known["subnets"] if s["network_id"] == net["id"]]
+                if not any(ipaddress.ip_address(fixed_ip) in ipaddress.ip_network(c) for c in cidrs):
                     raise exceptions.InvalidIpForNetwork(ip_address=fixed_ip)
-                used = await self._call(admin, "list_ports", filters={"network_id": [net["id"]],
-                                                                       "fixed_ips": [f"ip_address={fixed_ip}"]})
-                if used:
+                if (net["id"], fixed_ip) in in_use:
                     raise exceptions.FixedIpAlreadyInUse(address=fixed_ip, net_id=net["id"])
         if not ports_needed or not project:
             return num_instances
-        quota = (await self._call(ctx, "get_quota_details", project_id=project))["port"]
+        quota = known["port_quota"]
         if quota["limit"] < 0:
             return num_instances
         free = max(quota["limit"] - quota["used"], 0)
@@ -319,8 +405,9 @@ class NetworkAPI:
                 ordered.append(entry)
         # 2. The available networks; without a request exactly one may be there.
         net_ids = [e["network_id"] for e in ordered if e["network_id"]]
-        nets = await self._available_networks(ctx, project, net_ids or None,
-                                              auto_allocate=requested_networks == "auto")
+        known = await self._networks_for_instance(ctx, project, network_ids=net_ids or None,
+                                                  auto_allocate=requested_networks == "auto")
+        nets = _in_request_order(known["networks"], net_ids) if net_ids else known["networks"]
         if _is_special(requested_networks):
             if not nets and requested_networks == "auto":
                 nets = [await self._auto_allocated_network(ctx, project)]
@@ -372,7 +459,9 @@ class NetworkAPI:
                     port_ids.append(port["id"])
                     ports.append(port)
                 tags[port_ids[-1]] = entry.get("tag")
-            return await self._vifs(ctx, ports, set(touched), tags, nets=by_id)
+            # A port made here has no floating IP yet: only the claimed ones may.
+            return await self._vifs(ctx, ports, set(touched), tags, nets=by_id, known_subnets=known["subnets"],
+                                    floating_of=set(touched))
         except BaseException:
             await self._undo(admin, uuid, created, touched, existing)
             raise
@@ -463,7 +552,8 @@ class NetworkAPI:
             body["fixed_ips"] = [{"ip_address": fixed_ip}]
         port = await self._call(admin, "create_port", port=body)
         try:
-            return (await self._vifs(ctx, [port], set(), {port["id"]: tag}, nets={net["id"]: net}))[0]
+            return (await self._vifs(ctx, [port], set(), {port["id"]: tag}, nets={net["id"]: net},
+                                     floating_of=set()))[0]
         except BaseException:
             with contextlib.suppress(Exception):
                 await self._call(admin, "delete_port", port_id=port["id"])

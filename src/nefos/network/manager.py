@@ -38,6 +38,7 @@ from nefos.network.common import (
     prefilter_params as _prefilter_params, visibility as _visibility, where_filters as _where_filters,
 )
 from nefos.network.floating_ips import FloatingIPs
+from nefos.network.instance_networks import InstanceNetworks
 from nefos.network.ports import Ports
 from nefos.network.routers import Routers
 from nefos.network.security_groups import SecurityGroups
@@ -110,7 +111,8 @@ def _subnets_statement(visibility: str, keys: tuple):
     return _where_filters(q, _SUBNET_FILTERS, keys)
 
 
-class NetworkManager(Ports, SecurityGroups, Routers, FloatingIPs, AutoAllocatedTopologies, Endpoint):
+class NetworkManager(Ports, SecurityGroups, Routers, FloatingIPs, AutoAllocatedTopologies, InstanceNetworks,
+                     Endpoint):
     """All networking logic; served on bus topic ``network`` and behind the Networking API."""
 
     rpc_interface = interfaces.NETWORK
@@ -391,6 +393,13 @@ class NetworkManager(Ports, SecurityGroups, Routers, FloatingIPs, AutoAllocatedT
                                 sort_dir=sort_dir, limit=limit, marker=marker, page_reverse=page_reverse,
                                 get_marker=lambda m: self.get_network(ctx, m))
 
+    async def _networks_matching(self, s, ctx: RequestContext, filters: dict) -> list[dict]:
+        """``list_networks(ctx, filters)`` within the session ``s``."""
+        keys, params = _prefilter_params(filters, _NETWORK_FILTERS)
+        docs = await self._visible_networks(s, ctx, keys, params)
+        return await self._list(docs, NETWORK_FIELDS, filters=filters, fields=None, sort_key=None,
+                                sort_dir=None, limit=None, marker=None, page_reverse=False, get_marker=None)
+
     async def update_network(self, ctx: RequestContext, network_id: str, network: dict) -> dict:
         body = attrs.validate_body("network", network, create=False, is_admin=ctx.is_admin)
         async with self._tx() as s:
@@ -572,6 +581,13 @@ class NetworkManager(Ports, SecurityGroups, Routers, FloatingIPs, AutoAllocatedT
                                 sort_dir=sort_dir, limit=limit, marker=marker, page_reverse=page_reverse,
                                 get_marker=lambda m: self.get_subnet(ctx, m))
 
+    async def _subnets_of_networks(self, s, network_ids: list[str]) -> list[dict]:
+        """Every subnet of ``network_ids`` (an admin's ``list_subnets``), within the session ``s``."""
+        if not network_ids:
+            return []
+        rows = (await s.execute(_subnets_statement("admin", ("network_id",)), {"f0": list(network_ids)})).all()
+        return [self._subnet_view(r) for r in rows]
+
     async def update_subnet(self, ctx: RequestContext, subnet_id: str, subnet: dict) -> dict:
         body = attrs.validate_body("subnet", subnet, create=False, is_admin=ctx.is_admin)
         async with self._tx() as s:
@@ -639,6 +655,11 @@ class NetworkManager(Ports, SecurityGroups, Routers, FloatingIPs, AutoAllocatedT
             limits, used = await quotas.limits_and_usages(s, self.rt.cfg, project_id)
         return {name: {"limit": limits[plural], "used": used[plural], "reserved": 0}
                 for name, plural in QUOTA_RESOURCES.items()}
+
+    async def _port_quota(self, s, project_id: str) -> dict:
+        """``get_quota_details(...)["port"]``'s limit and usage, within the session ``s``."""
+        limits, used = await quotas.limits_and_usages(s, self.rt.cfg, project_id)
+        return {"limit": limits[QUOTA_RESOURCES["port"]], "used": used[QUOTA_RESOURCES["port"]]}
 
     async def update_quota(self, ctx: RequestContext, project_id: str, quota: dict) -> dict:
         self._check_quota_access(ctx, project_id, write=True)
