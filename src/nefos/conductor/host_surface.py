@@ -14,6 +14,7 @@ as ISO strings. Where a host did several writes in a row, one method does them (
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 
 from sqlalchemy import bindparam, select
@@ -39,6 +40,12 @@ def _expected(given: dict) -> dict:
     if unknown:
         raise exceptions.Invalid(f"unknown save condition(s): {sorted(unknown)}")
     return given
+
+
+async def _finish_event(db, done: dict, session) -> None:
+    await actions.event_finish(db, done["event_id"], result=done.get("result", "Success"),
+                               traceback=done.get("traceback"), details=done.get("details"),
+                               finish_time=_time(done.get("finish_time")), session=session)
 
 
 class HostSurface:
@@ -77,11 +84,13 @@ class HostSurface:
         await instance_obj.destroy(self.rt.db, instance_uuid)
         await console_auth_tokens.delete_for_instance(self.rt.db, instance_uuid)
 
-    async def build_started(self, ctx, instance_uuid: str, event: str, host_name: str) -> dict:
+    async def build_started(self, ctx, instance_uuid: str, event: str, host_name: str,
+                            block_devices: bool = False) -> dict:
         """A host starts a build: the build's action event started, the instance BUILDING with no
         task (compare-and-swap: still scheduling, or retried); returns {event_id, instance,
-        allocation (its claim)}. When the instance was deleted or its build given up meanwhile, its
-        claim is released, the event finished as failed, and the save's error raised."""
+        allocation (its claim)}, and with ``block_devices`` its block_device_mappings (what
+        ``block_device_mappings`` answers). When the instance was deleted or its build given up
+        meanwhile, its claim is released, the event finished as failed, and the save's error raised."""
         db = self.rt.db
         event_id = await actions.event_start(db, ctx, instance_uuid, event, host_name)
         try:
@@ -93,8 +102,10 @@ class HostSurface:
             await actions.event_finish(db, event_id, result="Error", details=(
                 f"instance {instance_uuid} was deleted, or its build given up, before its build started"))
             raise
-        return {"event_id": event_id, "instance": instance,
-                "allocation": await allocations.get(db, instance_uuid)}
+        started = {"event_id": event_id, "instance": instance, "allocation": await allocations.get(db, instance_uuid)}
+        if block_devices:
+            started["block_device_mappings"] = await self.block_device_mappings(ctx, instance_uuid)
+        return started
 
     async def image_meta(self, ctx, image_id: str) -> dict:
         """What a host's spawn needs of an image (its id, declared disk format and properties), the
@@ -178,6 +189,56 @@ class HostSurface:
         """A finished event in one write (a short step nobody needs to see in progress)."""
         await actions.record_event(self.rt.db, ctx, instance_uuid, event, host_name, _time(start_time),
                                    result=result, traceback=traceback, details=details)
+
+    async def instance_progress(self, ctx, instance_uuid: str, host_name: str | None, finished: list[dict] = (),
+                                recorded: list[dict] = (), processed: list[dict] = (),
+                                begin_operation: str | None = None, saves: list[dict] = (),
+                                start_event: str | None = None, finished_after: list[dict] = (),
+                                inbox_operation: str | None = None) -> dict:
+        """What a host did on one instance in a row, in one call, in this order, each part as its
+        own method does it (a save that raises stops there; what came before stays written):
+
+        ``finished``: events ended, [{event_id, finish_time, result, traceback, details}]
+        (``action_event_finish``, at the host's ``finish_time``); ``recorded``: short steps,
+        [{event, start_time, finish_time, result, traceback, details}] (``action_record_event``);
+        ``processed``: external events handled, [{event, event_name, result, details,
+        consume_event, traceback, processed_at}] (``event_inbox_record_processing``); ``begin_operation``
+        (``event_operation_begin``); ``saves``: [{updates, expected_task_state?,
+        expected_vm_state?}] one after the other (``instance_save``); ``start_event``
+        (``action_event_start``); ``finished_after``: events the saves end, as ``finished``
+        (written only when the saves succeeded); ``inbox_operation``: the inbox's events of that operation
+        (``event_inbox_stored``). Returns {instance: the last save's row (None without saves),
+        event_id: the started event's, stored_events}."""
+        db = self.rt.db
+        saves = [(save["updates"], _expected({k: v for k, v in save.items() if k != "updates"})) for save in saves]
+        answer = {"instance": None, "event_id": None, "stored_events": None}
+        # On PostgreSQL the single-statement writes share one autocommit session (each still commits
+        # alone, as its own call's would): one connection check-out instead of one per write.
+        async with (db.autocommit() if db.is_postgresql else contextlib.nullcontext()) as s:
+            for done in finished:
+                await _finish_event(db, done, s)
+            for step in recorded:
+                await actions.record_event(db, ctx, instance_uuid, step["event"], host_name,
+                                           _time(step["start_time"]), result=step.get("result", "Success"),
+                                           traceback=step.get("traceback"), details=step.get("details"),
+                                           finish_time=_time(step.get("finish_time")), session=s)
+            for handled in processed:
+                await event_inbox.record_processing(
+                    db, handled["event"], event_name=handled["event_name"], host=host_name, result=handled["result"],
+                    details=handled["details"], consume_event=handled.get("consume_event", False),
+                    traceback=handled.get("traceback"), at=_time(handled.get("processed_at")))
+            if begin_operation is not None:
+                await event_inbox.begin_operation(db, instance_uuid, begin_operation, host_name)
+            for updates, expected in saves:
+                answer["instance"] = await instance_obj.save(db, instance_uuid, updates, session=s, **expected)
+            if start_event is not None:
+                answer["event_id"] = await actions.event_start(db, ctx, instance_uuid, start_event, host_name,
+                                                               session=s)
+            for done in finished_after:
+                await _finish_event(db, done, s)
+        if inbox_operation is not None:
+            answer["stored_events"] = await event_inbox.stored_events(db, instance_uuid, inbox_operation)
+        return answer
 
     async def action_finish(self, ctx, instance_uuid: str, message: str | None = None,
                             unless_finished: bool = False) -> None:

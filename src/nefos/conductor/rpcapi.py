@@ -151,9 +151,11 @@ class ConductorAPI:
     async def build_started(self, ctx, instance_uuid: str, event: str, host_name: str) -> dict:
         """A host starts a build: the build's action event started, the instance BUILDING with no
         task (compare-and-swap: still scheduling, or retried); returns {event_id, instance,
-        allocation (its claim)}. When the instance was deleted or its build given up meanwhile, its
-        claim is released, the event finished as failed, and the save's error raised."""
-        return await self._call(ctx, "build_started", instance_uuid=instance_uuid, event=event, host_name=host_name)
+        allocation (its claim), block_device_mappings (missing from a conductor before 1.2)}.
+        When the instance was deleted or its build given up meanwhile, its claim is released, the
+        event finished as failed, and the save's error raised."""
+        return await self._call(ctx, "build_started", instance_uuid=instance_uuid, event=event, host_name=host_name,
+                                block_devices=True)
 
     async def image_meta(self, ctx, image_id: str) -> dict:
         """An image's id, disk format and properties, looked up as ``ctx`` (its kernel and ramdisk too)."""
@@ -232,6 +234,17 @@ class ConductorAPI:
         return await self._call(ctx, "action_record_event", instance_uuid=instance_uuid, event=event,
                                 host_name=host_name, start_time=start_time, result=result, traceback=traceback,
                                 details=details)
+
+    async def instance_progress(self, ctx, instance_uuid: str, host_name: str | None, *, finished: list[dict],
+                                recorded: list[dict], processed: list[dict], begin_operation: str | None,
+                                saves: list[dict], start_event: str | None, finished_after: list[dict],
+                                inbox_operation: str | None) -> dict:
+        """What a host did on one instance in a row, in one call (``nefos.conductor.progress``
+        sends it; the server side documents each part)."""
+        return await self._call(ctx, "instance_progress", instance_uuid=instance_uuid, host_name=host_name,
+                                finished=finished, recorded=recorded, processed=processed,
+                                begin_operation=begin_operation, saves=saves, start_event=start_event,
+                                finished_after=finished_after, inbox_operation=inbox_operation)
 
     async def action_finish(self, ctx, instance_uuid: str, message: str | None = None,
                             unless_finished: bool = False) -> None:

@@ -86,9 +86,20 @@ async def _action_id(s, ctx: RequestContext, instance_uuid: str) -> int | None:
 # An event's writes need no transaction: its action is never deleted while the instance lives, and
 # the event is one INSERT or one UPDATE (db.autocommit: no BEGIN/COMMIT round trips on PostgreSQL).
 
-async def event_start(db: Database, ctx: RequestContext, instance_uuid: str, event: str,
-                      host: str | None) -> int | None:
+@contextlib.asynccontextmanager
+async def _writer(db: Database, session):
+    """``session`` when the caller has one (several writes of one call on one connection), else
+    an autocommit session of its own."""
+    if session is not None:
+        yield session
+        return
     async with db.autocommit() as s:
+        yield s
+
+
+async def event_start(db: Database, ctx: RequestContext, instance_uuid: str, event: str,
+                      host: str | None, *, session=None) -> int | None:
+    async with _writer(db, session) as s:
         action_id = await _action_id(s, ctx, instance_uuid)
         if action_id is None:
             return None
@@ -99,24 +110,28 @@ async def event_start(db: Database, ctx: RequestContext, instance_uuid: str, eve
 
 
 async def event_finish(db: Database, event_id: int | None, *, result: str = "Success",
-                       traceback: str | None = None, details: str | None = None) -> None:
+                       traceback: str | None = None, details: str | None = None, finish_time=None,
+                       session=None) -> None:
+    """``finish_time``: when the step ended, if its finish is written later (default: now)."""
     if event_id is None:
         return
-    async with db.autocommit() as s:
-        await s.execute(_FINISH_EVENT, {"b_id": event_id, "finish_time": utcnow(), "result": result,
+    async with _writer(db, session) as s:
+        await s.execute(_FINISH_EVENT, {"b_id": event_id, "finish_time": finish_time or utcnow(), "result": result,
                                         "traceback": traceback, "details": details})
 
 
 async def record_event(db: Database, ctx: RequestContext, instance_uuid: str, event: str,
                        host: str | None, start_time, *, result: str = "Success",
-                       traceback: str | None = None, details: str | None = None) -> None:
-    """A finished step in one write (for short steps nobody needs to see in progress)."""
-    async with db.autocommit() as s:
+                       traceback: str | None = None, details: str | None = None, finish_time=None,
+                       session=None) -> None:
+    """A finished step in one write (for short steps nobody needs to see in progress);
+    ``finish_time``: when it ended, if written later (default: now)."""
+    async with _writer(db, session) as s:
         action_id = await _action_id(s, ctx, instance_uuid)
         if action_id is None:
             return
         await s.execute(_INSERT_EVENT, {"action_id": action_id, "event": event, "start_time": start_time,
-                                        "finish_time": utcnow(), "host": host, "result": result,
+                                        "finish_time": finish_time or utcnow(), "host": host, "result": result,
                                         "traceback": traceback, "details": details, "created_at": start_time})
 
 

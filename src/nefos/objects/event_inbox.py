@@ -100,12 +100,12 @@ async def consume(db, ids: list[int]) -> None:
 
 
 async def record_processing(db, event: dict, *, event_name: str, host: str, result: str, details: str,
-                            consume_event: bool, traceback: str | None) -> None:
+                            consume_event: bool, traceback: str | None, at=None) -> None:
     """Record the processing of ``event`` as an ``event_name`` event of the action the API recorded it
     in (an event read from the inbox has none: the server's latest action); ``consume_event``: drop
-    its inbox row in the same transaction."""
+    its inbox row in the same transaction. ``at``: when it was processed, if recorded later (default: now)."""
     uuid = event["instance_uuid"]
-    now = utcnow()
+    now = at or utcnow()
     async with db.transaction() as s:
         if consume_event:
             await s.execute(_CONSUME, {"b_instance": uuid, "b_name": event["name"], "b_tag": event.get("tag") or "",
