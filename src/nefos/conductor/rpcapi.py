@@ -239,7 +239,7 @@ class ConductorAPI:
                                 recorded: list[dict], processed: list[dict], begin_operation: str | None,
                                 saves: list[dict], start_event: str | None, finished_after: list[dict],
                                 inbox_operation: str | None) -> dict:
-        """What a host did on one instance in a row, in one call (``nefos.conductor.progress``
+        """What a host did on one instance in a row, in one call (``nefos.compute.host.progress``
         sends it; the server side documents each part)."""
         return await self._call(ctx, "instance_progress", instance_uuid=instance_uuid, host_name=host_name,
                                 finished=finished, recorded=recorded, processed=processed,

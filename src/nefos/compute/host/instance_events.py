@@ -56,7 +56,7 @@ import traceback
 import uuid as uuidlib
 
 from nefos import exceptions
-from nefos.conductor.progress import InstanceProgress
+from nefos.compute.host.progress import InstanceProgress
 from nefos.objects import states
 from nefos.timeutils import utcnow
 
@@ -507,9 +507,17 @@ class InstanceEvents:
             raise exceptions.VirtualInterfaceCreateException()
 
     async def spawn(self, ctx, instance: dict, image_meta: dict, network_info: list[dict],
-                    block_device_info: dict | None, progress: InstanceProgress) -> None:
-        """The build's spawn: paused until the VIFs are plugged (or as the config says); its writes
-        ride on the build's ``progress``."""
+                    block_device_info: dict | None, progress: InstanceProgress | None = None) -> None:
+        """A spawn (a build's, an unshelve's): paused until the VIFs are plugged (or as the config
+        says); its writes ride on the operation's ``progress`` (without one, its own, written
+        before it returns)."""
+        if progress is None:
+            progress = InstanceProgress(self.manager.conductor, ctx, instance["uuid"], self.manager.host)
+            try:
+                await self.spawn(ctx, instance, image_meta, network_info, block_device_info, progress)
+            finally:
+                await progress.flush()
+            return
         m = self.manager
         uuid = instance["uuid"]
         events = self.vif_events(network_info) if self.should_wait(power_on=True) else []

@@ -20,7 +20,7 @@ import traceback
 from nefos import exceptions, notifications
 from nefos.bus import Endpoint, interfaces as rpc_interfaces
 from nefos.compute.host import image_trust
-from nefos.conductor.progress import InstanceProgress
+from nefos.compute.host.progress import InstanceProgress
 from nefos.conductor.rpcapi import ConductorAPI
 from nefos.objects import states
 from nefos.objects.action_names import POWER_OFF, POWER_ON
