@@ -212,33 +212,43 @@ class HostSurface:
         db = self.rt.db
         saves = [(save["updates"], _expected({k: v for k, v in save.items() if k != "updates"})) for save in saves]
         answer = {"instance": None, "event_id": None, "stored_events": None}
-        # On PostgreSQL the single-statement writes share one autocommit session (each still commits
-        # alone, as its own call's would): one connection check-out instead of one per write.
-        async with (db.autocommit() if db.is_postgresql else contextlib.nullcontext()) as s:
-            for done in finished:
-                await _finish_event(db, done, s)
-            for step in recorded:
-                await actions.record_event(db, ctx, instance_uuid, step["event"], host_name,
-                                           _time(step["start_time"]), result=step.get("result", "Success"),
-                                           traceback=step.get("traceback"), details=step.get("details"),
-                                           finish_time=_time(step.get("finish_time")), session=s)
-            for handled in processed:
-                await event_inbox.record_processing(
-                    db, handled["event"], event_name=handled["event_name"], host=host_name, result=handled["result"],
-                    details=handled["details"], consume_event=handled.get("consume_event", False),
-                    traceback=handled.get("traceback"), at=_time(handled.get("processed_at")))
-            if begin_operation is not None:
-                await event_inbox.begin_operation(db, instance_uuid, begin_operation, host_name)
-            for updates, expected in saves:
-                answer["instance"] = await instance_obj.save(db, instance_uuid, updates, session=s, **expected)
-            if start_event is not None:
-                answer["event_id"] = await actions.event_start(db, ctx, instance_uuid, start_event, host_name,
-                                                               session=s)
-            for done in finished_after:
-                await _finish_event(db, done, s)
+        if finished or recorded:
+            async with self._single_writes(db) as s:
+                for done in finished:
+                    await _finish_event(db, done, s)
+                for step in recorded:
+                    await actions.record_event(db, ctx, instance_uuid, step["event"], host_name,
+                                               _time(step["start_time"]), result=step.get("result", "Success"),
+                                               traceback=step.get("traceback"), details=step.get("details"),
+                                               finish_time=_time(step.get("finish_time")), session=s)
+        # Each in a transaction of its own, as their own methods' (never inside a shared session:
+        # a call holding two connections at once can starve the pool).
+        for handled in processed:
+            await event_inbox.record_processing(
+                db, handled["event"], event_name=handled["event_name"], host=host_name, result=handled["result"],
+                details=handled["details"], consume_event=handled.get("consume_event", False),
+                traceback=handled.get("traceback"), at=_time(handled.get("processed_at")))
+        if begin_operation is not None:
+            await event_inbox.begin_operation(db, instance_uuid, begin_operation, host_name)
+        if saves or start_event is not None or finished_after:
+            async with self._single_writes(db) as s:
+                for updates, expected in saves:
+                    answer["instance"] = await instance_obj.save(db, instance_uuid, updates, session=s, **expected)
+                if start_event is not None:
+                    answer["event_id"] = await actions.event_start(db, ctx, instance_uuid, start_event, host_name,
+                                                                   session=s)
+                for done in finished_after:
+                    await _finish_event(db, done, s)
         if inbox_operation is not None:
             answer["stored_events"] = await event_inbox.stored_events(db, instance_uuid, inbox_operation)
         return answer
+
+    @staticmethod
+    def _single_writes(db):
+        """Where single-statement writes of one call share a session: on PostgreSQL one autocommit
+        session (each statement still commits alone, as its own call's would; one connection
+        check-out instead of one per write); elsewhere each write takes its own (None)."""
+        return db.autocommit() if db.is_postgresql else contextlib.nullcontext()
 
     async def action_finish(self, ctx, instance_uuid: str, message: str | None = None,
                             unless_finished: bool = False) -> None:
