@@ -122,6 +122,8 @@ class InstanceEvents:
         # second copy (the bus after the inbox re-read, or a duplicate post) is known as such.
         self._delivered: dict[str, set[tuple[str, str]]] = {}
         self._cache_locks: dict[str, asyncio.Lock] = {}
+        # Waiters that write the records of their events' deliveries themselves (``_wait_around``).
+        self._record_takers: set[asyncio.Future] = set()
 
     @property
     def cfg(self):
@@ -162,6 +164,7 @@ class InstanceEvents:
             return
         for key in keys:
             fut = waiters.pop(key, None)
+            self._record_takers.discard(fut)
             if fut is not None and not fut.done():
                 fut.cancel()
             elif fut is not None and not fut.cancelled():
@@ -213,18 +216,23 @@ class InstanceEvents:
 
     @contextlib.asynccontextmanager
     async def wait_for_instance_event(self, instance: dict, event_names, deadline: float = 300,
-                                      error_callback=None, abort_check=None, progress=None):
+                                      error_callback=None, abort_check=None, progress=None,
+                                      take_records: bool = False):
         """Plan to wait for ``event_names``, run the body, then wait (Nova's semantics).
 
         ``abort_check``: an async callable run at each inbox re-read while waiting; it raises to
         stop waiting (e.g. the instance is being deleted). ``progress``: the operation's
         ``InstanceProgress``, whose next call (the body's) reads the inbox the first time.
+        ``take_records``: the caller writes the record of each event delivered from the bus (the
+        ``record`` of its result) instead of the event's handler.
         """
         uuid = instance["uuid"]
         if error_callback is None:
             error_callback = self._default_error_callback
         keys = list(dict.fromkeys(_norm(e) for e in event_names))
         futures = {key: self.prepare_for_instance_event(instance, *key) for key in keys}
+        if take_records:
+            self._record_takers.update(futures.values())
         try:
             await self._deliver_stored(uuid, progress)  # arrived before the waiters were registered
             yield futures
@@ -271,21 +279,21 @@ class InstanceEvents:
         if current:
             fut = self._waiters.get(uuid, {}).get((name, tag))
         if fut is not None and not fut.done():
-            # The record of its delivery: the woken waiter takes it into its operation's next
-            # conductor call when it runs at once (``_take_records``); else it is written here.
-            record = {"ctx": ctx, "event": event, "result": "Success", "consume": True,
-                      "at": utcnow().isoformat(),
-                      "details": f"{key} ({event.get('status')}): delivered to the waiting operation"}
-            fut.set_result({"name": name, "tag": tag, "status": event.get("status", "completed"),
-                            "arrived": time.monotonic(), "source": "bus", "record": record})
+            details = f"{key} ({event.get('status')}): delivered to the waiting operation"
+            delivered = {"name": name, "tag": tag, "status": event.get("status", "completed"),
+                         "arrived": time.monotonic(), "source": "bus"}
+            taker = fut in self._record_takers
+            if taker:  # the waiter writes the record of the delivery with its next conductor call
+                delivered["record"] = {"ctx": ctx, "event": event, "result": "Success", "details": details,
+                                       "consume": True, "at": utcnow().isoformat()}
+            fut.set_result(delivered)
             self._delivered.setdefault(uuid, set()).add((name, tag))
             LOG.info("instance %s: received event %s (%s): the waiting operation is unblocked", uuid, key,
                      event.get("status"))
-            for _ in range(2):  # let the woken waiter run before the bookkeeping below
-                await asyncio.sleep(0)
-            if not record.pop("taken", False):
-                record["taken"] = True
-                await self._record(ctx, event, record["result"], record["details"], consume=True)
+            if not taker:
+                for _ in range(2):  # let the woken waiter run before the bookkeeping below
+                    await asyncio.sleep(0)
+                await self._record(ctx, event, "Success", details, consume=True)
         elif current and (name, tag) in self._delivered.get(uuid, ()):
             LOG.debug("instance %s: event %s already delivered to its operation", uuid, key)
             await self._record(ctx, event, "Success", f"{key} ({event.get('status')}): already delivered "
@@ -398,14 +406,12 @@ class InstanceEvents:
 
     @staticmethod
     def _take_records(futures: dict) -> list[dict]:
-        """The delivery records of the events that woke this waiter, for its next conductor call
-        (``_process`` writes those nobody took)."""
+        """The delivery records of the events that woke this waiter, for its next conductor call."""
         taken = []
         for fut in futures.values():
             delivered = fut.done() and not fut.cancelled() and fut.exception() is None
-            record = fut.result().get("record") if delivered else None
-            if record is not None and not record.get("taken"):
-                record["taken"] = True
+            record = fut.result().pop("record", None) if delivered else None
+            if record is not None:
                 taken.append(record)
         return taken
 
@@ -427,7 +433,7 @@ class InstanceEvents:
         try:
             async with self.wait_for_instance_event(
                     instance, events, deadline=self.cfg.vif_plugging_timeout, error_callback=self._failed_callback,
-                    abort_check=self._abort_if_deleting(uuid), progress=progress) as futures:
+                    abort_check=self._abort_if_deleting(uuid), progress=progress, take_records=True) as futures:
                 await body()
                 event_id = (await progress.send(start_event=event_name))["event_id"]
                 started = time.monotonic()
@@ -475,7 +481,7 @@ class InstanceEvents:
         (LOG.info if outcome == "ok" else LOG.warning)("instance %s: %s", uuid, details)
         await progress.finish(event_id, result=result, details=details,
                               traceback="".join(traceback.format_exception(error)) if error else None)
-        for record in records:  # after the wait's finish, as the waiter ran before the bookkeeping
+        for record in records:  # after the wait's finish, as the event's handler wrote it
             await progress.processed(record["ctx"], record["event"], PROCESS_EVENT, record["result"],
                                      record["details"], consume_event=record["consume"],
                                      processed_at=record["at"])
