@@ -75,3 +75,21 @@ async def test_a_host_pinned_to_conductor_1_1_writes_one_call_at_a_time(tmp_path
     assert calls["build_started"] == 1 and calls["block_device_mappings"] == 1, calls
     assert (calls["instance_save"], calls["action_event_start"], calls["action_event_finish"],
             calls["action_record_event"], calls["event_operation_begin"]) == (5, 3, 4, 2, 1), calls
+
+
+async def test_a_host_under_a_conductor_older_than_1_2_falls_back_to_one_call_a_write(tmp_path, monkeypatch):
+    """No pin on the host (it has no database to find an ``auto`` one in): the conductor refuses
+    the first 1.2 call before running anything, and the host sends the 1.1 forms from then on."""
+    from nefos.bus import interfaces
+    from nefos.bus.versioning import RPCInterface, parse
+    from nefos.conductor.manager import ConductorManager
+    served = RPCInterface("conductor", version="1.1", binary=interfaces.CONDUCTOR.binary, methods={
+        m: v for m, v in interfaces.CONDUCTOR.methods.items() if parse(v) <= (1, 1)})
+    monkeypatch.setattr(ConductorManager, "rpc_interface", served)
+    calls, events = await _boot(tmp_path)
+    _check_steps(events)
+    # The refused form: build_started with the block devices; nothing of 1.2 after it.
+    assert calls["build_started"] == 2 and calls["instance_progress"] == 0, calls
+    assert calls["block_device_mappings"] == 1, calls
+    assert (calls["instance_save"], calls["action_event_start"], calls["action_event_finish"],
+            calls["action_record_event"], calls["event_operation_begin"]) == (5, 3, 4, 2, 1), calls

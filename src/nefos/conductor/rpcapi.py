@@ -15,7 +15,7 @@ import traceback as tb
 
 from nefos import exceptions
 from nefos.bus import interfaces
-from nefos.bus.versioning import RPCClient
+from nefos.bus.versioning import NoSuchMethod, RPCClient, UnsupportedVersion
 from nefos.context import current_context
 from nefos.objects.faults import fault_of
 from nefos.timeutils import utcnow
@@ -29,6 +29,17 @@ class ConductorAPI:
     def __init__(self, bus):
         self.bus = bus
         self.client = RPCClient(bus, interfaces.CONDUCTOR)
+        # A conductor refused a 1.2 form (it is older; it refuses before running anything): the
+        # older forms from then on, for the life of the process, as an ``auto`` pin is kept.
+        self.older_than_1_2 = False
+
+    async def serves_1_2(self) -> bool:
+        """Whether to send the 1.2 forms (``instance_progress``, ``build_started``'s block devices)."""
+        return not self.older_than_1_2 and await self.client.can_send_version("1.2")
+
+    def refused_1_2(self, exc: Exception) -> None:
+        LOG.warning("a conductor refused a conductor 1.2 call (%s): sending the 1.1 forms from now on", exc)
+        self.older_than_1_2 = True
 
     async def _call(self, ctx, method: str, **kwargs):
         # No context given: the request being served (its ids reach the conductor's log lines).
@@ -154,8 +165,13 @@ class ConductorAPI:
         allocation (its claim), block_device_mappings (missing from a conductor before 1.2)}.
         When the instance was deleted or its build given up meanwhile, its claim is released, the
         event finished as failed, and the save's error raised."""
-        return await self._call(ctx, "build_started", instance_uuid=instance_uuid, event=event, host_name=host_name,
-                                block_devices=True)
+        if await self.serves_1_2():
+            try:
+                return await self._call(ctx, "build_started", instance_uuid=instance_uuid, event=event,
+                                        host_name=host_name, block_devices=True)
+            except (UnsupportedVersion, NoSuchMethod) as exc:
+                self.refused_1_2(exc)
+        return await self._call(ctx, "build_started", instance_uuid=instance_uuid, event=event, host_name=host_name)
 
     async def image_meta(self, ctx, image_id: str) -> dict:
         """An image's id, disk format and properties, looked up as ``ctx`` (its kernel and ramdisk too)."""

@@ -6,8 +6,8 @@ handled for the operation need not be written on its own: it waits, with the hos
 it, for the operation's next conductor call, which carries it ahead of its own writes. The next
 call follows at once (nothing in between waits on anything but the host's own work), so the
 action events read the same: the same results, and the times the host saw. A failure is written
-at once, with whatever waits. Against a conductor pinned below 1.2 every write is its own call,
-as before.
+at once, with whatever waits. Against a conductor pinned below 1.2, or one that refuses 1.2 (an
+older conductor during a rolling upgrade), every write is its own call, as before.
 
 This module imports nothing of the database: a compute host uses it.
 """
@@ -19,9 +19,9 @@ import traceback as tb
 from typing import Awaitable, Callable
 
 from nefos import exceptions
+from nefos.bus.versioning import NoSuchMethod, UnsupportedVersion
 from nefos.timeutils import utcnow
 
-BATCH_VERSION = "1.3"
 _NOT_STARTED = object()
 
 
@@ -47,7 +47,7 @@ class InstanceProgress:
     async def batching(self) -> bool:
         """Whether the conductor takes ``instance_progress`` (asked once per operation)."""
         if self._batching is None:
-            self._batching = await self.conductor.client.can_send_version(BATCH_VERSION)
+            self._batching = await self.conductor.serves_1_2()
         return self._batching
 
     @property
@@ -110,11 +110,28 @@ class InstanceProgress:
         finished, recorded, processed, inbox = self._finished, self._recorded, self._processed, self._inbox
         self._finished, self._recorded, self._processed, self._inbox = [], [], [], None
         now = utcnow().isoformat()
-        answer = await self.conductor.instance_progress(
-            self.ctx, self.instance_uuid, self.host, finished=finished, recorded=recorded, processed=processed,
-            begin_operation=begin_operation, saves=list(saves), start_event=start_event,
-            finished_after=[{"event_id": e, "finish_time": now} for e in finished_after],
-            inbox_operation=inbox[0] if inbox else None)
+        try:
+            answer = await self.conductor.instance_progress(
+                self.ctx, self.instance_uuid, self.host, finished=finished, recorded=recorded, processed=processed,
+                begin_operation=begin_operation, saves=list(saves), start_event=start_event,
+                finished_after=[{"event_id": e, "finish_time": now} for e in finished_after],
+                inbox_operation=inbox[0] if inbox else None)
+        except (UnsupportedVersion, NoSuchMethod) as exc:  # an older conductor: nothing was written
+            self.conductor.refused_1_2(exc)
+            self._batching = False
+            for done in finished:
+                await self.finish(done["event_id"], result=done["result"], traceback=done["traceback"],
+                                  details=done["details"])
+            for step in recorded:
+                await self.record(step["event"], step["start_time"], result=step["result"],
+                                  traceback=step["traceback"], details=step["details"])
+            for handled in processed:
+                await self.processed(self.ctx, handled["event"], handled["event_name"], handled["result"],
+                                     handled["details"], consume_event=handled["consume_event"],
+                                     traceback=handled["traceback"])
+            if inbox:
+                await self.read_inbox(*inbox)
+            return await self._send_one_by_one(begin_operation, saves, start_event, finished_after)
         if inbox:
             await inbox[1](answer["stored_events"])
         return answer
