@@ -186,12 +186,9 @@ class ComputeManager(Endpoint):
             network_task = asyncio.create_task(self._allocate_network(ctx, instance, args, progress,
                                                                       saved["event_id"]))
             async with progress.step("compute_prep_block_device", show_in_progress=False):
-                await progress.send(saves=({"updates": {"task_state": states.BLOCK_DEVICE_MAPPING},
-                                            "expected_task_state": [states.NETWORKING]},))
-                bdms = started.get("block_device_mappings")
-                if bdms is None:  # a conductor before 1.2 leaves them out of build_started
-                    bdms = await self.conductor.block_device_mappings(None, uuid)
-                block_device_info = self._block_device_info(bdms)
+                instance = (await progress.send(saves=({"updates": {"task_state": states.BLOCK_DEVICE_MAPPING},
+                                                        "expected_task_state": [states.NETWORKING]},)))["instance"]
+                block_device_info = await self._prep_block_device(instance, started.get("block_device_mappings"))
             await progress.send(saves=({"updates": {"task_state": states.SPAWNING},
                                         "expected_task_state": [states.BLOCK_DEVICE_MAPPING]},))
             try:
@@ -275,12 +272,12 @@ class ComputeManager(Endpoint):
                     delay = min(delay * 2, self.rt.cfg.network_allocate_backoff_max)
         return []
 
-    async def _prep_block_device(self, instance: dict) -> dict:
-        return self._block_device_info(await self.conductor.block_device_mappings(None, instance["uuid"]))
-
-    @staticmethod
-    def _block_device_info(bdms: list[dict]) -> dict:
-        """What the driver needs of the block device mappings (root device, ephemerals, swap)."""
+    async def _prep_block_device(self, instance: dict, bdms: list[dict] | None = None) -> dict:
+        """What the driver needs of the instance's block device mappings (``bdms`` when the caller
+        has them; a conductor before 1.2 leaves them out of build_started): root device,
+        ephemerals, swap."""
+        if bdms is None:
+            bdms = await self.conductor.block_device_mappings(None, instance["uuid"])
         info: dict = {"root_device_name": "/dev/vda", "ephemerals": [], "swap": None,
                       "block_device_mapping": []}
         for bdm in bdms:
