@@ -21,6 +21,7 @@ from sqlalchemy import bindparam, select
 
 from nefos import exceptions
 from nefos.db.models import BlockDeviceMapping
+from nefos.db.session import given_or
 from nefos.objects import (actions, allocations, build_requests, compute_nodes, console_auth_tokens, event_inbox,
                            host_instances, instance as instance_obj, migrations as migrations_obj, service_rows,
                            states)
@@ -92,19 +93,22 @@ class HostSurface:
         ``block_device_mappings`` answers). When the instance was deleted or its build given up
         meanwhile, its claim is released, the event finished as failed, and the save's error raised."""
         db = self.rt.db
-        event_id = await actions.event_start(db, ctx, instance_uuid, event, host_name)
+        event_id = None
         try:
-            instance = await instance_obj.save(db, instance_uuid, {"vm_state": states.BUILDING, "task_state": None},
-                                               expected_task_state=[states.SCHEDULING, None],
-                                               expected_vm_state=[states.BUILDING])
+            async with self._single_writes(db) as s:
+                event_id = await actions.event_start(db, ctx, instance_uuid, event, host_name, session=s)
+                instance = await instance_obj.save(
+                    db, instance_uuid, {"vm_state": states.BUILDING, "task_state": None}, session=s,
+                    expected_task_state=[states.SCHEDULING, None], expected_vm_state=[states.BUILDING])
+                started = {"event_id": event_id, "instance": instance,
+                           "allocation": await allocations.get(db, instance_uuid, session=s)}
+                if block_devices:
+                    started["block_device_mappings"] = await self._block_device_mappings(instance_uuid, s)
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError, exceptions.InstanceInvalidState):
             await allocations.release(db, instance_uuid)
             await actions.event_finish(db, event_id, result="Error", details=(
                 f"instance {instance_uuid} was deleted, or its build given up, before its build started"))
             raise
-        started = {"event_id": event_id, "instance": instance, "allocation": await allocations.get(db, instance_uuid)}
-        if block_devices:
-            started["block_device_mappings"] = await self.block_device_mappings(ctx, instance_uuid)
         return started
 
     async def image_meta(self, ctx, image_id: str) -> dict:
@@ -120,7 +124,10 @@ class HostSurface:
 
     async def block_device_mappings(self, ctx, instance_uuid: str) -> list[dict]:
         """The instance's block device mappings (what the host needs to prepare them)."""
-        async with self.rt.db.reader() as s:
+        return await self._block_device_mappings(instance_uuid)
+
+    async def _block_device_mappings(self, instance_uuid: str, session=None) -> list[dict]:
+        async with given_or(session, self.rt.db.reader) as s:
             rows = (await s.execute(_BDMS_OF, {"b_uuid": instance_uuid})).mappings().all()
         return [dict(r) for r in rows]
 
@@ -212,15 +219,36 @@ class HostSurface:
         db = self.rt.db
         saves = [(save["updates"], _expected({k: v for k, v in save.items() if k != "updates"})) for save in saves]
         answer = {"instance": None, "event_id": None, "stored_events": None}
+
+        async def ended(s) -> None:
+            for done in finished:
+                await _finish_event(db, done, s)
+            for step in recorded:
+                await actions.record_event(db, ctx, instance_uuid, step["event"], host_name, _time(step["start_time"]),
+                                           result=step.get("result", "Success"), traceback=step.get("traceback"),
+                                           details=step.get("details"), finish_time=_time(step.get("finish_time")),
+                                           session=s)
+
+        async def saved(s) -> None:
+            for updates, expected in saves:
+                answer["instance"] = await instance_obj.save(db, instance_uuid, updates, session=s, **expected)
+            if start_event is not None:
+                answer["event_id"] = await actions.event_start(db, ctx, instance_uuid, start_event, host_name,
+                                                               session=s)
+            for done in finished_after:
+                await _finish_event(db, done, s)
+            if inbox_operation is not None:
+                answer["stored_events"] = await event_inbox.stored_events(db, instance_uuid, inbox_operation,
+                                                                          session=s)
+
+        if not processed and begin_operation is None:
+            async with self._single_writes(db) as s:
+                await ended(s)
+                await saved(s)
+            return answer
         if finished or recorded:
             async with self._single_writes(db) as s:
-                for done in finished:
-                    await _finish_event(db, done, s)
-                for step in recorded:
-                    await actions.record_event(db, ctx, instance_uuid, step["event"], host_name,
-                                               _time(step["start_time"]), result=step.get("result", "Success"),
-                                               traceback=step.get("traceback"), details=step.get("details"),
-                                               finish_time=_time(step.get("finish_time")), session=s)
+                await ended(s)
         # Each in a transaction of its own, as their own methods' (never inside a shared session:
         # a call holding two connections at once can starve the pool).
         for handled in processed:
@@ -230,24 +258,16 @@ class HostSurface:
                 traceback=handled.get("traceback"), at=_time(handled.get("processed_at")))
         if begin_operation is not None:
             await event_inbox.begin_operation(db, instance_uuid, begin_operation, host_name)
-        if saves or start_event is not None or finished_after:
-            async with self._single_writes(db) as s:
-                for updates, expected in saves:
-                    answer["instance"] = await instance_obj.save(db, instance_uuid, updates, session=s, **expected)
-                if start_event is not None:
-                    answer["event_id"] = await actions.event_start(db, ctx, instance_uuid, start_event, host_name,
-                                                                   session=s)
-                for done in finished_after:
-                    await _finish_event(db, done, s)
-        if inbox_operation is not None:
-            answer["stored_events"] = await event_inbox.stored_events(db, instance_uuid, inbox_operation)
+        async with self._single_writes(db) as s:
+            await saved(s)
         return answer
 
     @staticmethod
     def _single_writes(db):
-        """Where single-statement writes of one call share a session: on PostgreSQL one autocommit
-        session (each statement still commits alone, as its own call's would; one connection
-        check-out instead of one per write); elsewhere each write takes its own (None)."""
+        """Where the single-statement writes and the reads of one call share a session: on
+        PostgreSQL one autocommit session (each statement still commits alone, as its own call's
+        would; one connection check-out instead of one per statement); elsewhere each takes its
+        own (None)."""
         return db.autocommit() if db.is_postgresql else contextlib.nullcontext()
 
     async def action_finish(self, ctx, instance_uuid: str, message: str | None = None,

@@ -13,7 +13,7 @@ from sqlalchemy import bindparam, func, insert, select, update
 from nefos import exceptions
 from nefos.context import RequestContext
 from nefos.db.models import Instance, InstanceAction, InstanceActionEvent, utcnow
-from nefos.db.session import Database, after_commit
+from nefos.db.session import Database, after_commit, given_or
 
 from nefos.objects.action_names import (  # noqa: F401  (re-exported: actions.CREATE ...)
     CREATE, DELETE, START, STOP, REBOOT, PAUSE, UNPAUSE, SUSPEND, RESUME, LOCK, UNLOCK, CREATE_IMAGE, BACKUP,
@@ -86,20 +86,9 @@ async def _action_id(s, ctx: RequestContext, instance_uuid: str) -> int | None:
 # An event's writes need no transaction: its action is never deleted while the instance lives, and
 # the event is one INSERT or one UPDATE (db.autocommit: no BEGIN/COMMIT round trips on PostgreSQL).
 
-@contextlib.asynccontextmanager
-async def _writer(db: Database, session):
-    """``session`` when the caller has one (several writes of one call on one connection), else
-    an autocommit session of its own."""
-    if session is not None:
-        yield session
-        return
-    async with db.autocommit() as s:
-        yield s
-
-
 async def event_start(db: Database, ctx: RequestContext, instance_uuid: str, event: str,
                       host: str | None, *, session=None) -> int | None:
-    async with _writer(db, session) as s:
+    async with given_or(session, db.autocommit) as s:
         action_id = await _action_id(s, ctx, instance_uuid)
         if action_id is None:
             return None
@@ -115,7 +104,7 @@ async def event_finish(db: Database, event_id: int | None, *, result: str = "Suc
     """``finish_time``: when the step ended, if its finish is written later (default: now)."""
     if event_id is None:
         return
-    async with _writer(db, session) as s:
+    async with given_or(session, db.autocommit) as s:
         await s.execute(_FINISH_EVENT, {"b_id": event_id, "finish_time": finish_time or utcnow(), "result": result,
                                         "traceback": traceback, "details": details})
 
@@ -126,7 +115,7 @@ async def record_event(db: Database, ctx: RequestContext, instance_uuid: str, ev
                        session=None) -> None:
     """A finished step in one write (for short steps nobody needs to see in progress);
     ``finish_time``: when it ended, if written later (default: now)."""
-    async with _writer(db, session) as s:
+    async with given_or(session, db.autocommit) as s:
         action_id = await _action_id(s, ctx, instance_uuid)
         if action_id is None:
             return

@@ -13,6 +13,7 @@ from sqlalchemy.exc import IntegrityError
 from nefos.db.models import (
     InstanceAction, InstanceActionEvent, InstanceEventOperation, InstanceExternalEvent, utcnow,
 )
+from nefos.db.session import given_or
 
 # Statements built once (each runs in every build).
 _OPS = InstanceEventOperation.__table__
@@ -88,8 +89,8 @@ async def purge(db, cutoff) -> None:
         await s.execute(_PURGE_OPERATIONS, {"b_cutoff": cutoff})
 
 
-async def stored_events(db, uuid: str, operation: str) -> list[dict]:
-    async with db.reader() as s:
+async def stored_events(db, uuid: str, operation: str, *, session=None) -> list[dict]:
+    async with given_or(session, db.reader) as s:
         rows = (await s.execute(_STORED_EVENTS, {"b_instance": uuid, "b_operation": operation})).all()
     return [{"id": r.id, "name": r.name, "tag": r.tag, "status": r.status} for r in rows]
 
