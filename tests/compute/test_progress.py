@@ -1,5 +1,5 @@
 """``InstanceProgress`` (compute/host/progress.py): a host's writes on one instance ride on the
-operation's next conductor call; a conductor that refuses ``instance_progress`` (older than 1.2)
+operation's next conductor call; a conductor that refuses ``instance_progress`` (older than 1.3)
 gets the same writes one call each, in the same order, and nothing is lost."""
 
 from __future__ import annotations
@@ -9,22 +9,22 @@ from nefos.compute.host.progress import InstanceProgress
 
 
 class FakeConductor:
-    """Records the calls; ``older``: refuses instance_progress as a 1.1 conductor does."""
+    """Records the calls; ``older``: refuses instance_progress as a 1.2 conductor does."""
 
     def __init__(self, older: bool):
         self.older = older
-        self.older_than_1_2 = False
+        self.older_than_1_3 = False
         self.calls: list[tuple] = []
 
-    async def serves_1_2(self) -> bool:
-        return not self.older_than_1_2
+    async def serves_1_3(self) -> bool:
+        return not self.older_than_1_3
 
-    def refused_1_2(self, exc) -> None:
-        self.older_than_1_2 = True
+    def refused_1_3(self, exc) -> None:
+        self.older_than_1_3 = True
 
     async def instance_progress(self, ctx, uuid, host, **parts):
         if self.older:
-            raise UnsupportedVersion(version="1.2", method="instance_progress")
+            raise UnsupportedVersion(version="1.3", method="instance_progress")
         self.calls.append(("instance_progress", {k: v for k, v in parts.items() if v}))
         return {"instance": {"uuid": uuid}, "event_id": 7 if parts["start_event"] else None,
                 "stored_events": [] if parts["inbox_operation"] else None}
@@ -64,9 +64,9 @@ async def test_the_writes_ride_on_one_call():
     assert [done["event_id"] for done in calls[1][1]["finished"]] == [7]
 
 
-async def test_a_conductor_refusing_1_2_gets_each_write_in_its_own_call_in_order():
+async def test_a_conductor_refusing_1_3_gets_each_write_in_its_own_call_in_order():
     conductor = FakeConductor(older=True)
     calls = await _operation(conductor)
     assert [method for method, _ in calls] == ["action_record_event", "event_inbox_stored", "event_operation_begin",
                                                "instance_save", "action_event_start", "action_event_finish"]
-    assert conductor.older_than_1_2
+    assert conductor.older_than_1_3

@@ -1,5 +1,5 @@
 """A boot's compute host -> conductor calls: the build's writes ride on as few calls as their order
-allows (conductor 1.2 ``instance_progress``); a host pinned to conductor 1.1 makes each write its
+allows (conductor 1.3 ``instance_progress``); a host pinned to conductor 1.2 makes each write its
 own call, as before. Either way the build records the same action events, each finished with the
 same result, and the server reaches ACTIVE the same."""
 
@@ -13,7 +13,7 @@ from tests.pipeline.conftest import start_cloud, stop_cloud
 BUILD_STEPS = ["compute__do_build_and_run_instance", "compute_claim_resources", "compute_allocate_network",
                "compute_prep_block_device", "compute_spawn", "compute_wait_for_vif_plugged",
                "compute_external_instance_event"]
-# What a build wrote one call at a time before conductor 1.2.
+# What a build wrote one call at a time before conductor 1.3.
 ONE_WRITE_METHODS = {"instance_save", "action_event_start", "action_event_finish", "action_record_event",
                      "event_operation_begin", "block_device_mappings", "event_inbox_record_processing"}
 
@@ -68,8 +68,8 @@ async def test_a_boot_writes_in_few_conductor_calls(tmp_path):
     assert not {m: n for m, n in calls.items() if m in ONE_WRITE_METHODS}, calls
 
 
-async def test_a_host_pinned_to_conductor_1_1_writes_one_call_at_a_time(tmp_path):
-    calls, events = await _boot(tmp_path, upgrade_levels={"conductor": "1.1"})
+async def test_a_host_pinned_to_conductor_1_2_writes_one_call_at_a_time(tmp_path):
+    calls, events = await _boot(tmp_path, upgrade_levels={"conductor": "1.2"})
     _check_steps(events)
     assert calls["instance_progress"] == 0, calls
     assert calls["build_started"] == 1 and calls["block_device_mappings"] == 1, calls
@@ -77,18 +77,18 @@ async def test_a_host_pinned_to_conductor_1_1_writes_one_call_at_a_time(tmp_path
             calls["action_record_event"], calls["event_operation_begin"]) == (5, 3, 4, 2, 1), calls
 
 
-async def test_a_host_under_a_conductor_older_than_1_2_falls_back_to_one_call_a_write(tmp_path, monkeypatch):
+async def test_a_host_under_a_conductor_older_than_1_3_falls_back_to_one_call_a_write(tmp_path, monkeypatch):
     """No pin on the host (it has no database to find an ``auto`` one in): the conductor refuses
-    the first 1.2 call before running anything, and the host sends the 1.1 forms from then on."""
+    the first 1.3 call before running anything, and the host sends the 1.2 forms from then on."""
     from nefos.bus import interfaces
     from nefos.bus.versioning import RPCInterface, parse
     from nefos.conductor.manager import ConductorManager
-    served = RPCInterface("conductor", version="1.1", binary=interfaces.CONDUCTOR.binary, methods={
-        m: v for m, v in interfaces.CONDUCTOR.methods.items() if parse(v) <= (1, 1)})
+    served = RPCInterface("conductor", version="1.2", binary=interfaces.CONDUCTOR.binary, methods={
+        m: v for m, v in interfaces.CONDUCTOR.methods.items() if parse(v) <= (1, 2)})
     monkeypatch.setattr(ConductorManager, "rpc_interface", served)
     calls, events = await _boot(tmp_path)
     _check_steps(events)
-    # The refused form: build_started with the block devices; nothing of 1.2 after it.
+    # The refused form: build_started with the block devices; nothing of 1.3 after it.
     assert calls["build_started"] == 2 and calls["instance_progress"] == 0, calls
     assert calls["block_device_mappings"] == 1, calls
     assert (calls["instance_save"], calls["action_event_start"], calls["action_event_finish"],

@@ -29,17 +29,17 @@ class ConductorAPI:
     def __init__(self, bus):
         self.bus = bus
         self.client = RPCClient(bus, interfaces.CONDUCTOR)
-        # A conductor refused a 1.2 form (it is older; it refuses before running anything): the
+        # A conductor refused a 1.3 form (it is older; it refuses before running anything): the
         # older forms from then on, for the life of the process, as an ``auto`` pin is kept.
-        self.older_than_1_2 = False
+        self.older_than_1_3 = False
 
-    async def serves_1_2(self) -> bool:
-        """Whether to send the 1.2 forms (``instance_progress``, ``build_started``'s block devices)."""
-        return not self.older_than_1_2 and await self.client.can_send_version("1.2")
+    async def serves_1_3(self) -> bool:
+        """Whether to send the 1.3 forms (``instance_progress``, ``build_started``'s block devices)."""
+        return not self.older_than_1_3 and await self.client.can_send_version("1.3")
 
-    def refused_1_2(self, exc: Exception) -> None:
-        LOG.warning("a conductor refused a conductor 1.2 call (%s): sending the 1.1 forms from now on", exc)
-        self.older_than_1_2 = True
+    def refused_1_3(self, exc: Exception) -> None:
+        LOG.warning("a conductor refused a conductor 1.3 call (%s): sending the 1.2 forms from now on", exc)
+        self.older_than_1_3 = True
 
     async def _call(self, ctx, method: str, **kwargs):
         # No context given: the request being served (its ids reach the conductor's log lines).
@@ -162,15 +162,15 @@ class ConductorAPI:
     async def build_started(self, ctx, instance_uuid: str, event: str, host_name: str) -> dict:
         """A host starts a build: the build's action event started, the instance BUILDING with no
         task (compare-and-swap: still scheduling, or retried); returns {event_id, instance,
-        allocation (its claim), block_device_mappings (missing from a conductor before 1.2)}.
+        allocation (its claim), block_device_mappings (missing from a conductor before 1.3)}.
         When the instance was deleted or its build given up meanwhile, its claim is released, the
         event finished as failed, and the save's error raised."""
-        if await self.serves_1_2():
+        if await self.serves_1_3():
             try:
                 return await self._call(ctx, "build_started", instance_uuid=instance_uuid, event=event,
                                         host_name=host_name, block_devices=True)
             except (UnsupportedVersion, NoSuchMethod) as exc:
-                self.refused_1_2(exc)
+                self.refused_1_3(exc)
         return await self._call(ctx, "build_started", instance_uuid=instance_uuid, event=event, host_name=host_name)
 
     async def image_meta(self, ctx, image_id: str) -> dict:
@@ -213,9 +213,9 @@ class ConductorAPI:
                                        builds_before: str | None, tasks_before: str | None) -> dict:
         """What one deadline pass of the host acts on: ``lost`` and ``resized`` (whole instances),
         ``builds`` (uuids), ``tasks`` ([uuid, task_state, vm_state]); a cutoff of None turns its check
-        off. A conductor before 1.2 is asked the four questions one by one (its ``resized`` holds
+        off. A conductor before 1.3 is asked the four questions one by one (its ``resized`` holds
         every host's: the caller keeps its own)."""
-        if await self.client.can_send_version("1.2"):
+        if await self.client.can_send_version("1.3"):
             return await self._call(ctx, "host_deadline_candidates", host_name=host_name, lost_before=lost_before,
                                     builds_before=builds_before, tasks_before=tasks_before)
         return {

@@ -274,7 +274,7 @@ class ComputeManager(Endpoint):
 
     async def _prep_block_device(self, instance: dict, bdms: list[dict] | None = None) -> dict:
         """What the driver needs of the instance's block device mappings (``bdms`` when the caller
-        has them; a conductor before 1.2 leaves them out of build_started): root device,
+        has them; a conductor before 1.3 leaves them out of build_started): root device,
         ephemerals, swap."""
         if bdms is None:
             bdms = await self.conductor.block_device_mappings(None, instance["uuid"])

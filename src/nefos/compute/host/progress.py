@@ -1,12 +1,12 @@
 """A compute host's writes on one instance during one operation, sent in as few conductor calls
-as the operation's order allows (``instance_progress``, conductor 1.2).
+as the operation's order allows (``instance_progress``, conductor 1.3).
 
 A step that ended well (an action event's finish, a short step's record) or an external event
 handled for the operation need not be written on its own: it waits, with the host's time of
 it, for the operation's next conductor call, which carries it ahead of its own writes. The next
 call follows at once (nothing in between waits on anything but the host's own work), so the
 action events read the same: the same results, and the times the host saw. A failure is written
-at once, with whatever waits. Against a conductor pinned below 1.2, or one that refuses 1.2 (an
+at once, with whatever waits. Against a conductor pinned below 1.3, or one that refuses 1.3 (an
 older conductor during a rolling upgrade), every write is its own call, as before.
 
 This module imports nothing of the database: a compute host uses it.
@@ -47,7 +47,7 @@ class InstanceProgress:
     async def batching(self) -> bool:
         """Whether the conductor takes ``instance_progress`` (asked once per operation)."""
         if self._batching is None:
-            self._batching = await self.conductor.serves_1_2()
+            self._batching = await self.conductor.serves_1_3()
         return self._batching
 
     @property
@@ -117,7 +117,7 @@ class InstanceProgress:
                 finished_after=[{"event_id": e, "finish_time": now} for e in finished_after],
                 inbox_operation=inbox[0] if inbox else None)
         except (UnsupportedVersion, NoSuchMethod) as exc:  # an older conductor: nothing was written
-            self.conductor.refused_1_2(exc)
+            self.conductor.refused_1_3(exc)
             self._batching = False
             for done in finished:
                 await self.finish(done["event_id"], result=done["result"], traceback=done["traceback"],
