@@ -20,6 +20,8 @@ conductor   1.1: evacuate_instance; the compute hosts' database surface (host_su
                  migration_surface: instances, actions, allocations, services, compute nodes,
                  event inbox, migrations), service_register with the service's RPC version
 conductor   1.2: host_deadline_candidates (a host's deadline pass in one call)
+conductor   1.3: instance_progress (a host's consecutive writes on one instance in one call),
+                 build_started(block_devices)
 scheduler   1.0  the surface of Nefos 0.9.0
 scheduler   1.1: decision_stats
 network     1.0  the Networking API operations of Nefos 0.9.0
@@ -91,7 +93,9 @@ COMPUTE = RPCInterface("compute", version="1.1", binary="nova-compute", args={
 
 # The Compute API's requests (1.0) and, from 1.1, everything a compute host reads or writes of the
 # database (nefos.conductor.host_surface and migration_surface; the host has no database).
-CONDUCTOR = RPCInterface("conductor", version="1.2", binary="nova-conductor", methods={
+CONDUCTOR = RPCInterface("conductor", version="1.3", binary="nova-conductor", args={
+    "build_started": {"block_devices": "1.3"},
+}, methods={
     "build_instances": "1.0",
     "live_migrate_instance": "1.0",
     "migrate_server": "1.0",
@@ -121,6 +125,7 @@ CONDUCTOR = RPCInterface("conductor", version="1.2", binary="nova-conductor", me
     "action_event_finish": "1.1",
     "action_record_event": "1.1",
     "action_finish": "1.1",
+    "instance_progress": "1.3",
     "action_finish_overtaken": "1.1",
     "allocation_release": "1.1",
     "allocation_of": "1.1",

@@ -14,12 +14,14 @@ as ISO strings. Where a host did several writes in a row, one method does them (
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 
 from sqlalchemy import bindparam, select
 
 from nefos import exceptions
 from nefos.db.models import BlockDeviceMapping
+from nefos.db.session import given_or
 from nefos.objects import (actions, allocations, build_requests, compute_nodes, console_auth_tokens, event_inbox,
                            host_instances, instance as instance_obj, migrations as migrations_obj, service_rows,
                            states)
@@ -39,6 +41,12 @@ def _expected(given: dict) -> dict:
     if unknown:
         raise exceptions.Invalid(f"unknown save condition(s): {sorted(unknown)}")
     return given
+
+
+async def _finish_event(db, done: dict, session) -> None:
+    await actions.event_finish(db, done["event_id"], result=done.get("result", "Success"),
+                               traceback=done.get("traceback"), details=done.get("details"),
+                               finish_time=_time(done.get("finish_time")), session=session)
 
 
 class HostSurface:
@@ -77,24 +85,31 @@ class HostSurface:
         await instance_obj.destroy(self.rt.db, instance_uuid)
         await console_auth_tokens.delete_for_instance(self.rt.db, instance_uuid)
 
-    async def build_started(self, ctx, instance_uuid: str, event: str, host_name: str) -> dict:
+    async def build_started(self, ctx, instance_uuid: str, event: str, host_name: str,
+                            block_devices: bool = False) -> dict:
         """A host starts a build: the build's action event started, the instance BUILDING with no
         task (compare-and-swap: still scheduling, or retried); returns {event_id, instance,
-        allocation (its claim)}. When the instance was deleted or its build given up meanwhile, its
-        claim is released, the event finished as failed, and the save's error raised."""
+        allocation (its claim)}, and with ``block_devices`` its block_device_mappings (what
+        ``block_device_mappings`` answers). When the instance was deleted or its build given up
+        meanwhile, its claim is released, the event finished as failed, and the save's error raised."""
         db = self.rt.db
-        event_id = await actions.event_start(db, ctx, instance_uuid, event, host_name)
+        event_id = None
         try:
-            instance = await instance_obj.save(db, instance_uuid, {"vm_state": states.BUILDING, "task_state": None},
-                                               expected_task_state=[states.SCHEDULING, None],
-                                               expected_vm_state=[states.BUILDING])
+            async with self._single_writes(db) as s:
+                event_id = await actions.event_start(db, ctx, instance_uuid, event, host_name, session=s)
+                instance = await instance_obj.save(
+                    db, instance_uuid, {"vm_state": states.BUILDING, "task_state": None}, session=s,
+                    expected_task_state=[states.SCHEDULING, None], expected_vm_state=[states.BUILDING])
+                started = {"event_id": event_id, "instance": instance,
+                           "allocation": await allocations.get(db, instance_uuid, session=s)}
+                if block_devices:
+                    started["block_device_mappings"] = await self._block_device_mappings(instance_uuid, s)
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError, exceptions.InstanceInvalidState):
             await allocations.release(db, instance_uuid)
             await actions.event_finish(db, event_id, result="Error", details=(
                 f"instance {instance_uuid} was deleted, or its build given up, before its build started"))
             raise
-        return {"event_id": event_id, "instance": instance,
-                "allocation": await allocations.get(db, instance_uuid)}
+        return started
 
     async def image_meta(self, ctx, image_id: str) -> dict:
         """What a host's spawn needs of an image (its id, declared disk format and properties), the
@@ -109,7 +124,10 @@ class HostSurface:
 
     async def block_device_mappings(self, ctx, instance_uuid: str) -> list[dict]:
         """The instance's block device mappings (what the host needs to prepare them)."""
-        async with self.rt.db.reader() as s:
+        return await self._block_device_mappings(instance_uuid)
+
+    async def _block_device_mappings(self, instance_uuid: str, session=None) -> list[dict]:
+        async with given_or(session, self.rt.db.reader) as s:
             rows = (await s.execute(_BDMS_OF, {"b_uuid": instance_uuid})).mappings().all()
         return [dict(r) for r in rows]
 
@@ -178,6 +196,79 @@ class HostSurface:
         """A finished event in one write (a short step nobody needs to see in progress)."""
         await actions.record_event(self.rt.db, ctx, instance_uuid, event, host_name, _time(start_time),
                                    result=result, traceback=traceback, details=details)
+
+    async def instance_progress(self, ctx, instance_uuid: str, host_name: str | None, finished: list[dict] = (),
+                                recorded: list[dict] = (), processed: list[dict] = (),
+                                begin_operation: str | None = None, saves: list[dict] = (),
+                                start_event: str | None = None, finished_after: list[dict] = (),
+                                inbox_operation: str | None = None) -> dict:
+        """What a host did on one instance in a row, in one call, in this order, each part as its
+        own method does it (a save that raises stops there; what came before stays written):
+
+        ``finished``: events ended, [{event_id, finish_time, result, traceback, details}]
+        (``action_event_finish``, at the host's ``finish_time``); ``recorded``: short steps,
+        [{event, start_time, finish_time, result, traceback, details}] (``action_record_event``);
+        ``processed``: external events handled, [{event, event_name, result, details,
+        consume_event, traceback, processed_at}] (``event_inbox_record_processing``); ``begin_operation``
+        (``event_operation_begin``); ``saves``: [{updates, expected_task_state?,
+        expected_vm_state?}] one after the other (``instance_save``); ``start_event``
+        (``action_event_start``); ``finished_after``: events the saves end, as ``finished``
+        (written only when the saves succeeded); ``inbox_operation``: the inbox's events of that operation
+        (``event_inbox_stored``). Returns {instance: the last save's row (None without saves),
+        event_id: the started event's, stored_events}."""
+        db = self.rt.db
+        saves = [(save["updates"], _expected({k: v for k, v in save.items() if k != "updates"})) for save in saves]
+        answer = {"instance": None, "event_id": None, "stored_events": None}
+
+        async def ended(s) -> None:
+            for done in finished:
+                await _finish_event(db, done, s)
+            for step in recorded:
+                await actions.record_event(db, ctx, instance_uuid, step["event"], host_name, _time(step["start_time"]),
+                                           result=step.get("result", "Success"), traceback=step.get("traceback"),
+                                           details=step.get("details"), finish_time=_time(step.get("finish_time")),
+                                           session=s)
+
+        async def saved(s) -> None:
+            for updates, expected in saves:
+                answer["instance"] = await instance_obj.save(db, instance_uuid, updates, session=s, **expected)
+            if start_event is not None:
+                answer["event_id"] = await actions.event_start(db, ctx, instance_uuid, start_event, host_name,
+                                                               session=s)
+            for done in finished_after:
+                await _finish_event(db, done, s)
+            if inbox_operation is not None:
+                answer["stored_events"] = await event_inbox.stored_events(db, instance_uuid, inbox_operation,
+                                                                          session=s)
+
+        if not processed and begin_operation is None:
+            async with self._single_writes(db) as s:
+                await ended(s)
+                await saved(s)
+            return answer
+        if finished or recorded:
+            async with self._single_writes(db) as s:
+                await ended(s)
+        # Each in a transaction of its own, as their own methods' (never inside a shared session:
+        # a call holding two connections at once can starve the pool).
+        for handled in processed:
+            await event_inbox.record_processing(
+                db, handled["event"], event_name=handled["event_name"], host=host_name, result=handled["result"],
+                details=handled["details"], consume_event=handled.get("consume_event", False),
+                traceback=handled.get("traceback"), at=_time(handled.get("processed_at")))
+        if begin_operation is not None:
+            await event_inbox.begin_operation(db, instance_uuid, begin_operation, host_name)
+        async with self._single_writes(db) as s:
+            await saved(s)
+        return answer
+
+    @staticmethod
+    def _single_writes(db):
+        """Where the single-statement writes and the reads of one call share a session: on
+        PostgreSQL one autocommit session (each statement still commits alone, as its own call's
+        would; one connection check-out instead of one per statement); elsewhere each takes its
+        own (None)."""
+        return db.autocommit() if db.is_postgresql else contextlib.nullcontext()
 
     async def action_finish(self, ctx, instance_uuid: str, message: str | None = None,
                             unless_finished: bool = False) -> None:

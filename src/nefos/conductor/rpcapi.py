@@ -15,7 +15,7 @@ import traceback as tb
 
 from nefos import exceptions
 from nefos.bus import interfaces
-from nefos.bus.versioning import RPCClient
+from nefos.bus.versioning import NoSuchMethod, RPCClient, UnsupportedVersion
 from nefos.context import current_context
 from nefos.objects.faults import fault_of
 from nefos.timeutils import utcnow
@@ -29,6 +29,17 @@ class ConductorAPI:
     def __init__(self, bus):
         self.bus = bus
         self.client = RPCClient(bus, interfaces.CONDUCTOR)
+        # A conductor refused a 1.3 form (it is older; it refuses before running anything): the
+        # older forms from then on, for the life of the process, as an ``auto`` pin is kept.
+        self.older_than_1_3 = False
+
+    async def serves_1_3(self) -> bool:
+        """Whether to send the 1.3 forms (``instance_progress``, ``build_started``'s block devices)."""
+        return not self.older_than_1_3 and await self.client.can_send_version("1.3")
+
+    def refused_1_3(self, exc: Exception) -> None:
+        LOG.warning("a conductor refused a conductor 1.3 call (%s): sending the 1.2 forms from now on", exc)
+        self.older_than_1_3 = True
 
     async def _call(self, ctx, method: str, **kwargs):
         # No context given: the request being served (its ids reach the conductor's log lines).
@@ -151,8 +162,15 @@ class ConductorAPI:
     async def build_started(self, ctx, instance_uuid: str, event: str, host_name: str) -> dict:
         """A host starts a build: the build's action event started, the instance BUILDING with no
         task (compare-and-swap: still scheduling, or retried); returns {event_id, instance,
-        allocation (its claim)}. When the instance was deleted or its build given up meanwhile, its
-        claim is released, the event finished as failed, and the save's error raised."""
+        allocation (its claim), block_device_mappings (missing from a conductor before 1.3)}.
+        When the instance was deleted or its build given up meanwhile, its claim is released, the
+        event finished as failed, and the save's error raised."""
+        if await self.serves_1_3():
+            try:
+                return await self._call(ctx, "build_started", instance_uuid=instance_uuid, event=event,
+                                        host_name=host_name, block_devices=True)
+            except (UnsupportedVersion, NoSuchMethod) as exc:
+                self.refused_1_3(exc)
         return await self._call(ctx, "build_started", instance_uuid=instance_uuid, event=event, host_name=host_name)
 
     async def image_meta(self, ctx, image_id: str) -> dict:
@@ -195,9 +213,9 @@ class ConductorAPI:
                                        builds_before: str | None, tasks_before: str | None) -> dict:
         """What one deadline pass of the host acts on: ``lost`` and ``resized`` (whole instances),
         ``builds`` (uuids), ``tasks`` ([uuid, task_state, vm_state]); a cutoff of None turns its check
-        off. A conductor before 1.2 is asked the four questions one by one (its ``resized`` holds
+        off. A conductor before 1.3 is asked the four questions one by one (its ``resized`` holds
         every host's: the caller keeps its own)."""
-        if await self.client.can_send_version("1.2"):
+        if await self.client.can_send_version("1.3"):
             return await self._call(ctx, "host_deadline_candidates", host_name=host_name, lost_before=lost_before,
                                     builds_before=builds_before, tasks_before=tasks_before)
         return {
@@ -232,6 +250,17 @@ class ConductorAPI:
         return await self._call(ctx, "action_record_event", instance_uuid=instance_uuid, event=event,
                                 host_name=host_name, start_time=start_time, result=result, traceback=traceback,
                                 details=details)
+
+    async def instance_progress(self, ctx, instance_uuid: str, host_name: str | None, *, finished: list[dict],
+                                recorded: list[dict], processed: list[dict], begin_operation: str | None,
+                                saves: list[dict], start_event: str | None, finished_after: list[dict],
+                                inbox_operation: str | None) -> dict:
+        """What a host did on one instance in a row, in one call (``nefos.compute.host.progress``
+        sends it; the server side documents each part)."""
+        return await self._call(ctx, "instance_progress", instance_uuid=instance_uuid, host_name=host_name,
+                                finished=finished, recorded=recorded, processed=processed,
+                                begin_operation=begin_operation, saves=saves, start_event=start_event,
+                                finished_after=finished_after, inbox_operation=inbox_operation)
 
     async def action_finish(self, ctx, instance_uuid: str, message: str | None = None,
                             unless_finished: bool = False) -> None:

@@ -46,6 +46,12 @@ def normalise_url(url: str) -> str:
 _MAX_IDLE_READERS = 32
 
 
+def given_or(session, opener):
+    """``session`` when the caller passes one (several statements of one call sharing a
+    connection), else a session of ``opener()``'s (e.g. ``db.autocommit``, ``db.reader``)."""
+    return contextlib.nullcontext(session) if session is not None else opener()
+
+
 def after_commit(session, callback: Callable[[], None]) -> None:
     """Call ``callback()`` once the transaction of ``session`` (from ``Database.transaction``) commits."""
     if isinstance(session, sqlite_inline.InlineSession):

@@ -13,7 +13,7 @@ from sqlalchemy import bindparam, func, insert, select, update
 from nefos import exceptions
 from nefos.context import RequestContext
 from nefos.db.models import Instance, InstanceAction, InstanceActionEvent, utcnow
-from nefos.db.session import Database, after_commit
+from nefos.db.session import Database, after_commit, given_or
 
 from nefos.objects.action_names import (  # noqa: F401  (re-exported: actions.CREATE ...)
     CREATE, DELETE, START, STOP, REBOOT, PAUSE, UNPAUSE, SUSPEND, RESUME, LOCK, UNLOCK, CREATE_IMAGE, BACKUP,
@@ -87,8 +87,8 @@ async def _action_id(s, ctx: RequestContext, instance_uuid: str) -> int | None:
 # the event is one INSERT or one UPDATE (db.autocommit: no BEGIN/COMMIT round trips on PostgreSQL).
 
 async def event_start(db: Database, ctx: RequestContext, instance_uuid: str, event: str,
-                      host: str | None) -> int | None:
-    async with db.autocommit() as s:
+                      host: str | None, *, session=None) -> int | None:
+    async with given_or(session, db.autocommit) as s:
         action_id = await _action_id(s, ctx, instance_uuid)
         if action_id is None:
             return None
@@ -99,24 +99,28 @@ async def event_start(db: Database, ctx: RequestContext, instance_uuid: str, eve
 
 
 async def event_finish(db: Database, event_id: int | None, *, result: str = "Success",
-                       traceback: str | None = None, details: str | None = None) -> None:
+                       traceback: str | None = None, details: str | None = None, finish_time=None,
+                       session=None) -> None:
+    """``finish_time``: when the step ended, if its finish is written later (default: now)."""
     if event_id is None:
         return
-    async with db.autocommit() as s:
-        await s.execute(_FINISH_EVENT, {"b_id": event_id, "finish_time": utcnow(), "result": result,
+    async with given_or(session, db.autocommit) as s:
+        await s.execute(_FINISH_EVENT, {"b_id": event_id, "finish_time": finish_time or utcnow(), "result": result,
                                         "traceback": traceback, "details": details})
 
 
 async def record_event(db: Database, ctx: RequestContext, instance_uuid: str, event: str,
                        host: str | None, start_time, *, result: str = "Success",
-                       traceback: str | None = None, details: str | None = None) -> None:
-    """A finished step in one write (for short steps nobody needs to see in progress)."""
-    async with db.autocommit() as s:
+                       traceback: str | None = None, details: str | None = None, finish_time=None,
+                       session=None) -> None:
+    """A finished step in one write (for short steps nobody needs to see in progress);
+    ``finish_time``: when it ended, if written later (default: now)."""
+    async with given_or(session, db.autocommit) as s:
         action_id = await _action_id(s, ctx, instance_uuid)
         if action_id is None:
             return
         await s.execute(_INSERT_EVENT, {"action_id": action_id, "event": event, "start_time": start_time,
-                                        "finish_time": utcnow(), "host": host, "result": result,
+                                        "finish_time": finish_time or utcnow(), "host": host, "result": result,
                                         "traceback": traceback, "details": details, "created_at": start_time})
 
 

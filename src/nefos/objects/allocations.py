@@ -12,7 +12,7 @@ from __future__ import annotations
 from sqlalchemy import bindparam, delete, func, insert, select, update
 
 from nefos.db.models import Allocation, ComputeNode
-from nefos.db.session import Database
+from nefos.db.session import Database, given_or
 
 NODES = ComputeNode.__table__
 ALLOCATIONS = Allocation.__table__
@@ -92,7 +92,7 @@ async def transfer(session, from_consumer: str, to_consumer: str) -> None:
                           .values(consumer_uuid=to_consumer))
 
 
-async def get(db: Database, consumer_uuid: str) -> dict | None:
-    async with db.reader() as s:
+async def get(db: Database, consumer_uuid: str, *, session=None) -> dict | None:
+    async with given_or(session, db.reader) as s:
         row = (await s.execute(_BY_CONSUMER, {"b_consumer": consumer_uuid})).mappings().one_or_none()
     return dict(row) if row else None

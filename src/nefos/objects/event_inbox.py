@@ -13,6 +13,7 @@ from sqlalchemy.exc import IntegrityError
 from nefos.db.models import (
     InstanceAction, InstanceActionEvent, InstanceEventOperation, InstanceExternalEvent, utcnow,
 )
+from nefos.db.session import given_or
 
 # Statements built once (each runs in every build).
 _OPS = InstanceEventOperation.__table__
@@ -88,8 +89,8 @@ async def purge(db, cutoff) -> None:
         await s.execute(_PURGE_OPERATIONS, {"b_cutoff": cutoff})
 
 
-async def stored_events(db, uuid: str, operation: str) -> list[dict]:
-    async with db.reader() as s:
+async def stored_events(db, uuid: str, operation: str, *, session=None) -> list[dict]:
+    async with given_or(session, db.reader) as s:
         rows = (await s.execute(_STORED_EVENTS, {"b_instance": uuid, "b_operation": operation})).all()
     return [{"id": r.id, "name": r.name, "tag": r.tag, "status": r.status} for r in rows]
 
@@ -100,12 +101,12 @@ async def consume(db, ids: list[int]) -> None:
 
 
 async def record_processing(db, event: dict, *, event_name: str, host: str, result: str, details: str,
-                            consume_event: bool, traceback: str | None) -> None:
+                            consume_event: bool, traceback: str | None, at=None) -> None:
     """Record the processing of ``event`` as an ``event_name`` event of the action the API recorded it
     in (an event read from the inbox has none: the server's latest action); ``consume_event``: drop
-    its inbox row in the same transaction."""
+    its inbox row in the same transaction. ``at``: when it was processed, if recorded later (default: now)."""
     uuid = event["instance_uuid"]
-    now = utcnow()
+    now = at or utcnow()
     async with db.transaction() as s:
         if consume_event:
             await s.execute(_CONSUME, {"b_instance": uuid, "b_name": event["name"], "b_tag": event.get("tag") or "",

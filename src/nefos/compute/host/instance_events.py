@@ -56,7 +56,9 @@ import traceback
 import uuid as uuidlib
 
 from nefos import exceptions
+from nefos.compute.host.progress import InstanceProgress
 from nefos.objects import states
+from nefos.timeutils import utcnow
 
 LOG = logging.getLogger(__name__)
 
@@ -120,6 +122,8 @@ class InstanceEvents:
         # second copy (the bus after the inbox re-read, or a duplicate post) is known as such.
         self._delivered: dict[str, set[tuple[str, str]]] = {}
         self._cache_locks: dict[str, asyncio.Lock] = {}
+        # Waiters that write the records of their events' deliveries themselves (``_wait_around``).
+        self._record_takers: set[asyncio.Future] = set()
 
     @property
     def cfg(self):
@@ -128,11 +132,20 @@ class InstanceEvents:
     # Operations ------------------------------------------------------------------
     async def begin_operation(self, uuid: str) -> str:
         """Start an operation that may wait for events; call before anything can trigger them."""
-        op = uuidlib.uuid4().hex
+        op = self.new_operation()
         await self.manager.conductor.event_operation_begin(None, uuid, op, self.host)
+        self.operation_begun(uuid, op)
+        return op
+
+    @staticmethod
+    def new_operation() -> str:
+        """A new operation's id, for a caller that begins it in a conductor call of its own
+        (``InstanceProgress.send(begin_operation=...)``), then calls ``operation_begun``."""
+        return uuidlib.uuid4().hex
+
+    def operation_begun(self, uuid: str, op: str) -> None:
         self._operations[uuid] = op
         self._delivered.pop(uuid, None)
-        return op
 
     # Waiting ---------------------------------------------------------------------
     def prepare_for_instance_event(self, instance: dict, name: str, tag: str | None = None) -> asyncio.Future:
@@ -151,6 +164,7 @@ class InstanceEvents:
             return
         for key in keys:
             fut = waiters.pop(key, None)
+            self._record_takers.discard(fut)
             if fut is not None and not fut.done():
                 fut.cancel()
             elif fut is not None and not fut.cancelled():
@@ -158,13 +172,20 @@ class InstanceEvents:
         if not waiters:
             self._waiters.pop(uuid, None)
 
-    async def _deliver_stored(self, uuid: str) -> None:
-        """Hand the inbox's events of the current operation to their waiters."""
+    async def _deliver_stored(self, uuid: str, progress=None) -> None:
+        """Hand the inbox's events of the current operation to their waiters (with ``progress``,
+        read by the operation's next conductor call)."""
         op = self._operations.get(uuid)
         waiters = self._waiters.get(uuid)
         if not op or not waiters:
             return
-        rows = await self.manager.conductor.event_inbox_stored(None, uuid, op)
+        if progress is not None:
+            await progress.read_inbox(op, lambda rows: self._deliver_rows(uuid, rows))
+            return
+        await self._deliver_rows(uuid, await self.manager.conductor.event_inbox_stored(None, uuid, op))
+
+    async def _deliver_rows(self, uuid: str, rows: list[dict]) -> None:
+        waiters = self._waiters.get(uuid) or {}
         consumed = []
         for row in rows:
             fut = waiters.get((row["name"], row["tag"] or ""))
@@ -195,20 +216,28 @@ class InstanceEvents:
 
     @contextlib.asynccontextmanager
     async def wait_for_instance_event(self, instance: dict, event_names, deadline: float = 300,
-                                      error_callback=None, abort_check=None):
+                                      error_callback=None, abort_check=None, progress=None,
+                                      take_records: bool = False):
         """Plan to wait for ``event_names``, run the body, then wait (Nova's semantics).
 
         ``abort_check``: an async callable run at each inbox re-read while waiting; it raises to
-        stop waiting (e.g. the instance is being deleted).
+        stop waiting (e.g. the instance is being deleted). ``progress``: the operation's
+        ``InstanceProgress``, whose next call (the body's) reads the inbox the first time.
+        ``take_records``: the caller writes the record of each event delivered from the bus (the
+        ``record`` of its result) instead of the event's handler.
         """
         uuid = instance["uuid"]
         if error_callback is None:
             error_callback = self._default_error_callback
         keys = list(dict.fromkeys(_norm(e) for e in event_names))
         futures = {key: self.prepare_for_instance_event(instance, *key) for key in keys}
+        if take_records:
+            self._record_takers.update(futures.values())
         try:
-            await self._deliver_stored(uuid)  # arrived before the waiters were registered
+            await self._deliver_stored(uuid, progress)  # arrived before the waiters were registered
             yield futures
+            if progress is not None:
+                await progress.flush()  # the inbox read, if the body made no call
             poll = INBOX_POLL
             async with asyncio.timeout(deadline):
                 for key, fut in futures.items():
@@ -250,15 +279,21 @@ class InstanceEvents:
         if current:
             fut = self._waiters.get(uuid, {}).get((name, tag))
         if fut is not None and not fut.done():
-            fut.set_result({"name": name, "tag": tag, "status": event.get("status", "completed"),
-                            "arrived": time.monotonic(), "source": "bus"})
+            details = f"{key} ({event.get('status')}): delivered to the waiting operation"
+            delivered = {"name": name, "tag": tag, "status": event.get("status", "completed"),
+                         "arrived": time.monotonic(), "source": "bus"}
+            taker = fut in self._record_takers
+            if taker:  # the waiter writes the record of the delivery with its next conductor call
+                delivered["record"] = {"ctx": ctx, "event": event, "result": "Success", "details": details,
+                                       "consume": True, "at": utcnow().isoformat()}
+            fut.set_result(delivered)
             self._delivered.setdefault(uuid, set()).add((name, tag))
             LOG.info("instance %s: received event %s (%s): the waiting operation is unblocked", uuid, key,
                      event.get("status"))
-            for _ in range(2):  # let the woken waiter run before the bookkeeping below
-                await asyncio.sleep(0)
-            await self._record(ctx, event, "Success", f"{key} ({event.get('status')}): delivered to the "
-                                                      f"waiting operation", consume=True)
+            if not taker:
+                for _ in range(2):  # let the woken waiter run before the bookkeeping below
+                    await asyncio.sleep(0)
+                await self._record(ctx, event, "Success", details, consume=True)
         elif current and (name, tag) in self._delivered.get(uuid, ()):
             LOG.debug("instance %s: event %s already delivered to its operation", uuid, key)
             await self._record(ctx, event, "Success", f"{key} ({event.get('status')}): already delivered "
@@ -369,32 +404,55 @@ class InstanceEvents:
                     instance_uuid=uuid, expected="not deleting", actual=states.DELETING)
         return check
 
+    @staticmethod
+    def _take_records(futures: dict) -> list[dict]:
+        """The delivery records of the events that woke this waiter, for its next conductor call."""
+        taken = []
+        for fut in futures.values():
+            delivered = fut.done() and not fut.cancelled() and fut.exception() is None
+            record = fut.result().pop("record", None) if delivered else None
+            if record is not None:
+                taken.append(record)
+        return taken
+
     async def _wait_around(self, ctx, instance: dict, events: list, body, *, what: str,
-                           event_name: str = WAIT_EVENT) -> str:
-        """Run ``body`` inside a wait for ``events``; returns "ok", "timeout" or "failed"."""
+                           event_name: str = WAIT_EVENT, progress=None) -> str:
+        """Run ``body`` inside a wait for ``events``; returns "ok", "timeout" or "failed". The wait's
+        writes ride on ``progress``'s calls (the operation's; without one, the wait's own)."""
         uuid = instance["uuid"]
         m = self.manager
+        own_progress = progress is None
+        if own_progress:
+            progress = InstanceProgress(m.conductor, ctx, uuid, m.host)
         futures: dict = {}
         started = None
         event_id = None
         outcome = "ok"
         error: BaseException | None = None
+        records: list[dict] = []
         try:
             async with self.wait_for_instance_event(
                     instance, events, deadline=self.cfg.vif_plugging_timeout, error_callback=self._failed_callback,
-                    abort_check=self._abort_if_deleting(uuid)) as futures:
+                    abort_check=self._abort_if_deleting(uuid), progress=progress, take_records=True) as futures:
                 await body()
-                event_id = await self.manager.conductor.action_event_start(ctx, uuid, event_name, m.host)
+                event_id = (await progress.send(start_event=event_name))["event_id"]
                 started = time.monotonic()
+            records = self._take_records(futures)
             unblocked = time.monotonic()
         except asyncio.TimeoutError as exc:
+            records = self._take_records(futures)
             outcome, error, unblocked = "timeout", exc, time.monotonic()
         except exceptions.VirtualInterfaceCreateException as exc:
+            records = self._take_records(futures)
             outcome, error, unblocked = "failed", exc, time.monotonic()
         except BaseException:
+            for record in self._take_records(futures):
+                await progress.processed(record["ctx"], record["event"], PROCESS_EVENT, record["result"],
+                                         record["details"], consume_event=record["consume"],
+                                         processed_at=record["at"])
             if started is not None:
-                await self.manager.conductor.action_event_finish(None, event_id, result="Error",
-                                                                 details=f"{what}: aborted")
+                await progress.finish(event_id, result="Error", details=f"{what}: aborted")
+            await progress.flush()
             raise
         waited = unblocked - started if started is not None else 0.0
         parts = []
@@ -421,9 +479,14 @@ class InstanceEvents:
             "events": {make_key(*key): fut.result()["arrived"] for key, fut in futures.items()
                        if fut.done() and not fut.cancelled()}})
         (LOG.info if outcome == "ok" else LOG.warning)("instance %s: %s", uuid, details)
-        await self.manager.conductor.action_event_finish(
-            None, event_id, result=result, details=details,
-            traceback="".join(traceback.format_exception(error)) if error else None)
+        await progress.finish(event_id, result=result, details=details,
+                              traceback="".join(traceback.format_exception(error)) if error else None)
+        for record in records:  # after the wait's finish, as the event's handler wrote it
+            await progress.processed(record["ctx"], record["event"], PROCESS_EVENT, record["result"],
+                                     record["details"], consume_event=record["consume"],
+                                     processed_at=record["at"])
+        if own_progress or outcome != "ok":
+            await progress.flush()
         if outcome != "ok" and self.cfg.vif_plugging_is_fatal:
             return "fatal"
         return outcome
@@ -440,24 +503,33 @@ class InstanceEvents:
         """The lock every change of the instance's network info cache on this host holds."""
         return self._cache_lock(uuid)
 
-    async def plug_and_wait(self, ctx, instance: dict, events: list, plug, *, what: str) -> None:
+    async def plug_and_wait(self, ctx, instance: dict, events: list, plug, *, what: str, progress=None) -> None:
         """Run ``plug()`` (a paused start, or a re-plug) inside a wait for ``events``. When the wait
         ends fatally (``vif_plugging_is_fatal``) the guest is powered off and
         VirtualInterfaceCreateException raised; otherwise the caller carries on (and resumes)."""
-        if await self._wait_around(ctx, instance, events, plug, what=what) == "fatal":
+        if await self._wait_around(ctx, instance, events, plug, what=what, progress=progress) == "fatal":
             with contextlib.suppress(Exception):
                 await self.manager.driver.power_off(instance)
             raise exceptions.VirtualInterfaceCreateException()
 
     async def spawn(self, ctx, instance: dict, image_meta: dict, network_info: list[dict],
-                    block_device_info: dict | None) -> None:
-        """The build's spawn: paused until the VIFs are plugged (or as the config says)."""
+                    block_device_info: dict | None, progress: InstanceProgress | None = None) -> None:
+        """A spawn (a build's, an unshelve's): paused until the VIFs are plugged (or as the config
+        says); its writes ride on the operation's ``progress`` (without one, its own, written
+        before it returns)."""
+        if progress is None:
+            progress = InstanceProgress(self.manager.conductor, ctx, instance["uuid"], self.manager.host)
+            try:
+                await self.spawn(ctx, instance, image_meta, network_info, block_device_info, progress)
+            finally:
+                await progress.flush()
+            return
         m = self.manager
         uuid = instance["uuid"]
         events = self.vif_events(network_info) if self.should_wait(power_on=True) else []
 
         async def do_spawn(paused: bool):
-            async with self.manager.conductor.step(ctx, uuid, "compute_spawn", m.host):
+            async with progress.step("compute_spawn"):
                 kwargs = {"paused": True} if paused else {}
                 await m.driver.spawn(ctx, instance, image_meta, network_info, block_device_info,
                                      power_on=True, **kwargs)
@@ -466,7 +538,7 @@ class InstanceEvents:
             await do_spawn(False)
             return
         try:
-            await self.plug_and_wait(ctx, instance, events, lambda: do_spawn(True), what="spawn")
+            await self.plug_and_wait(ctx, instance, events, lambda: do_spawn(True), what="spawn", progress=progress)
         except exceptions.VirtualInterfaceCreateException as cause:
             raise exceptions.BuildAbortException(
                 instance_uuid=uuid,

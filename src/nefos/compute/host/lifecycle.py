@@ -46,6 +46,9 @@ class LifecycleEventHandler:
         self._running = False
         self._held: dict[str, asyncio.TimerHandle] = {}  # held STOPPED events, by instance uuid
         self._tasks: set[asyncio.Task] = set()
+        # The newest event of each instance whose handler has not started yet (it waits for the
+        # instance's lock, e.g. behind the build that emitted it).
+        self._pending: dict[str, virtevent.LifecycleEvent] = {}
         self._connection: tuple[bool, str] | None = None  # the driver's last report
         self._connection_lock = asyncio.Lock()
 
@@ -67,6 +70,7 @@ class LifecycleEventHandler:
         for handle in self._held.values():
             handle.cancel()
         self._held.clear()
+        self._pending.clear()
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
@@ -115,14 +119,30 @@ class LifecycleEventHandler:
                 and (event.may_restart or self.manager.operation_in_progress(event.uuid))):
             self._held[event.uuid] = asyncio.get_running_loop().call_later(delay, self._release, event)
             return
-        self._spawn(self._handle(event))
+        self._queue(event)
 
     def _release(self, event: virtevent.LifecycleEvent) -> None:
         self._held.pop(event.uuid, None)
         if self._running:
-            self._spawn(self._handle(event))
+            self._queue(event)
 
-    async def _handle(self, event: virtevent.LifecycleEvent) -> None:
+    def _queue(self, event: virtevent.LifecycleEvent) -> None:
+        """Handle ``event``; a handler of the instance that has not started takes it instead of its
+        older event: the handler reads the guest as it is when it runs, so the older event (a
+        paused spawn's, behind the build's resume) has nothing more to tell."""
+        waiting = event.uuid in self._pending
+        self._pending[event.uuid] = event
+        if not waiting:
+            self._spawn(self._handle(event.uuid))
+
+    async def _handle(self, uuid: str) -> None:
+        try:
+            async with self.manager.instance_lock(uuid, operation=False):
+                pass  # what holds the instance (the operation that emitted the event) is done
+        finally:
+            event = self._pending.pop(uuid, None)  # (None: stopped meanwhile)
+        if event is None:
+            return
         try:
             await power_sync.sync_instance_power_state(self.manager, event.uuid,
                                                        source=f"lifecycle event {event.name}",

@@ -20,6 +20,7 @@ import traceback
 from nefos import exceptions, notifications
 from nefos.bus import Endpoint, interfaces as rpc_interfaces
 from nefos.compute.host import image_trust
+from nefos.compute.host.progress import InstanceProgress
 from nefos.conductor.rpcapi import ConductorAPI
 from nefos.objects import states
 from nefos.objects.action_names import POWER_OFF, POWER_ON
@@ -139,45 +140,57 @@ class ComputeManager(Endpoint):
         async with self.instance_lock(instance_uuid):
             try:
                 # One conductor call: the build's event started, vm_state building (compare-and-swap),
-                # and the instance's claim, for the claim check.
+                # the instance's claim, for the claim check, and its block device mappings.
                 started = await self.conductor.build_started(ctx, instance_uuid, BUILD_EVENT, self.host)
             except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError,
                     exceptions.InstanceInvalidState):
                 LOG.info("instance %s was deleted, or its build given up, before its build started", instance_uuid)
                 return  # the conductor released its claim and recorded the event as failed
             event_id = started["event_id"]
+            # The build's writes ride on as few conductor calls as its order allows.
+            progress = InstanceProgress(self.conductor, ctx, instance_uuid, self.host)
             try:
-                await self._build_and_run_instance(ctx, instance_uuid, request_spec, build_args, node,
-                                                   started["instance"], started["allocation"])
+                await self._build_and_run_instance(ctx, instance_uuid, request_spec, build_args, node, started,
+                                                   progress, event_id)
             except BuildAborted as exc:
-                await self.conductor.action_event_finish(None, event_id, result="Error", details=str(exc)[:255])
+                await progress.finish(event_id, result="Error", details=str(exc)[:255])
+                await progress.flush()
             except Exception as exc:
-                await self.conductor.action_event_finish(None, event_id, result="Error",
-                                                         traceback="".join(traceback.format_exception(exc)),
-                                                         details=str(exc)[:255])
+                await progress.finish(event_id, result="Error", traceback="".join(traceback.format_exception(exc)),
+                                      details=str(exc)[:255])
+                await progress.flush()
                 await self._handle_build_failure(ctx, instance_uuid, request_spec, build_args, node, exc)
-            else:
-                await self.conductor.action_event_finish(None, event_id)
+            finally:
+                await progress.flush()
 
-    async def _build_and_run_instance(self, ctx, uuid: str, spec: dict, args: dict, node: str, instance: dict,
-                                      allocation: dict | None) -> None:
+    async def _build_and_run_instance(self, ctx, uuid: str, spec: dict, args: dict, node: str, started: dict,
+                                      progress: InstanceProgress, build_event_id: int | None) -> None:
+        """The build; its last save also finishes the build's event ``build_event_id``."""
         network_task: asyncio.Task | None = None
+        instance = started["instance"]
         try:
-            async with self.conductor.step(ctx, uuid, "compute_claim_resources", self.host, show_in_progress=False):
-                await self.resource_tracker.instance_claim(instance, node, allocation)
+            async with progress.step("compute_claim_resources", show_in_progress=False):
+                await self.resource_tracker.instance_claim(instance, node, started["allocation"])
                 await self._check_group_policy(instance, spec)
             await self._notify(ctx, instance, "instance.create.start")
-            await self.instance_events.begin_operation(uuid)  # before the ports are bound
-            instance = await self.conductor.instance_save(None, uuid, {"task_state": states.NETWORKING},
-                                                          expected_task_state=[None])
+            # The claim's record, the event operation begun (before the ports are bound), task
+            # state networking and the network allocation's event started: one call.
+            operation = self.instance_events.new_operation()
+            saved = await progress.send(begin_operation=operation,
+                                        saves=({"updates": {"task_state": states.NETWORKING},
+                                                "expected_task_state": [None]},),
+                                        start_event="compute_allocate_network")
+            self.instance_events.operation_begun(uuid, operation)
+            instance = saved["instance"]
             # Networks are allocated in the background while block devices are prepared.
-            network_task = asyncio.create_task(self._allocate_network(ctx, instance, args))
-            async with self.conductor.step(ctx, uuid, "compute_prep_block_device", self.host, show_in_progress=False):
-                instance = await self.conductor.instance_save(None, uuid, {"task_state": states.BLOCK_DEVICE_MAPPING},
-                                                              expected_task_state=[states.NETWORKING])
-                block_device_info = await self._prep_block_device(instance)
-            instance = await self.conductor.instance_save(None, uuid, {"task_state": states.SPAWNING},
-                                                          expected_task_state=[states.BLOCK_DEVICE_MAPPING])
+            network_task = asyncio.create_task(self._allocate_network(ctx, instance, args, progress,
+                                                                      saved["event_id"]))
+            async with progress.step("compute_prep_block_device", show_in_progress=False):
+                instance = (await progress.send(saves=({"updates": {"task_state": states.BLOCK_DEVICE_MAPPING},
+                                                        "expected_task_state": [states.NETWORKING]},)))["instance"]
+                block_device_info = await self._prep_block_device(instance, started.get("block_device_mappings"))
+            await progress.send(saves=({"updates": {"task_state": states.SPAWNING},
+                                        "expected_task_state": [states.BLOCK_DEVICE_MAPPING]},))
             try:
                 network_info = await network_task
             except (exceptions.InstanceNotFound, exceptions.UnexpectedDeletingTaskStateError):
@@ -186,22 +199,23 @@ class ComputeManager(Endpoint):
                 raise exceptions.BuildAbortException(
                     instance_uuid=uuid,
                     reason=f"Failed to allocate the network(s), not rescheduling. ({exc})")
-            instance = await self.conductor.instance_save(None, uuid, {"network_info": network_info},
-                                                          expected_task_state=[states.SPAWNING])
+            instance = (await progress.send(saves=({"updates": {"network_info": network_info},
+                                                    "expected_task_state": [states.SPAWNING]},)))["instance"]
             try:
                 image_trust.check_trusted_certs(instance)  # 2.63: before anything boots from the image
                 # Spawn paused, wait for network-vif-plugged, resume (compute/host/instance_events.py).
                 await self.instance_events.spawn(ctx, instance, args.get("image") or {}, network_info,
-                                                 block_device_info)
+                                                 block_device_info, progress=progress)
             except _IMAGE_REFUSALS as exc:  # the image is the problem: no other host would take it either
                 raise exceptions.BuildAbortException(instance_uuid=uuid, reason=str(exc)) from None
             power_state = (await self.driver.get_info(instance))["power_state"]
-            instance = await self.conductor.instance_save(
-                None, uuid,
-                {"vm_state": states.ACTIVE, "task_state": None, "power_state": power_state,
-                 "launched_at": utcnow().isoformat()},
-                expected_task_state=[states.SPAWNING])
+            instance = (await progress.send(
+                saves=({"updates": {"vm_state": states.ACTIVE, "task_state": None, "power_state": power_state,
+                                    "launched_at": utcnow().isoformat()},
+                        "expected_task_state": [states.SPAWNING]},),
+                finished_after=(build_event_id,)))["instance"]
         except (exceptions.InstanceNotFound, exceptions.UnexpectedDeletingTaskStateError) as exc:
+            await progress.flush()
             await self._cleanup_build(ctx, uuid, network_task)
             raise BuildAborted(f"instance {uuid} was deleted during its build: {exc}")
         except BaseException:
@@ -233,12 +247,14 @@ class ComputeManager(Endpoint):
             raise exceptions.RescheduledException(
                 instance_uuid=instance["uuid"], reason="Affinity instance group policy was violated.")
 
-    async def _allocate_network(self, ctx, instance: dict, args: dict) -> list[dict]:
-        """allocate_for_instance with ``network_allocate_retries`` and backoff 1, 2, 4 ... 30 s."""
+    async def _allocate_network(self, ctx, instance: dict, args: dict, progress: InstanceProgress,
+                                event_id: int | None) -> list[dict]:
+        """allocate_for_instance with ``network_allocate_retries`` and backoff 1, 2, 4 ... 30 s, as the
+        step ``compute_allocate_network`` (started as ``event_id``)."""
         retries = max(self.rt.cfg.network_allocate_retries, 0)
         attempts = retries + 1
         delay = 1.0
-        async with self.conductor.step(ctx, instance["uuid"], "compute_allocate_network", self.host):
+        async with progress.step("compute_allocate_network", event_id=event_id):
             for attempt in range(1, attempts + 1):
                 try:
                     return await self.network_api.allocate_for_instance(
@@ -256,8 +272,12 @@ class ComputeManager(Endpoint):
                     delay = min(delay * 2, self.rt.cfg.network_allocate_backoff_max)
         return []
 
-    async def _prep_block_device(self, instance: dict) -> dict:
-        bdms = await self.conductor.block_device_mappings(None, instance["uuid"])
+    async def _prep_block_device(self, instance: dict, bdms: list[dict] | None = None) -> dict:
+        """What the driver needs of the instance's block device mappings (``bdms`` when the caller
+        has them; a conductor before 1.3 leaves them out of build_started): root device,
+        ephemerals, swap."""
+        if bdms is None:
+            bdms = await self.conductor.block_device_mappings(None, instance["uuid"])
         info: dict = {"root_device_name": "/dev/vda", "ephemerals": [], "swap": None,
                       "block_device_mapping": []}
         for bdm in bdms:

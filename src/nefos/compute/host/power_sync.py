@@ -3,7 +3,7 @@
 ``sync_instance_power_state`` is the ONE per-instance rule set; the periodic
 pass (``sync_power_states``), lifecycle events (``nefos.compute.host.lifecycle``)
 and ``init_host`` all go through it. Under the instance's lock it re-reads
-the instance and asks the driver for the guest's power state, then:
+the guest's power state from the driver and the instance, then:
 
 a) an instance with a task_state is left alone (an operation is under way);
 b) a guest the driver does not have is ``NOSTATE``;
@@ -63,6 +63,17 @@ async def sync_instance_power_state(manager, uuid: str, *, source: str = "period
     driver's power state is one of those (a lifecycle event's own outcome)."""
     stop_ctx = None
     async with manager.instance_lock(uuid, operation=False):
+        # The driver first: a guest that changed again since the event (a paused spawn resumed)
+        # leaves nothing to do, and costs no conductor call.
+        try:
+            power_state = await driver_power_state(manager.driver, {"uuid": uuid})
+        except exceptions.HypervisorUnavailable as exc:
+            LOG.debug("instance %s: %s skipped: %s", uuid, source, exc)
+            return
+        if only_if is not None and power_state not in only_if:
+            LOG.debug("instance %s: %s skipped, the guest is %s since", uuid, source,
+                      _power_name(power_state))
+            return
         try:
             instance = await manager.conductor.instance_get(None, uuid)
         except exceptions.InstanceNotFound:
@@ -71,15 +82,6 @@ async def sync_instance_power_state(manager, uuid: str, *, source: str = "period
             return  # not ours (any more)
         if instance["task_state"] is not None:
             LOG.debug("instance %s: %s skipped, task_state %s", uuid, source, instance["task_state"])
-            return
-        try:
-            power_state = await driver_power_state(manager.driver, instance)
-        except exceptions.HypervisorUnavailable as exc:
-            LOG.debug("instance %s: %s skipped: %s", uuid, source, exc)
-            return
-        if only_if is not None and power_state not in only_if:
-            LOG.debug("instance %s: %s skipped, the guest is %s since", uuid, source,
-                      _power_name(power_state))
             return
         stop_ctx = await _apply_rules(manager, instance, power_state, source)
     if stop_ctx is not None:
