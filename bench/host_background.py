@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT), str(ROOT / "bench")]
 
 from boot import process_cpu_seconds, reference_timeit  # noqa: E402
-from scale import AMQP, loadavg, rabbitmqctl  # noqa: E402
+from scale import AMQP, check_alive, loadavg, postgres_pids, rabbitmqctl, terminate  # noqa: E402
 
 BIN = Path(sys.executable).parent
 FUZZY = 600.0
@@ -131,26 +131,13 @@ class IdleCloud:
         return [p.pid for n, p in self.procs.items() if n.startswith(prefix)]
 
     def postgres_pids(self) -> list[int]:
-        out = subprocess.run(["pgrep", "-u", "postgres", "-f", str(self.pg.data)], capture_output=True, text=True)
-        parent = [int(p) for p in out.stdout.split()]
-        children = subprocess.run(["pgrep", "-P", ",".join(map(str, parent)) or "0"], capture_output=True,
-                                  text=True).stdout.split()
-        return parent + [int(c) for c in children]
+        return postgres_pids(self.pg)
 
     def check_alive(self) -> None:
-        dead = [n for n, p in self.procs.items() if p.poll() is not None]
-        if dead:
-            raise SystemExit(f"{dead} exited; logs in {self.state}")
+        check_alive(self.procs, self.state)
 
     def stop(self) -> None:
-        for p in self.procs.values():
-            if p.poll() is None:
-                p.terminate()
-        for p in self.procs.values():
-            try:
-                p.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        terminate(self.procs, timeout=120)
         try:
             if self.vhost in rabbitmqctl("list_vhosts"):
                 rabbitmqctl("delete_vhost", self.vhost)

@@ -61,6 +61,33 @@ def rabbitmqctl(*args: str) -> str:
     return subprocess.run(["rabbitmqctl", "-q", *args], check=True, capture_output=True, text=True,
                           timeout=60).stdout
 
+def postgres_pids(pg) -> list[int]:
+    """The processes of the bench's own PostgreSQL server ``pg``: the postmaster and its backends."""
+    out = subprocess.run(["pgrep", "-u", "postgres", "-f", str(pg.data)], capture_output=True, text=True)
+    parent = [int(p) for p in out.stdout.split()]
+    children = subprocess.run(["pgrep", "-P", ",".join(map(str, parent)) or "0"], capture_output=True,
+                              text=True).stdout.split()
+    return parent + [int(c) for c in children]
+
+
+def check_alive(procs: dict[str, subprocess.Popen], state: Path) -> None:
+    dead = [n for n, p in procs.items() if p.poll() is not None]
+    if dead:
+        raise SystemExit(f"{dead} exited; logs in {state}")
+
+
+def terminate(procs: dict[str, subprocess.Popen], timeout: float) -> None:
+    """SIGTERM every process, then wait for each (killed after ``timeout`` seconds)."""
+    for p in procs.values():
+        if p.poll() is None:
+            p.terminate()
+    for p in procs.values():
+        try:
+            p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
 
 def broker_pids() -> list[int]:
     return [int(p) for p in subprocess.run(["pgrep", "-f", "beam.smp.*rabbit"], capture_output=True,
@@ -121,26 +148,13 @@ class ScaleCloud:
         return [p.pid for p in self.procs.values()]
 
     def postgres_pids(self) -> list[int]:
-        out = subprocess.run(["pgrep", "-u", "postgres", "-f", str(self.pg.data)], capture_output=True, text=True)
-        parent = [int(p) for p in out.stdout.split()]
-        children = subprocess.run(["pgrep", "-P", ",".join(map(str, parent)) or "0"], capture_output=True,
-                                  text=True).stdout.split()
-        return parent + [int(c) for c in children]
+        return postgres_pids(self.pg)
 
     def check_alive(self) -> None:
-        dead = [n for n, p in self.procs.items() if p.poll() is not None]
-        if dead:
-            raise SystemExit(f"{dead} exited; logs in {self.state}")
+        check_alive(self.procs, self.state)
 
     def stop(self) -> None:
-        for p in self.procs.values():
-            if p.poll() is None:
-                p.terminate()
-        for p in self.procs.values():
-            try:
-                p.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        terminate(self.procs, timeout=60)
         try:
             rabbitmqctl("delete_vhost", self.vhost)
         finally:
