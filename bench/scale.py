@@ -312,6 +312,7 @@ async def boot_waves(cloud: ScaleCloud, client, headers, image: str, net: str) -
                       "db_commits_per_server": round((db1["xact_commit"] - db0["xact_commit"]) / n, 1),
                       "cpu_ms_per_server": {k: round(v / n * 1000, 1) for k, v in used.items()},
                       "load": loadavg()})
+        print(f"wave {len(waves)}: {json.dumps(waves[-1])}", file=sys.stderr, flush=True)  # a cut run keeps its waves
         print(json.dumps(waves[-1]), file=sys.stderr, flush=True)
     return waves
 
@@ -360,6 +361,7 @@ async def run(args, cloud: ScaleCloud) -> dict:
             result["hosts_up_after_s"] = await wait_hosts(cloud, client, headers)
             await asyncio.sleep(args.settle)  # start-up transients (first periodic passes) behind us
             result["idle"] = await measure_idle(cloud, args.idle_seconds)
+            print(f"idle: {json.dumps(result['idle'])}", file=sys.stderr, flush=True)
             r = await client.post(cloud.url("NETWORK") + "/v2.0/networks", headers=headers,
                                   json={"network": {"name": "scale", "shared": True}})
             net = r.json()["network"]["id"]
