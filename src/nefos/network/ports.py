@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import ipaddress
-import itertools
 import json
 import logging
 import types
@@ -208,12 +207,16 @@ class Ports:
         # Usually the address after the last one handed out here is free: one INSERT, where
         # reading every address of the network costs O(addresses in use) per port. The primary
         # key decides; a few misses (another process, a fragmented range) fall back to the scan.
-        last = self._last_ip.get(subnet.id)
-        if last is not None:
-            for candidate in itertools.islice(ipam.after(pools, last), IP_HINT_ATTEMPTS):
-                if await self._insert_ip(s, subnet, port_id, candidate):
-                    self._last_ip[subnet.id] = candidate
-                    return candidate
+        # Each candidate is claimed here before its INSERT, so the allocations this process runs
+        # at once try different addresses instead of racing each other into the scan.
+        for _ in range(IP_HINT_ATTEMPTS):
+            last = self._last_ip.get(subnet.id)
+            candidate = next(ipam.after(pools, last), None) if last is not None else None
+            if candidate is None:
+                break
+            self._last_ip[subnet.id] = candidate
+            if await self._insert_ip(s, subnet, port_id, candidate):
+                return candidate
         tried: set[str] = set()
         while True:  # the lowest free address, until one is ours or the subnet is really full
             taken = set((await s.execute(select(IPAllocation.ip_address)
