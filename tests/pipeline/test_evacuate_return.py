@@ -10,6 +10,7 @@ guest until the evacuation ends."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 from nefos import exceptions
@@ -163,13 +164,22 @@ async def test_a_gap_shorter_than_service_down_time_runs_nothing(tmp_path, monke
         await stop_cloud(cloud)
 
 
-async def test_an_evacuation_under_way_when_the_host_returns_leaves_the_guest_until_it_ends(tmp_path, monkeypatch):
-    runs = spy_returns(monkeypatch)
+@contextlib.asynccontextmanager
+async def two_hosts_up(tmp_path):
+    """A cloud of two fake hosts with short liveness times, both up."""
     cloud = await start_cloud(tmp_path, fake_hosts=2, report_interval=REPORT_INTERVAL,
                               service_down_time=DOWN_TIME, **FAST)
     try:
         await wait_state(cloud, "host-1", "up")
         await wait_state(cloud, "host-2", "up")
+        yield cloud
+    finally:
+        await stop_cloud(cloud)
+
+
+async def test_an_evacuation_under_way_when_the_host_returns_leaves_the_guest_until_it_ends(tmp_path, monkeypatch):
+    runs = spy_returns(monkeypatch)
+    async with two_hosts_up(tmp_path) as cloud:
         moved, kept = await boot_active(cloud, count=2, host="host-1")
         guests = cloud.driver("host-1").guests
         destination = cloud.driver("host-2")
@@ -201,19 +211,13 @@ async def test_an_evacuation_under_way_when_the_host_returns_leaves_the_guest_un
         await until(lambda: runs[-1] == ("host-1", True), "host-1's return work never settled", 15)
         (migration,) = await evacuations(cloud, moved)
         assert migration["status"] == "completed"
-    finally:
-        await stop_cloud(cloud)
 
 
 async def test_a_guest_whose_destroy_fails_keeps_its_evacuation_open_until_it_goes(tmp_path, monkeypatch):
     """The evacuated guest's destroy fails on the host's return: its migration stays ``done`` (not
     completed: the guest still runs), the return is not settled, and the next report tries again."""
     runs = spy_returns(monkeypatch)
-    cloud = await start_cloud(tmp_path, fake_hosts=2, report_interval=REPORT_INTERVAL,
-                              service_down_time=DOWN_TIME, **FAST)
-    try:
-        await wait_state(cloud, "host-1", "up")
-        await wait_state(cloud, "host-2", "up")
+    async with two_hosts_up(tmp_path) as cloud:
         moved, kept = await boot_active(cloud, count=2, host="host-1")
         source = cloud.driver("host-1")
         real_destroy, failures = source.destroy, []
@@ -241,5 +245,3 @@ async def test_a_guest_whose_destroy_fails_keeps_its_evacuation_open_until_it_go
         assert moved not in source.guests and kept in source.guests
         (migration,) = await evacuations(cloud, moved)
         assert migration["status"] == "completed"
-    finally:
-        await stop_cloud(cloud)
