@@ -251,8 +251,26 @@ async def wait_api(api: str, timeout: float = 120) -> None:
             await asyncio.sleep(0.5)
 
 
-async def settle(api: str, clients: list[Client], timeout: float) -> tuple[float, list[str]]:
-    """Seconds until every server is steady, and what is not steady when the time is up."""
+async def pending_build_requests(db_url: str) -> int | None:
+    """Build requests no conductor has finished yet (None: the database did not answer)."""
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from nefos.db.session import normalise_url
+    engine = create_async_engine(normalise_url(db_url))
+    try:
+        async with engine.connect() as conn:
+            return (await conn.execute(text("SELECT count(*) FROM build_requests"))).scalar_one()
+    except Exception:
+        return None
+    finally:
+        await engine.dispose()
+
+
+async def settle(api: str, db_url: str, timeout: float) -> tuple[float, list[str]]:
+    """Seconds until every server is steady and every build request taken (a server deleted before
+    it was scheduled leaves its request to the conductor's next pass over the outbox), and what is
+    not when the time is up."""
     started = time.monotonic()
     admin = httpx.AsyncClient(base_url=api, timeout=30, headers={
         "X-Project-Id": "a" * 32, "X-User-Id": "b" * 32, "X-Roles": "admin,member,reader"})
@@ -271,7 +289,11 @@ async def settle(api: str, clients: list[Client], timeout: float) -> tuple[float
                     elif s["status"] == "ERROR" and not s.get("fault"):
                         unsteady.append(f"{s['id']} ERROR without a fault")
                 if not unsteady:
-                    return time.monotonic() - started, []
+                    outbox = await pending_build_requests(db_url)
+                    if outbox == 0:
+                        return time.monotonic() - started, []
+                    unsteady.append(f"{outbox} build request(s) not taken" if outbox
+                                    else "the database did not answer")
             if time.monotonic() - started > timeout:
                 return time.monotonic() - started, unsteady or ["the server list never answered"]
             await asyncio.sleep(1)
@@ -366,6 +388,24 @@ async def check_invariants(db_url: str, clients: list[Client], fake_dir: Path) -
     return problems
 
 
+def print_traces(root: Path, unsteady: list[str], lines_per_server: int = 6) -> None:
+    """What the services' logs say about each server left unsteady (to stderr: a CI run keeps
+    only what it prints), and each service's last error."""
+    logs = {p.stem: p.read_text(errors="replace").splitlines() for p in sorted(root.glob("*.log"))}
+    for entry in unsteady[:8]:
+        uuid_ = entry.split()[0]
+        if len(uuid_) != 36:
+            continue
+        hits = [f"{name}: {line[:220]}" for name, lines in logs.items() for line in lines if uuid_ in line]
+        print(f"--- {entry}: {len(hits)} log line(s), the last {lines_per_server}:", file=sys.stderr)
+        for hit in sorted(hits, key=lambda h: h.split(": ", 1)[1])[-lines_per_server:]:
+            print("   ", hit, file=sys.stderr)
+    for name, lines in logs.items():
+        errors = [line for line in lines if " ERROR " in line and "error when creating transport" not in line]
+        if errors:
+            print(f"--- {name}: {len(errors)} ERROR line(s), the last: {errors[-1][:300]}", file=sys.stderr)
+
+
 async def main(args) -> int:
     rng = random.Random(args.seed)
     root = Path(tempfile.mkdtemp(prefix="nefos-chaos-"))
@@ -433,10 +473,11 @@ async def main(args) -> int:
         done.set()
         await chaos_task
         ops_seconds = time.monotonic() - t0
-        for name, proc in services.procs.items():  # every service is up again for the recovery
+        for name, proc in list(services.procs.items()):  # every service is up again for the recovery
             if proc.poll() is not None:
+                faults[f"exited by itself {name} (rc {proc.returncode})"] += 1
                 services.start(name)
-        recovery, unsteady = await settle(api, clients, args.settle)
+        recovery, unsteady = await settle(api, database_url, args.settle)
         violations += [f"not steady after {args.settle:g} s: {u}" for u in unsteady[:50]]
         if not unsteady:
             violations += await check_invariants(database_url, clients, root / "hypervisors")
@@ -455,6 +496,7 @@ async def main(args) -> int:
             print("  ", v)
         if violations:
             print(f"logs kept in {root}")
+            print_traces(root, unsteady)
         return 1 if violations else 0
     finally:
         services.stop()

@@ -99,6 +99,12 @@ class ServiceUnavailable(Error):
     message = "Service unavailable."
 
 
+class NoServerListening(ServiceUnavailable):
+    """No server of the target listens: the broker (or the in-process bus) refused the message,
+    so it certainly reached no one (unlike a timeout, after which it may have)."""
+    message = "No server listens on %(target)s."
+
+
 class DatabaseUnavailable(ServiceUnavailable):
     """The database could not be reached, or the connection to it was lost, and did not come
     back within the retries: nothing was committed past what the caller was told."""

@@ -234,3 +234,50 @@ async def test_a_reschedule_whose_cast_back_was_lost_is_still_built(tmp_path):
         assert await _outbox(cloud) == 0
     finally:
         await stop_cloud(cloud)
+
+
+@pytest.mark.parametrize("tuned", [False, True], ids=["shipped-defaults", "tuned"])
+async def test_a_build_its_host_is_not_listening_for_goes_back_and_is_built_once(tmp_path, tuned):
+    """The scheduler picks a host that reports in but whose queue is gone (restarting, or its link to
+    the broker just cut): the cast is refused, so the build goes back unplaced, its claim released,
+    rather than waiting on that host; it is built, once, when the host listens again."""
+    tuning = dict(build_hand_off_timeout=0.5, build_redrive_interval=0.1, rpc_response_timeout=1.0) if tuned else {}
+    cloud = await start_cloud(tmp_path, fake_hosts=1, **tuning)
+    try:
+        service = _component(cloud, "compute:host-1").service
+        await cloud.rt.bus.unserve(service.endpoint)
+        refused = []
+        original = cloud.rt.bus.cast
+
+        async def counting(ctx, topic, method, *args, **kwargs):
+            try:
+                return await original(ctx, topic, method, *args, **kwargs)
+            except exceptions.NoServerListening:
+                refused.append(method)
+                raise
+
+        cloud.rt.bus.cast = counting
+        server_id = await _boot(cloud)
+        deadline = time.monotonic() + 10
+        while "build_and_run_instance" not in refused:
+            assert time.monotonic() < deadline, "the conductor never tried the host"
+            await asyncio.sleep(0.02)
+        # Not left on the host that never got it: unplaced, nothing claimed, still to be built.
+        deadline = time.monotonic() + 5
+        while True:
+            server = await cloud.server(server_id)
+            usage = await cloud.hypervisor_usage()
+            if server["OS-EXT-SRV-ATTR:host"] is None and usage["allocations"] == 0:
+                break
+            assert time.monotonic() < deadline, (server["OS-EXT-SRV-ATTR:host"], usage)
+            await asyncio.sleep(0.02)
+        assert (server["status"], server["OS-EXT-STS:task_state"]) == ("BUILD", "scheduling")
+        assert await _outbox(cloud) == 1
+        await cloud.rt.bus.serve(service.topic, service.endpoint, host=service.host)
+        server = await cloud.wait_status(server_id, "ACTIVE", timeout=60)
+        assert server["OS-EXT-SRV-ATTR:host"] == "host-1"
+        assert await _outbox(cloud) == 0
+        usage = await cloud.hypervisor_usage()
+        assert (usage["running_vms"], usage["allocations"]) == (1, 1), usage
+    finally:
+        await stop_cloud(cloud)

@@ -19,6 +19,6 @@ BENCH = Path(__file__).resolve().parents[2] / "bench" / "chaos.py"
 def test_a_short_chaos_run_breaks_no_invariant():
     run = subprocess.run([sys.executable, str(BENCH), "--operations", "200", "--clients", "10",
                           "--kill-every", "2", "--seed", "7"], capture_output=True, text=True, timeout=900)
-    print(run.stdout[-8000:], run.stderr[-4000:])
-    assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-4000:]
+    print(run.stdout[-8000:], run.stderr[-12000:])
+    assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-12000:]
     assert "violations: 0" in run.stdout

@@ -54,8 +54,8 @@ class LocalBus(Bus):
     def _pick(self, name: str) -> Endpoint:
         servers = self._servers.get(name)
         if not servers:
-            from nefos.exceptions import ServiceUnavailable
-            raise ServiceUnavailable(f"no server listens on {name}")
+            from nefos.exceptions import NoServerListening
+            raise NoServerListening(target=name)
         return servers[next(self._rr[name]) % len(servers)]
 
     def _spawn(self, coro) -> asyncio.Task:

@@ -295,7 +295,7 @@ class RabbitBus(Bus):
                                                 properties=properties, mandatory=mandatory, wait=False)
                 return
             except aiormq.exceptions.PublishError as exc:
-                raise exceptions.ServiceUnavailable(f"no server listens on {what}") from exc
+                raise exceptions.NoServerListening(target=what) from exc
             except TimeoutError as exc:
                 raise exceptions.ServiceUnavailable(f"timed out sending to {what}") from exc
             except _LINK_ERRORS as exc:

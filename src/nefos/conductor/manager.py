@@ -165,9 +165,22 @@ class ConductorManager(HostSurface, MigrationSurface, Endpoint):
             instance_spec = dict(spec, retry={
                 "num_attempts": retry["num_attempts"],
                 "hosts": [*retry["hosts"], [selection["host"], selection["node"]]]})
-            await self.compute_rpcapi.build_and_run_instance(
-                ctx, selection["host"], instance_uuid=uuid, request_spec=instance_spec,
-                build_args=build_args, node=selection["node"])
+            try:
+                await self.compute_rpcapi.build_and_run_instance(
+                    ctx, selection["host"], instance_uuid=uuid, request_spec=instance_spec,
+                    build_args=build_args, node=selection["node"])
+            except exceptions.NoServerListening:
+                # The host's queue is gone (it is restarting, or its link to the broker is): the build
+                # certainly never reached it. It goes back unplaced, its claim released, and the
+                # raise hands the build request back for the next re-drive to schedule it again.
+                # (A cast that may have arrived is left to the host: its deadline pass finds it.)
+                LOG.warning("instance %s: no server listens on compute host %s; it is scheduled again",
+                            uuid, selection["host"])
+                with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
+                    await instance_obj.save(self.rt.db, uuid, {"host": None, "node": None, "launched_on": None},
+                                            expected_task_state=[states.SCHEDULING])
+                await allocations.release(self.rt.db, uuid)
+                raise
 
 
     async def unshelve_instance(self, ctx, instance_uuid: str, request_spec: dict) -> None:
