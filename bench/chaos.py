@@ -10,7 +10,8 @@ mid-build; meanwhile a random service process is SIGKILLed and restarted every `
 seconds, RabbitMQ is restarted once and the database once. A request refused at connection (its
 service restarting) is sent again; one whose answer was lost counts as unknown. Then, within
 ``--settle`` seconds, every server must be steady (ACTIVE, SHUTOFF, ERROR with a fault, or gone,
-no task state), and:
+no task state), every build request taken and every accepted action on a live server finished
+(what a killed process left is finished by the conductor's later passes), and:
 
 * quota usage = what the servers hold; hypervisor usage = the allocations; no allocation without
   a server or an unfinished resize; no compute port without a server; no address given twice; no
@@ -251,8 +252,11 @@ async def wait_api(api: str, timeout: float = 120) -> None:
             await asyncio.sleep(0.5)
 
 
-async def pending_build_requests(db_url: str) -> int | None:
-    """Build requests no conductor has finished yet (None: the database did not answer)."""
+async def unfinished_work(db_url: str, accepted: set[str]) -> list[str] | None:
+    """What the cloud still owes once every server is steady: build requests no conductor finished
+    (a server deleted before it was scheduled leaves its request to the next pass over them), and
+    accepted actions on live servers not finished yet (an action a killed host never finished is
+    finished by a conductor's later pass). None: the database did not answer."""
     from sqlalchemy import text
     from sqlalchemy.ext.asyncio import create_async_engine
 
@@ -260,17 +264,24 @@ async def pending_build_requests(db_url: str) -> int | None:
     engine = create_async_engine(normalise_url(db_url))
     try:
         async with engine.connect() as conn:
-            return (await conn.execute(text("SELECT count(*) FROM build_requests"))).scalar_one()
+            outbox = (await conn.execute(text("SELECT count(*) FROM build_requests"))).scalar_one()
+            open_actions = (await conn.execute(text(
+                "SELECT a.instance_uuid, a.action, a.request_id FROM instance_actions a JOIN instances i "
+                "ON i.uuid = a.instance_uuid WHERE a.finish_time IS NULL AND a.action <> 'create' "
+                "AND i.deleted = 0"))).all()
     except Exception:
         return None
     finally:
         await engine.dispose()
+    owed = [f"{outbox} build request(s) not taken"] if outbox else []
+    return owed + [f"{instance} action {action} not finished" for instance, action, request_id in open_actions
+                   if request_id in accepted]
 
 
-async def settle(api: str, db_url: str, timeout: float) -> tuple[float, list[str]]:
-    """Seconds until every server is steady and every build request taken (a server deleted before
-    it was scheduled leaves its request to the conductor's next pass over the outbox), and what is
+async def settle(api: str, db_url: str, clients: list[Client], timeout: float) -> tuple[float, list[str]]:
+    """Seconds until every server is steady and nothing is owed (``unfinished_work``), and what is
     not when the time is up."""
+    accepted = set().union(*(c.accepted_requests for c in clients))
     started = time.monotonic()
     admin = httpx.AsyncClient(base_url=api, timeout=30, headers={
         "X-Project-Id": "a" * 32, "X-User-Id": "b" * 32, "X-Roles": "admin,member,reader"})
@@ -289,11 +300,10 @@ async def settle(api: str, db_url: str, timeout: float) -> tuple[float, list[str
                     elif s["status"] == "ERROR" and not s.get("fault"):
                         unsteady.append(f"{s['id']} ERROR without a fault")
                 if not unsteady:
-                    outbox = await pending_build_requests(db_url)
-                    if outbox == 0:
+                    owed = await unfinished_work(db_url, accepted)
+                    if owed == []:
                         return time.monotonic() - started, []
-                    unsteady.append(f"{outbox} build request(s) not taken" if outbox
-                                    else "the database did not answer")
+                    unsteady += owed if owed is not None else ["the database did not answer"]
             if time.monotonic() - started > timeout:
                 return time.monotonic() - started, unsteady or ["the server list never answered"]
             await asyncio.sleep(1)
@@ -477,7 +487,7 @@ async def main(args) -> int:
             if proc.poll() is not None:
                 faults[f"exited by itself {name} (rc {proc.returncode})"] += 1
                 services.start(name)
-        recovery, unsteady = await settle(api, database_url, args.settle)
+        recovery, unsteady = await settle(api, database_url, clients, args.settle)
         violations += [f"not steady after {args.settle:g} s: {u}" for u in unsteady[:50]]
         if not unsteady:
             violations += await check_invariants(database_url, clients, root / "hypervisors")

@@ -502,3 +502,46 @@ async def test_a_recount_racing_claims_and_releases_loses_none_of_them(db):
             Allocation.compute_node_id == node_id))).scalar_one()
     assert held == 30
     assert (row.vcpus_used, row.memory_mb_used, row.local_gb_used, row.running_vms) == (30, 300, 30, 30)
+
+
+async def test_actions_whose_host_never_finished_them_are_finished_as_their_steps_ended(db):
+    """A host killed (or its call lost) between its last step and finishing the action: a conductor
+    finishes it once every step ended longer ago than the cutoff and the server is in no task:
+    failed when a step failed. One with a step under way, a recent step, or a server still in a
+    task, is left; the action of a request that never reached a host is finished as failed."""
+    import datetime as dt
+
+    from nefos.db.models import InstanceAction, InstanceActionEvent, utcnow
+    from nefos.objects import actions
+
+    idle = await make_instance(db, vm_state=states.ACTIVE, task_state=None)
+    busy = await make_instance(db, vm_state=states.ACTIVE, task_state=states.REBOOTING)
+    long_ago, lately = utcnow() - dt.timedelta(seconds=600), utcnow() - dt.timedelta(seconds=5)
+
+    async def action(instance: str, *events: tuple) -> int:
+        async with db.transaction() as s:
+            row = InstanceAction(action="reboot", instance_uuid=instance, request_id=f"req-{uuid.uuid4()}",
+                                 start_time=long_ago)
+            s.add(row)
+            await s.flush()
+            for finish_time, result in events:
+                s.add(InstanceActionEvent(action_id=row.id, event="compute_reboot_instance", start_time=long_ago,
+                                          finish_time=finish_time, result=result))
+            return row.id
+
+    succeeded = await action(idle, (long_ago, "Success"), (long_ago, "Success"))
+    failed = await action(idle, (long_ago, "Success"), (long_ago, "Error"))
+    recent = await action(idle, (long_ago, "Success"), (lately, "Success"))
+    under_way = await action(idle, (long_ago, "Success"), (None, None))
+    in_a_task = await action(busy, (long_ago, "Success"))
+    never_reached = await action(idle)
+    finished = await actions.finish_abandoned(db, dt.timedelta(seconds=120))
+    assert sorted(finished) == sorted([succeeded, failed, never_reached])
+    async with db.reader() as s:
+        rows = {r.id: (r.finish_time is not None, r.message)
+                for r in (await s.execute(select(InstanceAction))).scalars()}
+    assert rows[succeeded] == (True, None)
+    assert rows[failed] == (True, "Error")
+    assert rows[never_reached] == (True, "Error")
+    assert rows[recent] == rows[under_way] == rows[in_a_task] == (False, None)
+    assert await actions.finish_abandoned(db, dt.timedelta(seconds=120)) == []

@@ -8,7 +8,7 @@ import contextlib
 import datetime as dt
 import traceback as tb
 
-from sqlalchemy import bindparam, func, insert, select, update
+from sqlalchemy import bindparam, case, func, insert, select, update
 
 from nefos import exceptions
 from nefos.context import RequestContext
@@ -187,24 +187,44 @@ async def finish_overtaken(db: Database, instance_uuid: str, newest_request_id: 
 
 
 async def finish_abandoned(db: Database, older_than: dt.timedelta) -> list[int]:
-    """Finish, as failed, the actions whose request died before anything acted on them (its API
-    process killed midway, say): started longer than ``older_than`` ago, no event, and nothing in
-    progress on their server (no task state, or the server gone). A create ends in its server's
-    state instead. Returns their ids."""
+    """Finish the actions nothing will finish any more, as Nova would have had its process lived;
+    returns their ids. Both kinds started longer than ``older_than`` ago, on a server with nothing
+    in progress (no task state, or gone); a create ends in its server's state instead.
+
+    * The request died before anything acted on it (its API process killed midway, say): no
+      event. Finished as failed.
+    * The host's own finish was lost (the host killed, or the call lost, after its last step): every
+      event ended, the last one longer than ``older_than`` ago. Finished as its events ended:
+      failed if one of them failed."""
     cutoff = utcnow() - older_than
+    idle = (Instance.task_state.is_(None)) | (Instance.deleted != 0)
     async with db.transaction() as s:
         abandoned = (await s.execute(select(InstanceAction.id).join(
             Instance, Instance.uuid == InstanceAction.instance_uuid).where(
             InstanceAction.finish_time.is_(None), InstanceAction.action != CREATE,
-            InstanceAction.start_time < cutoff,
-            (Instance.task_state.is_(None)) | (Instance.deleted != 0),
+            InstanceAction.start_time < cutoff, idle,
             ~select(InstanceActionEvent.id).where(InstanceActionEvent.action_id == InstanceAction.id).exists(),
         ))).scalars().all()
         if abandoned:
             await s.execute(update(InstanceAction).where(InstanceAction.id.in_(abandoned),
                                                          InstanceAction.finish_time.is_(None))
                             .values(finish_time=utcnow(), message="Error"))
-    return list(abandoned)
+        ended = (await s.execute(select(
+            InstanceAction.id, func.sum(case((InstanceActionEvent.result == "Error", 1), else_=0)))
+            .join(Instance, Instance.uuid == InstanceAction.instance_uuid)
+            .join(InstanceActionEvent, InstanceActionEvent.action_id == InstanceAction.id)
+            .where(InstanceAction.finish_time.is_(None), InstanceAction.action != CREATE,
+                   InstanceAction.start_time < cutoff, idle)
+            .group_by(InstanceAction.id)
+            .having(func.count(InstanceActionEvent.id) == func.count(InstanceActionEvent.finish_time),
+                    func.max(InstanceActionEvent.finish_time) < cutoff))).all()
+        for failed in (False, True):
+            ids = [action_id for action_id, errors in ended if bool(errors) == failed]
+            if ids:
+                await s.execute(update(InstanceAction).where(InstanceAction.id.in_(ids),
+                                                             InstanceAction.finish_time.is_(None))
+                                .values(finish_time=utcnow(), message="Error" if failed else None))
+    return [*abandoned, *(action_id for action_id, _errors in ended)]
 
 
 # Reading them (os-instance-actions) ------------------------------------------------
