@@ -281,3 +281,38 @@ async def test_a_build_its_host_is_not_listening_for_goes_back_and_is_built_once
         assert (usage["running_vms"], usage["allocations"]) == (1, 1), usage
     finally:
         await stop_cloud(cloud)
+
+
+async def test_a_delete_racing_its_builds_return_unplaced_deletes_it_here(tmp_path, monkeypatch):
+    """The API reads the server on its host, then the conductor puts the build back unplaced (the
+    host never got it), then the API marks it deleting: no host will ever finish that delete, so
+    the API does it itself."""
+    from nefos.compute import api as compute_api
+    from nefos.db.models import Instance
+
+    cloud = await start_cloud(tmp_path, fake_hosts=1)
+    try:
+        service = _component(cloud, "compute:host-1").service
+        await cloud.rt.bus.unserve(service.endpoint)
+        server_id = await _boot(cloud)
+        deadline = time.monotonic() + 10
+        while (await _outbox(cloud)) != 1 or (await cloud.server(server_id))["OS-EXT-SRV-ATTR:host"] is not None:
+            assert time.monotonic() < deadline, "the build never went back unplaced"
+            await asyncio.sleep(0.02)
+        async with cloud.rt.db.transaction() as s:  # placed again, its cast on the way
+            await s.execute(update(Instance).where(Instance.uuid == server_id).values(host="host-1", node="host-1"))
+        original = compute_api.ComputeAPI._host_is_up
+
+        async def unplaced_meanwhile(self, host, is_up):
+            async with cloud.rt.db.transaction() as s:
+                await s.execute(update(Instance).where(Instance.uuid == server_id).values(host=None, node=None))
+            return await original(self, host, is_up)
+
+        monkeypatch.setattr(compute_api.ComputeAPI, "_host_is_up", unplaced_meanwhile)
+        r = await cloud.compute.delete(f"/v2.1/servers/{server_id}", headers=ADMIN)
+        monkeypatch.undo()
+        assert r.status_code == 204, r.text
+        await cloud.wait_gone(server_id, timeout=10)
+        assert (await cloud.hypervisor_usage())["allocations"] == 0
+    finally:
+        await stop_cloud(cloud)

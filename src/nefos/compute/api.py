@@ -422,9 +422,15 @@ class ComputeAPI:
             if await self._local_delete(ctx, uuid, only_if_unscheduled=True):
                 return
             instance = await instance_obj.get(self.rt.db, uuid)
-        await instance_obj.save(self.rt.db, uuid, {"task_state": states.DELETING})
         from nefos.compute.services import is_up
-        if not await self._host_is_up(instance["host"], is_up):
+        # Read before the write: a database lost here leaves the server as it was (a 503 changed nothing).
+        host_up = await self._host_is_up(instance["host"], is_up)
+        host = instance["host"]
+        instance = await instance_obj.save(self.rt.db, uuid, {"task_state": states.DELETING})
+        if instance.get("host") != host:
+            # Its build went back unplaced meanwhile (its host never got it), or was placed again.
+            host_up = instance.get("host") is not None and await self._host_is_up(instance["host"], is_up)
+        if not host_up:
             await self._local_delete(ctx, uuid)
             return
         try:
