@@ -316,3 +316,32 @@ async def test_a_delete_racing_its_builds_return_unplaced_deletes_it_here(tmp_pa
         assert (await cloud.hypervisor_usage())["allocations"] == 0
     finally:
         await stop_cloud(cloud)
+
+
+async def test_a_claim_a_dead_conductor_left_for_a_server_deleted_meanwhile_is_given_back(tmp_path):
+    """A conductor process killed after the scheduler claimed for a server the user deleted meanwhile
+    (the claim made after the delete, and the conductor killed before it gave it back): the next conductor taking the build gives it back."""
+    from nefos.db.models import ComputeNode
+    from nefos.objects import allocations
+
+    cloud = await start_cloud(tmp_path, fake_hosts=1)
+    try:
+        dead = subprocess.Popen(["true"])
+        dead.wait()
+        server_id = await _build_claimed_by(cloud, f"{cloud.rt.cfg.host}/{dead.pid}/earlier")
+        r = await cloud.compute.delete(f"/v2.1/servers/{server_id}", headers=ADMIN)
+        assert r.status_code == 204, r.text
+        await cloud.wait_gone(server_id, timeout=10)
+        async with cloud.rt.db.transaction() as s:  # the scheduler's claim, made after the delete
+            node = (await s.execute(select(ComputeNode.id))).scalar_one()
+            assert await allocations.claim(s, server_id, node, vcpus=1, memory_mb=512, disk_gb=1)
+        assert (await cloud.hypervisor_usage())["allocations"] == 1  # the dead conductor's, left behind
+        await _component(cloud, "conductor").start()
+        deadline = time.monotonic() + 15
+        while await _outbox(cloud) or (await cloud.hypervisor_usage())["allocations"]:
+            assert time.monotonic() < deadline, await cloud.hypervisor_usage()
+            await asyncio.sleep(0.05)
+        usage = await cloud.hypervisor_usage()
+        assert (usage["vcpus_used"], usage["memory_mb_used"]) == (0, 0), usage
+    finally:
+        await stop_cloud(cloud)

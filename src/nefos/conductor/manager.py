@@ -71,10 +71,15 @@ class ConductorManager(HostSurface, MigrationSurface, Endpoint):
                 waiting = set((await s.execute(select(Instance.uuid).where(
                     Instance.uuid.in_(instance_uuids), Instance.deleted == 0, Instance.host.is_(None),
                     Instance.task_state == states.SCHEDULING))).scalars())
+                live = set((await s.execute(select(Instance.uuid).where(
+                    Instance.uuid.in_(instance_uuids), Instance.deleted == 0))).scalars()) if retaken else set()
             uuids = [u for u in instance_uuids if u in waiting]
             if retaken:
-                for uuid in uuids:
-                    await allocations.release(db, uuid)
+                # The scheduler's claims for servers still waiting, and for servers deleted meanwhile
+                # (an earlier conductor may have died before it gave those back).
+                for uuid in instance_uuids:
+                    if uuid in waiting or uuid not in live:
+                        await allocations.release(db, uuid)
             if uuids:
                 await self._schedule_and_build(ctx, uuids, dict(request_spec, num_instances=len(uuids)), build_args)
         except BaseException:
