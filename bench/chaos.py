@@ -398,6 +398,41 @@ async def check_invariants(db_url: str, clients: list[Client], fake_dir: Path) -
     return problems
 
 
+IDLE_WAITS = ("asyncio/tasks.py", "run_forever", "aiormq/", "uvicorn/", "asyncio/queues.py", "nefos/cli.py:",
+              "robust_connection.py", "nefos/allinone.py:")
+
+
+def ask_for_task_reports(services: Services, timeout: float = 10.0) -> None:
+    """Each live service writes what its tasks wait on into its log (SIGUSR2, nefos.task_report)."""
+    asked = {}
+    for name, proc in services.procs.items():
+        if proc.poll() is None:
+            log = services.root / f"{name}.log"
+            asked[name] = log.read_text(errors="replace").count("==== end of task report")
+            proc.send_signal(signal.SIGUSR2)
+    deadline = time.monotonic() + timeout
+    while asked and time.monotonic() < deadline:
+        asked = {n: c for n, c in asked.items()
+                 if (services.root / f"{n}.log").read_text(errors="replace").count("==== end of task report") <= c}
+        time.sleep(0.1)
+
+
+def print_task_reports(root: Path, budget: int = 4000) -> None:
+    """The busy tasks of each service's last report (a task waiting in a periodic sleep, the bus's
+    or the HTTP server's own loops, is left out), within ``budget`` characters."""
+    for log in sorted(root.glob("*.log")):
+        text = log.read_text(errors="replace")
+        start = text.rfind("==== task report of pid")
+        if start < 0:
+            print(f"--- {log.stem}: no task report (not running?)", file=sys.stderr)
+            continue
+        report = text[start:text.find("==== threads ====", start)].splitlines()
+        busy = [line[len("--- task "):][:200] for line in report if line.startswith("--- task ")
+                and not any(idle in line for idle in IDLE_WAITS)]
+        print(f"--- {log.stem}: {report[0].split(': ')[-1].strip(' =')}, busy: {'; '.join(busy[:8]) or 'none'}"[:budget // 9],
+              file=sys.stderr)
+
+
 def print_traces(root: Path, unsteady: list[str], lines_per_server: int = 6) -> None:
     """What the services' logs say about each server left unsteady (to stderr: a CI run keeps
     only what it prints), and each service's last error."""
@@ -506,6 +541,8 @@ async def main(args) -> int:
             print("  ", v)
         if violations:
             print(f"logs kept in {root}")
+            await asyncio.to_thread(ask_for_task_reports, services)
+            print_task_reports(root)
             print_traces(root, unsteady)
         return 1 if violations else 0
     finally:

@@ -11,6 +11,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from nefos import task_report
 from nefos.config import Config, ConfigError, load_config
 from nefos.service import tune_gc_for_service
 
@@ -70,6 +71,7 @@ def _serve_until_signal(open_cloud, announce) -> None:
         stopping = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stopping.set)
+        task_report.install(loop)  # SIGUSR2: what every task waits on, even while starting
         cloud = await open_cloud()
         tune_gc_for_service()
         try:
