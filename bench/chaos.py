@@ -7,7 +7,9 @@ run starts for itself, on their own ports and data directories (restarting them 
 else on the machine). Clients, each in its own project with its own network, create (half of them
 on a port made first), delete, stop, start, reboot, resize and confirm, snapshot and delete
 mid-build; meanwhile a random service process is SIGKILLed and restarted every ``--kill-every``
-seconds, RabbitMQ is restarted once and the database once. A request refused at connection (its
+seconds, RabbitMQ is restarted once and the database once; a process that exits by itself (one
+started while the broker is down does) is started again within a second, as systemd's
+``Restart=on-failure`` would. A request refused at connection (its
 service restarting) is sent again; one whose answer was lost counts as unknown. Then, within
 ``--settle`` seconds, every server must be steady (ACTIVE, SHUTOFF, ERROR with a fault, or gone,
 no task state), every build request taken and every accepted action on a live server finished
@@ -37,6 +39,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections import Counter
@@ -107,10 +110,17 @@ class Rabbit:
 
 
 class Services:
+    """The service processes, each restarted when it exits by itself (``restart_exited``, every
+    second, as systemd's ``Restart=on-failure`` would: a service started while the broker is down
+    exits)."""
+
     def __init__(self, root: Path, env: dict):
         self.root, self.env = root, env
         self.procs: dict[str, subprocess.Popen] = {}
         self.kills = Counter()
+        self.exits = Counter()  # exits of their own, by service
+        self.lock = threading.Lock()  # a kill and its restart, or a restart, one at a time
+        self.stopping = False
 
     def start(self, name: str) -> None:
         env = dict(self.env)
@@ -121,12 +131,27 @@ class Services:
                                             env=env, stdout=log, stderr=subprocess.STDOUT)
 
     def kill_and_restart(self, name: str) -> None:
-        self.procs[name].send_signal(signal.SIGKILL)
-        self.procs[name].wait()
-        self.kills[name] += 1
-        self.start(name)
+        with self.lock:
+            self.procs[name].send_signal(signal.SIGKILL)
+            self.procs[name].wait()
+            self.kills[name] += 1
+            self.start(name)
+
+    def restart_exited(self) -> None:
+        with self.lock:
+            for name, proc in list(self.procs.items()):
+                if proc.poll() is not None and not self.stopping:
+                    self.exits[f"{name} (status {proc.returncode})"] += 1
+                    self.start(name)
+
+    async def supervise(self) -> None:
+        while not self.stopping:
+            await asyncio.to_thread(self.restart_exited)
+            await asyncio.sleep(1)
 
     def stop(self) -> None:
+        with self.lock:
+            self.stopping = True
         for proc in self.procs.values():
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
@@ -480,6 +505,7 @@ async def main(args) -> int:
     try:
         for name in SERVICES:
             services.start(name)
+        services.supervisor = asyncio.create_task(services.supervise())
         await wait_api(api)
         clients = [Client(api, network_api, i, random.Random(rng.random())) for i in range(args.clients)]
         for client in clients:
@@ -518,10 +544,6 @@ async def main(args) -> int:
         done.set()
         await chaos_task
         ops_seconds = time.monotonic() - t0
-        for name, proc in list(services.procs.items()):  # every service is up again for the recovery
-            if proc.poll() is not None:
-                faults[f"exited by itself {name} (rc {proc.returncode})"] += 1
-                services.start(name)
         recovery, unsteady = await settle(api, database_url, clients, args.settle)
         violations += [f"not steady after {args.settle:g} s: {u}" for u in unsteady[:50]]
         if not unsteady:
@@ -535,6 +557,7 @@ async def main(args) -> int:
         print(f"operations: {args.operations} from {args.clients} clients in {ops_seconds:.0f} s")
         print("answers:", dict(sorted(((f"{k[0]} {k[1]}", v) for k, v in answers.items()))))
         print("faults injected:", dict(faults))
+        print("exited by themselves (restarted):", dict(services.exits))
         print(f"recovery: steady {recovery:.1f} s after the last operation")
         print(f"violations: {len(violations)}")
         for v in violations:
