@@ -535,7 +535,7 @@ async def test_actions_whose_host_never_finished_them_are_finished_as_their_step
     under_way = await action(idle, (long_ago, "Success"), (None, None))
     in_a_task = await action(busy, (long_ago, "Success"))
     never_reached = await action(idle)
-    finished = await actions.finish_abandoned(db, dt.timedelta(seconds=120))
+    finished = await actions.finish_abandoned(db, dt.timedelta(seconds=120), steps_ended=dt.timedelta(seconds=60))
     assert sorted(finished) == sorted([succeeded, failed, never_reached])
     async with db.reader() as s:
         rows = {r.id: (r.finish_time is not None, r.message)
@@ -544,4 +544,4 @@ async def test_actions_whose_host_never_finished_them_are_finished_as_their_step
     assert rows[failed] == (True, "Error")
     assert rows[never_reached] == (True, "Error")
     assert rows[recent] == rows[under_way] == rows[in_a_task] == (False, None)
-    assert await actions.finish_abandoned(db, dt.timedelta(seconds=120)) == []
+    assert await actions.finish_abandoned(db, dt.timedelta(seconds=120), steps_ended=dt.timedelta(seconds=60)) == []

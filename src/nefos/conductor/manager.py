@@ -126,9 +126,12 @@ class ConductorManager(HostSurface, MigrationSurface, Endpoint):
 
     async def finish_abandoned_actions(self) -> None:
         """Actions whose request died before anything acted on them are finished as failed (after
-        twice ``rpc_response_timeout``: by then a request that is still alive has acted)."""
+        twice ``rpc_response_timeout``: by then a request that is still alive has acted); actions
+        whose host never finished them after their last step, as their steps ended (after
+        ``rpc_response_timeout``: the host's call to finish it has timed out by then)."""
+        timeout = self.rt.cfg.rpc_response_timeout
         finished = await actions.finish_abandoned(
-            self.rt.db, dt.timedelta(seconds=2 * self.rt.cfg.rpc_response_timeout))
+            self.rt.db, dt.timedelta(seconds=2 * timeout), steps_ended=dt.timedelta(seconds=timeout))
         if finished:
             LOG.warning("finished %d abandoned instance action(s) as failed", len(finished))
 

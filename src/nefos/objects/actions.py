@@ -186,17 +186,20 @@ async def finish_overtaken(db: Database, instance_uuid: str, newest_request_id: 
                         .values(finish_time=now, message="Error"))
 
 
-async def finish_abandoned(db: Database, older_than: dt.timedelta) -> list[int]:
+async def finish_abandoned(db: Database, older_than: dt.timedelta,
+                           steps_ended: dt.timedelta | None = None) -> list[int]:
     """Finish the actions nothing will finish any more, as Nova would have had its process lived;
-    returns their ids. Both kinds started longer than ``older_than`` ago, on a server with nothing
-    in progress (no task state, or gone); a create ends in its server's state instead.
+    returns their ids. Both kinds are on a server with nothing in progress (no task state, or
+    gone); a create ends in its server's state instead.
 
     * The request died before anything acted on it (its API process killed midway, say): no
-      event. Finished as failed.
+      event, started longer than ``older_than`` ago. Finished as failed.
     * The host's own finish was lost (the host killed, or the call lost, after its last step): every
-      event ended, the last one longer than ``older_than`` ago. Finished as its events ended:
-      failed if one of them failed."""
+      event ended, the last one longer than ``steps_ended`` (default ``older_than``) ago; a live
+      host finishes the action right after its last step. Finished as its events ended: failed if
+      one of them failed."""
     cutoff = utcnow() - older_than
+    steps_cutoff = utcnow() - (older_than if steps_ended is None else steps_ended)
     idle = (Instance.task_state.is_(None)) | (Instance.deleted != 0)
     async with db.transaction() as s:
         abandoned = (await s.execute(select(InstanceAction.id).join(
@@ -213,11 +216,10 @@ async def finish_abandoned(db: Database, older_than: dt.timedelta) -> list[int]:
             InstanceAction.id, func.sum(case((InstanceActionEvent.result == "Error", 1), else_=0)))
             .join(Instance, Instance.uuid == InstanceAction.instance_uuid)
             .join(InstanceActionEvent, InstanceActionEvent.action_id == InstanceAction.id)
-            .where(InstanceAction.finish_time.is_(None), InstanceAction.action != CREATE,
-                   InstanceAction.start_time < cutoff, idle)
+            .where(InstanceAction.finish_time.is_(None), InstanceAction.action != CREATE, idle)
             .group_by(InstanceAction.id)
             .having(func.count(InstanceActionEvent.id) == func.count(InstanceActionEvent.finish_time),
-                    func.max(InstanceActionEvent.finish_time) < cutoff))).all()
+                    func.max(InstanceActionEvent.finish_time) < steps_cutoff))).all()
         for failed in (False, True):
             ids = [action_id for action_id, errors in ended if bool(errors) == failed]
             if ids:
