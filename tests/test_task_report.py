@@ -6,12 +6,10 @@ from __future__ import annotations
 import asyncio
 import io
 import signal
-import subprocess
-import sys
 import time
 
 from nefos import task_report
-from tests.pipeline.test_up_command import _env
+from tests.pipeline.test_up_command import start_up
 
 
 async def test_the_report_names_each_task_and_where_it_waits():
@@ -29,16 +27,8 @@ async def test_the_report_names_each_task_and_where_it_waits():
 
 
 def test_a_running_cloud_writes_its_report_on_sigusr2_and_goes_on(tmp_path):
-    log = tmp_path / "up.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "nefos.cli", "up", "--fake-hosts", "1",
-                                 "--state-dir", str(tmp_path / "state")], env=_env(), stdout=out,
-                                stderr=subprocess.STDOUT)
+    proc, log = start_up(tmp_path, "--fake-hosts", "1")
     try:
-        deadline = time.monotonic() + 120
-        while "openstack --os-cloud nefos server list" not in log.read_text():
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.2)
         proc.send_signal(signal.SIGUSR2)
         deadline = time.monotonic() + 30
         while "==== end of task report ====" not in log.read_text():

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -26,19 +27,28 @@ def _env() -> dict:
     return env
 
 
+def start_up(tmp_path, *args: str) -> tuple[subprocess.Popen, Path]:
+    """``nefos up *args`` on a state directory of its own, once it says it is ready: the process and
+    its log (a start that fails or takes over 120 s is stopped and fails the test)."""
+    log = tmp_path / "up.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "nefos.cli", "up", *args, "--state-dir", str(tmp_path / "state")],
+                                env=_env(), stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while "openstack --os-cloud nefos server list" not in log.read_text():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            proc.wait()
+            raise AssertionError(log.read_text())
+        time.sleep(0.2)
+    return proc, log
+
+
 def test_fake_hosts_starts_that_many_fake_hosts_with_libvirt_usable(tmp_path):
     assert subprocess.run(["virsh", "-c", "qemu:///system", "version"], capture_output=True).returncode == 0, \
         "libvirt must answer here, or this test proves nothing"
-    log = tmp_path / "up.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "nefos.cli", "up", "--fake-hosts", "3",
-                                 "--state-dir", str(tmp_path / "state")], env=_env(), stdout=out,
-                                stderr=subprocess.STDOUT)
+    proc, log = start_up(tmp_path, "--fake-hosts", "3")
     try:
-        deadline = time.monotonic() + 120
-        while "openstack --os-cloud nefos server list" not in log.read_text():
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.2)
         text = log.read_text()
         assert "compute driver: fake (--fake-hosts 3)" in text and "3 fake compute host(s)" in text, text
     finally:
