@@ -22,12 +22,13 @@ from sqlalchemy import func, select
 from nefos import exceptions
 from nefos.compute import (block_devices, disk_config, flavors as flavors_mod, image_properties, quota_sets,
                            regex_filters as regex_filters_mod)
+from nefos.compute import delete_api
 from nefos.compute.services import COMPUTE_BINARY
 from nefos.compute.rpcapi import ComputeRPCAPI
 from nefos.conductor.rpcapi import ConductorAPI
 from nefos.db.models import Instance, InstanceFault
 from nefos.db.retry import retrying
-from nefos.objects import (actions, allocations, build_requests, instance as instance_obj, quotas, server_groups,
+from nefos.objects import (actions, build_requests, instance as instance_obj, quotas, server_groups,
                            states)
 
 LOG = logging.getLogger(__name__)
@@ -407,43 +408,10 @@ class ComputeAPI:
         self._check_lock(ctx, instance)
         await actions.record_action(self.rt.db, ctx, uuid, actions.DELETE)
         try:
-            await self._delete(ctx, uuid, instance)
+            await delete_api.delete(self, ctx, uuid, instance)
         except BaseException:  # not accepted (a 503, say): its action is not left open
             with contextlib.suppress(Exception):
                 await actions.finish_action(self.rt.db, ctx, uuid, message="Error", unless_finished=True)
-            raise
-
-    async def _delete(self, ctx, uuid: str, instance: dict) -> None:
-        shelved_image = (instance.get("system_metadata") or {}).get("shelved_image_id")
-        if shelved_image and instance["vm_state"] in (states.SHELVED, states.SHELVED_OFFLOADED):
-            await self.image_api.delete(ctx.elevated(), shelved_image)  # nothing else would ever use it
-        if instance.get("host") is None:
-            # Not on any host yet: delete here, racing the conductor atomically.
-            if await self._local_delete(ctx, uuid, only_if_unscheduled=True):
-                return
-            instance = await instance_obj.get(self.rt.db, uuid)
-        from nefos.compute.services import is_up
-        # Read before the write: a database lost here leaves the server as it was (a 503 changed nothing).
-        host_up = await self._host_is_up(instance["host"], is_up)
-        host = instance["host"]
-        instance = await instance_obj.save(self.rt.db, uuid, {"task_state": states.DELETING})
-        if instance.get("host") != host:
-            # Its build went back unplaced meanwhile (its host never got it), or was placed again.
-            host_up = instance.get("host") is not None and await self._host_is_up(instance["host"], is_up)
-        if not host_up:
-            await self._local_delete(ctx, uuid)
-            return
-        try:
-            await self.compute_rpcapi.terminate_instance(ctx, instance["host"], uuid)
-        except exceptions.ServiceUnavailable as exc:
-            # Accepted all the same: the host finishes a delete that never reached it
-            # (nefos.compute.host.deadlines), and a delete is idempotent.
-            LOG.warning("instance %s: the delete could not be sent to %s (%s); the host finishes it",
-                        uuid, instance["host"], exc)
-        except BaseException:  # the host never heard of it: the server is as it was
-            with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
-                await instance_obj.save(self.rt.db, uuid, {"task_state": instance["task_state"]},
-                                        expected_task_state=[states.DELETING])
             raise
 
     async def _host_is_up(self, host: str, is_up) -> bool:
@@ -452,29 +420,6 @@ class ComputeAPI:
             svc = (await s.execute(select(Service).where(Service.host == host, Service.binary == COMPUTE_BINARY,
                                                          Service.deleted == 0))).scalar_one_or_none()
         return svc is not None and is_up(svc, self.rt.cfg)
-
-    async def _local_delete(self, ctx, uuid: str, only_if_unscheduled: bool = False) -> bool:
-        before = await instance_obj.destroy(self.rt.db, uuid, only_if_unscheduled=only_if_unscheduled)
-        if before is None:
-            return False
-        # No compute host does this delete, so the API announces it (as Nova's local delete does).
-        await self._notify_delete(ctx, before, "instance.delete.start")
-        await allocations.release(self.rt.db, uuid)
-        from nefos.compute import resize
-        await resize.release_claims_of_deleted(self.rt.db, before)  # a migration's claim too
-        try:
-            await self.network_api.deallocate_for_instance(ctx, before, before.get("network_info"))
-        except exceptions.ServiceUnavailable as exc:  # the server is gone; a conductor releases its ports
-            LOG.warning("instance %s: its ports could not be released now (%s); released later", uuid, exc)
-        await actions.finish_action(self.rt.db, ctx, uuid)
-        await self._notify_delete(ctx, dict(before, vm_state=states.DELETED, task_state=None,
-                                            power_state=states.NOSTATE), "instance.delete.end")
-        return True
-
-    async def _notify_delete(self, ctx, instance: dict, event_type: str) -> None:
-        from nefos import notifications
-        await notifications.notify_instance(self.rt.bus, ctx, instance, event_type, host=self.rt.cfg.host,
-                                            binary="nefos-api")
 
     # Actions ---------------------------------------------------------------------
     async def power_action(self, ctx, uuid: str, action: str) -> None:
