@@ -68,11 +68,10 @@ class ConductorManager(HostSurface, MigrationSurface, Endpoint):
             # Taken again after a conductor died midway: only what it had not scheduled yet, and
             # without the claims the scheduler may have made for it before that conductor died.
             async with db.reader() as s:
-                waiting = set((await s.execute(select(Instance.uuid).where(
-                    Instance.uuid.in_(instance_uuids), Instance.deleted == 0, Instance.host.is_(None),
-                    Instance.task_state == states.SCHEDULING))).scalars())
-                live = set((await s.execute(select(Instance.uuid).where(
-                    Instance.uuid.in_(instance_uuids), Instance.deleted == 0))).scalars()) if retaken else set()
+                rows = (await s.execute(select(Instance.uuid, Instance.host, Instance.task_state).where(
+                    Instance.uuid.in_(instance_uuids), Instance.deleted == 0))).all()
+            live = {uuid for uuid, _host, _task_state in rows}
+            waiting = {uuid for uuid, host, task_state in rows if host is None and task_state == states.SCHEDULING}
             uuids = [u for u in instance_uuids if u in waiting]
             if retaken:
                 # The scheduler's claims for servers still waiting, and for servers deleted meanwhile

@@ -186,8 +186,7 @@ async def finish_overtaken(db: Database, instance_uuid: str, newest_request_id: 
                         .values(finish_time=now, message="Error"))
 
 
-async def finish_abandoned(db: Database, older_than: dt.timedelta,
-                           steps_ended: dt.timedelta | None = None) -> list[int]:
+async def finish_abandoned(db: Database, older_than: dt.timedelta, *, steps_ended: dt.timedelta) -> list[int]:
     """Finish the actions nothing will finish any more, as Nova would have had its process lived;
     returns their ids. Both kinds are on a server with nothing in progress (no task state, or
     gone); a create ends in its server's state instead.
@@ -195,11 +194,11 @@ async def finish_abandoned(db: Database, older_than: dt.timedelta,
     * The request died before anything acted on it (its API process killed midway, say): no
       event, started longer than ``older_than`` ago. Finished as failed.
     * The host's own finish was lost (the host killed, or the call lost, after its last step): every
-      event ended, the last one longer than ``steps_ended`` (default ``older_than``) ago; a live
+      event ended, the last one longer than ``steps_ended`` ago; a live
       host finishes the action right after its last step. Finished as its events ended: failed if
       one of them failed."""
     cutoff = utcnow() - older_than
-    steps_cutoff = utcnow() - (older_than if steps_ended is None else steps_ended)
+    steps_cutoff = utcnow() - steps_ended
     idle = (Instance.task_state.is_(None)) | (Instance.deleted != 0)
     async with db.transaction() as s:
         abandoned = (await s.execute(select(InstanceAction.id).join(
