@@ -91,8 +91,10 @@ async def test_a_build_the_conductor_never_got_is_made_when_a_conductor_starts(t
 
 @pytest.fixture
 async def quick(tmp_path):
+    # rpc_response_timeout 2 s, not 1: a host's start-up calls took longer than 1 s on a machine running the
+    # whole suite, and the cloud did not start.
     cloud = await start_cloud(tmp_path, fake_hosts=1, build_hand_off_timeout=0.5, build_redrive_interval=0.1,
-                              rpc_response_timeout=1.0)
+                              rpc_response_timeout=2.0)
     yield cloud
     await stop_cloud(cloud)
 
@@ -241,7 +243,7 @@ async def test_a_build_its_host_is_not_listening_for_goes_back_and_is_built_once
     """The scheduler picks a host that reports in but whose queue is gone (restarting, or its link to
     the broker just cut): the cast is refused, so the build goes back unplaced, its claim released,
     rather than waiting on that host; it is built, once, when the host listens again."""
-    tuning = dict(build_hand_off_timeout=0.5, build_redrive_interval=0.1, rpc_response_timeout=1.0) if tuned else {}
+    tuning = dict(build_hand_off_timeout=0.5, build_redrive_interval=0.1, rpc_response_timeout=2.0) if tuned else {}
     cloud = await start_cloud(tmp_path, fake_hosts=1, **tuning)
     try:
         service = _component(cloud, "compute:host-1").service
