@@ -173,6 +173,7 @@ class Service:
         self._last_report_sent = time.monotonic()  # when the last report that got through was sent
         self._return_owed = False
         self._return_task: asyncio.Task | None = None
+        self._listening = False
 
     def add_periodic(self, name: str, interval: float, fn, initial_delay: float | None = None) -> None:
         if interval is None or interval <= 0:
@@ -226,18 +227,33 @@ class Service:
         if not settled:
             self._return_owed = True
 
+    async def listen(self) -> None:
+        """Take this service's messages from now on, and run them once ``start`` is done. A compute
+        host listens before it recovers its instances, so a request sent meanwhile waits for it
+        instead of being refused (as Nova's compute queue, which outlives its process, holds it)."""
+        if self.endpoint is None or not self.topic or self._listening:
+            return
+        self.endpoint.rpc_ready = asyncio.Event()
+        await self.rt.bus.serve(self.topic, self.endpoint, host=self.host)
+        self._listening = True
+
     async def start(self) -> None:
         await self.register()
-        if self.endpoint is not None and self.topic:
+        if self.endpoint is not None and self.topic and not self._listening:
             await self.rt.bus.serve(self.topic, self.endpoint, host=self.host)
+            self._listening = True
         self.add_periodic("heartbeat", self.rt.cfg.report_interval, self.heartbeat)
         for task in self.periodic:
             self._tasks.append(asyncio.create_task(task.run_forever(), name=f"{self.binary}:{task.name}"))
+        ready = getattr(self.endpoint, "rpc_ready", None)
+        if ready is not None:
+            ready.set()
         LOG.info("%s started on host %s", self.binary, self.host)
 
     async def stop(self) -> None:
-        if self.endpoint is not None and self.topic:
+        if self._listening:
             await self.rt.bus.unserve(self.endpoint)
+            self._listening = False
         if self._return_task is not None:
             self._tasks.append(self._return_task)
             self._return_task = None

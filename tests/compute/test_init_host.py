@@ -139,6 +139,88 @@ async def test_restart_recovers_every_interrupted_operation(cloud):
     await assert_no_leaks(cloud, list(ids.values()))
 
 
+async def _steps_and_action(cloud, request_id: str) -> tuple[list[tuple], tuple]:
+    """(event, result, ended, details) of each step of the request's action, and (finished, message)."""
+    from sqlalchemy import select
+    from nefos.db.models import InstanceAction, InstanceActionEvent
+    async with cloud.rt.db.reader() as s:
+        action = (await s.execute(select(InstanceAction).where(InstanceAction.request_id == request_id))).scalar_one()
+        events = (await s.execute(select(InstanceActionEvent).where(InstanceActionEvent.action_id == action.id)
+                                  .order_by(InstanceActionEvent.id))).scalars().all()
+    return ([(e.event, e.result, e.finish_time is not None, e.details) for e in events],
+            (action.finish_time is not None, action.message))
+
+
+async def test_steps_a_killed_process_left_open_end_with_the_actions_that_are_over(cloud):
+    """The process was killed inside steps: after its last save (the server has no task any more,
+    the step and action were never finished), in the middle of one (the server is still in its
+    task: recovery resumes it), and on a server whose action has a step of another service still
+    open. None of these steps can be finished by anyone once the host starts again."""
+    from nefos.context import RequestContext
+    names = ["saved", "mid_reboot", "other_step_open"]
+    ids = dict(zip(names, await boot_active(cloud, count=len(names))))
+    old = await crash_compute(cloud, "host-1")
+    requests = {name: await record(cloud, ids[name], actions.REBOOT) for name in names}
+    for name in names:
+        assert await actions.event_start(cloud.rt.db, RequestContext(request_id=requests[name]), ids[name],
+                                         "compute_reboot_instance", "host-1") is not None
+    await actions.event_start(cloud.rt.db, RequestContext(request_id=requests["other_step_open"]),
+                              ids["other_step_open"], "conductor_other_step", None)
+    await set_instance(cloud, ids["mid_reboot"], task_state=states.REBOOT_STARTED)
+
+    await start_compute(cloud, old)
+
+    await cloud.wait_status(ids["mid_reboot"], "ACTIVE")
+    interrupted = ("compute_reboot_instance", "Error", True,
+                   "the step was interrupted by a restart of compute host host-1")
+    steps, action = await _steps_and_action(cloud, requests["saved"])
+    assert (steps, action) == ([interrupted], (True, "Error"))
+    steps, action = await _steps_and_action(cloud, requests["mid_reboot"])
+    assert steps == [interrupted] and action[0], (steps, action)  # recovery finished it
+    steps, action = await _steps_and_action(cloud, requests["other_step_open"])
+    assert steps == [interrupted, ("conductor_other_step", None, False, None)], steps
+    assert action == (False, None)  # its other step may still end it
+    for server_id in ids.values():
+        assert (await cloud.server(server_id))["status"] == "ACTIVE"
+
+    # A quiet restart ends nothing more.
+    await start_compute(cloud, await crash_compute(cloud, "host-1"))
+    assert (await _steps_and_action(cloud, requests["other_step_open"]))[1] == (False, None)
+    await delete_all(cloud, list(ids.values()))
+    await assert_no_leaks(cloud, list(ids.values()))
+
+
+async def test_a_request_sent_while_the_host_recovers_waits_for_it(cloud):
+    """The host listens before init_host: a delete sent while it recovers is queued and carried out
+    once it is done, not refused and left to the lost-request pass (rpc_response_timeout, the
+    shipped 60 s, later)."""
+    import asyncio
+    from nefos.compute.host.service import ComputeComponent
+    (server_id,) = await boot_active(cloud)
+    old = await crash_compute(cloud, "host-1")
+    new = ComputeComponent(cloud.rt, old.host, driver=old.driver)
+    recovering, release = asyncio.Event(), asyncio.Event()
+    init_host = new.manager.init_host
+
+    async def held_init_host():  # a delete after its read of the host's instances, before it serves
+        await init_host()
+        recovering.set()
+        await release.wait()
+    new.manager.init_host = held_init_host
+    starting = asyncio.create_task(new.start())
+    await recovering.wait()
+    r = await cloud.compute.delete(f"/v2.1/servers/{server_id}")
+    assert r.status_code == 204, r.text
+    assert (await cloud.server(server_id))["OS-EXT-STS:task_state"] == states.DELETING
+    release.set()
+    await starting
+    for lst in (cloud.cloud.components, cloud.cloud._started):
+        lst[lst.index(old)] = new
+    assert cloud.rt.cfg.rpc_response_timeout == 60
+    await cloud.wait_gone(server_id, timeout=15)
+    await assert_no_leaks(cloud, [server_id])
+
+
 async def test_restart_destroys_guests_only_with_positive_evidence(tmp_path):
     cloud = await start_cloud(tmp_path, fake_hosts=2, lifecycle_stopped_delay=0, sync_power_state_interval=-1)
     try:

@@ -144,6 +144,17 @@ async def test_sigkill_in_the_middle_of_builds_reboots_and_deletes(tmp_path, pg_
         server = await cloud.wait_status(ids["stopping"], "SHUTOFF", timeout=30)
         assert server["OS-EXT-STS:power_state"] == states.SHUTDOWN
         print(f"\nrestarted compute converged in {time.monotonic() - started:.1f} s")
+        # No step is left open by the killed process, and no action but the creates (their servers'
+        # states tell how they ended) is left unfinished.
+        async with cloud.rt.db.reader() as s:
+            open_steps = (await s.execute(select(InstanceAction.action, InstanceActionEvent.event)
+                                          .join(InstanceAction, InstanceActionEvent.action_id == InstanceAction.id)
+                                          .where(InstanceAction.instance_uuid.in_(ids.values()),
+                                                 InstanceActionEvent.finish_time.is_(None)))).all()
+            unfinished = (await s.execute(select(InstanceAction.action).where(
+                InstanceAction.instance_uuid.in_(ids.values()), InstanceAction.finish_time.is_(None),
+                InstanceAction.action != "create"))).all()
+        assert (open_steps, unfinished) == ([], []), (open_steps, unfinished)
         hv = _hypervisor(hv_file)
         assert hv["guests"] == {ids["hard_reboot"]: states.RUNNING, ids["soft_reboot"]: states.RUNNING,
                                 ids["untouched"]: states.RUNNING, ids["stopping"]: states.SHUTDOWN}, hv

@@ -12,7 +12,8 @@ from nefos.context import admin_context
 from tests.compute.conftest import FAST, boot_active, compute_component
 from tests.pipeline.conftest import ADMIN, start_cloud, stop_cloud
 
-TIMEOUT = 1.0  # task_state_timeout here; the upload below takes three times as long
+TIMEOUT = 3.0  # task_state_timeout here (a loaded machine may hold a conductor call 1 s); the upload below
+#                takes three times as long
 
 
 @pytest.fixture

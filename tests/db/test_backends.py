@@ -545,3 +545,45 @@ async def test_actions_whose_host_never_finished_them_are_finished_as_their_step
     assert rows[never_reached] == (True, "Error")
     assert rows[recent] == rows[under_way] == rows[in_a_task] == (False, None)
     assert await actions.finish_abandoned(db, dt.timedelta(seconds=120), steps_ended=dt.timedelta(seconds=60)) == []
+
+
+async def test_a_restarted_host_ends_the_steps_its_killed_process_left_open(db):
+    """Only that host's open steps end (as failed, with the reason); an action ends with them when
+    its server is in no task and no other step of it is open; a create is left to its server."""
+    from nefos.db.models import InstanceAction, InstanceActionEvent, utcnow
+    from nefos.objects import actions
+
+    idle = await make_instance(db, vm_state=states.ACTIVE, task_state=None)
+    busy = await make_instance(db, vm_state=states.ACTIVE, task_state=states.REBOOTING)
+
+    async def action(instance: str, name: str, *events: tuple) -> int:
+        async with db.transaction() as s:
+            row = InstanceAction(action=name, instance_uuid=instance, request_id=f"req-{uuid.uuid4()}",
+                                 start_time=utcnow())
+            s.add(row)
+            await s.flush()
+            for host, finished in events:
+                s.add(InstanceActionEvent(action_id=row.id, event="step", start_time=utcnow(), host=host,
+                                          finish_time=utcnow() if finished else None,
+                                          result="Success" if finished else None))
+            return row.id
+
+    over = await action(idle, "reboot", ("h1", True), ("h1", False))
+    resumed = await action(busy, "reboot", ("h1", False))
+    other_open = await action(idle, "stop", ("h1", False), (None, False))
+    elsewhere = await action(idle, "pause", ("h2", False))
+    create = await action(idle, "create", ("h1", False))
+    assert await actions.end_interrupted_steps(db, "h1", "killed") == 4
+    async with db.reader() as s:
+        finished = {r.id: (r.finish_time is not None, r.message)
+                    for r in (await s.execute(select(InstanceAction))).scalars()}
+        steps = {}
+        for e in (await s.execute(select(InstanceActionEvent).order_by(InstanceActionEvent.id))).scalars():
+            steps.setdefault(e.action_id, []).append((e.host, e.finish_time is not None, e.result, e.details))
+    assert finished[over] == (True, "Error")
+    assert steps[over] == [("h1", True, "Success", None), ("h1", True, "Error", "killed")]
+    assert finished[resumed] == finished[other_open] == finished[elsewhere] == finished[create] == (False, None)
+    assert steps[resumed] == steps[create] == [("h1", True, "Error", "killed")]
+    assert steps[other_open] == [("h1", True, "Error", "killed"), (None, False, None, None)]
+    assert steps[elsewhere] == [("h2", False, None, None)]
+    assert await actions.end_interrupted_steps(db, "h1", "killed") == 0

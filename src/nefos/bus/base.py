@@ -29,6 +29,9 @@ class Endpoint:
     """
 
     rpc_interface: RPCInterface | None = None
+    # Set while the endpoint's service listens but has not started (a compute host recovering its
+    # instances): its messages wait for the event, queued rather than refused.
+    rpc_ready: asyncio.Event | None = None
 
 
 class RemoteError(exceptions.Error):
@@ -86,6 +89,9 @@ async def dispatch(endpoint: Endpoint, message: dict) -> Any:
     """Run ``message`` against ``endpoint`` under the message's context, when the endpoint's
     declared interface serves the message's method at the message's version."""
     check_message(endpoint, message)
+    ready = getattr(endpoint, "rpc_ready", None)
+    if ready is not None:
+        await ready.wait()
     method = message["method"]
     fn = getattr(endpoint, method, None)
     ctx = RequestContext.from_dict(message.get("context"))

@@ -22,6 +22,8 @@ conductor   1.1: evacuate_instance; the compute hosts' database surface (host_su
 conductor   1.2: host_deadline_candidates (a host's deadline pass in one call)
 conductor   1.3: instance_progress (a host's consecutive writes on one instance in one call),
                  build_started(block_devices)
+conductor   1.4: action_steps_interrupted (a restarted host ends the steps its killed process
+                 left open)
 scheduler   1.0  the surface of Nefos 0.9.0
 scheduler   1.1: decision_stats
 network     1.0  the Networking API operations of Nefos 0.9.0
@@ -93,7 +95,7 @@ COMPUTE = RPCInterface("compute", version="1.1", binary="nova-compute", args={
 
 # The Compute API's requests (1.0) and, from 1.1, everything a compute host reads or writes of the
 # database (nefos.conductor.host_surface and migration_surface; the host has no database).
-CONDUCTOR = RPCInterface("conductor", version="1.3", binary="nova-conductor", args={
+CONDUCTOR = RPCInterface("conductor", version="1.4", binary="nova-conductor", args={
     "build_started": {"block_devices": "1.3"},
 }, methods={
     "build_instances": "1.0",
@@ -127,6 +129,7 @@ CONDUCTOR = RPCInterface("conductor", version="1.3", binary="nova-conductor", ar
     "action_finish": "1.1",
     "instance_progress": "1.3",
     "action_finish_overtaken": "1.1",
+    "action_steps_interrupted": "1.4",
     "allocation_release": "1.1",
     "allocation_of": "1.1",
     "reschedule_build": "1.1",

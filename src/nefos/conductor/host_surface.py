@@ -279,6 +279,11 @@ class HostSurface:
         """Finish as failed the instance's unfinished actions older than ``newest_request_id``'s."""
         await actions.finish_overtaken(self.rt.db, instance_uuid, newest_request_id)
 
+    async def action_steps_interrupted(self, ctx, host_name: str, reason: str) -> int:
+        """End as failed the steps the host's killed process left open, and the actions that are
+        over with them (``actions.end_interrupted_steps``); how many steps."""
+        return await actions.end_interrupted_steps(self.rt.db, host_name, reason)
+
     # Claims and builds ---------------------------------------------------------------------
     async def allocation_release(self, ctx, consumer_uuid: str) -> bool:
         """Give back the resources claimed for ``consumer_uuid`` (an instance or a migration)."""

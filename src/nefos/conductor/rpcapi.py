@@ -273,6 +273,14 @@ class ConductorAPI:
         return await self._call(ctx, "action_finish_overtaken", instance_uuid=instance_uuid,
                                 newest_request_id=newest_request_id)
 
+    async def action_steps_interrupted(self, ctx, host_name: str, reason: str) -> int | None:
+        """End as failed the steps the host's killed process left open, and the actions over with
+        them; how many steps (asked before the host serves a request). A conductor before 1.4 is
+        not asked (None): such steps and actions stay open there."""
+        if not await self.client.can_send_version("1.4"):
+            return None
+        return await self._call(ctx, "action_steps_interrupted", host_name=host_name, reason=reason)
+
     async def allocation_release(self, ctx, consumer_uuid: str) -> bool:
         """Give back the resources claimed for ``consumer_uuid`` (an instance or a migration)."""
         return await self._call(ctx, "allocation_release", consumer_uuid=consumer_uuid)

@@ -186,6 +186,32 @@ async def finish_overtaken(db: Database, instance_uuid: str, newest_request_id: 
                         .values(finish_time=now, message="Error"))
 
 
+async def end_interrupted_steps(db: Database, host: str, reason: str) -> int:
+    """A compute host starting again ends the steps its killed process left open (it asks before it
+    serves any request, so every step open there is its dead process's): nothing will finish
+    them any more. Each is finished as failed with
+    ``reason``; its action too, when the server has nothing in progress (the operation is over:
+    recovery resumes only the servers left in a task) and no other step of it is still open. A
+    create ends in its server's state instead. Returns how many steps were ended."""
+    now = utcnow()
+    async with db.transaction() as s:
+        interrupted = (await s.execute(select(_EVENTS.c.id, _EVENTS.c.action_id).where(
+            _EVENTS.c.host == host, _EVENTS.c.finish_time.is_(None)))).all()
+        if not interrupted:
+            return 0
+        await s.execute(update(_EVENTS).where(_EVENTS.c.id.in_([event_id for event_id, _ in interrupted]))
+                        .values(finish_time=now, result="Error", details=reason[:255]))
+        still_open = select(_EVENTS.c.id).where(_EVENTS.c.action_id == _ACTIONS.c.id,
+                                                _EVENTS.c.finish_time.is_(None)).exists()
+        idle = (Instance.task_state.is_(None)) | (Instance.deleted != 0)
+        over = (await s.execute(select(_ACTIONS.c.id).join(Instance, Instance.uuid == _ACTIONS.c.instance_uuid).where(
+            _ACTIONS.c.id.in_({action_id for _, action_id in interrupted}), _ACTIONS.c.finish_time.is_(None),
+            _ACTIONS.c.action != CREATE, idle, ~still_open))).scalars().all()
+        if over:
+            await s.execute(update(_ACTIONS).where(_ACTIONS.c.id.in_(over)).values(finish_time=now, message="Error"))
+    return len(interrupted)
+
+
 async def finish_abandoned(db: Database, older_than: dt.timedelta, *, steps_ended: dt.timedelta) -> list[int]:
     """Finish the actions nothing will finish any more, as Nova would have had its process lived;
     returns their ids. Both kinds are on a server with nothing in progress (no task state, or

@@ -1,8 +1,11 @@
 """What a compute host does when it starts, before it serves (Nova's ``init_host``), and the
 one way this host brings an instance back to a consistent state (``recover_instance``).
 
-1. Listen to the driver's events (before any hypervisor call), let the driver
-   connect.
+1. Listen to the driver's events (before any hypervisor call). End, as failed,
+   the action steps the previous process left open on this host (nothing will
+   finish them), and the actions over with them: those of servers with no task
+   left (the process was killed after its last save, before it finished the
+   action). Then let the driver connect.
 2. Guests the hypervisor has but the database does not place on this host:
    destroyed only with positive evidence — the instance is deleted (its claim
    is released too), or it was evacuated from this host to another one
@@ -70,6 +73,12 @@ SETTLED_BY_POWER_STATE = {
 
 async def init_host(manager) -> None:
     manager.lifecycle.start()  # before any hypervisor call
+    # Before recovery starts steps of its own, and before any request is served: every step open on
+    # this host now is one the killed process left; the operations are resumed below, as new steps.
+    ended = await manager.conductor.action_steps_interrupted(None, manager.host, _why(manager, "step", False))
+    if ended:
+        LOG.warning("init_host on %s: %d step(s) the previous process left open ended as failed",
+                    manager.host, ended)
     await manager.driver.init_host()
     try:
         guests = set(await manager.driver.list_instance_uuids())
