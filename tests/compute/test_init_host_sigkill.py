@@ -9,7 +9,6 @@ to be caught half-way: nothing is staged in the database by hand.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import time
