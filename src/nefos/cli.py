@@ -72,7 +72,17 @@ def _serve_until_signal(open_cloud, announce) -> None:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stopping.set)
         task_report.install(loop)  # SIGUSR2: what every task waits on, even while starting
-        cloud = await open_cloud()
+        # A SIGTERM while it starts (waiting for the broker, say) stops it there.
+        opening = asyncio.create_task(open_cloud())
+        stop_asked = asyncio.create_task(stopping.wait())
+        await asyncio.wait({opening, stop_asked}, return_when=asyncio.FIRST_COMPLETED)
+        if not opening.done():
+            console.print("[bold]Stopping...[/bold]")
+            opening.cancel()
+            await asyncio.gather(opening, return_exceptions=True)
+            return
+        stop_asked.cancel()
+        cloud = opening.result()
         tune_gc_for_service()
         try:
             await announce(cloud)

@@ -16,7 +16,7 @@ import time
 from typing import Awaitable, Callable
 
 from nefos import fileperms
-from nefos.bus import Bus, Endpoint, create_bus
+from nefos.bus import Bus, Endpoint, connect, create_bus
 from nefos.bus.interfaces import RELEASES
 from nefos.bus.versioning import VersionCaps
 from nefos.component import Component  # noqa: F401  (where every service finds it)
@@ -71,7 +71,7 @@ class Runtime:
             bus.default_timeout = cfg.rpc_response_timeout
             bus.version_caps = VersionCaps(cfg.upgrade_levels, db=db, service_down_time=cfg.service_down_time,
                                            releases=RELEASES)
-            await bus.start()
+            await connect(bus)
         except BaseException:
             if sqlite_lock is not None:
                 from nefos.db import sqlite_owner

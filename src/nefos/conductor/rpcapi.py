@@ -279,7 +279,12 @@ class ConductorAPI:
         not asked (None): such steps and actions stay open there."""
         if not await self.client.can_send_version("1.4"):
             return None
-        return await self._call(ctx, "action_steps_interrupted", host_name=host_name, reason=reason)
+        try:
+            return await self._call(ctx, "action_steps_interrupted", host_name=host_name, reason=reason)
+        except (UnsupportedVersion, NoSuchMethod) as exc:  # no pin, an older conductor: it ran nothing
+            LOG.warning("the conductor does not serve action_steps_interrupted (%s): the steps this host's "
+                        "previous process left open stay open", exc)
+            return None
 
     async def allocation_release(self, ctx, consumer_uuid: str) -> bool:
         """Give back the resources claimed for ``consumer_uuid`` (an instance or a migration)."""

@@ -1,0 +1,103 @@
+"""A service started while the broker is unreachable waits for it, as Nova's services do through
+oslo.messaging (its connection is tried again, the waits growing to 30 s, each failure logged),
+and serves once it is there; a SIGTERM while it waits stops it cleanly.
+
+The broker is the machine's RabbitMQ behind a loopback port of the test's own: nothing listens
+there until the test forwards it to RabbitMQ."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import time
+import uuid
+from urllib.parse import urlsplit
+
+import pytest
+
+from nefos.allinone import free_port
+from tests.backends import fresh_database
+from tests.compute.conftest import eventually
+from tests.pipeline.test_multiprocess import BIN, RABBIT_URL
+
+pytestmark = [pytest.mark.postgres, pytest.mark.rabbit]
+
+
+async def _forward(port: int, to_host: str, to_port: int) -> asyncio.AbstractServer:
+    """Listen on 127.0.0.1:``port``, each connection piped to ``to_host``:``to_port``."""
+    async def pipe(reader, writer):
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+    async def connected(reader, writer):
+        up_reader, up_writer = await asyncio.open_connection(to_host, to_port)
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    return await asyncio.start_server(connected, "127.0.0.1", port)
+
+
+@pytest.fixture
+def pg_url():
+    with fresh_database("postgresql") as url:
+        yield url
+
+
+def _start(tmp_path, pg_url: str, port: int, name: str) -> tuple[subprocess.Popen, object]:
+    broker = urlsplit(RABBIT_URL)
+    url = RABBIT_URL.replace(broker.netloc, f"{broker.username}:{broker.password}@127.0.0.1:{port}")
+    env = dict(os.environ, NEFOS_DATABASE_URL=pg_url, NEFOS_BUS_URL=url,
+               NEFOS_CONTROL_EXCHANGE=f"nefos-test-{uuid.uuid4().hex[:8]}", NEFOS_AUTH_STRATEGY="noauth")
+    subprocess.run([str(BIN / "nefos"), "db", "upgrade", "--state-dir", str(tmp_path)], env=env, check=True,
+                   capture_output=True)
+    log_path = tmp_path / f"{name}.log"
+    log = open(log_path, "w")
+    proc = subprocess.Popen([str(BIN / "nefos"), "scheduler", "--state-dir", str(tmp_path)],
+                            env=env, stdout=log, stderr=subprocess.STDOUT)
+    return proc, log_path
+
+
+async def _logged(proc, log_path, text: str, timeout: float) -> None:
+    async def seen():
+        assert proc.poll() is None, f"exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}"
+        return text in log_path.read_text()
+    await eventually(seen, timeout=timeout, interval=0.1)
+
+
+async def test_a_service_started_before_the_broker_waits_for_it_and_serves(tmp_path, pg_url):
+    port = free_port()
+    proc, log_path = _start(tmp_path, pg_url, port, "scheduler")
+    forwarder = None
+    try:
+        await _logged(proc, log_path, "message bus unreachable", timeout=60)
+        broker = urlsplit(RABBIT_URL)
+        forwarder = await _forward(port, broker.hostname, broker.port or 5672)
+        # Its next attempt (within 30 s of the last) gets through, and it starts.
+        await _logged(proc, log_path, "scheduler started", timeout=60)
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(proc.wait, 20) == 0, log_path.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if forwarder is not None:
+            forwarder.close()
+
+
+async def test_a_service_waiting_for_the_broker_stops_on_sigterm(tmp_path, pg_url):
+    proc, log_path = _start(tmp_path, pg_url, free_port(), "scheduler")
+    try:
+        await _logged(proc, log_path, "message bus unreachable", timeout=60)
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(proc.wait, 20) == 0, log_path.read_text()[-3000:]
+        assert time.monotonic() - sent < 10
+    finally:
+        if proc.poll() is None:
+            proc.kill()
