@@ -155,6 +155,26 @@ async def test_call_returns_result(make_bus, topic):
     assert await client.call(None, topic, "add", version=V, a=1, b=1) == 2
 
 
+async def test_a_starting_server_queues_casts_and_refuses_calls_until_it_is_ready(make_bus, topic):
+    """A service that listens before it starts (a compute host recovering its instances): casts
+    wait and run once it is ready; a call is refused at once and never runs (its caller would have
+    given up, and been told it failed, before a late run)."""
+    server_bus, client = await make_bus(), await make_bus()
+    server = Server()
+    server.rpc_ready = asyncio.Event()
+    await server_bus.serve(topic, server, host="h1")
+    await client.cast(ctx(), topic, "record", version=V, host="h1", value="cast while starting")
+    started = time.monotonic()
+    with pytest.raises(exceptions.NoServerListening):
+        await client.call(ctx(), topic, "record", version=V, host="h1", value="call while starting")
+    assert time.monotonic() - started < 5  # refused, not timed out
+    assert server.received == []
+    server.rpc_ready.set()
+    await eventually(lambda: server.received == ["cast while starting"])
+    assert await client.call(ctx(), topic, "add", version=V, host="h1", a=1, b=2) == 3
+    assert server.received == ["cast while starting"]
+
+
 async def test_call_to_host_specific_server(make_bus, topic):
     a, b, client = await make_bus(), await make_bus(), await make_bus()
     await a.serve(topic, Server("a"), host="host-a")

@@ -80,9 +80,9 @@ def wire(monkeypatch):
     """Every message the in-process bus's servers received, as it crossed the bus."""
     seen: list[dict] = []
 
-    async def recording(endpoint, message):
+    async def recording(endpoint, message, **kwargs):
         seen.append(message)
-        return await dispatch(endpoint, message)
+        return await dispatch(endpoint, message, **kwargs)
 
     monkeypatch.setattr(local_bus, "dispatch", recording)
     return seen

@@ -85,12 +85,17 @@ def raise_remote(err: dict) -> None:
     raise RemoteError(exc_type=err.get("class"), value=err.get("message"))
 
 
-async def dispatch(endpoint: Endpoint, message: dict) -> Any:
+async def dispatch(endpoint: Endpoint, message: dict, *, answered: bool = False) -> Any:
     """Run ``message`` against ``endpoint`` under the message's context, when the endpoint's
-    declared interface serves the message's method at the message's version."""
+    declared interface serves the message's method at the message's version. A message that
+    arrives while the endpoint's service starts waits for it, unless it is a call (``answered``):
+    its caller waits only so long, and one run late would be done after the caller was told it
+    failed, so it is refused at once, run by no one, as when nothing listened."""
     check_message(endpoint, message)
     ready = getattr(endpoint, "rpc_ready", None)
-    if ready is not None:
+    if ready is not None and not ready.is_set():
+        if answered:
+            raise exceptions.NoServerListening(target=f"{endpoint.rpc_interface.topic} (starting)")
         await ready.wait()
     method = message["method"]
     fn = getattr(endpoint, method, None)

@@ -64,9 +64,9 @@ class LocalBus(Bus):
         task.add_done_callback(self._tasks.discard)
         return task
 
-    async def _run(self, endpoint: Endpoint, wire: bytes) -> bytes:
+    async def _run(self, endpoint: Endpoint, wire: bytes, *, answered: bool = False) -> bytes:
         try:
-            result = await dispatch(endpoint, decode(wire))
+            result = await dispatch(endpoint, decode(wire), answered=answered)
             return encode({"result": result})
         except asyncio.CancelledError:
             raise
@@ -76,7 +76,7 @@ class LocalBus(Bus):
     async def call(self, ctx, topic, method, *, host=None, timeout=None, version=None, **kwargs):
         wire = encode(make_message(ctx, method, kwargs, version))
         endpoint = self._pick(target(topic, host))
-        task = self._spawn(self._run(endpoint, wire))
+        task = self._spawn(self._run(endpoint, wire, answered=True))
         try:
             # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow the caller's
             # cancellation when the reply lands at the same moment (see nefos.waiting).

@@ -233,14 +233,14 @@ class RabbitBus(Bus):
             LOG.error("dropping a message that is not JSON: %r", message.body[:200])
             await self._ack(message)
             return
+        properties = properties_of(message)
         try:
-            reply = {"result": await dispatch(endpoint, request)}
+            reply = {"result": await dispatch(endpoint, request, answered=bool(properties.reply_to))}
         except asyncio.CancelledError:
             # Stopping: leave it unacked, so the broker hands it to another server.
             raise
         except Exception as exc:  # every error goes back to the caller
             reply = {"error": error_payload(exc)}
-        properties = properties_of(message)
         if properties.reply_to:
             await self._send_reply(properties, reply)
         elif "error" in reply:
