@@ -228,9 +228,10 @@ class Service:
             self._return_owed = True
 
     async def listen(self) -> None:
-        """Take this service's messages from now on, and run them once ``start`` is done. A compute
-        host listens before it recovers its instances, so a request sent meanwhile waits for it
-        instead of being refused (as Nova's compute queue, which outlives its process, holds it)."""
+        """Take this service's messages from now on: casts run once ``start`` is done, calls are
+        refused until then (``nefos.bus.base.dispatch``). A compute host listens before it recovers
+        its instances, so a cast sent meanwhile waits for it instead of being refused (as Nova's
+        compute queue, which outlives its process, holds it)."""
         if self.endpoint is None or not self.topic or self._listening:
             return
         self.endpoint.rpc_ready = asyncio.Event()

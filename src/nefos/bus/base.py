@@ -30,7 +30,7 @@ class Endpoint:
 
     rpc_interface: RPCInterface | None = None
     # Set while the endpoint's service listens but has not started (a compute host recovering its
-    # instances): its messages wait for the event, queued rather than refused.
+    # instances): its casts wait for the event, queued rather than refused; its calls are refused.
     rpc_ready: asyncio.Event | None = None
 
 

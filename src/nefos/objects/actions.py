@@ -189,10 +189,10 @@ async def finish_overtaken(db: Database, instance_uuid: str, newest_request_id: 
 async def end_interrupted_steps(db: Database, host: str, reason: str) -> int:
     """A compute host starting again ends the steps its killed process left open (it asks before it
     serves any request, so every step open there is its dead process's): nothing will finish
-    them any more. Each is finished as failed with
-    ``reason``; its action too, when the server has nothing in progress (the operation is over:
-    recovery resumes only the servers left in a task) and no other step of it is still open. A
-    create ends in its server's state instead. Returns how many steps were ended."""
+    them any more. Each is finished as failed with ``reason``; its action too, when the server has
+    nothing in progress (the operation is over: recovery resumes only the servers left in a task)
+    and no other step of it is still open. A create ends in its server's state instead. Returns
+    how many steps were ended."""
     now = utcnow()
     async with db.transaction() as s:
         interrupted = (await s.execute(select(_EVENTS.c.id, _EVENTS.c.action_id).where(

@@ -37,7 +37,7 @@ class ComputeComponent(Component):
             self.manager.rt, self.manager.conductor, self.manager.host, self.manager.driver)
         if self.l2_agent is not None:
             await self.l2_agent.start()
-        await self.service.listen()  # requests sent while init_host recovers wait for it
+        await self.service.listen()  # casts sent while init_host recovers wait for it
         await self.manager.init_host()
         await self.service.start()
         # The service row exists now: apply the driver's connection state to it (as Nova does at start).
