@@ -50,8 +50,10 @@ class TcpForwarder:
         self._thread = threading.Thread(target=self.loop.run_forever, name="mh-forwarder", daemon=True)
         self._thread.start()
 
-    def forward(self, listen_host: str, target_port: int, target_host: str = "127.0.0.1") -> int:
-        """Listen on ``listen_host`` (a free port, returned) and relay to ``target_host:target_port``."""
+    def forward(self, listen_host: str, target_port: int, target_host: str = "127.0.0.1",
+                listen_port: int = 0) -> int:
+        """Listen on ``listen_host`` (``listen_port``, default a free one; returned) and relay to
+        ``target_host:target_port``."""
         async def handle(reader, writer):
             try:
                 up_reader, up_writer = await asyncio.open_connection(target_host, target_port)
@@ -71,7 +73,7 @@ class TcpForwarder:
             await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
 
         async def start():
-            server = await asyncio.start_server(handle, listen_host, 0)
+            server = await asyncio.start_server(handle, listen_host, listen_port)
             self._servers.append(server)
             return server.sockets[0].getsockname()[1]
         return asyncio.run_coroutine_threadsafe(start(), self.loop).result(timeout=10)

@@ -20,28 +20,10 @@ import pytest
 from nefos.allinone import free_port
 from tests.backends import fresh_database
 from tests.compute.conftest import eventually
+from tests.multihost.underlay import TcpForwarder
 from tests.pipeline.test_multiprocess import BIN, RABBIT_URL
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rabbit]
-
-
-async def _forward(port: int, to_host: str, to_port: int) -> asyncio.AbstractServer:
-    """Listen on 127.0.0.1:``port``, each connection piped to ``to_host``:``to_port``."""
-    async def pipe(reader, writer):
-        try:
-            while data := await reader.read(65536):
-                writer.write(data)
-                await writer.drain()
-        except (ConnectionError, asyncio.CancelledError):
-            pass
-        finally:
-            writer.close()
-
-    async def connected(reader, writer):
-        up_reader, up_writer = await asyncio.open_connection(to_host, to_port)
-        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
-
-    return await asyncio.start_server(connected, "127.0.0.1", port)
 
 
 @pytest.fixture
@@ -74,11 +56,11 @@ async def _logged(proc, log_path, text: str, timeout: float) -> None:
 async def test_a_service_started_before_the_broker_waits_for_it_and_serves(tmp_path, pg_url):
     port = free_port()
     proc, log_path = _start(tmp_path, pg_url, port, "scheduler")
-    forwarder = None
+    forwarder = TcpForwarder()
     try:
         await _logged(proc, log_path, "message bus unreachable", timeout=60)
         broker = urlsplit(RABBIT_URL)
-        forwarder = await _forward(port, broker.hostname, broker.port or 5672)
+        forwarder.forward("127.0.0.1", broker.port or 5672, broker.hostname, listen_port=port)
         # Its next attempt (within 30 s of the last) gets through, and it starts.
         await _logged(proc, log_path, "scheduler started", timeout=60)
         proc.send_signal(signal.SIGTERM)
@@ -86,8 +68,7 @@ async def test_a_service_started_before_the_broker_waits_for_it_and_serves(tmp_p
     finally:
         if proc.poll() is None:
             proc.kill()
-        if forwarder is not None:
-            forwarder.close()
+        forwarder.close()
 
 
 async def test_a_service_waiting_for_the_broker_stops_on_sigterm(tmp_path, pg_url):
