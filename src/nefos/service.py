@@ -240,15 +240,12 @@ class Service:
 
     async def start(self) -> None:
         await self.register()
-        if self.endpoint is not None and self.topic and not self._listening:
-            await self.rt.bus.serve(self.topic, self.endpoint, host=self.host)
-            self._listening = True
+        await self.listen()
         self.add_periodic("heartbeat", self.rt.cfg.report_interval, self.heartbeat)
         for task in self.periodic:
             self._tasks.append(asyncio.create_task(task.run_forever(), name=f"{self.binary}:{task.name}"))
-        ready = getattr(self.endpoint, "rpc_ready", None)
-        if ready is not None:
-            ready.set()
+        if self._listening:
+            self.endpoint.rpc_ready.set()
         LOG.info("%s started on host %s", self.binary, self.host)
 
     async def stop(self) -> None:

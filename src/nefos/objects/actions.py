@@ -51,6 +51,8 @@ _FINISH_ACTION = (update(_ACTIONS)
                   .values(finish_time=bindparam("b_now"), message=bindparam("b_message")))
 _FINISH_UNFINISHED_ACTION = _FINISH_ACTION.where(_ACTIONS.c.finish_time.is_(None))
 _INSERT_EVENT = _EVENTS.insert()
+# A server with nothing in progress: no task state, or gone.
+_IDLE_SERVER = (Instance.task_state.is_(None)) | (Instance.deleted != 0)
 _FINISH_EVENT = _EVENTS.update().where(_EVENTS.c.id == bindparam("b_id"))
 
 
@@ -203,10 +205,9 @@ async def end_interrupted_steps(db: Database, host: str, reason: str) -> int:
                         .values(finish_time=now, result="Error", details=reason[:255]))
         still_open = select(_EVENTS.c.id).where(_EVENTS.c.action_id == _ACTIONS.c.id,
                                                 _EVENTS.c.finish_time.is_(None)).exists()
-        idle = (Instance.task_state.is_(None)) | (Instance.deleted != 0)
         over = (await s.execute(select(_ACTIONS.c.id).join(Instance, Instance.uuid == _ACTIONS.c.instance_uuid).where(
             _ACTIONS.c.id.in_({action_id for _, action_id in interrupted}), _ACTIONS.c.finish_time.is_(None),
-            _ACTIONS.c.action != CREATE, idle, ~still_open))).scalars().all()
+            _ACTIONS.c.action != CREATE, _IDLE_SERVER, ~still_open))).scalars().all()
         if over:
             await s.execute(update(_ACTIONS).where(_ACTIONS.c.id.in_(over)).values(finish_time=now, message="Error"))
     return len(interrupted)
@@ -225,12 +226,11 @@ async def finish_abandoned(db: Database, older_than: dt.timedelta, *, steps_ende
       one of them failed."""
     cutoff = utcnow() - older_than
     steps_cutoff = utcnow() - steps_ended
-    idle = (Instance.task_state.is_(None)) | (Instance.deleted != 0)
     async with db.transaction() as s:
         abandoned = (await s.execute(select(InstanceAction.id).join(
             Instance, Instance.uuid == InstanceAction.instance_uuid).where(
             InstanceAction.finish_time.is_(None), InstanceAction.action != CREATE,
-            InstanceAction.start_time < cutoff, idle,
+            InstanceAction.start_time < cutoff, _IDLE_SERVER,
             ~select(InstanceActionEvent.id).where(InstanceActionEvent.action_id == InstanceAction.id).exists(),
         ))).scalars().all()
         if abandoned:
@@ -241,7 +241,7 @@ async def finish_abandoned(db: Database, older_than: dt.timedelta, *, steps_ende
             InstanceAction.id, func.sum(case((InstanceActionEvent.result == "Error", 1), else_=0)))
             .join(Instance, Instance.uuid == InstanceAction.instance_uuid)
             .join(InstanceActionEvent, InstanceActionEvent.action_id == InstanceAction.id)
-            .where(InstanceAction.finish_time.is_(None), InstanceAction.action != CREATE, idle)
+            .where(InstanceAction.finish_time.is_(None), InstanceAction.action != CREATE, _IDLE_SERVER)
             .group_by(InstanceAction.id)
             .having(func.count(InstanceActionEvent.id) == func.count(InstanceActionEvent.finish_time),
                     func.max(InstanceActionEvent.finish_time) < steps_cutoff))).all()
