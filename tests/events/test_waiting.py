@@ -160,10 +160,10 @@ async def test_a_delete_during_the_wait_wins_at_once(tmp_path, monkeypatch):
             guest = cloud.driver(host).guests.get(server_id)
             return guest is not None and guest.power_state == states.PAUSED_POWER
         await eventually(paused)
-        started = time.monotonic()
         assert (await cloud.compute.delete(f"/v2.1/servers/{server_id}")).status_code == 204
-        await cloud.wait_gone(server_id, timeout=10)
-        assert time.monotonic() - started < 5  # not vif_plugging_timeout
+        # Gone well before the next inbox re-read (60 s) or vif_plugging_timeout (120 s). Not a tight
+        # bound: it takes a fraction of a second here, seconds on a loaded two-core machine.
+        await cloud.wait_gone(server_id, timeout=30)
         assert server_id not in cloud.driver(host).guests
         assert await cloud.ports(device_id=server_id) == []
         assert (await cloud.hypervisor_usage())["allocations"] == 0
