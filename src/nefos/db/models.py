@@ -109,7 +109,9 @@ class InstanceFault(Base):
 
 class InstanceAction(TimestampMixin, Base):
     __tablename__ = "instance_actions"
-    __table_args__ = (Index("ix_instance_actions_uuid_request", "instance_uuid", "request_id"),)
+    # finish_time: the conductor's pass over the actions nothing will finish reads only the open ones.
+    __table_args__ = (Index("ix_instance_actions_uuid_request", "instance_uuid", "request_id"),
+                      Index("ix_instance_actions_finish_time", "finish_time"))
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     action: Mapped[str] = mapped_column(String(255))
     instance_uuid: Mapped[str] = mapped_column(String(36))
@@ -123,6 +125,9 @@ class InstanceAction(TimestampMixin, Base):
 
 class InstanceActionEvent(TimestampMixin, Base):
     __tablename__ = "instance_actions_events"
+    # (host, finish_time): a restarting compute host ends the steps its killed process left open
+    # there without reading every step the cloud ever recorded.
+    __table_args__ = (Index("ix_instance_actions_events_host_finish_time", "host", "finish_time"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     action_id: Mapped[int] = mapped_column(ForeignKey("instance_actions.id", ondelete="CASCADE"), index=True)
     event: Mapped[str] = mapped_column(String(255))
