@@ -135,7 +135,7 @@ async def test_delete_of_a_protected_or_anothers_public_image_is_403(rt, client)
     protected = await _image(rt, protected=True)
     public = await _image(rt, project=OTHER)
     async with rt.db.transaction() as s:  # publicizing is the admin's: set it directly
-        (await images._load(s, public)).visibility = "public"
+        (await images.load_row(s, public)).visibility = "public"
     for image_id in (protected, public):
         r = await client.delete(f"/v2.1/images/{image_id}", headers=member())
         assert r.status_code == 403, r.text
@@ -189,7 +189,7 @@ async def test_metadata_not_found_answers(rt, client):
 async def test_metadata_changes_are_refused_on_anothers_public_image_and_for_readers(rt, client):
     public = await _image(rt, project=OTHER)
     async with rt.db.transaction() as s:
-        (await images._load(s, public)).visibility = "public"
+        (await images.load_row(s, public)).visibility = "public"
     r = await client.post(f"/v2.1/images/{public}/metadata", json={"metadata": {"a": "b"}}, headers=member())
     assert r.status_code == 403, r.text
     assert (await client.get(f"/v2.1/images/{public}/metadata", headers=member())).json() == {"metadata": {}}

@@ -13,14 +13,14 @@ class FakeConductor:
 
     def __init__(self, older: bool):
         self.older = older
-        self.older_than_1_3 = False
+        self.refused_versions: set[str] = set()
         self.calls: list[tuple] = []
 
-    async def serves_1_3(self) -> bool:
-        return not self.older_than_1_3
+    async def serves(self, version) -> bool:
+        return version not in self.refused_versions
 
-    def refused_1_3(self, exc) -> None:
-        self.older_than_1_3 = True
+    def refused(self, version, exc, consequence) -> None:
+        self.refused_versions.add(version)
 
     async def instance_progress(self, ctx, uuid, host, **parts):
         if self.older:
@@ -69,4 +69,4 @@ async def test_a_conductor_refusing_1_3_gets_each_write_in_its_own_call_in_order
     calls = await _operation(conductor)
     assert [method for method, _ in calls] == ["action_record_event", "event_inbox_stored", "event_operation_begin",
                                                "instance_save", "action_event_start", "action_event_finish"]
-    assert conductor.older_than_1_3
+    assert conductor.refused_versions == {"1.3"}

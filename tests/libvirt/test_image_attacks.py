@@ -42,7 +42,7 @@ async def _image(cloud, disk_format: str, data: bytes, *, bypass_upload: bool = 
         await images.upload(cloud.rt, _admin(), row.id, chunks())
         return row.id
     stored = await images.store_for(cloud.rt).write(row.id, chunks())
-    assert await images._transition(cloud.rt, row.id, "queued", "active", size=stored.size,
+    assert await images.transition(cloud.rt, row.id, "queued", "active", size=stored.size,
                                      checksum=stored.checksum, location=stored.path)
     return row.id
 

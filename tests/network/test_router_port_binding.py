@@ -74,7 +74,7 @@ async def test_the_l3_agents_sync_binds_the_router_ports_to_its_host_and_l2pop_c
     await asyncio.gather(*network.l2pop_notifier._tasks)
     # A port not bound to the agent's host yet (added after the sync bound the others) is not in
     # its configuration: its device would appear to an L2 agent it is no port of.
-    unbound = (await manager._routers_for_agent([r["id"]], NETWORK_NODE))[0]
+    unbound = (await manager.routers_for_agent([r["id"]], NETWORK_NODE))[0]
     assert unbound["interfaces"] == [] and unbound["gateway"] is None
     recorder = FdbRecorder()
     await rt.bus.serve(L2_AGENT_TOPIC, recorder, host=COMPUTE)
@@ -98,7 +98,7 @@ async def test_the_l3_agents_sync_binds_the_router_ports_to_its_host_and_l2pop_c
 
     # A sync that finds them bound changes nothing (no fanout, no new revision).
     revisions = {p["id"]: p["revision_number"] for p in ports}
-    assert await manager._bind_router_ports(NETWORK_NODE, None) == []
+    assert await manager.bind_router_ports(NETWORK_NODE, None) == []
     assert {p["id"]: p["revision_number"] for p in await _router_ports(h, r["id"])} == revisions
 
 

@@ -102,7 +102,7 @@ async def test_guests_on_two_hosts_reach_each_other_over_vxlan(lab):
     g1, g2 = lab.guest(h1, p1), lab.guest(h2, p2)
     ip1, ip2 = p1["fixed_ips"][0]["ip_address"], p2["fixed_ips"][0]["ip_address"]
     for p in (p1, p2):
-        await until(lambda p=p: _is_active(manager, p["id"]), f"port {p['id']} ACTIVE", lab)
+        await until(lambda p=p: is_active(manager, p["id"]), f"port {p['id']} ACTIVE", lab)
 
     # L2 population: each host floods to the other (never to h3, which has no port) and knows its MAC.
     await until(lambda: _fdb(h1, vni) == ({h2["ip"]}, {(p2["mac_address"], h2["ip"])}), "h1's entries", lab)
@@ -165,7 +165,7 @@ async def _all_vteps(vteps, hosts) -> bool:
     return all(recorded.get(h["name"]) == h["ip"] for h in hosts)
 
 
-async def _is_active(manager, port_id: str) -> bool:
+async def is_active(manager, port_id: str) -> bool:
     return await _status(manager, port_id) == "ACTIVE"
 
 
@@ -180,7 +180,7 @@ async def test_the_l2_agent_runs_without_a_database_and_without_vxlan_by_default
     h1 = await lab.host(1, vxlan=False)
     port = await _port(manager, net, h1)
     lab.guest(h1, port)
-    await until(lambda: _is_active(manager, port["id"]), "the port ACTIVE", lab)
+    await until(lambda: is_active(manager, port["id"]), "the port ACTIVE", lab)
     bridge = "brq" + net["id"][:11]
     assert f"master {bridge}" in in_ns(h1["ns"], "ip", "link", "show", "tap" + port["id"][:11])
     assert not _has_device(h1, net["provider:segmentation_id"])
@@ -210,7 +210,7 @@ async def test_a_guest_gets_its_address_from_the_network_nodes_dhcp_agent_over_v
     script.chmod(0o755)
     out = await until(lambda: _dhcp(guest, script), "a DHCP lease over the tunnel", lab, timeout=60)
     assert f"ip={port['fixed_ips'][0]['ip_address']} mtu=1450" in out, out
-    await until(lambda: _is_active(manager, port["id"]), "the port ACTIVE (L2 and DHCP done)", lab)
+    await until(lambda: is_active(manager, port["id"]), "the port ACTIVE (L2 and DHCP done)", lab)
 
 
 def _dhcp(ns: str, script) -> str | None:

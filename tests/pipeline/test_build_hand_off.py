@@ -303,14 +303,14 @@ async def test_a_delete_racing_its_builds_return_unplaced_deletes_it_here(tmp_pa
             await asyncio.sleep(0.02)
         async with cloud.rt.db.transaction() as s:  # placed again, its cast on the way
             await s.execute(update(Instance).where(Instance.uuid == server_id).values(host="host-1", node="host-1"))
-        original = compute_api.ComputeAPI._host_is_up
+        original = compute_api.ComputeAPI.host_is_up
 
         async def unplaced_meanwhile(self, host, is_up):
             async with cloud.rt.db.transaction() as s:
                 await s.execute(update(Instance).where(Instance.uuid == server_id).values(host=None, node=None))
             return await original(self, host, is_up)
 
-        monkeypatch.setattr(compute_api.ComputeAPI, "_host_is_up", unplaced_meanwhile)
+        monkeypatch.setattr(compute_api.ComputeAPI, "host_is_up", unplaced_meanwhile)
         r = await cloud.compute.delete(f"/v2.1/servers/{server_id}", headers=ADMIN)
         monkeypatch.undo()
         assert r.status_code == 204, r.text

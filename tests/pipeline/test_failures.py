@@ -107,7 +107,7 @@ async def test_delete_during_each_build_step_leaks_nothing(cloud, monkeypatch, s
             monkeypatch.setattr(manager.network_api, "allocate_for_instance",
                                 gate.wrap(manager.network_api.allocate_for_instance))
         elif step == "block_device_mapping":
-            monkeypatch.setattr(manager, "_prep_block_device", gate.wrap(manager._prep_block_device))
+            monkeypatch.setattr(manager, "prep_block_device", gate.wrap(manager.prep_block_device))
         elif step == "spawning":
             monkeypatch.setattr(manager.driver, "spawn", gate.wrap(manager.driver.spawn))
     server_id = (await cloud.boot(networks=[{"uuid": net["id"]}]))["server"]["id"]

@@ -26,7 +26,7 @@ async def add_fixed_ip(request: Request, ctx, server_id: str, body: dict) -> Non
     validate(body, ADD_SCHEMA)
     instance = await _instance(request, ctx, server_id, "os_compute_api:os-multinic:add")
     compute_api = request.app.state.compute_api
-    compute_api._check_lock(ctx, instance)
+    compute_api.check_lock(ctx, instance)
     await compute_api.network_api.add_fixed_ip_to_instance(ctx, instance, str(body["addFixedIp"]["networkId"]))
 
 
@@ -34,7 +34,7 @@ async def remove_fixed_ip(request: Request, ctx, server_id: str, body: dict) -> 
     validate(body, REMOVE_SCHEMA)
     instance = await _instance(request, ctx, server_id, "os_compute_api:os-multinic:remove")
     compute_api = request.app.state.compute_api
-    compute_api._check_lock(ctx, instance)
+    compute_api.check_lock(ctx, instance)
     await compute_api.network_api.remove_fixed_ip_from_instance(ctx, instance, body["removeFixedIp"]["address"])
 
 

@@ -368,7 +368,7 @@ class ComputeAPI:
         return {r.instance_uuid: r.to_dict() for r in rows}
 
     # Update / delete -------------------------------------------------------------
-    def _check_lock(self, ctx, instance: dict) -> None:
+    def check_lock(self, ctx, instance: dict) -> None:
         if instance.get("locked") and not ctx.is_admin:
             raise exceptions.InstanceIsLocked(instance_uuid=instance["uuid"])
 
@@ -376,7 +376,7 @@ class ComputeAPI:
         """Change the server's fields in ``updates``; ``pinned_availability_zone=`` (2.104) unpins
         (None) or re-pins it, saved with the other fields in one write."""
         instance = await self.get(ctx, uuid)
-        self._check_lock(ctx, instance)
+        self.check_lock(ctx, instance)
         values = _columns_of(updates)  # a new name keeps the hostname (as Nova): only 2.90's hostname does
         if "pinned_availability_zone" in pin:
             values.update(self._repinned(instance, pin["pinned_availability_zone"]))
@@ -405,7 +405,7 @@ class ComputeAPI:
 
     async def delete(self, ctx, uuid: str) -> None:
         instance = await self.get(ctx, uuid)
-        self._check_lock(ctx, instance)
+        self.check_lock(ctx, instance)
         await actions.record_action(self.rt.db, ctx, uuid, actions.DELETE)
         try:
             await delete_api.delete(self, ctx, uuid, instance)
@@ -414,7 +414,7 @@ class ComputeAPI:
                 await actions.finish_action(self.rt.db, ctx, uuid, message="Error", unless_finished=True)
             raise
 
-    async def _host_is_up(self, host: str, is_up) -> bool:
+    async def host_is_up(self, host: str, is_up) -> bool:
         from nefos.db.models import Service
         async with self.rt.db.reader() as s:
             svc = (await s.execute(select(Service).where(Service.host == host, Service.binary == COMPUTE_BINARY,
@@ -426,11 +426,11 @@ class ComputeAPI:
         """stop, start, reboot_soft, reboot_hard, pause, unpause, suspend, resume."""
         vm_ok, task_ok, new_task = ACTION_RULES[action]
         kwargs = {"reboot_type": "HARD" if action == "reboot_hard" else "SOFT"} if action.startswith("reboot") else {}
-        async with self._action(ctx, uuid, ACTION_NAMES[action], vm_ok, task_ok, new_task) as instance:
+        async with self.guarded_action(ctx, uuid, ACTION_NAMES[action], vm_ok, task_ok, new_task) as instance:
             await self.compute_rpcapi.power_action(ctx, instance["host"], RPC_NAMES[action], uuid, **kwargs)
 
     @contextlib.asynccontextmanager
-    async def _action(self, ctx, uuid: str, nova_action: str, vm_ok: list, task_ok: list, new_task: str):
+    async def guarded_action(self, ctx, uuid: str, nova_action: str, vm_ok: list, task_ok: list, new_task: str):
         """``_begin_action``, then the block hands the work to a host: when the block fails the
         task_state goes back and the action is recorded as failed (Nova's ``reverts_task_state``),
         so no task_state outlives a request that never reached a host."""
@@ -446,7 +446,7 @@ class ComputeAPI:
         """Check that the server's states allow ``nova_action`` (409 otherwise), move its task_state
         to ``new_task`` (compare-and-swap) and record the action; returns the server."""
         instance = await self.get(ctx, uuid)
-        self._check_lock(ctx, instance)
+        self.check_lock(ctx, instance)
         if instance["vm_state"] not in vm_ok:
             raise exceptions.InstanceInvalidState(action=nova_action, instance_uuid=uuid,
                                                   attr="vm_state", state=instance["vm_state"])
@@ -474,7 +474,7 @@ class ComputeAPI:
         """createImage, or createBackup with ``backup_type``: the image record now, its data from the host."""
         backup = backup_type is not None
         task = states.IMAGE_BACKUP if backup else states.IMAGE_SNAPSHOT
-        async with self._action(ctx, uuid, actions.BACKUP if backup else actions.CREATE_IMAGE,
+        async with self.guarded_action(ctx, uuid, actions.BACKUP if backup else actions.CREATE_IMAGE,
                                 _IMAGE_VM_STATES, [None], task) as instance:
             extra = dict(metadata or {}, **({"backup_type": backup_type} if backup else {}))
             image = await self.image_api.create_snapshot(ctx, instance, name, "backup" if backup else "snapshot",
@@ -492,7 +492,7 @@ class ComputeAPI:
         return image
 
     async def shelve(self, ctx, uuid: str) -> None:
-        async with self._action(ctx, uuid, actions.SHELVE, _IMAGE_VM_STATES, [None], states.SHELVING) as instance:
+        async with self.guarded_action(ctx, uuid, actions.SHELVE, _IMAGE_VM_STATES, [None], states.SHELVING) as instance:
             image = await self.image_api.create_snapshot(ctx, instance, f"{instance['display_name']}-shelved",
                                                          "snapshot")
             try:
@@ -503,7 +503,7 @@ class ComputeAPI:
                 raise
 
     async def shelve_offload(self, ctx, uuid: str) -> None:
-        async with self._action(ctx, uuid, actions.SHELVE_OFFLOAD, [states.SHELVED], [None],
+        async with self.guarded_action(ctx, uuid, actions.SHELVE_OFFLOAD, [states.SHELVED], [None],
                                 states.SHELVING_OFFLOADING) as instance:
             await self.compute_rpcapi.shelve_offload_instance(ctx, instance["host"], uuid)
 
@@ -514,7 +514,7 @@ class ComputeAPI:
         is then pinned to that zone (``pinned_availability_zone``, Nova's request spec zone)."""
         az_passed = new_az is not _ANY
         instance = await self.get(ctx, uuid)
-        self._check_lock(ctx, instance)
+        self.check_lock(ctx, instance)
         if instance["vm_state"] not in (states.SHELVED, states.SHELVED_OFFLOADED):
             raise exceptions.InstanceInvalidState(action=actions.UNSHELVE, instance_uuid=uuid, attr="vm_state",
                                                   state=instance["vm_state"])
@@ -530,7 +530,7 @@ class ComputeAPI:
             from nefos import policy
             policy.enforce(ctx, "os_compute_api:os-shelve:unshelve_to_host",
                            {"user_id": instance["user_id"], "project_id": instance["project_id"]})
-            host_zone = await self._host_zone(host)
+            host_zone = await self.host_zone(host)
             if pinned is not None and host_zone != pinned:
                 raise exceptions.UnshelveHostNotInAZ(host=host, availability_zone=pinned)
         image_id = (instance.get("system_metadata") or {}).get("shelved_image_id")
@@ -543,7 +543,7 @@ class ComputeAPI:
             except exceptions.ImageNotFound as exc:
                 raise exceptions.Invalid(
                     f"Unshelve attempted but the image {exc.kwargs.get('image_id')} cannot be found.") from None
-        async with self._action(ctx, uuid, actions.UNSHELVE, [states.SHELVED, states.SHELVED_OFFLOADED], [None],
+        async with self.guarded_action(ctx, uuid, actions.UNSHELVE, [states.SHELVED, states.SHELVED_OFFLOADED], [None],
                                 states.UNSHELVING) as instance:
             if az_passed:
                 await instance_obj.save(self.rt.db, uuid, {"pinned_availability_zone": pinned})
@@ -561,7 +561,7 @@ class ComputeAPI:
                 request_spec["requested_destination"] = {"host": host, "node": None}
             await self.conductor.unshelve_instance(ctx, uuid, request_spec)
 
-    async def _host_zone(self, host: str) -> str:
+    async def host_zone(self, host: str) -> str:
         """The availability zone of compute host ``host`` (400 when there is no such compute host)."""
         from nefos.compute.aggregates import host_zones
         from nefos.db.models import ComputeNode, Service
@@ -580,7 +580,7 @@ class ComputeAPI:
         description, metadata, access_ip_v4/6, hostname (2.90) applied now, as Nova does, and the
         new image's properties in the system metadata (2.98)."""
         instance = await self.get(ctx, uuid)
-        self._check_lock(ctx, instance)
+        self.check_lock(ctx, instance)
         flavor = instance.get("flavor") or instance
         try:
             image = await self._check_image(ctx, image_ref, flavor)
@@ -589,7 +589,7 @@ class ComputeAPI:
         auto_disk = disk_config.for_image(image, updates.get("auto_disk_config"))
         files = updates.get("injected_files") or []
         await quota_sets.check_injected_files(self.rt.db, self.rt.cfg, instance["project_id"], files)
-        async with self._action(ctx, uuid, actions.REBUILD, [states.ACTIVE, states.STOPPED, states.ERROR],
+        async with self.guarded_action(ctx, uuid, actions.REBUILD, [states.ACTIVE, states.STOPPED, states.ERROR],
                                 [None], states.REBUILDING) as instance:
             # 2.98: the new image's properties replace the old one's in the system metadata.
             system_metadata = image_properties.replaced(instance.get("system_metadata"), image, flavor)
@@ -642,7 +642,7 @@ class ComputeAPI:
         await instance_obj.save(self.rt.db, uuid, {"security_groups": [*names, name] if add else names})
 
     async def set_admin_password(self, ctx, uuid: str, password: str) -> None:
-        async with self._action(ctx, uuid, actions.CHANGE_PASSWORD, [states.ACTIVE], [None],
+        async with self.guarded_action(ctx, uuid, actions.CHANGE_PASSWORD, [states.ACTIVE], [None],
                                 states.UPDATING_PASSWORD) as instance:
             await self.compute_rpcapi.set_admin_password(ctx, instance["host"], uuid, password)
 
@@ -672,7 +672,7 @@ class ComputeAPI:
     # Metadata --------------------------------------------------------------------
     async def update_metadata(self, ctx, uuid: str, metadata: dict, *, replace: bool) -> dict:
         instance = await self.get(ctx, uuid)
-        self._check_lock(ctx, instance)
+        self.check_lock(ctx, instance)
         new = dict(metadata) if replace else {**(instance.get("metadata") or {}), **metadata}
         async with self.rt.db.reader() as s:
             limit = (await quotas.limits(s, self.rt.cfg, instance["project_id"]))["metadata_items"]
@@ -684,7 +684,7 @@ class ComputeAPI:
 
     async def delete_metadata_item(self, ctx, uuid: str, key: str) -> None:
         instance = await self.get(ctx, uuid)
-        self._check_lock(ctx, instance)
+        self.check_lock(ctx, instance)
         metadata = dict(instance.get("metadata") or {})
         if key not in metadata:
             raise exceptions.NotFound("Metadata item was not found")

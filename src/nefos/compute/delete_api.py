@@ -26,12 +26,12 @@ async def delete(api, ctx, uuid: str, instance: dict) -> None:
         instance = await instance_obj.get(api.rt.db, uuid)
     # Read before the write: a database lost here leaves the server as it was (a 503 changed nothing).
     host = instance["host"]
-    host_up = await api._host_is_up(host, is_up)
+    host_up = await api.host_is_up(host, is_up)
     instance = await instance_obj.save(api.rt.db, uuid, {"task_state": states.DELETING})
     if instance.get("host") != host:
         # Its build went back unplaced meanwhile (its host never got it), or was placed again.
         host = instance.get("host")
-        host_up = host is not None and await api._host_is_up(host, is_up)
+        host_up = host is not None and await api.host_is_up(host, is_up)
     if not host_up:
         await local_delete(api, ctx, uuid)
         return

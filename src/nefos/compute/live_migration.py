@@ -55,7 +55,7 @@ async def request(api, ctx, uuid: str, *, host: str | None, block_migration: boo
     """``force``: None before 2.30 (a given host is taken as is), else whether to skip the filters."""
     rt = api.rt
     instance = await api.get(ctx, uuid)
-    api._check_lock(ctx, instance)
+    api.check_lock(ctx, instance)
     if instance["vm_state"] not in (states.ACTIVE, states.PAUSED):
         raise exceptions.InstanceInvalidState(action=_ACTION, instance_uuid=uuid, attr="vm_state",
                                               state=instance["vm_state"])
@@ -63,7 +63,7 @@ async def request(api, ctx, uuid: str, *, host: str | None, block_migration: boo
         raise exceptions.InstanceInvalidState(action=_ACTION, instance_uuid=uuid, attr="task_state",
                                               state=instance["task_state"])
     if host is not None:
-        await api._host_zone(host)  # 400 when there is no such compute host (Nova's ComputeHostNotFound)
+        await api.host_zone(host)  # 400 when there is no such compute host (Nova's ComputeHostNotFound)
     flavor = instance.get("flavor") or {}
     migration = {
         "uuid": str(uuidlib.uuid4()), "type": LIVE_MIGRATION, "status": "accepted",
@@ -101,7 +101,7 @@ async def request(api, ctx, uuid: str, *, host: str | None, block_migration: boo
 async def _in_progress(api, ctx, uuid: str, migration_id: str, method: str, allowed: tuple[str, ...],
                        *, missing_is_bad_request: bool) -> tuple[dict, dict]:
     instance = await api.get(ctx, uuid)
-    api._check_lock(ctx, instance)
+    api.check_lock(ctx, instance)
     if instance["task_state"] != states.MIGRATING:
         raise exceptions.InstanceInvalidState(action=method, instance_uuid=uuid, attr="task_state",
                                               state=instance["task_state"])

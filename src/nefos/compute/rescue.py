@@ -34,7 +34,7 @@ def _check_state(instance: dict, action: str, vm_ok: list) -> None:
 async def request_rescue(compute_api, ctx, uuid: str, *, password: str,
                          rescue_image_ref: str | None) -> None:
     instance = await compute_api.get(ctx, uuid)
-    compute_api._check_lock(ctx, instance)
+    compute_api.check_lock(ctx, instance)
     _check_state(instance, actions.RESCUE, RESCUE_VM_STATES)
     if rescue_image_ref:
         try:
@@ -43,7 +43,7 @@ async def request_rescue(compute_api, ctx, uuid: str, *, password: str,
             raise UnsupportedRescueImage(image=rescue_image_ref) from None
         if (image.get("properties") or {}).get("img_block_device_mapping"):
             raise UnsupportedRescueImage(image=rescue_image_ref)  # Nova cannot rescue from a volume snapshot
-    async with compute_api._action(ctx, uuid, actions.RESCUE, RESCUE_VM_STATES, [None],
+    async with compute_api.guarded_action(ctx, uuid, actions.RESCUE, RESCUE_VM_STATES, [None],
                                    states.RESCUING) as instance:
         await compute_api.compute_rpcapi.rescue_instance(ctx, instance["host"], uuid, password,
                                                          rescue_image_ref)
@@ -51,8 +51,8 @@ async def request_rescue(compute_api, ctx, uuid: str, *, password: str,
 
 async def request_unrescue(compute_api, ctx, uuid: str) -> None:
     instance = await compute_api.get(ctx, uuid)
-    compute_api._check_lock(ctx, instance)
+    compute_api.check_lock(ctx, instance)
     _check_state(instance, actions.UNRESCUE, UNRESCUE_VM_STATES)
-    async with compute_api._action(ctx, uuid, actions.UNRESCUE, UNRESCUE_VM_STATES, [None],
+    async with compute_api.guarded_action(ctx, uuid, actions.UNRESCUE, UNRESCUE_VM_STATES, [None],
                                    states.UNRESCUING) as instance:
         await compute_api.compute_rpcapi.unrescue_instance(ctx, instance["host"], uuid)

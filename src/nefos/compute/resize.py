@@ -73,21 +73,21 @@ async def request_resize(api, ctx, uuid: str, flavor_id: str | None = None, host
     rt = api.rt
     instance = await api.get(ctx, uuid)
     action = RESIZE if flavor_id is not None else MIGRATE
-    api._check_lock(ctx, instance)
+    api.check_lock(ctx, instance)
     if instance["vm_state"] not in (states.ACTIVE, states.STOPPED):
         raise exceptions.InstanceInvalidState(action=action, instance_uuid=uuid, attr="vm_state",
                                               state=instance["vm_state"])
     if instance["task_state"] is not None:
         raise exceptions.InstanceInvalidState(action=action, instance_uuid=uuid, attr="task_state",
                                               state=instance["task_state"])
-    if not instance.get("host") or not await api._host_is_up(instance["host"], is_up):
+    if not instance.get("host") or not await api.host_is_up(instance["host"], is_up):
         raise exceptions.ComputeServiceUnavailable(host=instance.get("host"))
     auto_disk_config = disk_config.for_resize(instance, auto_disk_config)
     old = instance.get("flavor") or {}
     if host is not None:
         if host == instance["host"]:
             raise exceptions.CannotMigrateToSameHost()
-        await api._host_zone(host)  # 400 when there is no such compute host
+        await api.host_zone(host)  # 400 when there is no such compute host
     if flavor_id is not None:
         try:
             new = await flavors_mod.get_by_flavor_id(rt.db, flavor_id, ctx)
@@ -166,7 +166,7 @@ async def _optimistic_save(db, instance: dict, values: dict) -> bool:
 
 async def _resized_migration(api, ctx, uuid: str, action: str) -> tuple[dict, dict]:
     instance = await api.get(ctx, uuid)
-    api._check_lock(ctx, instance)
+    api.check_lock(ctx, instance)
     if instance["vm_state"] != states.RESIZED:
         raise exceptions.InstanceInvalidState(action=action, instance_uuid=uuid, attr="vm_state",
                                               state=instance["vm_state"])

@@ -22,6 +22,8 @@ from nefos.timeutils import utcnow
 
 LOG = logging.getLogger(__name__)
 
+OLDER_FORMS = "sending the 1.2 forms from now on"
+
 
 class ConductorAPI:
     """The client the Compute API and compute hosts use (topic ``conductor``)."""
@@ -29,17 +31,19 @@ class ConductorAPI:
     def __init__(self, bus):
         self.bus = bus
         self.client = RPCClient(bus, interfaces.CONDUCTOR)
-        # A conductor refused a 1.3 form (it is older; it refuses before running anything): the
-        # older forms from then on, for the life of the process, as an ``auto`` pin is kept.
-        self.older_than_1_3 = False
+        # The versions a conductor refused (it is older: it refuses before running anything): not
+        # sent again for the life of the process, as an ``auto`` pin is kept.
+        self._refused: set[str] = set()
 
-    async def serves_1_3(self) -> bool:
-        """Whether to send the 1.3 forms (``instance_progress``, ``build_started``'s block devices)."""
-        return not self.older_than_1_3 and await self.client.can_send_version("1.3")
+    async def serves(self, version: str) -> bool:
+        """Whether to send the forms of conductor ``version``: the pin allows it and no conductor
+        refused it. A host has no database to find an ``auto`` pin in, so without a pin an older
+        conductor's refusal is what tells."""
+        return version not in self._refused and await self.client.can_send_version(version)
 
-    def refused_1_3(self, exc: Exception) -> None:
-        LOG.warning("a conductor refused a conductor 1.3 call (%s): sending the 1.2 forms from now on", exc)
-        self.older_than_1_3 = True
+    def refused(self, version: str, exc: Exception, consequence: str) -> None:
+        LOG.warning("a conductor refused a conductor %s call (%s): %s", version, exc, consequence)
+        self._refused.add(version)
 
     async def _call(self, ctx, method: str, **kwargs):
         # No context given: the request being served (its ids reach the conductor's log lines).
@@ -165,12 +169,12 @@ class ConductorAPI:
         allocation (its claim), block_device_mappings (missing from a conductor before 1.3)}.
         When the instance was deleted or its build given up meanwhile, its claim is released, the
         event finished as failed, and the save's error raised."""
-        if await self.serves_1_3():
+        if await self.serves("1.3"):
             try:
                 return await self._call(ctx, "build_started", instance_uuid=instance_uuid, event=event,
                                         host_name=host_name, block_devices=True)
             except (UnsupportedVersion, NoSuchMethod) as exc:
-                self.refused_1_3(exc)
+                self.refused("1.3", exc, OLDER_FORMS)
         return await self._call(ctx, "build_started", instance_uuid=instance_uuid, event=event, host_name=host_name)
 
     async def image_meta(self, ctx, image_id: str) -> dict:
@@ -277,13 +281,12 @@ class ConductorAPI:
         """End as failed the steps the host's killed process left open, and the actions over with
         them; how many steps (asked before the host serves a request). A conductor before 1.4 is
         not asked (None): such steps and actions stay open there."""
-        if not await self.client.can_send_version("1.4"):
+        if not await self.serves("1.4"):
             return None
         try:
             return await self._call(ctx, "action_steps_interrupted", host_name=host_name, reason=reason)
-        except (UnsupportedVersion, NoSuchMethod) as exc:  # no pin, an older conductor: it ran nothing
-            LOG.warning("the conductor does not serve action_steps_interrupted (%s): the steps this host's "
-                        "previous process left open stay open", exc)
+        except (UnsupportedVersion, NoSuchMethod) as exc:
+            self.refused("1.4", exc, "the steps this host's previous process left open stay open")
             return None
 
     async def allocation_release(self, ctx, consumer_uuid: str) -> bool:

@@ -49,7 +49,7 @@ async def ensure_default_image(rt) -> str:
     image_id = DEFAULT_IMAGE_ID
     ctx = admin_context()
     async with rt.db.reader() as s:
-        row = await images._load(s, image_id)
+        row = await images.load_row(s, image_id)
     if row is None:
         now = utcnow()
         try:
@@ -68,10 +68,10 @@ async def ensure_default_image(rt) -> str:
                 os_hash_value=None, location=None, updated_at=utcnow()))
     elif row.status == "saving" and utcnow() - (row.updated_at or row.created_at) > STALE_SAVING:
         LOG.warning("default image %s was left saving; uploading it again", image_id)
-        await images._transition(rt, image_id, "saving", "queued")
+        await images.transition(rt, image_id, "saving", "queued")
 
     async with rt.db.reader() as s:
-        row = await images._load(s, image_id)
+        row = await images.load_row(s, image_id)
     store = images.store_for(rt)
     if row.status == "queued":
         try:

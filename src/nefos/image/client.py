@@ -50,7 +50,7 @@ class ImageAPI:
         ``ImageUnacceptable`` when it has no data (not ``active``).
         """
         async with self.rt.db.reader() as s:
-            row = await images._load(s, image_id)
+            row = await images.load_row(s, image_id)
         if row is None or row.status == "deleted":
             raise exceptions.ImageNotFound(image_id=image_id)
         if row.status != "active" or not row.location:

@@ -119,7 +119,7 @@ def _check_owner(ctx: RequestContext, row: Image, action: str) -> None:
         raise exceptions.ImageForbidden(reason=f"You are not authorized to complete {action} action.")
 
 
-async def _load(session, image_id: str, *, lock: bool = False) -> Image | None:
+async def load_row(session, image_id: str, *, lock: bool = False) -> Image | None:
     if not isinstance(image_id, str) or not _UUID_RE.match(image_id):
         return None
     query = select(Image).where(Image.id == image_id)
@@ -136,7 +136,7 @@ def _seen(ctx: RequestContext, image_id: str, row):
 
 
 async def _visible_row(session, ctx: RequestContext, image_id: str, *, lock: bool = False) -> Image:
-    return _seen(ctx, image_id, await _load(session, image_id, lock=lock))
+    return _seen(ctx, image_id, await load_row(session, image_id, lock=lock))
 
 
 # Built once: every server create reads its image.
@@ -496,7 +496,7 @@ async def list_images(rt, ctx: RequestContext, params: list[tuple[str, str]]) ->
         rows = list((await s.execute(query)).scalars())
         marker_row = None
         if marker is not None:
-            marker_row = await _load(s, marker)
+            marker_row = await load_row(s, marker)
             if marker_row is None or not is_visible(ctx, marker_row):
                 raise _bad(f"Invalid marker. Image {marker} could not be found.")
 
@@ -685,7 +685,7 @@ async def delete(rt, ctx: RequestContext, image_id: str) -> None:
 
 # Data -------------------------------------------------------------------------
 
-async def _transition(rt, image_id: str, old: str, new: str, **values) -> bool:
+async def transition(rt, image_id: str, old: str, new: str, **values) -> bool:
     async with rt.db.transaction() as s:
         result = await s.execute(sql_update(Image).where(Image.id == image_id, Image.status == old)
                                  .values(status=new, updated_at=utcnow(), **values))
@@ -705,7 +705,7 @@ async def upload(rt, ctx: RequestContext, image_id: str, chunks: AsyncIterable[b
         raise _bad("Properties disk_format, container_format must be set prior to saving data.")
     if declared_size is not None and declared_size > max_size:
         raise exceptions.ImageSizeLimitExceeded(limit=max_size)
-    if not await _transition(rt, image_id, "queued", "saving"):
+    if not await transition(rt, image_id, "queued", "saving"):
         raise exceptions.ImageConflict(
             reason="Image status transition from queued to saving is not allowed: "
                    "another upload may be under way.")
@@ -718,9 +718,9 @@ async def upload(rt, ctx: RequestContext, image_id: str, chunks: AsyncIterable[b
             await store.delete(image_id)  # refused content is not kept (Glance discards it too)
             raise
     except BaseException:
-        await _transition(rt, image_id, "saving", "queued")
+        await transition(rt, image_id, "saving", "queued")
         raise
-    if not await _transition(rt, image_id, "saving", "active", size=data.size,
+    if not await transition(rt, image_id, "saving", "active", size=data.size,
                              virtual_size=inspection.virtual_size, checksum=data.checksum,
                              os_hash_algo=data.os_hash_algo, os_hash_value=data.os_hash_value,
                              location=data.path):
@@ -729,7 +729,7 @@ async def upload(rt, ctx: RequestContext, image_id: str, chunks: AsyncIterable[b
             reason=f"Image {image_id} could not be found after upload. "
                    "The image may have been deleted during the upload.")
     async with rt.db.reader() as s:
-        return await _load(s, image_id)
+        return await load_row(s, image_id)
 
 
 async def open_data(rt, ctx: RequestContext, image_id: str) -> tuple[Image, AsyncIterator[bytes] | None]:

@@ -97,7 +97,7 @@ class L2AgentCallbacks(Endpoint):
             return "BUILD" if row.admin_state_up else "DOWN"
 
         try:
-            port = await self.manager._change_port_status(ctx.elevated(), device, decide)
+            port = await self.manager.change_port_status(ctx.elevated(), device, decide)
         except exceptions.PortNotFound:
             LOG.debug("device %s requested by agent %s on %s not found", device, agent_id, host)
             return {"device": device}

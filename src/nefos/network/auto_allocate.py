@@ -145,7 +145,7 @@ class AutoAllocatedTopologies:
         """Network, subnet, router and the topology's row, all in one transaction."""
         admin = ctx.elevated()  # the plugin's own calls, as Neutron's: no policy, the project's resources
         try:
-            async with self._tx() as s:
+            async with self.tx() as s:
                 external = await self._default_external_network(s)
                 network = await self._create_network(s, admin, {
                     "name": "auto_allocated_network", "project_id": project_id, "shared": False,

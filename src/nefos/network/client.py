@@ -577,6 +577,11 @@ class NetworkAPI:
         """The ports bound to the instance (the caller may see the instance: checked before)."""
         return await self._call(ctx.elevated(), "list_ports", filters={"device_id": [instance_uuid]})
 
+    async def port_vif(self, ctx: RequestContext, port: dict, *, preserve: bool, tag: str | None) -> dict:
+        """One port's VIF, as the instance's network_info holds it (``preserve``: the user's own
+        port, unbound, not deleted, with the instance)."""
+        return (await self._vifs(ctx, [port], {port["id"]} if preserve else set(), {port["id"]: tag}))[0]
+
     async def show_port(self, ctx: RequestContext, port_id: str, *, as_caller: bool = False) -> dict:
         """The port (``as_caller``: as the caller sees it, PortNotFound when it may not)."""
         return await self._call(ctx if as_caller else ctx.elevated(), "get_port", port_id=port_id)

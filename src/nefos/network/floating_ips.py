@@ -172,11 +172,11 @@ class FloatingIPs:
         return self._fip_view(row)
 
     async def create_floatingip(self, ctx: RequestContext, floatingip: dict) -> dict:
-        async with self._tx() as s:
+        async with self.tx() as s:
             return await self._create_floatingip(s, ctx, floatingip)
 
     async def create_floatingips(self, ctx: RequestContext, floatingips: list[dict]) -> list[dict]:
-        async with self._tx() as s:
+        async with self.tx() as s:
             return [await self._create_floatingip(s, ctx, f) for f in _bulk(floatingips)]
 
     async def get_floatingip(self, ctx: RequestContext, floatingip_id: str, fields: list[str] | None = None) -> dict:
@@ -199,7 +199,7 @@ class FloatingIPs:
 
     async def update_floatingip(self, ctx: RequestContext, floatingip_id: str, floatingip: dict) -> dict:
         body = attrs.validate_body("floatingip", floatingip, create=False, is_admin=ctx.is_admin)
-        async with self._tx() as s:
+        async with self.tx() as s:
             row = await self._fip_row(s, ctx, floatingip_id)
             self._check_owner(ctx, row.project_id, "update_floatingip")
             if "description" in body:
@@ -217,7 +217,7 @@ class FloatingIPs:
             return self._fip_view(row)
 
     async def delete_floatingip(self, ctx: RequestContext, floatingip_id: str) -> None:
-        async with self._tx() as s:
+        async with self.tx() as s:
             row = await self._fip_row(s, ctx, floatingip_id)
             self._check_owner(ctx, row.project_id, "delete_floatingip")
             if row.router_id:

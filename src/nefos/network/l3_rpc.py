@@ -2,7 +2,7 @@
 
 Agent -> service, topic ``q-l3-plugin`` (Neutron's ``topics.L3PLUGIN``): ``sync_routers``
 gives each router's L3 configuration (interfaces, gateway, floating IPs, routes;
-``Routers._routers_for_agent``); a router asked for and not returned is gone. It first binds
+``Routers.routers_for_agent``); a router asked for and not returned is gone. It first binds
 the routers' interface and gateway ports to the asking agent's host (``binding:host_id``, as
 Neutron's ``sync_routers`` does): L2 population then carries the router's MACs and addresses to
 the hosts with ports on its networks, and that host's L2 agent reports the ``tap`` ends up.
@@ -38,8 +38,8 @@ class L3PluginEndpoint(Endpoint):
         """The L3 configuration of ``router_ids`` (None: every router), their ports bound to
         ``agent_host`` first (the agent plugs them there next; a port added meanwhile, not bound
         yet, comes with the next sync)."""
-        await self.manager._bind_router_ports(agent_host, router_ids)
-        return await self.manager._routers_for_agent(router_ids, agent_host)
+        await self.manager.bind_router_ports(agent_host, router_ids)
+        return await self.manager.routers_for_agent(router_ids, agent_host)
 
 
 class L3AgentNotifier(AgentNotifier):

@@ -129,7 +129,7 @@ class NetworkManager(Ports, SecurityGroups, Routers, FloatingIPs, AutoAllocatedT
     # Plumbing ---------------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def _tx(self):
+    async def tx(self):
         changes: list[tuple[RequestContext, str, str]] = []
         routers: dict[str, RequestContext] = {}
         async with self.rt.db.transaction() as s:
@@ -355,12 +355,12 @@ class NetworkManager(Ports, SecurityGroups, Routers, FloatingIPs, AutoAllocatedT
         return self._for_caller(ctx, self._network_view(row, []))
 
     async def create_network(self, ctx: RequestContext, network: dict) -> dict:
-        async with self._tx() as s:
+        async with self.tx() as s:
             return await self._create_network(s, ctx, network)
 
     async def create_networks(self, ctx: RequestContext, networks: list[dict]) -> list[dict]:
         """Bulk create: all or nothing."""
-        async with self._tx() as s:
+        async with self.tx() as s:
             return [await self._create_network(s, ctx, n) for n in _bulk(networks)]
 
     async def _visible_networks(self, s, ctx: RequestContext, keys: tuple, params: dict) -> list[dict]:
@@ -402,7 +402,7 @@ class NetworkManager(Ports, SecurityGroups, Routers, FloatingIPs, AutoAllocatedT
 
     async def update_network(self, ctx: RequestContext, network_id: str, network: dict) -> dict:
         body = attrs.validate_body("network", network, create=False, is_admin=ctx.is_admin)
-        async with self._tx() as s:
+        async with self.tx() as s:
             row = await self._network_row(s, ctx, network_id)
             self._check_owner(ctx, row.project_id, "update_network")
             if body.get("shared") is False and row.shared:
@@ -440,7 +440,7 @@ class NetworkManager(Ports, SecurityGroups, Routers, FloatingIPs, AutoAllocatedT
             raise exceptions.DefaultExternalNetworkExists(net_id=other)
 
     async def delete_network(self, ctx: RequestContext, network_id: str) -> None:
-        async with self._tx() as s:
+        async with self.tx() as s:
             row = await self._network_row(s, ctx, network_id)
             self._check_owner(ctx, row.project_id, "delete_network")
             ports = (await s.execute(select(Port.id, Port.project_id, Port.device_owner)
@@ -554,11 +554,11 @@ class NetworkManager(Ports, SecurityGroups, Routers, FloatingIPs, AutoAllocatedT
         return self._subnet_view(row)
 
     async def create_subnet(self, ctx: RequestContext, subnet: dict) -> dict:
-        async with self._tx() as s:
+        async with self.tx() as s:
             return await self._create_subnet(s, ctx, subnet)
 
     async def create_subnets(self, ctx: RequestContext, subnets: list[dict]) -> list[dict]:
-        async with self._tx() as s:
+        async with self.tx() as s:
             return [await self._create_subnet(s, ctx, n) for n in _bulk(subnets)]
 
     async def get_subnet(self, ctx: RequestContext, subnet_id: str, fields: list[str] | None = None) -> dict:
@@ -590,7 +590,7 @@ class NetworkManager(Ports, SecurityGroups, Routers, FloatingIPs, AutoAllocatedT
 
     async def update_subnet(self, ctx: RequestContext, subnet_id: str, subnet: dict) -> dict:
         body = attrs.validate_body("subnet", subnet, create=False, is_admin=ctx.is_admin)
-        async with self._tx() as s:
+        async with self.tx() as s:
             row = await self._subnet_row(s, ctx, subnet_id)
             self._check_owner(ctx, row.project_id, "update_subnet")
             net = ipam.network_of(row.cidr)
@@ -611,7 +611,7 @@ class NetworkManager(Ports, SecurityGroups, Routers, FloatingIPs, AutoAllocatedT
             return self._subnet_view(row)
 
     async def delete_subnet(self, ctx: RequestContext, subnet_id: str) -> None:
-        async with self._tx() as s:
+        async with self.tx() as s:
             row = await self._subnet_row(s, ctx, subnet_id)
             self._check_owner(ctx, row.project_id, "delete_subnet")
             owners = (await s.execute(select(Port.device_owner).join(
@@ -669,7 +669,7 @@ class NetworkManager(Ports, SecurityGroups, Routers, FloatingIPs, AutoAllocatedT
         if unknown:
             raise attrs.bad_request(f"Unrecognized attribute(s) '{', '.join(unknown)}'")
         values = {k: attrs.v_int(-1)(v, k) for k, v in quota.items()}
-        async with self._tx() as s:
+        async with self.tx() as s:
             for name, limit in values.items():
                 plural = QUOTA_RESOURCES[name]
                 result = await s.execute(update(Quota).where(Quota.project_id == project_id,
@@ -688,7 +688,7 @@ class NetworkManager(Ports, SecurityGroups, Routers, FloatingIPs, AutoAllocatedT
     async def delete_quota(self, ctx: RequestContext, project_id: str) -> None:
         """Back to the defaults."""
         self._check_quota_access(ctx, project_id, write=True)
-        async with self._tx() as s:
+        async with self.tx() as s:
             await s.execute(delete(Quota).where(Quota.project_id == project_id,
                                                 Quota.resource.in_(list(QUOTA_RESOURCES.values()))))
 

@@ -2,7 +2,7 @@
 
 ``Ports`` is a mixin of ``nefos.network.manager.NetworkManager``: its public methods are the
 network service's bus methods and the Networking API's, like the manager's own; it uses the
-manager's plumbing (``_tx``, ``_list``, ``_network_brief``, ``_network_changed``, the port
+manager's plumbing (``tx``, ``_list``, ``_network_brief``, ``_network_changed``, the port
 change hooks and status listeners, quotas) and the default security group
 (``SecurityGroups._ensure_default_group``). An IP address is unique per network by the
 ``ipallocations`` primary key (pick a free candidate, insert it, and on a duplicate try the next
@@ -358,11 +358,11 @@ class Ports:
                               {c: "pending" for c in components} if ctx.is_admin else {})
 
     async def create_port(self, ctx: RequestContext, port: dict) -> dict:
-        async with self._tx() as s:
+        async with self.tx() as s:
             return await self._create_port(s, ctx, port)
 
     async def create_ports(self, ctx: RequestContext, ports: list[dict]) -> list[dict]:
-        async with self._tx() as s:
+        async with self.tx() as s:
             return [await self._create_port(s, ctx, p) for p in _bulk(ports)]
 
     async def get_port(self, ctx: RequestContext, port_id: str, fields: list[str] | None = None) -> dict:
@@ -391,7 +391,7 @@ class Ports:
                           expected_device_id: str | None = None) -> dict:
         """Update a port; with ``expected_device_id`` only if its device_id still is that (else PortInUse)."""
         body = attrs.validate_body("port", port, create=False, is_admin=ctx.is_admin)
-        async with self._tx() as s:
+        async with self.tx() as s:
             row = await self._port_row(s, ctx, port_id)
             network = (await s.execute(select(Network).where(Network.id == row.network_id))).scalar_one()
             if not ctx.is_admin and ctx.project_id not in (row.project_id, network.project_id):
@@ -499,7 +499,7 @@ class Ports:
         await s.execute(delete(Port).where(Port.id == port_id))
 
     async def delete_port(self, ctx: RequestContext, port_id: str) -> None:
-        async with self._tx() as s:
+        async with self.tx() as s:
             row = await self._port_row(s, ctx, port_id)
             if not ctx.is_admin and row.project_id != ctx.project_id:
                 network_owner = (await s.execute(select(Network.project_id)
@@ -526,33 +526,33 @@ class Ports:
         if status not in attrs.PORT_STATUSES:
             raise attrs.bad("status", f"{status} is not in {list(attrs.PORT_STATUSES)}")
         if only_if is None:
-            return await self._change_port_status(ctx, port_id, lambda row, blocks: status)
-        return await self._change_port_status(ctx, port_id, lambda row, blocks: status if only_if(row) else None)
+            return await self.change_port_status(ctx, port_id, lambda row, blocks: status)
+        return await self.change_port_status(ctx, port_id, lambda row, blocks: status if only_if(row) else None)
 
-    async def _change_port_status(self, ctx: RequestContext, port_id: str,
+    async def change_port_status(self, ctx: RequestContext, port_id: str,
                                  decide: Callable[[Any, dict[str, bool]], "str | None"]) -> dict | None:
         """``update_port_status`` with the status chosen in the transaction: ``decide(row,
         blocks)`` (the port's row and its provisioning blocks, ``{component: satisfied}``, as read
         in this transaction) gives the status to set, or None to leave the port alone (and return
         None). Not over the bus (in-process callers: the agent protocol, provisioning)."""
-        async with self._tx() as s:
-            row = await self._port_by_id(s, port_id)
+        async with self.tx() as s:
+            row = await self.port_by_id(s, port_id)
             if row is None:
                 raise exceptions.PortNotFound(port_id=port_id)
-            doc, previous = await self._set_port_status_in(s, ctx, row, decide)
+            doc, previous = await self.set_port_status_in(s, ctx, row, decide)
         if doc is not None:
-            await self._tell_port_status(ctx, doc, previous)
+            await self.tell_port_status(ctx, doc, previous)
         return doc
 
     @staticmethod
-    async def _port_by_id(s, port_id: str):
+    async def port_by_id(s, port_id: str):
         """The port's row (a Core row, the ORM object's attributes), None when there is none."""
         return (await s.execute(_PORT_BY_ID, {"b_id": str(port_id)})).first()
 
-    async def _set_port_status_in(self, s, ctx: RequestContext, row, decide) -> tuple[dict | None, str | None]:
-        """``_change_port_status`` inside the transaction ``s`` for the port ``row`` read in it:
+    async def set_port_status_in(self, s, ctx: RequestContext, row, decide) -> tuple[dict | None, str | None]:
+        """``change_port_status`` inside the transaction ``s`` for the port ``row`` read in it:
         (the admin view after the change, the status before), (None, None) when ``decide`` said
-        None. The caller tells the listeners (``_tell_port_status``) once ``s`` committed."""
+        None. The caller tells the listeners (``tell_port_status``) once ``s`` committed."""
         ips, groups, blocks = await self._port_parts(s, [row.id], True)
         views = blocks.get(row.id, {})
         status = decide(row, {c: v == "satisfied" for c, v in views.items()})
@@ -572,7 +572,7 @@ class Ports:
             await self._port_changed(s, ctx, dict(doc, status=previous), doc)
         return doc, previous
 
-    async def _tell_port_status(self, ctx: RequestContext, doc: dict, previous: str | None) -> None:
+    async def tell_port_status(self, ctx: RequestContext, doc: dict, previous: str | None) -> None:
         """After the commit: the port status listeners, when the status changed."""
         if previous == doc["status"]:
             return

@@ -225,7 +225,7 @@ def writers_serialized(db) -> bool:
 
 
 def _decider(port_id: str, component: str):
-    """The ``decide`` of ``NetworkManager._change_port_status`` that activates a port: ACTIVE if
+    """The ``decide`` of ``NetworkManager.change_port_status`` that activates a port: ACTIVE if
     nothing blocks it (and L2 acknowledged it) and it is up and bound, else no change."""
     def decide(row, blocks: dict[str, bool]) -> str | None:
         if not _ready(port_id, component, blocks):
@@ -250,7 +250,7 @@ async def _activate(manager, ctx, port_id: str, component: str) -> bool:
 
     decide = _decider(port_id, component)
     try:
-        port = await manager._change_port_status(ctx.elevated(), port_id, decide)
+        port = await manager.change_port_status(ctx.elevated(), port_id, decide)
     except exceptions.PortNotFound:
         return False
     if port is None:
@@ -268,16 +268,16 @@ async def device_up(manager, ctx, port_id: str, accept):
     serialized = writers_serialized(manager.rt.db)
     decide = _decider(str(port_id), L2)
     doc = None
-    async with manager._tx() as s:
-        row = await manager._port_by_id(s, port_id)
+    async with manager.tx() as s:
+        row = await manager.port_by_id(s, port_id)
         if row is None or not accept(row):
             return row
         await acknowledge(s, [row.id], L2)
         if serialized:
-            doc, previous = await manager._set_port_status_in(s, admin, row, decide)
+            doc, previous = await manager.set_port_status_in(s, admin, row, decide)
     if not serialized:
         await settle(manager, ctx, [row.id], L2)
     elif doc is not None:
-        await manager._tell_port_status(admin, doc, previous)
+        await manager.tell_port_status(admin, doc, previous)
         _activated(row.id, L2, decide)
     return row

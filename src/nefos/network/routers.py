@@ -180,11 +180,11 @@ class Routers:
         return (await self._router_views(s, [row]))[0]
 
     async def create_router(self, ctx: RequestContext, router: dict) -> dict:
-        async with self._tx() as s:
+        async with self.tx() as s:
             return await self._create_router(s, ctx, router)
 
     async def create_routers(self, ctx: RequestContext, routers: list[dict]) -> list[dict]:
-        async with self._tx() as s:
+        async with self.tx() as s:
             return [await self._create_router(s, ctx, r) for r in _bulk(routers)]
 
     async def get_router(self, ctx: RequestContext, router_id: str, fields: list[str] | None = None) -> dict:
@@ -208,7 +208,7 @@ class Routers:
 
     async def update_router(self, ctx: RequestContext, router_id: str, router: dict) -> dict:
         body = attrs.validate_body("router", router, create=False, is_admin=ctx.is_admin)
-        async with self._tx() as s:
+        async with self.tx() as s:
             row = await self._router_row(s, ctx, router_id)
             self._check_owner(ctx, row.project_id, "update_router")
             if "external_gateway_info" in body:
@@ -224,7 +224,7 @@ class Routers:
             return (await self._router_views(s, [row]))[0]
 
     async def delete_router(self, ctx: RequestContext, router_id: str) -> None:
-        async with self._tx() as s:
+        async with self.tx() as s:
             row = await self._router_row(s, ctx, router_id)
             self._check_owner(ctx, row.project_id, "delete_router")
             if await self._router_interfaces(s, row.id):
@@ -255,7 +255,7 @@ class Routers:
 
     async def add_router_interface(self, ctx: RequestContext, router_id: str, interface_info: dict) -> dict:
         subnet_id, port_id = _one_of(interface_info, "add")
-        async with self._tx() as s:
+        async with self.tx() as s:
             return await self._add_router_interface(s, ctx, router_id, subnet_id, port_id)
 
     async def _add_router_interface(self, s, ctx: RequestContext, router_id: str, subnet_id: str | None,
@@ -303,7 +303,7 @@ class Routers:
 
     async def remove_router_interface(self, ctx: RequestContext, router_id: str, interface_info: dict) -> dict:
         subnet_id, port_id = _one_of(interface_info, "remove")
-        async with self._tx() as s:
+        async with self.tx() as s:
             row = await self._router_row(s, ctx, router_id)
             self._check_owner(ctx, row.project_id, "remove_router_interface")
             interfaces = await self._router_interfaces(s, row.id)
@@ -338,7 +338,7 @@ class Routers:
 
     # For the L3 agents (served by nefos.network.l3_rpc, not on the network topic) --------------------
 
-    async def _bind_router_ports(self, host: str, router_ids: list[str] | None = None) -> list[str]:
+    async def bind_router_ports(self, host: str, router_ids: list[str] | None = None) -> list[str]:
         """Bind the interface and gateway ports of ``router_ids`` (None: every router) to ``host``,
         the L3 agent's that serves them, as Neutron's L3 RPC does for a legacy router's ports:
         that host's L2 agent reports their devices, and L2 population gives the other hosts the
@@ -363,10 +363,10 @@ class Routers:
             LOG.info("router port(s) %s bound to %s (its L3 agent)", bound, host)
         return bound
 
-    async def _routers_for_agent(self, router_ids: list[str] | None = None, host: str | None = None) -> list[dict]:
+    async def routers_for_agent(self, router_ids: list[str] | None = None, host: str | None = None) -> list[dict]:
         """What an L3 agent configures for each router (every router when ``router_ids`` is None;
         a router asked for and not returned is gone). With ``host`` (the agent's), only the ports
-        bound there: one added after ``_bind_router_ports`` looked comes with the next sync, bound,
+        bound there: one added after ``bind_router_ports`` looked comes with the next sync, bound,
         so the host's L2 agent never sees the device of a port not bound to it."""
         async with self.rt.db.reader() as s:
             q = select(Router)

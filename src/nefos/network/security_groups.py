@@ -2,7 +2,7 @@
 
 ``SecurityGroups`` is a mixin of ``nefos.network.manager.NetworkManager``: its public methods are
 the network service's bus methods and the Networking API's, like the manager's own; it uses the
-manager's plumbing (``_tx``, ``_list``, ``_check_owner``, quotas). A project's default group is
+manager's plumbing (``tx``, ``_list``, ``_check_owner``, quotas). A project's default group is
 unique by ``default_security_group``'s primary key.
 """
 
@@ -68,7 +68,7 @@ class SecurityGroups:
             found = (await s.execute(_DEFAULT_GROUP, {"b_project": project})).scalar_one_or_none()
         if found:
             return found
-        async with self._tx() as s:
+        async with self.tx() as s:
             return await self._ensure_default_group(s, project)
 
     def _group_query(self, ctx: RequestContext):
@@ -133,11 +133,11 @@ class SecurityGroups:
         return (await self._group_views(s, [row]))[0]
 
     async def create_security_group(self, ctx: RequestContext, security_group: dict) -> dict:
-        async with self._tx() as s:
+        async with self.tx() as s:
             return await self._create_security_group(s, ctx, security_group)
 
     async def create_security_groups(self, ctx: RequestContext, security_groups: list[dict]) -> list[dict]:
-        async with self._tx() as s:
+        async with self.tx() as s:
             return [await self._create_security_group(s, ctx, g) for g in _bulk(security_groups)]
 
     async def get_security_group(self, ctx: RequestContext, security_group_id: str,
@@ -171,7 +171,7 @@ class SecurityGroups:
     async def update_security_group(self, ctx: RequestContext, security_group_id: str,
                                     security_group: dict) -> dict:
         body = attrs.validate_body("security_group", security_group, create=False, is_admin=ctx.is_admin)
-        async with self._tx() as s:
+        async with self.tx() as s:
             row = await self._group_row(s, ctx, security_group_id)
             is_default = (await s.execute(select(DefaultSecurityGroup.project_id).where(
                 DefaultSecurityGroup.security_group_id == row.id))).first() is not None
@@ -188,7 +188,7 @@ class SecurityGroups:
             return (await self._group_views(s, [row]))[0]
 
     async def delete_security_group(self, ctx: RequestContext, security_group_id: str) -> None:
-        async with self._tx() as s:
+        async with self.tx() as s:
             row = await self._group_row(s, ctx, security_group_id)
             is_default = (await s.execute(select(DefaultSecurityGroup.project_id).where(
                 DefaultSecurityGroup.security_group_id == row.id))).first() is not None
@@ -299,11 +299,11 @@ class SecurityGroups:
         return self._rule_view(row)
 
     async def create_security_group_rule(self, ctx: RequestContext, security_group_rule: dict) -> dict:
-        async with self._tx() as s:
+        async with self.tx() as s:
             return await self._create_rule(s, ctx, security_group_rule)
 
     async def create_security_group_rules(self, ctx: RequestContext, security_group_rules: list[dict]) -> list[dict]:
-        async with self._tx() as s:
+        async with self.tx() as s:
             return [await self._create_rule(s, ctx, r) for r in _bulk(security_group_rules)]
 
     async def get_security_group_rule(self, ctx: RequestContext, security_group_rule_id: str,
@@ -332,7 +332,7 @@ class SecurityGroups:
                                          security_group_rule: dict) -> dict:
         body = attrs.validate_body("security_group_rule", security_group_rule, create=False,
                                    is_admin=ctx.is_admin)
-        async with self._tx() as s:
+        async with self.tx() as s:
             row = await self._rule_row(s, ctx, security_group_rule_id)
             self._check_owner(ctx, row.project_id, "update_security_group_rule")
             for key, value in body.items():
@@ -344,7 +344,7 @@ class SecurityGroups:
             return self._rule_view(row)
 
     async def delete_security_group_rule(self, ctx: RequestContext, security_group_rule_id: str) -> None:
-        async with self._tx() as s:
+        async with self.tx() as s:
             row = await self._rule_row(s, ctx, security_group_rule_id)
             self._check_owner(ctx, row.project_id, "delete_security_group_rule")
             await s.execute(delete(SecurityGroupRule).where(SecurityGroupRule.id == row.id))

@@ -162,4 +162,4 @@ async def _notify(manager, uuid: str, event_type: str) -> None:
         return
     ctx = admin_context()
     ctx.user_id, ctx.project_id = instance.get("user_id"), instance.get("project_id")
-    await manager._notify(ctx, instance, event_type)
+    await manager.notify(ctx, instance, event_type)

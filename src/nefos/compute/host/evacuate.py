@@ -102,11 +102,11 @@ async def _rebuild(manager, ctx, instance: dict, image_id: str, stopped: bool, m
     if claim is None or claim["compute_node_id"] != manager.resource_tracker.node_ids.get(migration["dest_node"]):
         raise EvacuationClaimMissing(migration=migration["uuid"], host=manager.host)
     await conductor.migration_set_status(None, migration["uuid"], "pre-migrating")
-    await manager._notify(ctx, instance, "instance.rebuild.start")
+    await manager.notify(ctx, instance, "instance.rebuild.start")
     image = await snapshots.image_meta(manager, ctx, image_id)
     instance = await conductor.instance_save(None, uuid, {"task_state": states.REBUILD_BLOCK_DEVICE_MAPPING},
                                              expected_task_state=[states.REBUILDING])
-    block_device_info = await manager._prep_block_device(instance)
+    block_device_info = await manager.prep_block_device(instance)
     instance = await conductor.instance_save(None, uuid, {"task_state": states.REBUILD_SPAWNING},
                                              expected_task_state=[states.REBUILD_BLOCK_DEVICE_MAPPING])
     # The same ports (and fixed IPs), bound to this host now (Nova's setup_instance_network_on_host).
@@ -129,7 +129,7 @@ async def _rebuild(manager, ctx, instance: dict, image_id: str, stopped: bool, m
                      "system_metadata": with_migration(instance, None)},
         migration["uuid"], expected_task_state=[states.REBUILD_SPAWNING])
     LOG.info("instance %s: evacuated from %s to %s", uuid, migration["source_compute"], manager.host)
-    await manager._notify(ctx, instance, "instance.rebuild.end")
+    await manager.notify(ctx, instance, "instance.rebuild.end")
 
 
 async def _drop_destination(manager, ctx, instance: dict | None, migration: dict) -> None:
@@ -158,7 +158,7 @@ async def _fail(manager, ctx, instance: dict, migration: dict, exc: BaseExceptio
                          "system_metadata": with_migration(current, None)}, exc,
             host=manager.host, details="".join(traceback.format_exception(exc)),
             expected_task_state=list(EVACUATION_TASK_STATES))
-    await manager._notify(ctx, current, "instance.rebuild.error")
+    await manager.notify(ctx, current, "instance.rebuild.error")
 
 
 async def fail_interrupted_evacuations(manager) -> set[str]:

@@ -335,7 +335,7 @@ async def _fail_interrupted_build(manager, instance: dict, lost: bool = False) -
         if not await _unchanged(manager, instance):
             return  # built, rescheduled or deleted meanwhile
         LOG.warning("instance %s: %s", uuid, exc)
-        await manager._cleanup_build(ctx, uuid, None)  # the build path's own cleanup: guest, ports, claim
+        await manager.cleanup_build(ctx, uuid, None)  # the build path's own cleanup: guest, ports, claim
         try:
             instance = await manager.conductor.save_with_fault(
                 ctx, uuid,
@@ -345,7 +345,7 @@ async def _fail_interrupted_build(manager, instance: dict, lost: bool = False) -
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError, exceptions.InstanceInvalidState):
             return  # deleted meanwhile: the delete finishes the job
         await manager.conductor.action_finish(ctx, uuid, message="Error")
-    await manager._notify(ctx, instance, "instance.create.error")
+    await manager.notify(ctx, instance, "instance.create.error")
 
 
 # resume_guests_state_on_host_boot ---------------------------------------------------

@@ -348,7 +348,7 @@ class InstanceEvents:
                 return "port not in the network info cache; nothing to refresh"
             api = self.manager.network_api
             try:
-                port = await api._call(ctx.elevated(), "get_port", port_id=port_id)
+                port = await api.show_port(ctx, port_id)
             except exceptions.PortNotFound:
                 port = None
             if port is None or port.get("device_id") != uuid:
@@ -356,8 +356,7 @@ class InstanceEvents:
                 details = "port gone from the instance; removed from the network info cache"
             else:
                 old = cache[index]
-                vif = (await api._vifs(ctx, [port], {port_id} if old.get("preserve_on_delete") else set(),
-                                       {port_id: old.get("tag")}))[0]
+                vif = await api.port_vif(ctx, port, preserve=bool(old.get("preserve_on_delete")), tag=old.get("tag"))
                 cache[index] = vif
                 details = "port refreshed in the network info cache"
             await self.manager.conductor.instance_save(None, uuid, {"network_info": cache})

@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import logging
 
-from nefos import exceptions, notifications
+from nefos import exceptions
 from nefos.compute.host import instance_events, power_sync
 from nefos.objects import states
 
@@ -46,9 +46,6 @@ class InterfaceManager:
     def __init__(self, manager):
         self.manager = manager
         self.rt = manager.rt
-
-    async def _notify(self, ctx, instance: dict, event_type: str) -> None:
-        await notifications.notify_instance(self.rt.bus, ctx, instance, event_type, host=self.manager.host)
 
     async def _instance(self, uuid: str, action: str) -> dict:
         instance = await self.manager.conductor.instance_get(None, uuid)
@@ -80,7 +77,7 @@ class InterfaceManager:
     async def _attach(self, ctx, uuid: str, **request) -> dict:
         m = self.manager
         instance = await self._instance(uuid, "attach_interface")
-        await self._notify(ctx, instance, "instance.interface_attach.start")
+        await self.manager.notify(ctx, instance, "instance.interface_attach.start")
         await m.instance_events.begin_operation(uuid)  # before the port is bound: its events are this attach's
         vif = await m.network_api.allocate_port_for_instance(ctx, instance, **request)
         instance["network_info"] = await self._set_network_info(uuid, lambda cache: [*cache, vif])
@@ -103,13 +100,13 @@ class InterfaceManager:
             LOG.warning("instance %s: attaching port %s failed (%s); undoing it", uuid, vif["id"], exc)
             await self._undo_attach(ctx, instance, vif)
             with contextlib.suppress(Exception):
-                await self._notify(ctx, instance, "instance.interface_attach.error")
+                await self.manager.notify(ctx, instance, "instance.interface_attach.error")
             if isinstance(exc, (exceptions.InstanceNotFound, exceptions.UnexpectedDeletingTaskStateError)):
                 raise
             if isinstance(exc, Exception):
                 raise exceptions.InterfaceAttachFailed(instance_uuid=uuid) from exc
             raise
-        await self._notify(ctx, await self.manager.conductor.instance_get(None,
+        await self.manager.notify(ctx, await self.manager.conductor.instance_get(None,
                                                                           uuid), "instance.interface_attach.end")
         return vif
 
@@ -144,7 +141,7 @@ class InterfaceManager:
         vif = next((v for v in instance.get("network_info") or [] if v.get("id") == port_id), None)
         if vif is None:
             raise exceptions.PortNotAttached(instance=uuid, port_id=port_id)
-        await self._notify(ctx, instance, "instance.interface_detach.start")
+        await self.manager.notify(ctx, instance, "instance.interface_detach.start")
         try:
             await m.driver.detach_interface(ctx, instance, vif)
         except exceptions.InstanceNotFound:
@@ -166,4 +163,4 @@ class InterfaceManager:
             await give_back()
         instance["network_info"] = await self._set_network_info(
             uuid, lambda cache: [v for v in cache if v.get("id") != port_id])
-        await self._notify(ctx, instance, "instance.interface_detach.end")
+        await self.manager.notify(ctx, instance, "instance.interface_detach.end")

@@ -58,11 +58,11 @@ async def _live_migrate(manager, ctx, uuid: str, migration: dict, control: LiveM
     try:
         async with manager.conductor.step(ctx, uuid, "compute_live_migration", manager.host):
             await manager.conductor.migration_set_status(None, migration["uuid"], "preparing")
-            await manager._notify(ctx, instance, "instance.live_migration_pre.start")
+            await manager.notify(ctx, instance, "instance.live_migration_pre.start")
             if control.aborted:
                 raise exceptions.LiveMigrationAborted(instance_uuid=uuid)
             await _rpc(manager).pre_live_migration(ctx, dest, uuid, migration)
-            await manager._notify(ctx, instance, "instance.live_migration_pre.end")
+            await manager.notify(ctx, instance, "instance.live_migration_pre.end")
             await manager.conductor.migration_set_status(None, migration["uuid"], "running")
             migrate_data = await manager.driver.live_migration(ctx, instance, dest, control)
             # The guest runs on the destination now: past here there is no going back.
@@ -139,7 +139,7 @@ async def post_live_migration_at_destination(manager, ctx, uuid: str, migration:
                      "power_state": power_state, "progress": 0, "network_info": network_info,
                      "system_metadata": _with_migration(instance, None)},
                     migration["uuid"], expected_task_state=[states.MIGRATING])
-                await manager._notify(ctx, instance, "instance.live_migration_post.end")
+                await manager.notify(ctx, instance, "instance.live_migration_post.end")
         except (exceptions.InstanceNotFound, exceptions.UnexpectedDeletingTaskStateError):
             with contextlib.suppress(Exception):
                 await manager.driver.destroy(ctx, instance, None)

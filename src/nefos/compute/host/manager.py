@@ -96,7 +96,7 @@ class ComputeManager(Endpoint):
     def operation_in_progress(self, uuid: str) -> bool:
         return uuid in self._operations
 
-    async def _notify(self, ctx, instance: dict, event_type: str) -> None:
+    async def notify(self, ctx, instance: dict, event_type: str) -> None:
         await notifications.notify_instance(self.rt.bus, ctx, instance, event_type, host=self.host)
 
     async def init_host(self) -> None:
@@ -172,7 +172,7 @@ class ComputeManager(Endpoint):
             async with progress.step("compute_claim_resources", show_in_progress=False):
                 await self.resource_tracker.instance_claim(instance, node, started["allocation"])
                 await self._check_group_policy(instance, spec)
-            await self._notify(ctx, instance, "instance.create.start")
+            await self.notify(ctx, instance, "instance.create.start")
             # The claim's record, the event operation begun (before the ports are bound), task
             # state networking and the network allocation's event started: one call.
             operation = self.instance_events.new_operation()
@@ -188,7 +188,7 @@ class ComputeManager(Endpoint):
             async with progress.step("compute_prep_block_device", show_in_progress=False):
                 instance = (await progress.send(saves=({"updates": {"task_state": states.BLOCK_DEVICE_MAPPING},
                                                         "expected_task_state": [states.NETWORKING]},)))["instance"]
-                block_device_info = await self._prep_block_device(instance, started.get("block_device_mappings"))
+                block_device_info = await self.prep_block_device(instance, started.get("block_device_mappings"))
             await progress.send(saves=({"updates": {"task_state": states.SPAWNING},
                                         "expected_task_state": [states.BLOCK_DEVICE_MAPPING]},))
             try:
@@ -216,14 +216,14 @@ class ComputeManager(Endpoint):
                 finished_after=(build_event_id,)))["instance"]
         except (exceptions.InstanceNotFound, exceptions.UnexpectedDeletingTaskStateError) as exc:
             await progress.flush()
-            await self._cleanup_build(ctx, uuid, network_task)
+            await self.cleanup_build(ctx, uuid, network_task)
             raise BuildAborted(f"instance {uuid} was deleted during its build: {exc}")
         except BaseException:
             if network_task is not None and not network_task.done():
                 network_task.cancel()
             raise
         await self.resource_tracker.record_build_result(node, success=True)
-        await self._notify(ctx, instance, "instance.create.end")
+        await self.notify(ctx, instance, "instance.create.end")
 
     async def _check_group_policy(self, instance: dict, spec: dict) -> None:
         """The late check of a claim: a race between two boots becomes a reschedule, never a violation.
@@ -272,7 +272,7 @@ class ComputeManager(Endpoint):
                     delay = min(delay * 2, self.rt.cfg.network_allocate_backoff_max)
         return []
 
-    async def _prep_block_device(self, instance: dict, bdms: list[dict] | None = None) -> dict:
+    async def prep_block_device(self, instance: dict, bdms: list[dict] | None = None) -> dict:
         """What the driver needs of the instance's block device mappings (``bdms`` when the caller
         has them; a conductor before 1.3 leaves them out of build_started): root device,
         ephemerals, swap."""
@@ -289,7 +289,7 @@ class ComputeManager(Endpoint):
                 info["root_device_name"] = bdm["device_name"] or "/dev/vda"
         return info
 
-    async def _cleanup_build(self, ctx, uuid: str, network_task: asyncio.Task | None) -> None:
+    async def cleanup_build(self, ctx, uuid: str, network_task: asyncio.Task | None) -> None:
         """Undo what a failed or aborted build did on this host: guest, ports, claim."""
         if network_task is not None and not network_task.done():
             network_task.cancel()
@@ -306,7 +306,7 @@ class ComputeManager(Endpoint):
 
     async def _handle_build_failure(self, ctx, uuid: str, spec: dict, args: dict, node: str,
                                     exc: Exception) -> None:
-        await self._cleanup_build(ctx, uuid, None)
+        await self.cleanup_build(ctx, uuid, None)
         try:
             if isinstance(exc, exceptions.BuildAbortException):
                 instance = await self.conductor.save_with_fault(
@@ -314,7 +314,7 @@ class ComputeManager(Endpoint):
                     {"vm_state": states.ERROR, "task_state": None, "network_info": []}, exc, host=self.host,
                     details="".join(traceback.format_exception(exc)), expected_task_state=states.BUILD_TASK_STATES,
                     expected_vm_state=[states.BUILDING])
-                await self._notify(ctx, instance, "instance.create.error")
+                await self.notify(ctx, instance, "instance.create.error")
                 return
             await self.resource_tracker.record_build_result(node, success=False)
             LOG.warning("build of %s failed on %s (%s); rescheduling", uuid, self.host, exc)
@@ -415,7 +415,7 @@ class ComputeManager(Endpoint):
             elif not power_on and current not in (states.SHUTDOWN, states.NOSTATE, states.CRASHED):
                 await self.driver.power_off(i, self.rt.cfg.shutdown_timeout)
 
-        await self._power_op(ctx, instance_uuid, event="compute_power_update", expected=[task],
+        await self.power_op(ctx, instance_uuid, event="compute_power_update", expected=[task],
                              final_vm_state=states.ACTIVE if power_on else states.STOPPED,
                              notification="power_on" if power_on else "power_off", op=op)
         return f"applied {POWER_ON if power_on else POWER_OFF} (see compute_power_update)"
@@ -431,7 +431,7 @@ class ComputeManager(Endpoint):
             except exceptions.InstanceNotFound:
                 await self.conductor.allocation_release(None, instance_uuid)
                 return
-            await self._notify(ctx, instance, "instance.delete.start")
+            await self.notify(ctx, instance, "instance.delete.start")
             async with self.conductor.step(ctx, instance_uuid, "compute_terminate_instance", self.host):
                 with contextlib.suppress(exceptions.InstanceNotFound):
                     await self.driver.destroy(ctx, instance, instance.get("network_info"))
@@ -442,10 +442,10 @@ class ComputeManager(Endpoint):
             await self.conductor.action_finish(ctx, instance_uuid)
             self.instance_events.forget(instance_uuid)
             instance.update(vm_state=states.DELETED, task_state=None, power_state=states.NOSTATE)
-            await self._notify(ctx, instance, "instance.delete.end")
+            await self.notify(ctx, instance, "instance.delete.end")
 
     # Power operations ----------------------------------------------------------
-    async def _power_op(self, ctx, uuid: str, *, event: str, expected: list, final_vm_state: str | None,
+    async def power_op(self, ctx, uuid: str, *, event: str, expected: list, final_vm_state: str | None,
                         notification: str, op, starts_in: list | None = None,
                         error_vm_state: str | None = None) -> None:
         """Run ``op(instance)`` under the instance's lock and action event, then save the final state
@@ -467,7 +467,7 @@ class ComputeManager(Endpoint):
                 return
             try:
                 async with self.conductor.step(ctx, uuid, event, self.host):
-                    await self._notify(ctx, instance, f"instance.{notification}.start")
+                    await self.notify(ctx, instance, f"instance.{notification}.start")
                     extra = await op(instance)
                     updates = {"task_state": None,
                                "power_state": await power_sync.driver_power_state(self.driver, instance)}
@@ -475,7 +475,7 @@ class ComputeManager(Endpoint):
                         updates["vm_state"] = final_vm_state
                     updates.update(extra or {})
                     instance = await self.conductor.instance_save(None, uuid, updates, expected_task_state=expected)
-                    await self._notify(ctx, instance, f"instance.{notification}.end")
+                    await self.notify(ctx, instance, f"instance.{notification}.end")
             except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
                 return  # deleted or superseded meanwhile
             except Exception as exc:
@@ -490,13 +490,13 @@ class ComputeManager(Endpoint):
                 await self.conductor.action_finish(ctx, uuid)
 
     async def stop_instance(self, ctx, instance_uuid: str) -> None:
-        await self._power_op(ctx, instance_uuid, event="compute_stop_instance",
+        await self.power_op(ctx, instance_uuid, event="compute_stop_instance",
                              expected=[states.POWERING_OFF], final_vm_state=states.STOPPED,
                              notification="power_off",
                              op=lambda i: self.driver.power_off(i, self.rt.cfg.shutdown_timeout))
 
     async def start_instance(self, ctx, instance_uuid: str) -> None:
-        await self._power_op(ctx, instance_uuid, event="compute_start_instance",
+        await self.power_op(ctx, instance_uuid, event="compute_start_instance",
                              expected=[states.POWERING_ON], final_vm_state=states.ACTIVE,
                              notification="power_on",
                              op=lambda i: self.instance_events.replug(
@@ -506,7 +506,7 @@ class ComputeManager(Endpoint):
         expected = ([states.REBOOTING_HARD, states.REBOOT_PENDING_HARD, states.REBOOT_STARTED_HARD]
                     if reboot_type == "HARD" else
                     [states.REBOOTING, states.REBOOT_PENDING, states.REBOOT_STARTED])
-        await self._power_op(ctx, instance_uuid, event="compute_reboot_instance", expected=expected,
+        await self.power_op(ctx, instance_uuid, event="compute_reboot_instance", expected=expected,
                              final_vm_state=states.ACTIVE, notification="reboot",
                              op=lambda i: self.instance_events.replug(
                                  ctx, i, lambda nw: self.driver.reboot(ctx, i, nw, reboot_type), what="hard reboot")
@@ -514,29 +514,29 @@ class ComputeManager(Endpoint):
                              self.driver.reboot(ctx, i, i.get("network_info") or [], reboot_type))
 
     async def pause_instance(self, ctx, instance_uuid: str) -> None:
-        await self._power_op(ctx, instance_uuid, event="compute_pause_instance",
+        await self.power_op(ctx, instance_uuid, event="compute_pause_instance",
                              expected=[states.PAUSING], final_vm_state=states.PAUSED,
                              notification="pause", op=self.driver.pause)
 
     async def unpause_instance(self, ctx, instance_uuid: str) -> None:
-        await self._power_op(ctx, instance_uuid, event="compute_unpause_instance",
+        await self.power_op(ctx, instance_uuid, event="compute_unpause_instance",
                              expected=[states.UNPAUSING], final_vm_state=states.ACTIVE,
                              notification="unpause", op=self.driver.unpause)
 
     async def suspend_instance(self, ctx, instance_uuid: str) -> None:
-        await self._power_op(ctx, instance_uuid, event="compute_suspend_instance",
+        await self.power_op(ctx, instance_uuid, event="compute_suspend_instance",
                              expected=[states.SUSPENDING], final_vm_state=states.SUSPENDED,
                              notification="suspend", op=lambda i: self.driver.suspend(ctx, i))
 
     async def resume_instance(self, ctx, instance_uuid: str) -> None:
-        await self._power_op(ctx, instance_uuid, event="compute_resume_instance",
+        await self.power_op(ctx, instance_uuid, event="compute_resume_instance",
                              expected=[states.RESUMING], final_vm_state=states.ACTIVE,
                              notification="resume",
                              op=lambda i: self.driver.resume(ctx, i, i.get("network_info") or []))
 
     # Images (createImage, createBackup), shelve, passwords -----------------------------
     async def snapshot_instance(self, ctx, instance_uuid: str, image_id: str) -> None:
-        await self._power_op(ctx, instance_uuid, event="compute_snapshot_instance",
+        await self.power_op(ctx, instance_uuid, event="compute_snapshot_instance",
                              expected=[states.IMAGE_UPLOADING], final_vm_state=None, notification="snapshot",
                              op=lambda i: snapshots.snapshot_to_image(self, ctx, i, image_id,
                                                                       first_task_state=states.IMAGE_SNAPSHOT),
@@ -549,7 +549,7 @@ class ComputeManager(Endpoint):
             await snapshots.snapshot_to_image(self, ctx, instance, image_id, first_task_state=states.IMAGE_BACKUP)
             await snapshots.rotate_backups(self, ctx, instance, backup_type, rotation)
 
-        await self._power_op(ctx, instance_uuid, event="compute_backup_instance",
+        await self.power_op(ctx, instance_uuid, event="compute_backup_instance",
                              expected=[states.IMAGE_UPLOADING], final_vm_state=None, notification="snapshot",
                              op=op, starts_in=[states.IMAGE_BACKUP])
         await self._discard_unfinished_image(ctx, image_id)

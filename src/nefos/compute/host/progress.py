@@ -20,6 +20,7 @@ from typing import Awaitable, Callable
 
 from nefos import exceptions
 from nefos.bus.versioning import NoSuchMethod, UnsupportedVersion
+from nefos.conductor.rpcapi import OLDER_FORMS
 from nefos.timeutils import utcnow
 
 _NOT_STARTED = object()
@@ -47,7 +48,7 @@ class InstanceProgress:
     async def batching(self) -> bool:
         """Whether the conductor takes ``instance_progress`` (asked once per operation)."""
         if self._batching is None:
-            self._batching = await self.conductor.serves_1_3()
+            self._batching = await self.conductor.serves("1.3")
         return self._batching
 
     @property
@@ -117,7 +118,7 @@ class InstanceProgress:
                 finished_after=[{"event_id": e, "finish_time": now} for e in finished_after],
                 inbox_operation=inbox[0] if inbox else None)
         except (UnsupportedVersion, NoSuchMethod) as exc:  # an older conductor: nothing was written
-            self.conductor.refused_1_3(exc)
+            self.conductor.refused("1.3", exc, OLDER_FORMS)
             self._batching = False
             for done in finished:
                 await self.finish(done["event_id"], result=done["result"], traceback=done["traceback"],

@@ -32,7 +32,7 @@ async def rebuild_instance(manager, ctx, uuid: str, image_id: str, was_stopped: 
             return
         try:
             async with manager.conductor.step(ctx, uuid, "compute_rebuild_instance", manager.host):
-                await manager._notify(ctx, instance, "instance.rebuild.start")
+                await manager.notify(ctx, instance, "instance.rebuild.start")
                 image = await snapshots.image_meta(manager, ctx, image_id)
                 image_trust.check_trusted_certs(instance)
                 instance = await manager.conductor.instance_save(None, uuid,
@@ -40,7 +40,7 @@ async def rebuild_instance(manager, ctx, uuid: str, image_id: str, was_stopped: 
                                                                  expected_task_state=[states.REBUILDING])
                 with contextlib.suppress(exceptions.InstanceNotFound):
                     await manager.driver.destroy(ctx, instance, instance.get("network_info"))
-                block_device_info = await manager._prep_block_device(instance)
+                block_device_info = await manager.prep_block_device(instance)
                 instance = await manager.conductor.instance_save(
                     None, uuid,
                     {"task_state": states.REBUILD_SPAWNING},
@@ -58,7 +58,7 @@ async def rebuild_instance(manager, ctx, uuid: str, image_id: str, was_stopped: 
                     {"vm_state": states.STOPPED if was_stopped else states.ACTIVE, "task_state": None,
                      "power_state": power_state, "launched_at": utcnow().isoformat()},
                     expected_task_state=[states.REBUILD_SPAWNING])
-                await manager._notify(ctx, instance, "instance.rebuild.end")
+                await manager.notify(ctx, instance, "instance.rebuild.end")
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
             return  # deleted meanwhile: the delete cleans up
         except Exception as exc:

@@ -27,7 +27,7 @@ async def rescue_instance(manager, ctx, uuid: str, rescue_password: str, rescue_
         image = await snapshots.image_meta(manager, ctx, image_id)
         if instance["power_state"] in (states.RUNNING, states.PAUSED_POWER, states.SUSPENDED_POWER):
             await manager.driver.power_off(instance, manager.rt.cfg.shutdown_timeout)
-        block_device_info = await manager._prep_block_device(instance)
+        block_device_info = await manager.prep_block_device(instance)
         try:
             await manager.driver.rescue(ctx, instance, instance.get("network_info") or [], image,
                                         rescue_password, block_device_info)
@@ -37,7 +37,7 @@ async def rescue_instance(manager, ctx, uuid: str, rescue_password: str, rescue_
             raise InstanceNotRescuable(instance_id=uuid, reason=f"Driver Error: {exc}") from exc
         return {"launched_at": utcnow().isoformat()}
 
-    await manager._power_op(ctx, uuid, event="compute_rescue_instance", expected=[states.RESCUING],
+    await manager.power_op(ctx, uuid, event="compute_rescue_instance", expected=[states.RESCUING],
                             final_vm_state=states.RESCUED, notification="rescue", op=op,
                             error_vm_state=states.ERROR)
 
@@ -46,6 +46,6 @@ async def unrescue_instance(manager, ctx, uuid: str) -> None:
     async def op(instance):
         await manager.driver.unrescue(ctx, instance, instance.get("network_info") or [])
 
-    await manager._power_op(ctx, uuid, event="compute_unrescue_instance", expected=[states.UNRESCUING],
+    await manager.power_op(ctx, uuid, event="compute_unrescue_instance", expected=[states.UNRESCUING],
                             final_vm_state=states.ACTIVE, notification="unrescue", op=op,
                             error_vm_state=states.ERROR)

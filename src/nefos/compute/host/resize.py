@@ -65,8 +65,8 @@ async def prep_resize(manager, ctx, uuid: str, migration: dict) -> None:
             if alloc is None or alloc["compute_node_id"] != here:
                 raise exceptions.ComputeResourcesUnavailable(
                     reason=f"no resource claim for migration {migration['uuid']} on {manager.host}")
-            await manager._notify(ctx, instance, "instance.resize_prep.start")
-            await manager._notify(ctx, instance, "instance.resize_prep.end")
+            await manager.notify(ctx, instance, "instance.resize_prep.start")
+            await manager.notify(ctx, instance, "instance.resize_prep.end")
     await _rpc(manager).resize_instance(ctx, migration["source_compute"], uuid, migration)
 
 
@@ -81,7 +81,7 @@ async def resize_instance(manager, ctx, uuid: str, migration: dict) -> None:
                 instance = await manager.conductor.migration_save(ctx, uuid, {"task_state": states.RESIZE_MIGRATING},
                                                                   migration["uuid"], "migrating",
                                                                   expected_task_state=[states.RESIZE_PREP])
-                await manager._notify(ctx, instance, "instance.resize.start")
+                await manager.notify(ctx, instance, "instance.resize.start")
                 await manager.driver.migrate_disk_and_power_off(ctx, instance, migration["dest_compute"],
                                                                 migration["new_flavor"],
                                                                 instance.get("network_info") or [])
@@ -93,7 +93,7 @@ async def resize_instance(manager, ctx, uuid: str, migration: dict) -> None:
                      "node": migration["dest_node"], "progress": 50,
                      "system_metadata": _with_migration(instance, migration)},
                     migration["uuid"], "post-migrating", expected_task_state=[states.RESIZE_MIGRATING])
-                await manager._notify(ctx, instance, "instance.resize.end")
+                await manager.notify(ctx, instance, "instance.resize.end")
         except (exceptions.InstanceNotFound, exceptions.UnexpectedDeletingTaskStateError):
             # Deleted meanwhile: the delete (queued behind this lock on this host) destroys the guest.
             await manager.conductor.allocation_release(None, migration["uuid"])
@@ -136,12 +136,12 @@ async def finish_resize(manager, ctx, uuid: str, migration: dict) -> None:
                     None, uuid,
                     {"task_state": states.RESIZE_FINISH, **_flavor_columns(migration["new_flavor"])},
                     expected_task_state=[states.RESIZE_MIGRATED])
-                await manager._notify(ctx, instance, "instance.resize_finish.start")
+                await manager.notify(ctx, instance, "instance.resize_finish.start")
                 await manager.instance_events.begin_operation(uuid)  # before the ports are bound here
                 network_info = await manager.network_api.setup_instance_network_on_host(ctx, instance, manager.host)
                 instance = await manager.conductor.instance_save(None, uuid, {"network_info": network_info},
                                                                  expected_task_state=[states.RESIZE_FINISH])
-                block_device_info = await manager._prep_block_device(instance)
+                block_device_info = await manager.prep_block_device(instance)
                 power_on = migration["old_vm_state"] != states.STOPPED
                 image_meta = {"id": instance.get("image_ref"), "properties": {}}
 
@@ -158,7 +158,7 @@ async def finish_resize(manager, ctx, uuid: str, migration: dict) -> None:
                                 "progress": 100, "system_metadata": _with_migration(instance, migration),
                                 "launched_at": utcnow().isoformat()},  # Nova relaunches it here (usage)
                     migration["uuid"], "finished", expected_task_state=[states.RESIZE_FINISH])
-                await manager._notify(ctx, instance, "instance.resize_finish.end")
+                await manager.notify(ctx, instance, "instance.resize_finish.end")
         except (exceptions.InstanceNotFound, exceptions.UnexpectedDeletingTaskStateError):
             with contextlib.suppress(Exception):
                 await manager.driver.destroy(ctx, instance, instance.get("network_info"))
@@ -184,7 +184,7 @@ async def confirm_resize(manager, ctx, uuid: str, migration: dict) -> None:
                     or current.get("uuid") != migration["uuid"] or current.get("status") != "confirming"):
                 return
             async with manager.conductor.step(ctx, uuid, "compute_confirm_resize", manager.host):
-                await manager._notify(ctx, instance, "instance.resize_confirm.start")
+                await manager.notify(ctx, instance, "instance.resize_confirm.start")
                 with contextlib.suppress(exceptions.InstanceNotFound):
                     await manager.driver.confirm_migration(ctx, instance, instance.get("network_info") or [])
                 vm_state = states.STOPPED if instance["power_state"] == states.SHUTDOWN else states.ACTIVE
@@ -192,7 +192,7 @@ async def confirm_resize(manager, ctx, uuid: str, migration: dict) -> None:
                     ctx, uuid,
                     {"vm_state": vm_state, "task_state": None, "system_metadata": _with_migration(instance, None)},
                     current, expected_task_state=[None], expected_vm_state=[states.RESIZED])
-                await manager._notify(ctx, instance, "instance.resize_confirm.end")
+                await manager.notify(ctx, instance, "instance.resize_confirm.end")
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError, exceptions.InstanceInvalidState):
             return  # deleted (or reverted) meanwhile: that operation has the claims
         except Exception as exc:
@@ -210,7 +210,7 @@ async def revert_resize(manager, ctx, uuid: str, migration: dict) -> None:
             return
         try:
             async with manager.conductor.step(ctx, uuid, "compute_revert_resize", manager.host):
-                await manager._notify(ctx, instance, "instance.resize_revert.start")
+                await manager.notify(ctx, instance, "instance.resize_revert.start")
                 with contextlib.suppress(exceptions.InstanceNotFound):
                     await manager.driver.destroy_migrated_guest(ctx, instance, instance.get("network_info") or [])
                 await manager.conductor.resize_reverted_at_destination(ctx, uuid, migration["source_compute"],
@@ -255,7 +255,7 @@ async def finish_revert_resize(manager, ctx, uuid: str, migration: dict) -> None
                                 "system_metadata": _with_migration(instance, None),
                                 "launched_at": utcnow().isoformat()},  # as Nova's finish_revert_resize
                     current, migration["old_flavor"], expected_task_state=[states.RESIZE_REVERTING])
-                await manager._notify(ctx, instance, "instance.resize_revert.end")
+                await manager.notify(ctx, instance, "instance.resize_revert.end")
         except (exceptions.InstanceNotFound, exceptions.UnexpectedDeletingTaskStateError):
             return  # the delete (on this host, behind this lock) destroys the guest
         except Exception as exc:

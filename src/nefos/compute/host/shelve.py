@@ -53,7 +53,7 @@ async def shelve_instance(manager, ctx, uuid: str, image_id: str) -> None:
             updates["task_state"] = states.SHELVING_OFFLOADING
         return updates
 
-    await manager._power_op(ctx, uuid, event="compute_shelve_instance",
+    await manager.power_op(ctx, uuid, event="compute_shelve_instance",
                             expected=[states.SHELVING_IMAGE_UPLOADING], final_vm_state=states.SHELVED,
                             notification="shelve", op=op, starts_in=[states.SHELVING])
     if offload_at_once:
@@ -68,7 +68,7 @@ async def shelve_offload_instance(manager, ctx, uuid: str) -> None:
         await manager.conductor.allocation_release(None, uuid)
         return {"host": None, "node": None, "power_state": states.NOSTATE}
 
-    await manager._power_op(ctx, uuid, event="compute_shelve_offload_instance",
+    await manager.power_op(ctx, uuid, event="compute_shelve_offload_instance",
                             expected=[states.SHELVING_OFFLOADING], final_vm_state=states.SHELVED_OFFLOADED,
                             notification="shelve_offload", op=op)
 
@@ -82,7 +82,7 @@ async def unshelve_instance(manager, ctx, uuid: str, node: str | None = None) ->
             return {"system_metadata": without_shelve_keys(instance)}
 
         image_id = await _shelved_image_id(manager, uuid)
-        await manager._power_op(ctx, uuid, event="compute_unshelve_instance", expected=[states.UNSHELVING],
+        await manager.power_op(ctx, uuid, event="compute_unshelve_instance", expected=[states.UNSHELVING],
                                 final_vm_state=states.ACTIVE, notification="unshelve", op=start)
         await _delete_shelved_image(manager, ctx, uuid, image_id)
         return
@@ -99,7 +99,7 @@ async def unshelve_instance(manager, ctx, uuid: str, node: str | None = None) ->
         image_id = (instance.get("system_metadata") or {}).get("shelved_image_id")
         try:
             async with manager.conductor.step(ctx, uuid, "compute_unshelve_instance", manager.host):
-                await manager._notify(ctx, instance, "instance.unshelve.start")
+                await manager.notify(ctx, instance, "instance.unshelve.start")
                 await _spawn_offloaded(manager, ctx, instance, image_id, node)
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
             await _undo_unshelve(manager, ctx, uuid)  # deleted meanwhile: the delete finishes the job
@@ -130,7 +130,7 @@ async def _spawn_offloaded(manager, ctx, instance: dict, image_id: str | None, n
     network_info = await manager.network_api.setup_instance_network_on_host(ctx, instance, manager.host)
     instance = await manager.conductor.instance_save(None, uuid, {"network_info": network_info},
                                                      expected_task_state=[states.UNSHELVING])
-    block_device_info = await manager._prep_block_device(instance)
+    block_device_info = await manager.prep_block_device(instance)
     await manager.instance_events.spawn(ctx, instance, image, network_info, block_device_info)
     power_state = (await manager.driver.get_info(instance))["power_state"]
     instance = await manager.conductor.instance_save(
@@ -138,7 +138,7 @@ async def _spawn_offloaded(manager, ctx, instance: dict, image_id: str | None, n
                      "system_metadata": without_shelve_keys(instance),
                      "launched_at": utcnow().isoformat()},  # as Nova's _update_instance_after_spawn
         expected_task_state=[states.UNSHELVING])
-    await manager._notify(ctx, instance, "instance.unshelve.end")
+    await manager.notify(ctx, instance, "instance.unshelve.end")
 
 
 async def _undo_unshelve(manager, ctx, uuid: str) -> None:

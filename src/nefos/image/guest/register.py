@@ -54,7 +54,7 @@ async def _file_chunks(path: Path, size: int = 1024 * 1024):
 async def _ensure_file_image(rt, image_id: str, name: str, fmt: str, path: Path, properties: dict) -> None:
     ctx = admin_context()
     async with rt.db.reader() as s:
-        row = await images._load(s, image_id)
+        row = await images.load_row(s, image_id)
     if row is None:
         now = utcnow()
         try:
@@ -66,7 +66,7 @@ async def _ensure_file_image(rt, image_id: str, name: str, fmt: str, path: Path,
         except IntegrityError:
             pass  # another process registered it first
         async with rt.db.reader() as s:
-            row = await images._load(s, image_id)
+            row = await images.load_row(s, image_id)
     if row.status == "queued":
         try:
             await images.upload(rt, ctx, image_id, _file_chunks(path))
@@ -88,7 +88,7 @@ async def ensure_guest_image(rt, build_dir: str | Path | None = None) -> dict:
     image_id = await ensure_default_image(rt)
     wanted = {"kernel_id": kernel_id, "ramdisk_id": ramdisk_id, "os_command_line": DEFAULT_CMDLINE}
     async with rt.db.transaction() as s:
-        row = await images._load(s, image_id)
+        row = await images.load_row(s, image_id)
         props = dict(row.properties or {})
         if any(props.get(k) != v for k, v in wanted.items()):
             props.update(wanted)

@@ -1,5 +1,5 @@
 """One router in its namespace (``qrouter-<router id>``): what the L3 agent does to make a router's
-configuration (``Routers._routers_for_agent``) true on this machine, idempotently.
+configuration (``Routers.routers_for_agent``) true on this machine, idempotently.
 
 * an interface: a veth pair, ``qr-<port[:11]>`` inside (the port's MAC, the subnet's gateway IP),
   ``tap<port[:11]>`` outside in the network's bridge ``brq<network[:11]>`` (``vif.ensure_bridge``
@@ -115,7 +115,7 @@ async def _plug(ns: str, inside: str, outside: str, bridge: str, mac: str | None
 
 
 async def apply(router: dict, external_bridge: str, previous: dict | None) -> None:
-    """Make ``router`` (``_routers_for_agent``'s) true in its namespace; ``previous`` is what was
+    """Make ``router`` (``routers_for_agent``'s) true in its namespace; ``previous`` is what was
     applied before (its extra routes are taken away when they went)."""
     ns = namespace(router["id"])
     if not netns_exists(ns):

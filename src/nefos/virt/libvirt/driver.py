@@ -105,7 +105,7 @@ class LibvirtDriver(ComputeDriver):
         self.instances_path.mkdir(parents=True, exist_ok=True)
         await self._host.connect()  # emits ConnectionEvent either way
         if self._host.connected:
-            await self._prepare_for_qemu()  # refuses to start when QEMU would run as root or see nothing
+            await self.prepare_for_qemu()  # refuses to start when QEMU would run as root or see nothing
             with contextlib.suppress(Exception):
                 self.hypervisor_version = await self._host.call(self._host.get_connection().getVersion)
 
@@ -113,7 +113,7 @@ class LibvirtDriver(ComputeDriver):
         await self._host.close()
         await self.image_client.close()
 
-    async def _prepare_for_qemu(self) -> qemu_user.QemuUser:
+    async def prepare_for_qemu(self) -> qemu_user.QemuUser:
         """Who QEMU runs as (never root), with ``instances_path`` reachable by it; once per driver."""
         if self.qemu_user is None:
             caps = await self._host.call(self._host.get_connection().getCapabilities)
@@ -162,13 +162,13 @@ class LibvirtDriver(ComputeDriver):
         return f"{self.instances_path}/" in xml and vconfig.NEFOS_NS in xml
 
     # Helpers -------------------------------------------------------------------------------
-    def _instance_dir(self, uuid: str) -> Path:
+    def instance_dir(self, uuid: str) -> Path:
         return self.instances_path / uuid
 
     def console_log_path(self, uuid: str) -> Path:
-        return self._instance_dir(uuid) / "console.log"
+        return self.instance_dir(uuid) / "console.log"
 
-    async def _lookup(self, uuid: str, missing_ok: bool = False):
+    async def lookup_domain(self, uuid: str, missing_ok: bool = False):
         libvirt = libvirt_module()
         conn = self._host.get_connection()
         try:
@@ -184,7 +184,7 @@ class LibvirtDriver(ComputeDriver):
         state, _reason = await self._host.call(dom.state)
         return state
 
-    async def _is_active(self, dom) -> bool:
+    async def is_active(self, dom) -> bool:
         return bool(await self._host.call(dom.isActive))
 
     # Spawn ---------------------------------------------------------------------------------
@@ -194,9 +194,9 @@ class LibvirtDriver(ComputeDriver):
         libvirt = libvirt_module()
         uuid = instance["uuid"]
         conn = self._host.get_connection()
-        inst_dir = self._instance_dir(uuid)
+        inst_dir = self.instance_dir(uuid)
         try:
-            user = await self._prepare_for_qemu()
+            user = await self.prepare_for_qemu()
             inst_dir.mkdir(parents=True, exist_ok=True)
             qemu_user.share_dir(inst_dir, user)
             spec = await self._guest_spec(instance, image_meta or {}, network_info or [],
@@ -279,14 +279,14 @@ class LibvirtDriver(ComputeDriver):
         """Destroy and undefine the domain (if any) and remove the instance's files."""
         libvirt = libvirt_module()
         try:
-            dom = await self._lookup(uuid, missing_ok=True)
+            dom = await self.lookup_domain(uuid, missing_ok=True)
         except exceptions.HypervisorUnavailable:
             if strict:
                 raise
             dom = None
         if dom is not None:
             with contextlib.suppress(libvirt.libvirtError):
-                if await self._is_active(dom):
+                if await self.is_active(dom):
                     await self._host.call(dom.destroy)
             flags = (libvirt.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE | libvirt.VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA
                      | libvirt.VIR_DOMAIN_UNDEFINE_NVRAM)
@@ -299,13 +299,13 @@ class LibvirtDriver(ComputeDriver):
                     except libvirt.libvirtError as exc2:
                         if exc2.get_error_code() != libvirt.VIR_ERR_NO_DOMAIN:
                             raise
-        inst_dir = self._instance_dir(uuid)
+        inst_dir = self.instance_dir(uuid)
         if inst_dir.exists():
             await asyncio.to_thread(shutil.rmtree, inst_dir, True)
 
     # State ---------------------------------------------------------------------------------
     async def get_info(self, instance: dict) -> dict:
-        dom = await self._lookup(instance["uuid"])
+        dom = await self.lookup_domain(instance["uuid"])
         state = await self._state(dom)
         power_state = _POWER_STATES.get(state, states.NOSTATE)
         if power_state == states.SHUTDOWN:
@@ -315,11 +315,11 @@ class LibvirtDriver(ComputeDriver):
         return {"power_state": power_state}
 
     async def get_diagnostics(self, instance: dict) -> dict:
-        dom = await self._lookup(instance["uuid"])
+        dom = await self.lookup_domain(instance["uuid"])
         return lv_diagnostics.free_form(await self._host.call(lv_diagnostics.collect, dom))
 
     async def get_instance_diagnostics(self, instance: dict) -> dict:
-        dom = await self._lookup(instance["uuid"])
+        dom = await self.lookup_domain(instance["uuid"])
         figures = await self._host.call(lv_diagnostics.collect, dom)
         return lv_diagnostics.standard_form(
             figures, power_state=(await self.get_info(instance))["power_state"], virt_type=self.virt_type,
@@ -344,13 +344,13 @@ class LibvirtDriver(ComputeDriver):
         try:
             data = await asyncio.to_thread(read)
         except FileNotFoundError:
-            await self._lookup(instance["uuid"])  # InstanceNotFound when there is no guest either
+            await self.lookup_domain(instance["uuid"])  # InstanceNotFound when there is no guest either
             return ""
         return _CONTROL_CHARS.sub("", data.decode("utf-8", errors="replace"))
 
     async def get_vnc_console(self, instance: dict) -> dict:
         """The port QEMU's VNC display took (the live domain XML, as Nova's libvirt driver reads it)."""
-        dom = await self._lookup(instance["uuid"])
+        dom = await self.lookup_domain(instance["uuid"])
         port = vconfig.vnc_port(await self._host.call(dom.XMLDesc, 0))
         if port is None:  # shut off (no QEMU process), or defined without a display
             raise exceptions.InstanceNotReady(instance_id=instance["uuid"])
@@ -362,7 +362,7 @@ class LibvirtDriver(ComputeDriver):
         SPICE was disabled has none: NotImplementedError, as a host without SPICE."""
         if not self.cfg.spice_enabled:
             raise NotImplementedError
-        dom = await self._lookup(instance["uuid"])
+        dom = await self.lookup_domain(instance["uuid"])
         xml = await self._host.call(dom.XMLDesc, 0)
         port = vconfig.graphics_port(xml, "spice")
         if port is None:
@@ -373,15 +373,15 @@ class LibvirtDriver(ComputeDriver):
     # Power ---------------------------------------------------------------------------------
     async def power_off(self, instance: dict, timeout: float = 0, **kwargs) -> None:
         uuid = instance["uuid"]
-        dom = await self._lookup(uuid)
+        dom = await self.lookup_domain(uuid)
         if not (timeout and timeout > 0 and await self._clean_shutdown(dom, uuid, timeout)):
-            await self._hard_stop(dom)
+            await self.hard_stop(dom)
         await self._drop_managed_save(dom)
 
-    async def _hard_stop(self, dom) -> None:
+    async def hard_stop(self, dom) -> None:
         libvirt = libvirt_module()
         try:
-            if await self._is_active(dom):
+            if await self.is_active(dom):
                 await self._host.call(dom.destroy)
         except libvirt.libvirtError as exc:
             if exc.get_error_code() != libvirt.VIR_ERR_OPERATION_INVALID:  # not running (any more)
@@ -403,14 +403,14 @@ class LibvirtDriver(ComputeDriver):
                 try:
                     await self._host.call(dom.shutdown)
                 except libvirt.libvirtError as exc:
-                    if not await self._is_active(dom):
+                    if not await self.is_active(dom):
                         return True
                     LOG.warning("instance %s: ACPI shutdown failed: %s", uuid, exc)
                     return False
                 next_press = min(deadline, time.monotonic() + SHUTDOWN_RETRY_INTERVAL)
                 while time.monotonic() < next_press:
                     await event_set_within(stopped, min(0.5, max(0.01, next_press - time.monotonic())))
-                    if stopped.is_set() or not await self._is_active(dom):
+                    if stopped.is_set() or not await self.is_active(dom):
                         LOG.info("instance %s: shut down cleanly in %.1f s", uuid,
                                  timeout - (deadline - time.monotonic()))
                         return True
@@ -427,7 +427,7 @@ class LibvirtDriver(ComputeDriver):
             if await self._host.call(dom.hasManagedSaveImage, 0):
                 await self._host.call(dom.managedSaveRemove, 0)
 
-    async def _start(self, dom, uuid: str, network_info: list[dict] | None, fresh: bool = True) -> None:
+    async def start_domain(self, dom, uuid: str, network_info: list[dict] | None, fresh: bool = True) -> None:
         if fresh:
             await self._drop_managed_save(dom)
         for bridge in vconfig.bridges_of_bridge_interfaces(await self._host.call(dom.XMLDesc, 0)):
@@ -447,46 +447,46 @@ class LibvirtDriver(ComputeDriver):
     async def power_on(self, ctx, instance: dict, network_info: list[dict], **kwargs) -> None:
         libvirt = libvirt_module()
         uuid = instance["uuid"]
-        dom = await self._lookup(uuid)
+        dom = await self.lookup_domain(uuid)
         state = await self._state(dom)
         if state == libvirt.VIR_DOMAIN_PAUSED:
             await self._host.call(dom.resume)
             return
-        if await self._is_active(dom):
+        if await self.is_active(dom):
             return
-        await self._start(dom, uuid, network_info)
+        await self.start_domain(dom, uuid, network_info)
 
     async def reboot(self, ctx, instance: dict, network_info: list[dict], reboot_type: str, **kwargs) -> None:
         uuid = instance["uuid"]
-        dom = await self._lookup(uuid)
+        dom = await self.lookup_domain(uuid)
         if reboot_type.upper() != "HARD":
             if await self._clean_shutdown(dom, uuid, self.cfg.shutdown_timeout):
                 LOG.info("instance %s: soft rebooted", uuid)
-                await self._start(dom, uuid, network_info)
+                await self.start_domain(dom, uuid, network_info)
                 return
             LOG.warning("instance %s: soft reboot failed; rebooting hard", uuid)
-        await self._hard_stop(dom)
-        await self._start(dom, uuid, network_info)
+        await self.hard_stop(dom)
+        await self.start_domain(dom, uuid, network_info)
 
     async def pause(self, instance: dict, **kwargs) -> None:
-        dom = await self._lookup(instance["uuid"])
+        dom = await self.lookup_domain(instance["uuid"])
         await self._host.call(dom.suspend)
 
     async def unpause(self, instance: dict, **kwargs) -> None:
-        dom = await self._lookup(instance["uuid"])
+        dom = await self.lookup_domain(instance["uuid"])
         await self._host.call(dom.resume)
 
     async def suspend(self, ctx, instance: dict, **kwargs) -> None:
         uuid = instance["uuid"]
-        dom = await self._lookup(uuid)
+        dom = await self.lookup_domain(uuid)
         await self._host.call(dom.managedSave, 0)
 
     async def resume(self, ctx, instance: dict, network_info: list[dict], **kwargs) -> None:
         uuid = instance["uuid"]
-        dom = await self._lookup(uuid)
-        if await self._is_active(dom):
+        dom = await self.lookup_domain(uuid)
+        if await self.is_active(dom):
             return
-        await self._start(dom, uuid, network_info, fresh=False)  # restores the managed save
+        await self.start_domain(dom, uuid, network_info, fresh=False)  # restores the managed save
 
     async def rescue(self, ctx, instance: dict, network_info: list[dict], image_meta: dict,
                      rescue_password: str, block_device_info: dict | None = None, **kwargs) -> None:
@@ -500,10 +500,10 @@ class LibvirtDriver(ComputeDriver):
         """A standalone qcow2 of the root disk (its overlay flattened onto the base). A running guest
         is paused for the copy so the image is consistent, then resumed."""
         uuid = instance["uuid"]
-        disk = self._instance_dir(uuid) / "disk"
+        disk = self.instance_dir(uuid) / "disk"
         if not disk.is_file():
             raise exceptions.InstanceNotFound(instance_id=uuid)
-        dom = await self._lookup(uuid)
+        dom = await self.lookup_domain(uuid)
         libvirt = libvirt_module()
         paused = await self._state(dom) == libvirt.VIR_DOMAIN_RUNNING
         if paused:
@@ -538,9 +538,9 @@ class LibvirtDriver(ComputeDriver):
         its definition (it stays through stop and start)."""
         libvirt = libvirt_module()
         uuid = instance["uuid"]
-        dom = await self._lookup(uuid)
+        dom = await self.lookup_domain(uuid)
         config = _vif_config(vif)
-        active = await self._is_active(dom)
+        active = await self.is_active(dom)
         try:
             await self._host.call(dom.attachDeviceFlags, vconfig.interface_xml(config), self._device_flags(active))
             if active:
@@ -558,9 +558,9 @@ class LibvirtDriver(ComputeDriver):
         then); a NIC the guest no longer has is no error."""
         libvirt = libvirt_module()
         uuid = instance["uuid"]
-        dom = await self._lookup(uuid)
+        dom = await self.lookup_domain(uuid)
         config = _vif_config(vif)
-        active = await self._is_active(dom)
+        active = await self.is_active(dom)
         live = await self._host.call(dom.XMLDesc, 0)
         stored = await self._host.call(dom.XMLDesc, libvirt.VIR_DOMAIN_XML_INACTIVE)
         flags = ((libvirt.VIR_DOMAIN_AFFECT_LIVE if active and vconfig.has_interface(live, config.mac) else 0)
@@ -572,8 +572,8 @@ class LibvirtDriver(ComputeDriver):
                 deadline = time.monotonic() + DETACH_TIMEOUT
                 ask_again = time.monotonic() + DETACH_RETRY
                 while vconfig.has_interface(await self._host.call(dom.XMLDesc, 0), config.mac):
-                    if time.monotonic() > deadline or not await self._is_active(dom):
-                        if await self._is_active(dom):
+                    if time.monotonic() > deadline or not await self.is_active(dom):
+                        if await self.is_active(dom):
                             raise exceptions.InterfaceDetachFailed(instance_uuid=uuid, message=(
                                 f"the guest did not release the NIC of port {vif['id']} within "
                                 f"{DETACH_TIMEOUT:g} s"))

@@ -82,14 +82,14 @@ def rescue_domain_xml(xml: str, rescue_path: str, driver_type: str, bus: str | N
 
 async def rescue(driver, instance: dict, network_info: list[dict], image_meta: dict) -> None:
     uuid = instance["uuid"]
-    inst_dir: Path = driver._instance_dir(uuid)
+    inst_dir: Path = driver.instance_dir(uuid)
     saved = inst_dir / UNRESCUE_XML
-    dom = await driver._lookup(uuid)
-    if await driver._is_active(dom):
-        await driver._hard_stop(dom)
+    dom = await driver.lookup_domain(uuid)
+    if await driver.is_active(dom):
+        await driver.hard_stop(dom)
     if not saved.exists():  # a retried rescue keeps the first, true original
         fileperms.write_private(saved, (await driver._host.call(dom.XMLDesc, 0)).encode())
-    user = await driver._prepare_for_qemu()
+    user = await driver.prepare_for_qemu()
     disk = inst_dir / RESCUE_DISK
     fmt = await driver.image_cache.create_root_disk(image_meta["id"], image_meta.get("disk_format"), disk,
                                                     int(instance.get("root_gb") or 0))
@@ -100,7 +100,7 @@ async def rescue(driver, instance: dict, network_info: list[dict], image_meta: d
     conn = driver._host.get_connection()
     try:
         dom = await driver._host.call(conn.defineXML, xml)
-        await driver._start(dom, uuid, network_info)
+        await driver.start_domain(dom, uuid, network_info)
     except BaseException:
         with contextlib.suppress(Exception):
             await driver._host.call(conn.defineXML, saved.read_text())
@@ -109,14 +109,14 @@ async def rescue(driver, instance: dict, network_info: list[dict], image_meta: d
 
 async def unrescue(driver, instance: dict, network_info: list[dict]) -> None:
     uuid = instance["uuid"]
-    inst_dir: Path = driver._instance_dir(uuid)
+    inst_dir: Path = driver.instance_dir(uuid)
     saved = inst_dir / UNRESCUE_XML
     if not saved.exists():
         raise exceptions.NefosError(f"instance {uuid}: no saved domain to unrescue to")
-    dom = await driver._lookup(uuid)
-    if await driver._is_active(dom):
-        await driver._hard_stop(dom)
+    dom = await driver.lookup_domain(uuid)
+    if await driver.is_active(dom):
+        await driver.hard_stop(dom)
     dom = await driver._host.call(driver._host.get_connection().defineXML, saved.read_text())
-    await driver._start(dom, uuid, network_info)
+    await driver.start_domain(dom, uuid, network_info)
     saved.unlink()
     (inst_dir / RESCUE_DISK).unlink(missing_ok=True)
