@@ -371,6 +371,26 @@ async def test_a_reader_sees_commits_made_after_an_earlier_reader_left_a_result_
         assert len(await _usage_rows(db, project)) == 4
 
 
+async def test_a_snapshot_reader_sees_one_snapshot_and_a_plain_reader_each_commit(db):
+    """``reader(snapshot=True)``: every statement of the session sees the database as it was at its
+    first read (the scheduler reads its hosts, their services and aggregates in several statements:
+    one view of them); a plain reader sees each commit as soon as it is made."""
+    project = f"p-{uuid.uuid4().hex}"
+    async with db.transaction() as s:
+        await s.execute(insert(USAGES).values(project_id=project, resource="ram", in_use=1))
+    count = select(func.count()).select_from(USAGES).where(USAGES.c.project_id == project)
+    async with db.reader(snapshot=True) as snap:
+        assert (await snap.execute(count)).scalar_one() == 1
+        async with db.transaction() as s:  # committed while the snapshot reader is open
+            await s.execute(insert(USAGES).values(project_id=project, resource="cores", in_use=1))
+        assert (await snap.execute(count)).scalar_one() == 1
+    async with db.reader() as plain:
+        assert (await plain.execute(count)).scalar_one() == 2
+        async with db.transaction() as s:
+            await s.execute(insert(USAGES).values(project_id=project, resource="instances", in_use=1))
+        assert (await plain.execute(count)).scalar_one() == 3
+
+
 # Server list sorting -----------------------------------------------------------
 
 async def test_server_list_order_and_marker_paging_agree_with_nulls(db):

@@ -109,6 +109,10 @@ class Database:
             self._idle_readers: list = []
         self._sessions = async_sessionmaker(self.engine, expire_on_commit=False)
         self._read_sessions = self._sessions
+        # A snapshot reader's statements all see one snapshot: under READ COMMITTED (the servers'
+        # level here) each statement of a transaction takes a new one.
+        self._snapshot_sessions = None if self.is_sqlite else async_sessionmaker(
+            self.engine.execution_options(isolation_level="REPEATABLE READ"), expire_on_commit=False)
         if self.is_postgresql:
             sa_event.listen(self.engine.sync_engine.pool, "checkout", _drop_closed_connection)
             # Plain reads run outside a transaction (each statement sees what is committed when
@@ -183,7 +187,8 @@ class Database:
         statements of the session see one snapshot (a read transaction).
         """
         if not self.is_sqlite:
-            async with await self._connected_session(None if snapshot else self._read_sessions) as session:
+            async with await self._connected_session(self._snapshot_sessions if snapshot else self._read_sessions) \
+                    as session:
                 yield session
             return
         if snapshot:
