@@ -127,8 +127,9 @@ class DatabaseServiceGroup:
         self.rt = rt
 
     async def register(self, host: str, binary: str, topic: str | None, version: str | None = None) -> int:
+        from nefos.db.retry import at_start
         from nefos.objects import service_rows
-        return await service_rows.register(self.rt.db, host, binary, topic, version)
+        return await at_start(lambda: service_rows.register(self.rt.db, host, binary, topic, version))
 
     async def heartbeat(self, service_id: int) -> None:
         from nefos.objects import service_rows

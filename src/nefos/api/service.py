@@ -21,7 +21,8 @@ class ComputeAPIComponent(Component):
 
     async def start(self) -> None:
         from nefos.compute.flavors import ensure_default_flavors
-        await ensure_default_flavors(self.rt.db)
+        from nefos.db.retry import at_start
+        await at_start(lambda: ensure_default_flavors(self.rt.db))
         await self.service.start()
 
     async def stop(self) -> None:

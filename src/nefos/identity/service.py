@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from nefos.db.retry import at_start
 from nefos.identity import tokens
 from nefos.identity.bootstrap import bootstrap
 from nefos.identity.rest import create_app
@@ -23,8 +24,8 @@ class IdentityComponent(Component):
         self._prune: asyncio.Task | None = None
 
     async def start(self) -> None:
-        self.credentials = await bootstrap(self.rt)
-        await tokens.prune_revocation_events(self.rt)
+        self.credentials = await at_start(lambda: bootstrap(self.rt))
+        await at_start(lambda: tokens.prune_revocation_events(self.rt))
         task = PeriodicTask("prune-revocation-events", PRUNE_INTERVAL,
                             lambda: tokens.prune_revocation_events(self.rt))
         self._prune = asyncio.create_task(task.run_forever(), name="identity:prune")

@@ -1,0 +1,80 @@
+"""A service started while its database is unreachable (restarting, or not up yet) waits for it, as
+Nova's services retry their database at start (oslo.db), each failure logged, and serves once it
+is there; a SIGTERM while it waits stops it cleanly. Before, its first transaction failed and the
+process exited with status 1, to come back only through a supervisor's restart.
+
+The database is the test's PostgreSQL behind a loopback port of the test's own: nothing listens
+there until the test forwards it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import time
+import uuid
+from urllib.parse import urlsplit
+
+import pytest
+
+from nefos.allinone import free_port
+from tests.backends import fresh_database
+from tests.multihost.underlay import TcpForwarder
+from tests.pipeline.test_broker_at_start import _logged
+from tests.pipeline.test_multiprocess import BIN, RABBIT_URL
+
+pytestmark = [pytest.mark.postgres, pytest.mark.rabbit]
+
+
+@pytest.fixture
+def pg_url():
+    with fresh_database("postgresql") as url:
+        yield url
+
+
+def _start(tmp_path, pg_url: str, port: int, service: str) -> tuple[subprocess.Popen, object]:
+    """``service`` on the migrated ``pg_url``, but through 127.0.0.1:``port``."""
+    env = dict(os.environ, NEFOS_DATABASE_URL=pg_url, NEFOS_BUS_URL=RABBIT_URL,
+               NEFOS_CONTROL_EXCHANGE=f"nefos-test-{uuid.uuid4().hex[:8]}", NEFOS_AUTH_STRATEGY="noauth")
+    subprocess.run([str(BIN / "nefos"), "db", "upgrade", "--state-dir", str(tmp_path)], env=env, check=True,
+                   capture_output=True)
+    server = urlsplit(pg_url)
+    env["NEFOS_DATABASE_URL"] = pg_url.replace(server.netloc, f"{server.username}@127.0.0.1:{port}")
+    log_path = tmp_path / f"{service}.log"
+    log = open(log_path, "w")
+    proc = subprocess.Popen([str(BIN / "nefos"), service, "--state-dir", str(tmp_path)],
+                            env=env, stdout=log, stderr=subprocess.STDOUT)
+    return proc, log_path
+
+
+@pytest.mark.parametrize("service, started", [("scheduler", "scheduler started"), ("api", "api started")])
+async def test_a_service_started_before_its_database_waits_for_it_and_serves(tmp_path, pg_url, service, started):
+    port = free_port()
+    proc, log_path = _start(tmp_path, pg_url, port, service)
+    forwarder = TcpForwarder()
+    try:
+        await _logged(proc, log_path, "database unreachable", timeout=60)
+        server = urlsplit(pg_url)
+        forwarder.forward("127.0.0.1", server.port or 5432, server.hostname, listen_port=port)
+        # Its next attempt (within 30 s of the last) gets through, and it starts.
+        await _logged(proc, log_path, started, timeout=90)
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(proc.wait, 20) == 0, log_path.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        forwarder.close()
+
+
+async def test_a_service_waiting_for_its_database_stops_on_sigterm(tmp_path, pg_url):
+    proc, log_path = _start(tmp_path, pg_url, free_port(), "scheduler")
+    try:
+        await _logged(proc, log_path, "database unreachable", timeout=60)
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(proc.wait, 20) == 0, log_path.read_text()[-3000:]
+        assert time.monotonic() - sent < 10
+    finally:
+        if proc.poll() is None:
+            proc.kill()
