@@ -607,3 +607,37 @@ async def test_a_restarted_host_ends_the_steps_its_killed_process_left_open(db):
     assert steps[other_open] == [("h1", True, "Error", "killed"), (None, False, None, None)]
     assert steps[elsewhere] == [("h2", False, None, None)]
     assert await actions.end_interrupted_steps(db, "h1", "killed") == 0
+
+
+@pytest.mark.parametrize("db_url", [pytest.param("postgresql", marks=pytest.mark.postgres),
+                                    pytest.param("mysql", marks=pytest.mark.mysql)], indirect=True)
+async def test_a_host_step_the_database_chose_as_a_deadlock_victim_runs_again(db, monkeypatch):
+    """The conductor's steps of moves write in one transaction; several evacuations off one host
+    release claims on its node together and MariaDB may pick one as a deadlock's victim. The step
+    runs again (the evacuation does not fail with "the database is too busy"), and once."""
+    from types import SimpleNamespace
+
+    from nefos.conductor.migration_surface import MigrationSurface
+    from nefos.db.retry import is_contention
+    from nefos.objects import migrations as migrations_obj
+
+    async def once(txn):
+        await txn()
+    results, _used = await _deadlocking_pair(db, once)
+    (deadlock,) = [r for r in results if isinstance(r, Exception)]
+    assert is_contention(deadlock)  # a real one, as the driver raises it
+
+    uid = await make_instance(db, vm_state=states.ACTIVE, task_state=states.REBUILDING, host="h1")
+    set_status, statuses = migrations_obj.set_status, []
+
+    async def victim_once(db_, uuid_, status, *, session=None):
+        statuses.append(status)
+        if len(statuses) == 1:
+            raise deadlock
+        await set_status(db_, uuid_, status, session=session)
+    monkeypatch.setattr(migrations_obj, "set_status", victim_once)
+    surface = MigrationSurface()
+    surface.rt = SimpleNamespace(db=db)
+    instance = await surface.evacuation_done(None, uid, {"host": "h2", "task_state": None}, str(uuid.uuid4()),
+                                             expected_task_state=[states.REBUILDING])
+    assert (instance["host"], instance["task_state"], statuses) == ("h2", None, ["done", "done"])

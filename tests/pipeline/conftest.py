@@ -186,3 +186,11 @@ async def cloud(tmp_path):
     harness = await start_cloud(tmp_path, fake_hosts=2)
     yield harness
     await stop_cloud(harness)
+
+
+@pytest.fixture
+def pg_url():
+    """A new PostgreSQL database of the test's own (a process under test migrates it)."""
+    from tests.backends import fresh_database
+    with fresh_database("postgresql") as url:
+        yield url

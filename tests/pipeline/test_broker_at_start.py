@@ -18,18 +18,11 @@ from urllib.parse import urlsplit
 import pytest
 
 from nefos.allinone import free_port
-from tests.backends import fresh_database
 from tests.compute.conftest import eventually
 from tests.multihost.underlay import TcpForwarder
 from tests.pipeline.test_multiprocess import BIN, RABBIT_URL
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rabbit]
-
-
-@pytest.fixture
-def pg_url():
-    with fresh_database("postgresql") as url:
-        yield url
 
 
 def _start(tmp_path, pg_url: str, port: int, name: str) -> tuple[subprocess.Popen, object]:
@@ -53,16 +46,16 @@ async def _logged(proc, log_path, text: str, timeout: float) -> None:
     await eventually(seen, timeout=timeout, interval=0.1)
 
 
-async def test_a_service_started_before_the_broker_waits_for_it_and_serves(tmp_path, pg_url):
-    port = free_port()
-    proc, log_path = _start(tmp_path, pg_url, port, "scheduler")
+async def serves_once_forwarded(proc, log_path, waiting: str, started: str, listen_port: int, target: tuple) -> None:
+    """``proc`` logs ``waiting`` (what it cannot reach is behind ``listen_port``, where nothing
+    listens); once the port is forwarded to ``target`` (host, port) it logs ``started`` and stops
+    cleanly on SIGTERM."""
     forwarder = TcpForwarder()
     try:
-        await _logged(proc, log_path, "message bus unreachable", timeout=60)
-        broker = urlsplit(RABBIT_URL)
-        forwarder.forward("127.0.0.1", broker.port or 5672, broker.hostname, listen_port=port)
+        await _logged(proc, log_path, waiting, timeout=60)
+        forwarder.forward("127.0.0.1", target[1], target[0], listen_port=listen_port)
         # Its next attempt (within 30 s of the last) gets through, and it starts.
-        await _logged(proc, log_path, "scheduler started", timeout=60)
+        await _logged(proc, log_path, started, timeout=90)
         proc.send_signal(signal.SIGTERM)
         assert await asyncio.to_thread(proc.wait, 20) == 0, log_path.read_text()[-3000:]
     finally:
@@ -71,10 +64,10 @@ async def test_a_service_started_before_the_broker_waits_for_it_and_serves(tmp_p
         forwarder.close()
 
 
-async def test_a_service_waiting_for_the_broker_stops_on_sigterm(tmp_path, pg_url):
-    proc, log_path = _start(tmp_path, pg_url, free_port(), "scheduler")
+async def stops_on_sigterm_while(proc, log_path, waiting: str) -> None:
+    """A SIGTERM while ``proc`` waits (it logged ``waiting``) ends it at once, with 0."""
     try:
-        await _logged(proc, log_path, "message bus unreachable", timeout=60)
+        await _logged(proc, log_path, waiting, timeout=60)
         sent = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         assert await asyncio.to_thread(proc.wait, 20) == 0, log_path.read_text()[-3000:]
@@ -82,3 +75,16 @@ async def test_a_service_waiting_for_the_broker_stops_on_sigterm(tmp_path, pg_ur
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+async def test_a_service_started_before_the_broker_waits_for_it_and_serves(tmp_path, pg_url):
+    port = free_port()
+    proc, log_path = _start(tmp_path, pg_url, port, "scheduler")
+    broker = urlsplit(RABBIT_URL)
+    await serves_once_forwarded(proc, log_path, "message bus unreachable", "scheduler started", port,
+                                (broker.hostname, broker.port or 5672))
+
+
+async def test_a_service_waiting_for_the_broker_stops_on_sigterm(tmp_path, pg_url):
+    proc, log_path = _start(tmp_path, pg_url, free_port(), "scheduler")
+    await stops_on_sigterm_while(proc, log_path, "message bus unreachable")

@@ -8,29 +8,18 @@ there until the test forwards it."""
 
 from __future__ import annotations
 
-import asyncio
 import os
-import signal
 import subprocess
-import time
 import uuid
 from urllib.parse import urlsplit
 
 import pytest
 
 from nefos.allinone import free_port
-from tests.backends import fresh_database
-from tests.multihost.underlay import TcpForwarder
-from tests.pipeline.test_broker_at_start import _logged
+from tests.pipeline.test_broker_at_start import serves_once_forwarded, stops_on_sigterm_while
 from tests.pipeline.test_multiprocess import BIN, RABBIT_URL
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rabbit]
-
-
-@pytest.fixture
-def pg_url():
-    with fresh_database("postgresql") as url:
-        yield url
 
 
 def _start(tmp_path, pg_url: str, port: int, service: str) -> tuple[subprocess.Popen, object]:
@@ -52,29 +41,11 @@ def _start(tmp_path, pg_url: str, port: int, service: str) -> tuple[subprocess.P
 async def test_a_service_started_before_its_database_waits_for_it_and_serves(tmp_path, pg_url, service, started):
     port = free_port()
     proc, log_path = _start(tmp_path, pg_url, port, service)
-    forwarder = TcpForwarder()
-    try:
-        await _logged(proc, log_path, "database unreachable", timeout=60)
-        server = urlsplit(pg_url)
-        forwarder.forward("127.0.0.1", server.port or 5432, server.hostname, listen_port=port)
-        # Its next attempt (within 30 s of the last) gets through, and it starts.
-        await _logged(proc, log_path, started, timeout=90)
-        proc.send_signal(signal.SIGTERM)
-        assert await asyncio.to_thread(proc.wait, 20) == 0, log_path.read_text()[-3000:]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        forwarder.close()
+    server = urlsplit(pg_url)
+    await serves_once_forwarded(proc, log_path, "database unreachable", started, port,
+                                (server.hostname, server.port or 5432))
 
 
 async def test_a_service_waiting_for_its_database_stops_on_sigterm(tmp_path, pg_url):
     proc, log_path = _start(tmp_path, pg_url, free_port(), "scheduler")
-    try:
-        await _logged(proc, log_path, "database unreachable", timeout=60)
-        sent = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        assert await asyncio.to_thread(proc.wait, 20) == 0, log_path.read_text()[-3000:]
-        assert time.monotonic() - sent < 10
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    await stops_on_sigterm_while(proc, log_path, "database unreachable")

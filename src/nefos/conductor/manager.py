@@ -20,7 +20,7 @@ from nefos.conductor.host_surface import HostSurface
 from nefos.conductor.migration_surface import MigrationSurface
 from nefos.context import RequestContext, admin_context
 from nefos.db.models import Instance, utcnow
-from nefos.db.retry import retrying
+from nefos.db.retry import retried
 from nefos.network.client import NetworkAPI
 from nefos.objects import actions, allocations, build_requests, event_inbox, instance as instance_obj, states
 from nefos.compute.rpcapi import ComputeRPCAPI
@@ -83,9 +83,9 @@ class ConductorManager(HostSurface, MigrationSurface, Endpoint):
                 await self._schedule_and_build(ctx, uuids, dict(request_spec, num_instances=len(uuids)), build_args)
         except BaseException:
             with contextlib.suppress(Exception):
-                await _with_retries(build_requests.unclaim, db, build_request_id, claimer)
+                await retried(build_requests.unclaim, db, build_request_id, claimer)
             raise
-        await _with_retries(build_requests.finish, db, build_request_id)
+        await retried(build_requests.finish, db, build_request_id)
 
     async def redrive_stranded_builds(self) -> None:
         """Take the builds no conductor took (the API could not cast them, the cast was lost, or
@@ -232,10 +232,3 @@ class ConductorManager(HostSurface, MigrationSurface, Endpoint):
         """Evacuation (Nova's rebuild_instance with recreate): schedule, cast it to the destination."""
         from nefos.conductor import evacuate
         await evacuate.evacuate_instance(self, ctx, instance_uuid, request_spec, migration)
-
-
-async def _with_retries(function, *args):
-    """A build request's own bookkeeping outlives a short database outage or deadlock."""
-    async for attempt in retrying():
-        with attempt:
-            return await function(*args)

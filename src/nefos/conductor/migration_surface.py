@@ -9,6 +9,7 @@ from __future__ import annotations
 from sqlalchemy import update
 
 from nefos.db.models import Allocation
+from nefos.db.retry import retried
 from nefos.objects import allocations, instance as instance_obj, migrations as migrations_obj, moves, quotas
 from nefos.objects.migration_state import quota_back
 from nefos.conductor.host_surface import _expected
@@ -21,6 +22,16 @@ async def _claim_becomes_instance(s, instance_uuid: str, migration_uuid: str) ->
                     .values(consumer_uuid=instance_uuid).execution_options(synchronize_session=False))
 
 
+async def _one_transaction(db, step):
+    """``step(s)`` in one transaction, run again when the database rolled it back for contention
+    (the steps of several moves off one host release claims on its node together: MariaDB can
+    pick one of them as a deadlock's victim) or lost the connection."""
+    async def attempt():
+        async with db.transaction() as s:
+            return await step(s)
+    return await retried(attempt)
+
+
 class MigrationSurface:
     """Mixed into the conductor's manager (``self.rt``: the conductor's runtime)."""
 
@@ -28,10 +39,12 @@ class MigrationSurface:
                              migration_status: str, **expected) -> dict:
         """Save the instance (compare-and-swap) and set its migration's status, together."""
         db = self.rt.db
-        async with db.transaction() as s:
+
+        async def step(s):
             instance = await instance_obj.save(db, instance_uuid, updates, session=s, **_expected(expected))
             await migrations_obj.set_status(db, migration_uuid, migration_status, session=s)
-        return instance
+            return instance
+        return await _one_transaction(db, step)
 
     async def migration_abort_before_move(self, ctx, instance_uuid: str, migration: dict, fault: dict | None = None,
                                           host_name: str | None = None, details: str | None = None) -> None:
@@ -44,12 +57,14 @@ class MigrationSurface:
         """On the source's confirm: save the instance, the destination's claim becomes its claim, the
         quota held beyond the new flavor is given back, the migration ``confirmed``."""
         db = self.rt.db
-        async with db.transaction() as s:
+
+        async def step(s):
             instance = await instance_obj.save(db, instance_uuid, updates, session=s, **_expected(expected))
             await _claim_becomes_instance(s, instance_uuid, migration["uuid"])
             await quotas.release(s, instance["project_id"], quota_back(migration, migration["new_flavor"]))
             await migrations_obj.set_status(db, migration["uuid"], "confirmed", session=s)
-        return instance
+            return instance
+        return await _one_transaction(db, step)
 
     async def resize_reverted_at_destination(self, ctx, instance_uuid: str, source_host: str, source_node: str,
                                              migration_uuid: str) -> None:
@@ -57,21 +72,25 @@ class MigrationSurface:
         ``resize_reverting``), the destination's claim is released."""
         from nefos.objects import states
         db = self.rt.db
-        async with db.transaction() as s:
+
+        async def step(s):
             await instance_obj.save(db, instance_uuid, {"host": source_host, "node": source_node},
                                     expected_task_state=[states.RESIZE_REVERTING], session=s)
             await allocations.release(db, migration_uuid, session=s)
+        await _one_transaction(db, step)
 
     async def resize_revert_finished(self, ctx, instance_uuid: str, updates: dict, migration: dict,
                                      old_flavor: dict, **expected) -> dict:
         """On the source's finish of a revert: save the instance, give back the quota held beyond the
         old flavor, the migration ``reverted``."""
         db = self.rt.db
-        async with db.transaction() as s:
+
+        async def step(s):
             instance = await instance_obj.save(db, instance_uuid, updates, session=s, **_expected(expected))
             await quotas.release(s, instance["project_id"], quota_back(migration, old_flavor))
             await migrations_obj.set_status(db, migration["uuid"], "reverted", session=s)
-        return instance
+            return instance
+        return await _one_transaction(db, step)
 
     async def live_migration_roll_back(self, ctx, instance_uuid: str, migration: dict, status: str,
                                        fault: dict | None = None, host_name: str | None = None,
@@ -86,11 +105,13 @@ class MigrationSurface:
         """On the destination: save the instance (now this host's), the migration's claim becomes
         its claim (the source's released), the migration ``completed``."""
         db = self.rt.db
-        async with db.transaction() as s:
+
+        async def step(s):
             instance = await instance_obj.save(db, instance_uuid, updates, session=s, **_expected(expected))
             await _claim_becomes_instance(s, instance_uuid, migration_uuid)
             await migrations_obj.set_status(db, migration_uuid, "completed", session=s)
-        return instance
+            return instance
+        return await _one_transaction(db, step)
 
     async def evacuation_done(self, ctx, instance_uuid: str, updates: dict, migration_uuid: str,
                               **expected) -> dict:
@@ -98,11 +119,13 @@ class MigrationSurface:
         becomes its claim (the source's released), the migration ``done`` (Nova's finish_evacuation;
         the source completes it when it comes back)."""
         db = self.rt.db
-        async with db.transaction() as s:
+
+        async def step(s):
             instance = await instance_obj.save(db, instance_uuid, updates, session=s, **_expected(expected))
             await _claim_becomes_instance(s, instance_uuid, migration_uuid)
             await migrations_obj.set_status(db, migration_uuid, "done", session=s)
-        return instance
+            return instance
+        return await _one_transaction(db, step)
 
     async def migrations_of_host(self, ctx, migration_type: str, statuses: list[str],
                                  source_compute: str | None = None, dest_compute: str | None = None) -> list[dict]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from sqlalchemy import bindparam, delete, func, insert, select, update
 
 from nefos.db.models import Allocation, ComputeNode
+from nefos.db.retry import retried
 from nefos.db.session import Database, given_or
 
 NODES = ComputeNode.__table__
@@ -81,8 +82,13 @@ async def release(db: Database, consumer_uuid: str, session=None) -> bool:
 
     if session is not None:
         return await _release(session)
-    async with db.transaction() as s:
-        return await _release(s)
+
+    async def own_transaction() -> bool:
+        async with db.transaction() as s:
+            return await _release(s)
+    # Several releases on one node at once (a host's servers deleted or moved together) can
+    # deadlock on MariaDB: the victim runs again.
+    return await retried(own_transaction)
 
 
 async def transfer(session, from_consumer: str, to_consumer: str) -> None:
