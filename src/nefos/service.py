@@ -228,20 +228,25 @@ class Service:
         if not settled:
             self._return_owed = True
 
-    async def listen(self) -> None:
-        """Take this service's messages from now on: casts run once ``start`` is done, calls are
-        refused until then (``nefos.bus.base.dispatch``). A compute host listens before it recovers
-        its instances, so a cast sent meanwhile waits for it instead of being refused (as Nova's
-        compute queue, which outlives its process, holds it)."""
+    async def listen(self, *, ready: bool = False) -> None:
+        """Take this service's messages from now on. Unless ``ready``, casts run once ``start`` is
+        done and calls are refused until then (``nefos.bus.base.dispatch``): a compute host listens
+        before it recovers its instances, so a cast sent meanwhile waits for it instead of being
+        refused (as Nova's compute queue, which outlives its process, holds it)."""
         if self.endpoint is None or not self.topic or self._listening:
             return
         self.endpoint.rpc_ready = asyncio.Event()
+        if ready:
+            self.endpoint.rpc_ready.set()
         await self.rt.bus.serve(self.topic, self.endpoint, host=self.host)
         self._listening = True
 
     async def start(self) -> None:
         await self.register()
-        await self.listen()
+        # Registered, it can serve: ready from its first message. A message delivered while the
+        # broker confirms the subscription would otherwise find it starting, and a call on a
+        # shared topic (conductor, scheduler) be refused where another server could answer it.
+        await self.listen(ready=True)
         self.add_periodic("heartbeat", self.rt.cfg.report_interval, self.heartbeat)
         for task in self.periodic:
             self._tasks.append(asyncio.create_task(task.run_forever(), name=f"{self.binary}:{task.name}"))

@@ -175,6 +175,40 @@ async def test_a_starting_server_queues_casts_and_refuses_calls_until_it_is_read
     assert server.received == ["cast while starting"]
 
 
+async def test_a_control_plane_service_answers_a_call_delivered_while_it_subscribes(topic):
+    """A service that listens as the last step of its start (conductor, scheduler) serves a call
+    the broker delivers before the subscription is confirmed: on a shared topic, refusing it
+    would fail the caller (a compute host starting) where the other server could have answered."""
+    from types import SimpleNamespace
+
+    from nefos.bus.base import dispatch, make_message
+    from nefos.config import Config
+    from nefos.service import Service
+
+    answers = []
+
+    class SubscribingBus:
+        async def serve(self, topic_, endpoint, host=None):
+            # The broker delivers a call before it confirms the subscription (aiormq runs it
+            # while ``serve`` still awaits the consume-ok).
+            answers.append(await dispatch(endpoint, make_message(ctx(), "add", {"a": 1, "b": 2}, V), answered=True))
+
+        async def unserve(self, endpoint):
+            pass
+
+    class Registered:
+        async def register(self, *args):
+            return 1
+
+    service = Service(SimpleNamespace(bus=SubscribingBus(), cfg=Config()), "nova-conductor", topic, "h1",
+                      endpoint=Server(), group=Registered())
+    await service.start()
+    try:
+        assert answers == [3]
+    finally:
+        await service.stop()
+
+
 async def test_call_to_host_specific_server(make_bus, topic):
     a, b, client = await make_bus(), await make_bus(), await make_bus()
     await a.serve(topic, Server("a"), host="host-a")
