@@ -19,7 +19,7 @@ class FakeConductor:
     async def serves(self, version) -> bool:
         return version not in self.refused_versions
 
-    def refused(self, version, exc, consequence) -> None:
+    def refused(self, version, exc) -> None:
         self.refused_versions.add(version)
 
     async def instance_progress(self, ctx, uuid, host, **parts):

@@ -22,7 +22,9 @@ from nefos.timeutils import utcnow
 
 LOG = logging.getLogger(__name__)
 
-OLDER_FORMS = "sending the 1.2 forms from now on"
+# What a host does without each conductor version's forms, once a conductor refused them.
+_WITHOUT = {"1.3": "sending the 1.2 forms from now on",
+            "1.4": "the steps this host's previous process left open stay open"}
 
 
 class ConductorAPI:
@@ -41,8 +43,8 @@ class ConductorAPI:
         conductor's refusal is what tells."""
         return version not in self._refused and await self.client.can_send_version(version)
 
-    def refused(self, version: str, exc: Exception, consequence: str) -> None:
-        LOG.warning("a conductor refused a conductor %s call (%s): %s", version, exc, consequence)
+    def refused(self, version: str, exc: Exception) -> None:
+        LOG.warning("a conductor refused a conductor %s call (%s): %s", version, exc, _WITHOUT[version])
         self._refused.add(version)
 
     async def _call(self, ctx, method: str, **kwargs):
@@ -174,7 +176,7 @@ class ConductorAPI:
                 return await self._call(ctx, "build_started", instance_uuid=instance_uuid, event=event,
                                         host_name=host_name, block_devices=True)
             except (UnsupportedVersion, NoSuchMethod) as exc:
-                self.refused("1.3", exc, OLDER_FORMS)
+                self.refused("1.3", exc)
         return await self._call(ctx, "build_started", instance_uuid=instance_uuid, event=event, host_name=host_name)
 
     async def image_meta(self, ctx, image_id: str) -> dict:
@@ -286,7 +288,7 @@ class ConductorAPI:
         try:
             return await self._call(ctx, "action_steps_interrupted", host_name=host_name, reason=reason)
         except (UnsupportedVersion, NoSuchMethod) as exc:
-            self.refused("1.4", exc, "the steps this host's previous process left open stay open")
+            self.refused("1.4", exc)
             return None
 
     async def allocation_release(self, ctx, consumer_uuid: str) -> bool:

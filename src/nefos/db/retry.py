@@ -167,6 +167,9 @@ def retrying(attempts: int = ATTEMPTS, disconnect_timeout: float | None = None) 
                          before_sleep=before_sleep_log(LOG, logging.INFO))
 
 
+T = TypeVar("T")
+
+
 async def retried(function: Callable[..., Awaitable[T]], *args) -> T:
     """``function(*args)`` run again while ``retrying`` allows: for work that is one transaction, or
     transactions each of which may simply run again (a claim moved, a build request finished)."""
@@ -178,8 +181,6 @@ async def retried(function: Callable[..., Awaitable[T]], *args) -> T:
 # Waits between a starting service's attempts to reach its database: 1 s, doubling up to 30 s, as
 # for the broker (nefos.bus.connect).
 _WAIT_AT_START = wait_exponential(multiplier=1, min=1, max=30)
-
-T = TypeVar("T")
 
 
 def _database_away(state: RetryCallState) -> None:

@@ -20,7 +20,6 @@ from typing import Awaitable, Callable
 
 from nefos import exceptions
 from nefos.bus.versioning import NoSuchMethod, UnsupportedVersion
-from nefos.conductor.rpcapi import OLDER_FORMS
 from nefos.timeutils import utcnow
 
 _NOT_STARTED = object()
@@ -118,7 +117,7 @@ class InstanceProgress:
                 finished_after=[{"event_id": e, "finish_time": now} for e in finished_after],
                 inbox_operation=inbox[0] if inbox else None)
         except (UnsupportedVersion, NoSuchMethod) as exc:  # an older conductor: nothing was written
-            self.conductor.refused("1.3", exc, OLDER_FORMS)
+            self.conductor.refused("1.3", exc)
             self._batching = False
             for done in finished:
                 await self.finish(done["event_id"], result=done["result"], traceback=done["traceback"],
