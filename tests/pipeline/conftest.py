@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from nefos.allinone import Cloud, all_in_one_components, free_port
-from nefos.config import load_config
+from nefos.config import Config, load_config
 from nefos.service import Runtime
 
 from tests.noauth import ADMIN  # noqa: E402  (the default clients send it)
@@ -144,6 +144,10 @@ async def start_cloud(tmp_path, *, fake_hosts: int = 1, drivers: dict[str, str] 
                       identity_api_port=free_port(), metadata_listen_port=free_port(),
                       novncproxy_port=free_port(), **overrides)
     rt = await Runtime.open(cfg, migrate=True)
+    # A test shortens rpc_response_timeout for the age after which a host takes a request for lost;
+    # each bus call still gets the shipped time to answer. Else the start-up calls of a loaded
+    # machine, which outlasted 1, 2 and 3 s, failed the cloud's start.
+    rt.bus.default_timeout = max(cfg.rpc_response_timeout, Config.model_fields["rpc_response_timeout"].default)
     hosts = [f"host-{i + 1}" for i in range(fake_hosts)]
     cfg.host = "controller"
     components = all_in_one_components(rt, fake_hosts=0)

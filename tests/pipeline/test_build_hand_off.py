@@ -91,8 +91,6 @@ async def test_a_build_the_conductor_never_got_is_made_when_a_conductor_starts(t
 
 @pytest.fixture
 async def quick(tmp_path):
-    # rpc_response_timeout 2 s, not 1: a host's start-up calls took longer than 1 s on a machine running the
-    # whole suite, and the cloud did not start.
     cloud = await start_cloud(tmp_path, fake_hosts=1, build_hand_off_timeout=0.5, build_redrive_interval=0.1,
                               rpc_response_timeout=2.0)
     yield cloud

@@ -22,7 +22,7 @@ from tests.pipeline.conftest import ADMIN, DEMO_PROJECT, member, start_cloud, st
 from tests.pipeline.test_build_hand_off import Link
 
 MEMBER = member()
-TUNED = {"rpc_response_timeout": 3.0}  # (2 s: a start-up call outlasted it on a slow, loaded machine)
+TUNED = {"rpc_response_timeout": 3.0}
 
 
 @pytest.fixture(params=["tuned", "defaults"])
