@@ -8,6 +8,9 @@ should stop it, and whoever stops it waits for ever. ``asyncio.timeout`` has no 
 from __future__ import annotations
 
 import asyncio
+import logging
+
+from tenacity import AsyncRetrying, RetryCallState, wait_exponential
 
 
 async def event_set_within(event: asyncio.Event, timeout: float) -> bool:
@@ -31,3 +34,15 @@ async def cancel_and_wait(*tasks: asyncio.Task | None) -> None:
     for task in tasks:  # what they ended with is theirs to log, not "never retrieved"
         if task is not None and not task.cancelled():
             task.exception()
+
+
+def until_reachable(what: str, retry, log: logging.Logger) -> AsyncRetrying:
+    """Attempts for a starting service to reach ``what`` (its broker, its database), for as long as
+    it is away: waits of 1 s doubling up to 30 s (oslo.messaging's rabbit_retry_interval,
+    rabbit_retry_backoff and rabbit_interval_max; oslo.db retries at start alike), each failure that
+    ``retry`` accepts logged as "<what> unreachable". Cancel the loop to give up (a SIGTERM)."""
+    def unreachable(state: RetryCallState) -> None:
+        log.error("%s unreachable (%s); trying again in %.0f s", what, state.outcome.exception(),
+                  state.next_action.sleep)
+    return AsyncRetrying(retry=retry, wait=wait_exponential(multiplier=1, min=1, max=30),
+                         before_sleep=unreachable, reraise=True)

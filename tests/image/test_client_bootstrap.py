@@ -151,3 +151,28 @@ async def test_patch_owner_only_by_admin(api):
     assert r.status_code == 200 and r.json()["owner"] == PROJECT_B
     assert (await api.get(url, headers=member(PROJECT_A))).status_code == 404
     assert (await api.get(url, headers=member(PROJECT_B))).status_code == 200
+
+
+async def test_a_default_image_upload_the_database_cut_off_is_done_again_at_once(rt, monkeypatch, caplog):
+    """The database goes away just as the start-up upload would mark the image active (and is still
+    away for the upload's own putting back): the image is left ``saving``. The next attempt of the
+    start-up work uploads it again at once, rather than leaving it saving for ``STALE_SAVING``
+    (five minutes in which nothing can boot from it)."""
+    from sqlalchemy.exc import DisconnectionError
+
+    from nefos.image import bootstrap, images
+    real = images.transition
+    cut = {"saving->active": 1, "saving->queued": 1}
+
+    async def flaky(rt_, image_id, old, new, **values):
+        if cut.get(f"{old}->{new}", 0) > 0:
+            cut[f"{old}->{new}"] -= 1
+            raise DisconnectionError("server closed the connection unexpectedly")
+        return await real(rt_, image_id, old, new, **values)
+
+    monkeypatch.setattr(images, "transition", flaky)
+    image_id = await bootstrap.ensure_default_image_at_start(rt)
+    assert cut == {"saving->active": 0, "saving->queued": 0}
+    got = await ImageAPI(rt).get(ctx_for(PROJECT_A), image_id)
+    assert got["status"] == "active" and got["checksum"] == hashlib.md5(default_image_bytes()).hexdigest()
+    assert "left saving by this service's upload" in caplog.text

@@ -15,17 +15,13 @@ from __future__ import annotations
 
 import logging
 
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential
+from tenacity import retry_if_exception_type
 
 from nefos import exceptions
 from nefos.bus.base import Bus, Endpoint, RemoteError  # noqa: F401
+from nefos.waiting import until_reachable
 
 LOG = logging.getLogger(__name__)
-
-# Waits between attempts to reach the broker at start: 1 s, doubling up to 30 s (oslo.messaging's
-# rabbit_retry_interval, rabbit_retry_backoff and rabbit_interval_max).
-_WAIT_FOR_BROKER = wait_exponential(multiplier=1, min=1, max=30)
-
 
 def create_bus(url: str, control_exchange: str = "") -> Bus:
     if url.startswith("local:"):
@@ -37,16 +33,10 @@ def create_bus(url: str, control_exchange: str = "") -> Bus:
     raise ValueError(f"unsupported bus URL {url!r} (use local:// or amqp://...)")
 
 
-def _unreachable(state: RetryCallState) -> None:
-    LOG.error("message bus unreachable (%s); trying again in %.0f s", state.outcome.exception(),
-              state.next_action.sleep)
-
-
 async def connect(bus: Bus) -> None:
     """Start ``bus``, waiting for its broker as long as it takes, as oslo.messaging does for Nova's
     services: a service started before the broker (a host booting, the broker restarting) serves
     once it is there instead of exiting. Cancel it to give up (a SIGTERM while it waits)."""
-    async for attempt in AsyncRetrying(retry=retry_if_exception_type(exceptions.ServiceUnavailable),
-                                       wait=_WAIT_FOR_BROKER, before_sleep=_unreachable, reraise=True):
+    async for attempt in until_reachable("message bus", retry_if_exception_type(exceptions.ServiceUnavailable), LOG):
         with attempt:
             await bus.start()

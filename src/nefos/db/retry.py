@@ -25,10 +25,11 @@ import logging
 from typing import Awaitable, Callable, TypeVar
 
 from sqlalchemy.exc import DBAPIError, DisconnectionError, TimeoutError as PoolTimeout
-from tenacity import (AsyncRetrying, RetryCallState, before_sleep_log, retry_if_exception, wait_exponential,
+from tenacity import (AsyncRetrying, RetryCallState, before_sleep_log, retry_if_exception,
                       wait_random_exponential)
 
 from nefos import exceptions
+from nefos.waiting import until_reachable
 
 LOG = logging.getLogger(__name__)
 
@@ -178,23 +179,14 @@ async def retried(function: Callable[..., Awaitable[T]], *args) -> T:
             return await function(*args)
 
 
-# Waits between a starting service's attempts to reach its database: 1 s, doubling up to 30 s, as
-# for the broker (nefos.bus.connect).
-_WAIT_AT_START = wait_exponential(multiplier=1, min=1, max=30)
-
-
-def _database_away(state: RetryCallState) -> None:
-    LOG.error("database unreachable (%s); trying again in %.0f s", state.outcome.exception(), state.next_action.sleep)
-
-
 async def at_start(work: Callable[[], Awaitable[T]]) -> T:
     """Run a starting service's database work (``work()``: transactions that may simply run again)
     until the database lets it. A lost or refused connection is waited out however long it lasts,
     each failure logged, so a service started while its database restarts serves once it is back
     instead of exiting, as Nova's services retry their database at start (oslo.db's
     ``max_retries``); contention is tried again too. Cancel it to give up (a SIGTERM)."""
-    async for attempt in AsyncRetrying(retry=retry_if_exception(lambda exc: is_disconnect(exc) or is_contention(exc)),
-                                       wait=_WAIT_AT_START, before_sleep=_database_away, reraise=True):
+    async for attempt in until_reachable(
+            "database", retry_if_exception(lambda exc: is_disconnect(exc) or is_contention(exc)), LOG):
         with attempt:
             return await work()
 

@@ -693,8 +693,11 @@ async def transition(rt, image_id: str, old: str, new: str, **values) -> bool:
 
 
 async def upload(rt, ctx: RequestContext, image_id: str, chunks: AsyncIterable[bytes], *,
-                 declared_size: int | None = None, max_size: int | None = None) -> Image:
-    """Store the image's data (queued -> saving -> active)."""
+                 declared_size: int | None = None, max_size: int | None = None,
+                 on_saving: Callable[[bool], None] | None = None) -> Image:
+    """Store the image's data (queued -> saving -> active). ``on_saving(True)`` once this upload has
+    made the image ``saving``, ``on_saving(False)`` once it has moved it on (active, or back to
+    queued): a caller told True and not False knows a failure left the image saving."""
     max_size = size_cap(rt) if max_size is None else max_size
     row = await get(rt, ctx, image_id)
     _check_owner(ctx, row, "upload_image")
@@ -705,10 +708,12 @@ async def upload(rt, ctx: RequestContext, image_id: str, chunks: AsyncIterable[b
         raise _bad("Properties disk_format, container_format must be set prior to saving data.")
     if declared_size is not None and declared_size > max_size:
         raise exceptions.ImageSizeLimitExceeded(limit=max_size)
+    saving = on_saving or (lambda _saving: None)
     if not await transition(rt, image_id, "queued", "saving"):
         raise exceptions.ImageConflict(
             reason="Image status transition from queued to saving is not allowed: "
                    "another upload may be under way.")
+    saving(True)
     store = store_for(rt)
     try:
         data = await store.write(image_id, chunks, max_size=max_size)
@@ -719,11 +724,14 @@ async def upload(rt, ctx: RequestContext, image_id: str, chunks: AsyncIterable[b
             raise
     except BaseException:
         await transition(rt, image_id, "saving", "queued")
+        saving(False)
         raise
-    if not await transition(rt, image_id, "saving", "active", size=data.size,
+    moved = await transition(rt, image_id, "saving", "active", size=data.size,
                              virtual_size=inspection.virtual_size, checksum=data.checksum,
                              os_hash_algo=data.os_hash_algo, os_hash_value=data.os_hash_value,
-                             location=data.path):
+                             location=data.path)
+    saving(False)
+    if not moved:
         await store.delete(image_id)
         raise exceptions.ImageConflict(
             reason=f"Image {image_id} could not be found after upload. "

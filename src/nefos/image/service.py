@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from nefos.db.retry import at_start
-from nefos.image.bootstrap import ensure_default_image
+from nefos.image.bootstrap import ensure_default_image_at_start
 from nefos.image.rest import create_app
 from nefos.service import Component, Service
 
@@ -24,7 +23,7 @@ class ImageComponent(Component):
 
     async def start(self) -> None:
         await self.service.start()
-        self.default_image_id = await at_start(lambda: ensure_default_image(self.rt))
+        self.default_image_id = await ensure_default_image_at_start(self.rt)
         LOG.info("default image %s is ready", self.default_image_id)
 
     async def stop(self) -> None:
