@@ -27,7 +27,7 @@ from nefos.compute.services import COMPUTE_BINARY
 from nefos.compute.rpcapi import ComputeRPCAPI
 from nefos.conductor.rpcapi import ConductorAPI
 from nefos.db.models import Instance, InstanceFault
-from nefos.db.retry import retrying
+from nefos.db.retry import retried
 from nefos.objects import (actions, build_requests, instance as instance_obj, quotas, server_groups,
                            states)
 
@@ -204,38 +204,42 @@ class ComputeAPI:
             request_spec["requested_destination"] = {"host": requested_host, "node": requested_node}
         build_args = {"requested_networks": requested_networks, "security_groups": security_groups,
                       "admin_password": admin_pass, "image": request_spec["image"]}
-        async for attempt in retrying():  # a deadlock between concurrent creates runs it again
-            with attempt:
-                created: list[dict] = []
-                async with self.rt.db.transaction() as s:
-                    member_limit = (await server_groups.member_limit(s, self.rt.cfg, ctx.project_id)
-                                    if group is not None else None)
-                    deltas = {"instances": count, "cores": count * flavor["vcpus"], "ram": count * flavor["memory_mb"]}
-                    await quotas.consume(s, self.rt.cfg, ctx.project_id, deltas)
-                    for index, uuid in enumerate(uuids):
-                        display_name = name if count == 1 else f"{name}-{index + 1}"
-                        instance = await instance_obj.create(s, dict(
-                            uuid=uuid, project_id=ctx.project_id, user_id=ctx.user_id, display_name=display_name,
-                            display_description=description, hostname=hostname or _hostname(display_name),
-                            vm_state=states.BUILDING, task_state=states.SCHEDULING, power_state=states.NOSTATE,
-                            availability_zone=zone, instance_type_id=flavor["id"], flavor=flavor_snapshot,
-                            vcpus=flavor["vcpus"], memory_mb=flavor["memory_mb"], root_gb=flavor["root_gb"],
-                            ephemeral_gb=flavor["ephemeral_gb"], image_ref=image["id"], key_name=key_name,
-                            key_data=key_data, user_data=user_data, config_drive=config_drive or "",
-                            auto_disk_config=auto_disk_config,
-                            metadata=metadata, system_metadata=image_properties.from_image(image, flavor),
-                            security_groups=security_groups,
-                            network_info=[], requested_networks=_requested_networks_record(requested_networks),
-                            reservation_id=reservation_id, launch_index=index, access_ip_v4=access_ip_v4,
-                            access_ip_v6=access_ip_v6, tags=list(dict.fromkeys(tags or [])),
-                            trusted_certs=trusted_certs or None, scheduler_hints=scheduler_hints or {},
-                            pinned_availability_zone=zone, injected_files=injected_files or None))
-                        await s.execute(block_devices.INSERT, block_devices.for_new_server(uuid, image["id"], flavor, local_disks))
-                        if group is not None:
-                            await server_groups.add_member(s, group["uuid"], uuid, limit=member_limit)
-                        await actions.record_action(self.rt.db, ctx, uuid, actions.CREATE, session=s)
-                        created.append(instance)
-                    build_request = await build_requests.add(s, ctx, uuids, request_spec, build_args)
+
+        async def create_all() -> tuple[list[dict], object]:
+            created: list[dict] = []
+            async with self.rt.db.transaction() as s:
+                member_limit = (await server_groups.member_limit(s, self.rt.cfg, ctx.project_id)
+                                if group is not None else None)
+                deltas = {"instances": count, "cores": count * flavor["vcpus"], "ram": count * flavor["memory_mb"]}
+                await quotas.consume(s, self.rt.cfg, ctx.project_id, deltas)
+                for index, uuid in enumerate(uuids):
+                    display_name = name if count == 1 else f"{name}-{index + 1}"
+                    instance = await instance_obj.create(s, dict(
+                        uuid=uuid, project_id=ctx.project_id, user_id=ctx.user_id, display_name=display_name,
+                        display_description=description, hostname=hostname or _hostname(display_name),
+                        vm_state=states.BUILDING, task_state=states.SCHEDULING, power_state=states.NOSTATE,
+                        availability_zone=zone, instance_type_id=flavor["id"], flavor=flavor_snapshot,
+                        vcpus=flavor["vcpus"], memory_mb=flavor["memory_mb"], root_gb=flavor["root_gb"],
+                        ephemeral_gb=flavor["ephemeral_gb"], image_ref=image["id"], key_name=key_name,
+                        key_data=key_data, user_data=user_data, config_drive=config_drive or "",
+                        auto_disk_config=auto_disk_config,
+                        metadata=metadata, system_metadata=image_properties.from_image(image, flavor),
+                        security_groups=security_groups,
+                        network_info=[], requested_networks=_requested_networks_record(requested_networks),
+                        reservation_id=reservation_id, launch_index=index, access_ip_v4=access_ip_v4,
+                        access_ip_v6=access_ip_v6, tags=list(dict.fromkeys(tags or [])),
+                        trusted_certs=trusted_certs or None, scheduler_hints=scheduler_hints or {},
+                        pinned_availability_zone=zone, injected_files=injected_files or None))
+                    await s.execute(block_devices.INSERT, block_devices.for_new_server(uuid, image["id"], flavor, local_disks))
+                    if group is not None:
+                        await server_groups.add_member(s, group["uuid"], uuid, limit=member_limit)
+                    await actions.record_action(self.rt.db, ctx, uuid, actions.CREATE, session=s)
+                    created.append(instance)
+                build_request = await build_requests.add(s, ctx, uuids, request_spec, build_args)
+            return created, build_request
+
+        # One transaction; a deadlock between concurrent creates runs it again.
+        created, build_request = await retried(create_all)
         await self.conductor.hand_off_build(self.rt.db, ctx, uuids, request_spec, build_args, build_request)
         return created, reservation_id
 
