@@ -19,13 +19,10 @@ import uuid
 from pathlib import Path
 
 from sqlalchemy import update as sql_update
-from sqlalchemy.exc import IntegrityError
 
-from nefos import exceptions
-from nefos.context import admin_context
 from nefos.db.models import Image, utcnow
 from nefos.image import images
-from nefos.image.bootstrap import DEFAULT_IMAGE_ID, ensure_default_image
+from nefos.image.bootstrap import DEFAULT_IMAGE_ID, CloudImage, ensure_default_image
 from nefos.image.guest.build import DEFAULT_CMDLINE, GuestImage, build
 
 LOG = logging.getLogger(__name__)
@@ -52,28 +49,9 @@ async def _file_chunks(path: Path, size: int = 1024 * 1024):
 
 
 async def _ensure_file_image(rt, image_id: str, name: str, fmt: str, path: Path, properties: dict) -> None:
-    ctx = admin_context()
-    async with rt.db.reader() as s:
-        row = await images.load_row(s, image_id)
-    if row is None:
-        now = utcnow()
-        try:
-            async with rt.db.transaction() as s:
-                s.add(Image(id=image_id, name=name, status="queued", visibility="public", owner=None,
-                            container_format=fmt, disk_format=fmt, min_disk=0, min_ram=0, protected=False,
-                            os_hidden=False, properties=properties, tags=["nefos-guest"],
-                            created_at=now, updated_at=now))
-        except IntegrityError:
-            pass  # another process registered it first
-        async with rt.db.reader() as s:
-            row = await images.load_row(s, image_id)
-    if row.status == "queued":
-        try:
-            await images.upload(rt, ctx, image_id, _file_chunks(path))
-        except exceptions.ImageConflict:
-            pass  # another process is uploading it
-    elif row.status == "active" and not images.store_for(rt).exists(image_id):
-        await images.store_for(rt).write(image_id, _file_chunks(path))
+    await CloudImage(rt, image_id, {"name": name, "container_format": fmt, "disk_format": fmt,
+                                    "properties": properties, "tags": ["nefos-guest"]},
+                     lambda: _file_chunks(path)).ensure()
 
 
 async def ensure_guest_image(rt, build_dir: str | Path | None = None) -> dict:
