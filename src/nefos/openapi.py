@@ -47,6 +47,19 @@ def documented(request: Schema | None = None, responses: dict[int, Schema | None
     return mark
 
 
+def _any_answer(schema: Schema | None, status: int, action_responses: dict | None) -> Schema | None:
+    """The body of a ``status`` answer whatever the action: for a client that does not read
+    ``x-action-responses``, the operation's own schema or any action's for that status. A status
+    documented without a body stays so (its actions' bodies are in ``x-action-responses`` only)."""
+    if schema is None or not action_responses:
+        return schema
+    schemas = [schema]
+    for by_status in action_responses.values():
+        if by_status.get(status) is not None and by_status[status] not in schemas:
+            schemas.append(by_status[status])
+    return schema if len(schemas) == 1 else {"anyOf": [_resolve(s) for s in schemas]}
+
+
 def _success(schema: Schema | None) -> dict:
     if schema is None:
         return {"description": "Success, without a body."}
@@ -116,7 +129,7 @@ def document(app, *, title: str, version: str, error_schema: dict, description: 
             if spec.get("responses") is None:
                 operation["responses"]["2XX"] = {"description": "Success."}
             for status, schema in sorted((spec.get("responses") or {}).items()):
-                operation["responses"][str(status)] = _success(schema)
+                operation["responses"][str(status)] = _success(_any_answer(schema, status, spec.get("action_responses")))
             if spec.get("action_responses"):
                 operation["x-action-responses"] = {
                     action: {str(status): _success(schema) for status, schema in sorted(by_status.items())}
