@@ -474,6 +474,53 @@ async def test_rabbit_recovers_after_connection_loss(topic):
         await _delete_fanout_exchange(topic)
 
 
+async def _close_connections_of(*buses) -> None:
+    """Have the broker drop these buses' connections (each reconnects by itself)."""
+    names = {bus.connection_name for bus in buses}
+    listing = await _rabbitmqctl("list_connections", "-q", "--no-table-headers", "pid", "client_properties")
+    pids = [line.split("\t")[0] for line in listing.splitlines() if any(name in line for name in names)]
+    assert len(pids) == len(buses), listing
+    for pid in pids:
+        await _rabbitmqctl("close_connection", pid, "nefos test: simulated failure")
+
+
+@pytest.mark.rabbit
+async def test_a_call_whose_connection_is_lost_fails_at_once(topic):
+    """The caller's connection to the broker drops while its call waits for the answer: the answer
+    can no longer come (the reply queue went with the connection), so the call fails then with
+    ServiceUnavailable, not at the end of its timeout; the bus serves calls again once reconnected."""
+    from nefos.bus.rabbit import RabbitBus
+
+    server_bus, client = RabbitBus(AMQP_URL), RabbitBus(AMQP_URL)
+    await server_bus.start()
+    await client.start()
+    server = Server()
+    try:
+        await server_bus.serve(topic, server)
+        waiting = asyncio.create_task(client.call(ctx(), topic, "wait_gate", version=V, timeout=60))
+        await eventually(lambda: len(server_bus._tasks) >= 1)  # the server holds the call at its gate
+        started = time.monotonic()
+        await _close_connections_of(client)
+        with pytest.raises(exceptions.ServiceUnavailable, match="connection to the message bus was lost"):
+            await asyncio.wait_for(waiting, 50)
+        assert time.monotonic() - started < 30, "the call waited for its timeout"
+        server.gate.set()
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                assert await client.call(ctx(), topic, "add", version=V, a=2, b=2, timeout=5) == 4
+                break
+            except exceptions.ServiceUnavailable:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.5)
+    finally:
+        server.gate.set()
+        await client.stop()
+        await server_bus.stop()
+        await _delete_fanout_exchange(topic)
+
+
 @pytest.mark.rabbit
 async def test_rabbit_consumers_registered_by_aio_pika_still_serve(topic):
     """The bus's consumers take aiormq's deliveries; aio-pika re-registers a consumer the broker

@@ -321,3 +321,29 @@ async def test_restart_of_a_quiet_host_changes_nothing(cloud):
         for key in ("vm_state", "task_state", "power_state", "host", "network_info"):
             assert after[key] == before[i][key], key
     assert await cloud.hypervisor_usage() == usage
+
+
+async def test_a_host_whose_identity_call_is_lost_at_start_asks_again(tmp_path, monkeypatch, caplog):
+    """The broker restarts just as a compute host starts: its first call after the conductor answered
+    (who this host is) loses its connection, and so its answer. The host asks again once the bus is
+    back and starts, rather than failing its start (the process exiting with status 1)."""
+    from nefos import exceptions
+    from nefos.conductor.rpcapi import ConductorAPI
+    real = ConductorAPI.compute_node_identity
+    lost = []
+
+    async def lost_once(self, ctx, host_name, recorded):
+        if not lost:
+            lost.append(host_name)
+            raise exceptions.ServiceUnavailable("the connection to the message bus was lost before the answer came")
+        return await real(self, ctx, host_name, recorded)
+
+    monkeypatch.setattr(ConductorAPI, "compute_node_identity", lost_once)
+    cloud = await start_cloud(tmp_path, fake_hosts=1)
+    try:
+        assert lost == ["host-1"]
+        assert "waiting for a conductor (the connection to the message bus was lost" in caplog.text
+        (server_id,) = await boot_active(cloud)
+        assert (await cloud.server(server_id))["OS-EXT-SRV-ATTR:host"] == "host-1"
+    finally:
+        await stop_cloud(cloud)

@@ -88,6 +88,7 @@ class RabbitBus(Bus):
         self._reply_queue: AbstractQueue | None = None
         self._reply_name = f"nefos.reply.{uuid.uuid4().hex}"
         self._pending: dict[str, asyncio.Future] = {}
+        self._sent: set[str] = set()  # the calls of _pending whose request the broker has taken
         self._exchanges: dict[str, AbstractExchange] = {}
         self._consumers: list[tuple[AbstractQueue, str]] = []
         self._endpoint_consumers: dict[int, list[tuple[AbstractQueue, str]]] = {}
@@ -122,7 +123,18 @@ class RabbitBus(Bus):
                 connection, self._connection = self._connection, None
                 await connection.close()
                 raise
+            self._connection.close_callbacks.add(self._connection_lost)
             self._running = True
+
+    def _connection_lost(self, _connection, exc: BaseException | None) -> None:
+        """The connection to the broker closed (it reconnects by itself): the answers to the requests
+        already sent can no longer come, as the reply queue went with the connection (and a broker
+        restart drops the requests too). Those calls fail now, not at the end of their timeout; a call
+        still sending its request waits for the connection within its timeout, as before."""
+        for corr, fut in self._pending.items():
+            if corr in self._sent and not fut.done():
+                fut.set_exception(exceptions.ServiceUnavailable(
+                    f"the connection to the message bus was lost before the answer came ({exc})"))
 
     async def _open_channels(self) -> None:
         self._pub = await self._connection.channel(publisher_confirms=True, on_return_raises=True)
@@ -322,6 +334,7 @@ class RabbitBus(Bus):
                            reply_to=self._reply_name, expiration=str(int(timeout * 1000)),
                            message_id=corr),
                 name, mandatory=True, deadline=deadline, what=name)
+            self._sent.add(corr)
             try:
                 async with asyncio.timeout(max(deadline - time.monotonic(), 0.001)):
                     body = await fut
@@ -330,6 +343,7 @@ class RabbitBus(Bus):
                     f"timed out waiting for {method} on {name}") from None
         finally:
             self._pending.pop(corr, None)
+            self._sent.discard(corr)
         reply = decode(body)
         if "error" in reply:
             raise_remote(reply["error"])

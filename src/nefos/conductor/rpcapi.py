@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import traceback as tb
+from typing import Awaitable, Callable, TypeVar
 
 from nefos import exceptions
 from nefos.bus import interfaces
@@ -21,6 +22,8 @@ from nefos.objects.faults import fault_of
 from nefos.timeutils import utcnow
 
 LOG = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 # What a host does without each conductor version's forms, once a conductor refused them.
 _WITHOUT = {"1.3": "sending the 1.2 forms from now on",
@@ -54,10 +57,17 @@ class ConductorAPI:
     async def wait_until_ready(self, *, attempt_timeout: float = 10.0, retry_interval: float = 2.0) -> None:
         """Wait until a conductor answers (Nova's ``wait_until_ready``): a compute host cannot start
         without one, as every read and write of its goes through it."""
+        await self.until_answered(lambda: self.client.call(None, "ready", timeout=attempt_timeout),
+                                  retry_interval=retry_interval)
+
+    @staticmethod
+    async def until_answered(ask: Callable[[], Awaitable[T]], *, retry_interval: float = 2.0) -> T:
+        """``ask()`` (a starting host's call to the conductor, which may simply be asked again), asked
+        again while no conductor answers it: none listens, the broker is away, or the connection was
+        lost with the answer (the broker restarting as the host starts)."""
         while True:
             try:
-                await self.client.call(None, "ready", timeout=attempt_timeout)
-                return
+                return await ask()
             except exceptions.ServiceUnavailable as exc:
                 LOG.warning("waiting for a conductor (%s)", exc)
                 await asyncio.sleep(retry_interval)

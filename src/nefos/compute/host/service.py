@@ -33,8 +33,9 @@ class ComputeComponent(Component):
     async def start(self) -> None:
         await self.manager.conductor.wait_until_ready()  # the host's only way to its database
         # Who this host is, checked before anything touches a guest (refuses to start on a mismatch).
-        self.manager.resource_tracker.node_uuid = await node_identity.ensure_stable_identity(
-            self.manager.rt, self.manager.conductor, self.manager.host, self.manager.driver)
+        self.manager.resource_tracker.node_uuid = await self.manager.conductor.until_answered(
+            lambda: node_identity.ensure_stable_identity(self.manager.rt, self.manager.conductor,
+                                                         self.manager.host, self.manager.driver))
         if self.l2_agent is not None:
             await self.l2_agent.start()
         await self.service.listen()  # casts sent while init_host recovers wait for it
