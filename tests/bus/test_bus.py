@@ -433,6 +433,30 @@ async def _rabbitmqctl(*args: str) -> str:
     return out.decode()
 
 
+async def _close_connections_of(*buses) -> None:
+    """Have the broker drop these buses' connections (each reconnects by itself)."""
+    names = {bus.connection_name for bus in buses}
+    listing = await _rabbitmqctl("list_connections", "-q", "--no-table-headers", "pid", "client_properties")
+    pids = [line.split("\t")[0] for line in listing.splitlines() if any(name in line for name in names)]
+    assert len(pids) == len(buses), listing
+    for pid in pids:
+        await _rabbitmqctl("close_connection", pid, "nefos test: simulated failure")
+
+
+async def _add_once_reconnected(client, topic) -> None:
+    """A call answered once the buses are back (the client may be back before the server has
+    re-declared its queues)."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            assert await client.call(ctx(), topic, "add", version=V, a=2, b=2, timeout=5) == 4
+            return
+        except exceptions.ServiceUnavailable:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.5)
+
+
 @pytest.mark.rabbit
 async def test_rabbit_recovers_after_connection_loss(topic):
     """The broker drops both connections; the buses reconnect and restore their queues."""
@@ -446,25 +470,8 @@ async def test_rabbit_recovers_after_connection_loss(topic):
         await server_bus.serve(topic, server, host="h1")
         assert await client.call(ctx(), topic, "add", version=V, a=1, b=1) == 2
 
-        names = {server_bus.connection_name, client.connection_name}
-        listing = await _rabbitmqctl("list_connections", "-q", "--no-table-headers",
-                                     "pid", "client_properties")
-        pids = [line.split("\t")[0] for line in listing.splitlines()
-                if any(name in line for name in names)]
-        assert len(pids) == 2, listing
-        for pid in pids:
-            await _rabbitmqctl("close_connection", pid, "nefos test: simulated failure")
-
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                assert await client.call(ctx(), topic, "add", version=V, a=2, b=2, timeout=5) == 4
-                break
-            except exceptions.ServiceUnavailable:
-                # The client may be back before the server has re-declared its queues.
-                if time.monotonic() > deadline:
-                    raise
-                await asyncio.sleep(0.5)
+        await _close_connections_of(server_bus, client)
+        await _add_once_reconnected(client, topic)
         assert await client.call(ctx(), topic, "whoami", version=V, host="h1", timeout=10) == "server"
         await client.fanout(ctx(), topic, "record", version=V, value="after-reconnect")
         await eventually(lambda: server.received == ["after-reconnect"])
@@ -472,16 +479,6 @@ async def test_rabbit_recovers_after_connection_loss(topic):
         await client.stop()
         await server_bus.stop()
         await _delete_fanout_exchange(topic)
-
-
-async def _close_connections_of(*buses) -> None:
-    """Have the broker drop these buses' connections (each reconnects by itself)."""
-    names = {bus.connection_name for bus in buses}
-    listing = await _rabbitmqctl("list_connections", "-q", "--no-table-headers", "pid", "client_properties")
-    pids = [line.split("\t")[0] for line in listing.splitlines() if any(name in line for name in names)]
-    assert len(pids) == len(buses), listing
-    for pid in pids:
-        await _rabbitmqctl("close_connection", pid, "nefos test: simulated failure")
 
 
 @pytest.mark.rabbit
@@ -505,15 +502,7 @@ async def test_a_call_whose_connection_is_lost_fails_at_once(topic):
             await asyncio.wait_for(waiting, 50)
         assert time.monotonic() - started < 30, "the call waited for its timeout"
         server.gate.set()
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                assert await client.call(ctx(), topic, "add", version=V, a=2, b=2, timeout=5) == 4
-                break
-            except exceptions.ServiceUnavailable:
-                if time.monotonic() > deadline:
-                    raise
-                await asyncio.sleep(0.5)
+        await _add_once_reconnected(client, topic)
     finally:
         server.gate.set()
         await client.stop()
