@@ -18,8 +18,8 @@ from sqlalchemy.exc import IntegrityError
 
 from nefos import exceptions
 from nefos.context import admin_context
-from nefos.db.retry import at_start
 from nefos.db.models import Image, utcnow
+from nefos.db.retry import at_start
 from nefos.image import images
 
 LOG = logging.getLogger(__name__)
@@ -96,11 +96,10 @@ class CloudImage:
                 await s.execute(update(Image).where(Image.id == image_id, Image.status == "deleted").values(
                     status="queued", size=None, virtual_size=None, checksum=None, os_hash_algo=None,
                     os_hash_value=None, location=None, updated_at=utcnow()))
-        elif row.status == "saving" and self.left_saving:
-            LOG.warning("image %s was left saving by this service's upload; uploading it again", image_id)
-            await images.transition(rt, image_id, "saving", "queued")
-        elif row.status == "saving" and utcnow() - (row.updated_at or row.created_at) > STALE_SAVING:
-            LOG.warning("image %s was left saving; uploading it again", image_id)
+        elif row.status == "saving" and (self.left_saving or
+                                         utcnow() - (row.updated_at or row.created_at) > STALE_SAVING):
+            LOG.warning("image %s was left saving%s; uploading it again", image_id,
+                        " by this service's upload" if self.left_saving else "")
             await images.transition(rt, image_id, "saving", "queued")
 
         async with rt.db.reader() as s:
