@@ -22,7 +22,6 @@ import json
 import os
 import platform
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -223,6 +222,31 @@ def process_cpu_seconds(pids: list[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def postgres_pids(pg) -> list[int]:
+    """The processes of the bench's own PostgreSQL server ``pg``: the postmaster and its backends."""
+    out = subprocess.run(["pgrep", "-u", "postgres", "-f", str(pg.data)], capture_output=True, text=True)
+    parent = [int(p) for p in out.stdout.split()]
+    children = subprocess.run(["pgrep", "-P", ",".join(map(str, parent)) or "0"], capture_output=True,
+                              text=True).stdout.split()
+    return parent + [int(c) for c in children]
+
+
+def broker_pids() -> list[int]:
+    """RabbitMQ's server process (the machine's: its CPU includes any other user's)."""
+    return [int(p) for p in subprocess.run(["pgrep", "-f", "beam.smp.*rabbit"], capture_output=True,
+                                           text=True).stdout.split()]
+
+
+def beside(cloud: Cloud) -> dict[str, list[int]]:
+    """The servers a multi-process cloud runs on, whose CPU is reported beside Nefos's own."""
+    if cloud.args.mode != "multi-process":
+        return {}
+    servers = {"rabbitmq": broker_pids()}
+    if cloud.own_pg is not None:
+        servers["postgresql"] = postgres_pids(cloud.own_pg)
+    return servers
+
+
 async def boot(args, cloud: Cloud) -> dict:
     limits = httpx.Limits(max_connections=args.concurrency * 2)
     async with httpx.AsyncClient(timeout=120, limits=limits) as client:
@@ -253,6 +277,9 @@ async def boot(args, cloud: Cloud) -> dict:
         pids = [p.pid for p in cloud.procs]
         cpu_before = process_cpu_seconds(pids)
         by_service_before = {name: process_cpu_seconds(group) for name, group in cloud.pids_by_service().items()}
+        # The database's backends are the pools' connections, open for the whole run.
+        servers = beside(cloud)
+        servers_before = {name: process_cpu_seconds(group) for name, group in servers.items()}
         poll_since: str | None = None  # the first poll lists everything
         start = time.perf_counter()
         await asyncio.gather(*(create(i) for i in range(args.servers)))
@@ -281,6 +308,8 @@ async def boot(args, cloud: Cloud) -> dict:
         cpu_used = process_cpu_seconds(pids) - cpu_before
         by_service = {name: round((process_cpu_seconds(group) - by_service_before[name]) / args.servers * 1000, 1)
                       for name, group in cloud.pids_by_service().items()}
+        by_server = {name: round((process_cpu_seconds(group) - servers_before[name]) / args.servers * 1000, 1)
+                     for name, group in servers.items()}
         r = await client.get(cloud.url("COMPUTE") + "/v2.1/servers/detail", headers=headers,
                              params={"status": "ERROR"})
         errors = len(r.json()["servers"])
@@ -289,6 +318,8 @@ async def boot(args, cloud: Cloud) -> dict:
                 "servers_per_s": round(args.servers / (done - start), 1),
                 "cloud_cpu_ms_per_server": round(cpu_used / args.servers * 1000, 1),
                 "cpu_ms_per_server_by_service": by_service,
+                # Beside Nefos's own, not in it: the broker's figure includes anything else it serves.
+                "servers_cpu_ms_per_server": by_server,
                 "create_p50_ms": round(percentile(latencies, 50) * 1000, 1),
                 "create_p99_ms": round(percentile(latencies, 99) * 1000, 1)}
 

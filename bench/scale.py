@@ -45,7 +45,8 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT), str(ROOT / "bench")]
 
-from boot import admin_token, percentile, process_cpu_seconds, reference_timeit  # noqa: E402
+from boot import (  # noqa: E402
+    admin_token, broker_pids, percentile, postgres_pids, process_cpu_seconds, reference_timeit)
 from nefos.allinone import free_port  # noqa: E402
 from nefos.db.connection_budget import deployment_budget  # noqa: E402
 
@@ -60,14 +61,6 @@ def loadavg() -> str:
 def rabbitmqctl(*args: str) -> str:
     return subprocess.run(["rabbitmqctl", "-q", *args], check=True, capture_output=True, text=True,
                           timeout=60).stdout
-
-def postgres_pids(pg) -> list[int]:
-    """The processes of the bench's own PostgreSQL server ``pg``: the postmaster and its backends."""
-    out = subprocess.run(["pgrep", "-u", "postgres", "-f", str(pg.data)], capture_output=True, text=True)
-    parent = [int(p) for p in out.stdout.split()]
-    children = subprocess.run(["pgrep", "-P", ",".join(map(str, parent)) or "0"], capture_output=True,
-                              text=True).stdout.split()
-    return parent + [int(c) for c in children]
 
 
 def check_alive(procs: dict[str, subprocess.Popen], state: Path) -> None:
@@ -87,11 +80,6 @@ def terminate(procs: dict[str, subprocess.Popen], timeout: float) -> None:
         except subprocess.TimeoutExpired:
             p.kill()
 
-
-
-def broker_pids() -> list[int]:
-    return [int(p) for p in subprocess.run(["pgrep", "-f", "beam.smp.*rabbit"], capture_output=True,
-                                           text=True).stdout.split()]
 
 
 class ScaleCloud:
