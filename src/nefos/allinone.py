@@ -16,6 +16,7 @@ from pathlib import Path
 
 import uvicorn
 
+from nefos import metrics
 from nefos.config import Config, check_serving
 from nefos.service import Component, Runtime
 
@@ -90,6 +91,8 @@ class Cloud:
                 self._started.append(component)
                 if component.app is not None and component.port:
                     await self._serve(component)
+            if self.rt.cfg.metrics_port:
+                await self._serve(metrics.operator_component(self.rt.cfg))
         except BaseException:
             # A cloud that could not start leaves nothing running behind it (servers, loops,
             # bus consumers): stop what did start, then report why.
@@ -145,6 +148,8 @@ class Cloud:
         if cfg.vnc_enabled:
             from nefos.compute.host.consoles import novncproxy_base_url
             found["consoles"] = novncproxy_base_url(cfg)
+        if cfg.metrics_port:
+            found["metrics"] = f"http://{cfg.metrics_bind}:{cfg.metrics_port}/metrics"
         return found
 
 

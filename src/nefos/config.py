@@ -64,6 +64,13 @@ class Config(BaseModel):
     # list of osapi_compute (the Compute API) and metadata (the metadata service). Without
     # metadata, guests learn who they are only from config drives.
     enabled_apis: list[str] = Field(default_factory=lambda: list(KNOWN_APIS))
+    # The operator listener of this process: Prometheus metrics at /metrics and /healthcheck
+    # (nefos.metrics). 0: none. Loopback by default: the figures name hosts and routes.
+    metrics_port: int = Field(default=0, ge=0, le=65535)
+    metrics_bind: str = "127.0.0.1"
+    # oslo.middleware's disable_by_file_path: while this file exists, every /healthcheck of this
+    # process answers 503 "DISABLED BY FILE" (take a process out of a load balancer first).
+    healthcheck_disable_by_file_path: str = ""
 
     # Service liveness.
     report_interval: float = 10.0

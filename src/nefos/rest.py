@@ -18,17 +18,19 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.responses import JSONResponse, Response
 
-from nefos import exceptions, policy
+from nefos import exceptions, metrics, policy
 from nefos.context import DEFAULT_USER_ID, RequestContext, current_context, new_request_id
 from nefos.db.retry import transient_error
+from nefos.openapi import documented
 
 LOG = logging.getLogger(__name__)
 
 ErrorBody = Callable[[int, str, str], dict]  # (status, message, error type name) -> body
 
 
-# Paths every API serves without a token: version documents, OpenAPI documents, getting a token.
-PUBLIC_PATHS = frozenset({"/", "/versions", "/v2", "/v2/", "/v2.1", "/v2.1/", "/v2.0", "/v2.0/", "/v3", "/v3/",
+# Paths every API serves without a token: the healthcheck, version documents, OpenAPI documents,
+# getting a token.
+PUBLIC_PATHS = frozenset({"/healthcheck", "/", "/versions", "/v2", "/v2/", "/v2.1", "/v2.1/", "/v2.0", "/v2.0/", "/v3", "/v3/",
                           "/v2.1/openapi.json", "/v2.0/openapi.json", "/v2/openapi.json", "/v3/openapi.json"})
 
 
@@ -201,17 +203,25 @@ class BodySizeLimitMiddleware:
 DEFAULT_MAX_BODY = 114688
 
 
-def make_app(title: str, error_body: ErrorBody, inner_middleware: tuple = (),
+def make_app(title: str, service: str, error_body: ErrorBody, inner_middleware: tuple = (),
              streamed_bodies: Callable[[str, str], bool] | None = None) -> FastAPI:
     """An API app whose every response, including one a middleware in ``inner_middleware``
     answers by itself (e.g. a 406 for an unsupported microversion), carries the request ids.
     Request bodies are bounded by ``max_request_body_size`` except where ``streamed_bodies``
-    (method, path) says the route streams its body under its own cap."""
+    (method, path) says the route streams its body under its own cap. Every request is counted
+    and timed as ``service``'s (nefos.metrics); ``/healthcheck`` answers without a token."""
     app = FastAPI(title=title, docs_url=None, redoc_url=None, openapi_url=None)
     for middleware in inner_middleware:  # added first: they run inside the request context
         app.add_middleware(middleware)
     app.add_middleware(RequestContextMiddleware, error_body=error_body)
     app.add_middleware(BodySizeLimitMiddleware, error_body=error_body, streams=streamed_bodies)
+    app.add_middleware(metrics.MetricsMiddleware, service=service)  # outermost: refusals count too
+
+    @app.api_route("/healthcheck", methods=["GET", "HEAD"], include_in_schema=False)
+    @documented(responses={200: None})  # text/plain "OK": no JSON body
+    async def _healthcheck(request: Request) -> Response:
+        rt = getattr(request.app.state, "rt", None)
+        return metrics.healthcheck_response(request.method, rt.cfg.healthcheck_disable_by_file_path if rt else "")
 
     def respond(status: int, message: str, kind: str, headers=None) -> Response:
         if status == 204:

@@ -224,7 +224,7 @@ async def test_a_database_that_stays_down_is_a_503_in_the_apis_error_body(up, tm
 
 async def test_a_connection_lost_at_commit_is_a_503(db, up):
     """Outside ``retrying`` nothing runs the transaction again: the caller hears 503, not 500."""
-    app = rest.make_app("lost at commit", nova_error_body)
+    app = rest.make_app("lost at commit", "test", nova_error_body)
 
     @app.get("/")  # a public path: no token needed
     async def add_mark():

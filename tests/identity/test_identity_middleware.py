@@ -15,7 +15,7 @@ def nova_like_error_body(status: int, message: str, kind: str) -> dict:
 
 
 def other_api(rt):
-    app = rest.make_app("other", nova_like_error_body)
+    app = rest.make_app("other", "test", nova_like_error_body)
     app.state.rt = rt
 
     @app.get("/")

@@ -56,7 +56,7 @@ class MicroversionMiddleware:
 
 def create_app(rt, compute_api):
     """The Compute API over ``rt`` (config, database, bus) and the compute API layer."""
-    app = rest.make_app("Nefos Compute API", nova_error_body, inner_middleware=(MicroversionMiddleware,))
+    app = rest.make_app("Nefos Compute API", "compute", nova_error_body, inner_middleware=(MicroversionMiddleware,))
     app.state.rt = rt
     app.state.compute_api = compute_api
     # Nova's router does not redirect a path with a trailing slash to the one without: a path no

@@ -12,7 +12,7 @@ import traceback
 import uuid
 from typing import Any, Awaitable, Callable
 
-from nefos import exceptions
+from nefos import exceptions, metrics
 from nefos.context import RequestContext, current_context
 from nefos.bus.versioning import NO_PINS, RPCInterface, VersionCaps, check_message, check_notification_payload
 
@@ -92,6 +92,7 @@ async def dispatch(endpoint: Endpoint, message: dict, *, answered: bool = False)
     its caller waits only so long, and one run late would be done after the caller was told it
     failed, so it is refused at once, run by no one, as when nothing listened."""
     check_message(endpoint, message)
+    metrics.BUS_MESSAGES.labels("received", endpoint.rpc_interface.topic, "call" if answered else "cast").inc()
     ready = getattr(endpoint, "rpc_ready", None)
     if ready is not None and not ready.is_set():
         if answered:

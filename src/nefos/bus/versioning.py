@@ -25,7 +25,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from nefos import exceptions
+from nefos import exceptions, metrics
 
 LOG = logging.getLogger(__name__)
 
@@ -220,15 +220,18 @@ class RPCClient:
     async def call(self, ctx, method: str, *, host: str | None = None, timeout: float | None = None,
                    **kwargs) -> Any:
         version, kwargs = await self._prepare(method, kwargs)
+        metrics.BUS_MESSAGES.labels("sent", self.interface.topic, "call").inc()
         return await self.bus.call(ctx, self.interface.topic, method, host=host, timeout=timeout,
                                    version=version, **kwargs)
 
     async def cast(self, ctx, method: str, *, host: str | None = None, **kwargs) -> None:
         version, kwargs = await self._prepare(method, kwargs)
+        metrics.BUS_MESSAGES.labels("sent", self.interface.topic, "cast").inc()
         await self.bus.cast(ctx, self.interface.topic, method, host=host, version=version, **kwargs)
 
     async def fanout(self, ctx, method: str, **kwargs) -> None:
         version, kwargs = await self._prepare(method, kwargs)
+        metrics.BUS_MESSAGES.labels("sent", self.interface.topic, "fanout").inc()
         await self.bus.fanout(ctx, self.interface.topic, method, version=version, **kwargs)
 
     def sender(self, cast: bool) -> Callable:

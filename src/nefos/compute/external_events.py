@@ -236,8 +236,10 @@ async def create(rt, ctx: RequestContext, events: list[dict]) -> tuple[list[dict
             await s.execute(_INSERT_ACTION_EVENT, recorded)
     by_host: dict[str, list[dict]] = {}
     for event in accepted:
+        # received_at: for the host's delivery-latency metric (a host that predates it ignores it).
         by_host.setdefault(event["host"], []).append(
-            {k: event[k] for k in ("instance_uuid", "name", "tag", "status", "operation", "action_id")})
+            {**{k: event[k] for k in ("instance_uuid", "name", "tag", "status", "operation", "action_id")},
+             "received_at": now.isoformat()})
     await _add_evacuation_destinations(rt, by_host, task_states)
     for host, host_events in by_host.items():
         try:

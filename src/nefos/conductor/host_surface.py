@@ -361,7 +361,9 @@ class HostSurface:
 
     async def compute_node_update(self, ctx, host_name: str, node: str, node_uuid: str | None, capacity: dict,
                                   heal_usage: bool = False) -> dict:
-        """Create or update the node's row with the driver's figures; {id, failed_builds}."""
+        """Create or update the node's row with the driver's figures; {id, failed_builds, and its usage:
+        vcpus_used, memory_mb_used, local_gb_used, running_vms (a conductor older than these
+        answers without them)}."""
         return await compute_nodes.update_capacity(self.rt.db, host_name, node, node_uuid, capacity,
                                                    heal_usage=heal_usage)
 

@@ -360,7 +360,9 @@ class ConductorAPI:
 
     async def compute_node_update(self, ctx, host_name: str, node: str, node_uuid: str | None, capacity: dict,
                                   heal_usage: bool = False) -> dict:
-        """Create or update the node's row with the driver's figures; {id, failed_builds}."""
+        """Create or update the node's row with the driver's figures; {id, failed_builds, and its usage:
+        vcpus_used, memory_mb_used, local_gb_used, running_vms (a conductor older than these
+        answers without them)}."""
         return await self._call(ctx, "compute_node_update", host_name=host_name, node=node, node_uuid=node_uuid,
                                 capacity=capacity, heal_usage=heal_usage)
 

@@ -21,6 +21,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DisconnectionError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
+from nefos import metrics
 from nefos.db import retry, sqlite_inline
 
 
@@ -129,20 +130,26 @@ class Database:
                 if self._writer_conn is None or self._writer_conn.closed:
                     self._writer_conn = self.sync_engine.connect()
                 session = sqlite_inline.InlineSession(self._writer_conn)
+                opened = time.monotonic()
                 try:
                     async with session.begin():
                         yield session
                 finally:
                     session.close()
+                    metrics.DB_TRANSACTION_TIME.observe(time.monotonic() - opened)
         else:
             session = await self._connected_session()
-            async with session:  # closed at the end, its connection back in the pool
-                try:
-                    yield session
-                except BaseException:
-                    await session.rollback()
-                    raise
-                await session.commit()
+            opened = time.monotonic()
+            try:
+                async with session:  # closed at the end, its connection back in the pool
+                    try:
+                        yield session
+                    except BaseException:
+                        await session.rollback()
+                        raise
+                    await session.commit()
+            finally:
+                metrics.DB_TRANSACTION_TIME.observe(time.monotonic() - opened)
 
     @contextlib.asynccontextmanager
     async def autocommit(self) -> AsyncIterator[AsyncSession]:

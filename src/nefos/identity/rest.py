@@ -734,7 +734,7 @@ async def list_groups(request: Request, tok: TokenData = Depends(auth)):
 
 def create_app(rt):
     """The Identity API over ``rt`` (config, database)."""
-    app = rest.make_app("Nefos Identity API", keystone_error_body)
+    app = rest.make_app("Nefos Identity API", "identity", keystone_error_body)
     app.state.rt = rt
 
     @app.exception_handler(exceptions.Unauthorized)

@@ -88,7 +88,7 @@ def _image_data_upload(method: str, path: str) -> bool:
 
 def create_app(rt, *, size_cap: int | None = None):
     """The Image API over ``rt``; ``size_cap`` bounds uploads (default: Glance's 1 TiB)."""
-    app = rest.make_app("Nefos Image API", glance_error_body, streamed_bodies=_image_data_upload)
+    app = rest.make_app("Nefos Image API", "image", glance_error_body, streamed_bodies=_image_data_upload)
     app.state.rt = rt
     cap = images.size_cap(rt) if size_cap is None else size_cap
 

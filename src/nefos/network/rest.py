@@ -197,7 +197,7 @@ def _enforce(ctx, rule: str, project_id: str | None = None) -> None:
 
 def create_app(rt, manager):
     """The Networking API over ``manager`` (a ``NetworkManager``)."""
-    app = rest.make_app("Nefos Networking API", neutron_error_body)
+    app = rest.make_app("Nefos Networking API", "network", neutron_error_body)
     app.add_middleware(JsonSuffixMiddleware)
     app.state.rt = rt
     app.state.manager = manager

@@ -23,10 +23,14 @@ async def identity(db, host: str, recorded: str | None) -> dict:
     return {"node_uuids": list(mine), "owner_of_recorded": owner}
 
 
+_USAGE = ("vcpus_used", "memory_mb_used", "local_gb_used", "running_vms")
+
+
 async def update_capacity(db, host: str, node: str, node_uuid: str | None, capacity: dict, *,
                           heal_usage: bool = False) -> dict:
-    """Create or update the node's row with the driver's ``capacity``; returns its id and whether
-    it counts build failures (``heal_usage``: recount its usage from its allocations)."""
+    """Create or update the node's row with the driver's ``capacity``; returns its id, whether it
+    counts build failures and its usage as the row had it (``heal_usage``: recount its usage from
+    its allocations)."""
     async with db.transaction() as s:
         row = (await s.execute(select(ComputeNode).where(
             ComputeNode.host == host, ComputeNode.hypervisor_hostname == node,
@@ -44,7 +48,8 @@ async def update_capacity(db, host: str, node: str, node_uuid: str | None, capac
                 await s.execute(update(ComputeNode).where(ComputeNode.id == row.id).values(**changed))
         if heal_usage:
             await allocations.recount(s, row.id)
-        return {"id": row.id, "failed_builds": row.failed_builds or 0}
+        return {"id": row.id, "failed_builds": row.failed_builds or 0,
+                **{key: getattr(row, key) for key in _USAGE}}
 
 
 async def record_build_result(db, node_id: int, success: bool) -> None:

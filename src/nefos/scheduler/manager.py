@@ -16,7 +16,7 @@ import dataclasses
 import logging
 import time
 
-from nefos import exceptions
+from nefos import exceptions, metrics
 from nefos.bus import Endpoint, interfaces
 from nefos.bus.versioning import RPCClient
 from nefos.objects import allocations
@@ -84,10 +84,19 @@ class SchedulerManager(Endpoint):
 
     async def select_destinations(self, ctx, request_spec: dict, instance_uuids: list[str]) -> list[dict]:
         started = time.perf_counter()
+        result = "error"
         try:
-            return await self._select_destinations(request_spec, instance_uuids)
+            selections = await self._select_destinations(request_spec, instance_uuids)
+            result = "placed"
+            return selections
+        except exceptions.NoValidHost:
+            result = "no_valid_host"
+            raise
         finally:
-            self.decision_seconds.append(time.perf_counter() - started)
+            took = time.perf_counter() - started
+            self.decision_seconds.append(took)
+            metrics.SCHEDULER_DECISIONS.labels(result).inc()
+            metrics.SCHEDULER_DECISION_TIME.observe(took)
 
     async def _select_destinations(self, request_spec: dict, instance_uuids: list[str]) -> list[dict]:
         spec = dict(request_spec)

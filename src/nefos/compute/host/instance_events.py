@@ -50,12 +50,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import datetime as dt
 import logging
 import time
 import traceback
 import uuid as uuidlib
 
-from nefos import exceptions
+from nefos import exceptions, metrics
 from nefos.compute.host.progress import InstanceProgress
 from nefos.objects import states
 from nefos.timeutils import utcnow
@@ -109,6 +110,17 @@ def _norm(event_name) -> tuple[str, str]:
         name, tag = event_name
         return name, tag or ""
     return event_name, ""
+
+
+def _observe_delivery(event: dict) -> None:
+    """The time from the event's arrival at the Compute API to its delivery here (the two hosts'
+    clocks, as NTP keeps them)."""
+    try:
+        received = dt.datetime.fromisoformat(event["received_at"])
+    except (KeyError, TypeError, ValueError):
+        return  # sent by a Compute API that predates the field
+    metrics.EXTERNAL_EVENT_DELIVERY.labels(event["name"]).observe(
+        max((utcnow() - received).total_seconds(), 0.0))
 
 
 class InstanceEvents:
@@ -287,6 +299,7 @@ class InstanceEvents:
                 delivered["record"] = {"ctx": ctx, "event": event, "result": "Success", "details": details,
                                        "consume": True, "at": utcnow().isoformat()}
             fut.set_result(delivered)
+            _observe_delivery(event)
             self._delivered.setdefault(uuid, set()).add((name, tag))
             LOG.info("instance %s: received event %s (%s): the waiting operation is unblocked", uuid, key,
                      event.get("status"))
@@ -472,6 +485,7 @@ class InstanceEvents:
         else:
             result, details = "Warning", (f"{what}: timed out after {waited:.3f} s waiting for vif plugging "
                                           f"(vif_plugging_is_fatal is False, continuing): {per_event}")
+        metrics.VIF_WAIT.labels(outcome).observe(waited)
         WAIT_METRICS[m.host].append({
             "host": m.host, "at": time.time(),
             "instance": uuid, "what": what, "seconds": waited, "result": outcome, "unblocked_at": unblocked,

@@ -17,7 +17,7 @@ import logging
 import time
 import traceback
 
-from nefos import exceptions, notifications
+from nefos import exceptions, metrics, notifications
 from nefos.bus import Endpoint, interfaces as rpc_interfaces
 from nefos.compute.host import image_trust
 from nefos.compute.host.progress import InstanceProgress
@@ -152,10 +152,15 @@ class ComputeManager(Endpoint):
             try:
                 await self._build_and_run_instance(ctx, instance_uuid, request_spec, build_args, node, started,
                                                    progress, event_id)
-            except BuildAborted as exc:
+                metrics.BUILDS.labels("success").inc()
+            except BuildAborted as exc:  # deleted during its build
+                metrics.BUILDS.labels("aborted").inc()
                 await progress.finish(event_id, result="Error", details=str(exc)[:255])
                 await progress.flush()
             except Exception as exc:
+                # Refused for good (ERROR), or tried again on another host.
+                failed = isinstance(exc, exceptions.BuildAbortException)
+                metrics.BUILDS.labels("failed" if failed else "rescheduled").inc()
                 await progress.finish(event_id, result="Error", traceback="".join(traceback.format_exception(exc)),
                                       details=str(exc)[:255])
                 await progress.flush()

@@ -15,10 +15,11 @@ This module imports nothing of the database: a compute host uses it.
 from __future__ import annotations
 
 import contextlib
+import time
 import traceback as tb
 from typing import Awaitable, Callable
 
-from nefos import exceptions
+from nefos import exceptions, metrics
 from nefos.bus.versioning import NoSuchMethod, UnsupportedVersion
 from nefos.timeutils import utcnow
 
@@ -168,17 +169,20 @@ class InstanceProgress:
         call) is given, and its finish waits for the next call; a short step's record waits too. A
         failure is written at once."""
         start_time = utcnow().isoformat()
+        started = time.monotonic()
         if show_in_progress and event_id is _NOT_STARTED:
             event_id = (await self.send(start_event=event))["event_id"]
         try:
             yield
         except BaseException as exc:
+            metrics.STEP_DURATION.labels(event, "Error").observe(time.monotonic() - started)
             if show_in_progress:
                 await self.fail(event_id, exc)
             else:
                 await self.record(event, start_time, **_failure(exc))
                 await self.flush()
             raise
+        metrics.STEP_DURATION.labels(event, "Success").observe(time.monotonic() - started)
         if show_in_progress:
             await self.finish(event_id)
         else:

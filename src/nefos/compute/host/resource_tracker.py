@@ -8,7 +8,10 @@ allocations so a crash can never leave them drifting.
 
 from __future__ import annotations
 
-from nefos import exceptions
+from nefos import exceptions, metrics
+
+# What a node's row says of its use, as the host's metrics (nova-compute's os-hypervisors fields).
+_REPORTED = ("vcpus", "vcpus_used", "memory_mb", "memory_mb_used", "local_gb", "local_gb_used", "running_vms")
 
 
 class ResourceTracker:
@@ -35,6 +38,9 @@ class ResourceTracker:
                                                            heal_usage=heal_usage)
             self.node_ids[node] = row["id"]
             self.failing_nodes[node] = bool(row["failed_builds"])
+            for resource, value in {**capacity, **row}.items():
+                if resource in _REPORTED and value is not None:
+                    metrics.HYPERVISOR_USAGE.labels(self.host, node, resource).set(value)
 
     async def instance_claim(self, instance: dict, node: str, alloc: dict | None = None) -> None:
         """The scheduler's claim for this instance (``alloc`` when the caller has it) must be on

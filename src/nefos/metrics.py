@@ -1,0 +1,124 @@
+"""The process's Prometheus metrics, and the operator endpoints that show them.
+
+Every Nefos process keeps its metrics in prometheus-client's default registry: ``nefos up``
+(every service in one process) has one set, a service of its own has its own. They are served
+at ``/metrics`` by the operator listener (``metrics_port``, on ``metrics_bind``: loopback by
+default, since the figures name hosts and routes a tenant has no business seeing), beside
+``/healthcheck``, which every API also answers on its own port (oslo.middleware's healthcheck:
+200 ``OK``; 503 ``DISABLED BY FILE`` while ``healthcheck_disable_by_file_path`` exists, so a
+load balancer stops sending requests before a planned stop).
+
+Labels are bounded: an API route is its template (``/v2.1/servers/{server_id}``), never the
+path a client sent, and a step is one of the code's own event names.
+
+This module imports nothing of the database: a compute host uses it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
+
+from nefos.component import Component
+
+# Seconds: from a request's few milliseconds to a real guest's minutes-long step.
+_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+
+API_REQUESTS = Counter("nefos_api_requests_total", "API requests answered, by route and status",
+                       ["service", "method", "route", "status"])
+API_LATENCY = Histogram("nefos_api_request_duration_seconds", "Time to answer an API request, by route",
+                        ["service", "method", "route"], buckets=_BUCKETS)
+BUILDS = Counter("nefos_builds_total", "Server builds a compute host ended, by result "
+                 "(success, rescheduled, failed, aborted)", ["result"])
+STEP_DURATION = Histogram("nefos_instance_step_duration_seconds", "Duration of an instance action's step "
+                          "(compute_allocate_network, compute_prep_block_device, ...) on a compute host, by result",
+                          ["step", "result"], buckets=_BUCKETS)
+VIF_WAIT = Histogram("nefos_vif_wait_duration_seconds", "Time a compute host waited for network-vif-plugged, "
+                     "by outcome (ok, timeout, failed)", ["outcome"], buckets=_BUCKETS)
+EXTERNAL_EVENT_DELIVERY = Histogram("nefos_external_event_delivery_seconds",
+                                    "From an external event's arrival at the Compute API to its delivery to "
+                                    "the waiting compute host", ["name"], buckets=_BUCKETS)
+SCHEDULER_DECISIONS = Counter("nefos_scheduler_decisions_total", "Scheduling requests answered, by result "
+                              "(placed, no_valid_host, error)", ["result"])
+SCHEDULER_DECISION_TIME = Histogram("nefos_scheduler_decision_duration_seconds",
+                                    "Time to choose hosts for one scheduling request", buckets=_BUCKETS)
+BUS_MESSAGES = Counter("nefos_bus_messages_total", "Bus messages sent and received, by topic and kind",
+                       ["direction", "topic", "kind"])
+DB_TRANSACTION_TIME = Histogram("nefos_db_transaction_duration_seconds",
+                                "Time a database transaction was open, to its commit or rollback",
+                                buckets=_BUCKETS)
+HYPERVISOR_USAGE = Gauge("nefos_hypervisor_usage", "A compute node's resources, as its host last reported "
+                         "them (vcpus, vcpus_used, memory_mb, memory_mb_used, local_gb, local_gb_used, "
+                         "running_vms)", ["host", "node", "resource"])
+
+
+def route_of(scope) -> str:
+    """The matched route's template, or ``unmatched`` (a 404 never adds a label per path)."""
+    route = scope.get("route")
+    return getattr(route, "path", None) or "unmatched"
+
+
+class MetricsMiddleware:
+    """Counts and times every HTTP request of an API (pure ASGI: no extra task per request)."""
+
+    def __init__(self, app, service: str):
+        self.app = app
+        self.service = service
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500  # what the server answers if the app raises before it starts a response
+
+        async def record_status(message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, record_status)
+        finally:
+            route, method = route_of(scope), scope["method"]
+            API_REQUESTS.labels(self.service, method, route, str(status)).inc()
+            API_LATENCY.labels(self.service, method, route).observe(time.perf_counter() - started)
+
+
+def healthcheck_response(method: str, disable_by_file: str) -> Response:
+    """oslo.middleware's plain healthcheck: 200 ``OK``, or 503 ``DISABLED BY FILE``."""
+    if disable_by_file and os.path.exists(disable_by_file):
+        status, text = 503, "DISABLED BY FILE"
+    else:
+        status, text = 200, "OK"
+    return PlainTextResponse("" if method == "HEAD" else text, status_code=status)
+
+
+def operator_app(cfg) -> Starlette:
+    """The operator listener's app: ``/metrics`` (Prometheus text format) and ``/healthcheck``."""
+
+    async def metrics(_request: Request) -> Response:
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+    async def healthcheck(request: Request) -> Response:
+        return healthcheck_response(request.method, cfg.healthcheck_disable_by_file_path)
+
+    return Starlette(routes=[Route("/metrics", metrics, methods=["GET"]),
+                             Route("/healthcheck", healthcheck, methods=["GET", "HEAD"])])
+
+
+def operator_component(cfg) -> Component:
+    """The operator listener as a component a process serves beside its own (no bus, no start)."""
+    listener = Component()
+    listener.name = "metrics"
+    listener.app = operator_app(cfg)
+    listener.port = cfg.metrics_port
+    listener.bind = cfg.metrics_bind
+    return listener
