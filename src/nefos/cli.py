@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import signal
 from pathlib import Path
 from typing import Optional
@@ -26,33 +25,13 @@ console = Console(soft_wrap=True)
 ConfigOpt = typer.Option(None, "--config", "-c", help="INI config file (options as in nefos.config.Config).")
 StateDirOpt = typer.Option(None, "--state-dir", help="Where state lives (default ./.nefos).")
 DebugOpt = typer.Option(False, "--debug", help="Debug logging.")
+LogFormatOpt = typer.Option(None, "--log-format", help="Log lines as text (the default) or json (log_format).")
+LogFileOpt = typer.Option(None, "--log-file", help="Append log lines to this file, not standard error (log_file).")
 
 
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(global_request_id)s %(request_id)s] %(message)s"
-
-
-class RequestIdFilter(logging.Filter):
-    """Each record gets the request id and the global request id (the caller's, e.g. the L2 agent's
-    report that made a port ACTIVE, on the Compute API's and the compute host's lines) of the
-    request being served, as oslo.log prints them: one grep follows a request across services."""
-
-    def filter(self, record):
-        from nefos.context import current_context
-        ctx = current_context.get()
-        record.request_id = ctx.request_id if ctx else "-"
-        record.global_request_id = (ctx.global_request_id or "-") if ctx else "-"
-        return True
-
-
-def setup_logging(debug: bool) -> None:
-    handler = logging.StreamHandler()
-    handler.addFilter(RequestIdFilter())
-    handler.setFormatter(logging.Formatter(LOG_FORMAT))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.DEBUG if debug else logging.INFO)
-    for noisy in ("aiormq", "aio_pika", "sqlalchemy.engine", "uvicorn.access", "httpx"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+def start_logging(cfg: Config, debug: bool) -> None:
+    from nefos.logs import setup_logging
+    setup_logging(debug=debug, log_format=cfg.log_format, log_file=cfg.log_file)
 
 
 def _config(config: Optional[Path], state_dir: Optional[Path], **overrides) -> Config:
@@ -107,10 +86,10 @@ def up(config: Optional[Path] = ConfigOpt, state_dir: Optional[Path] = StateDirO
        driver: Optional[str] = typer.Option(
            None, "--driver", help="Compute driver: fake, libvirt or auto (libvirt when usable; the "
                                   "default unless the configuration sets compute_driver)."),
-       debug: bool = DebugOpt) -> None:
+       debug: bool = DebugOpt, log_format: Optional[str] = LogFormatOpt, log_file: Optional[str] = LogFileOpt) -> None:
     """Start the whole cloud in one process (SQLite, in-process bus; libvirt/QEMU or a fake hypervisor)."""
-    setup_logging(debug)
-    cfg = _config(config, state_dir)
+    cfg = _config(config, state_dir, log_format=log_format, log_file=log_file)
+    start_logging(cfg, debug)
     from nefos.allinone import open_cloud
     if fake_hosts is not None:
         if fake_hosts < 1:
@@ -197,9 +176,10 @@ def _service_command(name: str, import_path: str, doc: str, *, database: bool = 
     reads and writes goes through the conductor)."""
     def command(config: Optional[Path] = ConfigOpt, state_dir: Optional[Path] = StateDirOpt,
                 host: Optional[str] = typer.Option(None, "--host", help="This service's host name."),
-                debug: bool = DebugOpt) -> None:
-        setup_logging(debug)
-        cfg = _config(config, state_dir, host=host)
+                debug: bool = DebugOpt, log_format: Optional[str] = LogFormatOpt,
+                log_file: Optional[str] = LogFileOpt) -> None:
+        cfg = _config(config, state_dir, host=host, log_format=log_format, log_file=log_file)
+        start_logging(cfg, debug)
         module_name, _, attr = import_path.partition(":")
 
         def build(rt):
@@ -238,10 +218,11 @@ def simulate_hosts(config: Optional[Path] = ConfigOpt, state_dir: Optional[Path]
                    host_prefix: str = typer.Option("sim", "--host-prefix",
                                                    help="Hosts are named <prefix>-<n>."),
                    first: int = typer.Option(1, "--first", min=0, help="The first host's number."),
-                   debug: bool = DebugOpt) -> None:
+                   debug: bool = DebugOpt, log_format: Optional[str] = LogFormatOpt,
+                   log_file: Optional[str] = LogFileOpt) -> None:
     """Run many simulated compute hosts (fake driver) in this process, for scale tests."""
-    setup_logging(debug)
-    cfg = _config(config, state_dir, compute_driver="fake")
+    cfg = _config(config, state_dir, compute_driver="fake", log_format=log_format, log_file=log_file)
+    start_logging(cfg, debug)
 
     def build(rt):
         from nefos.compute.host.simulator import component

@@ -64,6 +64,10 @@ class Config(BaseModel):
     # list of osapi_compute (the Compute API) and metadata (the metadata service). Without
     # metadata, guests learn who they are only from config drives.
     enabled_apis: list[str] = Field(default_factory=lambda: list(KNOWN_APIS))
+    # Log lines (nefos.logs): text or json (one object a line), on standard error or appended to
+    # log_file (oslo.log's log_file; created readable by its owner only).
+    log_format: Literal["text", "json"] = "text"
+    log_file: str = ""
     # The operator listener of this process: Prometheus metrics at /metrics and /healthcheck
     # (nefos.metrics). 0: none. Loopback by default: the figures name hosts and routes.
     metrics_port: int = Field(default=0, ge=0, le=65535)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from typing import Any, Callable
 
 from fastapi import FastAPI, Request
@@ -18,7 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.responses import JSONResponse, Response
 
-from nefos import exceptions, metrics, policy
+from nefos import exceptions, logs, metrics, policy
 from nefos.context import DEFAULT_USER_ID, RequestContext, current_context, new_request_id
 from nefos.db.retry import transient_error
 from nefos.openapi import documented
@@ -67,7 +68,10 @@ class RequestContextMiddleware:
             return
         request = Request(scope)
         request_id = new_request_id()
-        send = send_with_headers(send, {"x-openstack-request-id": request_id, "x-compute-request-id": request_id})
+        answered = {"status": 500, "length": 0}  # what the server sends if the app raises first
+        send = _recording(send_with_headers(send, {"x-openstack-request-id": request_id,
+                                                   "x-compute-request-id": request_id}), answered)
+        started = time.perf_counter()
         global_id = request.headers.get("x-openstack-request-id")
         if global_id and not global_id.startswith("req-"):
             global_id = None
@@ -85,15 +89,38 @@ class RequestContextMiddleware:
             if policy_token is not None:
                 policy.restore(policy_token)
             await response(scope, receive, send)
+            _access_line(scope, answered, started, request_id=request_id, global_request_id=global_id)
             return
         request.state.context = ctx
         token = current_context.set(ctx)
         try:
             await self.app(scope, receive, send)
         finally:
+            _access_line(scope, answered, started)  # under the request's context: its ids, user, project
             current_context.reset(token)
             if policy_token is not None:
                 policy.restore(policy_token)
+
+
+def _recording(send, answered: dict):
+    """``send`` that notes the response's status and body length in ``answered``."""
+    async def wrapped(message) -> None:
+        if message["type"] == "http.response.start":
+            answered["status"] = message["status"]
+        elif message["type"] == "http.response.body":
+            answered["length"] += len(message.get("body", b""))
+        await send(message)
+    return wrapped
+
+
+def _access_line(scope, answered: dict, started: float, **context) -> None:
+    # The path as the client sent it, undecoded: a %0A in it stays three characters in the log.
+    path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
+    if scope.get("query_string"):
+        path += "?" + scope["query_string"].decode("latin-1")
+    client = scope.get("client")
+    logs.access(client[0] if client else "-", scope["method"], path, answered["status"], answered["length"],
+                time.perf_counter() - started, **context)
 
 
 async def context_from_headers(request: Request, request_id: str, global_id: str | None) -> RequestContext:
@@ -195,9 +222,12 @@ class BodySizeLimitMiddleware:
         await self.app(scope, bounded_receive, send)
 
     async def _refuse(self, scope, receive, send) -> None:
+        started = time.perf_counter()
         body = self.error_body(413, "Request is too large.", "RequestEntityTooLarge")
         response = JSONResponse(body, status_code=413, headers={"connection": "close"})
-        await response(scope, receive, send)
+        answered = {"status": 413, "length": 0}
+        await response(scope, receive, _recording(send, answered))
+        _access_line(scope, answered, started)  # refused before any request id was given
 
 
 DEFAULT_MAX_BODY = 114688

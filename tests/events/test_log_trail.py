@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 
-from nefos.cli import LOG_FORMAT, RequestIdFilter
+from nefos.logs import TEXT_FORMAT, RequestContextFilter
 from tests.events.conftest import boot, port_of
 
 HOPS = [  # (logger, what its line says), in the order they happen
@@ -32,8 +32,8 @@ HOPS = [  # (logger, what its line says), in the order they happen
 
 async def test_one_request_id_from_the_agent_to_the_compute(cloud, caplog):
     caplog.set_level(logging.INFO, logger="nefos")
-    caplog.handler.addFilter(RequestIdFilter())  # what `nefos up` puts on its handler
-    fmt = logging.Formatter(LOG_FORMAT)
+    caplog.handler.addFilter(RequestContextFilter())  # what `nefos up` puts on its handler
+    fmt = logging.Formatter(TEXT_FORMAT)
     server_id = await boot(cloud, name="trail")
     await cloud.wait_status(server_id, "ACTIVE")
     port = await port_of(cloud, server_id)
@@ -59,7 +59,7 @@ async def test_one_request_id_from_the_agent_to_the_compute(cloud, caplog):
     assert found[4] > found[3], "\n".join(line for _n, line in grep)
     # Where the API and the compute host log it, it is the global request id: their own differs.
     api = next(line for name, line in grep if name == "nefos.compute.external_events")
-    assert f"[{trail_id} req-" in api and f"[{trail_id} {trail_id}]" not in api
+    assert f"[{trail_id} req-" in api and f"[{trail_id} {trail_id} " not in api
     # The server is in the lines of the hops that name it, and nothing else of the boot is
     # mixed in under this id (the API's boot request has its own).
     assert sum(server_id in line for _n, line in grep) >= 4

@@ -103,6 +103,10 @@ async def dispatch(endpoint: Endpoint, message: dict, *, answered: bool = False)
     ctx = RequestContext.from_dict(message.get("context"))
     token = current_context.set(ctx)
     try:
+        # Under the sender's request ids: with --debug, one grep for a global request id lists
+        # every call and cast each service ran for it.
+        LOG.debug("%s.%s %s received (version %s)", endpoint.rpc_interface.topic, method,
+                  "call" if answered else "cast", message.get("version"))
         return await fn(ctx, **message.get("args", {}))
     finally:
         current_context.reset(token)

@@ -138,6 +138,7 @@ class ComputeManager(Endpoint):
     async def build_and_run_instance(self, ctx, instance_uuid: str, request_spec: dict,
                                      build_args: dict, node: str) -> None:
         async with self.instance_lock(instance_uuid):
+            began = time.monotonic()
             try:
                 # One conductor call: the build's event started, vm_state building (compare-and-swap),
                 # the instance's claim, for the claim check, and its block device mappings.
@@ -153,6 +154,7 @@ class ComputeManager(Endpoint):
                 await self._build_and_run_instance(ctx, instance_uuid, request_spec, build_args, node, started,
                                                    progress, event_id)
                 metrics.BUILDS.labels("success").inc()
+                LOG.info("instance %s: took %.2f seconds to build", instance_uuid, time.monotonic() - began)
             except BuildAborted as exc:  # deleted during its build
                 metrics.BUILDS.labels("aborted").inc()
                 await progress.finish(event_id, result="Error", details=str(exc)[:255])
