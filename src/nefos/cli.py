@@ -153,6 +153,21 @@ def up(config: Optional[Path] = ConfigOpt, state_dir: Optional[Path] = StateDirO
     _serve_until_signal(start, announce)
 
 
+@app.command()
+def status(config: Optional[Path] = ConfigOpt, state_dir: Optional[Path] = StateDirOpt,
+           clouds: Optional[Path] = typer.Option(None, "--clouds", help="The clouds.yaml to read the admin's "
+                                                 "credentials from (default: the state directory's).")) -> None:
+    """Show a running cloud: its endpoints, compute hosts (up/down, enabled/disabled, use) and servers."""
+    from nefos.status import StatusError, gather, render
+    cfg = _config(config, state_dir)
+    try:
+        state = gather(clouds or Path(cfg.state_dir) / "clouds.yaml")
+    except StatusError as exc:
+        console.print(f"[bold red]nefos: {exc}[/bold red]", highlight=False)
+        raise typer.Exit(1)
+    render(state, console)
+
+
 def _run_components(cfg: Config, build, *, database: bool = True) -> None:
     from nefos.allinone import run_components
     from nefos.service import Runtime

@@ -303,7 +303,7 @@ class HostSurface:
         try:
             await instance_obj.save(self.rt.db, instance_uuid,
                                     {"host": None, "node": None, "task_state": states.SCHEDULING,
-                                     "vm_state": states.BUILDING, "network_info": []},
+                                     "vm_state": states.BUILDING, "network_info": [], "progress": 0},
                                     expected_task_state=states.BUILD_TASK_STATES,
                                     expected_vm_state=[states.BUILDING])
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError, exceptions.InstanceInvalidState):

@@ -40,6 +40,11 @@ _IMAGE_REFUSALS = (exceptions.CertificateValidationFailed, exceptions.ImageUnacc
 BUILD_EVENT = "compute__do_build_and_run_instance"
 
 
+# A build's ``progress`` (the server's percentage while BUILD) as each of its steps begins; 100 once
+# ACTIVE.
+BUILD_PROGRESS = {states.NETWORKING: 10, states.BLOCK_DEVICE_MAPPING: 25, states.SPAWNING: 50, "networked": 75}
+
+
 class BuildAborted(Exception):
     """The instance was deleted during its build; cleanup done, nothing more to do."""
 
@@ -184,7 +189,8 @@ class ComputeManager(Endpoint):
             # state networking and the network allocation's event started: one call.
             operation = self.instance_events.new_operation()
             saved = await progress.send(begin_operation=operation,
-                                        saves=({"updates": {"task_state": states.NETWORKING},
+                                        saves=({"updates": {"task_state": states.NETWORKING,
+                                                            "progress": BUILD_PROGRESS[states.NETWORKING]},
                                                 "expected_task_state": [None]},),
                                         start_event="compute_allocate_network")
             self.instance_events.operation_begun(uuid, operation)
@@ -193,10 +199,13 @@ class ComputeManager(Endpoint):
             network_task = asyncio.create_task(self._allocate_network(ctx, instance, args, progress,
                                                                       saved["event_id"]))
             async with progress.step("compute_prep_block_device", show_in_progress=False):
-                instance = (await progress.send(saves=({"updates": {"task_state": states.BLOCK_DEVICE_MAPPING},
-                                                        "expected_task_state": [states.NETWORKING]},)))["instance"]
+                instance = (await progress.send(saves=({"updates": {
+                    "task_state": states.BLOCK_DEVICE_MAPPING,
+                    "progress": BUILD_PROGRESS[states.BLOCK_DEVICE_MAPPING]},
+                    "expected_task_state": [states.NETWORKING]},)))["instance"]
                 block_device_info = await self.prep_block_device(instance, started.get("block_device_mappings"))
-            await progress.send(saves=({"updates": {"task_state": states.SPAWNING},
+            await progress.send(saves=({"updates": {"task_state": states.SPAWNING,
+                                                    "progress": BUILD_PROGRESS[states.SPAWNING]},
                                         "expected_task_state": [states.BLOCK_DEVICE_MAPPING]},))
             try:
                 network_info = await network_task
@@ -206,7 +215,8 @@ class ComputeManager(Endpoint):
                 raise exceptions.BuildAbortException(
                     instance_uuid=uuid,
                     reason=f"Failed to allocate the network(s), not rescheduling. ({exc})")
-            instance = (await progress.send(saves=({"updates": {"network_info": network_info},
+            instance = (await progress.send(saves=({"updates": {"network_info": network_info,
+                                                                "progress": BUILD_PROGRESS["networked"]},
                                                     "expected_task_state": [states.SPAWNING]},)))["instance"]
             try:
                 image_trust.check_trusted_certs(instance)  # 2.63: before anything boots from the image
@@ -218,7 +228,7 @@ class ComputeManager(Endpoint):
             power_state = (await self.driver.get_info(instance))["power_state"]
             instance = (await progress.send(
                 saves=({"updates": {"vm_state": states.ACTIVE, "task_state": None, "power_state": power_state,
-                                    "launched_at": utcnow().isoformat()},
+                                    "launched_at": utcnow().isoformat(), "progress": 100},
                         "expected_task_state": [states.SPAWNING]},),
                 finished_after=(build_event_id,)))["instance"]
         except (exceptions.InstanceNotFound, exceptions.UnexpectedDeletingTaskStateError) as exc:
