@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -27,6 +29,15 @@ StateDirOpt = typer.Option(None, "--state-dir", help="Where state lives (default
 DebugOpt = typer.Option(False, "--debug", help="Debug logging.")
 LogFormatOpt = typer.Option(None, "--log-format", help="Log lines as text (the default) or json (log_format).")
 LogFileOpt = typer.Option(None, "--log-file", help="Append log lines to this file, not standard error (log_file).")
+
+
+@contextlib.contextmanager
+def _progress(what: str):
+    """A spinner while a slow start-up step runs, then a line saying it is done and how long it took."""
+    started = time.monotonic()
+    with console.status(f"{what}..."):
+        yield
+    console.print(f"[green]✓[/green] {what} ({time.monotonic() - started:.1f} s)", highlight=False)
 
 
 def start_logging(cfg: Config, debug: bool) -> None:
@@ -107,27 +118,30 @@ def up(config: Optional[Path] = ConfigOpt, state_dir: Optional[Path] = StateDirO
             if fake_hosts is not None:
                 chosen, why = "fake", f"--fake-hosts {fake_hosts}"
             else:
-                chosen, why = await choose_compute_driver(cfg, driver)
+                with _progress("Probing the hypervisor (libvirt, KVM)"):
+                    chosen, why = await choose_compute_driver(cfg, driver)
         except RuntimeError as exc:
             console.print(f"[bold red]{exc}[/bold red]")
             raise typer.Exit(1)
         cfg.compute_driver = chosen
         console.print(f"compute driver: [bold]{chosen}[/bold] ({why})")
-        with console.status("Starting Nefos (migrating the database, starting services)..."):
-            try:
+        try:
+            with _progress("Starting Nefos (migrating the database, starting services)"):
                 cloud = await open_cloud(cfg, fake_hosts=hosts["count"])
-            except RuntimeError as exc:  # e.g. a port already taken: say which, no traceback
-                console.print(f"[bold red]nefos: {exc}[/bold red]", highlight=False)
-                raise typer.Exit(1)
+        except RuntimeError as exc:  # e.g. a port already taken: say which, no traceback
+            console.print(f"[bold red]nefos: {exc}[/bold red]", highlight=False)
+            raise typer.Exit(1)
         if chosen == "libvirt":
             from nefos.network.external import ensure_public_network
             try:  # the external network "public" on br-ex-nefos, once
-                await ensure_public_network(cloud.rt)
+                with _progress("Setting up the external network public on br-ex-nefos"):
+                    await ensure_public_network(cloud.rt)
             except Exception as exc:  # the cloud still runs; routers just have no external network
                 console.print(f"[yellow]the external network could not be set up: {exc}[/yellow]")
             from nefos.image.guest.register import ensure_guest_image
-            try:
-                hosts["guest"] = await ensure_guest_image(cloud.rt)
+            try:  # built once (a minute or two), then found in the state directory
+                with _progress("Building or reusing the tiny guest image"):
+                    hosts["guest"] = await ensure_guest_image(cloud.rt)
             except Exception as exc:  # the cloud still runs; images just do not boot a kernel
                 console.print(f"[yellow]the tiny guest image could not be built: {exc}[/yellow]")
         return cloud

@@ -81,3 +81,33 @@ async def test_enabled_apis_leaves_the_metadata_service_out(tmp_path):
         await rt.close()
     with pytest.raises(ConfigError, match="enabled_apis: .*unknown API ec2"):
         load_config(state_dir=tmp_path, enabled_apis="osapi_compute,ec2")
+
+
+def test_up_shows_its_slow_steps_as_they_end(tmp_path):
+    """A new user sees each slow start-up step end, in order, with how long it took (a spinner runs
+    meanwhile on a terminal): the hypervisor probe, the start, the external network, the guest image."""
+    import re
+    import shutil
+    import tempfile
+    # QEMU (libvirt's user) must pass through to the state directory's instances: not pytest's
+    # private directory.
+    home = Path(tempfile.mkdtemp(prefix="nefos-up-progress-"))
+    home.chmod(0o711)
+    proc, log = start_up(home)
+    try:
+        text = log.read_text()
+        steps = ["Probing the hypervisor (libvirt, KVM)", "Starting Nefos (migrating the database, starting services)",
+                 "Setting up the external network public on br-ex-nefos", "Building or reusing the tiny guest image"]
+        where = []
+        for step in steps:
+            found = re.search("✓ " + re.escape(step) + r" \(\d+\.\d s\)$", text, re.M)
+            assert found, f"no line saying {step!r} ended:\n{text}"
+            where.append(found.start())
+        assert where == sorted(where), text
+        assert text.index(steps[-1]) < text.index("Nefos is up."), text
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            assert proc.wait(timeout=60) == 0, log.read_text()
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
