@@ -16,8 +16,11 @@ This module imports nothing of the database: a compute host uses it.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import time
+from typing import Awaitable, Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
 from starlette.applications import Starlette
@@ -26,6 +29,8 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from nefos.component import Component
+
+LOG = logging.getLogger(__name__)
 
 # Seconds: from a request's few milliseconds to a real guest's minutes-long step.
 _BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
@@ -53,9 +58,37 @@ BUS_MESSAGES = Counter("nefos_bus_messages_total", "Bus messages sent and receiv
 DB_TRANSACTION_TIME = Histogram("nefos_db_transaction_duration_seconds",
                                 "Time a database transaction was open, to its commit or rollback",
                                 buckets=_BUCKETS)
+SERVICE_UP = Gauge("nefos_service_up", "Whether a service reports (1), or is down or forced down (0), as "
+                   "os-services says (Nova's servicegroup rules)", ["binary", "host"])
+SERVICE_DISABLED = Gauge("nefos_service_disabled", "Whether a service is disabled (1); auto: disabled by "
+                         "itself (its hypervisor connection lost), as the AUTO: reason says",
+                         ["binary", "host", "auto"])
 HYPERVISOR_USAGE = Gauge("nefos_hypervisor_usage", "A compute node's resources, as its host last reported "
                          "them (vcpus, vcpus_used, memory_mb, memory_mb_used, local_gb, local_gb_used, "
                          "running_vms)", ["host", "node", "resource"])
+
+
+# Figures read at scrape time (from the database), by the processes that own them.
+_SCRAPE_HOOKS: list[Callable[[], Awaitable[None]]] = []
+SCRAPE_HOOK_TIMEOUT = 5.0  # seconds: a slow database must not hold every other figure back
+
+
+def on_scrape(hook: Callable[[], Awaitable[None]]) -> Callable[[], None]:
+    """Run ``await hook()`` before each ``/metrics`` answer; returns what removes it again."""
+    _SCRAPE_HOOKS.append(hook)
+    return lambda: _SCRAPE_HOOKS.remove(hook) if hook in _SCRAPE_HOOKS else None
+
+
+def set_services(services: list[dict]) -> None:
+    """The service gauges from os-services' view of each service (binary, host, state, status,
+    disabled_reason); services gone since the last scrape disappear."""
+    SERVICE_UP.clear()
+    SERVICE_DISABLED.clear()
+    for service in services:
+        SERVICE_UP.labels(service["binary"], service["host"]).set(1 if service["state"] == "up" else 0)
+        auto = (service.get("disabled_reason") or "").startswith("AUTO:")
+        SERVICE_DISABLED.labels(service["binary"], service["host"], "true" if auto else "false").set(
+            1 if service["status"] == "disabled" else 0)
 
 
 def route_of(scope) -> str:
@@ -105,6 +138,11 @@ def operator_app(cfg) -> Starlette:
     """The operator listener's app: ``/metrics`` (Prometheus text format) and ``/healthcheck``."""
 
     async def metrics(_request: Request) -> Response:
+        for hook in list(_SCRAPE_HOOKS):
+            try:
+                await asyncio.wait_for(hook(), SCRAPE_HOOK_TIMEOUT)
+            except Exception as exc:  # the database away, say: the process's own figures still answer
+                LOG.warning("a figure of /metrics could not be read: %s", exc)
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
     async def healthcheck(request: Request) -> Response:

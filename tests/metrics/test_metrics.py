@@ -136,3 +136,34 @@ def test_no_operator_listener_unless_configured(tmp_path):
     cfg = load_config(state_dir=tmp_path)
     assert cfg.metrics_port == 0
     assert cfg.metrics_bind == "127.0.0.1"
+
+
+async def test_hosts_up_down_and_disabled_show_in_the_metrics(cloud):
+    """What os-services says of each service, at each scrape: up, disabled by an operator, disabled
+    by itself (AUTO: its hypervisor connection lost) and back, forced down."""
+    from tests.compute.test_service_state import put_service, wait_service
+    from tests.pipeline.conftest import ADMIN
+    port = cloud.rt.cfg.metrics_port
+
+    async def gauges() -> tuple[float, float, float]:
+        found = await scrape(port)
+        return (total(found, "nefos_service_up", binary="nova-compute", host="host-1"),
+                total(found, "nefos_service_disabled", binary="nova-compute", host="host-1", auto="false"),
+                total(found, "nefos_service_disabled", binary="nova-compute", host="host-1", auto="true"))
+
+    assert await gauges() == (1, 0, 0)
+    driver = cloud.driver("host-1")
+    driver.simulate_connection_loss("link down")
+    await wait_service(cloud, "host-1", "disabled", "AUTO: link down")
+    assert await gauges() == (1, 0, 1)
+    driver.simulate_connection_restored()
+    await wait_service(cloud, "host-1", "enabled")
+    assert await gauges() == (1, 0, 0)
+    await put_service(cloud, "disable-log-reason", {"host": "host-1", "binary": "nova-compute",
+                                                    "disabled_reason": "maintenance"})
+    assert await gauges() == (1, 1, 0)
+    r = await cloud.compute.put("/v2.1/os-services/force-down",
+                                headers={**ADMIN, "OpenStack-API-Version": "compute 2.11"},
+                                json={"host": "host-1", "binary": "nova-compute", "forced_down": True})
+    assert r.status_code == 200, r.text
+    assert (await gauges())[0] == 0

@@ -34,7 +34,7 @@ def test_the_scrape_configurations_and_rules_are_valid(tmp_path):
     (tmp_path / "nefos-alerts.yml").write_text(rules)
     result = promtool("check", "rules", str(tmp_path / "nefos-alerts.yml"))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 8 rules found" in result.stdout + result.stderr
+    assert "SUCCESS: 10 rules found" in result.stdout + result.stderr
     for i, config in enumerate(configs):
         path = tmp_path / f"prometheus-{i}.yml"
         path.write_text(config)  # its rule_files entry is read from beside it
@@ -53,3 +53,43 @@ def test_the_rules_and_the_table_name_metrics_nefos_serves():
         base - served
     table = set(re.findall(r"^\| `(nefos_[a-z_]+)`", DOC.read_text(), flags=re.M))
     assert {n.removesuffix("_total") for n in table} == {n.removesuffix("_total") for n in served}
+
+
+def test_the_host_alerts_fire_when_they_should(tmp_path):
+    """promtool's rule unit tests: a compute host down for 5 minutes, or disabled by itself for 10,
+    raises its alert; one down for less, or disabled by an operator, does not."""
+    [rules] = [b for b in yaml_blocks() if b.startswith("groups:")]
+    (tmp_path / "nefos-alerts.yml").write_text(rules)
+    (tmp_path / "tests.yml").write_text("""
+rule_files: [nefos-alerts.yml]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'nefos_service_up{binary="nova-compute", host="h1"}'
+        values: '1 1 0x10'
+      - series: 'nefos_service_up{binary="nova-compute", host="h2"}'
+        values: '1 0 0 1x10'
+      - series: 'nefos_service_disabled{binary="nova-compute", host="h3", auto="true"}'
+        values: '0 1x15'
+      - series: 'nefos_service_disabled{binary="nova-compute", host="h4", auto="false"}'
+        values: '0 1x15'
+    alert_rule_test:
+      - eval_time: 4m
+        alertname: NefosComputeHostDown
+        exp_alerts: []
+      - eval_time: 8m
+        alertname: NefosComputeHostDown
+        exp_alerts:
+          - exp_labels: {severity: critical, binary: nova-compute, host: h1}
+            exp_annotations:
+              summary: "Compute host h1 has been down for 5 minutes: its servers cannot be managed"
+      - eval_time: 12m
+        alertname: NefosComputeHostAutoDisabled
+        exp_alerts:
+          - exp_labels: {severity: warning, binary: nova-compute, host: h3, auto: "true"}
+            exp_annotations:
+              summary: "Compute host h3 disabled itself (its hypervisor is unreachable)"
+""")
+    result = promtool("test", "rules", str(tmp_path / "tests.yml"))
+    assert result.returncode == 0, result.stdout + result.stderr

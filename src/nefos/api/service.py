@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from nefos import metrics
 from nefos.api.app import create_app
 from nefos.compute.api import ComputeAPI
 from nefos.service import Component, Service
@@ -18,15 +19,24 @@ class ComputeAPIComponent(Component):
         self.app = create_app(rt, self.compute_api)
         self.port = rt.cfg.compute_api_port
         self.service = Service(rt, "nefos-api", None, rt.cfg.host)
+        self._unhook = None
 
     async def start(self) -> None:
         from nefos.compute.flavors import ensure_default_flavors
         from nefos.db.retry import at_start
         await at_start(lambda: ensure_default_flavors(self.rt.db))
         await self.service.start()
+        # The Compute API serves os-services: its process exports what os-services says.
+        self._unhook = metrics.on_scrape(self._service_gauges)
 
     async def stop(self) -> None:
+        if self._unhook is not None:
+            self._unhook()
         await self.service.stop()
+
+    async def _service_gauges(self) -> None:
+        from nefos.compute.services import list_services
+        metrics.set_services(await list_services(self.rt.db, self.rt.cfg))
 
 
 def component(rt) -> Component:
