@@ -85,7 +85,7 @@ def test_json_log_file_with_access_lines_and_the_global_request_id(tmp_path):
         assert (access["method"], access["path"], access["status"]) == ("POST", "/v2.1/servers", 202)
         assert access["global_request_id"] == global_id and access["project_id"] == project
         assert access["duration"] >= 0 and access["length"] > 0 and access["client"] == "127.0.0.1"
-        assert f'"POST /v2.1/servers" status: 202' in access["message"]
+        assert '"POST /v2.1/servers" status: 202' in access["message"]
 
         # The global request id is on the lines of every service the create went through: the API's
         # access line, the compute host's, and (--debug) each call and cast a service ran for it.
