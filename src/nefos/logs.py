@@ -76,7 +76,7 @@ def setup_logging(*, debug: bool = False, log_format: str = "text", log_file: st
 
 
 def access(client: str, method: str, path: str, status: int, length: int, seconds: float, **context) -> None:
-    """The access line of one request; ``context``: its request's fields when no context is current."""
+    """The access line of one request; ``context``: its request's ids, user and project, as known."""
     ACCESS.info('%s "%s %s" status: %d len: %d time: %.4f', client, method, path, status, length, seconds,
                 extra={"client": client, "method": method, "path": path, "status": status, "length": length,
                        "duration": round(seconds, 6), **context})

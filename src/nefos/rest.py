@@ -31,8 +31,8 @@ ErrorBody = Callable[[int, str, str], dict]  # (status, message, error type name
 
 # Paths every API serves without a token: the healthcheck, version documents, OpenAPI documents,
 # getting a token.
-PUBLIC_PATHS = frozenset({"/healthcheck", "/", "/versions", "/v2", "/v2/", "/v2.1", "/v2.1/", "/v2.0", "/v2.0/", "/v3", "/v3/",
-                          "/v2.1/openapi.json", "/v2.0/openapi.json", "/v2/openapi.json", "/v3/openapi.json"})
+PUBLIC_PATHS = frozenset({"/healthcheck", "/", "/versions", "/v2", "/v2/", "/v2.1", "/v2.1/", "/v2.0", "/v2.0/",
+                          "/v3", "/v3/", "/v2.1/openapi.json", "/v2.0/openapi.json", "/v2/openapi.json", "/v3/openapi.json"})
 
 
 def is_public(method: str, path: str) -> bool:
@@ -68,10 +68,7 @@ class RequestContextMiddleware:
             return
         request = Request(scope)
         request_id = new_request_id()
-        answered = {"status": 500, "length": 0}  # what the server sends if the app raises first
-        send = _recording(send_with_headers(send, {"x-openstack-request-id": request_id,
-                                                   "x-compute-request-id": request_id}), answered)
-        started = time.perf_counter()
+        send = send_with_headers(send, {"x-openstack-request-id": request_id, "x-compute-request-id": request_id})
         global_id = request.headers.get("x-openstack-request-id")
         if global_id and not global_id.startswith("req-"):
             global_id = None
@@ -88,39 +85,57 @@ class RequestContextMiddleware:
                 response.headers["www-authenticate"] = f'Keystone uri="{identity_base_url(rt.cfg)}"'
             if policy_token is not None:
                 policy.restore(policy_token)
+            request.state.access = {"request_id": request_id, "global_request_id": global_id}
             await response(scope, receive, send)
-            _access_line(scope, answered, started, request_id=request_id, global_request_id=global_id)
             return
         request.state.context = ctx
+        request.state.access = {"request_id": ctx.request_id, "global_request_id": ctx.global_request_id,
+                                "user_id": ctx.user_id, "project_id": ctx.project_id}
         token = current_context.set(ctx)
         try:
             await self.app(scope, receive, send)
         finally:
-            _access_line(scope, answered, started)  # under the request's context: its ids, user, project
             current_context.reset(token)
             if policy_token is not None:
                 policy.restore(policy_token)
 
 
-def _recording(send, answered: dict):
-    """``send`` that notes the response's status and body length in ``answered``."""
-    async def wrapped(message) -> None:
-        if message["type"] == "http.response.start":
-            answered["status"] = message["status"]
-        elif message["type"] == "http.response.body":
-            answered["length"] += len(message.get("body", b""))
-        await send(message)
-    return wrapped
+class RequestLogMiddleware:
+    """Every request of an API, refused ones included: counted and timed as ``service``'s
+    (nefos.metrics) and written as an access line (nefos.logs) with the ids, user and project
+    RequestContextMiddleware found for it (none for a request refused before it)."""
 
+    def __init__(self, app, service: str):
+        self.app = app
+        self.service = service
 
-def _access_line(scope, answered: dict, started: float, **context) -> None:
-    # The path as the client sent it, undecoded: a %0A in it stays three characters in the log.
-    path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
-    if scope.get("query_string"):
-        path += "?" + scope["query_string"].decode("latin-1")
-    client = scope.get("client")
-    logs.access(client[0] if client else "-", scope["method"], path, answered["status"], answered["length"],
-                time.perf_counter() - started, **context)
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status, length = 500, 0  # what the server answers if the app raises before it starts a response
+
+        async def recording(message) -> None:
+            nonlocal status, length
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            elif message["type"] == "http.response.body":
+                length += len(message.get("body", b""))
+            await send(message)
+
+        try:
+            await self.app(scope, receive, recording)
+        finally:
+            seconds = time.perf_counter() - started
+            metrics.observe_request(self.service, scope, status, seconds)
+            # The path as the client sent it, undecoded: a %0A in it stays three characters in the log.
+            path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
+            if scope.get("query_string"):
+                path += "?" + scope["query_string"].decode("latin-1")
+            client = scope.get("client")
+            logs.access(client[0] if client else "-", scope["method"], path, status, length, seconds,
+                        **scope.get("state", {}).get("access", {}))
 
 
 async def context_from_headers(request: Request, request_id: str, global_id: str | None) -> RequestContext:
@@ -222,12 +237,9 @@ class BodySizeLimitMiddleware:
         await self.app(scope, bounded_receive, send)
 
     async def _refuse(self, scope, receive, send) -> None:
-        started = time.perf_counter()
         body = self.error_body(413, "Request is too large.", "RequestEntityTooLarge")
         response = JSONResponse(body, status_code=413, headers={"connection": "close"})
-        answered = {"status": 413, "length": 0}
-        await response(scope, receive, _recording(send, answered))
-        _access_line(scope, answered, started)  # refused before any request id was given
+        await response(scope, receive, send)
 
 
 DEFAULT_MAX_BODY = 114688
@@ -245,7 +257,7 @@ def make_app(title: str, service: str, error_body: ErrorBody, inner_middleware: 
         app.add_middleware(middleware)
     app.add_middleware(RequestContextMiddleware, error_body=error_body)
     app.add_middleware(BodySizeLimitMiddleware, error_body=error_body, streams=streamed_bodies)
-    app.add_middleware(metrics.MetricsMiddleware, service=service)  # outermost: refusals count too
+    app.add_middleware(RequestLogMiddleware, service=service)  # outermost: refusals count too
 
     @app.api_route("/healthcheck", methods=["GET", "HEAD"], include_in_schema=False)
     @documented(responses={200: None})  # text/plain "OK": no JSON body

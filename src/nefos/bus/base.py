@@ -92,7 +92,8 @@ async def dispatch(endpoint: Endpoint, message: dict, *, answered: bool = False)
     its caller waits only so long, and one run late would be done after the caller was told it
     failed, so it is refused at once, run by no one, as when nothing listened."""
     check_message(endpoint, message)
-    metrics.BUS_MESSAGES.labels("received", endpoint.rpc_interface.topic, "call" if answered else "cast").inc()
+    kind = "call" if answered else "cast"
+    metrics.BUS_MESSAGES.labels("received", endpoint.rpc_interface.topic, kind).inc()
     ready = getattr(endpoint, "rpc_ready", None)
     if ready is not None and not ready.is_set():
         if answered:
@@ -105,8 +106,8 @@ async def dispatch(endpoint: Endpoint, message: dict, *, answered: bool = False)
     try:
         # Under the sender's request ids: with --debug, one grep for a global request id lists
         # every call and cast each service ran for it.
-        LOG.debug("%s.%s %s received (version %s)", endpoint.rpc_interface.topic, method,
-                  "call" if answered else "cast", message.get("version"))
+        LOG.debug("%s.%s %s received (version %s)", endpoint.rpc_interface.topic, method, kind,
+                  message.get("version"))
         return await fn(ctx, **message.get("args", {}))
     finally:
         current_context.reset(token)
