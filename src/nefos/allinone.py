@@ -120,6 +120,8 @@ class Cloud:
             await asyncio.sleep(0.01)
 
     async def stop(self) -> None:
+        for component in self._started:
+            component.closing()
         for server, _task in self._servers:
             server.should_exit = True
         await asyncio.gather(*(t for _s, t in self._servers), return_exceptions=True)

@@ -182,6 +182,42 @@ def status(config: Optional[Path] = ConfigOpt, state_dir: Optional[Path] = State
     render(state, console)
 
 
+@app.command()
+def events(config: Optional[Path] = ConfigOpt, state_dir: Optional[Path] = StateDirOpt,
+           clouds: Optional[Path] = typer.Option(None, "--clouds", help="The clouds.yaml to read credentials "
+                                                 "from (default: the state directory's)."),
+           cloud: str = typer.Option("nefos-admin", "--os-cloud", help="Whose events: the admin sees every "
+                                     "project's and the hosts', a project's user their project's."),
+           server: list[str] = typer.Option([], "--server", help="Only this server's events (repeatable)."),
+           kind: list[str] = typer.Option([], "--type", help="Only this type or family: server.updated, "
+                                          "server.step, host, ... (repeatable)."),
+           project: list[str] = typer.Option([], "--project", help="Only this project's servers (admin)."),
+           since: Optional[str] = typer.Option(None, "--since", help="Start after this event id (the log "
+                                               "keeps event_log_retention seconds) instead of now."),
+           count: Optional[int] = typer.Option(None, "--count", min=1, help="Stop after this many events."),
+           timeout: Optional[float] = typer.Option(None, "--timeout", min=0, help="Stop after this many "
+                                                   "seconds.")) -> None:
+    """Follow the cloud's events as they happen: servers created, changing state and deleted, their
+    steps, external events, hosts going up, down, disabled and enabled."""
+    import asyncio
+
+    from nefos.event_tail import tail
+    from nefos.status import StatusError
+    cfg = _config(config, state_dir)
+    params = {"server_id": server, "type": kind, "project_id": project}
+    if timeout is not None:
+        params["timeout"] = str(timeout)
+    try:
+        asyncio.run(tail(clouds or Path(cfg.state_dir) / "clouds.yaml", cloud=cloud,
+                         params={k: v for k, v in params.items() if v}, last_event_id=since, count=count,
+                         console=console))
+    except StatusError as exc:
+        console.print(f"[bold red]nefos: {exc}[/bold red]", highlight=False)
+        raise typer.Exit(1)
+    except KeyboardInterrupt:
+        pass
+
+
 def _run_components(cfg: Config, build, *, database: bool = True) -> None:
     from nefos.allinone import run_components
     from nefos.service import Runtime

@@ -20,5 +20,9 @@ class Component:
     async def start(self) -> None:
         pass
 
+    def closing(self) -> None:
+        """The process is stopping: end what would keep ``app``'s connections open (a stream)
+        before its server waits for them to close."""
+
     async def stop(self) -> None:
         pass

@@ -75,6 +75,15 @@ class Config(BaseModel):
     # oslo.middleware's disable_by_file_path: while this file exists, every /healthcheck of this
     # process answers 503 "DISABLED BY FILE" (take a process out of a load balancer first).
     healthcheck_disable_by_file_path: str = ""
+    # The event stream (GET /v2.1/nefos-events): its log keeps event_log_retention seconds (a
+    # client resumes with Last-Event-ID within that window); each API process reads new entries
+    # every event_stream_poll_interval seconds for its streaming clients. An id still missing after
+    # event_stream_gap_timeout seconds belongs to a transaction that rolled back: it is passed.
+    # Compute hosts turning up or down are noticed every event_host_watch_interval seconds.
+    event_log_retention: float = Field(default=86400.0, gt=0)
+    event_stream_poll_interval: float = Field(default=0.25, gt=0)
+    event_stream_gap_timeout: float = Field(default=5.0, ge=0)
+    event_host_watch_interval: float = Field(default=10.0, gt=0)
 
     # Service liveness.
     report_interval: float = 10.0

@@ -30,7 +30,8 @@ DOCUMENT_PATHS = ("/v2.1/openapi.json", "/v2.0/openapi.json", "/v2/openapi.json"
 
 def documented(request: Schema | None = None, responses: dict[int, Schema | None] | None = None,
                request_media_type: str = "application/json", query: Schema | None = None,
-               action_responses: dict[str, dict[int, Schema]] | None = None):
+               action_responses: dict[str, dict[int, Schema]] | None = None,
+               response_media_type: str = "application/json"):
     """Mark an endpoint with the schema its body is validated with, its success answers and the
     query parameters it reads (an object schema whose properties are the parameters; an array
     property is a parameter that may be repeated, Nova's query schemas).
@@ -39,10 +40,12 @@ def documented(request: Schema | None = None, responses: dict[int, Schema | None
     status has no body; an endpoint without ``responses`` is documented as answering some 2XX.
     ``action_responses`` (an action endpoint whose status is shared by answers with and without a
     body, which OpenAPI cannot tell apart) gives the bodies of the actions that have one, by action
-    name and status, as the operation's ``x-action-responses``."""
+    name and status, as the operation's ``x-action-responses``. ``response_media_type``: the success
+    bodies' media type (``text/event-stream`` for a stream)."""
     def mark(fn):
         fn.__openapi__ = {"request": request, "responses": responses, "media_type": request_media_type,
-                          "query": query, "action_responses": action_responses or {}}
+                          "query": query, "action_responses": action_responses or {},
+                          "response_media_type": response_media_type}
         return fn
     return mark
 
@@ -60,10 +63,10 @@ def _any_answer(schema: Schema | None, status: int, action_responses: dict | Non
     return schema if len(schemas) == 1 else {"anyOf": [_resolve(s) for s in schemas]}
 
 
-def _success(schema: Schema | None) -> dict:
+def _success(schema: Schema | None, media_type: str = "application/json") -> dict:
     if schema is None:
         return {"description": "Success, without a body."}
-    return {"description": "Success.", "content": {"application/json": {"schema": to_openapi_31(_resolve(schema))}}}
+    return {"description": "Success.", "content": {media_type: {"schema": to_openapi_31(_resolve(schema))}}}
 
 
 def query_parameters(schema: dict) -> list[dict]:
@@ -129,7 +132,8 @@ def document(app, *, title: str, version: str, error_schema: dict, description: 
             if spec.get("responses") is None:
                 operation["responses"]["2XX"] = {"description": "Success."}
             for status, schema in sorted((spec.get("responses") or {}).items()):
-                operation["responses"][str(status)] = _success(_any_answer(schema, status, spec.get("action_responses")))
+                operation["responses"][str(status)] = _success(_any_answer(schema, status, spec.get("action_responses")),
+                                                               spec.get("response_media_type", "application/json"))
             if spec.get("action_responses"):
                 operation["x-action-responses"] = {
                     action: {str(status): _success(schema) for status, schema in sorted(by_status.items())}

@@ -222,6 +222,11 @@ COMPUTE_RULES: dict[str, str] = {
        for a in ("create", "delete", "snapshots:create", "snapshots:delete")},
     "os_compute_api:os-hypervisors:list": ADMIN,
     "nefos:hypervisor-health": ADMIN,
+    # The event stream (GET /v2.1/nefos-events): a project's readers see its servers' events; every
+    # project's, and the hosts' events and names, are the admin's (as os-services and server hosts).
+    "nefos:events:stream": ADMIN_OR_READER,
+    "nefos:events:stream:all_projects": ADMIN,
+    "nefos:events:stream:hosts": ADMIN,
     "os_compute_api:os-hypervisors:list-detail": ADMIN,
     "os_compute_api:os-hypervisors:statistics": ADMIN,
     "os_compute_api:os-hypervisors:show": ADMIN,

@@ -23,7 +23,7 @@ class StatusError(Exception):
     """Why the cloud's state could not be read (said to the user, without a traceback)."""
 
 
-def _token(auth: dict, client: httpx.Client) -> tuple[str, dict[str, str]]:
+def login(auth: dict, client: httpx.Client) -> tuple[str, dict[str, str]]:
     """An admin token and the catalog's public URLs by service type."""
     body = {"auth": {"identity": {"methods": ["password"], "password": {"user": {
         "name": auth["username"], "password": auth["password"], "domain": {"name": auth["user_domain_name"]}}}},
@@ -49,17 +49,22 @@ def _get(client: httpx.Client, url: str, headers: dict, key: str) -> list[dict]:
     return items
 
 
-def gather(clouds_file: Path, timeout: float = 10.0) -> dict:
-    """The cloud's state, as the admin of ``clouds_file`` reads it."""
+def cloud_auth(clouds_file: Path, cloud: str = ADMIN_CLOUD) -> dict:
+    """The ``auth`` of ``cloud`` in ``clouds_file`` (the clouds.yaml ``nefos up`` wrote)."""
     try:
         clouds = yaml.safe_load(clouds_file.read_text())
-        auth = clouds["clouds"][ADMIN_CLOUD]["auth"]
+        return clouds["clouds"][cloud]["auth"]
     except (OSError, yaml.YAMLError, KeyError, TypeError) as exc:
-        raise StatusError(f"no {ADMIN_CLOUD} cloud in {clouds_file} ({exc}): has `nefos up` run with this "
+        raise StatusError(f"no {cloud} cloud in {clouds_file} ({exc}): has `nefos up` run with this "
                           f"state directory?") from None
+
+
+def gather(clouds_file: Path, timeout: float = 10.0) -> dict:
+    """The cloud's state, as the admin of ``clouds_file`` reads it."""
+    auth = cloud_auth(clouds_file)
     with httpx.Client(timeout=timeout) as client:
         try:
-            token, urls = _token(auth, client)
+            token, urls = login(auth, client)
             headers = {"X-Auth-Token": token, "OpenStack-API-Version": "compute 2.53"}
             compute = urls["compute"]
             services = _get(client, f"{compute}/os-services?binary=nova-compute", headers, "services")

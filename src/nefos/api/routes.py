@@ -26,6 +26,7 @@ ROUTERS = [
     "nefos.api.aggregates",
     "nefos.api.hypervisors",
     "nefos.api.hypervisor_health",
+    "nefos.api.events",
     "nefos.api.quota_sets",
     "nefos.api.server_groups",
     "nefos.api.server_external_events",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from nefos import metrics
+from nefos.api import event_hub
 from nefos.api.app import create_app
 from nefos.compute.api import ComputeAPI
 from nefos.service import Component, Service
@@ -29,9 +30,13 @@ class ComputeAPIComponent(Component):
         # The Compute API serves os-services: its process exports what os-services says.
         self._unhook = metrics.on_scrape(self._service_gauges)
 
+    def closing(self) -> None:
+        event_hub.hub_of(self.app).end_streams()
+
     async def stop(self) -> None:
         if self._unhook is not None:
             self._unhook()
+        await event_hub.hub_of(self.app).close()
         await self.service.stop()
 
     async def _service_gauges(self) -> None:

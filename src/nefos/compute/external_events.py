@@ -39,6 +39,7 @@ from nefos.context import RequestContext
 from nefos.objects.action_names import POWER_OFF, POWER_ON  # noqa: F401  (re-exported)
 from nefos.db.models import (Instance, InstanceAction, InstanceActionEvent, InstanceEventOperation,
                              InstanceExternalEvent, utcnow)
+from nefos.objects import event_log
 
 LOG = logging.getLogger(__name__)
 
@@ -220,6 +221,9 @@ async def create(rt, ctx: RequestContext, events: list[dict]) -> tuple[list[dict
         await _store(s, [{"instance_uuid": e["instance_uuid"], "name": e["name"], "tag": e["tag"],
                           "operation": e["operation"], "status": e["status"], "host": e["host"],
                           "received_at": now} for e in accepted])
+        await event_log.append(s, *(event_log.entry(
+            event_log.EXTERNAL_EVENT, server_id=e["instance_uuid"], host=e["host"], name=e["name"],
+            data={"tag": e["tag"] or None, "status": e["status"]}) for e in accepted))
         # Recorded as events of the server's current (latest) action, as Nova records no action of
         # its own for network-* events: clients counting a server's actions see the same ones.
         action_ids = dict((await s.execute(_LATEST_ACTIONS, {"b_uuids": instance_uuids})).all())

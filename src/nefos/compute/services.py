@@ -13,6 +13,7 @@ from sqlalchemy import select, update
 
 from nefos import exceptions
 from nefos.db.models import ComputeNode, Instance, Service
+from nefos.objects import event_log
 from nefos.objects.binaries import COMPUTE_BINARY  # noqa: F401  (re-exported)
 from nefos.objects.service_rows import as_naive_utc, field as _field, is_up, last_heartbeat  # noqa: F401  (re-exported)
 
@@ -80,6 +81,9 @@ async def update_by_host_and_binary(db, host: str, binary: str, values: dict) ->
             .values(**values).execution_options(synchronize_session=False))
         if result.rowcount != 1:
             raise exceptions.HostBinaryNotFound(binary=binary, host=host)
+        if binary == COMPUTE_BINARY and "disabled" in values:
+            await event_log.append(s, event_log.host_disabled(
+                host, values["disabled"], values.get("disabled_reason"), values.get("disabled_by")))
 
 
 async def set_disabled(db, host: str, binary: str, disabled: bool, reason: str | None = None,
@@ -110,9 +114,13 @@ async def update_by_uuid(db, cfg, service_uuid: str, values: dict) -> dict:
             values = {**values, "disabled_by": "operator"}
         elif values.get("disabled") is False:
             values = {**values, "disabled_by": None}
+        changes_disabled = "disabled" in values and bool(values["disabled"]) != bool(row.disabled)
         for key, value in values.items():
             setattr(row, key, value)
         await s.flush()
+        if changes_disabled:
+            await event_log.append(s, event_log.host_disabled(row.host, row.disabled, row.disabled_reason,
+                                                              row.disabled_by))
         return to_dict(row, cfg, await _aggregate_zones(s))
 
 

@@ -22,7 +22,8 @@ from nefos.context import RequestContext, admin_context
 from nefos.db.models import Instance, utcnow
 from nefos.db.retry import retried
 from nefos.network.client import NetworkAPI
-from nefos.objects import actions, allocations, build_requests, event_inbox, instance as instance_obj, states
+from nefos.objects import (actions, allocations, build_requests, event_inbox, event_log, instance as instance_obj,
+                           service_rows, states)
 from nefos.compute.rpcapi import ComputeRPCAPI
 from nefos.scheduler.manager import SchedulerAPI
 
@@ -122,6 +123,17 @@ class ConductorManager(HostSurface, MigrationSurface, Endpoint):
         """The external events' inbox and the instances' event operations keep an hour: once a
         minute here, for the whole cloud (not by each compute host as it starts an operation)."""
         await event_inbox.purge_expired(self.rt.db, self.rt.cfg.vif_plugging_timeout)
+
+    async def purge_event_log(self) -> None:
+        """The event stream's log keeps ``event_log_retention`` seconds."""
+        purged = await event_log.purge(self.rt.db, self.rt.cfg.event_log_retention)
+        if purged:
+            LOG.debug("purged %d event stream entries", purged)
+
+    async def report_host_liveness(self) -> None:
+        """``host.up`` / ``host.down`` in the event stream when a compute host's heartbeats start or
+        stop (a heartbeat is no row change the stream could tell by itself)."""
+        await service_rows.report_liveness_changes(self.rt.db, self.rt.cfg)
 
     async def finish_abandoned_actions(self) -> None:
         """Actions whose request died before anything acted on them are finished as failed (after

@@ -210,6 +210,9 @@ class Service(TimestampMixin, Base):
     # The version of the RPC interface the service serves ("1.0"; nefos.bus.interfaces); None: a
     # service from before versioning (1.0) or one serving none. [upgrade_levels] auto reads it.
     version: Mapped[str | None] = mapped_column(String(16))
+    # Up or down as the event log last told it (None: not told yet); the watcher that writes
+    # host.up / host.down changes it with a compare-and-swap, so each change is told once.
+    reported_up: Mapped[bool | None] = mapped_column(Boolean)
     deleted: Mapped[int] = mapped_column(Integer, default=0)
 
 
@@ -755,3 +758,26 @@ class IdentityRevocationEvent(Base):
     role_id: Mapped[str | None] = mapped_column(String(64))
     issued_before: Mapped[int] = mapped_column(BigInteger, index=True)
     revoked_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+
+
+# The event stream's durable log ------------------------------------------------------------------
+
+class StreamEvent(Base):
+    """One entry of the event stream (``GET /v2.1/nefos-events``): written in the transaction of the
+    change it tells, so a committed change always has its entry and a rolled back one never does.
+
+    ``id`` only grows (AUTOINCREMENT on SQLite, so a purge never lets an id come back); a reader
+    resumes after the last id it saw. The server's project is not copied here: readers take it
+    from ``instances`` (soft-deleted rows stay), so no writer looks it up.
+    """
+    __tablename__ = "stream_events"
+    __table_args__ = (Index("ix_stream_events_created_at", "created_at"),
+                      {"sqlite_autoincrement": True})
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True,
+                                    autoincrement=True)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+    type: Mapped[str] = mapped_column(String(64))
+    server_id: Mapped[str | None] = mapped_column(String(36))
+    host: Mapped[str | None] = mapped_column(String(255))
+    name: Mapped[str | None] = mapped_column(String(255))  # the step or external event's name
+    data: Mapped[dict | None] = mapped_column(JSON)

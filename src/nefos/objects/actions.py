@@ -14,6 +14,7 @@ from nefos import exceptions
 from nefos.context import RequestContext
 from nefos.db.models import Instance, InstanceAction, InstanceActionEvent, utcnow
 from nefos.db.session import Database, after_commit, given_or
+from nefos.objects import event_log
 
 from nefos.objects.action_names import (  # noqa: F401  (re-exported: actions.CREATE ...)
     CREATE, DELETE, START, STOP, REBOOT, PAUSE, UNPAUSE, SUSPEND, RESUME, LOCK, UNLOCK, CREATE_IMAGE, BACKUP,
@@ -85,18 +86,20 @@ async def _action_id(s, ctx: RequestContext, instance_uuid: str) -> int | None:
     return action_id
 
 
-# An event's writes need no transaction: its action is never deleted while the instance lives, and
-# the event is one INSERT or one UPDATE (db.autocommit: no BEGIN/COMMIT round trips on PostgreSQL).
+# An event's write and its event stream entry go in one transaction (the step's row and its entry
+# are both there or neither is).
 
 async def event_start(db: Database, ctx: RequestContext, instance_uuid: str, event: str,
                       host: str | None, *, session=None) -> int | None:
-    async with given_or(session, db.autocommit) as s:
+    async with given_or(session, db.transaction) as s:
         action_id = await _action_id(s, ctx, instance_uuid)
         if action_id is None:
             return None
         now = utcnow()
         result = await s.execute(_INSERT_EVENT, {"action_id": action_id, "event": event, "start_time": now,
                                                  "host": host, "created_at": now})
+        await event_log.append(s, event_log.entry(event_log.STEP_STARTED, server_id=instance_uuid, host=host,
+                                                  name=event))
         return result.inserted_primary_key[0]
 
 
@@ -106,9 +109,10 @@ async def event_finish(db: Database, event_id: int | None, *, result: str = "Suc
     """``finish_time``: when the step ended, if its finish is written later (default: now)."""
     if event_id is None:
         return
-    async with given_or(session, db.autocommit) as s:
+    async with given_or(session, db.transaction) as s:
         await s.execute(_FINISH_EVENT, {"b_id": event_id, "finish_time": finish_time or utcnow(), "result": result,
                                         "traceback": traceback, "details": details})
+        await event_log.step_finished(s, event_id, result)
 
 
 async def record_event(db: Database, ctx: RequestContext, instance_uuid: str, event: str,
@@ -117,13 +121,15 @@ async def record_event(db: Database, ctx: RequestContext, instance_uuid: str, ev
                        session=None) -> None:
     """A finished step in one write (for short steps nobody needs to see in progress);
     ``finish_time``: when it ended, if written later (default: now)."""
-    async with given_or(session, db.autocommit) as s:
+    async with given_or(session, db.transaction) as s:
         action_id = await _action_id(s, ctx, instance_uuid)
         if action_id is None:
             return
         await s.execute(_INSERT_EVENT, {"action_id": action_id, "event": event, "start_time": start_time,
                                         "finish_time": finish_time or utcnow(), "host": host, "result": result,
                                         "traceback": traceback, "details": details, "created_at": start_time})
+        await event_log.append(s, event_log.entry(event_log.STEP_FINISHED, server_id=instance_uuid, host=host,
+                                                  name=event, data={"result": result}))
 
 
 @contextlib.asynccontextmanager

@@ -19,7 +19,7 @@ from sqlalchemy import and_, bindparam, false, insert, or_, select, update
 from nefos import exceptions
 from nefos.db.models import Instance, InstanceFault, utcnow
 from nefos.db.session import Database
-from nefos.objects import faults, states
+from nefos.objects import event_log, faults, states
 
 _UNSET = object()
 
@@ -70,9 +70,14 @@ _INSERT_RETURNING = insert(INSTANCES).returning(*INSTANCES.c)
 async def create(session, values: dict) -> dict:
     """Insert an instance row (``values`` by column name) in the caller's transaction; returns it."""
     if session.bind.dialect.insert_returning:
-        return mapping_to_dict((await session.execute(_INSERT_RETURNING, values)).mappings().one())
-    await session.execute(_INSERT, values)
-    return mapping_to_dict((await session.execute(_GET, {"b_uuid": values["uuid"]})).mappings().one())
+        instance = mapping_to_dict((await session.execute(_INSERT_RETURNING, values)).mappings().one())
+    else:
+        await session.execute(_INSERT, values)
+        instance = mapping_to_dict((await session.execute(_GET, {"b_uuid": values["uuid"]})).mappings().one())
+    await event_log.append(session, event_log.entry(
+        event_log.SERVER_CREATED, server_id=instance["uuid"], host=instance.get("host"),
+        data={"name": instance.get("display_name"), **event_log.server_state(instance)}))
+    return instance
 
 
 async def get(db: Database, uuid: str, *, read_deleted: bool = False) -> dict:
@@ -141,17 +146,23 @@ async def save(db: Database, uuid: str, updates: dict, *,
     q = _save_statement(tuple(sorted(values)), task_values, task_none, vm_states, returning)
 
     async def _apply(s):
+        saved = await _write(s)
+        if saved is not None:
+            await event_log.server_saved(s, saved, values)
+            return saved
+        _explain_miss(await s.execute(select(INSTANCES.c.deleted, INSTANCES.c.task_state, INSTANCES.c.vm_state)
+                                      .where(INSTANCES.c.uuid == uuid)))
+
+    async def _write(s) -> dict | None:
         if returning:  # one round trip where the database can return the updated row
             row = (await s.execute(q, params)).mappings().one_or_none()
-            if row is not None:
-                return mapping_to_dict(row)
-        else:
-            result = await s.execute(q, params)
-            if result.rowcount == 1:
-                row = (await s.execute(_GET_ANY, {"b_uuid": uuid})).mappings().one()
-                return mapping_to_dict(row)
-        current = (await s.execute(select(INSTANCES.c.deleted, INSTANCES.c.task_state, INSTANCES.c.vm_state)
-                                   .where(INSTANCES.c.uuid == uuid))).one_or_none()
+            return None if row is None else mapping_to_dict(row)
+        if (await s.execute(q, params)).rowcount != 1:
+            return None
+        return mapping_to_dict((await s.execute(_GET_ANY, {"b_uuid": uuid})).mappings().one())
+
+    def _explain_miss(result):
+        current = result.one_or_none()
         if current is None or current.deleted:
             raise exceptions.InstanceNotFound(instance_id=uuid)
         actual = current.task_state
@@ -164,8 +175,9 @@ async def save(db: Database, uuid: str, updates: dict, *,
 
     if session is not None:
         return await _apply(session)
-    # The UPDATE is the compare-and-swap, atomic alone; what follows a miss only explains it.
-    async with db.autocommit() as s:
+    # The UPDATE is the compare-and-swap, atomic alone; what follows a miss only explains it. A state
+    # change also writes its event stream entry, in the same transaction.
+    async with (db.transaction() if event_log.STATE_COLUMNS.intersection(values) else db.autocommit()) as s:
         return await _apply(s)
 
 
@@ -235,6 +247,9 @@ async def destroy(db: Database, uuid: str, *, only_if_unscheduled: bool = False)
         await s.execute(sql_delete(BlockDeviceMapping).where(BlockDeviceMapping.instance_uuid == uuid))
         await s.execute(sql_delete(InstanceGroupMember).where(InstanceGroupMember.instance_uuid == uuid))
         await migrations.delete_for_instance(s, uuid, now)
+        await event_log.append(s, event_log.entry(
+            event_log.SERVER_DELETED, server_id=uuid, host=row.host,
+            data=event_log.server_state({"vm_state": states.DELETED, "power_state": states.NOSTATE})))
         return before
 
 

@@ -21,6 +21,7 @@ import uuid as uuidlib
 
 from sqlalchemy import or_, select, update
 
+from nefos.objects import event_log
 from nefos.objects.binaries import COMPUTE_BINARY
 from nefos.db.models import Service, utcnow
 
@@ -77,7 +78,10 @@ async def set_host_enabled(db, host: str, enabled: bool, reason: str | None = No
             updated_at=utcnow())
     async with db.transaction() as s:
         result = await s.execute(q.execution_options(synchronize_session=False))
-    changed = result.rowcount == 1
+        changed = result.rowcount == 1
+        if changed:
+            await event_log.append(s, event_log.host_disabled(
+                host, not enabled, None if enabled else auto_reason(reason), None if enabled else DISABLED_BY_AUTO))
     if changed:
         LOG.warning("compute service on %s %s%s", host, "enabled" if enabled else "disabled",
                     "" if enabled else f" ({auto_reason(reason)})")
@@ -156,3 +160,27 @@ async def host_up(db, cfg, host: str) -> bool:
         svc = (await s.execute(select(Service).where(Service.host == host, Service.binary == COMPUTE_BINARY,
                                                      Service.deleted == 0))).scalar_one_or_none()
     return svc is not None and is_up(svc, cfg)
+
+
+async def report_liveness_changes(db, cfg) -> int:
+    """Write ``host.up`` / ``host.down`` for each compute host whose liveness changed since the event
+    log last told it; how many were written. Each change is a compare-and-swap on the row's
+    ``reported_up``, so several conductors doing this at once tell each change once."""
+    async with db.reader() as s:
+        rows = (await s.execute(select(Service).where(Service.binary == COMPUTE_BINARY,
+                                                      Service.deleted == 0))).scalars().all()
+    changes = [(row.id, row.host, row.reported_up, is_up(row, cfg)) for row in rows]
+    told = 0
+    for service_id, host, reported, up in changes:
+        if reported is not None and reported == up:
+            continue
+        was = Service.reported_up.is_(None) if reported is None else Service.reported_up == reported
+        async with db.transaction() as s:
+            result = await s.execute(update(Service).where(Service.id == service_id, was)
+                                     .values(reported_up=up, updated_at=Service.updated_at)
+                                     .execution_options(synchronize_session=False))
+            if result.rowcount == 1:
+                await event_log.append(s, event_log.entry(event_log.HOST_UP if up else event_log.HOST_DOWN,
+                                                          host=host))
+                told += 1
+    return told
