@@ -27,6 +27,7 @@ from starlette.responses import StreamingResponse
 
 from nefos import exceptions, policy
 from nefos.api import common, event_hub
+from nefos.api import response_schemas as responses
 from nefos.api.validation import query_schema, validate_query
 from nefos.objects import event_log
 from nefos.openapi import documented
@@ -97,9 +98,7 @@ def _resume_point(request: Request) -> int | None:
 
 
 @router.get("/v2.1/nefos-events")
-@documented(responses={200: {"type": "string", "description": "Server-Sent Events: one message per event "
-                             "(id, event: its type, data: a JSON object)."}},
-            query=QUERY, response_media_type="text/event-stream")
+@documented(responses={200: responses.EVENT_STREAM}, query=QUERY, response_media_type="text/event-stream")
 async def stream_events(request: Request):
     ctx = common.authorize(request, STREAM_RULE)
     validate_query(request.query_params, QUERY)

@@ -291,6 +291,10 @@ HYPERVISOR_STATISTICS = _all_required({"hypervisor_statistics": _all_required(
 HYPERVISOR_UPTIME = _all_required({"hypervisor": _all_required({**_HYPERVISOR_BRIEF, "uptime": _STRING})})
 HYPERVISOR_SERVERS = _all_required({"hypervisors": _array(_object(
     {**_HYPERVISOR_BRIEF, "servers": _HYPERVISOR_SERVERS}, tuple(_HYPERVISOR_BRIEF)))})
+# GET /v2.1/nefos-events (text/event-stream): Server-Sent Events, one message per event.
+EVENT_STREAM = {"type": "string", "description": "Server-Sent Events: one message per event (id: its id in "
+                "the log, event: its type, data: a JSON object)."}
+
 HYPERVISOR_HEALTH = _all_required({"hypervisor_health": _array(_all_required({
     "host": _STRING, "state": _UP_DOWN, "status": _ENABLED, "disabled_reason": _NULLABLE_STRING,
     "hypervisor_connection": _STRING, "hypervisor_connection_since": _NULLABLE_STRING,
