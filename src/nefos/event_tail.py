@@ -107,6 +107,8 @@ async def tail(clouds_file: Path, *, cloud: str = ADMIN_CLOUD, params: dict, las
             url = urls["compute"].rstrip("/") + "/nefos-events"
             async for message in read_stream(client, url, headers={"X-Auth-Token": token}, params=params,
                                              last_event_id=last_event_id):
+                if message["event"] == "stream.connected":
+                    continue
                 console.print(line(message), highlight=False)
                 shown += 1
                 if count is not None and shown >= count:

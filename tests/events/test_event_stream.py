@@ -35,7 +35,10 @@ class Listener:
     async def _read(self, headers, params, last_event_id):
         async for message in read_stream(self._client, "/v2.1/nefos-events", headers=headers, params=params,
                                          last_event_id=last_event_id, reconnect_delay=0.05):
-            self.messages.append(message)
+            if message["event"] == "stream.connected":
+                self.connected.set()
+            else:
+                self.messages.append(message)
 
     def of(self, server_id: str, *types: str) -> list[dict]:
         return [m["data"] for m in self.messages
@@ -52,24 +55,10 @@ async def _true(value):
     return value
 
 
-async def _hub_has_subscriber(cloud):
-    hub = getattr(api_app(cloud).state, "event_hub", None)
-    return hub is not None and bool(hub.subscribers)
-
-
-def api_app(cloud):
-    return next(c for c in cloud.cloud.components if c.name == "compute-api").app
-
-
 async def listen(cloud, **kwargs) -> Listener:
+    """A client streaming, once the stream told it is live (``stream.connected``)."""
     listener = Listener(cloud, **kwargs)
-    before = len(getattr(api_app(cloud).state, "event_hub", None).subscribers
-                 if getattr(api_app(cloud).state, "event_hub", None) else ())
-
-    async def joined():
-        hub = getattr(api_app(cloud).state, "event_hub", None)
-        return hub is not None and len(hub.subscribers) > before
-    await eventually(joined)
+    await asyncio.wait_for(listener.connected.wait(), 10)
     return listener
 
 
@@ -168,5 +157,6 @@ async def test_a_bounded_stream_ends_and_filters(cloud):
     assert r.status_code == 200
     assert r.headers["content-type"].startswith("text/event-stream")
     events = [line for line in r.text.splitlines() if line.startswith("event:")]
+    assert events.pop(0) == "event: stream.connected"
     assert events and set(events) == {"event: server.updated"}
     assert b not in r.text and a in r.text

@@ -7,7 +7,8 @@ and whose ``data`` is a JSON object: ``id``, ``type``, ``time``, ``server_id``, 
 ``host``, ``name`` and the type's own fields. A client that lost its connection sends back the
 last id it saw as ``Last-Event-ID`` (browsers' EventSource do) or ``last_event_id``, and gets
 every event after it that the log still keeps (``event_log_retention``); a ``stream.truncated``
-event first tells it when the log no longer goes back that far.
+event first tells it when the log no longer goes back that far. The first message,
+``stream.connected`` (no id), says the stream is live and the last id before it.
 
 Who sees what, as the resources themselves: a project reader sees its project's servers'
 events; ``all_projects`` (admin) every project's; host events, and the ``host`` of a server's
@@ -112,7 +113,9 @@ async def stream_events(request: Request):
     async def messages():
         subscriber = await hub.subscribe(accepts)
         try:
-            yield b": nefos event stream\n\n"  # the headers and a first byte at once
+            # The headers and a first message at once: the client knows it is connected, and from where.
+            yield (b"event: stream.connected\ndata: "
+                   + json.dumps({"last_event_id": subscriber.start}).encode() + b"\n\n")
             if resume_after is not None and resume_after < subscriber.start:
                 oldest = await event_log.oldest_id(rt.db)
                 if oldest is None or oldest > resume_after + 1:

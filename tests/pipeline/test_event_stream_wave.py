@@ -1,0 +1,92 @@
+"""A stream client connected before a wave of 200 boots, every service in its own process over
+RabbitMQ, on PostgreSQL and on MariaDB (where transactions commit out of id order): it receives
+every state change of every server, in order, none missing, and a client resuming from the start
+reads back exactly what the live one got."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+
+from nefos.event_tail import read_stream
+from nefos.image.bootstrap import DEFAULT_IMAGE_ID
+from tests.noauth import ADMIN
+from tests.pipeline.test_multiprocess import SERVER_BACKENDS, running_cloud
+
+import pytest
+
+SERVERS = 200
+PIPELINE = ["scheduling", "networking", "block_device_mapping", "spawning"]
+
+
+async def _collect(base_url: str, into: list[dict], **kwargs) -> None:
+    async with httpx.AsyncClient(base_url=base_url) as client:
+        async for message in read_stream(client, "/v2.1/nefos-events", headers=ADMIN, **kwargs):
+            into.append(message)
+
+
+@pytest.mark.parametrize("backend", SERVER_BACKENDS)
+def test_a_client_gets_every_state_change_of_a_200_server_wave(backend, tmp_path):
+    with running_cloud(backend, tmp_path, fake_vcpus="128", quota_instances="-1", quota_cores="-1",
+                       quota_ram="-1", quota_ports="-1") as (compute, network, procs):
+        asyncio.run(_wave(compute, network, procs))
+
+
+async def _wave(compute, network, procs) -> None:
+    base = str(compute.base_url)
+    r = network.post("/v2.0/networks", json={"network": {"name": "wave"}})
+    net_id = r.json()["network"]["id"]
+    r = network.post("/v2.0/subnets", json={"subnet": {"network_id": net_id, "cidr": "10.30.0.0/22",
+                                                       "ip_version": 4}})
+    assert r.status_code == 201, r.text
+    live: list[dict] = []
+    reader = asyncio.create_task(_collect(base, live, params={"type": "server"}))
+    deadline = time.monotonic() + 30
+    while not live:  # stream.connected: the live client is in before the first create
+        assert time.monotonic() < deadline and not reader.done()
+        await asyncio.sleep(0.05)
+    assert live[0]["event"] == "stream.connected"
+    live.pop(0)
+    async with httpx.AsyncClient(base_url=base, headers=ADMIN, timeout=120) as client:
+        body = {"imageRef": DEFAULT_IMAGE_ID, "flavorRef": "1", "networks": [{"uuid": net_id}]}
+        limit = asyncio.Semaphore(40)
+
+        async def create(i: int) -> str:
+            async with limit:
+                r = await client.post("/v2.1/servers", json={"server": {"name": f"w{i}", **body}})
+            assert r.status_code == 202, r.text
+            return r.json()["server"]["id"]
+        ids = await asyncio.gather(*[create(i) for i in range(SERVERS)])
+
+        def active(server_id: str) -> bool:
+            return any(m["data"]["server_id"] == server_id and m["data"].get("status") == "ACTIVE"
+                       and m["data"].get("task_state") is None for m in live)
+        deadline = time.monotonic() + 240
+        while not all(active(i) for i in ids):
+            procs.check_alive()
+            assert time.monotonic() < deadline, (
+                f"{sum(active(i) for i in ids)} of {SERVERS} ACTIVE in the stream\n{procs.logs()}")
+            await asyncio.sleep(0.2)
+
+        # What the log holds from the first server's creation on, read by a resuming client.
+        first = min(int(m["id"]) for m in live)
+        replay: list[dict] = []
+        await _collect(base, replay, params={"type": "server", "timeout": "2"},
+                       last_event_id=str(first - 1))
+    reader.cancel()
+
+    replay = [m for m in replay if m["id"] is not None]
+    live_ids = [int(m["id"]) for m in live]
+    assert live_ids == sorted(live_ids) and len(set(live_ids)) == len(live_ids)
+    replay_ids = [int(m["id"]) for m in replay]
+    assert replay_ids[:len(live_ids)] == live_ids, "the live client missed or reordered events"
+    for server_id in ids:
+        states = [m["data"] for m in live if m["data"]["server_id"] == server_id
+                  and m["event"] in ("server.created", "server.updated")]
+        assert states[0]["task_state"] == "scheduling" and states[0]["status"] == "BUILD"
+        tasks = [s["task_state"] for s in states if s["task_state"] in PIPELINE]
+        assert tasks == sorted(tasks, key=PIPELINE.index) and set(tasks) == set(PIPELINE), tasks
+        assert states[-1]["status"] == "ACTIVE"
+        assert [s["status"] for s in states].index("ACTIVE") == len(states) - 1
