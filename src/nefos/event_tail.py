@@ -108,6 +108,8 @@ async def tail(clouds_file: Path, *, cloud: str = ADMIN_CLOUD, params: dict, las
             async for message in read_stream(client, url, headers={"X-Auth-Token": token}, params=params,
                                              last_event_id=last_event_id):
                 if message["event"] == "stream.connected":
+                    console.print(f"[dim]following the events after id {message['data']['last_event_id']}[/dim]",
+                                  highlight=False)
                     continue
                 console.print(line(message), highlight=False)
                 shown += 1

@@ -178,18 +178,18 @@ async def test_host_liveness_is_told_once_per_change(db):
     from nefos.objects import service_rows
     cfg = types.SimpleNamespace(service_down_time=60.0)
     host = f"h-{time.monotonic_ns()}"
-    service_id = await service_rows.register(db, host, "nova-compute", "compute")
     start = await event_log.newest_id(db)
-    # Two watchers at once (two conductors): one host.up between them.
-    told = await asyncio.gather(service_rows.report_liveness_changes(db, cfg),
-                                service_rows.report_liveness_changes(db, cfg))
+    service_id = await service_rows.register(db, host, "nova-compute", "compute")  # up at once
+    await service_rows.report_liveness_changes(db, cfg)  # nothing new to tell
     assert [e["type"] for e in await _entries(db, start) if e["host"] == host] == ["host.up"]
-    assert sum(told) >= 1
     async with db.transaction() as s:
         await s.execute(update(Service).where(Service.id == service_id).values(
             last_seen_up=utcnow() - dt.timedelta(seconds=120)))
-    await service_rows.report_liveness_changes(db, cfg)
+    # Two watchers at once (two conductors): one host.down between them.
+    told = await asyncio.gather(service_rows.report_liveness_changes(db, cfg),
+                                service_rows.report_liveness_changes(db, cfg))
     await service_rows.report_liveness_changes(db, cfg)
     assert [e["type"] for e in await _entries(db, start) if e["host"] == host] == ["host.up", "host.down"]
+    assert sum(told) >= 1
     async with db.reader() as s:
         assert (await s.execute(select(Service.reported_up).where(Service.id == service_id))).scalar() is False

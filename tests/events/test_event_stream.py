@@ -10,7 +10,7 @@ import pytest
 
 from nefos.event_tail import read_stream
 from nefos.objects import event_log
-from tests.compute.conftest import boot_active, eventually
+from tests.compute.conftest import boot_active, crash_compute, eventually, start_compute
 from tests.pipeline.conftest import ADMIN, member, start_cloud, stop_cloud
 
 OTHER_PROJECT = "e" * 32
@@ -160,3 +160,44 @@ async def test_a_bounded_stream_ends_and_filters(cloud):
     assert events.pop(0) == "event: stream.connected"
     assert events and set(events) == {"event: server.updated"}
     assert b not in r.text and a in r.text
+
+
+async def test_hosts_going_auto_disabled_down_and_back_are_streamed(tmp_path):
+    # A host is down service_down_time after its last heartbeat; both are short here so the test
+    # sees it, and the watcher looks every 0.2 s (test_the_shipped_watch_runs_with_the_conductor
+    # checks the shipped interval's periodic task).
+    cloud = await start_cloud(tmp_path, fake_hosts=2, service_down_time=2.0, event_host_watch_interval=0.2,
+                              periodic_fuzzy_delay=0)
+    try:
+        admin = await listen(cloud, params={"type": "host"}, last_event_id="0")  # from the log's start
+        member_view = await listen(cloud, headers=member())
+
+        def seen(kind: str, host: str) -> list[dict]:
+            return [m["data"] for m in admin.messages if m["event"] == kind and m["data"]["host"] == host]
+        await eventually(lambda: _true(seen("host.up", "host-1") and seen("host.up", "host-2")))
+        driver = cloud.driver("host-1")
+        driver.simulate_connection_loss("hypervisor gone")
+        [disabled] = await eventually(lambda: _true(seen("host.disabled", "host-1")))
+        assert (disabled["disabled_reason"], disabled["disabled_by"]) == ("AUTO: hypervisor gone", "auto")
+        driver.simulate_connection_restored()
+        await eventually(lambda: _true(seen("host.enabled", "host-1")))
+        # The process dies: its heartbeats stop, the host goes down; a new process brings it back.
+        old = await crash_compute(cloud, "host-2")
+        await eventually(lambda: _true(seen("host.down", "host-2")), timeout=15)
+        await start_compute(cloud, old)
+        await eventually(lambda: _true(len(seen("host.up", "host-2")) == 2), timeout=15)
+        assert [m["event"] for m in admin.messages if m["data"]["host"] == "host-2"] == ["host.up", "host.down",
+                                                                                          "host.up"]
+        assert member_view.messages == []  # hosts are the admin's
+        for listener in (admin, member_view):
+            await listener.close()
+    finally:
+        await stop_cloud(cloud)
+
+
+async def test_the_shipped_watch_runs_with_the_conductor(cloud):
+    from nefos.config import Config
+    conductor = next(c for c in cloud.cloud.components if c.name == "conductor")
+    [watch] = [p for p in conductor.service.periodic if p.name == "report_host_liveness"]
+    assert watch.interval == Config.model_fields["event_host_watch_interval"].default == 10.0
+    assert cloud.rt.cfg.event_log_retention == Config.model_fields["event_log_retention"].default

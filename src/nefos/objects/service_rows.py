@@ -34,7 +34,9 @@ DISABLE_REASON_UNDEFINED = "None"
 
 async def register(db, host: str, binary: str, topic: str | None, version: str | None = None) -> int:
     """Create or revive this (host, binary) row; returns its id. ``version``: the version of the
-    RPC interface the service serves (``nefos.bus.interfaces``; the ``auto`` upgrade level reads it)."""
+    RPC interface the service serves (``nefos.bus.interfaces``; the ``auto`` upgrade level reads it).
+    A compute host registering is up: the event stream says so then (``host.up``), not at the next
+    look of the liveness watcher."""
     async with db.transaction() as s:
         row = (await s.execute(select(Service).where(
             Service.host == host, Service.binary == binary, Service.deleted == 0))).scalar_one_or_none()
@@ -46,6 +48,9 @@ async def register(db, host: str, binary: str, topic: str | None, version: str |
         else:
             row.last_seen_up = utcnow()
             row.version = version  # an upgraded (or downgraded) service says so
+        if binary == COMPUTE_BINARY and row.reported_up is not True:  # a host starting is up at once
+            row.reported_up = True
+            await event_log.append(s, event_log.entry(event_log.HOST_UP, host=host))
         return row.id
 
 
