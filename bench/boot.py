@@ -9,8 +9,13 @@ Modes:
 Prints servers/s to ACTIVE, p50/p99 create-request latency, and the time of
 `GET /v2.1/servers/detail?limit=1000` with 10 000 servers in the database.
 
+`--stream-clients N`: N clients (another process, as the admin: every event) follow the event
+stream (`GET /v2.1/nefos-events`) from before the first create to the last ACTIVE; the figures
+say how many events each received.
+
   python bench/boot.py --servers 1000 --hosts 10 --concurrency 50
   python bench/boot.py --mode multi-process --servers 300 --hosts 10
+  python bench/boot.py --servers 300 --skip-list --stream-clients 10
 """
 
 from __future__ import annotations
@@ -274,6 +279,7 @@ async def boot(args, cloud: Cloud) -> dict:
                     raise SystemExit(f"create failed: {r.status_code} {r.text}")
                 ids.append(r.json()["server"]["id"])
 
+        streams = start_stream_clients(cloud, token, args.stream_clients) if args.stream_clients else None
         pids = [p.pid for p in cloud.procs]
         cpu_before = process_cpu_seconds(pids)
         by_service_before = {name: process_cpu_seconds(group) for name, group in cloud.pids_by_service().items()}
@@ -313,7 +319,8 @@ async def boot(args, cloud: Cloud) -> dict:
         r = await client.get(cloud.url("COMPUTE") + "/v2.1/servers/detail", headers=headers,
                              params={"status": "ERROR"})
         errors = len(r.json()["servers"])
-        return {"servers": args.servers, "hosts": args.hosts, "errors": errors,
+        streamed = stop_stream_clients(streams) if streams else {}
+        return {"servers": args.servers, "hosts": args.hosts, "errors": errors, **streamed,
                 "create_phase_s": round(created - start, 2), "total_s": round(done - start, 2),
                 "servers_per_s": round(args.servers / (done - start), 1),
                 "cloud_cpu_ms_per_server": round(cpu_used / args.servers * 1000, 1),
@@ -322,6 +329,52 @@ async def boot(args, cloud: Cloud) -> dict:
                 "servers_cpu_ms_per_server": by_server,
                 "create_p50_ms": round(percentile(latencies, 50) * 1000, 1),
                 "create_p99_ms": round(percentile(latencies, 99) * 1000, 1)}
+
+
+def start_stream_clients(cloud: Cloud, token: str, count: int) -> subprocess.Popen:
+    """``count`` stream clients in a process of their own (the bench's loop stays the creates'),
+    returned once every one of them is connected."""
+    proc = subprocess.Popen([sys.executable, __file__, "--stream-worker", cloud.url("COMPUTE"), token, str(count)],
+                            stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    if line.strip() != f"connected {count}":
+        raise SystemExit(f"the stream clients did not connect: {line!r}")
+    return proc
+
+
+def stop_stream_clients(proc: subprocess.Popen) -> dict:
+    proc.send_signal(signal.SIGTERM)
+    counts = json.loads(proc.stdout.readline())
+    proc.wait(timeout=30)
+    return {"stream_clients": len(counts), "stream_events_per_client": counts}
+
+
+def stream_worker(compute_url: str, token: str, count: int) -> None:
+    from nefos.event_tail import read_stream
+    received = [0] * count
+
+    async def follow(i: int, connected: asyncio.Event, client: httpx.AsyncClient) -> None:
+        async for message in read_stream(client, compute_url + "/v2.1/nefos-events",
+                                         headers={"X-Auth-Token": token}):
+            if message["event"] == "stream.connected":
+                connected.set()
+            else:
+                received[i] += 1
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        async with httpx.AsyncClient(limits=httpx.Limits(max_connections=count + 1)) as client:
+            connected = [asyncio.Event() for _ in range(count)]
+            tasks = [asyncio.create_task(follow(i, connected[i], client)) for i in range(count)]
+            await asyncio.gather(*(c.wait() for c in connected))
+            print(f"connected {count}", flush=True)
+            await stop.wait()
+            await asyncio.sleep(1.0)  # what was sent before the last ACTIVE was seen
+            for task in tasks:
+                task.cancel()
+        print(json.dumps(received), flush=True)
+    asyncio.run(run())
 
 
 async def list_10k(args, cloud: Cloud) -> dict:
@@ -362,6 +415,9 @@ async def list_10k(args, cloud: Cloud) -> dict:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["--stream-worker"]:
+        stream_worker(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mode", choices=["all-in-one", "multi-process"], default="all-in-one")
     parser.add_argument("--servers", type=int, default=1000)
@@ -370,6 +426,8 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=600)
     parser.add_argument("--list-repeats", type=int, default=5)
     parser.add_argument("--skip-list", action="store_true")
+    parser.add_argument("--stream-clients", type=int, default=0, metavar="N",
+                        help="N clients follow the event stream during the boot (another process)")
     parser.add_argument("--profile", metavar="FILE",
                         help="run the cloud under cProfile, stats written to FILE (multi-process: "
                              "FILE.<service> for each process)")

@@ -28,6 +28,7 @@ PACKAGES=(
   python3-configobj python3-jinja2 python3-jsonpatch python3-jsonschema python3-netifaces
   python3-oauthlib python3-requests python3-serial python3-yaml
   xorriso  # reads config drives as a guest would (tests/metadata)
+  chromium  # the web console's browser tests (Playwright drives it, tests/dashboard)
   prometheus  # scrapes the services' /metrics as an operator's would (tests/metrics)
 )
 CLOUD_INIT_DIR="${NEFOS_CLOUD_INIT_DIR:-/opt/nefos-cloud-init}"
