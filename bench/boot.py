@@ -346,12 +346,14 @@ def stop_stream_clients(proc: subprocess.Popen) -> dict:
     proc.send_signal(signal.SIGTERM)
     counts = json.loads(proc.stdout.readline())
     proc.wait(timeout=30)
-    return {"stream_clients": len(counts), "stream_events_per_client": counts}
+    return {"stream_clients": len(counts["received"]), "stream_events_per_client": counts["received"],
+            "stream_ids_missing_per_client": counts["missing"], "stream_in_order": counts["in_order"]}
 
 
 def stream_worker(compute_url: str, token: str, count: int) -> None:
     from nefos.event_tail import read_stream
     received = [0] * count
+    ids: list[list[int]] = [[] for _ in range(count)]
 
     async def follow(i: int, connected: asyncio.Event, client: httpx.AsyncClient) -> None:
         async for message in read_stream(client, compute_url + "/v2.1/nefos-events",
@@ -360,6 +362,7 @@ def stream_worker(compute_url: str, token: str, count: int) -> None:
                 connected.set()
             else:
                 received[i] += 1
+                ids[i].append(int(message["id"]))
 
     async def run() -> None:
         stop = asyncio.Event()
@@ -370,10 +373,18 @@ def stream_worker(compute_url: str, token: str, count: int) -> None:
             await asyncio.gather(*(c.wait() for c in connected))
             print(f"connected {count}", flush=True)
             await stop.wait()
-            await asyncio.sleep(1.0)  # what was sent before the last ACTIVE was seen
+            # What was sent up to the last ACTIVE, read to the end: until 2 s pass without a message.
+            total, quiet_since = -1, time.monotonic()
+            while time.monotonic() - quiet_since < 2.0:
+                if sum(received) != total:
+                    total, quiet_since = sum(received), time.monotonic()
+                await asyncio.sleep(0.1)
             for task in tasks:
                 task.cancel()
-        print(json.dumps(received), flush=True)
+        # Each client's ids should be every id between its first and last (SQLite leaves no gaps).
+        print(json.dumps({"received": received,
+                          "missing": [(max(i) - min(i) + 1 - len(set(i))) if i else 0 for i in ids],
+                          "in_order": all(i == sorted(i) for i in ids)}), flush=True)
     asyncio.run(run())
 
 

@@ -207,6 +207,13 @@ class Config(BaseModel):
     dhcp_domain: str = "novalocal"  # appended to an instance's hostname in its metadata (Nova's)
     force_config_drive: bool = False  # every guest gets a config drive, asked for or not (Nova's)
 
+    # The web console (nefos.dashboard; Horizon's place): part of `nefos up` when dashboard_enabled,
+    # `nefos dashboard` alone. It binds dashboard_host (empty: bind_host) on dashboard_port and signs
+    # users in with the identity service; a session lasts as long as its token.
+    dashboard_enabled: bool = True
+    dashboard_host: str = ""
+    dashboard_port: int = Field(default=8800, ge=1, le=65535)
+
     # Remote consoles (Nova's [vnc] and [consoleauth] options). The websocket proxy is Nova's
     # nova-novncproxy: `nefos novncproxy`, and part of `nefos up` when vnc_enabled.
     vnc_enabled: bool = True

@@ -82,11 +82,17 @@ def _filter(request: Request, ctx) -> tuple:
 
 
 def _message(entry: dict, sees_hosts: bool) -> bytes:
-    body = {"id": entry["id"], "type": entry["type"], "time": entry["created_at"],
-            "server_id": entry["server_id"], "project_id": entry["project_id"],
-            "host": entry["host"] if sees_hosts else None, "name": entry["name"], **(entry["data"] or {})}
-    return (f"id: {entry['id']}\nevent: {entry['type']}\ndata: "
-            f"{json.dumps(body, separators=(',', ':'))}\n\n").encode()
+    """The entry as one SSE message; encoded once per entry and view, whatever the number of clients
+    (the reader hands the same entry to each)."""
+    key = "_sse_with_host" if sees_hosts else "_sse"
+    encoded = entry.get(key)
+    if encoded is None:
+        body = {"id": entry["id"], "type": entry["type"], "time": entry["created_at"],
+                "server_id": entry["server_id"], "project_id": entry["project_id"],
+                "host": entry["host"] if sees_hosts else None, "name": entry["name"], **(entry["data"] or {})}
+        encoded = entry[key] = (f"id: {entry['id']}\nevent: {entry['type']}\ndata: "
+                                f"{json.dumps(body, separators=(',', ':'))}\n\n").encode()
+    return encoded
 
 
 def _resume_point(request: Request) -> int | None:
@@ -140,13 +146,19 @@ async def stream_events(request: Request):
                     if deadline is None or time.monotonic() < deadline:
                         yield b": keepalive\n\n"
                     continue
-                if entry is event_hub.END:
-                    return
-                if entry is event_hub.OVERFLOW:
+                # What else is queued goes in the same write: one send for a burst, not one per event.
+                batch = [entry]
+                while batch[-1] not in (event_hub.END, event_hub.OVERFLOW) and not subscriber.queue.empty():
+                    batch.append(subscriber.queue.get_nowait())
+                out = b"".join(_message(e, sees_hosts) for e in batch
+                               if isinstance(e, dict) and (resume_after is None or e["id"] > resume_after))
+                if out:
+                    yield out
+                if batch[-1] is event_hub.OVERFLOW:
                     yield b"event: stream.overflow\ndata: {}\n\n"
                     return
-                if resume_after is None or entry["id"] > resume_after:
-                    yield _message(entry, sees_hosts)
+                if batch[-1] is event_hub.END:
+                    return
         finally:
             hub.unsubscribe(subscriber)
 
