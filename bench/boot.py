@@ -68,6 +68,7 @@ class Cloud:
             self.env[f"NEFOS_{name}_API_PORT"] = str(port)
         self.env["NEFOS_METADATA_LISTEN_PORT"] = str(free_port())
         self.env["NEFOS_NOVNCPROXY_PORT"] = str(free_port())
+        self.env["NEFOS_DASHBOARD_PORT"] = str(free_port())
         self.procs: list[subprocess.Popen] = []
         self.db_url = f"sqlite:///{self.state / 'nefos.sqlite'}"
         self.pg_name = None

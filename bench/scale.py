@@ -105,7 +105,7 @@ class ScaleCloud:
         self.env = dict(os.environ, NEFOS_DATABASE_URL=self.db_url, NEFOS_BUS_URL=AMQP + self.vhost,
                         NEFOS_QUOTA_INSTANCES="-1", NEFOS_QUOTA_CORES="-1", NEFOS_QUOTA_RAM="-1",
                         NEFOS_QUOTA_PORTS="-1", NEFOS_METADATA_LISTEN_PORT=str(free_port()),
-                        NEFOS_NOVNCPROXY_PORT=str(free_port()),
+                        NEFOS_NOVNCPROXY_PORT=str(free_port()), NEFOS_DASHBOARD_PORT=str(free_port()),
                         NEFOS_MAX_POOL_SIZE=str(self.budget["max_pool_size"]),
                         NEFOS_MAX_OVERFLOW=str(self.budget["max_overflow"]))
         for name, port in self.ports.items():

@@ -1,10 +1,11 @@
-"""Every test's cloud serves its metadata service and its console proxy on ports of its own.
+"""Every test's cloud serves its metadata service, its console proxy and its web console on ports
+of its own.
 
-Tests and their helpers pick free ports for the four APIs explicitly; the metadata service and
-the console proxy of an all-in-one cloud get theirs here, through the environment
-(``NEFOS_METADATA_LISTEN_PORT``, ``NEFOS_NOVNCPROXY_PORT``), so a cloud started in the test's
-process or in a ``nefos up`` it spawns never binds the fixed 8775 or 6080 another test's cloud
-may be using.
+Tests and their helpers pick free ports for the four APIs explicitly; the metadata service, the
+console proxy and the web console of an all-in-one cloud get theirs here, through the environment
+(``NEFOS_METADATA_LISTEN_PORT``, ``NEFOS_NOVNCPROXY_PORT``, ``NEFOS_DASHBOARD_PORT``), so a cloud
+started in the test's process or in a ``nefos up`` it spawns never binds the fixed 8775, 6080 or
+8800 another test's cloud may be using.
 
 The suite runs in several processes (pytest-xdist; ``scripts/run-tests.sh``). Each test module is
 one unit of work, so its module- and package-scoped fixtures are set up once, except for two units
@@ -79,3 +80,4 @@ def pytest_xdist_make_scheduler(config, log):
 def _metadata_port(monkeypatch):
     monkeypatch.setenv("NEFOS_METADATA_LISTEN_PORT", str(free_port()))
     monkeypatch.setenv("NEFOS_NOVNCPROXY_PORT", str(free_port()))
+    monkeypatch.setenv("NEFOS_DASHBOARD_PORT", str(free_port()))

@@ -147,6 +147,9 @@ class Cloud:
             del found["compute"]
         if "metadata" not in cfg.enabled_apis:
             del found["metadata"]
+        if cfg.dashboard_enabled:
+            from nefos.dashboard.service import url as dashboard_url
+            found["dashboard"] = dashboard_url(cfg)
         if cfg.vnc_enabled:
             from nefos.compute.host.consoles import novncproxy_base_url
             found["consoles"] = novncproxy_base_url(cfg)
@@ -193,6 +196,9 @@ def all_in_one_components(rt: Runtime, fake_hosts: int = 1) -> list[Component]:
     if rt.cfg.vnc_enabled:  # Nova's [vnc] enabled: the console proxy beside the hosts
         from nefos.console.service import component as novncproxy_component
         components.append(novncproxy_component(rt))
+    if rt.cfg.dashboard_enabled:  # the web console: a client of the APIs, like the CLIs
+        from nefos.dashboard.service import component as dashboard_component
+        components.append(dashboard_component(rt))
     if "osapi_compute" in rt.cfg.enabled_apis:
         components.append(api_component(rt))  # last: every other service is up once it answers
     return components

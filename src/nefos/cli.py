@@ -275,6 +275,9 @@ _service_command("metadata", "nefos.metadata.service:component",
 _service_command("novncproxy", "nefos.console.service:component",
                  "Run the noVNC console proxy (browsers' websockets to guests' VNC servers).")
 _service_command("identity", "nefos.identity.service:component", "Run the identity service and its API.")
+_service_command("dashboard", "nefos.dashboard.service:component",
+                 "Run the web console (signs users in with the identity service; reaches the cloud through its "
+                 "APIs).", database=False)
 
 
 @app.command("simulate-hosts")

@@ -22,6 +22,7 @@ def _env() -> dict:
         env[f"NEFOS_{name}_API_PORT"] = str(free_port())
     env["NEFOS_METADATA_LISTEN_PORT"] = str(free_port())
     env["NEFOS_NOVNCPROXY_PORT"] = str(free_port())
+    env["NEFOS_DASHBOARD_PORT"] = str(free_port())
     return env
 
 

@@ -85,6 +85,7 @@ def start_nefos(state: Path, extra_env: dict | None = None, fake_hosts: int = 1,
         env[f"NEFOS_{name}_API_PORT"] = str(free_port())
     env["NEFOS_METADATA_LISTEN_PORT"] = str(free_port())  # module fixtures start before tests/conftest's
     env["NEFOS_NOVNCPROXY_PORT"] = str(free_port())
+    env["NEFOS_DASHBOARD_PORT"] = str(free_port())
     env["NEFOS_AUTH_STRATEGY"] = "keystone"
     env.update(extra_env or {})
     env.pop("OS_CLOUD", None)

@@ -38,6 +38,7 @@ class UpCloud:
             env[f"NEFOS_{name}_API_PORT"] = str(free_port())
         env["NEFOS_METADATA_LISTEN_PORT"] = str(free_port())
         env["NEFOS_NOVNCPROXY_PORT"] = str(free_port())
+        env["NEFOS_DASHBOARD_PORT"] = str(free_port())
         env.pop("OS_CLOUD", None)
         env.update(extra_env or {})
         self.env = env

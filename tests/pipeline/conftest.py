@@ -139,10 +139,11 @@ async def start_cloud(tmp_path, *, fake_hosts: int = 1, drivers: dict[str, str] 
     # short. The shipped cost is what tests/identity, the `nefos up` tests and
     # test_shipped_password_cost.py start with.
     overrides.setdefault("password_hash_rounds", 10)
-    cfg = load_config(state_dir=tmp_path, auth_strategy="noauth", compute_api_port=free_port(),
+    overrides.setdefault("auth_strategy", "noauth")
+    cfg = load_config(state_dir=tmp_path, compute_api_port=free_port(),
                       network_api_port=free_port(), image_api_port=free_port(),
                       identity_api_port=free_port(), metadata_listen_port=free_port(),
-                      novncproxy_port=free_port(), **overrides)
+                      novncproxy_port=free_port(), dashboard_port=free_port(), **overrides)
     rt = await Runtime.open(cfg, migrate=True)
     # A test shortens rpc_response_timeout for the age after which a host takes a request for lost;
     # each bus call still gets the shipped time to answer. Else the start-up calls of a loaded

@@ -47,6 +47,7 @@ def nefos_up(tmp_path_factory):
         env[f"NEFOS_{name}_API_PORT"] = str(port)
     env["NEFOS_METADATA_LISTEN_PORT"] = str(free_port())  # module fixtures start before tests/conftest's
     env["NEFOS_NOVNCPROXY_PORT"] = str(free_port())
+    env["NEFOS_DASHBOARD_PORT"] = str(free_port())
     env.pop("OS_CLOUD", None)
     log = open(state / "nefos-up.log", "w")
     proc = start_up(state, env, log)

@@ -15,7 +15,8 @@ STEP_LABELS = {
     "compute_spawn": "spawn",
     "compute_wait_for_vif_plugged": "vif wait",
     "compute_power_on_instance": "power on",
-    "api_external_instance_event": "external event",
+    "api_external_instance_event": "event received",
+    "compute_external_instance_event": "event delivered",
 }
 
 
