@@ -36,6 +36,8 @@ def test_status_shows_hosts_services_and_servers(tmp_path):
         assert result.returncode == 0, result.stdout + result.stderr
         text = result.stdout
         assert compute in text  # the endpoints, from the catalog
+        console_url = re.search(r"Web console: (http://\S+/)", text).group(1)
+        assert httpx.get(console_url + "login", timeout=30).status_code == 200, text  # it answers there
         host_lines = [line for line in text.splitlines() if "-1 " in line or "-2 " in line]
         assert len(host_lines) == 2 and all(" up " in line and " enabled " in line for line in host_lines), text
         assert any(" 1/" in line for line in host_lines), text  # the server's vCPU on one of them

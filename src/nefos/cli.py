@@ -171,7 +171,8 @@ def up(config: Optional[Path] = ConfigOpt, state_dir: Optional[Path] = StateDirO
 def status(config: Optional[Path] = ConfigOpt, state_dir: Optional[Path] = StateDirOpt,
            clouds: Optional[Path] = typer.Option(None, "--clouds", help="The clouds.yaml to read the admin's "
                                                  "credentials from (default: the state directory's).")) -> None:
-    """Show a running cloud: its endpoints, compute hosts (up/down, enabled/disabled, use) and servers."""
+    """Show a running cloud: its web console, endpoints, compute hosts (up/down, enabled/disabled, use) and
+    servers."""
     from nefos.status import StatusError, gather, render
     cfg = _config(config, state_dir)
     try:
@@ -179,6 +180,9 @@ def status(config: Optional[Path] = ConfigOpt, state_dir: Optional[Path] = State
     except StatusError as exc:
         console.print(f"[bold red]nefos: {exc}[/bold red]", highlight=False)
         raise typer.Exit(1)
+    if cfg.dashboard_enabled:
+        from nefos.dashboard.service import running_url
+        state["dashboard"] = running_url(cfg)
     render(state, console)
 
 

@@ -3,7 +3,7 @@
 The admin's credentials come from the clouds.yaml ``nefos up`` wrote (``nefos-admin``); the
 endpoints from the token's catalog. Shows the endpoints, the compute services (up or down,
 enabled or disabled with the reason, an AUTO-disable included), the hypervisors' capacity and use,
-and the servers by status.
+the servers by status, and where the web console is.
 """
 
 from __future__ import annotations
@@ -79,6 +79,8 @@ def gather(clouds_file: Path, timeout: float = 10.0) -> dict:
 
 
 def render(state: dict, console: Console) -> None:
+    if state.get("dashboard"):
+        console.print(f"Web console: {state['dashboard']} (sign in as a user of clouds.yaml)", highlight=False)
     endpoints = Table(title="Endpoints", title_justify="left")
     endpoints.add_column("service")
     endpoints.add_column("URL")

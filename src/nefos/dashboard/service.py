@@ -24,6 +24,12 @@ class DashboardComponent(Component):
     def closing(self) -> None:
         self.app.state.stopping.set()
 
+    async def start(self) -> None:
+        from pathlib import Path
+
+        from nefos import fileperms
+        fileperms.write_private(Path(self.rt.cfg.state_dir) / URL_FILE, url(self.rt.cfg) + "\n")
+
     async def stop(self) -> None:
         await self.app.state.http.aclose()
 
@@ -32,8 +38,21 @@ def component(rt) -> Component:
     return DashboardComponent(rt)
 
 
+URL_FILE = "dashboard_url"  # in the state directory: where the running console is (nefos status)
+
+
 def url(cfg) -> str:
     """Where users open the console."""
     from nefos.identity.catalog import client_host
     host = cfg.dashboard_host if cfg.dashboard_host not in ("", "0.0.0.0", "::") else client_host(cfg)
     return f"http://{host}:{cfg.dashboard_port}/"
+
+
+def running_url(cfg) -> str:
+    """The URL the console that runs with this state directory said it serves at (else this
+    configuration's)."""
+    from pathlib import Path
+    try:
+        return (Path(cfg.state_dir) / URL_FILE).read_text().strip() or url(cfg)
+    except OSError:
+        return url(cfg)
