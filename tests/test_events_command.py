@@ -7,10 +7,8 @@ import signal
 import subprocess
 import sys
 
-import httpx
-
-from tests.logs.test_logs import _token, _wait_for
 from tests.pipeline.test_up_command import _env, start_up
+from tests.test_status_command import boot_as_demo
 
 
 def _events(state, *args: str) -> list[str]:
@@ -28,15 +26,7 @@ def test_events_follows_a_boot_and_replays_the_log(tmp_path):
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         connected = live.stdout.readline()
         assert "following the events after id" in connected, connected
-        token, _project, compute = _token(state)  # the demo project's member
-        headers = {"X-Auth-Token": token, "OpenStack-API-Version": "compute 2.37"}
-        images = httpx.get(f"{compute}/images", headers={"X-Auth-Token": token}, timeout=30).json()["images"]
-        r = httpx.post(f"{compute}/servers", headers=headers, timeout=30, json={"server": {
-            "name": "followed", "imageRef": images[0]["id"], "flavorRef": "42", "networks": "none"}})
-        assert r.status_code == 202, r.text
-        server_id = r.json()["server"]["id"]
-        _wait_for(lambda: httpx.get(f"{compute}/servers/{server_id}", headers=headers, timeout=30)
-                  .json()["server"]["status"] == "ACTIVE", "the server to be ACTIVE")
+        server_id, _compute = boot_as_demo(state, "followed")
         printed, _ = live.communicate(timeout=120)
         assert live.returncode == 0, printed
         assert "server.created" in printed and server_id in printed and "name=followed" in printed, printed

@@ -19,19 +19,26 @@ def _status(state, env=None) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120, env=env or _env() | {"COLUMNS": "200"})
 
 
+def boot_as_demo(state, name: str) -> tuple[str, str]:
+    """A server booted by the demo project's member of the `nefos up` at ``state``, once ACTIVE:
+    its id and the Compute API's URL."""
+    token, _project, compute = _token(state)
+    headers = {"X-Auth-Token": token, "OpenStack-API-Version": "compute 2.37"}
+    images = httpx.get(f"{compute}/images", headers={"X-Auth-Token": token}, timeout=30).json()["images"]
+    r = httpx.post(f"{compute}/servers", headers=headers, timeout=30, json={"server": {
+        "name": name, "imageRef": images[0]["id"], "flavorRef": "42", "networks": "none"}})
+    assert r.status_code == 202, r.text
+    server_id = r.json()["server"]["id"]
+    _wait_for(lambda: httpx.get(f"{compute}/servers/{server_id}", headers=headers, timeout=30)
+              .json()["server"]["status"] == "ACTIVE", "the server to be ACTIVE")
+    return server_id, compute
+
+
 def test_status_shows_hosts_services_and_servers(tmp_path):
     proc, out = start_up(tmp_path, "--fake-hosts", "2")
     try:
         state = tmp_path / "state"
-        token, _project, compute = _token(state)
-        headers = {"X-Auth-Token": token, "OpenStack-API-Version": "compute 2.37"}
-        images = httpx.get(f"{compute}/images", headers={"X-Auth-Token": token}, timeout=30).json()["images"]
-        r = httpx.post(f"{compute}/servers", headers=headers, timeout=30, json={"server": {
-            "name": "shown", "imageRef": images[0]["id"], "flavorRef": "42", "networks": "none"}})
-        assert r.status_code == 202, r.text
-        server_id = r.json()["server"]["id"]
-        _wait_for(lambda: httpx.get(f"{compute}/servers/{server_id}", headers=headers, timeout=30)
-                  .json()["server"]["status"] == "ACTIVE", "the server to be ACTIVE")
+        _server_id, compute = boot_as_demo(state, "shown")
         result = _status(state)
         assert result.returncode == 0, result.stdout + result.stderr
         text = result.stdout
