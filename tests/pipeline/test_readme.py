@@ -66,8 +66,10 @@ def test_the_readme_s_commands_work_as_written(moved_aside_state):
         assert "compute driver: libvirt" in log_path.read_text(), log_path.read_text()
         result = subprocess.run(_login_shell(use), capture_output=True, text=True, timeout=600)
         assert result.returncode == 0, f"the README's commands failed:\n{result.stdout}\n{result.stderr}"
-        listed = [line for line in result.stdout.splitlines() if "vm1" in line]
-        assert listed and "ACTIVE" in listed[-1], result.stdout
+        listed = [line for line in result.stdout.splitlines() if "vm1" in line and line.startswith("|")]
+        assert listed and "ACTIVE" in listed[-1], result.stdout  # the table of `server list`
+        # `nefos events --since 0`: the boot as it happened.
+        assert re.search(r"server\.updated +\S+ ACTIVE task=None", result.stdout), result.stdout
         deleted = subprocess.run(DELETE_VM1, capture_output=True, text=True, timeout=300)
         assert deleted.returncode == 0, deleted.stdout + deleted.stderr
     finally:
