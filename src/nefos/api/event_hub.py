@@ -89,7 +89,13 @@ class EventHub:
                 await self._task
 
     async def _run(self) -> None:
-        self.floor = await event_log.newest_id(self.db)
+        while True:  # the database away for a moment: its clients wait for it, as they would for events
+            try:
+                self.floor = await event_log.newest_id(self.db)
+                break
+            except Exception:
+                LOG.warning("event stream: reading the log failed; trying again", exc_info=True)
+                await asyncio.sleep(self.cfg.event_stream_poll_interval)
         self._gap_since.clear()
         self._ready.set()
         self._idle_since = time.monotonic() if not self.subscribers else None

@@ -59,7 +59,9 @@ def entry(type_: str, *, server_id: str | None = None, host: str | None = None, 
 
 async def append(session, *entries: dict) -> None:
     """Write ``entries`` (from ``entry``) in ``session``'s transaction."""
-    if entries:
+    if len(entries) == 1:  # one row: a plain execute, not executemany's path
+        await session.execute(_INSERT, entries[0])
+    elif entries:
         await session.execute(_INSERT, list(entries))
 
 
