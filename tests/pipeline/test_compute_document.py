@@ -48,6 +48,10 @@ async def test_every_documented_body_is_answered_as_documented(cloud):
         "return_reservation_id": True}})
     assert reserved["reservation_id"].startswith("r-")
     await cloud.wait_status(server_id, "ACTIVE")
+    # The event stream, bounded and from the log's start (the contract hook checks its media type).
+    r = await cloud.compute.get("/v2.1/nefos-events", params={"timeout": "0", "last_event_id": "0"})
+    assert r.status_code == 200 and f'"server_id":"{server_id}"' in r.text, r.text[:500]
+    answered.add(("GET", "/v2.1/nefos-events"))
     await call("GET", "/v2.1/servers")
     await call("GET", "/v2.1/servers/detail")
     await call("GET", f"/v2.1/servers/{server_id}")
