@@ -8,7 +8,7 @@ import asyncio
 from fastapi import APIRouter, Request
 
 from nefos.dashboard.api_client import ApiError
-from nefos.dashboard.app import cloud_of, render
+from nefos.dashboard.web import cloud_of, render
 
 router = APIRouter()
 

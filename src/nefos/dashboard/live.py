@@ -12,7 +12,7 @@ import httpx
 from fastapi import APIRouter, Request
 from starlette.responses import StreamingResponse
 
-from nefos.dashboard.app import cloud_of
+from nefos.dashboard.web import cloud_of
 
 router = APIRouter()
 

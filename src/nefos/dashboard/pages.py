@@ -12,7 +12,7 @@ from fastapi.responses import RedirectResponse, Response
 
 from nefos.dashboard import timeline
 from nefos.dashboard.api_client import ApiError
-from nefos.dashboard.app import BadForm, cloud_of, form_of, render
+from nefos.dashboard.web import BadForm, cloud_of, form_of, render
 
 router = APIRouter()
 

@@ -1,0 +1,64 @@
+"""What every page of the web console uses: its templates, the signed-in user's session and API
+client, and posted forms (their CSRF token checked)."""
+
+from __future__ import annotations
+
+import urllib.parse
+from pathlib import Path
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from nefos.dashboard.api_client import CloudClient
+from nefos.dashboard.sessions import COOKIE, Session
+
+HERE = Path(__file__).parent
+_MAX_FORM = 64 * 1024
+
+templates = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True),
+                        trim_blocks=True, lstrip_blocks=True)
+
+
+class SignInNeeded(Exception):
+    pass
+
+
+class BadForm(Exception):
+    pass
+
+
+def render(request: Request, name: str, status: int = 200, **values) -> HTMLResponse:
+    session = getattr(request.state, "session", None)
+    html = templates.get_template(name).render(session=session, path=request.url.path, **values)
+    return HTMLResponse(html, status_code=status)
+
+
+def session_of(request: Request) -> Session:
+    session = request.app.state.sessions.get(request.cookies.get(COOKIE))
+    if session is None:
+        raise SignInNeeded()
+    request.state.session = session
+    return session
+
+
+def cloud_of(request: Request) -> CloudClient:
+    return CloudClient(request.app.state.http, session_of(request))
+
+
+async def form_of(request: Request, *, csrf: bool = True) -> dict[str, str]:
+    """The posted form (URL-encoded, at most 64 KiB), its CSRF token checked against the session's."""
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > _MAX_FORM:
+            raise BadForm("The form is too large.")
+    if "application/x-www-form-urlencoded" not in request.headers.get("content-type", ""):
+        raise BadForm("The form is not URL-encoded.")
+    try:
+        fields = {k: v[0] for k, v in urllib.parse.parse_qs(body.decode(), strict_parsing=False).items()}
+    except UnicodeDecodeError:
+        raise BadForm("The form is not UTF-8.") from None
+    if csrf and not session_of(request).checks(fields.get("csrf")):
+        raise BadForm("The form has expired: reload the page and try again.")
+    return fields
