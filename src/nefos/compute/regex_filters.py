@@ -67,10 +67,10 @@ def _filter(instances: list[dict], name, ips: dict, columns: dict, budget: float
             "The regular expression filter is too expensive to evaluate; simplify it.") from None
 
 
-async def apply(instances: list[dict], *, name=None, ips: dict | None = None, columns: dict | None = None,
-                budget: float = MATCH_BUDGET) -> list[dict]:
+async def apply(instances: list[dict], *, name=None, ips: dict | None = None,
+                columns: dict | None = None) -> list[dict]:
     """The instances whose display name, fixed IPs and ``columns`` match the given patterns."""
     ips, columns = ips or {}, columns or {}
     if not (name or any(ips.values()) or columns):
         return instances
-    return await asyncio.to_thread(_filter, instances, name, ips, columns, budget)
+    return await asyncio.to_thread(_filter, instances, name, ips, columns, MATCH_BUDGET)
