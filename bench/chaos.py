@@ -401,6 +401,23 @@ async def check_invariants(db_url: str, clients: list[Client], fake_dir: Path) -
                 "SELECT id, device_id FROM ports WHERE device_owner LIKE 'compute:%'"))).all():
             if device not in live:
                 problems.append(f"port {port} of {device}, no such server")
+        # Every state change wrote its event stream entry in its own transaction: the last entry of each
+        # server tells the state its row has (nothing changed a state without telling it).
+        told = {}
+        for (server, kind, data) in (await conn.execute(text(
+                "SELECT server_id, type, data FROM stream_events WHERE type IN "
+                "('server.created', 'server.updated', 'server.deleted') ORDER BY id"))).all():
+            told[server] = (kind, json.loads(data) if isinstance(data, str) else data)
+        for row in (await conn.execute(text(
+                "SELECT uuid, vm_state, task_state, power_state, deleted FROM instances"))).all():
+            kind, data = told.get(row.uuid, (None, {}))
+            if kind is None:
+                problems.append(f"server {row.uuid}: no event ever told of it")
+            elif (kind == "server.deleted") != bool(row.deleted) or (
+                    (data.get("vm_state"), data.get("task_state"), data.get("power_state"))
+                    != (row.vm_state, row.task_state, row.power_state)):
+                problems.append(f"server {row.uuid}: its last event ({kind} {data}) is not its state "
+                                f"({row.vm_state}, {row.task_state}, {row.power_state}, deleted {row.deleted})")
         outbox = (await conn.execute(text("SELECT count(*) FROM build_requests"))).scalar_one()
         if outbox:
             problems.append(f"{outbox} build request(s) never taken")
