@@ -78,7 +78,9 @@ def _filter(request: Request, ctx) -> tuple:
             return False
         return not types or _matches(types, entry["type"])
 
-    return accepts, sees_hosts
+    # A client of one project resumes from rows of that project only.
+    only_project = next(iter(projects)) if len(projects) == 1 and not sees_hosts else None
+    return accepts, sees_hosts, only_project
 
 
 def _message(entry: dict, sees_hosts: bool) -> bytes:
@@ -109,7 +111,7 @@ def _resume_point(request: Request) -> int | None:
 async def stream_events(request: Request):
     ctx = common.authorize(request, STREAM_RULE)
     validate_query(request.query_params, QUERY)
-    accepts, sees_hosts = _filter(request, ctx)
+    accepts, sees_hosts, only_project = _filter(request, ctx)
     resume_after = _resume_point(request)
     timeout = request.query_params.get("timeout")
     deadline = None if timeout is None else time.monotonic() + min(float(timeout), _MAX_TIMEOUT)
@@ -129,7 +131,7 @@ async def stream_events(request: Request):
                            + json.dumps({"last_event_id": resume_after, "oldest_kept": oldest}).encode() + b"\n\n")
                 after = resume_after
                 while after < subscriber.start:
-                    page = await event_log.read_after(rt.db, after, upto=subscriber.start)
+                    page = await event_log.read_after(rt.db, after, upto=subscriber.start, project_id=only_project)
                     if not page:
                         break
                     for entry in page:

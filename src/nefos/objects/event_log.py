@@ -111,14 +111,24 @@ def _plain(row) -> dict:
     return data
 
 
-async def read_after(db, after_id: int, *, limit: int = 500, upto: int | None = None) -> list[dict]:
+_BETWEEN_OF_PROJECT = _BETWEEN.where(_INSTANCES.c.project_id == bindparam("b_project"))
+
+
+async def read_after(db, after_id: int, *, limit: int = 500, upto: int | None = None,
+                     project_id: str | None = None) -> list[dict]:
     """Entries with ``after_id < id`` (and ``id <= upto``), in id order, each with its server's
-    ``project_id`` (None for a host's entries)."""
+    ``project_id`` (None for a host's entries); with ``project_id`` (and ``upto``), only that
+    project's servers' entries (a project's client resuming reads no other project's rows)."""
     params = {"b_after": after_id, "b_limit": limit}
+    query = _AFTER
     if upto is not None:
         params["b_upto"] = upto
+        query = _BETWEEN
+        if project_id is not None:
+            params["b_project"] = project_id
+            query = _BETWEEN_OF_PROJECT
     async with db.reader() as s:
-        rows = (await s.execute(_AFTER if upto is None else _BETWEEN, params)).mappings().all()
+        rows = (await s.execute(query, params)).mappings().all()
     return [_plain(r) for r in rows]
 
 
