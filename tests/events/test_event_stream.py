@@ -109,6 +109,9 @@ async def test_a_member_never_sees_another_projects_events(cloud):
     assert not [m for m in theirs.messages]
     assert {m["data"]["server_id"] for m in mine.messages} == {server_id}
     assert all(m["data"]["host"] is None for m in mine.messages)
+    # Nova's hostId instead: the same value the server's own view gives the member.
+    shown = await cloud.server(server_id, headers=member())
+    assert {m["data"]["host_id"] for m in mine.messages if m["data"]["host_id"]} == {shown["hostId"]}
     assert any(d["host"] for d in admin.of(server_id))
     for listener in (mine, theirs, admin):
         await listener.close()

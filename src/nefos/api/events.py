@@ -12,8 +12,8 @@ event first tells it when the log no longer goes back that far. The first messag
 
 Who sees what, as the resources themselves: a project reader sees its project's servers'
 events; ``all_projects`` (admin) every project's; host events, and the ``host`` of a server's
-event, are for whoever may list services (admin), as Nova shows a server's host to admins only.
-Filters: ``server_id``, ``type`` (a type or its family: ``server.step``, ``host``), ``project_id``.
+event, are for whoever may list services (admin), as Nova shows a server's host to admins only
+(everyone gets ``host_id``, Nova's ``hostId``). Filters: ``server_id``, ``type`` (a type or its family: ``server.step``, ``host``), ``project_id``.
 ``timeout``: close the stream after that many seconds (a client that only wants what happened).
 """
 
@@ -27,7 +27,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import StreamingResponse
 
 from nefos import exceptions, policy
-from nefos.api import common, event_hub
+from nefos.api import common, event_hub, server_view
 from nefos.api import response_schemas as responses
 from nefos.api.validation import query_schema, validate_query
 from nefos.objects import event_log
@@ -92,6 +92,8 @@ def _message(entry: dict, sees_hosts: bool) -> bytes:
         body = {"id": entry["id"], "type": entry["type"], "time": entry["created_at"],
                 "server_id": entry["server_id"], "project_id": entry["project_id"],
                 "host": entry["host"] if sees_hosts else None, "name": entry["name"], **(entry["data"] or {})}
+        if entry["server_id"] is not None:  # Nova's hostId: which servers share a host, not which host
+            body["host_id"] = server_view.host_id(entry)
         encoded = entry[key] = (f"id: {entry['id']}\nevent: {entry['type']}\ndata: "
                                 f"{json.dumps(body, separators=(',', ':'))}\n\n").encode()
     return encoded
