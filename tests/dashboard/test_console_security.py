@@ -40,6 +40,8 @@ async def test_pages_need_a_session_and_the_cookie_is_the_servers_alone(cloud):
         for path in ("/servers", "/hosts", "/networks", "/events", "/servers/" + "0" * 8 + "-0000-0000-0000-" + "0" * 12):
             r = await anonymous.get(path)
             assert r.status_code == 303 and r.headers["location"].startswith("/login"), path
+        r = await anonymous.get("/healthcheck")  # a load balancer's check needs no session
+        assert (r.status_code, r.text) == (200, "OK")
         r = await anonymous.get("/servers", cookies={"nefos_session": "forged"})
         assert r.status_code == 303
         r = await anonymous.post("/login", data={"username": "demo", "password": "wrong"})

@@ -12,6 +12,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
 from starlette.staticfiles import StaticFiles
 
+from nefos import metrics, rest
 from nefos.dashboard import infrastructure, live, pages
 from nefos.dashboard.api_client import ApiError, SignInRefused, sign_in
 from nefos.dashboard.sessions import COOKIE, SessionStore
@@ -33,6 +34,13 @@ def create_app(cfg, identity_url: str) -> FastAPI:
     app.state.identity_url = identity_url
     app.state.sessions = SessionStore()
     app.state.http = httpx.AsyncClient(timeout=30)
+
+    # Each request counted, timed and written as an access line, as every API's.
+    app.add_middleware(rest.RequestLogMiddleware, service="dashboard")
+
+    @app.api_route("/healthcheck", methods=["GET", "HEAD"], include_in_schema=False)
+    async def healthcheck(request: Request):
+        return metrics.healthcheck_response(request.method, cfg.healthcheck_disable_by_file_path)
 
     @app.middleware("http")
     async def security_headers(request: Request, call_next):
