@@ -73,13 +73,12 @@ async def _wave(compute, network, procs) -> None:
         ids = await asyncio.gather(*[create(i) for i in range(SERVERS)])
         # The cut: the API process the client streams from is killed while the wave builds, and a new
         # one started; the client reconnects with the last id it saw.
-        await asyncio.sleep(0.5)
-        received_before_cut = len(live)
-        await asyncio.to_thread(_restart_api, procs)
-
         def active(server_id: str) -> bool:
             return any(m["data"]["server_id"] == server_id and m["data"].get("status") == "ACTIVE"
                        and m["data"].get("task_state") is None for m in live)
+        await asyncio.sleep(0.5)
+        active_before_cut = sum(active(i) for i in ids)
+        await asyncio.to_thread(_restart_api, procs)
         deadline = time.monotonic() + 240
         while not all(active(i) for i in ids):
             procs.check_alive()
@@ -95,6 +94,7 @@ async def _wave(compute, network, procs) -> None:
     reader.cancel()
 
     replay = [m for m in replay if m["id"] is not None]
+    assert active_before_cut < SERVERS, "the cut came after the wave"
     live_ids = [int(m["id"]) for m in live]
     assert live_ids == sorted(live_ids) and len(set(live_ids)) == len(live_ids)
     replay_ids = [int(m["id"]) for m in replay]
