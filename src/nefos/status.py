@@ -16,6 +16,8 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from nefos.identity.service_auth import catalog_urls
+
 ADMIN_CLOUD = "nefos-admin"
 
 
@@ -31,9 +33,7 @@ def login(auth: dict, client: httpx.Client) -> tuple[str, dict[str, str]]:
     r = client.post(auth["auth_url"].rstrip("/") + "/auth/tokens", json=body)
     if r.status_code != 201:
         raise StatusError(f"the identity service refused the admin's credentials ({r.status_code})")
-    urls = {service["type"]: endpoint["url"] for service in r.json()["token"]["catalog"]
-            for endpoint in service["endpoints"] if endpoint["interface"] == "public"}
-    return r.headers["x-subject-token"], urls
+    return r.headers["x-subject-token"], catalog_urls(r.json()["token"])
 
 
 def _get(client: httpx.Client, url: str, headers: dict, key: str) -> list[dict]:

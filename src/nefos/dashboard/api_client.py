@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import httpx
 
-from nefos.dashboard.sessions import Session, expiry_of
+from nefos.dashboard.sessions import Session
+from nefos.identity.service_auth import catalog_urls, token_expiry
 
 # The Compute API version the pages are written for: networks "none" on create (2.37), action
 # events with their details (2.84), the services' uuids and forced_down (2.53).
@@ -102,9 +103,7 @@ async def sign_in(http: httpx.AsyncClient, identity_url: str, username: str, pas
     if r.status_code != 201:
         raise SignInRefused("The user name, the password or the project is wrong.")
     token = r.json()["token"]
-    urls = {service["type"]: endpoint["url"] for service in token.get("catalog", [])
-            for endpoint in service["endpoints"] if endpoint["interface"] == "public"}
-    return Session(token=r.headers["x-subject-token"], expires=expiry_of(token.get("expires_at", "")),
+    return Session(token=r.headers["x-subject-token"], expires=token_expiry(token),
                    user_name=token["user"]["name"], user_id=token["user"]["id"],
                    project_name=token["project"]["name"], project_id=token["project"]["id"],
-                   roles=[role["name"] for role in token.get("roles", [])], urls=urls)
+                   roles=[role["name"] for role in token.get("roles", [])], urls=catalog_urls(token))

@@ -12,11 +12,10 @@ import httpx
 from fastapi import APIRouter, Request
 from starlette.responses import StreamingResponse
 
-from nefos.dashboard.web import cloud_of
+from nefos.dashboard.web import cloud_of, is_uuid
 
 router = APIRouter()
 
-_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 _LAST_ID = re.compile(r"^[0-9]{1,18}$")
 
 
@@ -27,7 +26,7 @@ async def events(request: Request, of: str = "servers", server: str | None = Non
     params: dict[str, str] = {}
     if of == "hosts":
         params["type"] = "host"
-    elif of == "server" and server and _UUID.match(server):
+    elif of == "server" and is_uuid(server):
         params.update(server_id=server, type="server")
     else:
         params.update(project_id=cloud.session.project_id, type="server")

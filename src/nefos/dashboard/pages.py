@@ -10,21 +10,22 @@ import urllib.parse
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
+from nefos.objects import states
+
 from nefos.dashboard import timeline
 from nefos.dashboard.api_client import ApiError
-from nefos.dashboard.web import BadForm, cloud_of, form_of, render
+from nefos.dashboard.web import BadForm, cloud_of, form_of, is_uuid, render
 
 router = APIRouter()
 
-_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 _REQUEST_ID = re.compile(r"^req-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 # What each button asks of the Compute API.
 ACTIONS = {"start": {"os-start": None}, "stop": {"os-stop": None}, "reboot": {"reboot": {"type": "SOFT"}}}
 
 
 def _server_id(value: str) -> str:
-    """A server id as a path segment of the APIs' URLs: a UUID, nothing else (never ``../``)."""
-    if not _UUID.match(value):
+    """A server id as a path segment of the APIs' URLs (404 for anything but a UUID)."""
+    if not is_uuid(value):
         raise ApiError(404, "No such server.")
     return value
 
@@ -34,8 +35,7 @@ def server_view(server: dict) -> dict:
                  for a in addrs]
     return {"id": server["id"], "name": server.get("name") or "", "status": server.get("status"),
             "task_state": server.get("OS-EXT-STS:task_state"),
-            "power_state": {0: "NOSTATE", 1: "RUNNING", 3: "PAUSED", 4: "SHUTDOWN", 6: "CRASHED",
-                            7: "SUSPENDED"}.get(server.get("OS-EXT-STS:power_state"), ""),
+            "power_state": states.POWER_STATE_NAMES.get(server.get("OS-EXT-STS:power_state"), "").upper(),
             "progress": server.get("progress"), "addresses": addresses,
             "host": server.get("OS-EXT-SRV-ATTR:host"), "created": server.get("created"),
             "flavor": (server.get("flavor") or {}).get("original_name")}

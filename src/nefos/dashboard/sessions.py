@@ -8,7 +8,6 @@ forms from carrying the cookie; the token also covers older browsers).
 
 from __future__ import annotations
 
-import datetime as dt
 import hmac
 import secrets
 import time
@@ -36,13 +35,6 @@ class Session:
 
     def checks(self, csrf: str | None) -> bool:
         return csrf is not None and hmac.compare_digest(csrf, self.csrf)
-
-
-def expiry_of(expires_at: str) -> float:
-    try:
-        return dt.datetime.fromisoformat(expires_at.replace("Z", "+00:00")).timestamp()
-    except (ValueError, AttributeError):
-        return time.time() + 300
 
 
 class SessionStore:

@@ -3,6 +3,7 @@ client, and posted forms (their CSRF token checked)."""
 
 from __future__ import annotations
 
+import re
 import urllib.parse
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from nefos.dashboard.api_client import CloudClient
 from nefos.dashboard.sessions import COOKIE, Session
 
 HERE = Path(__file__).parent
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 _MAX_FORM = 64 * 1024
 
 templates = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True),
@@ -26,6 +28,11 @@ class SignInNeeded(Exception):
 
 class BadForm(Exception):
     pass
+
+
+def is_uuid(value: str | None) -> bool:
+    """Whether ``value`` is an id the console may put in an API's path: a UUID, nothing else (never ``../``)."""
+    return bool(value) and _UUID.match(value) is not None
 
 
 def render(request: Request, name: str, status: int = 200, **values) -> HTMLResponse:

@@ -22,6 +22,21 @@ TOKEN_MARGIN = 60.0  # renew a token this long before it expires
 SERVICE_USER, SERVICE_PROJECT = "nefos", "service"
 
 
+def token_expiry(token: dict) -> float:
+    """When a token body (``{"token": ...}``'s value) says it expires, in epoch seconds; five minutes
+    from now when it says nothing readable."""
+    try:
+        return dt.datetime.fromisoformat(token["expires_at"].replace("Z", "+00:00")).timestamp()
+    except (KeyError, ValueError, AttributeError):
+        return time.time() + 300
+
+
+def catalog_urls(token: dict, interface: str = "public") -> dict[str, str]:
+    """A token body's catalog: each service type's ``interface`` URL."""
+    return {service["type"]: endpoint["url"] for service in token.get("catalog") or []
+            for endpoint in service.get("endpoints") or [] if endpoint.get("interface") == interface}
+
+
 def read_service_password(cfg) -> str | None:
     """The service user's password: the config, else the bootstrap's passwords file (never generated here)."""
     if cfg.service_password:
@@ -75,8 +90,5 @@ class ServiceAuth:
             raise RuntimeError(f"the identity service refused the service user: {r.status_code} {r.text[:200]}")
         token = r.json().get("token") or {}
         self._token = r.headers.get("x-subject-token")
-        try:
-            self._expires = dt.datetime.fromisoformat(token["expires_at"].replace("Z", "+00:00")).timestamp()
-        except (KeyError, ValueError, AttributeError):
-            self._expires = time.time() + 300
+        self._expires = token_expiry(token)
         self._catalog = token.get("catalog") or []
