@@ -427,6 +427,11 @@ class PortInUse(Conflict):
     message = "Port %(port_id)s is still in use."
 
 
+class DeviceIDNotOwnedByTenant(Conflict):
+    message = ("The following device_id %(device_id)s is not owned by your project or matches another "
+               "project router.")
+
+
 class PortNotUsable(Invalid):
     message = "Port %(port_id)s not usable for instance %(instance)s."
 

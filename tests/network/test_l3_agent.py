@@ -18,7 +18,7 @@ import pytest
 
 from nefos.network.agents.l3_agent import L3Agent
 from nefos.network.agents.router_ns import namespace
-from tests.network.conftest import Helpers, member
+from tests.network.conftest import OTHER, Helpers, member
 from tests.network.l3_helpers import put, router, tenant_network
 from tests.noauth import ADMIN
 
@@ -180,3 +180,38 @@ async def test_the_public_network_is_made_once(rt, network, client, lab):
     assert f"{lab['ext_net']}.1/24" in sh("ip", "-o", "-4", "addr", "show", "dev", bridge)
     assert sh("ip", "-o", "link", "show", "master", bridge) == ""  # nothing enslaved, no uplink
     assert host_state()["default"] == before["default"]
+
+
+async def test_a_port_naming_another_projects_router_gives_that_router_no_leg(rt, network, client, lab):
+    """A port on another project's network that only claims to be the router's interface (an admin
+    made it through the port API; a member may not): the router's namespace has its own interface
+    and no address, route or device on that network."""
+    h = Helpers(client)
+    attacker = member(OTHER)
+    victims_net, victims_sub = await tenant_network(h, "10.62.0.0/24")
+    attackers_net, attackers_sub = await tenant_network(h, "10.63.0.0/24", headers=attacker)
+    for net in (victims_net, attackers_net):
+        lab["made"]["links"].append("brq" + net["id"][:11])
+    r = await router(h)
+    await put(h, f"/v2.0/routers/{r['id']}/add_router_interface", {"subnet_id": victims_sub["id"]}, member())
+    look_alike = await h.port(attackers_net["id"], headers=ADMIN, project_id=OTHER,
+                              device_owner="network:router_interface", device_id=r["id"],
+                              fixed_ips=[{"subnet_id": attackers_sub["id"], "ip_address": attackers_sub["gateway_ip"]}])
+
+    agent = L3Agent(rt, host="l3-test", interval=3600, external_bridge=lab["ext_bridge"])
+    await agent.start()
+    lab["made"]["netns"].append(namespace(r["id"]))
+    try:
+        await agent.wait_for(lambda: agent.applied.get(r["id"], {}).get("interfaces"))
+        assert [i["network_id"] for i in agent.applied[r["id"]]["interfaces"]] == [victims_net["id"]]
+        addresses = sh("ip", "-n", namespace(r["id"]), "-o", "-4", "addr", "show")
+        routes = sh("ip", "-n", namespace(r["id"]), "-4", "route", "show")
+        assert f"{victims_sub['gateway_ip']}/24" in addresses
+        assert "10.63.0." not in addresses and "10.63.0." not in routes
+        links = sh("ip", "-n", namespace(r["id"]), "-o", "link", "show")
+        assert look_alike["id"][:11] not in links
+        # nor its outer end on the attacker's bridge
+        assert subprocess.run(["ip", "link", "show", "tap" + look_alike["id"][:11]],
+                              capture_output=True).returncode != 0
+    finally:
+        await agent.stop()

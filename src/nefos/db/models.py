@@ -551,7 +551,8 @@ class NetworkAgent(Base):
 
 class Router(TimestampMixin, Base):
     """A Neutron router: its interfaces are ports (``device_owner`` ``network:router_interface``,
-    ``device_id`` the router's id), its gateway the port ``gw_port_id`` on an external network."""
+    ``device_id`` the router's id) it holds in ``routerports``, its gateway the port ``gw_port_id``
+    on an external network."""
     __tablename__ = "routers"
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     project_id: Mapped[str | None] = mapped_column(String(255), index=True)
@@ -564,6 +565,17 @@ class Router(TimestampMixin, Base):
     enable_snat: Mapped[bool] = mapped_column(Boolean, default=True)
     routes: Mapped[list] = mapped_column(JSON, default=list)
     revision_number: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class RouterPort(Base):
+    """A port a router holds because the router API attached it (Neutron's ``routerports``): what
+    the L3 agent builds a router from, what keeps it (``RouterInUse``) and what
+    ``remove_router_interface`` removes. A port's ``device_owner``/``device_id`` only say whose it
+    claims to be; this row says whose it is. A port belongs to at most one router (the key)."""
+    __tablename__ = "routerports"
+    port_id: Mapped[str] = mapped_column(ForeignKey("ports.id", ondelete="CASCADE"), primary_key=True)
+    router_id: Mapped[str] = mapped_column(ForeignKey("routers.id", ondelete="CASCADE"), index=True)
+    port_type: Mapped[str] = mapped_column(String(255))
 
 
 class FloatingIP(TimestampMixin, Base):

@@ -20,11 +20,11 @@ from sqlalchemy.exc import IntegrityError
 
 from nefos import exceptions
 from nefos.context import RequestContext
-from nefos.db.models import FloatingIP, IPAllocation, Port, Router, utcnow
+from nefos.db.models import FloatingIP, IPAllocation, Port, Router, RouterPort, utcnow
 from nefos.network import attributes as attrs
 from nefos.network import schemas
 from nefos.network.common import bulk as _bulk, iso, new_id
-from nefos.network.ports import FLOATINGIP_OWNER, ROUTER_INTERFACE_OWNER
+from nefos.network.ports import FLOATINGIP_OWNER
 from nefos.network.routers import service_context
 
 FLOATINGIP_FIELDS = schemas.fields("floatingip")
@@ -88,8 +88,8 @@ class FloatingIPs:
                 "assigning a floating IP"))
         subnet_id, address = ips[0]
         router_id = (await s.execute(
-            select(Router.id).join(Port, (Port.device_id == Router.id) & (Port.device_owner == ROUTER_INTERFACE_OWNER))
-            .join(IPAllocation, IPAllocation.port_id == Port.id)
+            select(Router.id).join(RouterPort, RouterPort.router_id == Router.id)
+            .join(IPAllocation, IPAllocation.port_id == RouterPort.port_id)
             .where(IPAllocation.subnet_id == subnet_id, Router.gw_network_id == row.floating_network_id)
             .order_by(Router.created_at, Router.id).limit(1))).scalar_one_or_none()
         if router_id is None:

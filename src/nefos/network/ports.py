@@ -23,7 +23,8 @@ from sqlalchemy import bindparam, case, delete, insert, literal_column, null, or
 from nefos import exceptions
 from nefos.context import RequestContext
 from nefos.db.models import (
-    IPAllocation, Network, Port, PortProvisioning, PortSecurityGroup, SecurityGroup, Subnet, utcnow,
+    FloatingIP, IPAllocation, Network, Port, PortProvisioning, PortSecurityGroup, Router, RouterPort,
+    SecurityGroup, Subnet, utcnow,
 )
 from nefos.db.session import insert_ignoring_duplicate
 from nefos.network import attributes as attrs
@@ -39,7 +40,7 @@ ADMIN_ONLY_PORT_FIELDS = schemas.ADMIN_ONLY["port"]
 ROUTER_INTERFACE_OWNER = "network:router_interface"
 ROUTER_GATEWAY_OWNER = "network:router_gateway"
 FLOATINGIP_OWNER = "network:floatingip"
-L3_OWNERS = (ROUTER_INTERFACE_OWNER, ROUTER_GATEWAY_OWNER, FLOATINGIP_OWNER)  # the L3 API's own ports
+NETWORK_OWNER_PREFIX = "network:"  # the owners of the network service's own ports: the admin's to give
 PORT_FIELDS = schemas.fields("port")
 IP_HINT_ATTEMPTS = 4
 MAX_MAC_ATTEMPTS = 16
@@ -115,6 +116,15 @@ def _check_guest_port_on_foreign_network(body: dict, action: str) -> None:
     owner = body.get("device_owner")
     if owner and not owner.startswith("compute:"):
         raise _not_owner(f"{action}:device_owner")
+
+def _check_network_device_owner(ctx: RequestContext, owner: str | None, action: str) -> None:
+    """Only an admin (the service acting for itself included) gives a port a ``network:*`` owner:
+    such a port passes for a router's, a DHCP server's or a floating IP's, and carries no security
+    groups. Neutron's ``*:device_owner`` rule lets the network's owner too; here the router, DHCP
+    and floating IP APIs make those ports, and nobody else."""
+    if owner and owner.startswith(NETWORK_OWNER_PREFIX) and not ctx.is_admin:
+        raise _not_owner(f"{action}:device_owner")
+
 
 class Ports:
     def _port_query(self, ctx: RequestContext):
@@ -300,6 +310,12 @@ class Ports:
         body = attrs.validate_body("port", body, create=True, is_admin=ctx.is_admin)
         network = await self._network_brief(s, ctx, body["network_id"])
         project = self._project_for_create(ctx, body)
+        if not ctx.is_admin and network.project_id != ctx.project_id and not network.shared:
+            # Neutron's create_port rule (the network's owner, or a shared network): what else a
+            # project sees is an external network, whose addresses are for floating IPs and router
+            # gateways (each under its own quota), not for plain ports draining the pool.
+            raise _not_owner("create_port")
+        _check_network_device_owner(ctx, body.get("device_owner"), "create_port")
         if not ctx.is_admin and network.project_id != ctx.project_id:
             if "mac_address" in body:
                 raise _not_owner("create_port:mac_address")
@@ -408,9 +424,14 @@ class Ports:
                         f"Unable to complete operation on port {row.id} for network {row.network_id}. "
                         f"Port already has an attached device {row.device_id}.", port_id=row.id)
                 await s.refresh(row)
+            if body.get("device_owner", row.device_owner) != row.device_owner:
+                _check_network_device_owner(ctx, body["device_owner"], "update_port")
             if not ctx.is_admin and network.project_id != ctx.project_id:
                 _check_guest_port_on_foreign_network(
                     {k: v for k, v in body.items() if k != "device_owner" or v != row.device_owner}, "update_port")
+            if not ctx.is_admin and body.get("device_id", row.device_id) != row.device_id:
+                await self._check_device_id_not_foreign_router(
+                    s, body.get("device_owner", row.device_owner), body["device_id"], row.project_id)
             if "mac_address" in body and body["mac_address"] != row.mac_address:
                 if not ctx.is_admin:
                     raise _not_owner("update_port:mac_address")
@@ -463,6 +484,17 @@ class Ports:
                                          await self._port_view_for_hooks(s, row))
             return doc
 
+    @staticmethod
+    async def _check_device_id_not_foreign_router(s, owner: str | None, device_id: str,
+                                                  project_id: str | None) -> None:
+        """A router interface port names no router of another project (Neutron's
+        ``_enforce_device_owner_not_router_intf_or_device_id``, for non-admins)."""
+        if owner != ROUTER_INTERFACE_OWNER or not device_id:
+            return
+        router_project = (await s.execute(select(Router.project_id).where(Router.id == device_id))).first()
+        if router_project is not None and router_project[0] != project_id:
+            raise exceptions.DeviceIDNotOwnedByTenant(device_id=device_id)
+
     async def _replace_ips(self, s, row: Port, requests: list[dict]) -> bool:
         """Give ``row`` the addresses ``requests`` ask for; True when they changed."""
         current = {ip: sid for sid, ip in (await s.execute(
@@ -496,6 +528,7 @@ class Ports:
         await s.execute(delete(IPAllocation).where(IPAllocation.port_id == port_id))
         await s.execute(delete(PortSecurityGroup).where(PortSecurityGroup.port_id == port_id))
         await provisioning.port_deleted(s, port_id)
+        await s.execute(delete(RouterPort).where(RouterPort.port_id == port_id))
         await s.execute(delete(Port).where(Port.id == port_id))
 
     async def delete_port(self, ctx: RequestContext, port_id: str) -> None:
@@ -506,7 +539,7 @@ class Ports:
                                                   .where(Network.id == row.network_id))).scalar_one()
                 if network_owner != ctx.project_id:
                     raise _not_owner("delete_port")
-            if (row.device_owner or "") in L3_OWNERS:  # Neutron's l3_port_check
+            if await self._held_by_l3(s, row.id):  # Neutron's prevent_l3_port_deletion
                 raise exceptions.ServicePortInUse(port_id=row.id,
                                                   reason=f"has device owner {row.device_owner}")
             before = await self._port_view_for_hooks(s, row)
@@ -516,6 +549,16 @@ class Ports:
             if before is not None:
                 await self._port_changed(s, ctx, before, None)
             await self._release(s, row.project_id, port=1)
+
+    @staticmethod
+    async def _held_by_l3(s, port_id: str) -> bool:
+        """Whether a router (an interface or its gateway) or a floating IP holds the port: by the
+        rows that say so, not by the port's device_owner, which a look-alike carries too."""
+        held = union_all(
+            select(RouterPort.port_id).where(RouterPort.port_id == port_id),
+            select(Router.gw_port_id).where(Router.gw_port_id == port_id),
+            select(FloatingIP.floating_port_id).where(FloatingIP.floating_port_id == port_id))
+        return (await s.execute(held.limit(1))).first() is not None
 
     async def update_port_status(self, ctx: RequestContext, port_id: str, status: str, *,
                                  only_if: Callable[[Port], bool] | None = None) -> dict | None:

@@ -20,11 +20,11 @@ from __future__ import annotations
 import ipaddress
 import logging
 
-from sqlalchemy import delete, or_, select, update
+from sqlalchemy import delete, or_, select, union_all, update
 
 from nefos import exceptions
 from nefos.context import RequestContext
-from nefos.db.models import FloatingIP, IPAllocation, Network, Port, Router, Subnet, utcnow
+from nefos.db.models import FloatingIP, IPAllocation, Network, Port, Router, RouterPort, Subnet, utcnow
 from nefos.network import attributes as attrs
 from nefos.network import ipam, schemas
 from nefos.network.common import bulk as _bulk, iso, new_id, not_owner as _not_owner
@@ -102,11 +102,13 @@ class Routers:
         return [self._router_view(r, ips.get(r.gw_port_id, [])) for r in rows]
 
     async def _router_interfaces(self, s, router_id: str) -> list[dict]:
-        """The router's interfaces: port, network, subnet, address, subnet CIDR (one per address)."""
+        """The router's interfaces: port, network, subnet, address, subnet CIDR (one per address).
+        Those the router API attached (``routerports``), whatever other ports claim to be its."""
         rows = (await s.execute(
             select(Port.id, Port.network_id, IPAllocation.subnet_id, IPAllocation.ip_address, Subnet.cidr)
+            .join(RouterPort, RouterPort.port_id == Port.id)
             .join(IPAllocation, IPAllocation.port_id == Port.id).join(Subnet, Subnet.id == IPAllocation.subnet_id)
-            .where(Port.device_id == router_id, Port.device_owner == ROUTER_INTERFACE_OWNER)
+            .where(RouterPort.router_id == router_id)
             .order_by(Port.created_at, Port.id))).all()
         return [{"port_id": p, "network_id": n, "subnet_id": sid, "ip_address": ip, "cidr": cidr}
                 for p, n, sid, ip, cidr in rows]
@@ -253,6 +255,16 @@ class Routers:
                         resource="router", msg=f"Cidr {cidr} of subnet {sid} overlaps with cidr {other['cidr']} "
                                                f"of subnet {other['subnet_id']}")
 
+    @staticmethod
+    def _check_subnet_owned(ctx: RequestContext, subnet_id: str, subnet_project: str | None) -> None:
+        """A project plugs its router only into its own subnets: on another project's (a shared
+        network's) it would take the gateway address and steer that network (Neutron's check in
+        ``_add_interface_by_subnet``, its message; here by port too)."""
+        if not ctx.is_admin and subnet_project != ctx.project_id:
+            raise exceptions.BadRequest(resource="router", msg=(
+                f"Cannot add interface to router because subnet {subnet_id} is not owned by project "
+                "making the request"))
+
     async def add_router_interface(self, ctx: RequestContext, router_id: str, interface_info: dict) -> dict:
         subnet_id, port_id = _one_of(interface_info, "add")
         async with self.tx() as s:
@@ -270,21 +282,29 @@ class Routers:
                 raise exceptions.PortInUse(
                     f"Unable to complete operation on port {port.id} for network {port.network_id}. "
                     f"Port already has an attached device {port.device_id}.", port_id=port.id)
-            subnets = (await s.execute(select(Subnet.id, Subnet.cidr).join(
+            if not ctx.is_admin and port.project_id != row.project_id:
+                # the network's owner sees other projects' ports on it: not its router's to take
+                raise exceptions.BadRequest(resource="router", msg=(
+                    f"Cannot add interface to router because port {port.id} is not owned by project "
+                    "making the request"))
+            subnets = (await s.execute(select(Subnet.id, Subnet.cidr, Subnet.project_id).join(
                 IPAllocation, IPAllocation.subnet_id == Subnet.id).where(IPAllocation.port_id == port.id))).all()
             if not subnets:
                 raise exceptions.BadRequest(resource="router", msg="Router port must have at least one fixed IP")
-            self._check_overlaps(existing, [(sid, cidr) for sid, cidr in subnets])
+            for sid, _, subnet_project in subnets:
+                self._check_subnet_owned(ctx, sid, subnet_project)
+            self._check_overlaps(existing, [(sid, cidr) for sid, cidr, _ in subnets])
             await s.execute(update(Port).where(Port.id == port.id).values(
                 device_id=row.id, device_owner=ROUTER_INTERFACE_OWNER, updated_at=utcnow(),
                 revision_number=Port.revision_number + 1))
-            network_id, subnet_ids = port.network_id, [sid for sid, _ in subnets]
+            network_id, subnet_ids = port.network_id, [sid for sid, _, _ in subnets]
             self._network_changed(s, ctx, "port_update_end", network_id)
         else:
             subnet = await self._subnet_row(s, ctx, subnet_id)
             if not subnet.gateway_ip:
                 raise exceptions.BadRequest(resource="router",
                                             msg="Subnet for router interface must have a gateway IP")
+            self._check_subnet_owned(ctx, subnet.id, subnet.project_id)
             external = (await s.execute(select(Network.external).where(
                 Network.id == subnet.network_id))).scalar_one()
             if external:
@@ -296,6 +316,7 @@ class Routers:
                 "project_id": row.project_id, "port_security_enabled": False,
                 "fixed_ips": [{"subnet_id": subnet.id, "ip_address": subnet.gateway_ip}]})
             port_id, network_id, subnet_ids = port["id"], subnet.network_id, [subnet.id]
+        s.add(RouterPort(port_id=port_id, router_id=row.id, port_type=ROUTER_INTERFACE_OWNER))
         row.revision_number = (row.revision_number or 0) + 1
         row.updated_at = utcnow()
         self._router_changed(s, ctx, row.id)
@@ -346,11 +367,13 @@ class Routers:
         Every L3 agent serves every router, so the last to sync one holds its ports (a cloud
         runs one). Returns the ports bound now."""
         async with self.rt.db.reader() as s:
-            q = select(Port.id).join(Router, Router.id == Port.device_id).where(  # a router's, not a look-alike
-                Port.device_owner.in_((ROUTER_INTERFACE_OWNER, ROUTER_GATEWAY_OWNER)),
+            # the routers' own ports (their interfaces and gateways), not look-alikes naming them
+            held = union_all(select(RouterPort.port_id.label("port_id"), RouterPort.router_id.label("router_id")),
+                             select(Router.gw_port_id, Router.id).where(Router.gw_port_id.is_not(None))).subquery()
+            q = select(Port.id).join(held, held.c.port_id == Port.id).where(
                 or_(Port.binding_host_id.is_(None), Port.binding_host_id != host))
             if router_ids is not None:
-                q = q.where(Port.device_id.in_(list(router_ids)))
+                q = q.where(held.c.router_id.in_(list(router_ids)))
             port_ids = list((await s.execute(q.order_by(Port.id))).scalars())
         bound = []
         for port_id in port_ids:
