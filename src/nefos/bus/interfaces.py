@@ -41,6 +41,7 @@ q-dhcp-plugin          1.0  the DHCP agent's networks, DHCP ports and DHCP ready
 q-metadata             1.0  the metadata proxy's instance port look-up
 q-reports-plugin       1.0  every agent's heartbeat (with the L2 agent's VXLAN address)
 q-agent-notifier       1.0  the network service's L2 population fanout to the L2 agents
+q-agent-notifier       1.1: port_update (a port's admin_state_up changed: its host's L2 agent applies it)
 """
 
 from __future__ import annotations
@@ -235,8 +236,9 @@ L3_AGENT = RPCInterface("l3_agent", version="1.0", methods={
 })
 
 # L2 population (Neutron's q-agent-notifier): the network service -> every L2 agent.
-L2_AGENT = RPCInterface("q-agent-notifier", version="1.0", methods={
+L2_AGENT = RPCInterface("q-agent-notifier", version="1.1", methods={
     "fdb_changed": "1.0",
+    "port_update": "1.1",
 })
 
 ALL = (COMPUTE, CONDUCTOR, SCHEDULER, NETWORK, PLUGIN, SECURITY_GROUP_PLUGIN, DHCP_PLUGIN, METADATA_PLUGIN,

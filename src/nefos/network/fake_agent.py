@@ -10,6 +10,11 @@ for an unplugged one (unless it was plugged again meanwhile, as in a hard
 reboot: then only the new plug is reported). Reports are made in order, one
 at a time; a failed report is retried.
 
+A port whose ``admin_state_up`` is false carries nothing, as with the real agent
+(``nefos.network.agents.l2_agent``): the agent serves ``q-agent-notifier`` like every L2 agent and,
+told of such a port plugged here (``port_update``), reports its device down (the port DOWN); told it is
+up again, it reports the device up (BUILD, then ACTIVE).
+
 ``stop()`` and ``start()`` act out an agent that is down: while the agent is
 stopped nothing is reported, so the ports of new guests stay DOWN; when it
 starts again it resynchronises with the switch (the driver's plugged VIFs):
@@ -23,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from nefos.network.agents.rpc import L2PluginAPI as PluginAPI, report_context
+from nefos.network.agents.rpc import L2_AGENT_TOPIC, L2AgentEndpoint, L2PluginAPI as PluginAPI, report_context
 
 LOG = logging.getLogger(__name__)
 
@@ -43,6 +48,7 @@ class FakeL2Agent:
         self._worker: asyncio.Task | None = None
         # device -> "up" once reported up; kept on the driver so it survives a new agent object
         self.reported: dict[str, str] = driver.__dict__.setdefault("l2_agent_reported", {})
+        self.endpoint = L2AgentEndpoint(self)
         driver.vif_listener = self
 
     # The driver's callbacks (synchronous, never block) ---------------------------------
@@ -51,6 +57,15 @@ class FakeL2Agent:
 
     def device_unplugged(self, device: str) -> None:
         self._enqueue("down", device)
+
+    # What the network service says (q-agent-notifier) ------------------------------------
+    def port_updated(self, port_id: str) -> None:
+        """``port_id``'s ``admin_state_up`` changed: look at its device again if it is plugged here."""
+        if port_id in self.driver.plugged_vifs:
+            self.device_plugged(port_id)
+
+    def fdb_changed(self, network_ids: list[str] | None) -> None:
+        """L2 population: the fake switch has no tunnels."""
 
     def _enqueue(self, kind: str, device: str) -> None:
         if not self.running or self._queue is None:
@@ -65,6 +80,7 @@ class FakeL2Agent:
         self.running = True
         self._queue = asyncio.Queue()
         self._worker = asyncio.create_task(self._work(), name=f"{self.agent_id}")
+        await self.rt.bus.serve(L2_AGENT_TOPIC, self.endpoint, host=self.host)
         # Resynchronise with the switch: what changed while the agent was not looking.
         plugged = set(self.driver.plugged_vifs)
         for device in sorted(plugged):
@@ -75,6 +91,8 @@ class FakeL2Agent:
         LOG.info("%s started", self.agent_id)
 
     async def stop(self) -> None:
+        if self.running:
+            await self.rt.bus.unserve(self.endpoint)
         self.running = False
         if self._worker is not None:
             self._worker.cancel()
@@ -126,6 +144,11 @@ class FakeL2Agent:
                 details = await self.plugin.get_device_details(device)
                 if "port_id" not in details:
                     LOG.debug("%s: device %s is not a port bound here", self.agent_id, device)
+                    return
+                if not details.get("admin_state_up", True):
+                    self.reported.pop(device, None)
+                    await self.plugin.update_device_down(device)
+                    LOG.info("%s: device %s administratively down: taken down", self.agent_id, device)
                     return
                 await self.plugin.update_device_up(device)
                 self.reported[device] = "up"

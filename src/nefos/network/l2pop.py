@@ -14,6 +14,10 @@ When ports are created, bound, unbound, moved or deleted, the network service fa
 (``L2popNotifier``, a network change listener of the manager); a new VTEP (an agent that started,
 or whose address changed) is fanned out for every network. Agents also resync every few seconds,
 the backstop for a notification lost.
+
+The same notifier tells the L2 agents of a port whose ``admin_state_up`` changed (``port_update``,
+Neutron's ``AgentNotifierApi.port_update``), once the change committed: the agent of the port's
+host takes the device down (the port DOWN) or brings it back (ACTIVE).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from sqlalchemy import select
 from nefos.bus import interfaces
 from nefos.context import RequestContext, admin_context
 from nefos.db.models import IPAllocation, Network, NetworkAgent, Port
+from nefos.db.session import after_commit
 from nefos.network.agent_notifier import AgentNotifier
 from nefos.network.agents.rpc import L2_AGENT, L2_AGENT_TOPIC  # noqa: F401
 from nefos.network.segments import VXLAN
@@ -72,7 +77,8 @@ async def fdb_entries(rt, host: str, network_ids: list[str] | None = None) -> di
 
 class L2popNotifier(AgentNotifier):
     """The network service's side of ``q-agent-notifier``: a network change listener of the manager
-    (ports created, bound, moved, deleted) and the state reports' listener (a VTEP appeared)."""
+    (ports created, bound, moved, deleted), the state reports' listener (a VTEP appeared) and a
+    port change hook (a bound port's ``admin_state_up`` changed)."""
 
     interface = interfaces.L2_AGENT
     agents = "L2 agents"
@@ -87,3 +93,13 @@ class L2popNotifier(AgentNotifier):
 
     def vtep_changed(self, ctx: RequestContext | None, host: str) -> None:
         self._fanout(ctx, f"VTEP of {host}", "fdb_changed", network_ids=None)
+
+    async def on_port_change(self, s, ctx: RequestContext | None, before: dict | None, after: dict | None) -> None:
+        """A port change hook (inside the port's transaction): a bound port taken down or brought
+        back up is told to the L2 agents once the change committed."""
+        if (before is None or after is None or not after.get("binding:host_id")
+                or bool(before.get("admin_state_up")) == bool(after.get("admin_state_up"))):
+            return
+        port_id = after["id"]
+        after_commit(s, lambda: self._fanout(ctx, f"admin_state_up of port {port_id}", "port_update",
+                                             port_id=port_id))

@@ -27,6 +27,7 @@ class NetworkComponent(Component):
         from nefos.network.l2pop import L2popNotifier
         self.l2pop_notifier = L2popNotifier(rt.bus)
         self.manager.add_network_change_listener(self.l2pop_notifier.network_changed)
+        self.manager.add_port_change_hook(self.l2pop_notifier.on_port_change)  # admin_state_up -> the agents
         self.agent_surfaces = {topics.PLUGIN_TOPIC: self.plugin_endpoint,
                                topics.SECURITY_GROUP_TOPIC: SecurityGroupCallbacks(self.manager),
                                topics.DHCP_PLUGIN_TOPIC: DhcpCallbacks(self.manager),

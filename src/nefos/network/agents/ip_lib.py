@@ -22,6 +22,17 @@ def device_exists(name: str) -> bool:
     return Path(f"/sys/class/net/{name}").exists()
 
 
+IFF_UP = 0x1
+
+
+def link_is_up(name: str) -> bool:
+    """Whether ``name`` is administratively up (``ip link set ... up``); False when it is gone."""
+    try:
+        return bool(int(Path(f"/sys/class/net/{name}/flags").read_text(), 16) & IFF_UP)
+    except (OSError, ValueError):
+        return False
+
+
 async def ip(*args: str) -> tuple[int, str]:
     """``ip args``: (return code, its error output)."""
     proc = await asyncio.create_subprocess_exec("ip", *args, stdout=asyncio.subprocess.DEVNULL,
@@ -46,6 +57,11 @@ async def ensure_bridge(name: str, mtu: int | None = None) -> None:
         rc, err = await ip(*up)
         if rc != 0:
             raise exceptions.InstanceDeployFailure(reason=f"cannot bring bridge {name} up: {err}")
+
+
+async def set_link_up(dev: str, up: bool) -> tuple[int, str]:
+    """``ip link set dev up|down``: (return code, ``ip``'s error)."""
+    return await ip("link", "set", "dev", dev, "up" if up else "down")
 
 
 async def enslave(dev: str, bridge: str, mtu: int | None = None) -> tuple[int, str]:

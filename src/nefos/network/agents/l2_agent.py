@@ -14,6 +14,13 @@ to it and reports ``update_device_up`` (the port goes ACTIVE, the server gets
 ``network-vif-plugged``). A tap already in its network's bridge (a domain
 defined with ``<interface type='bridge'>``, or wired by hand) is only reported.
 When the device disappears: ``update_device_down`` (``network-vif-unplugged``).
+
+A port whose ``admin_state_up`` is false carries nothing (Neutron's linuxbridge agent): the agent
+sets its tap down (``ip link set <tap> down``: the bridge port is disabled, no frame crosses it
+either way) and reports ``update_device_down`` (the port DOWN). The network service tells the agents
+when a port's ``admin_state_up`` changes (``port_update`` on ``q-agent-notifier``, served by every
+L2 agent); the agent then looks at the device again as it does at its start: down again if still
+down, else back into its bridge, up, and reported up (the port ACTIVE).
 It removes the bridges it has seen in use once their network is gone and
 nothing is plugged into them (every ``BRIDGE_GC_INTERVAL`` seconds; bridges of
 other clouds on the same machine are never its business).
@@ -45,7 +52,8 @@ from pathlib import Path
 
 from nefos.component import Component
 from nefos.network.agents.firewall import Firewall, PortFilter
-from nefos.network.agents.ip_lib import bridge_exists, device_exists, enslave, ensure_bridge
+from nefos.network.agents.ip_lib import (bridge_exists, device_exists, enslave, ensure_bridge, link_is_up,
+                                         set_link_up)
 from nefos.network.agents.rpc import (L2_AGENT, L2_AGENT_TOPIC, L2AgentEndpoint, L2PluginAPI,
                                       SecurityGroupPluginAPI, StateReportAPI, TAP_PREFIX, report_context)
 from nefos.waiting import cancel_and_wait, event_set_within
@@ -171,10 +179,10 @@ class L2Agent(Component):
         self._gc = asyncio.create_task(self._gc_loop(), name=f"{self.name}:bridges")
         if await self._bridge_netfilter():
             self._sg = asyncio.create_task(self._sg_loop(), name=f"{self.name}:security-groups")
+        await self.rt.bus.serve(L2_AGENT_TOPIC, self.endpoint, host=self.host)  # port_update, fdb_changed
+        self._serving = True
         if self.local_ip:
             await self.state_reports.report_state(L2_AGENT, started=True, tunneling_ip=self.local_ip)
-            await self.rt.bus.serve(L2_AGENT_TOPIC, self.endpoint, host=self.host)
-            self._serving = True
             self._fdb_full = True
             self._fdb = asyncio.create_task(self._fdb_loop(), name=f"{self.name}:fdb")
         await self._resync()
@@ -271,6 +279,14 @@ class L2Agent(Component):
 
     async def remove_firewall(self) -> None:
         await self.firewall.remove()
+
+    # Administrative state ----------------------------------------------------------------------------
+    def port_updated(self, port_id: str) -> None:
+        """The network service says ``port_id``'s ``admin_state_up`` changed: look at its device
+        again (in order with the other reports), if it is on this host."""
+        tap = TAP_PREFIX + port_id[:11]
+        if tap in self._seen:
+            self._enqueue("up", tap)
 
     # VXLAN and L2 population ----------------------------------------------------------------------
     def fdb_changed(self, network_ids: list[str] | None) -> None:
@@ -438,6 +454,12 @@ class L2Agent(Component):
                     return False
                 raise RuntimeError(f"cannot put {tap} into {bridge}: {err}")
             LOG.info("%s: %s wired into %s", self.name, tap, bridge)
+        elif not link_is_up(tap):  # taken down while its port was administratively down
+            rc, err = await set_link_up(tap, True)
+            if rc != 0:
+                if not device_exists(tap) or tap not in self._seen:
+                    return False
+                raise RuntimeError(f"cannot bring {tap} up: {err}")
         self.bridges.add(bridge)
         return True
 
@@ -451,6 +473,9 @@ class L2Agent(Component):
                     LOG.debug("%s: %s is no port bound here", self.name, tap)
                     return
                 port_id = details["port_id"]
+                if not details.get("admin_state_up", True):
+                    await self._take_down(tap, port_id)
+                    return
                 LOG.info("%s: device %s (port %s) appeared: wiring it", self.name, tap, port_id)
                 if not await self._wire(tap, BRIDGE_PREFIX + details["network_id"][:11], details):
                     return  # gone meanwhile
@@ -463,6 +488,16 @@ class L2Agent(Component):
                     return
                 await self.plugin.update_device_down(port_id)
                 LOG.info("%s: device %s (port %s) down", self.name, tap, port_id)
+
+    async def _take_down(self, tap: str, port_id: str) -> None:
+        """The port is administratively down: its tap down (no frame in or out), the port DOWN."""
+        if link_is_up(tap):
+            rc, err = await set_link_up(tap, False)
+            if rc != 0 and device_exists(tap):
+                raise RuntimeError(f"cannot take {tap} down: {err}")
+        self.devices.pop(tap, None)
+        await self.plugin.update_device_down(port_id)
+        LOG.info("%s: device %s (port %s) administratively down: taken down", self.name, tap, port_id)
 
 
 def component(rt, host: str | None = None) -> Component:

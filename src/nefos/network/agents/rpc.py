@@ -17,7 +17,8 @@ Agent -> service (call):
 * ``q-l3-plugin`` (``L3PluginAPI``): the routers' configuration.
 
 Service -> agents (fanout): ``dhcp_agent`` (``network_changed``), ``l3_agent``
-(``routers_updated``), ``q-agent-notifier`` (L2 population: ``fdb_changed``).
+(``routers_updated``), ``q-agent-notifier`` (L2 population: ``fdb_changed``; a port's
+administrative state: ``port_update``).
 """
 
 from __future__ import annotations
@@ -215,7 +216,8 @@ class L3AgentEndpoint(Endpoint):
 
 
 class L2AgentEndpoint(Endpoint):
-    """The L2 agent's side of ``q-agent-notifier`` (L2 population)."""
+    """The L2 agent's side of ``q-agent-notifier``: L2 population, and ports whose administrative
+    state changed (Neutron's ``port_update``)."""
 
     rpc_interface = interfaces.L2_AGENT
 
@@ -225,3 +227,8 @@ class L2AgentEndpoint(Endpoint):
     async def fdb_changed(self, ctx: RequestContext, network_ids: list[str]) -> None:
         """Ports of these networks were bound, unbound or moved: their forwarding entries changed."""
         self.agent.fdb_changed(network_ids)
+
+    async def port_update(self, ctx: RequestContext, port_id: str) -> None:
+        """``port_id``'s ``admin_state_up`` changed: the agent whose host has its device takes the
+        device down (and the port DOWN) or brings it back up (the port ACTIVE)."""
+        self.agent.port_updated(port_id)
