@@ -33,6 +33,7 @@ q-plugin    1.0  the L2/DHCP agents' reports of Nefos 0.9.0
 q-plugin    1.1: the L2 agent's device lists, networks and L2 population entries
                  (get_devices_details_list, get_devices_on_host, get_known_devices,
                  get_network_ids, get_fdb_entries)
+q-plugin    1.2: get_devices_admin_state (the L2 agent's periodic look at its ports' admin_state_up)
 q-l3-plugin 1.0  the L3 agent's sync of Nefos 0.9.0
 dhcp_agent  1.0  the network service's fanout to DHCP agents of Nefos 0.9.0
 l3_agent    1.0  the network service's fanout to L3 agents of Nefos 0.9.0
@@ -190,7 +191,7 @@ NETWORK = RPCInterface("network", version="1.1", binary="nefos-network", methods
 
 # Agents -> the network service (Neutron's q-plugin, q-securitygroup-plugin, q-dhcp-plugin,
 # q-metadata, q-reports-plugin and q-l3-plugin topics; nefos.network.agents.rpc).
-PLUGIN = RPCInterface("q-plugin", version="1.1", methods={
+PLUGIN = RPCInterface("q-plugin", version="1.2", methods={
     # (a 0.9.0 DHCP agent's report; the DHCP agent now says it on q-dhcp-plugin)
     "dhcp_ready_on_ports": "1.0",
     "get_device_details": "1.0",
@@ -201,6 +202,7 @@ PLUGIN = RPCInterface("q-plugin", version="1.1", methods={
     "get_known_devices": "1.1",
     "get_network_ids": "1.1",
     "get_fdb_entries": "1.1",
+    "get_devices_admin_state": "1.2",
 })
 
 SECURITY_GROUP_PLUGIN = RPCInterface("q-securitygroup-plugin", version="1.0", methods={

@@ -170,6 +170,12 @@ class L2AgentCallbacks(Endpoint):
                 Port.binding_host_id == agent_host, Port.status.in_(("ACTIVE", "BUILD")),
                 Port.device_owner.like("compute:%")).order_by(Port.id))).scalars())
 
+    async def get_devices_admin_state(self, ctx: RequestContext, agent_host: str) -> dict[str, bool]:
+        """port id -> ``admin_state_up`` of the instance ports bound to ``agent_host``."""
+        async with self.manager.rt.db.reader() as s:
+            return {pid: bool(up) for pid, up in (await s.execute(select(Port.id, Port.admin_state_up).where(
+                Port.binding_host_id == agent_host, Port.device_owner.like("compute:%")))).all()}
+
     async def get_known_devices(self, ctx: RequestContext, devices: list[str], agent_host: str) -> list[str]:
         """Which of the taps ``devices`` belong to a port that exists (bound anywhere)."""
         taps = [d for d in devices if d.startswith(TAP_PREFIX) and len(d) > len(TAP_PREFIX)]

@@ -20,7 +20,9 @@ sets its tap down (``ip link set <tap> down``: the bridge port is disabled, no f
 either way) and reports ``update_device_down`` (the port DOWN). The network service tells the agents
 when a port's ``admin_state_up`` changes (``port_update`` on ``q-agent-notifier``, served by every
 L2 agent); the agent then looks at the device again as it does at its start: down again if still
-down, else back into its bridge, up, and reported up (the port ACTIVE).
+down, else back into its bridge, up, and reported up (the port ACTIVE). Every
+``ADMIN_STATE_SYNC_INTERVAL`` seconds it also compares its taps with their ports'
+``admin_state_up`` (``get_devices_admin_state``), the backstop for a ``port_update`` lost.
 It removes the bridges it has seen in use once their network is gone and
 nothing is plugged into them (every ``BRIDGE_GC_INTERVAL`` seconds; bridges of
 other clouds on the same machine are never its business).
@@ -71,6 +73,7 @@ RETRY_DELAY = 1.0
 BRIDGE_PREFIX = "brq"
 BRIDGE_GC_INTERVAL = 5.0
 SG_SYNC_INTERVAL = 0.5
+ADMIN_STATE_SYNC_INTERVAL = 2.0  # taps vs their ports' admin_state_up (the backstop for a port_update lost)
 FDB_SYNC_INTERVAL = 5.0  # every VXLAN network's entries again (the backstop for a lost fdb_changed)
 BRIDGE_NF = "/proc/sys/net/bridge/bridge-nf-call-iptables"
 BRIDGE_NF6 = "/proc/sys/net/bridge/bridge-nf-call-ip6tables"
@@ -152,6 +155,8 @@ class L2Agent(Component):
         self._sg: asyncio.Task | None = None
         self._sg_lock = asyncio.Lock()  # the periodic sync and a wiring's sync never interleave
         self._fenced: set[str] = set()  # taps cut off (their port is gone), for as long as they exist
+        self._taken_down: set[str] = set()  # taps set down because their port is administratively down
+        self._admin: asyncio.Task | None = None
         # VXLAN ([vxlan] local_ip): this host's tunnels to the others (nefos.network.agents.vxlan)
         self.local_ip = getattr(rt.cfg, "local_ip", "") or None
         self.state_reports = StateReportAPI(rt.bus, self.host)
@@ -177,6 +182,7 @@ class L2Agent(Component):
         asyncio.get_running_loop().add_reader(sock.fileno(), self._readable)
         self._worker = asyncio.create_task(self._work(), name=self.name)
         self._gc = asyncio.create_task(self._gc_loop(), name=f"{self.name}:bridges")
+        self._admin = asyncio.create_task(self._admin_state_loop(), name=f"{self.name}:admin-state")
         if await self._bridge_netfilter():
             self._sg = asyncio.create_task(self._sg_loop(), name=f"{self.name}:security-groups")
         await self.rt.bus.serve(L2_AGENT_TOPIC, self.endpoint, host=self.host)  # port_update, fdb_changed
@@ -200,8 +206,8 @@ class L2Agent(Component):
             self._serving = False
             with contextlib.suppress(Exception):
                 await self.rt.bus.unserve(self.endpoint)
-        await cancel_and_wait(self._worker, self._gc, self._sg, self._fdb)
-        self._worker = self._gc = self._sg = self._fdb = None
+        await cancel_and_wait(self._worker, self._gc, self._sg, self._fdb, self._admin)
+        self._worker = self._gc = self._sg = self._fdb = self._admin = None
         self._queue = None
         LOG.info("%s stopped", self.name)
 
@@ -287,6 +293,31 @@ class L2Agent(Component):
         tap = TAP_PREFIX + port_id[:11]
         if tap in self._seen:
             self._enqueue("up", tap)
+
+    async def check_admin_state(self) -> list[str]:
+        """Taps whose state disagrees with their port's ``admin_state_up`` (up while the port is
+        down, or taken down while it is up again) are looked at again; returns them."""
+        present = sorted(self._seen)
+        if not present:
+            return []
+        by_tap = {TAP_PREFIX + pid[:11]: up for pid, up in (await self.plugin.get_devices_admin_state()).items()}
+        stale = [tap for tap in present if tap in by_tap and (
+            (not by_tap[tap] and link_is_up(tap)) or (by_tap[tap] and tap in self._taken_down))]
+        for tap in stale:
+            LOG.warning("%s: %s is %s but its port is administratively %s: applying it", self.name, tap,
+                        "up" if link_is_up(tap) else "down", "up" if by_tap[tap] else "down")
+            self._enqueue("up", tap)
+        return stale
+
+    async def _admin_state_loop(self) -> None:
+        while True:
+            await asyncio.sleep(ADMIN_STATE_SYNC_INTERVAL)
+            try:
+                await self.check_admin_state()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                LOG.exception("%s: administrative state check failed", self.name)
 
     # VXLAN and L2 population ----------------------------------------------------------------------
     def fdb_changed(self, network_ids: list[str] | None) -> None:
@@ -406,6 +437,7 @@ class L2Agent(Component):
                     self._enqueue("up", name)
                 elif mtype == RTM_DELLINK and name in self._seen:
                     self._seen.discard(name)
+                    self._taken_down.discard(name)
                     self._enqueue("down", name)
 
     def _enqueue(self, kind: str, tap: str) -> None:
@@ -461,6 +493,7 @@ class L2Agent(Component):
                     return False
                 raise RuntimeError(f"cannot bring {tap} up: {err}")
         self.bridges.add(bridge)
+        self._taken_down.discard(tap)
         return True
 
     async def _report(self, kind: str, tap: str) -> None:
@@ -496,6 +529,7 @@ class L2Agent(Component):
             if rc != 0 and device_exists(tap):
                 raise RuntimeError(f"cannot take {tap} down: {err}")
         self.devices.pop(tap, None)
+        self._taken_down.add(tap)
         await self.plugin.update_device_down(port_id)
         LOG.info("%s: device %s (port %s) administratively down: taken down", self.name, tap, port_id)
 

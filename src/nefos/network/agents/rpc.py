@@ -104,6 +104,10 @@ class L2PluginAPI(_Client):
         """The instance ports bound to this host that are ACTIVE or BUILD (their taps should be here)."""
         return await self._call("get_devices_on_host")
 
+    async def get_devices_admin_state(self) -> dict[str, bool]:
+        """port id -> ``admin_state_up`` of the instance ports bound to this host."""
+        return await self._call("get_devices_admin_state")
+
     async def get_known_devices(self, devices: list[str]) -> list[str]:
         """Which of these taps belong to a port that exists (any host)."""
         return await self._call("get_known_devices", devices=sorted(devices))
