@@ -213,6 +213,18 @@ class Config(BaseModel):
     dashboard_enabled: bool = True
     dashboard_host: str = ""
     dashboard_port: int = Field(default=8800, ge=1, le=65535)
+    # Its sessions (in the process's memory): a user's sign-in beyond dashboard_max_sessions_per_user
+    # ends that user's oldest session; a store of dashboard_max_sessions live sessions refuses a new
+    # user's sign-in (503) rather than end someone else's.
+    dashboard_max_sessions: int = Field(default=10000, ge=1)
+    dashboard_max_sessions_per_user: int = Field(default=10, ge=1)
+    # Its live pages' event streams (GET /events, each relayed to the Compute API's stream over a
+    # connection pool of their own, apart from the pages' API calls): at most this many per
+    # session (a browser opens at most six connections to a site: four streams leave two for
+    # pages), per user and in all; beyond them 429.
+    dashboard_max_streams_per_session: int = Field(default=4, ge=1)
+    dashboard_max_streams_per_user: int = Field(default=8, ge=1)
+    dashboard_max_streams: int = Field(default=200, ge=1)
 
     # Remote consoles (Nova's [vnc] and [consoleauth] options). The websocket proxy is Nova's
     # nova-novncproxy: `nefos novncproxy`, and part of `nefos up` when vnc_enabled.

@@ -1,19 +1,24 @@
 """The web console in a real browser: Playwright driving Debian's Chromium (headless) against a cloud
-with Keystone sign-in, as a user clicks through it. Screenshots of each step are kept in
+with Keystone sign-in, as a user clicks through it, and a page that is refused its live stream
+asking again later. Screenshots of each step are kept in
 ``test-output/dashboard/`` (``NEFOS_TEST_ARTIFACTS`` moves it), the CI run's artifacts."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shutil
+import time
 from pathlib import Path
 
 import httpx
 import pytest
 from playwright.async_api import async_playwright, expect
 
+from nefos.config import Config
 from nefos.identity.bootstrap import bootstrap
+from tests.dashboard.console import open_stream
 from tests.pipeline.conftest import start_cloud, stop_cloud
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -143,3 +148,41 @@ async def test_the_admin_sees_a_host_auto_disabled_and_back(cloud, browser):
     await expect(row.locator(".badge")).to_have_count(0)
     assert await page.evaluate("window.__notReloaded === true")
     await page.screenshot(path=out / "3-enabled-again.png", full_page=True)
+
+
+async def test_a_page_refused_its_live_stream_asks_again_later_and_follows_once_there_is_room(cloud, browser):
+    page = await browser.new_page()
+    await sign_in(page, cloud, "demo")
+    await page.get_by_role("link", name="Networks").click()  # a page without a live stream
+    # The session's other live pages (here: streams opened with its cookie) take its whole budget,
+    # once the servers' page has given its stream back.
+    [session] = [c for c in await page.context.cookies() if c["name"] == "nefos_session"]
+    held = httpx.AsyncClient(base_url=f"http://127.0.0.1:{cloud.rt.cfg.dashboard_port}", timeout=30,
+                             cookies={"nefos_session": session["value"]})
+    streams = []
+    deadline = time.monotonic() + 15
+    while len(streams) < Config.model_fields["dashboard_max_streams_per_session"].default:
+        stream = await open_stream(held)
+        if stream.status_code == 200:
+            streams.append(stream)
+            continue
+        await stream.aclose()
+        assert time.monotonic() < deadline, "the servers' page never gave its stream back"
+        await asyncio.sleep(0.1)
+    asked: list[tuple[float, int]] = []
+    page.on("response", lambda r: asked.append((time.monotonic(), r.status)) if "/events" in r.url else None)
+    await page.get_by_role("link", name="Servers").click()
+    await expect(page.get_by_role("heading", name="Servers")).to_be_visible()
+    deadline = time.monotonic() + 15
+    while len(asked) < 2:
+        assert time.monotonic() < deadline, asked
+        await asyncio.sleep(0.1)
+    # Refused, and asked again seconds later, not at once (an EventSource left to itself would not
+    # ask again at all after a 429).
+    assert [status for _t, status in asked[:2]] == [429, 429]
+    assert asked[1][0] - asked[0][0] >= 2.4
+    assert await page.locator("#main").get_attribute("data-connected") != "true"
+    for stream in streams:
+        await stream.aclose()
+    await expect(page.locator("#main")).to_have_attribute("data-connected", "true", timeout=30000)
+    await held.aclose()

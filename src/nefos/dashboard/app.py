@@ -15,8 +15,8 @@ from starlette.staticfiles import StaticFiles
 from nefos import metrics, rest
 from nefos.dashboard import infrastructure, live, pages
 from nefos.dashboard.api_client import ApiError, SignInRefused, sign_in
-from nefos.dashboard.sessions import COOKIE, SessionStore
-from nefos.dashboard.web import HERE, BadForm, SignInNeeded, form_of, render
+from nefos.dashboard.sessions import COOKIE, SIGN_IN_COOKIE, SessionStore, SignInTokens, StoreFull
+from nefos.dashboard.web import HERE, BadForm, CrossSiteForm, SignInNeeded, form_of, render
 
 _HEADERS = {
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; "
@@ -32,8 +32,10 @@ def create_app(cfg, identity_url: str) -> FastAPI:
     app = FastAPI(title="Nefos console", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.cfg = cfg
     app.state.identity_url = identity_url
-    app.state.sessions = SessionStore()
-    app.state.http = httpx.AsyncClient(timeout=30)
+    app.state.sessions = SessionStore(cfg.dashboard_max_sessions, cfg.dashboard_max_sessions_per_user)
+    app.state.sign_in_tokens = SignInTokens()
+    app.state.http = httpx.AsyncClient(timeout=30)  # the pages' API calls; the streams have their own
+    live.set_up(app, cfg)
 
     # Each request counted, timed and written as an access line, as every API's.
     app.add_middleware(rest.RequestLogMiddleware, service="dashboard")
@@ -68,30 +70,48 @@ def create_app(cfg, identity_url: str) -> FastAPI:
     async def _bad_form(request: Request, exc: BadForm):
         return render(request, "error.html", status=400, message=str(exc), code=400)
 
+    @app.exception_handler(CrossSiteForm)
+    async def _cross_site(request: Request, exc: CrossSiteForm):
+        return render(request, "error.html", status=403, message="This form was sent from another site.", code=403)
+
     @app.get("/", include_in_schema=False)
     async def home(request: Request):
         return RedirectResponse("/servers", status_code=303)
 
+    def sign_in_form(request: Request, status: int = 200, **values) -> Response:
+        """The sign-in form with its CSRF token, bound to the browser's sign-in cookie (set here
+        when the browser has none)."""
+        cookie = request.cookies.get(SIGN_IN_COOKIE) or SignInTokens.new_cookie()
+        response = render(request, "login.html", status=status, csrf=app.state.sign_in_tokens.token(cookie), **values)
+        response.set_cookie(SIGN_IN_COOKIE, cookie, httponly=True, samesite="strict", path="/login")
+        return response
+
     @app.get("/login", include_in_schema=False)
     async def login_page(request: Request, next: str = "/servers"):
-        return render(request, "login.html", next=_local(next), error=None)
+        return sign_in_form(request, next=_local(next), error=None)
 
     @app.post("/login", include_in_schema=False)
     async def login(request: Request):
         fields = await form_of(request, csrf=False)
+        if not app.state.sign_in_tokens.checks(request.cookies.get(SIGN_IN_COOKIE), fields.get("csrf")):
+            raise BadForm("The form has expired: reload the page and try again.")
         target = _local(fields.get("next", "/servers"))
+        username = fields.get("username", "")[:255]
         try:
-            session = await sign_in(app.state.http, identity_url, fields.get("username", "")[:255],
+            session = await sign_in(app.state.http, identity_url, username,
                                     fields.get("password", "")[:4096], fields.get("project", "")[:255])
+            key = app.state.sessions.add(session)
         except SignInRefused as exc:
-            return render(request, "login.html", status=401, next=target, error=str(exc),
-                          username=fields.get("username", ""))
+            return sign_in_form(request, status=401, next=target, error=str(exc), username=username)
         except httpx.TransportError:
-            return render(request, "login.html", status=503, next=target,
-                          error="The identity service does not answer.")
+            return sign_in_form(request, status=503, next=target, error="The identity service does not answer.")
+        except StoreFull:
+            return sign_in_form(request, status=503, next=target, username=username,
+                                error="Too many people are signed in to the console: try again later.")
         response = RedirectResponse(target, status_code=303)
-        response.set_cookie(COOKIE, app.state.sessions.add(session), httponly=True, samesite="strict",
+        response.set_cookie(COOKIE, key, httponly=True, samesite="strict",
                             path="/", max_age=max(60, int(session.expires - time.time())))
+        response.delete_cookie(SIGN_IN_COOKIE, path="/login")
         return response
 
     @app.post("/logout", include_in_schema=False)

@@ -13,7 +13,7 @@ from fastapi.responses import RedirectResponse, Response
 from nefos.objects import states
 
 from nefos.dashboard import timeline
-from nefos.dashboard.api_client import ApiError
+from nefos.dashboard.api_client import ApiError, CloudClient
 from nefos.dashboard.web import BadForm, cloud_of, form_of, is_uuid, render
 
 router = APIRouter()
@@ -28,6 +28,13 @@ def _server_id(value: str) -> str:
     if not is_uuid(value):
         raise ApiError(404, "No such server.")
     return value
+
+
+def _with_message(path: str, cloud: CloudClient, message: str) -> RedirectResponse:
+    """To ``path``, where the page shows ``message``: kept in the session, the address carries only
+    its key (a page never shows text from its address, which anyone can write into a link)."""
+    return RedirectResponse(f"{path}?" + urllib.parse.urlencode({"error": cloud.session.keep_message(message)}),
+                            status_code=303)
 
 
 def server_view(server: dict) -> dict:
@@ -49,7 +56,7 @@ async def servers(request: Request, error: str | None = None):
         cloud.get("compute", "/flavors/detail"), cloud.get("network", "/v2.0/networks"))
     return render(request, "servers.html", servers=[server_view(s) for s in listed["servers"]],
                   images=images["images"], flavors=sorted(flavors["flavors"], key=lambda f: (f["ram"], f["id"])),
-                  networks=networks["networks"], error=error)
+                  networks=networks["networks"], error=cloud.session.take_message(error))
 
 
 @router.get("/servers/{server_id}/row", include_in_schema=False)
@@ -81,13 +88,13 @@ async def create_server(request: Request):
     except ApiError as exc:
         if exc.status >= 500:
             raise
-        return RedirectResponse("/servers?" + urllib.parse.urlencode({"error": exc.message}), status_code=303)
+        return _with_message("/servers", cloud, exc.message)
     return RedirectResponse("/servers", status_code=303)
 
 
 @router.get("/servers/{server_id}", include_in_schema=False)
-async def server_page(request: Request, server_id: str, action: str | None = None):
-    return await _server(request, server_id, action, "server.html")
+async def server_page(request: Request, server_id: str, action: str | None = None, error: str | None = None):
+    return await _server(request, server_id, action, "server.html", error)
 
 
 @router.get("/servers/{server_id}/summary", include_in_schema=False)
@@ -96,7 +103,7 @@ async def server_summary(request: Request, server_id: str, action: str | None = 
     return await _server(request, server_id, action, "server_summary.html")
 
 
-async def _server(request: Request, server_id: str, action: str | None, template: str):
+async def _server(request: Request, server_id: str, action: str | None, template: str, error: str | None = None):
     cloud = cloud_of(request)
     server_id = _server_id(server_id)
     server = (await cloud.get("compute", f"/servers/{server_id}"))["server"]
@@ -111,7 +118,7 @@ async def _server(request: Request, server_id: str, action: str | None, template
         detail = (await cloud.get("compute", f"/servers/{server_id}/os-instance-actions/"
                                              f"{chosen['request_id']}"))["instanceAction"]
     return render(request, template, server=server_view(server), actions=actions, action=detail,
-                  bars=timeline.bars(detail) if detail else [], error=request.query_params.get("error"))
+                  bars=timeline.bars(detail) if detail else [], error=cloud.session.take_message(error))
 
 
 @router.get("/servers/{server_id}/console", include_in_schema=False)
@@ -138,6 +145,5 @@ async def server_action(request: Request, server_id: str):
     except ApiError as exc:
         if exc.status >= 500:
             raise
-        return RedirectResponse(f"/servers/{server_id}?" + urllib.parse.urlencode({"error": exc.message}),
-                                status_code=303)
+        return _with_message(f"/servers/{server_id}", cloud, exc.message)
     return RedirectResponse(f"/servers/{server_id}", status_code=303)

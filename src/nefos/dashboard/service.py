@@ -32,6 +32,7 @@ class DashboardComponent(Component):
 
     async def stop(self) -> None:
         await self.app.state.http.aclose()
+        await self.app.state.relay_http.aclose()
 
 
 def component(rt) -> Component:

@@ -1,5 +1,5 @@
 """What every page of the web console uses: its templates, the signed-in user's session and API
-client, and posted forms (their CSRF token checked)."""
+client, and posted forms (where they come from and their CSRF token checked)."""
 
 from __future__ import annotations
 
@@ -30,6 +30,23 @@ class BadForm(Exception):
     pass
 
 
+class CrossSiteForm(Exception):
+    """A form posted from a page of another site (403)."""
+
+
+def from_this_site(request: Request) -> bool:
+    """Whether a posted form comes from this console's own pages, as its browser tells: the
+    ``Origin`` header, else the ``Referer``, must name this host (the ``Host`` the request came to;
+    Django's check). A post with neither (an older browser, a script) relies on the CSRF token alone;
+    ``Origin: null`` (a sandboxed frame, a file) is another site."""
+    source = request.headers.get("origin") or request.headers.get("referer")
+    if source is None:
+        return True
+    parsed = urllib.parse.urlsplit(source)
+    host = request.headers.get("host", "")
+    return parsed.scheme in ("http", "https") and bool(host) and parsed.netloc == host
+
+
 def is_uuid(value: str | None) -> bool:
     """Whether ``value`` is an id the console may put in an API's path: a UUID, nothing else (never ``../``)."""
     return bool(value) and _UUID.match(value) is not None
@@ -54,7 +71,10 @@ def cloud_of(request: Request) -> CloudClient:
 
 
 async def form_of(request: Request, *, csrf: bool = True) -> dict[str, str]:
-    """The posted form (URL-encoded, at most 64 KiB), its CSRF token checked against the session's."""
+    """The posted form (URL-encoded, at most 64 KiB) from one of this site's pages, its CSRF token
+    checked against the session's (``csrf=False``: the caller checks a token of its own)."""
+    if not from_this_site(request):
+        raise CrossSiteForm()
     body = b""
     async for chunk in request.stream():
         body += chunk

@@ -46,11 +46,31 @@ async function refreshInto(url, target) {
   placeBars(target);
 }
 
+const RETRY_FIRST_MS = 5000;
+const RETRY_MOST_MS = 300000;
+
 function follow(main) {
+  let url = "/events?of=" + encodeURIComponent(main.dataset.live);
+  if (main.dataset.live === "server") url += "&server=" + encodeURIComponent(main.dataset.server);
+  let delay = 0;
+  const connect = () => {
+    const source = new EventSource(url);
+    listen(main, source);
+    source.addEventListener("stream.connected", () => { main.dataset.connected = "true"; delay = 0; });
+    source.addEventListener("error", () => {
+      // A stream that ended is reopened by the browser itself; a refusal (429: too many live pages
+      // open, 401, 502) closes it for good: try again later, less often each time.
+      if (source.readyState !== EventSource.CLOSED) return;
+      main.dataset.connected = "false";
+      delay = Math.min(delay ? delay * 2 : RETRY_FIRST_MS, RETRY_MOST_MS);
+      setTimeout(connect, delay * (0.5 + Math.random() / 2));
+    });
+  };
+  connect();
+}
+
+function listen(main, source) {
   const live = main.dataset.live;
-  let url = "/events?of=" + encodeURIComponent(live);
-  if (live === "server") url += "&server=" + encodeURIComponent(main.dataset.server);
-  const source = new EventSource(url);
   const onServer = (event) => {
     const data = JSON.parse(event.data);
     if (live === "servers") later(data.server_id, () => refreshRow(data.server_id));
@@ -67,7 +87,6 @@ function follow(main) {
   for (const kind of ["host.up", "host.down", "host.disabled", "host.enabled"]) {
     source.addEventListener(kind, onHost);
   }
-  source.addEventListener("stream.connected", () => { main.dataset.connected = "true"; });
 }
 
 async function submitInPlace(event) {
@@ -82,7 +101,9 @@ async function submitInPlace(event) {
       method: "POST", credentials: "same-origin", body: new URLSearchParams(new FormData(form)),
     });
     const landed = new URL(response.url);
-    const error = landed.searchParams.get("error");
+    // The message is the landed page's own (the console's words, never its address's).
+    const shown = new DOMParser().parseFromString(await response.text(), "text/html").getElementById("flash");
+    const error = shown ? shown.textContent.trim() : "";
     const flash = document.getElementById("flash");
     if (flash) flash.textContent = error || (response.ok ? "" : "That did not work (" + response.status + ").");
     if (!error && response.ok && landed.pathname !== window.location.pathname) {
