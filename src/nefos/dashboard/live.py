@@ -27,6 +27,7 @@ router = APIRouter()
 
 _LAST_ID = re.compile(r"^[0-9]{1,18}$")
 RETRY_AFTER = "30"  # seconds, when a refusal names none
+HEADERS_TIMEOUT = 30.0  # for the Compute API to answer a stream's request
 
 
 class StreamBudget:
@@ -121,9 +122,11 @@ async def events(request: Request, of: str = "servers", server: str | None = Non
                 await upstream.aclose()
 
     try:
-        upstream = await state.relay_http.send(
-            state.relay_http.build_request("GET", url, headers=headers, params=params), stream=True)
-    except httpx.TransportError:
+        # The stream's body may be quiet for long (read=None), its answer may not.
+        async with asyncio.timeout(HEADERS_TIMEOUT):
+            upstream = await state.relay_http.send(
+                state.relay_http.build_request("GET", url, headers=headers, params=params), stream=True)
+    except (httpx.TransportError, TimeoutError):
         await release()
         return _refused(503, RETRY_AFTER)
     except BaseException:
@@ -135,8 +138,8 @@ async def events(request: Request, of: str = "servers", server: str | None = Non
         if status == 401:  # the token is no longer valid: nor is the session
             state.sessions.remove(session_key)
             return _refused(401)
-        if status == 429:
-            return _refused(429, retry_after or RETRY_AFTER)
+        if status in (429, 503):  # the API's own bounds: as it says, when to ask again
+            return _refused(status, retry_after or RETRY_AFTER)
         return _refused(403 if status == 403 else 502, RETRY_AFTER)
     return _Relay(_relayed(upstream, state.stopping), release)
 
