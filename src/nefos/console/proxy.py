@@ -2,7 +2,8 @@
 
 HTTP: the noVNC client's files from ``novncproxy_web`` (Nova's ``web``); the console pages
 (``vnc_auto.html``, ``vnc_lite.html``, ``vnc.html``) fall back to a small page of our own when the
-directory has none (``console.page``).
+directory has none (``console.page``). A file that is not there, or a directory that is not
+installed, is 404; ``/healthcheck`` answers as every API's does (oslo.middleware's).
 
 Websocket (any path, as websockify): the token is the ``token`` query parameter, or a ``token``
 cookie (noVNC before 1.1). As Nova's proxy, it is looked up (``objects.console_auth_tokens``:
@@ -23,12 +24,13 @@ from http.cookies import CookieError, SimpleCookie
 from pathlib import Path
 from urllib.parse import urlparse
 
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse
 from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from nefos import exceptions
+from nefos import exceptions, metrics
 from nefos.compute.rpcapi import ComputeRPCAPI
 from nefos.console.page import PAGE
 from nefos.context import admin_context
@@ -62,9 +64,18 @@ class NoVNCProxy:
             response = PlainTextResponse("Method Not Allowed", status_code=405, headers={"Allow": "GET, HEAD"})
             return await response(scope, receive, send)
         path = scope["path"]
+        if path == "/healthcheck":
+            response = metrics.healthcheck_response(request.method, self.rt.cfg.healthcheck_disable_by_file_path)
+            return await response(scope, receive, send)
         if path in PAGES and not self._has_page(path):
             return await HTMLResponse(PAGE)(scope, receive, send)
-        await self.static(scope, receive, send)
+        if not self.web.is_dir():  # noVNC not installed: no file of it is here
+            return await PlainTextResponse("Not Found", status_code=404)(scope, receive, send)
+        try:
+            response = await self.static.get_response(self.static.get_path(scope), scope)
+        except HTTPException as exc:  # not found, or a path out of the directory
+            response = PlainTextResponse(exc.detail, status_code=exc.status_code, headers=exc.headers)
+        await response(scope, receive, send)
 
     def _has_page(self, path: str) -> bool:
         name = path.lstrip("/") or "index.html"
