@@ -293,7 +293,7 @@ class Config(BaseModel):
     password_hash_rounds: int = 15  # scrypt cost, log2(N)
     # Failed logins in a row (within lockout_duration) after which a user is locked out for
     # lockout_duration seconds (Keystone's options; 6 as its PCI-DSS guidance); 0 disables lockout.
-    # Users holding the admin role are never locked out, so nobody can lock the operator out.
+    # A user with Keystone's option ignore_lockout_failure_attempts (the services' account) is exempt.
     lockout_failure_attempts: int = 6
     lockout_duration: float = 1800.0
     admin_password: str = ""  # bootstrap passwords; empty: generated once into <state_dir>/passwords.yaml

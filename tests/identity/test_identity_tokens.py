@@ -265,10 +265,12 @@ async def test_lockout_after_failed_logins(api, creds, cfg_overrides):
     assert r.status_code == 201  # others are unaffected
 
 
-async def test_lockout_is_on_with_the_shipped_defaults_and_spares_admins(api, rt, creds):
+async def test_lockout_is_on_with_the_shipped_defaults_and_locks_the_admin_too(api, rt, creds):
     """Keystone's lockout_failure_attempts, on by default (6 failures in a row lock a user for
-    lockout_duration); an admin is never locked out, so nobody can lock the operator out."""
+    lockout_duration): the admin role exempts nobody, so the admin's password cannot be guessed
+    without limit; once locked, the right password is refused without its hash being computed."""
     from nefos.config import Config
+    from nefos.identity import passwords
     defaults = Config()
     assert rt.cfg.lockout_failure_attempts == defaults.lockout_failure_attempts == 6
     assert rt.cfg.lockout_duration == defaults.lockout_duration == 1800.0
@@ -276,12 +278,76 @@ async def test_lockout_is_on_with_the_shipped_defaults_and_spares_admins(api, rt
         for _ in range(defaults.lockout_failure_attempts):
             r = await api.post("/v3/auth/tokens", json=password_auth(user, "wrong"))
             assert r.status_code == 401
-    r = await api.post("/v3/auth/tokens", json=password_auth("demo", creds["demo"]["password"]))
+    computed, runs = passwords.verify_password_sync, []
+    passwords.verify_password_sync = lambda *a: runs.append(1) or computed(*a)
+    try:
+        for user in ("demo", "admin"):
+            r = await api.post("/v3/auth/tokens", json=password_auth(user, creds[user]["password"]))
+            assert_keystone_error(r, 401, "Unauthorized")
+            assert "locked" in r.json()["error"]["message"]
+    finally:
+        passwords.verify_password_sync = computed
+    assert runs == []
+
+
+async def test_the_services_account_is_never_locked_out_with_the_shipped_defaults(api, rt, creds):
+    """The account the cloud's services sign in with carries Keystone's
+    ignore_lockout_failure_attempts from bootstrap: guessing at its name cannot stop the services."""
+    service = creds["service"]
+    for _ in range(rt.cfg.lockout_failure_attempts + 3):
+        r = await api.post("/v3/auth/tokens", json=password_auth(service["username"], "wrong"))
+        assert r.status_code == 401 and "locked" not in r.json()["error"]["message"]
+    token = await get_token(api, service["username"], service["password"], service["project_name"])
+    r = await api.get(f"/v3/users/{service['user_id']}", headers=auth(token))
+    assert r.status_code == 200, r.text
+    assert r.json()["user"]["options"] == {"ignore_lockout_failure_attempts": True}
+
+
+@pytest.mark.parametrize("cfg_overrides", [{"lockout_failure_attempts": 2, "lockout_duration": 60}])
+async def test_ignore_lockout_failure_attempts_is_set_and_unset_per_user(api, creds, admin_token,
+                                                                          cfg_overrides):
+    """Keystone's user option, set with PATCH /v3/users/{id} {"user": {"options": {...}}} and
+    unset with null: while set, failures never lock the user out; once unset, they do."""
+    demo_id, pw = creds["demo"]["user_id"], creds["demo"]["password"]
+    r = await api.patch(f"/v3/users/{demo_id}", headers=auth(admin_token),
+                        json={"user": {"options": {"ignore_lockout_failure_attempts": True}}})
+    assert r.status_code == 200, r.text
+    assert r.json()["user"]["options"] == {"ignore_lockout_failure_attempts": True}
+    for _ in range(5):
+        assert (await api.post("/v3/auth/tokens", json=password_auth("demo", "wrong"))).status_code == 401
+    assert (await api.post("/v3/auth/tokens", json=password_auth("demo", pw))).status_code == 201
+
+    r = await api.patch(f"/v3/users/{demo_id}", headers=auth(admin_token),
+                        json={"user": {"options": {"ignore_lockout_failure_attempts": None}}})
+    assert r.status_code == 200 and r.json()["user"]["options"] == {}, r.text
+    for _ in range(2):
+        assert (await api.post("/v3/auth/tokens", json=password_auth("demo", "wrong"))).status_code == 401
+    r = await api.post("/v3/auth/tokens", json=password_auth("demo", pw))
     assert r.status_code == 401 and "locked" in r.json()["error"]["message"]
-    for _ in range(3):  # more failures change nothing for an admin
-        await api.post("/v3/auth/tokens", json=password_auth("admin", "wrong"))
-    r = await api.post("/v3/auth/tokens", json=password_auth("admin", creds["admin"]["password"]))
-    assert r.status_code == 201, r.text
+
+
+async def test_user_options_refuse_unknown_names_and_non_booleans_and_members(api, creds, admin_token,
+                                                                              demo_token):
+    """An option Nefos does not implement, or a value neither boolean nor null, is 400 with
+    Keystone's error body and changes nothing; a member cannot exempt themself (403)."""
+    demo_id = creds["demo"]["user_id"]
+    for options in ({"lock_password": True}, {"ignore_lockout_failure_attempts": "yes"}, ["x"],
+                    {"ignore_lockout_failure_attempts": True, "bogus": None}):
+        r = await api.patch(f"/v3/users/{demo_id}", headers=auth(admin_token), json={"user": {"options": options}})
+        assert_keystone_error(r, 400, "Bad Request")
+        r = await api.post("/v3/users", headers=auth(admin_token),
+                           json={"user": {"name": "opt-user", "options": options}})
+        assert_keystone_error(r, 400, "Bad Request")
+    r = await api.patch(f"/v3/users/{demo_id}", headers=auth(demo_token),
+                        json={"user": {"options": {"ignore_lockout_failure_attempts": True}}})
+    assert r.status_code == 403
+    r = await api.get(f"/v3/users/{demo_id}", headers=auth(admin_token))
+    assert r.json()["user"]["options"] == {}
+    r = await api.get("/v3/users", headers=auth(admin_token), params={"name": "opt-user"})
+    assert r.json()["users"] == []
+    r = await api.post("/v3/users", headers=auth(admin_token), json={"user": {
+        "name": "exempt", "password": "pw", "options": {"ignore_lockout_failure_attempts": True}}})
+    assert r.status_code == 201 and r.json()["user"]["options"] == {"ignore_lockout_failure_attempts": True}
 
 
 async def test_a_success_before_the_limit_resets_the_count(api, creds):
@@ -317,3 +383,40 @@ async def test_key_and_password_files_are_private(rt, creds):
         assert mode == 0o600, (name, oct(mode))
     stored = (rt.cfg.state_dir / "passwords.yaml").read_text()
     assert creds["admin"]["password"] in stored
+
+
+@pytest.mark.parametrize("cfg_overrides", [{"lockout_failure_attempts": 2, "lockout_duration": 0.5}])
+async def test_a_lockout_ends_lockout_duration_after_the_last_counted_failure(api, creds, cfg_overrides):
+    """Attempts refused while locked do not extend the lock: the right password gets in once
+    lockout_duration has passed since the last failure that was evaluated."""
+    pw = creds["demo"]["password"]
+    for _ in range(2):
+        assert (await api.post("/v3/auth/tokens", json=password_auth("demo", "wrong"))).status_code == 401
+    r = await api.post("/v3/auth/tokens", json=password_auth("demo", pw))
+    assert r.status_code == 401 and "locked" in r.json()["error"]["message"]
+    deadline = asyncio.get_running_loop().time() + 30
+    while (r := await api.post("/v3/auth/tokens", json=password_auth("demo", pw))).status_code != 201:
+        assert "locked" in r.json()["error"]["message"]
+        assert asyncio.get_running_loop().time() < deadline, "still locked 30 s later"
+        await asyncio.sleep(0.05)
+    for _ in range(2):  # and the count starts again from zero
+        assert (await api.post("/v3/auth/tokens", json=password_auth("demo", "wrong"))).status_code == 401
+    r = await api.post("/v3/auth/tokens", json=password_auth("demo", pw))
+    assert r.status_code == 401 and "locked" in r.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("cfg_overrides", [{"lockout_failure_attempts": 2, "lockout_duration": 60}])
+async def test_wrong_original_passwords_on_a_password_change_count_towards_the_lockout(
+        api, creds, demo_token, cfg_overrides):
+    """POST /v3/users/{id}/password checks the original password as a sign-in does (Keystone's
+    change_password authenticates): it is no way around the lockout to guess with."""
+    demo_id, pw = creds["demo"]["user_id"], creds["demo"]["password"]
+    for _ in range(2):
+        r = await api.post(f"/v3/users/{demo_id}/password", headers=auth(demo_token),
+                           json={"user": {"original_password": "wrong", "password": "new-pw"}})
+        assert r.status_code == 401
+    r = await api.post(f"/v3/users/{demo_id}/password", headers=auth(demo_token),
+                       json={"user": {"original_password": pw, "password": "new-pw"}})
+    assert r.status_code == 401 and "locked" in r.json()["error"]["message"]
+    r = await api.post("/v3/auth/tokens", json=password_auth("demo", pw))
+    assert r.status_code == 401 and "locked" in r.json()["error"]["message"]

@@ -730,6 +730,8 @@ class IdentityUser(TimestampMixin, Base):
     extra: Mapped[dict] = mapped_column(JSON, default=dict)  # e.g. email
     failed_auth_count: Mapped[int] = mapped_column(Integer, default=0)
     failed_auth_at: Mapped[dt.datetime | None] = mapped_column(DateTime)
+    # Keystone's user resource options that are set, e.g. {"ignore_lockout_failure_attempts": true}.
+    options: Mapped[dict | None] = mapped_column(JSON, default=dict)
 
 
 class IdentityRole(TimestampMixin, Base):

@@ -22,7 +22,7 @@ from nefos import fileperms
 from nefos.db.models import (
     IdentityDomain, IdentityProject, IdentityRole, IdentityRoleAssignment, IdentityUser,
 )
-from nefos.identity import catalog, core, passwords, tokens
+from nefos.identity import catalog, core, lockout, passwords, tokens
 
 DEFAULT_DOMAIN_ID = "default"
 DEFAULT_DOMAIN_NAME = "Default"
@@ -34,6 +34,11 @@ ACCOUNTS = {
     "demo": ("demo", "demo", ("member", "reader"), "demo_password"),
     "service": ("nefos", "service", ("service", "admin"), "service_password"),
 }
+# Keystone's user options set on an account at every start. The services' account is never locked
+# out, or anyone could stop the cloud's services by guessing at its name; its password is generated
+# (144 random bits) unless the operator sets service_password. The admin account is a person's and
+# is locked out like any other, as Keystone's bootstrap leaves its admin.
+ACCOUNT_OPTIONS = {"service": {lockout.IGNORE_LOCKOUT: True}}
 
 
 def passwords_file(cfg) -> Path:
@@ -111,8 +116,11 @@ async def _ensure(rt, pw: dict[str, str]) -> dict:
                 await s.flush()
             elif user_name in new_hashes:
                 user.password_hash = new_hashes[user_name]
-                user.failed_auth_count, user.failed_auth_at = 0, None
+                lockout.forget_failures(user)
                 tokens.add_revocation_event(s, user_id=user.id)
+            wanted = ACCOUNT_OPTIONS.get(key, {})
+            if any((user.options or {}).get(name) != value for name, value in wanted.items()):
+                user.options = {**(user.options or {}), **wanted}
             for role_name in role_names:
                 await _get_or_add(s, IdentityRoleAssignment,
                                   {"actor_id": user.id, "target_type": "project", "target_id": project.id,

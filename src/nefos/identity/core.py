@@ -11,9 +11,9 @@ from sqlalchemy import select
 
 from nefos import exceptions
 from nefos.db.models import (
-    IdentityDomain, IdentityProject, IdentityRole, IdentityRoleAssignment, IdentityUser, utcnow,
+    IdentityDomain, IdentityProject, IdentityRole, IdentityRoleAssignment, IdentityUser,
 )
-from nefos.identity import catalog, passwords, tokens
+from nefos.identity import catalog, lockout, passwords, tokens
 from nefos.identity.tokens import TokenData
 
 # Roles that imply others, as Keystone's bootstrap sets up: admin > manager > member > reader.
@@ -163,52 +163,21 @@ async def _password_user(rt, pw: Any) -> IdentityUser:
         else:
             raise bad_request("Expecting to find id or name in user.")
 
-    cfg = rt.cfg
-    locked = False
-    if user is not None and cfg.lockout_failure_attempts > 0 and user.failed_auth_at is not None:
-        recent = utcnow() - user.failed_auth_at < dt.timedelta(seconds=cfg.lockout_duration)
-        locked = (recent and user.failed_auth_count >= cfg.lockout_failure_attempts
-                  and not await _exempt_from_lockout(rt, user.id))
-    # Always spend one KDF, even for unknown users, so timing does not tell them apart.
-    ok = await passwords.verify_password(password, user.password_hash if user else None,
-                                         cfg.password_hash_rounds)
     if user is None:
+        # An unknown user costs one hash too, so timing does not tell users apart.
+        await passwords.verify_password(password, None, rt.cfg.password_hash_rounds)
         raise _unauthorized()
-    if locked:
-        raise _unauthorized(f"The account is locked for user: {user.id}.")
-    if not ok:
-        if cfg.lockout_failure_attempts > 0:
-            await _record_failure(rt, user.id)
-        raise _unauthorized()
-    if user.failed_auth_count:
-        async with rt.db.transaction() as ws:
-            row = await ws.get(IdentityUser, user.id)
-            if row is not None:
-                row.failed_auth_count, row.failed_auth_at = 0, None
+    await check_password(rt, user, password)
     return user
 
 
-async def _exempt_from_lockout(rt, user_id: str) -> bool:
-    """Users holding the admin role are never locked out (Keystone's per-user
-    ``ignore_lockout_failure_attempts``, set here for every admin): otherwise anyone who knows
-    the operator's or the services' user names could lock the cloud's own accounts out."""
-    async with rt.db.reader() as s:
-        found = await s.execute(
-            select(IdentityRoleAssignment.id).join(IdentityRole, IdentityRole.id == IdentityRoleAssignment.role_id)
-            .where(IdentityRoleAssignment.actor_id == user_id, IdentityRole.name == "admin").limit(1))
-        return found.first() is not None
-
-
-async def _record_failure(rt, user_id: str) -> None:
-    async with rt.db.transaction() as ws:
-        row = await ws.get(IdentityUser, user_id)
-        if row is None:
-            return
-        window = dt.timedelta(seconds=rt.cfg.lockout_duration)
-        if row.failed_auth_at is None or utcnow() - row.failed_auth_at >= window:
-            row.failed_auth_count = 0
-        row.failed_auth_count = (row.failed_auth_count or 0) + 1
-        row.failed_auth_at = utcnow()
+async def check_password(rt, user: IdentityUser, password: str) -> None:
+    """401 unless ``password`` is ``user``'s; every attempt is counted towards the lockout
+    before the hash is computed, and refused unchecked once the user is locked out."""
+    place = await lockout.count_attempt(rt, user)
+    if not await passwords.verify_password(password, user.password_hash, rt.cfg.password_hash_rounds):
+        raise _unauthorized()
+    await lockout.clear_after_success(rt, user.id, place)
 
 
 async def authenticate(rt, body: Any) -> TokenData:

@@ -22,7 +22,7 @@ from nefos import exceptions, openapi, policy, rest
 from nefos.db.models import (
     IdentityDomain, IdentityProject, IdentityRole, IdentityRoleAssignment, IdentityUser,
 )
-from nefos.identity import catalog, core, passwords, schemas, tokens
+from nefos.identity import catalog, core, lockout, passwords, schemas, tokens
 from nefos.identity.core import bad_request, write
 from nefos.identity.request_input import (
     _bool, _filter_query, _matches, _name, _password, _qbool, _tags, _text, _where,
@@ -143,7 +143,7 @@ def project_doc(request: Request, p: IdentityProject) -> dict:
 def user_doc(request: Request, u: IdentityUser) -> dict:
     doc = dict(u.extra or {})
     doc.update({"id": u.id, "name": u.name, "domain_id": u.domain_id, "enabled": u.enabled,
-                "password_expires_at": None, "options": {},
+                "password_expires_at": None, "options": dict(u.options or {}),
                 "links": _self_link(request, f"users/{u.id}")})
     if u.default_project_id:
         doc["default_project_id"] = u.default_project_id
@@ -524,7 +524,8 @@ async def create_user(request: Request, tok: TokenData = Depends(auth)):
         raise bad_request("Invalid input for field 'domain_id'.")
     password = _password(body.get("password"))
     row = IdentityUser(id=core.new_id(), name=name, enabled=_bool(body.get("enabled", True), "enabled"),
-                       description=_text(body.get("description"), "description"), extra=_user_extra(body))
+                       description=_text(body.get("description"), "description"), extra=_user_extra(body),
+                       options=lockout.user_options(body.get("options", {})))
     # The KDF runs before the transaction, so no write lock is held while it works.
     row.password_hash = (await passwords.hash_password(password, rt.cfg.password_hash_rounds)
                          if password is not None else None)
@@ -583,9 +584,11 @@ async def update_user(request: Request, user_id: str, tok: TokenData = Depends(a
                 enabled = _bool(body["enabled"], "enabled")
                 revoke = row.enabled and not enabled
                 row.enabled = enabled
+            if "options" in body:
+                row.options = lockout.user_options(body["options"], row.options)
             if new_hash is not None:
                 row.password_hash = new_hash or None
-                row.failed_auth_count, row.failed_auth_at = 0, None
+                lockout.forget_failures(row)
                 revoke = True
             row.extra = _user_extra(body, row.extra)
             if revoke:
@@ -632,9 +635,7 @@ async def change_password(request: Request, user_id: str, tok: TokenData = Depen
         raise bad_request("Expecting to find original_password and password in user.")
     async with rt.db.reader() as s:
         row = await core.get_user(s, user_id)
-        stored = row.password_hash
-    if not await passwords.verify_password(original, stored, rt.cfg.password_hash_rounds):
-        raise exceptions.Unauthorized("The request you have made requires authentication.")
+    await core.check_password(rt, row, original)
     new_hash = await passwords.hash_password(password, rt.cfg.password_hash_rounds)
     async with write(rt) as s:
         row = await core.get_user(s, user_id)

@@ -1,0 +1,23 @@
+"""Keystone's user resource options (identity_users.options)
+
+Revision ID: 0019
+Revises: 0018
+"""
+from alembic import op
+import sqlalchemy as sa
+
+
+revision = '0019'
+down_revision = '0018'
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table('identity_users', schema=None) as batch_op:
+        batch_op.add_column(sa.Column('options', sa.JSON(), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table('identity_users', schema=None) as batch_op:
+        batch_op.drop_column('options')
