@@ -1,14 +1,14 @@
 """Keystone's user resource options (identity_users.options)
 
-Revision ID: 0019
-Revises: 0018
+Revision ID: 0020
+Revises: 0019
 """
 from alembic import op
 import sqlalchemy as sa
 
 
-revision = '0019'
-down_revision = '0018'
+revision = '0020'
+down_revision = '0019'
 branch_labels = None
 depends_on = None
 
