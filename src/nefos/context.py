@@ -8,6 +8,7 @@ notifications.
 from __future__ import annotations
 
 import contextvars
+import re
 import uuid
 from dataclasses import dataclass, field, fields
 
@@ -17,6 +18,16 @@ DEFAULT_USER_ID = "00000000000000000000000000000001"
 
 def new_request_id() -> str:
     return f"req-{uuid.uuid4()}"
+
+
+# oslo.middleware's form of a request id: its request_id middleware takes an inbound global
+# request id only in this form and ignores anything else.
+_REQUEST_ID_FORM = re.compile(r"req-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def is_request_id(value) -> bool:
+    """Whether ``value`` is a request id as ``new_request_id`` (and every OpenStack service) makes them."""
+    return isinstance(value, str) and _REQUEST_ID_FORM.fullmatch(value) is not None
 
 
 @dataclass

@@ -9,7 +9,10 @@ default, since the figures name hosts and routes a tenant has no business seeing
 load balancer stops sending requests before a planned stop).
 
 Labels are bounded: an API route is its template (``/v2.1/servers/{server_id}``), never the
-path a client sent, and a step is one of the code's own event names.
+path a client sent; a method is one of HTTP's (RFC 9110's and PATCH), any other one ``OTHER``;
+a status is a three-digit code; a step is one of the code's own event names. A scrape renders
+the page in a worker thread, one scrape at a time per listener, so the event loop that serves
+every API of the process goes on answering meanwhile.
 
 This module imports nothing of the database: a compute host uses it.
 """
@@ -90,6 +93,16 @@ def set_services(services: list[dict]) -> None:
             1 if service["status"] == "disabled" else 0)
 
 
+# Any other method a client makes up counts as OTHER: the server accepts any token as a method,
+# and one series per made-up method would grow the registry (and every scrape) without end.
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE"})
+
+
+def method_of(scope) -> str:
+    method = scope["method"]
+    return method if method in METHODS else "OTHER"
+
+
 def route_of(scope) -> str:
     """The matched route's template, or ``unmatched`` (a 404 never adds a label per path)."""
     route = scope.get("route")
@@ -98,7 +111,7 @@ def route_of(scope) -> str:
 
 def observe_request(service: str, scope, status: int, seconds: float) -> None:
     """One API request answered: counted by route and status, timed by route."""
-    route, method = route_of(scope), scope["method"]
+    route, method = route_of(scope), method_of(scope)
     API_REQUESTS.labels(service, method, route, str(status)).inc()
     API_LATENCY.labels(service, method, route).observe(seconds)
 
@@ -114,14 +127,18 @@ def healthcheck_response(method: str, disable_by_file: str) -> Response:
 
 def operator_app(cfg) -> Starlette:
     """The operator listener's app: ``/metrics`` (Prometheus text format) and ``/healthcheck``."""
+    one_scrape_at_a_time = asyncio.Lock()  # scrapers waiting their turn hold no thread, and no page
 
     async def metrics(_request: Request) -> Response:
-        for hook in list(_SCRAPE_HOOKS):
-            try:
-                await asyncio.wait_for(hook(), SCRAPE_HOOK_TIMEOUT)
-            except Exception as exc:  # the database away, say: the process's own figures still answer
-                LOG.warning("a figure of /metrics could not be read: %s", exc)
-        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+        async with one_scrape_at_a_time:
+            for hook in list(_SCRAPE_HOOKS):
+                try:
+                    await asyncio.wait_for(hook(), SCRAPE_HOOK_TIMEOUT)
+                except Exception as exc:  # the database away, say: the process's own figures still answer
+                    LOG.warning("a figure of /metrics could not be read: %s", exc)
+            # Rendering walks every series: in a thread, the loop serving the APIs goes on meanwhile.
+            page = await asyncio.to_thread(generate_latest)
+        return Response(page, media_type=CONTENT_TYPE_LATEST)
 
     async def healthcheck(request: Request) -> Response:
         return healthcheck_response(request.method, cfg.healthcheck_disable_by_file_path)

@@ -20,7 +20,7 @@ from starlette.datastructures import Headers, MutableHeaders
 from starlette.responses import JSONResponse, Response
 
 from nefos import exceptions, logs, metrics, policy
-from nefos.context import DEFAULT_USER_ID, RequestContext, current_context, new_request_id
+from nefos.context import DEFAULT_USER_ID, RequestContext, current_context, is_request_id, new_request_id
 from nefos.db.retry import transient_error
 from nefos.openapi import documented
 
@@ -69,8 +69,10 @@ class RequestContextMiddleware:
         request = Request(scope)
         request_id = new_request_id()
         send = send_with_headers(send, {"x-openstack-request-id": request_id, "x-compute-request-id": request_id})
+        # A caller's own global request id, in oslo.middleware's form only: anything else is
+        # ignored, never logged nor passed on as given.
         global_id = request.headers.get("x-openstack-request-id")
-        if global_id and not global_id.startswith("req-"):
+        if not is_request_id(global_id):
             global_id = None
         rt = getattr(request.app.state, "rt", None)
         policy_token = None

@@ -4,12 +4,12 @@ console log and addresses, and the forms that create a server and start, stop, r
 from __future__ import annotations
 
 import asyncio
-import re
 import urllib.parse
 
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
+from nefos.context import is_request_id
 from nefos.objects import states
 
 from nefos.dashboard import timeline
@@ -18,7 +18,6 @@ from nefos.dashboard.web import BadForm, cloud_of, form_of, is_uuid, render
 
 router = APIRouter()
 
-_REQUEST_ID = re.compile(r"^req-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 # What each button asks of the Compute API.
 ACTIONS = {"start": {"os-start": None}, "stop": {"os-stop": None}, "reboot": {"reboot": {"type": "SOFT"}}}
 
@@ -109,7 +108,7 @@ async def _server(request: Request, server_id: str, action: str | None, template
     server = (await cloud.get("compute", f"/servers/{server_id}"))["server"]
     actions = (await cloud.get("compute", f"/servers/{server_id}/os-instance-actions"))["instanceActions"]
     chosen = None
-    if action and _REQUEST_ID.match(action):
+    if is_request_id(action):
         chosen = next((a for a in actions if a["request_id"] == action), None)
     if chosen is None:  # the boot's, as long as the server has it; else the latest
         chosen = next((a for a in actions if a["action"] == "create"), actions[0] if actions else None)
