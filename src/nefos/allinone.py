@@ -16,7 +16,7 @@ from pathlib import Path
 
 import uvicorn
 
-from nefos import metrics
+from nefos import http_server, metrics
 from nefos.config import Config, check_serving
 from nefos.service import Component, Runtime
 
@@ -105,6 +105,7 @@ class Cloud:
         # ReadError; seen with 200 creates at once).
         bind = component.bind or self.rt.cfg.bind_host
         config = uvicorn.Config(component.app, host=bind, port=component.port,
+                                http=http_server.protocol_for(component.app),
                                 log_level="warning", access_log=False, lifespan="off",
                                 timeout_graceful_shutdown=5, timeout_keep_alive=75)
         server = uvicorn.Server(config)

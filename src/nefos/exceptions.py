@@ -94,6 +94,13 @@ class NotAcceptable(Error):
     message = "Not acceptable."
 
 
+class RequestURITooLong(Error):
+    """A request line longer than the server reads (webob's HTTPRequestURITooLong; python-neutronclient
+    splits a long filter into several requests on it)."""
+    code = 414
+    message = "The request-URI was too long for this server."
+
+
 class ServiceUnavailable(Error):
     code = 503
     message = "Service unavailable."

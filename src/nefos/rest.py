@@ -255,6 +255,7 @@ def make_app(title: str, service: str, error_body: ErrorBody, inner_middleware: 
     (method, path) says the route streams its body under its own cap. Every request is counted
     and timed as ``service``'s (nefos.metrics); ``/healthcheck`` answers without a token."""
     app = FastAPI(title=title, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.error_body = error_body  # also the server's, for what it refuses before the app (http_server)
     for middleware in inner_middleware:  # added first: they run inside the request context
         app.add_middleware(middleware)
     app.add_middleware(RequestContextMiddleware, error_body=error_body)
