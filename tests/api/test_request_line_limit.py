@@ -28,6 +28,7 @@ LISTENERS = {
     "identity": ("/v3/projects", lambda body: body["error"]["code"] == 414),
     "metadata": ("/openstack/latest/meta_data.json", None),
     "dashboard": ("/login", None),
+    "console proxy": ("/vnc_lite.html", None),
     "metrics": ("/metrics", None),
 }
 
@@ -42,7 +43,8 @@ async def cloud(tmp_path_factory):
 def port_of(cfg, listener: str) -> int:
     return {"compute": cfg.compute_api_port, "network": cfg.network_api_port, "image": cfg.image_api_port,
             "identity": cfg.identity_api_port, "metadata": cfg.metadata_listen_port,
-            "dashboard": cfg.dashboard_port, "metrics": cfg.metrics_port}[listener]
+            "dashboard": cfg.dashboard_port, "console proxy": cfg.novncproxy_port,
+            "metrics": cfg.metrics_port}[listener]
 
 
 def request_line(path: str, length: int) -> bytes:
