@@ -12,6 +12,11 @@ of the first (``PROJECT``, the victim)."""
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import insert, select
+
+from nefos.db.migrate import upgrade
+from nefos.db.models import Network, Port, Router, RouterPort
+from nefos.db.session import Database
 
 from tests.network.conftest import ADMIN, OTHER, PROJECT, member
 from tests.network.l3_helpers import external_network, put, router, tenant_network
@@ -152,3 +157,29 @@ async def test_ports_on_an_external_network_shared_with_the_caller_or_its_own_ar
     assert (await h.port(own_ext["id"], headers=ATTACKER))["network_id"] == own_ext["id"]
     ext, _ = await external_network(h)
     assert (await h.port(ext["id"], headers=ADMIN))["network_id"] == ext["id"]
+
+
+async def test_an_upgrade_keeps_the_interfaces_the_router_api_made_and_no_look_alike(tmp_path):
+    """Before ``routerports``, a router's interfaces were the ports naming it: upgraded, those its
+    own project holds (what the router API made) stay its interfaces; another project's port
+    naming it does not become one."""
+    db = Database(f"sqlite:///{tmp_path / 'upgraded.sqlite'}")
+    try:
+        await upgrade(db, "0018")
+        async with db.engine.begin() as conn:
+            for net in ("victims-net", "attackers-net"):
+                await conn.execute(insert(Network.__table__).values(id=net, project_id=PROJECT, name=net,
+                                                                    status="ACTIVE", mtu=1450))
+            await conn.execute(insert(Router.__table__).values(id="victims-router", project_id=PROJECT))
+            for port, net, project, mac in (("interface", "victims-net", PROJECT, "fa:16:3e:00:00:01"),
+                                            ("look-alike", "attackers-net", OTHER, "fa:16:3e:00:00:02")):
+                await conn.execute(insert(Port.__table__).values(
+                    id=port, network_id=net, project_id=project, mac_address=mac,
+                    device_owner="network:router_interface", device_id="victims-router"))
+        await upgrade(db)
+        async with db.engine.connect() as conn:
+            rows = (await conn.execute(select(RouterPort.__table__))).all()
+    finally:
+        await db.dispose()
+    assert [(r.port_id, r.router_id, r.port_type) for r in rows] == [
+        ("interface", "victims-router", "network:router_interface")]
