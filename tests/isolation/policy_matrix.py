@@ -2,11 +2,14 @@
 
 ``policy_matrix.yaml`` beside this file is the one source: ``test_policy_matrix.py`` sends each
 request as each persona and compares the status, and the "Route matrix" section of
-``docs/policy.md`` is rendered from it. After changing the YAML, rewrite the docs section with
+``docs/policy.md`` is rendered from it. After changing the YAML (or the rules of
+``l3_write_matrix.py``, whose "Port and router writes" section this rewrites too), rewrite the
+docs sections with
 
     python tests/isolation/policy_matrix.py
 
-(``test_policy_matrix.py`` fails while the docs section differs from the rendering).
+(``test_policy_matrix.py`` and ``test_l3_write_matrix.py`` fail while a docs section differs from
+its rendering).
 """
 
 from __future__ import annotations
@@ -64,23 +67,29 @@ def render(data: dict[str, list[dict]]) -> str:
     return "\n".join(lines)
 
 
-def current_docs_section(text: str) -> str | None:
-    start, end = text.find(BEGIN), text.find(END)
-    if start < 0 or end < start:
+def current_docs_section(text: str, begin: str = BEGIN, end: str = END) -> str | None:
+    start, stop = text.find(begin), text.find(end)
+    if start < 0 or stop < start:
         return None
-    return text[start:end + len(END)]
+    return text[start:stop + len(end)]
 
 
 def write_docs() -> bool:
-    """Replace the generated section of docs/policy.md; True when it changed."""
-    text = DOCS_FILE.read_text()
-    old = current_docs_section(text)
-    new = render(load())
-    if old is None:
-        raise SystemExit(f"{DOCS_FILE} has no {BEGIN!r} ... {END!r} section")
-    if old == new:
+    """Replace the generated sections of docs/policy.md; True when one changed."""
+    if __package__:
+        from . import l3_write_matrix
+    else:
+        import l3_write_matrix
+    text = original = DOCS_FILE.read_text()
+    for begin, end, new in ((BEGIN, END, render(load())),
+                            (l3_write_matrix.BEGIN, l3_write_matrix.END, l3_write_matrix.render())):
+        old = current_docs_section(text, begin, end)
+        if old is None:
+            raise SystemExit(f"{DOCS_FILE} has no {begin!r} ... {end!r} section")
+        text = text.replace(old, new)
+    if text == original:
         return False
-    DOCS_FILE.write_text(text.replace(old, new))
+    DOCS_FILE.write_text(text)
     return True
 
 
