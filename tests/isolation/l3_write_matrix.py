@@ -2,8 +2,8 @@
 the answer each gets, from rules stated once.
 
 A case is one write by a member of the caller's project: ``create_port`` or ``update_port`` (of
-a plain port of the caller's on that network) with a ``device_owner``, a ``device_id`` and
-``fixed_ips``, or ``add_router_interface`` by subnet or by port (a plain port of the caller's with
+a plain port of the caller's on that network, or of its router's interface on its own subnet) with
+a ``device_owner``, a ``device_id`` and ``fixed_ips``, or ``add_router_interface`` by subnet or by port (a plain port of the caller's with
 those ``fixed_ips``), on a network (and its subnet) that is the caller's own, another project's
 shared one, the admin's external one (``router:external``, not shared), or another project's
 private one. ``RULES`` decide the answer: the first rule that matches a case gives it, so each
@@ -29,6 +29,8 @@ OWNERS = ("none", "compute:nova", "network:router_interface", "network:router_ga
 DEVICE_IDS = ("none", "own router", "another project's router")
 FIXED_IPS = ("none", "a free address", "the subnet's gateway")
 ROUTERS = ("own router", "another project's router")
+PORTS = ("plain", "router interface")  # the port update_port changes
+INTERFACE_OWNER = "network:router_interface"
 PORT_OPERATIONS = ("create_port", "update_port")
 INTERFACE_OPERATIONS = ("add_router_interface by subnet", "add_router_interface by port")
 
@@ -41,6 +43,7 @@ class Case:
     device_id: str = "none"     # device_id sent
     fixed_ips: str = "none"     # fixed_ips sent (or, by port, the port's)
     router: str = "own router"  # the router of add_router_interface
+    port: str = "plain"         # the port of update_port: the caller's plain port or its router's interface
 
 
 @dataclass(frozen=True)
@@ -81,17 +84,23 @@ RULES: tuple[Rule, ...] = (
     Rule("network:* owner",
          "A `network:*` device_owner is the admin's to give (the router, DHCP and floating IP APIs "
          "make those ports), on any network.",
-         lambda c: c.operation in PORT_OPERATIONS and c.owner.startswith("network:"), 403, "PolicyNotAuthorized"),
+         lambda c: c.operation in PORT_OPERATIONS and c.owner.startswith("network:")
+         and not (c.port == "router interface" and c.owner == INTERFACE_OWNER), 403, "PolicyNotAuthorized"),
     Rule("foreign network",
          "On a network the caller does not own, a port is a guest's: a chosen address and an owner other "
          "than `compute:*` are the network owner's (Neutron's `*:fixed_ips:ip_address`, `*:device_owner`).",
          lambda c: c.operation in PORT_OPERATIONS and _foreign(c) and (
              c.fixed_ips != "none" or c.owner not in ("none", "compute:nova")), 403, "PolicyNotAuthorized"),
+    Rule("another project's router",
+         "A router interface port names no router of another project (Neutron's check).",
+         lambda c: c.port == "router interface" and c.owner in ("none", INTERFACE_OWNER)
+         and c.device_id == "another project's router", 409, "DeviceIDNotOwnedByTenant"),
     Rule("gateway",
          "A subnet's gateway address goes only to a router interface or a port owned by nothing yet "
          "(one to become a router interface by port).",
-         lambda c: c.operation in PORT_OPERATIONS and c.fixed_ips == "the subnet's gateway"
-         and c.owner not in ("none",), 400, "InvalidIpForSubnet"),
+         lambda c: c.operation in PORT_OPERATIONS and c.owner not in ("none", INTERFACE_OWNER) and (
+             c.fixed_ips == "the subnet's gateway" or (c.port == "router interface" and c.fixed_ips == "none")),
+         400, "InvalidIpForSubnet"),
     Rule("allowed",
          "Everything else is allowed.",
          lambda c: True, 0),
@@ -113,6 +122,8 @@ def cases() -> list[Case]:
     out = [Case(op, net, owner, device_id, fixed)
            for op, net, owner, device_id, fixed in itertools.product(
                PORT_OPERATIONS, NETWORKS, OWNERS, DEVICE_IDS, FIXED_IPS)]
+    out += [Case("update_port", "own", owner, device_id, fixed, port="router interface")
+            for owner, device_id, fixed in itertools.product(OWNERS, DEVICE_IDS, FIXED_IPS)]
     out += [Case("add_router_interface by subnet", net, router=router)
             for net, router in itertools.product(NETWORKS, ROUTERS)]
     out += [Case("add_router_interface by port", net, fixed_ips=fixed, router=router)
@@ -137,12 +148,15 @@ def render() -> str:
     lines.append("")
     columns = list(itertools.product(FIXED_IPS, DEVICE_IDS))
     header = " | ".join(f"fixed_ips: {f}; device_id: {d}" for f, d in columns)
-    for op in PORT_OPERATIONS:
-        what = "a new port" if op == "create_port" else "the caller's plain port (one address from the pool)"
+    for op, port in (("create_port", "plain"), ("update_port", "plain"), ("update_port", "router interface")):
+        what = {("create_port", "plain"): "a new port",
+                ("update_port", "plain"): "the caller's plain port (one address from the pool)",
+                ("update_port", "router interface"): "the interface of the caller's router on its own subnet "
+                                                     "(holding the gateway address)"}[op, port]
         lines += [f"#### `{op}`: {what}", "", f"| network | device_owner | {header} |",
                   "|---|---|" + "---|" * len(columns)]
-        for net, owner in itertools.product(NETWORKS, OWNERS):
-            cells = [_cell(Case(op, net, owner, d, f)) for f, d in columns]
+        for net, owner in itertools.product(NETWORKS if port == "plain" else ("own",), OWNERS):
+            cells = [_cell(Case(op, net, owner, d, f, port=port)) for f, d in columns]
             lines.append(f"| {NETWORK_TITLES[net]} | `{owner}` | " + " | ".join(cells) + " |")
         lines.append("")
     lines += ["#### `add_router_interface`", "",

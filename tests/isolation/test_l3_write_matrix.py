@@ -110,6 +110,12 @@ async def _run(client, world: dict, case: matrix.Case) -> httpx.Response:
         if r.status_code == 201:
             await _ok(client, "DELETE", f"/v2.0/ports/{r.json()['port']['id']}")
         return r
+    if case.operation == "update_port" and case.port == "router interface":
+        path, info = f"/v2.0/routers/{world['routers']['own router']}", {"subnet_id": world["subnets"]["own"]["id"]}
+        port = (await _ok(client, "PUT", f"{path}/add_router_interface", info, CALLER))["port_id"]
+        r = await client.put(f"/v2.0/ports/{port}", json={"port": _port_body(world, case)}, headers=CALLER)
+        await _ok(client, "PUT", f"{path}/remove_router_interface", {"port_id": port}, CALLER)
+        return r
     if case.operation == "update_port":
         port = await _callers_port(client, world, case, None)
         r = await client.put(f"/v2.0/ports/{port}", json={"port": _port_body(world, case)}, headers=CALLER)
