@@ -51,8 +51,9 @@ async def test_a_create_asks_once_to_validate_and_once_to_plan_its_ports(api, ma
     assert calls == ["networks_for_instance"]
     calls.clear()
     (vif,) = await api.allocate_for_instance(CTX, instance(), [{"uuid": net["id"]}], ["default"])
-    # the new port's subnets came with the networks; a port made now has no floating IP
-    assert calls == ["networks_for_instance", "create_port"]
+    # the new port's subnets came with the networks; a port made now has no floating IP; it is made
+    # with the caller's authority, then bound to the host with the service's (as Nova does)
+    assert calls == ["networks_for_instance", "create_port", "update_port"]
     (subnet,) = vif["network"]["subnets"]
     assert subnet["cidr"] == "10.0.0.0/24" and len(subnet["ips"]) == 1
 

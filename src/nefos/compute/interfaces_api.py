@@ -12,6 +12,7 @@ for ``network-vif-plugged``. A detach is a cast: 202 once the host has it.
 from __future__ import annotations
 
 from nefos import exceptions
+from nefos.network.client import check_port_usable
 from nefos.objects.states import INTERFACE_VM_STATES as VM_STATES
 from nefos.objects import actions
 
@@ -59,10 +60,10 @@ class InterfacesAPI:
         """Returns the attached port."""
         instance = await self.compute_api.get(ctx, server_id)
         self._check(ctx, instance, "attach_interface")
-        if port_id:  # refused here rather than on the host (a missing or foreign port: 404, a used one: 409)
+        if port_id:  # refused here rather than on the host (one the caller may not see: 404, one of another
+            # project: 400, a used one: 409)
             port = await self.network_api.show_port(ctx, port_id, as_caller=True)
-            if port.get("device_id"):
-                raise exceptions.PortInUse(port_id=port_id)
+            check_port_usable(port, instance["project_id"], server_id)
         await actions.record_action(self.rt.db, ctx, server_id, actions.ATTACH_INTERFACE)
         try:
             vif = await self.rpcapi.attach_interface(

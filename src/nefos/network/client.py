@@ -19,6 +19,7 @@ from nefos import exceptions
 from nefos.bus import interfaces
 from nefos.bus.versioning import NoSuchMethod, RPCClient, UnsupportedVersion
 from nefos.context import RequestContext
+from nefos.network import ipam
 
 LOG = logging.getLogger(__name__)
 
@@ -54,6 +55,22 @@ def _in_request_order(networks: list[dict], net_ids: list[str]) -> list[dict]:
         if net_id not in by_id:
             raise exceptions.NetworkNotFound(net_id=net_id)
     return [by_id[i] for i in unique]
+
+
+def check_port_usable(port: dict, project_id: str | None, instance_uuid: str | None = None) -> None:
+    """Nova's checks of a port asked for by a server of ``project_id``: the project's own
+    (PortNotUsable: a network's owner and an admin see other projects' ports, and may not take
+    them), free (PortInUse) and with an address (PortRequiresFixedIP). ``instance_uuid`` None:
+    the server is not made yet (a create's validation)."""
+    if port.get("project_id") != project_id:
+        if instance_uuid is None:
+            raise exceptions.PortNotUsable(f"Port {port['id']} not usable for a server of project {project_id}.",
+                                           port_id=port["id"], instance=None)
+        raise exceptions.PortNotUsable(port_id=port["id"], instance=instance_uuid)
+    if port.get("device_id"):
+        raise exceptions.PortInUse(port_id=port["id"])
+    if not port.get("fixed_ips"):
+        raise exceptions.PortRequiresFixedIP(port_id=port["id"])
 
 
 def network_rpc(bus) -> RPCClient:
@@ -292,6 +309,20 @@ class NetworkAPI:
         except (exceptions.Conflict, exceptions.NetworkNotFound):
             raise exceptions.UnableToAutoAllocateNetwork(project_id=project_id)
 
+    def _device(self, instance: dict) -> dict:
+        """What marks a port as the instance's: its ``device_id`` and compute ``device_owner``."""
+        zone = instance.get("availability_zone") or self.rt.cfg.default_availability_zone
+        return {"device_id": instance["uuid"], "device_owner": f"compute:{zone}"}
+
+    async def _bind(self, admin: RequestContext, port: dict, host: str, device_id: str) -> dict:
+        """``port``, made for ``device_id`` with the caller's authority, bound to ``host`` with the
+        service's (``binding:host_id`` is an admin's attribute): Nova creates a server's port with the
+        user's token and sets its binding with its admin client. The port as the admin sees it."""
+        if not host:
+            return port
+        return await self._call(admin, "update_port", port_id=port["id"], port={"binding:host_id": host},
+                                expected_device_id=device_id)
+
     # The API compute calls -----------------------------------------------------------------
 
     async def validate_networks(self, ctx: RequestContext, requested_networks, num_instances: int) -> int:
@@ -333,10 +364,7 @@ class NetworkAPI:
                     port = known["ports"].get(port_id)
                     if port is None:
                         raise exceptions.PortNotFound(port_id=port_id)
-                    if port.get("device_id"):
-                        raise exceptions.PortInUse(port_id=port_id)
-                    if not port.get("fixed_ips"):
-                        raise exceptions.PortRequiresFixedIP(port_id=port_id)
+                    check_port_usable(port, project)
                     continue
                 net_id = req.get("uuid")
                 if not net_id:
@@ -357,9 +385,12 @@ class NetworkAPI:
             if not net.get("subnets"):
                 raise exceptions.NetworkRequiresSubnet(network_uuid=net["id"])
             if fixed_ip:
-                cidrs = [s["cidr"] for s in known["subnets"] if s["network_id"] == net["id"]]
-                if not any(ipaddress.ip_address(fixed_ip) in ipaddress.ip_network(c) for c in cidrs):
+                subnets = [s for s in known["subnets"] if s["network_id"] == net["id"]]
+                if not any(ipaddress.ip_address(fixed_ip) in ipaddress.ip_network(s["cidr"]) for s in subnets):
                     raise exceptions.InvalidIpForNetwork(ip_address=fixed_ip)
+                for subnet in subnets:  # the network service refuses it too; here before the server is made
+                    if subnet.get("gateway_ip") == fixed_ip:
+                        raise ipam.gateway_refused(fixed_ip, subnet["id"])
                 if (net["id"], fixed_ip) in in_use:
                     raise exceptions.FixedIpAlreadyInUse(address=fixed_ip, net_id=net["id"])
         if not ports_needed or not project:
@@ -397,8 +428,7 @@ class NetworkAPI:
                          "fixed_ip": req.get("fixed_ip"), "tag": req.get("tag")}
                 if entry["port"]:
                     port = await self._call(ctx, "get_port", port_id=entry["port"])
-                    if port.get("device_id"):
-                        raise exceptions.PortInUse(port_id=entry["port"])
+                    check_port_usable(port, project, uuid)
                     # what to restore on failure, binding included (only an admin sees it)
                     existing[port["id"]] = await self._call(admin, "get_port", port_id=port["id"])
                     entry["network_id"] = port["network_id"]
@@ -427,9 +457,8 @@ class NetworkAPI:
         group_ids = [] if only_default else await self._resolve_security_groups(
             ctx, project, list(security_groups or []))
         # 4. Claim or create, undoing everything on the first failure.
-        zone = instance.get("availability_zone") or self.rt.cfg.default_availability_zone
-        binding = {"device_id": uuid, "device_owner": f"compute:{zone}",
-                   "binding:host_id": instance.get("host") or ""}
+        device = self._device(instance)
+        host = instance.get("host") or ""
         created: list[str] = []
         touched: dict[str, dict] = {}  # port id -> what to restore
         port_ids: list[str] = []
@@ -439,13 +468,13 @@ class NetworkAPI:
             for entry in ordered:
                 net = by_id[entry["network_id"]]
                 if entry["port"]:
-                    port = await self._call(admin, "update_port", port_id=entry["port"], port=dict(binding),
-                                            expected_device_id="")
+                    port = await self._call(admin, "update_port", port_id=entry["port"],
+                                            port={**device, "binding:host_id": host}, expected_device_id="")
                     touched[entry["port"]] = _restore_body(existing[entry["port"]])
                     port_ids.append(entry["port"])
                     ports.append(port)
                 else:
-                    body = {"network_id": net["id"], "project_id": project, "admin_state_up": True, **binding}
+                    body = {"network_id": net["id"], "project_id": project, "admin_state_up": True, **device}
                     if entry["fixed_ip"]:
                         body["fixed_ips"] = [{"ip_address": entry["fixed_ip"]}]
                     if group_ids:
@@ -454,8 +483,9 @@ class NetworkAPI:
                                 raise exceptions.SecurityGroupCannotBeApplied()
                         else:
                             body["security_groups"] = group_ids
-                    port = await self._call(admin, "create_port", port=body)
+                    port = await self._call(ctx, "create_port", port=body)
                     created.append(port["id"])
+                    port = await self._bind(admin, port, host, uuid)
                     port_ids.append(port["id"])
                     ports.append(port)
                 tags[port_ids[-1]] = entry.get("tag")
@@ -513,20 +543,16 @@ class NetworkAPI:
         project = instance["project_id"]
         uuid = instance["uuid"]
         admin = ctx.elevated()
-        zone = instance.get("availability_zone") or self.rt.cfg.default_availability_zone
-        binding = {"device_id": uuid, "device_owner": f"compute:{zone}",
-                   "binding:host_id": instance.get("host") or ""}
+        device = self._device(instance)
+        host = instance.get("host") or ""
         if port_id:
-            port = await self._call(ctx, "get_port", port_id=port_id)  # another project's: PortNotFound
-            if port.get("device_id"):
-                raise exceptions.PortInUse(port_id=port_id)
-            if not port.get("fixed_ips"):
-                raise exceptions.PortRequiresFixedIP(port_id=port_id)
+            port = await self._call(ctx, "get_port", port_id=port_id)  # one the caller may not see: PortNotFound
+            check_port_usable(port, project, uuid)
             original = await self._call(admin, "get_port", port_id=port_id)
             nets = await self._call(admin, "list_networks", filters={"id": [port["network_id"]]})
             for net in nets:
                 self._check_attachable(ctx, net)
-            port = await self._call(admin, "update_port", port_id=port_id, port=dict(binding),
+            port = await self._call(admin, "update_port", port_id=port_id, port={**device, "binding:host_id": host},
                                     expected_device_id="")
             try:
                 return (await self._vifs(ctx, [port], {port_id}, {port_id: tag}))[0]
@@ -547,11 +573,12 @@ class NetworkAPI:
         self._check_attachable(ctx, net)
         if not net.get("subnets"):
             raise exceptions.NetworkRequiresSubnet(network_uuid=net["id"])
-        body = {"network_id": net["id"], "project_id": project, "admin_state_up": True, **binding}
+        body = {"network_id": net["id"], "project_id": project, "admin_state_up": True, **device}
         if fixed_ip:
             body["fixed_ips"] = [{"ip_address": fixed_ip}]
-        port = await self._call(admin, "create_port", port=body)
+        port = await self._call(ctx, "create_port", port=body)
         try:
+            port = await self._bind(admin, port, host, uuid)
             return (await self._vifs(ctx, [port], set(), {port["id"]: tag}, nets={net["id"]: net},
                                      floating_of=set()))[0]
         except BaseException:

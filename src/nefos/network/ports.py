@@ -99,6 +99,9 @@ def _port_parts_statement(admin: bool):
     return union_all(*parts)
 
 
+_GATEWAYS_HELD = select(_IP.c.ip_address, _IP.c.subnet_id).select_from(
+    _IP.join(_S, _S.c.id == _IP.c.subnet_id)).where(_IP.c.port_id == bindparam("b_id"),
+                                                   _IP.c.ip_address == _S.c.gateway_ip)
 _SUBNETS_OF = select(_S).where(_S.c.network_id == bindparam("b_network")).order_by(_S.c.created_at, _S.c.id)
 _GROUP_PROJECT = select(_SG.c.project_id).where(_SG.c.id == bindparam("b_id"))
 _INSERT_PORT_GROUP = insert(_PSG)
@@ -124,6 +127,17 @@ def _check_network_device_owner(ctx: RequestContext, owner: str | None, action: 
     and floating IP APIs make those ports, and nobody else."""
     if owner and owner.startswith(NETWORK_OWNER_PREFIX) and not ctx.is_admin:
         raise _not_owner(f"{action}:device_owner")
+
+
+async def _check_gateway_holder(s, port_id: str, device_owner: str | None) -> None:
+    """A subnet's gateway address goes only to a router's interface on that subnet, or to a port
+    owned by nothing yet (made to become one through ``add_router_interface``): a guest's, DHCP's
+    or a router gateway's port holding it would take the traffic of every guest of the subnet."""
+    if (device_owner or "") in (ROUTER_INTERFACE_OWNER, ""):
+        return
+    held = (await s.execute(_GATEWAYS_HELD, {"b_id": port_id})).first()
+    if held is not None:
+        raise ipam.gateway_refused(held.ip_address, held.subnet_id)
 
 
 class Ports:
@@ -356,6 +370,8 @@ class Ports:
         subnets = await self._subnets_of(s, network.id)
         allocated = await self._allocate_ips(s, network.id, port_id, values["mac_address"], body.get("fixed_ips"),
                                              subnets)
+        if any("ip_address" in f for f in body.get("fixed_ips") or []):  # pools never hold a gateway
+            await _check_gateway_holder(s, port_id, body["device_owner"])
         for gid in groups:
             await s.execute(_INSERT_PORT_GROUP, {"port_id": port_id, "security_group_id": gid})
         await self._consume(s, project, port=1)
@@ -445,6 +461,8 @@ class Ports:
                         "ip_address" in f for f in body["fixed_ips"]):
                     raise _not_owner("update_port:fixed_ips:ip_address")
                 addresses_changed |= await self._replace_ips(s, row, body["fixed_ips"])
+            if "fixed_ips" in body or "device_owner" in body:
+                await _check_gateway_holder(s, row.id, body.get("device_owner", row.device_owner))
             port_security = body.get("port_security_enabled", bool(row.port_security_enabled))
             current_groups = list((await s.execute(select(PortSecurityGroup.security_group_id)
                                                    .where(PortSecurityGroup.port_id == row.id))).scalars())
