@@ -39,7 +39,7 @@ from nefos.network.common import (
 )
 from nefos.network.floating_ips import FloatingIPs
 from nefos.network.instance_networks import InstanceNetworks
-from nefos.network.ports import Ports
+from nefos.network.ports import Ports, may_hold_gateway
 from nefos.network.routers import Routers
 from nefos.network.security_groups import SecurityGroups
 from nefos.objects import quotas
@@ -597,6 +597,11 @@ class NetworkManager(Ports, SecurityGroups, Routers, FloatingIPs, AutoAllocatedT
             gateway = body.get("gateway_ip", row.gateway_ip)
             if "gateway_ip" in body:
                 self._check_gateway(net, gateway)
+                holder = (await s.execute(select(Port.device_owner).join(
+                    IPAllocation, IPAllocation.port_id == Port.id).where(
+                    IPAllocation.subnet_id == row.id, IPAllocation.ip_address == gateway))).first() if gateway else None
+                if holder is not None and not may_hold_gateway(holder.device_owner):
+                    raise exceptions.IpAddressInUse(net_id=row.network_id, ip_address=gateway)
             if "allocation_pools" in body:
                 body["allocation_pools"] = ipam.check_pools(net, body["allocation_pools"], gateway)
             elif "gateway_ip" in body:

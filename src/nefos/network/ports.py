@@ -129,11 +129,17 @@ def _check_network_device_owner(ctx: RequestContext, owner: str | None, action: 
         raise _not_owner(f"{action}:device_owner")
 
 
+def may_hold_gateway(device_owner: str | None) -> bool:
+    """Whether a port of ``device_owner`` may hold its subnet's gateway address: a router's
+    interface, or a port owned by nothing yet (made to become one through ``add_router_interface``).
+    A guest's, DHCP's or a router gateway's port holding it would take the traffic of every guest
+    of the subnet."""
+    return (device_owner or "") in (ROUTER_INTERFACE_OWNER, "")
+
+
 async def _check_gateway_holder(s, port_id: str, device_owner: str | None) -> None:
-    """A subnet's gateway address goes only to a router's interface on that subnet, or to a port
-    owned by nothing yet (made to become one through ``add_router_interface``): a guest's, DHCP's
-    or a router gateway's port holding it would take the traffic of every guest of the subnet."""
-    if (device_owner or "") in (ROUTER_INTERFACE_OWNER, ""):
+    """InvalidIpForSubnet when the port holds a gateway address its ``device_owner`` may not."""
+    if may_hold_gateway(device_owner):
         return
     held = (await s.execute(_GATEWAYS_HELD, {"b_id": port_id})).first()
     if held is not None:
