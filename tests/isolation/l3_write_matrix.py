@@ -95,6 +95,12 @@ RULES: tuple[Rule, ...] = (
          "A router interface port names no router of another project (Neutron's check).",
          lambda c: c.port == "router interface" and c.owner in ("none", INTERFACE_OWNER)
          and c.device_id == "another project's router", 409, "DeviceIDNotOwnedByTenant"),
+    Rule("gateway",
+         "A subnet's gateway address goes only to a router interface or a port owned by nothing yet "
+         "(one to become a router interface by port).",
+         lambda c: c.operation in PORT_OPERATIONS and c.owner not in ("none", INTERFACE_OWNER) and (
+             c.fixed_ips == "the subnet's gateway" or (c.port == "router interface" and c.fixed_ips == "none")),
+         400, "InvalidIpForSubnet"),
     Rule("allowed",
          "Everything else is allowed.",
          lambda c: True, 0),
