@@ -33,6 +33,9 @@ class FdbRecorder(Endpoint):
         self.changed.append(network_ids)
         self.event.set()
 
+    async def port_update(self, ctx, port_id: str) -> None:
+        """(A port's admin_state_up changed: nothing the forwarding entries record.)"""
+
 
 async def _topology(h, manager):
     """A tenant network with a VXLAN segment, a router on it (interface and gateway), a guest port
