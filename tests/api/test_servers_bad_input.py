@@ -37,7 +37,7 @@ CASES = [
      ["'flavorRef' is a required property"]),
     ("empty-name", "post", "/v2.1/servers", server(name=""), {}, ["field/attribute name"]),
     ("long-name", "post", "/v2.1/servers", server(name="n" * 256), {}, ["field/attribute name", "too long"]),
-    ("name-leading-space", "post", "/v2.1/servers", server(name=" vm"), {}, ["field/attribute name"]),
+    ("name-leading-space", "post", "/v2.1/servers", server(name=" vm"), {}, ["invalid 'name' value", "whitespace"]),
     ("name-not-string", "post", "/v2.1/servers", server(name=7), {}, ["field/attribute name"]),
     ("imageRef-not-string", "post", "/v2.1/servers", server(imageRef=7), {}, ["field/attribute imageRef"]),
     ("imageRef-not-uuid", "post", "/v2.1/servers", server(imageRef="not-an-image"), {},

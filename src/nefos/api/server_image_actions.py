@@ -15,16 +15,15 @@ from starlette.responses import JSONResponse, Response
 from nefos import exceptions, policy
 from nefos.api import image_metadata
 from nefos.api.common import base_url
-from nefos.api.validation import validate, validate_integer
+from nefos.api.validation import NAME, validate, validate_integer
 
 _METADATA = {"type": "object", "patternProperties": {"^[a-zA-Z0-9-_:. /]{1,255}$": {
     "type": "string", "maxLength": 255}}, "additionalProperties": False}
-_NAME = {"type": "string", "minLength": 1, "maxLength": 255, "pattern": r"^(?!\s)[\s\S]*(?<!\s)$"}
 _CREATE_IMAGE_SCHEMA = {"type": "object", "properties": {"createImage": {
-    "type": "object", "properties": {"name": _NAME, "metadata": _METADATA},
+    "type": "object", "properties": {"name": NAME, "metadata": _METADATA},
     "required": ["name"], "additionalProperties": False}}, "required": ["createImage"]}
 _CREATE_BACKUP_SCHEMA = {"type": "object", "properties": {"createBackup": {
-    "type": "object", "properties": {"name": _NAME, "backup_type": {"type": "string"},
+    "type": "object", "properties": {"name": NAME, "backup_type": {"type": "string"},
                                      "rotation": {"type": ["integer", "string"], "pattern": "^[0-9]+$"},
                                      "metadata": _METADATA},
     "required": ["name", "backup_type", "rotation"], "additionalProperties": False}},

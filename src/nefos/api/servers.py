@@ -41,8 +41,6 @@ from nefos.api import microversion
 
 router = APIRouter()
 
-_NAME = {"type": "string", "minLength": 1, "maxLength": 255,
-         "pattern": r"^(?![\s\u00a0])[\s\S]*(?<![\s\u00a0])$"}
 _UUID_OR_URL = {"type": "string", "maxLength": 2048}
 _COUNT = {"type": ["integer", "string"], "pattern": "^[0-9]*$", "minimum": 1, "minLength": 1}
 _METADATA = {"type": "object",
@@ -117,7 +115,7 @@ def create_schema(version) -> dict:
     if version.matches("2.37"):
         networks = {"oneOf": [networks, {"type": "string", "enum": ["none", "auto"]}]}
     props = {
-        "name": _NAME,
+        "name": NAME,
         "imageRef": {"type": "string", "maxLength": 2048},
         "flavorRef": {"type": ["string", "integer"], "minLength": 1, "maxLength": 255},
         "adminPass": {"type": "string", "maxLength": 255},
@@ -174,7 +172,7 @@ def create_schema(version) -> dict:
 
 
 def update_schema(version) -> dict:
-    props = {"name": _NAME, "accessIPv4": {"type": "string", "format": "ipv4"},
+    props = {"name": NAME, "accessIPv4": {"type": "string", "format": "ipv4"},
              "accessIPv6": {"type": "string", "format": "ipv6"},
              "OS-DCF:diskConfig": {"type": "string", "enum": ["AUTO", "MANUAL"]}}
     if version.matches("2.19"):
@@ -189,7 +187,7 @@ def update_schema(version) -> dict:
 
 
 def rebuild_schema(version) -> dict:
-    props = {"imageRef": {"type": "string", "minLength": 1, "maxLength": 2048}, "name": _NAME,
+    props = {"imageRef": {"type": "string", "minLength": 1, "maxLength": 2048}, "name": NAME,
              "adminPass": {"type": "string", "maxLength": 255}, "metadata": _METADATA,
              "accessIPv4": {"type": "string", "format": "ipv4"}, "accessIPv6": {"type": "string", "format": "ipv6"},
              "preserve_ephemeral": {"type": "boolean"},

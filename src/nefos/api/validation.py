@@ -43,9 +43,23 @@ _NAME_SPACES_MSG = ("An invalid 'name' value was provided. The name must be: pri
                     "characters with at least one non space character")
 
 
-def _printable(text: str) -> bool:
-    # Nova's valid_name_regex: every character but the C (control/format/...) categories.
-    return all(not unicodedata.category(ch).startswith("C") for ch in text)
+def _printable(char: str) -> bool:
+    """Nova's ``_is_printable``: neither an "other" character (control, format, surrogate, private
+    use, unassigned) nor a separator other than a space (a line or paragraph separator); and, as
+    Nova builds its name pattern from the Basic Multilingual Plane only, nothing beyond U+FFFE."""
+    category = unicodedata.category(char)
+    return (ord(char) < 0xFFFF and not category.startswith("C")
+            and (not category.startswith("Z") or category == "Zs"))
+
+
+def _printable_not_space(char: str) -> bool:
+    return _printable(char) and unicodedata.category(char) != "Zs"
+
+
+def _nova_name(text: str, allowed=_printable) -> bool:
+    """Nova's ``valid_name_regex``: ``allowed`` characters, neither the first nor the last a space."""
+    return all(allowed(ch) for ch in text) and (
+        not text or (_printable_not_space(text[0]) and _printable_not_space(text[-1])))
 
 
 _checker = FormatChecker()
@@ -53,18 +67,17 @@ _checker = FormatChecker()
 
 @_checker.checks("name", raises=InvalidName)
 def _check_name(instance) -> bool:
-    if not isinstance(instance, str):
-        return True
-    if not _printable(instance) or (instance and (instance[0].isspace() or instance[-1].isspace())):
+    if isinstance(instance, str) and not _nova_name(instance):
         raise InvalidName(_NAME_MSG)
     return True
 
 
 @_checker.checks("name_with_leading_trailing_spaces", raises=InvalidName)
 def _check_name_spaces(instance) -> bool:
+    """Nova's ``valid_name_leading_trailing_spaces_regex``: printable, at least one of them not a space."""
     if not isinstance(instance, str):
         return True
-    if not _printable(instance) or (instance and not instance.strip()):
+    if not all(_printable(ch) for ch in instance) or (instance and not any(map(_printable_not_space, instance))):
         raise InvalidName(_NAME_SPACES_MSG)
     return True
 
@@ -76,10 +89,7 @@ _AZ_NAME_MSG = ("An invalid 'name' value was provided. The name must be: printab
 @_checker.checks("az_name", raises=InvalidName)
 def _check_az_name(instance) -> bool:
     """Nova's ``az_name``: a ``name`` without ':' (which separates zone, host and node)."""
-    if not isinstance(instance, str):
-        return True
-    if (not _printable(instance) or ":" in instance
-            or (instance and (instance[0].isspace() or instance[-1].isspace()))):
+    if isinstance(instance, str) and not _nova_name(instance, lambda ch: ch != ":" and _printable(ch)):
         raise InvalidName(_AZ_NAME_MSG)
     return True
 
