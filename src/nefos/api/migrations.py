@@ -7,7 +7,9 @@ os-migrations filters on ``host`` (source or destination; else ``source_compute`
 2.23 shows ``migration_type``; 2.59 shows ``uuid``, pages (``limit``, ``marker``: a migration's
 uuid, ``migrations_links``) and takes ``changes-since``; 2.66 ``changes-before``; 2.80 shows
 ``user_id`` and ``project_id``. Listing another project's (or every project's) migrations needs
-``index:all_projects``; without ``index:host`` the hosts are hidden.
+``index:all_projects``; without ``index:host`` the hosts are hidden and the filters naming a host
+or node are ignored (as Nova ignores the server list's admin-only filters for others), so that
+guessing names tells such a caller nothing about the hosts.
 
 A live migration in progress is aborted with ``DELETE /servers/{id}/migrations/{id}`` (2.24; a
 queued or preparing one too from 2.65) and completed at once with ``POST .../{id}/action``
@@ -39,6 +41,7 @@ LIST_QUERY_V266 = query_schema({**_FILTERS, **_V259, **_V266}, strict=True, sing
 LIST_QUERY_V280 = query_schema({**_FILTERS, **_V259, **_V266, **_V280}, strict=True,
                                single=(*_V259, *_V266, *_V280))
 _HOST_FIELDS = ("dest_compute", "dest_host", "dest_node", "source_compute", "source_node")
+_HOST_FILTERS = ("host", "source_compute", "node")
 _FIELDS = ("created_at", "updated_at", "id", "instance_uuid", "old_instance_type_id", "new_instance_type_id",
            "status", *_HOST_FIELDS)
 
@@ -68,10 +71,11 @@ def _view(request: Request, row: dict, *, show_hosts: bool) -> dict:
     return body
 
 
-def _filters(request: Request, version) -> dict:
-    """Every query parameter is a filter, as Nova passes ``req.GET`` down (its last value)."""
+def _filters(request: Request, version, *, by_host: bool) -> dict:
+    """Every query parameter is a filter, as Nova passes ``req.GET`` down (its last value); those
+    naming a host or node only when ``by_host``."""
     filters: dict = {key: request.query_params[key] for key in request.query_params.keys()}
-    for key in ("changes-since", "changes-before", "limit", "marker"):
+    for key in ("changes-since", "changes-before", "limit", "marker", *(() if by_host else _HOST_FILTERS)):
         filters.pop(key, None)
     since, before = common.changes_window(request, before=version.matches("2.66")) \
         if version.matches("2.59") else (None, None)
@@ -92,7 +96,7 @@ async def list_migrations(request: Request):
     if not project_id or project_id != ctx.project_id:
         policy.enforce(ctx, "os_compute_api:os-migrations:index:all_projects")
     show_hosts = policy.check(ctx, "os_compute_api:os-migrations:index:host")
-    filters = _filters(request, version)
+    filters = _filters(request, version, by_host=show_hosts)
     db = request.app.state.rt.db
     if version.matches("2.59"):
         limit, marker = common.limit_and_marker(request)
