@@ -204,6 +204,14 @@ class Config(BaseModel):
     # Where the metadata proxies reach the service (Neutron's nova_metadata_host), on
     # metadata_listen_port; empty: metadata_listen, or loopback when the service binds every address.
     metadata_host: str = ""
+    # Each network's metadata proxy (in the DHCP agent) bounds what one guest may hold, so that it
+    # cannot delay another guest's metadata (haproxy's names, as in Neutron's proxy): the seconds a
+    # client has to send its whole request head (timeout http-request; 408 after it, before the
+    # request takes a slot toward the service), the connections open at once on the network
+    # (maxconn; more are answered 503 at once) and from one source address (more: 429 at once).
+    metadata_proxy_http_request_timeout: float = Field(default=10.0, gt=0)
+    metadata_proxy_maxconn: int = Field(default=256, ge=1)
+    metadata_proxy_maxconn_per_source: int = Field(default=10, ge=1)
     dhcp_domain: str = "novalocal"  # appended to an instance's hostname in its metadata (Nova's)
     force_config_drive: bool = False  # every guest gets a config drive, asked for or not (Nova's)
 

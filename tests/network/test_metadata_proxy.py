@@ -55,7 +55,7 @@ async def serve_on_loopback(proxy: mp.NetworkProxy) -> int:
     """Serve ``proxy`` on 127.0.0.1 (a free port, returned)."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    sock.listen(16)
+    sock.listen(128)  # as the proxy listens in a namespace
     sock.setblocking(False)
     await proxy.serve(sock)
     return sock.getsockname()[1]

@@ -19,6 +19,15 @@ password, as Neutron's proxy forwards it) to the metadata service (``metadata_ho
 the guest sent are dropped, never forwarded. An address that is no instance's port is 404; a
 request that is not HTTP (or too large) is 400 (431 / 413), another method 405; an unreachable
 service 502, a slow one 504. One request per connection.
+
+One guest cannot delay another's metadata (``Limits``). A connection is admitted only while its
+source address holds fewer than ``metadata_proxy_maxconn_per_source`` (else 429 at once) and the
+network fewer than ``metadata_proxy_maxconn`` (else 503 at once: haproxy's ``maxconn``); its
+request head must arrive whole within ``metadata_proxy_http_request_timeout`` (haproxy's ``timeout
+http-request``; 408), however it trickles in, and costs nothing but a socket meanwhile. Only a
+complete request takes a slot toward the network service and the metadata service: at most
+``UPSTREAM_SLOTS`` per network, ``UPSTREAM_SLOTS_PER_SOURCE`` of them for one address, so the
+others' requests always find one free.
 """
 
 from __future__ import annotations
@@ -32,11 +41,13 @@ import os
 import re
 import socket
 import threading
+from collections import Counter
 from dataclasses import dataclass
 from typing import Awaitable, Callable
 
 import httpx
 
+from nefos.config import Config
 from nefos.metadata import identification
 
 LOG = logging.getLogger(__name__)
@@ -49,9 +60,11 @@ MAX_HEAD_BYTES = 8192  # request line and headers
 MAX_HEADERS = 64
 MAX_BODY_BYTES = 4096  # a POST's (a password: at most 1020 bytes); a GET/HEAD's is read and dropped
 MAX_RESPONSE_BYTES = 4 * 1024 * 1024  # what the service answers (user data is at most 64 KiB)
-HEAD_TIMEOUT = 10.0  # seconds a client has to send its request
 UPSTREAM_TIMEOUT = 15.0  # seconds the service has to answer (identification included)
-MAX_CONNECTIONS = 64  # per network, served at once; more wait
+# Requests of a network forwarded at once (the instance's lookup and the service's answer); more
+# wait for a slot, up to UPSTREAM_TIMEOUT (then 503), each address for one of its own first.
+UPSTREAM_SLOTS = 64
+UPSTREAM_SLOTS_PER_SOURCE = 4
 CLONE_NEWNET = 0x40000000
 
 # Headers a guest may not send on (identification is the proxy's alone), and hop-by-hop ones.
@@ -62,8 +75,9 @@ _TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _TARGET = re.compile(rb"/[A-Za-z0-9\-._~:/?\[\]@!$&'()*+,;=%]*")
 _FIELD_VALUE = re.compile(rb"[\t\x20-\x7e\x80-\xff]*")
 _REASONS = {200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
-            408: "Request Timeout", 413: "Content Too Large", 431: "Request Header Fields Too Large",
-            502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout"}
+            408: "Request Timeout", 413: "Content Too Large", 429: "Too Many Requests",
+            431: "Request Header Fields Too Large", 502: "Bad Gateway", 503: "Service Unavailable",
+            504: "Gateway Timeout"}
 
 Lookup = Callable[[str, str], Awaitable["tuple[str, str] | None"]]
 
@@ -216,16 +230,53 @@ def _error(status: int, message: str, head_only: bool = False) -> bytes:
     return _response(status, (message + "\n").encode(), head_only=head_only)
 
 
+@dataclass(frozen=True)
+class Limits:
+    """What one network's proxy admits (the options of the same names, ``metadata_proxy_*``)."""
+    http_request_timeout: float  # seconds for the whole request head (and small body); as long to read the answer
+    maxconn: int  # connections open at once on the network
+    maxconn_per_source: int  # of them, from one source address
+
+    @classmethod
+    def of(cls, cfg) -> "Limits":
+        return cls(cfg.metadata_proxy_http_request_timeout, cfg.metadata_proxy_maxconn,
+                   cfg.metadata_proxy_maxconn_per_source)
+
+
+SHIPPED_LIMITS = Limits.of(Config())
+# Once answered (or refused), a client may still be sending: its bytes are read and dropped for up
+# to LINGER_TIMEOUT before the close (closing on unread bytes resets the connection, and the client
+# may lose the answer), by at most MAX_LINGERING connections of a network at once (more close at once).
+LINGER_TIMEOUT = 1.0
+MAX_LINGERING = 64
+
+
+class _SlotsBusy(Exception):
+    """No slot toward the services came free within UPSTREAM_TIMEOUT."""
+
+
 class NetworkProxy:
     """The proxy of one network: serves a listening socket, forwards to the metadata service."""
 
-    def __init__(self, network_id: str, upstream: httpx.AsyncClient, secret: str, lookup: Lookup):
+    def __init__(self, network_id: str, upstream: httpx.AsyncClient, secret: str, lookup: Lookup,
+                 limits: Limits = SHIPPED_LIMITS):
         self.network_id = network_id
         self.upstream = upstream
         self.secret = secret
         self.lookup = lookup
+        self.limits = limits
         self.server: asyncio.base_events.Server | None = None
-        self._slots = asyncio.Semaphore(MAX_CONNECTIONS)
+        self._slots = asyncio.Semaphore(UPSTREAM_SLOTS)
+        self._open: Counter[str] = Counter()  # admitted connections still open, per source address
+        self._open_total = 0
+        self._source_slots: dict[str, asyncio.Semaphore] = {}  # an address's, while it has connections
+        self._refusing: set[str] = set()  # addresses refused since they last held no connection (logged once)
+        self._full = False  # the network's maxconn reached (logged once until it is not)
+        self._lingering = 0
+
+    def open_connections(self, source: str | None = None) -> int:
+        """Admitted connections still open: the network's, or one source address's."""
+        return self._open_total if source is None else self._open[source]
 
     async def serve(self, sock: socket.socket) -> None:
         self.server = await asyncio.start_server(self._connection, sock=sock, limit=MAX_HEAD_BYTES)
@@ -237,27 +288,102 @@ class NetworkProxy:
             self.server = None
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        async with self._slots:
-            try:
-                peer = writer.get_extra_info("peername")
-                answer = await self._answer(reader, peer[0] if peer else "")
-                writer.write(answer)
-                await asyncio.wait_for(writer.drain(), HEAD_TIMEOUT)
-            except (ConnectionError, asyncio.TimeoutError):
-                pass
-            except Exception:  # never the client's 500: it gets nothing, the log gets why
-                LOG.exception("metadata proxy of network %s: request failed", self.network_id)
-            finally:
-                writer.close()
-                with contextlib.suppress(Exception):
-                    await writer.wait_closed()
+        peer = writer.get_extra_info("peername")
+        source = peer[0] if peer else ""
+        refusal = self._admit(source)
+        if refusal is not None:
+            writer.write(refusal)  # a few bytes into a new socket's buffer: no waiting
+            await self._close(reader, writer)
+            return
+        try:
+            answer = await self._answer(reader, source)
+            writer.write(answer)
+            async with asyncio.timeout(self.limits.http_request_timeout):
+                await writer.drain()
+        except (ConnectionError, TimeoutError):
+            pass
+        except Exception:  # never the client's 500: it gets nothing, the log gets why
+            LOG.exception("metadata proxy of network %s: request failed", self.network_id)
+        finally:
+            self._leave(source)
+            await self._close(reader, writer)
+
+    def _admit(self, source: str) -> bytes | None:
+        """None when a connection from ``source`` may be served, else the answer refusing it."""
+        if self._open[source] >= self.limits.maxconn_per_source:
+            if source not in self._refusing:
+                self._refusing.add(source)
+                LOG.warning("metadata proxy of network %s: %s holds %d connections; refusing more (429)",
+                            self.network_id, source, self._open[source])
+            return _error(429, "too many connections from this address")
+        if self._open_total >= self.limits.maxconn:
+            if not self._full:
+                self._full = True
+                LOG.warning("metadata proxy of network %s: %d connections open; refusing more (503)",
+                            self.network_id, self._open_total)
+            return _error(503, "too many connections on this network")
+        self._open[source] += 1
+        self._open_total += 1
+        if source not in self._source_slots:
+            self._source_slots[source] = asyncio.Semaphore(UPSTREAM_SLOTS_PER_SOURCE)
+        return None
+
+    def _leave(self, source: str) -> None:
+        self._open_total -= 1
+        self._open[source] -= 1
+        if self._open[source] <= 0:
+            del self._open[source]
+            del self._source_slots[source]
+            self._refusing.discard(source)
+        if self._open_total < self.limits.maxconn:
+            self._full = False
+
+    async def _close(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Close after the answer: at once for a client that does not read it, else lingering."""
+        if writer.transport.get_write_buffer_size():
+            writer.transport.abort()  # a client that does not read its answer keeps nothing open
+            return
+        with contextlib.suppress(Exception):
+            writer.write_eof()
+            if self._lingering < MAX_LINGERING:
+                self._lingering += 1
+                try:
+                    async with asyncio.timeout(LINGER_TIMEOUT):
+                        while await reader.read(MAX_HEAD_BYTES):
+                            pass
+                finally:
+                    self._lingering -= 1
+        writer.close()
+        with contextlib.suppress(Exception):
+            await writer.wait_closed()
+
+    @contextlib.asynccontextmanager
+    async def _upstream_slot(self, source: str):
+        """One of the network's slots toward the services, after one of ``source``'s own."""
+        own = self._source_slots[source]
+        try:
+            async with asyncio.timeout(UPSTREAM_TIMEOUT):
+                await own.acquire()
+                try:
+                    await self._slots.acquire()
+                except BaseException:
+                    own.release()
+                    raise
+        except TimeoutError:
+            raise _SlotsBusy from None
+        try:
+            yield
+        finally:
+            self._slots.release()
+            own.release()
 
     async def _answer(self, reader: asyncio.StreamReader, source: str) -> bytes:
         try:
-            request = await asyncio.wait_for(read_request(reader), HEAD_TIMEOUT)
+            async with asyncio.timeout(self.limits.http_request_timeout):
+                request = await read_request(reader)  # before any slot: a slow client holds none
         except BadRequest as exc:
             return _error(exc.status, str(exc))
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return _error(408, "request timeout")
         head_only = request.method == "HEAD"
         if request.method not in ("GET", "HEAD", "POST"):
@@ -266,6 +392,16 @@ class NetworkProxy:
             ipaddress.IPv4Address(source)
         except ValueError:
             return _error(404, "Not Found", head_only)
+        try:
+            async with self._upstream_slot(source):
+                return await self._identify_and_forward(request, source)
+        except _SlotsBusy:
+            LOG.warning("metadata proxy of network %s: no slot toward the metadata service for %s within %.0f s",
+                        self.network_id, source, UPSTREAM_TIMEOUT)
+            return _error(503, "too many requests in progress on this network", head_only)
+
+    async def _identify_and_forward(self, request: Request, source: str) -> bytes:
+        head_only = request.method == "HEAD"
         try:
             found = await asyncio.wait_for(self.lookup(self.network_id, source), UPSTREAM_TIMEOUT)
         except asyncio.TimeoutError:
@@ -337,7 +473,7 @@ class MetadataProxies:
             return
         if self._secret is None:
             self._secret = await asyncio.to_thread(identification.shared_secret, self.rt.cfg)
-        proxy = NetworkProxy(network_id, self._client(), self._secret, self.lookup)
+        proxy = NetworkProxy(network_id, self._client(), self._secret, self.lookup, Limits.of(self.rt.cfg))
         sock = await listen_in_namespace(netns)
         try:
             await proxy.serve(sock)
