@@ -8,7 +8,9 @@ address alone identifies nobody). A signed id of no instance, or of an instance 
 project than ``X-Tenant-ID``, is 404 (Nova's answers).
 
 The secret is the option's value, or (empty) ``<state_dir>/metadata_proxy_shared_secret``,
-generated on first use with mode 0600.
+generated on first use with mode 0600; an existing file others may read is tightened to 0600, and
+an empty one is refused (``ConfigError``, at start): a signature keyed with nothing is one anybody
+can make.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import secrets
 from pathlib import Path
 
 from nefos import fileperms
+from nefos.config import ConfigError
 
 LOG = logging.getLogger(__name__)
 
@@ -39,10 +42,19 @@ def secret_path(cfg) -> Path:
 
 
 def shared_secret(cfg) -> str:
-    """The configured secret, or the state directory's (created 0600 when missing)."""
+    """The configured secret, or the state directory's (created 0600 when missing, tightened to 0600
+    when wider); raises ``ConfigError`` when that file is empty."""
     if cfg.metadata_proxy_shared_secret:
         return cfg.metadata_proxy_shared_secret
-    return fileperms.read_or_create_private(secret_path(cfg), lambda: secrets.token_hex(32) + "\n").strip()
+    path = secret_path(cfg)
+    secret = fileperms.read_or_create_private(path, lambda: secrets.token_hex(32) + "\n").strip()
+    fileperms.private_file(path)
+    if not secret:
+        raise ConfigError(
+            f"metadata_proxy_shared_secret: {path} is empty, and a signature keyed with nothing is one "
+            f"anybody can make. Write the secret the metadata proxies share into it (or set "
+            f"metadata_proxy_shared_secret), or remove the file to have one generated.")
+    return secret
 
 
 def sign(secret: str, instance_id: str) -> str:

@@ -156,7 +156,8 @@ class DhcpAgent(SyncLoop, Component):
         self._last_heartbeat = 0.0
         self.isolated_metadata = bool(getattr(rt.cfg, "enable_isolated_metadata", True))
         from nefos.network.agents.metadata_proxy import MetadataProxies
-        self.metadata_proxies = MetadataProxies(rt)
+        # (made here, with the shared secret: an empty secret file is refused at start)
+        self.metadata_proxies = MetadataProxies(rt) if self.isolated_metadata else None
 
     # Lifecycle -----------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -193,7 +194,8 @@ class DhcpAgent(SyncLoop, Component):
         for network_id in set(self._applied) | set(self._procs) | set(self._ports):
             with contextlib.suppress(Exception):
                 await self._teardown(network_id)
-        await self.metadata_proxies.close()
+        if self.metadata_proxies is not None:
+            await self.metadata_proxies.close()
         if RUNTIME_CONFS in self.state_dir.parents:
             with contextlib.suppress(OSError):
                 self.state_dir.rmdir()  # the /run directory of its own, when nothing is left in it
@@ -458,7 +460,8 @@ class DhcpAgent(SyncLoop, Component):
 
     async def _teardown(self, network_id: str, delete_port: bool = False) -> None:
         await self._kill(network_id)
-        await self.metadata_proxies.remove(network_id)  # its socket would keep the namespace alive
+        if self.metadata_proxies is not None:
+            await self.metadata_proxies.remove(network_id)  # its socket would keep the namespace alive
         self._applied.pop(network_id, None)
         port = self._ports.pop(network_id, None)
         ns = f"qdhcp-{network_id}"

@@ -451,13 +451,14 @@ def upstream_url(cfg) -> str:
 
 
 class MetadataProxies:
-    """The DHCP agent's proxies, one per network."""
+    """The DHCP agent's proxies, one per network. The shared secret is read when they are made (at
+    the agent's start): a file that cannot serve is refused there (``ConfigError``)."""
 
     def __init__(self, rt, lookup: Lookup | None = None, upstream: httpx.AsyncClient | None = None):
         self.rt = rt
         self.lookup = lookup or port_lookup(rt)
         self._upstream = upstream
-        self._secret: str | None = None
+        self.secret = identification.shared_secret(rt.cfg)
         self.proxies: dict[str, NetworkProxy] = {}
 
     def _client(self) -> httpx.AsyncClient:
@@ -471,9 +472,7 @@ class MetadataProxies:
         ``169.254.169.254``)."""
         if network_id in self.proxies:
             return
-        if self._secret is None:
-            self._secret = await asyncio.to_thread(identification.shared_secret, self.rt.cfg)
-        proxy = NetworkProxy(network_id, self._client(), self._secret, self.lookup, Limits.of(self.rt.cfg))
+        proxy = NetworkProxy(network_id, self._client(), self.secret, self.lookup, Limits.of(self.rt.cfg))
         sock = await listen_in_namespace(netns)
         try:
             await proxy.serve(sock)
