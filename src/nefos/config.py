@@ -84,6 +84,14 @@ class Config(BaseModel):
     event_stream_poll_interval: float = Field(default=0.25, gt=0)
     event_stream_gap_timeout: float = Field(default=5.0, ge=0)
     event_host_watch_interval: float = Field(default=10.0, gt=0)
+    # An open stream checks its caller again (token validity and revocation, the stream's policy)
+    # every event_stream_reauth_interval seconds and when its token expires, and ends with
+    # stream.closed when the caller lost it. Each API process serves at most
+    # event_stream_max_clients streams, event_stream_max_per_user of them to one user; more are
+    # refused with 429 (each stream holds a socket, a file descriptor, and a queue).
+    event_stream_reauth_interval: float = Field(default=60.0, gt=0)
+    event_stream_max_per_user: int = Field(default=20, ge=1)
+    event_stream_max_clients: int = Field(default=500, ge=1)
 
     # Service liveness.
     report_interval: float = 10.0

@@ -89,6 +89,20 @@ class OverQuota(Error):
     message = "Quota exceeded for %(overs)s."
 
 
+class TooManyRequests(Error):
+    """429 (RFC 6585): a bounded resource is at its limit for this caller. ``Retry-After`` says when
+    to try again; the connection is closed, so a refused request holds no socket open."""
+    code = 429
+    message = "Too many requests: try again in %(retry_after)s seconds."
+
+    @property
+    def headers(self) -> dict[str, str]:
+        headers = {"Connection": "close"}
+        if "retry_after" in self.kwargs:
+            headers["Retry-After"] = str(self.kwargs["retry_after"])
+        return headers
+
+
 class NotAcceptable(Error):
     code = 406
     message = "Not acceptable."

@@ -77,9 +77,8 @@ class RequestContextMiddleware:
         rt = getattr(request.app.state, "rt", None)
         policy_token = None
         try:
-            ctx = await context_from_headers(request, request_id, global_id)
             policy_token = policy.use(rt.cfg) if rt is not None else None
-            ctx.is_admin = policy.check_is_admin(ctx)  # "context_is_admin", as Nova decides it
+            ctx = await authenticated_context(request, request_id, global_id)
         except exceptions.NefosError as exc:  # 401; 503 when tokens or the policy file cannot be read
             response = JSONResponse(self.error_body(exc.code, str(exc), type(exc).__name__), status_code=exc.code)
             if rt is not None and exc.code == 401:
@@ -171,6 +170,15 @@ async def context_from_headers(request: Request, request_id: str, global_id: str
         raise exceptions.Unauthorized("The request you have made requires authentication.")
     return RequestContext(request_id=request_id, global_request_id=global_id,
                           project_id=None, user_id=None, roles=[], is_admin=False)
+
+
+async def authenticated_context(request: Request, request_id: str, global_id: str | None) -> RequestContext:
+    """The caller's context as every request gets it (``context_from_headers``), with ``is_admin``
+    decided by the rules in use ("context_is_admin", as Nova decides it). A long-lived response
+    calls it again to re-check its caller the way the request was checked."""
+    ctx = await context_from_headers(request, request_id, global_id)
+    ctx.is_admin = policy.check_is_admin(ctx)
+    return ctx
 
 
 INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
@@ -278,7 +286,7 @@ def make_app(title: str, service: str, error_body: ErrorBody, inner_middleware: 
         if exc.code >= 500:
             LOG.error("%s %s failed: %s", request.method, request.url.path, exc,
                       exc_info=exc if not getattr(exc, "remote_traceback", None) else None)
-        return respond(exc.code, str(exc), type(exc).__name__)
+        return respond(exc.code, str(exc), type(exc).__name__, getattr(exc, "headers", None))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException):

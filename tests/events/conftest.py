@@ -1,15 +1,18 @@
-"""Helpers for the external events suites: a cloud, its agents, actions and waits."""
+"""Helpers for the events suites: a cloud, its agents, actions and waits, and a stream's client."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
+import httpx
 import pytest
 from sqlalchemy import select
 
 from nefos.db.models import InstanceAction, InstanceActionEvent
-from tests.pipeline.conftest import CloudHarness, start_cloud, stop_cloud
+from nefos.event_tail import read_stream
+from tests.pipeline.conftest import ADMIN, CloudHarness, start_cloud, stop_cloud
 
 # The noauth headers of the network service's own user (what its notifier sends).
 SERVICE = {"X-Project-Id": "service", "X-User-Id": "nefos", "X-Roles": "service"}
@@ -78,3 +81,52 @@ async def port_of(cloud: CloudHarness, server_id: str) -> dict:
     ports = await cloud.ports(device_id=server_id)
     assert len(ports) == 1, ports
     return ports[0]
+
+
+class Listener:
+    """A client streaming in the background; ``messages`` fills as they come (the log's events),
+    ``closing`` is the stream's last message when the server ended it with ``stream.closed``."""
+
+    def __init__(self, cloud, headers=ADMIN, params=None, last_event_id=None):
+        self.messages: list[dict] = []
+        self.closing: dict | None = None
+        self.connected = asyncio.Event()
+        self._client = httpx.AsyncClient(base_url=cloud.compute.base_url)
+        self._task = asyncio.create_task(self._read(headers, params, last_event_id))
+
+    async def _read(self, headers, params, last_event_id):
+        async for message in read_stream(self._client, "/v2.1/nefos-events", headers=headers, params=params,
+                                         last_event_id=last_event_id, reconnect_delay=0.05):
+            if message["event"] == "stream.connected":
+                self.connected.set()
+            elif message["event"] == "stream.closed":
+                self.closing = message["data"]
+            else:
+                self.messages.append(message)
+
+    def of(self, server_id: str, *types: str) -> list[dict]:
+        return [m["data"] for m in self.messages
+                if m["data"].get("server_id") == server_id and (not types or m["event"] in types)]
+
+    async def ended(self, timeout: float) -> float:
+        """Wait until the server ended the stream (within ``timeout`` seconds, else AssertionError);
+        how long that took."""
+        started = time.monotonic()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._task), timeout)
+        except TimeoutError:
+            raise AssertionError(f"the stream was still open after {timeout} s") from None
+        return time.monotonic() - started
+
+    async def close(self):
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        await self._client.aclose()
+
+
+async def listen(cloud, **kwargs) -> Listener:
+    """A client streaming, once the stream told it is live (``stream.connected``)."""
+    listener = Listener(cloud, **kwargs)
+    await asyncio.wait_for(listener.connected.wait(), 10)
+    return listener

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-
-import httpx
 import pytest
 
-from nefos.event_tail import read_stream
 from nefos.objects import event_log
 from tests.compute.conftest import boot_active, crash_compute, eventually, start_compute
+from tests.events.conftest import listen
 from tests.pipeline.conftest import ADMIN, member, start_cloud, stop_cloud
 
 OTHER_PROJECT = "e" * 32
@@ -23,43 +19,8 @@ async def cloud(tmp_path):
     await stop_cloud(harness)
 
 
-class Listener:
-    """A client streaming in the background; ``messages`` fills as they come."""
-
-    def __init__(self, cloud, headers=ADMIN, params=None, last_event_id=None):
-        self.messages: list[dict] = []
-        self.connected = asyncio.Event()
-        self._client = httpx.AsyncClient(base_url=cloud.compute.base_url)
-        self._task = asyncio.create_task(self._read(headers, params, last_event_id))
-
-    async def _read(self, headers, params, last_event_id):
-        async for message in read_stream(self._client, "/v2.1/nefos-events", headers=headers, params=params,
-                                         last_event_id=last_event_id, reconnect_delay=0.05):
-            if message["event"] == "stream.connected":
-                self.connected.set()
-            else:
-                self.messages.append(message)
-
-    def of(self, server_id: str, *types: str) -> list[dict]:
-        return [m["data"] for m in self.messages
-                if m["data"].get("server_id") == server_id and (not types or m["event"] in types)]
-
-    async def close(self):
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
-        await self._client.aclose()
-
-
 async def _true(value):
     return value
-
-
-async def listen(cloud, **kwargs) -> Listener:
-    """A client streaming, once the stream told it is live (``stream.connected``)."""
-    listener = Listener(cloud, **kwargs)
-    await asyncio.wait_for(listener.connected.wait(), 10)
-    return listener
 
 
 async def test_a_boot_streams_each_state_change_in_order(cloud):

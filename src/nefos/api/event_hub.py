@@ -11,16 +11,21 @@ that resumes after id N reads the log's (N, floor] and then the live entries, wi
 The reader polls every ``event_stream_poll_interval`` seconds while some client streams, and
 stops ``_LINGER`` seconds after the last one left (a client reconnecting within that time finds
 it where it was).
+
+The hub also admits the streams: at most ``event_stream_max_clients`` in the process and
+``event_stream_max_per_user`` per user; one more is refused with 429 before anything is sent.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import time
 from typing import Callable
 
+from nefos import exceptions
 from nefos.objects import event_log
 
 LOG = logging.getLogger(__name__)
@@ -31,6 +36,8 @@ _LINGER = 60.0
 QUEUE_SIZE = 10000
 OVERFLOW = object()
 END = object()  # the process is stopping: the stream ends (its client reconnects elsewhere or later)
+# Seconds a refused client is told to wait (Retry-After): streams are long, a place rarely frees at once.
+RETRY_AFTER = 15
 
 
 class Subscriber:
@@ -60,6 +67,34 @@ class EventHub:
         self._ready = asyncio.Event()
         self._gap_since: dict[int, float] = {}
         self._idle_since: float | None = None
+        self.open_streams = 0
+        self.open_streams_of: collections.Counter[str] = collections.Counter()
+
+    def admit(self, user_id: str) -> Callable[[], None]:
+        """A place for one more stream of ``user_id``, or TooManyRequests (429); call what it
+        returns, once or more, when the stream ends."""
+        if self.open_streams >= self.cfg.event_stream_max_clients:
+            raise exceptions.TooManyRequests(
+                f"This API process serves its maximum of {self.cfg.event_stream_max_clients} event streams; "
+                f"try again in {RETRY_AFTER} seconds.", retry_after=RETRY_AFTER)
+        if self.open_streams_of[user_id] >= self.cfg.event_stream_max_per_user:
+            raise exceptions.TooManyRequests(
+                f"This user has its maximum of {self.cfg.event_stream_max_per_user} event streams open; "
+                f"close one or try again in {RETRY_AFTER} seconds.", retry_after=RETRY_AFTER)
+        self.open_streams += 1
+        self.open_streams_of[user_id] += 1
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if released:
+                return
+            released = True
+            self.open_streams -= 1
+            self.open_streams_of[user_id] -= 1
+            if not self.open_streams_of[user_id]:
+                del self.open_streams_of[user_id]
+        return release
 
     async def subscribe(self, accepts: Callable[[dict], bool]) -> Subscriber:
         subscriber = Subscriber(accepts)

@@ -246,6 +246,12 @@ async def validate(rt, token: str, *, allow_expired: bool = False) -> TokenData:
     return data
 
 
+def expires_at(cfg, token: str) -> float:
+    """When ``token`` expires, in seconds since the epoch (Unauthorized when it is no token of this
+    cloud). Says nothing of revocation: ``validate`` decides whether a token is still good."""
+    return decode(cfg, token, allow_expired=True).expires_at / 1_000_000
+
+
 async def validate_token(rt, token: str, *, request_id: str | None = None,
                          global_request_id: str | None = None) -> RequestContext:
     """The request context a token stands for; raises ``nefos.exceptions.Unauthorized``."""
