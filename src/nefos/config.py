@@ -91,7 +91,7 @@ class Config(BaseModel):
     # refused with 429 (each stream holds a socket, a file descriptor, and a queue).
     event_stream_reauth_interval: float = Field(default=60.0, gt=0)
     event_stream_max_per_user: int = Field(default=20, ge=1)
-    event_stream_max_clients: int = Field(default=500, ge=1)
+    event_stream_max_clients: int = Field(default=250, ge=1)
 
     # Service liveness.
     report_interval: float = 10.0
