@@ -40,6 +40,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from nefos.allinone import free_port  # noqa: E402
+from nefos.config import Config  # noqa: E402
 
 BIN = Path(sys.executable).parent
 SERVICES = [["identity"], ["image"], ["network"], ["scheduler"], ["conductor"], ["api"]]
@@ -69,6 +70,8 @@ class Cloud:
         self.env["NEFOS_METADATA_LISTEN_PORT"] = str(free_port())
         self.env["NEFOS_NOVNCPROXY_PORT"] = str(free_port())
         self.env["NEFOS_DASHBOARD_PORT"] = str(free_port())
+        for cap in ("event_stream_max_per_user", "event_stream_max_clients"):  # the stream clients are all the admin's
+            self.env[f"NEFOS_{cap.upper()}"] = str(max(args.stream_clients, Config.model_fields[cap].default))
         self.procs: list[subprocess.Popen] = []
         self.db_url = f"sqlite:///{self.state / 'nefos.sqlite'}"
         self.pg_name = None

@@ -2,7 +2,9 @@
 
 ``read_stream`` is the stream's client: it parses Server-Sent Events and, when the connection
 drops, connects again with the last id it saw as ``Last-Event-ID``, as a browser's EventSource
-does, so nothing between is lost.
+does, so nothing between is lost. When the server ends the stream because the token expired
+(``stream.closed``, ``token_expired``), ``nefos events`` signs in again and resumes the same way,
+as keystoneauth gets a new token for a client whose token expired.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ _STYLES = {"server.created": "cyan", "server.updated": "bold", "server.deleted":
            "server.step.started": "dim", "server.step.finished": "green", "server.event.received": "blue",
            "host.up": "green", "host.down": "bold red", "host.disabled": "yellow", "host.enabled": "green",
            "stream.truncated": "bold red", "stream.overflow": "bold red"}
+# Why a stream may end for a client that signs in again and resumes: its token expired, or the
+# server could not check it for a moment.
+_RESUMABLE = ("token_expired", "unavailable")
 
 
 async def sse_messages(response: httpx.Response) -> AsyncIterator[dict]:
@@ -103,24 +108,37 @@ async def tail(clouds_file: Path, *, cloud: str = ADMIN_CLOUD, params: dict, las
     shown = 0
     async with httpx.AsyncClient(timeout=30.0) as client:
         try:
-            token, urls = await asyncio.to_thread(_login, auth)
-            url = urls["compute"].rstrip("/") + "/nefos-events"
-            async for message in read_stream(client, url, headers={"X-Auth-Token": token}, params=params,
-                                             last_event_id=last_event_id):
-                if message["event"] == "stream.connected":
-                    console.print(f"[dim]following the events after id {message['data']['last_event_id']}[/dim]",
-                                  highlight=False)
-                    continue
-                console.print(line(message), highlight=False)
-                shown += 1
-                if count is not None and shown >= count:
-                    break
+            while True:
+                token, urls = await asyncio.to_thread(_login, auth)
+                url = urls["compute"].rstrip("/") + "/nefos-events"
+                closing = None
+                async for message in read_stream(client, url, headers={"X-Auth-Token": token}, params=params,
+                                                 last_event_id=last_event_id):
+                    if message["id"] is not None:
+                        last_event_id = message["id"]
+                    if message["event"] == "stream.connected":
+                        console.print(f"[dim]following the events after id {message['data']['last_event_id']}[/dim]",
+                                      highlight=False)
+                        continue
+                    if message["event"] == "stream.closed":  # the last message: the stream ends
+                        closing = message["data"]
+                        continue
+                    console.print(line(message), highlight=False)
+                    shown += 1
+                    if count is not None and shown >= count:
+                        return shown
+                if closing is None:
+                    return shown
+                if closing.get("reason") not in _RESUMABLE:
+                    raise StatusError(f"the event stream ended: {closing.get('reason')} "
+                                      f"({closing.get('message', '')})")
+                console.print(f"[dim]the stream ended ({escape(str(closing.get('reason')))}): "
+                              "signing in again[/dim]", highlight=False)
         except httpx.HTTPStatusError as exc:
             raise StatusError(f"the event stream answered {exc.response.status_code}: "
                               f"{exc.response.text[:300]}") from None
         except KeyError as exc:
             raise StatusError(f"the catalog has no {exc} endpoint") from None
-    return shown
 
 
 def _login(auth: dict) -> tuple[str, dict[str, str]]:

@@ -187,3 +187,35 @@ async def test_a_member_whose_authority_stays_keeps_streaming_across_checks(clou
     await eventually(lambda: _true(stream.of(server_id, "server.created")))
     assert stream.closing is None
     await stream.close()
+
+
+async def test_nefos_events_signs_in_again_when_its_token_expires_and_misses_nothing(tmp_path):
+    from io import StringIO
+
+    from rich.console import Console
+
+    from nefos.event_tail import tail
+    from nefos.identity.bootstrap import write_clouds_yaml
+
+    cloud = await keystone_cloud(tmp_path, token_expiration=3)
+    try:
+        clouds = write_clouds_yaml(cloud.rt, cloud.accounts, tmp_path / "clouds.yaml")
+        demo = cloud.accounts["demo"]
+
+        async def as_demo() -> dict:
+            token = await cloud.identity.token(demo["username"], demo["password"], demo["project_id"])
+            return {"token": token}
+
+        printed = StringIO()
+        follower = asyncio.create_task(tail(clouds, cloud="nefos", params={"type": "server.created"},
+                                            last_event_id=None, count=2, console=Console(file=printed, width=200)))
+        await eventually(lambda: _true("following the events" in printed.getvalue()))
+        first = await boot_none(cloud, await as_demo())
+        await eventually(lambda: _true(first in printed.getvalue()))
+        # Its token expires: the stream ends, it signs in again and follows on from the last id.
+        await eventually(lambda: _true("signing in again" in printed.getvalue()), timeout=3 + 15)
+        second = await boot_none(cloud, await as_demo())
+        assert await asyncio.wait_for(follower, 30) == 2
+        assert second in printed.getvalue(), printed.getvalue()
+    finally:
+        await close_cloud(cloud)

@@ -137,7 +137,8 @@ async def test_the_process_serves_its_shipped_stream_cap_and_refuses_any_user_be
         assert served == [200] * rest
         # The process is full: a user below its own cap is refused as well.
         [refused] = await streams.open_many(last, 1)
-        assert refused.status_code == 429 and "This API process serves its maximum" in refused.text, refused.text
+        assert refused.status_code == 429, refused.status_code
+        assert "This API process serves its maximum" in refused.text, refused.text
         during = open_files(pid)
     finally:
         await streams.close()
