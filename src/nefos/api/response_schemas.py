@@ -293,7 +293,10 @@ HYPERVISOR_SERVERS = _all_required({"hypervisors": _array(_object(
     {**_HYPERVISOR_BRIEF, "servers": _HYPERVISOR_SERVERS}, tuple(_HYPERVISOR_BRIEF)))})
 # GET /v2.1/nefos-events (text/event-stream): Server-Sent Events, one message per event.
 EVENT_STREAM = {"type": "string", "description": "Server-Sent Events: one message per event (id: its id in "
-                "the log, event: its type, data: a JSON object)."}
+                "the log, event: its type, data: a JSON object), and the stream's own messages, without an id: "
+                "stream.connected first (last_event_id), stream.truncated (last_event_id, oldest_kept), "
+                "stream.overflow, and stream.closed last when the caller's authority is gone (reason: "
+                "token_expired, unauthorized, forbidden or unavailable; message)."}
 
 HYPERVISOR_HEALTH = _all_required({"hypervisor_health": _array(_all_required({
     "host": _STRING, "state": _UP_DOWN, "status": _ENABLED, "disabled_reason": _NULLABLE_STRING,
