@@ -51,6 +51,16 @@ class BoundedRequestLine(H11Protocol):
             return
         super().data_received(data)
 
+    def on_response_complete(self) -> None:
+        # A pipelined request read while the one before was served: its line is checked here,
+        # before h11 goes on to parse it.
+        pending = self.conn.trailing_data[0]
+        if pending and not self.transport.is_closing() and _request_line_length(pending) > MAX_REQUEST_LINE:
+            self.server_state.total_requests += 1
+            self._refuse()
+            return
+        super().on_response_complete()
+
     def connection_lost(self, exc: Exception | None) -> None:
         if self._linger is not None:
             self._linger.cancel()

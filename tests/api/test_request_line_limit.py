@@ -1,7 +1,8 @@
 """A request line longer than the server reads (8 KiB, eventlet.wsgi's limit, which Nova, Neutron and
 Glance served with) is answered 414 URI Too Long in the listener's own error body, whether the line
-arrives whole or in pieces, and the client reads that answer before the connection closes: never a
-reset, never a request served with a line of any length. A line at the limit is served.
+arrives whole, in pieces or pipelined, and the client reads that answer before the connection
+closes: never a reset, never a request served with a line of any length. A line at the limit is
+served.
 """
 
 from __future__ import annotations
@@ -92,6 +93,20 @@ async def test_a_long_request_line_arriving_in_pieces_is_answered_414(cloud, pie
                                             request_line("/v2.1/servers", 200_000), pieces=pieces)
     assert status == 414, body[:300]
     assert "computeFault" in json.loads(body)
+
+
+async def test_a_long_request_line_pipelined_after_another_request_is_answered_414(cloud):
+    headers = b"Host: 127.0.0.1\r\n" + b"".join(f"{k}: {v}\r\n".encode() for k, v in ADMIN.items())
+    reader, writer = await asyncio.open_connection("127.0.0.1", cloud.rt.cfg.compute_api_port)
+    try:
+        writer.write(b"GET /v2.1/servers HTTP/1.1\r\n" + headers + b"\r\n"
+                     + request_line("/v2.1/servers", 20_000) + b"\r\n" + headers + b"\r\n")
+        await writer.drain()
+        answers = await asyncio.wait_for(reader.read(), 30)
+    finally:
+        writer.close()
+    first, second = answers.split(b"HTTP/1.1 ")[1:]
+    assert first.startswith(b"200 ") and second.startswith(b"414 "), answers[:500]
 
 
 @pytest.mark.parametrize("listener", ["compute", "network", "image"])
