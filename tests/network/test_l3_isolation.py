@@ -18,6 +18,7 @@ from nefos.db.migrate import upgrade
 from nefos.db.models import Network, Port, Router, RouterPort
 from nefos.db.session import Database
 
+from tests.backends import BACKENDS, fresh_database
 from tests.network.conftest import ADMIN, OTHER, PROJECT, member
 from tests.network.l3_helpers import external_network, put, router, tenant_network
 
@@ -159,11 +160,20 @@ async def test_ports_on_an_external_network_shared_with_the_caller_or_its_own_ar
     assert (await h.port(ext["id"], headers=ADMIN))["network_id"] == ext["id"]
 
 
-async def test_an_upgrade_keeps_the_interfaces_the_router_api_made_and_no_look_alike(tmp_path):
+@pytest.fixture(params=BACKENDS)
+def empty_database_url(request, tmp_path):
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'upgraded.sqlite'}"
+        return
+    with fresh_database(request.param) as url:
+        yield url
+
+
+async def test_an_upgrade_keeps_the_interfaces_the_router_api_made_and_no_look_alike(empty_database_url):
     """Before ``routerports``, a router's interfaces were the ports naming it: upgraded, those its
     own project holds (what the router API made) stay its interfaces; another project's port
     naming it does not become one."""
-    db = Database(f"sqlite:///{tmp_path / 'upgraded.sqlite'}")
+    db = Database(empty_database_url)
     try:
         await upgrade(db, "0018")
         async with db.engine.begin() as conn:
