@@ -1,6 +1,6 @@
 """Anti-spoofing seen from a real guest: a variant of the tiny guest, once its NIC is up, sends
 raw frames: its own (a control) and forged ones (another source MAC, another IPv4 source, an ARP
-reply for another address, a packet from another IPv6 address, a rogue IPv6 router advertisement,
+reply for another address, both for its subnet's gateway address, a packet from another IPv6 address, a rogue IPv6 router advertisement,
 a neighbour advertisement for another address, a DHCP server reply). An observer on the network's bridge sees none of the forged frames from a
 port with port security, and all of them from a port without it (so the test can fail)."""
 
@@ -58,6 +58,7 @@ until ip -4 addr show eth0 | grep -q inet; do usleep 200000; done
 /bin/sendframes eth0 /etc/frames.bin > /dev/console 2>&1
 """
 OTHER_MAC, OTHER_IP = "fa:16:3e:65:43:21", "10.79.0.250"
+GATEWAY_IP = "10.79.0.1"  # the test network's gateway: a guest holding it would take its neighbours' traffic
 
 
 def _sender(tmp: Path) -> bytes:
@@ -73,6 +74,8 @@ def _frames(mac: str, ip: str, observer_ip: str) -> tuple[dict[str, bytes], dict
         "spoofed MAC": frames.udp4(OTHER_MAC, ip, observer_ip, b"NEFOS-SPOOF-MAC"),
         "spoofed IPv4 source": frames.udp4(mac, OTHER_IP, observer_ip, b"NEFOS-SPOOF-IP"),
         "forged ARP reply": frames.arp_reply(mac, mac, OTHER_IP, observer_ip),
+        "spoofed gateway source": frames.udp4(mac, GATEWAY_IP, observer_ip, b"NEFOS-SPOOF-GATEWAY"),
+        "forged ARP reply for the gateway": frames.arp_reply(mac, mac, GATEWAY_IP, observer_ip),
         "spoofed IPv6 source": frames.neighbour_solicitation(mac, "fe80::1", "fe80::2"),
         "rogue router advertisement": frames.router_advertisement(mac, link_local),
         "forged neighbour advertisement": frames.neighbour_advertisement(mac, link_local, "fe80::1"),
