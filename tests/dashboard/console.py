@@ -4,8 +4,10 @@ event stream opened as a page opens it."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
+import time
 
 import httpx
 
@@ -46,17 +48,20 @@ async def signed_in(cloud, who: str | dict = "demo", **kwargs) -> httpx.AsyncCli
 
 
 @contextlib.asynccontextmanager
-async def identity_as_admin(cloud):
-    """The Identity API (``/v3``), with a token of the admin's."""
-    admin = cloud.accounts["admin"]
+async def identity_as(cloud, account: dict):
+    """The Identity API (``/v3``), with a token of ``account``'s (its ``X-Auth-Token`` header)."""
     base = f"http://127.0.0.1:{cloud.rt.cfg.identity_api_port}/v3"
     async with httpx.AsyncClient(base_url=base, timeout=30) as identity:
         r = await identity.post("/auth/tokens", json={"auth": {"identity": {"methods": ["password"], "password": {
-            "user": {"name": admin["username"], "password": admin["password"], "domain": {"name": "Default"}}}},
-            "scope": {"project": {"name": admin["project_name"], "domain": {"name": "Default"}}}}})
+            "user": {"name": account["username"], "password": account["password"], "domain": {"name": "Default"}}}},
+            "scope": {"project": {"name": account["project_name"], "domain": {"name": "Default"}}}}})
         assert r.status_code == 201, r.text
         identity.headers["X-Auth-Token"] = r.headers["x-subject-token"]
         yield identity
+
+
+def identity_as_admin(cloud):
+    return identity_as(cloud, cloud.accounts["admin"])
 
 
 async def second_member(cloud, name: str = "other") -> dict:
@@ -93,9 +98,20 @@ class Stream:
         await self.response.aclose()
 
 
-async def open_stream(client: httpx.AsyncClient, **params) -> Stream:
-    stream = Stream(await client.send(client.build_request("GET", "/events", params=params), stream=True))
+async def open_stream(client: httpx.AsyncClient, path: str = "/events", **params) -> Stream:
+    stream = Stream(await client.send(client.build_request("GET", path, params=params), stream=True))
     if stream.status_code == 200:
         while await anext(stream.lines) != "event: stream.connected":
             pass
+    return stream
+
+
+async def stream_once_there_is_room(client: httpx.AsyncClient, within: float = 10.0, **kwargs) -> Stream:
+    """A stream opened as soon as the budgets it counts against have room: a closed stream's place
+    comes back once the server has seen it closed."""
+    deadline = time.monotonic() + within
+    while (stream := await open_stream(client, **kwargs)).status_code != 200:
+        await stream.aclose()
+        assert time.monotonic() < deadline, f"no room for a stream within {within} s"
+        await asyncio.sleep(0.1)
     return stream

@@ -18,7 +18,7 @@ from playwright.async_api import async_playwright, expect
 
 from nefos.config import Config
 from nefos.identity.bootstrap import bootstrap
-from tests.dashboard.console import open_stream
+from tests.dashboard.console import stream_once_there_is_room
 from tests.pipeline.conftest import start_cloud, stop_cloud
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -159,16 +159,8 @@ async def test_a_page_refused_its_live_stream_asks_again_later_and_follows_once_
     [session] = [c for c in await page.context.cookies() if c["name"] == "nefos_session"]
     held = httpx.AsyncClient(base_url=f"http://127.0.0.1:{cloud.rt.cfg.dashboard_port}", timeout=30,
                              cookies={"nefos_session": session["value"]})
-    streams = []
-    deadline = time.monotonic() + 15
-    while len(streams) < Config.model_fields["dashboard_max_streams_per_session"].default:
-        stream = await open_stream(held)
-        if stream.status_code == 200:
-            streams.append(stream)
-            continue
-        await stream.aclose()
-        assert time.monotonic() < deadline, "the servers' page never gave its stream back"
-        await asyncio.sleep(0.1)
+    streams = [await stream_once_there_is_room(held)
+               for _ in range(Config.model_fields["dashboard_max_streams_per_session"].default)]
     asked: list[tuple[float, int]] = []
     page.on("response", lambda r: asked.append((time.monotonic(), r.status)) if "/events" in r.url else None)
     await page.get_by_role("link", name="Servers").click()

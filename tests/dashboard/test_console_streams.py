@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from nefos.config import Config
-from tests.dashboard.console import (client_of, console_cloud, identity_as_admin, open_stream, second_member, sign_in,
-                                    signed_in)
+from tests.dashboard.console import (client_of, console_cloud, identity_as, identity_as_admin, open_stream, second_member,
+                                    sign_in, signed_in, stream_once_there_is_room)
 from tests.pipeline.conftest import stop_cloud
 
 UNBOUNDED = httpx.Limits(max_connections=None, max_keepalive_connections=None)
@@ -80,12 +80,7 @@ async def test_a_hundred_streams_of_one_member_leave_another_users_pages_and_sig
     # Streams that end give their place back.
     for stream in streams:
         await stream.aclose()
-    deadline = time.monotonic() + 10
-    while (again := await open_stream(attackers[0])).status_code != 200:
-        await again.aclose()
-        assert time.monotonic() < deadline, "the closed streams' budget never came back"
-        await asyncio.sleep(0.1)
-    await again.aclose()
+    await (await stream_once_there_is_room(attackers[0])).aclose()
     for client in [victim, *attackers]:
         await client.aclose()
 
@@ -107,3 +102,53 @@ async def test_a_stream_whose_token_is_revoked_is_refused_and_ends_the_session(c
     r = await client.get("/servers")
     assert r.status_code == 303 and r.headers["location"].startswith("/login")
     await client.aclose()
+
+
+async def test_the_apis_refusal_of_a_stream_reaches_the_page_as_429_with_the_apis_retry_after(cloud):
+    """The Compute API serves one user at most ``event_stream_max_per_user`` streams (shipped: 20);
+    with them all open elsewhere, the console answers the page as the API answered the relay."""
+    account = cloud.accounts["demo"]
+    async with identity_as(cloud, account) as identity:
+        token = identity.headers["X-Auth-Token"]
+    api = httpx.AsyncClient(base_url=f"http://127.0.0.1:{cloud.rt.cfg.compute_api_port}", timeout=30,
+                            headers={"X-Auth-Token": token}, limits=UNBOUNDED)
+    held = []
+    while (stream := await open_stream(api, "/v2.1/nefos-events")).status_code == 200:
+        held.append(stream)
+        assert len(held) <= cloud.rt.cfg.event_stream_max_per_user
+    assert stream.status_code == 429
+    api_retry_after = stream.headers["retry-after"]
+    await stream.aclose()
+
+    client = await signed_in(cloud, account)
+    refused = await open_stream(client)
+    assert refused.status_code == 429 and refused.headers["retry-after"] == api_retry_after
+    await refused.aclose()
+    for stream in held:
+        await stream.aclose()
+    await (await stream_once_there_is_room(client)).aclose()
+    for c in (client, api):
+        await c.aclose()
+
+
+async def test_a_stream_the_api_ends_for_a_disabled_user_ends_at_the_page_and_then_is_refused(tmp_path):
+    """The API checks an open stream's caller again every ``event_stream_reauth_interval`` (60 s
+    shipped; here 1 s: tests/events/test_stream_bounds.py has the shipped interval) and ends it with
+    ``stream.closed``: the relay passes that on and ends too, and the page's next try is refused."""
+    cloud = await console_cloud(tmp_path, event_stream_reauth_interval=1.0)
+    try:
+        account = await second_member(cloud)
+        client = await signed_in(cloud, account)
+        stream = await open_stream(client)
+        assert stream.status_code == 200
+        async with identity_as_admin(cloud) as identity:
+            r = await identity.patch(f"/users/{account['user_id']}", json={"user": {"enabled": False}})
+            assert r.status_code == 200, r.text
+        async with asyncio.timeout(30):
+            rest = [line async for line in stream.lines]
+        assert "event: stream.closed" in rest
+        await stream.aclose()
+        assert (await client.get("/events")).status_code == 401
+        await client.aclose()
+    finally:
+        await stop_cloud(cloud)
