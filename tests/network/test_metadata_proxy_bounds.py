@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import socket
 import time
 
 import httpx
@@ -20,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from nefos.config import Config
+from nefos.config import Config, ConfigError, load_config
 from nefos.network.agents import metadata_proxy as mp
 from tests.network.test_metadata_proxy import serve_on_loopback
 
@@ -28,6 +29,7 @@ SHIPPED = Config()
 ATTACKER = "127.0.0.2"
 VICTIM = "127.0.0.3"
 GET = b"GET /openstack/latest/meta_data.json HTTP/1.1\r\nHost: 169.254.169.254\r\n\r\n"
+BIG = 3 * 1024 * 1024  # an answer more than a socket's buffers hold while nobody reads it
 
 
 class SlowService:
@@ -37,6 +39,7 @@ class SlowService:
         self.release = asyncio.Event()
         self.slow_sources: list[str] = []
         self.seen_slow = asyncio.Condition()
+        self.big_answers: list[str] = []
 
         async def serve(request: Request):
             if request.url.path == "/slow":
@@ -44,6 +47,9 @@ class SlowService:
                     self.slow_sources.append(request.headers["x-forwarded-for"])
                     self.seen_slow.notify_all()
                 await self.release.wait()
+            if request.url.path == "/big":
+                self.big_answers.append(request.headers["x-forwarded-for"])
+                return PlainTextResponse("x" * BIG)
             return PlainTextResponse(f"for {request.headers['x-forwarded-for']}")
         self.app = Starlette(routes=[Route("/{path:path}", serve, methods=["GET", "HEAD", "POST"])])
 
@@ -77,8 +83,14 @@ class Connection:
         self.answer: asyncio.Task | None = None
 
     @classmethod
-    async def open(cls, fixture, source: str) -> "Connection":
-        reader, writer = await asyncio.open_connection("127.0.0.1", fixture["port"], local_addr=(source, 0))
+    async def open(cls, fixture, source: str, receive_buffer: int | None = None) -> "Connection":
+        sock = socket.socket()
+        if receive_buffer:  # before the connection: the window it offers
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+        sock.setblocking(False)
+        sock.bind((source, 0))
+        await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", fixture["port"]))
+        reader, writer = await asyncio.open_connection(sock=sock)
         conn = cls(reader, writer)
         fixture["connections"].append(conn)
         return conn
@@ -225,8 +237,56 @@ async def test_one_address_s_requests_hold_at_most_four_slots_toward_the_metadat
     assert list(got.values()) == [200] * len(attack)
 
 
+async def test_a_client_that_does_not_read_its_answers_holds_no_slot_and_is_cut_at_the_deadline(proxy):
+    attack = [await Connection.open(proxy, ATTACKER, receive_buffer=4096)
+              for _ in range(SHIPPED.metadata_proxy_maxconn_per_source)]
+    for conn in attack:
+        conn.send(b"GET /big HTTP/1.1\r\n\r\n")  # and never read
+    await wait_until(lambda: len(proxy["service"].big_answers) == len(attack))
+    status, seconds = await timed_request(proxy, VICTIM)
+    assert status == 200 and seconds < 1.0
+    # The answers wait in the proxy's buffers, not in its slots; the connections are dropped once
+    # the deadline to read them has passed, and the address is served again.
+    assert proxy["proxy"].open_connections(ATTACKER) == len(attack)
+    deadline = SHIPPED.metadata_proxy_http_request_timeout
+    started = time.monotonic()
+    await wait_until(lambda: proxy["proxy"].open_connections(ATTACKER) == 0, deadline + 5.0)
+    assert time.monotonic() - started > deadline / 2  # (it was the deadline that ended them)
+    status, _ = await timed_request(proxy, ATTACKER)
+    assert status == 200
+
+
 async def wait_until(condition, timeout: float = 5.0) -> None:
     """Until ``condition()`` holds (the proxy's bookkeeping runs on this loop)."""
     async with asyncio.timeout(timeout):
         while not condition():
             await asyncio.sleep(0.01)
+
+
+async def test_the_options_set_the_limits_the_dhcp_agent_s_proxies_use(tmp_path):
+    cfg = load_config(state_dir=tmp_path, metadata_proxy_http_request_timeout="2.5", metadata_proxy_maxconn="7",
+                      metadata_proxy_maxconn_per_source="3")
+    assert mp.Limits.of(cfg) == mp.Limits(http_request_timeout=2.5, maxconn=7, maxconn_per_source=3)
+    assert mp.SHIPPED_LIMITS == mp.Limits(10.0, 256, 10) == mp.Limits.of(load_config(state_dir=tmp_path))
+    for name, bad in [("metadata_proxy_http_request_timeout", "0"), ("metadata_proxy_maxconn", "0"),
+                      ("metadata_proxy_maxconn_per_source", "-1")]:
+        with pytest.raises(ConfigError, match=name):
+            load_config(state_dir=tmp_path, **{name: bad})
+
+
+async def test_an_operator_s_per_address_cap_is_the_one_enforced():
+    async def lookup(network_id, ip):
+        return (f"instance-{ip}", "t" * 32)
+    service = SlowService()
+    upstream = httpx.AsyncClient(transport=httpx.ASGITransport(app=service.app), base_url="http://metadata")
+    served = mp.NetworkProxy("net-2", upstream, "s3cret", lookup, mp.Limits(10.0, 256, 2))
+    fixture = {"port": await serve_on_loopback(served), "connections": []}
+    try:
+        held = await many(fixture, ATTACKER, 3)
+        got = await answered_within(held, 2.0)
+        assert list(got.values()) == [429]
+    finally:
+        for c in fixture["connections"]:
+            c.close()
+        await served.close()
+        await upstream.aclose()
