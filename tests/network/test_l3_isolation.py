@@ -193,3 +193,18 @@ async def test_an_upgrade_keeps_the_interfaces_the_router_api_made_and_no_look_a
         await db.dispose()
     assert [(r.port_id, r.router_id, r.port_type) for r in rows] == [
         ("interface", "victims-router", "network:router_interface")]
+
+
+async def test_a_look_alike_port_carries_no_floating_ip_through_the_router_it_names(h, client):
+    """A floating IP goes through the router holding an interface on its port's subnet: one that
+    a port only claims is not there, so the victim's router does not NAT the attacker's guests."""
+    ext, _ = await external_network(h)
+    victims = await router(h, VICTIM, external_gateway_info={"network_id": ext["id"]})
+    net, sub = await tenant_network(h, "10.76.0.0/24", headers=ATTACKER)
+    await h.port(net["id"], headers=ADMIN, project_id=OTHER, device_owner="network:router_interface",
+                 device_id=victims["id"], fixed_ips=[{"subnet_id": sub["id"], "ip_address": sub["gateway_ip"]}])
+    guest = await h.port(net["id"], headers=ATTACKER)
+    r = await client.post("/v2.0/floatingips", json={"floatingip": {
+        "floating_network_id": ext["id"], "port_id": guest["id"]}}, headers=ATTACKER)
+    _error(r, 404, "ExternalGatewayForFloatingIPNotFound")
+    assert (await client.get("/v2.0/floatingips", headers=ADMIN)).json()["floatingips"] == []
