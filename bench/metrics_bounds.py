@@ -11,6 +11,9 @@ then
    while /metrics is scraped (by curl, another process), measures the longest gap of a 1 ms ticker on the loop and the
    slowest answer of ``GET /v2.1/servers`` asked over and over.
 
+The process's garbage collector is tuned as every ``nefos`` process tunes it once started
+(``tune_gc_for_service``; ``--untuned-gc``: as the tests' clouds leave it, where a full collection
+walks every object loaded at start and stalls the loop for hundreds of milliseconds, scrape or not).
 Run it with another tree first on the path to compare (``PYTHONPATH=<tree>/src``).
 
   python bench/metrics_bounds.py --requests 10000 --series 200000
@@ -34,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 from prometheus_client import Counter  # noqa: E402
 
 from nefos.allinone import free_port  # noqa: E402
+from nefos.service import tune_gc_for_service  # noqa: E402
 from tests.noauth import ADMIN  # noqa: E402
 from tests.pipeline.conftest import start_cloud, stop_cloud  # noqa: E402
 
@@ -91,6 +95,8 @@ async def stall_during_scrape(cfg, client: httpx.AsyncClient) -> dict:
 async def main(args) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         cloud = await start_cloud(Path(tmp), fake_hosts=1, metrics_port=free_port())
+        if not args.untuned_gc:
+            tune_gc_for_service()  # as every `nefos` process does once its services started
         cfg = cloud.rt.cfg
         try:
             async with httpx.AsyncClient(timeout=600) as client:
@@ -117,4 +123,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=10000)
     parser.add_argument("--series", type=int, default=200000)
+    parser.add_argument("--untuned-gc", action="store_true",
+                        help="leave the garbage collector as the tests' clouds have it, not as `nefos` tunes it")
     asyncio.run(main(parser.parse_args()))
