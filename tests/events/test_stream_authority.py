@@ -219,3 +219,33 @@ async def test_nefos_events_signs_in_again_when_its_token_expires_and_misses_not
         assert second in printed.getvalue(), printed.getvalue()
     finally:
         await close_cloud(cloud)
+
+
+async def test_a_stream_whose_caller_cannot_be_checked_ends_with_unavailable(tmp_path, monkeypatch):
+    # Fails closed: with the database away the revocations cannot be read, so the stream ends
+    # (reason unavailable) rather than go on unchecked; its client resumes with Last-Event-ID.
+    from nefos.db import retry
+    from tests.database_servers import OwnPostgres
+
+    server = OwnPostgres()
+    try:
+        await asyncio.to_thread(server.start)
+        url = await asyncio.to_thread(server.create_database, "nefos")
+        # Each "not revoked" answer is read again at every check (not reused for 5 s), and a
+        # database that is away fails a read after half a second (not ten).
+        cloud = await keystone_cloud(tmp_path, database_url=url, event_stream_reauth_interval=REAUTH,
+                                     revocation_cache_time=0)
+        try:
+            member = await cloud.identity.member(await cloud.identity.project())
+            stream = await listen(cloud, headers=auth(member))
+            monkeypatch.setattr(retry, "DISCONNECT_TIMEOUT", 0.5)
+            await asyncio.to_thread(server.stop)
+            await stream.ended(timeout=REAUTH + 15)
+            assert stream.closing["reason"] == "unavailable", stream.closing
+            await stream.close()
+        finally:
+            if not server.running:
+                await asyncio.to_thread(server.start)
+            await close_cloud(cloud)
+    finally:
+        await asyncio.to_thread(server.destroy)
