@@ -68,7 +68,9 @@ class UpCloud:
         return r
 
     def json(self, *args: str):
-        found = json.loads(self.osc(*args, "-f", "json").stdout)
+        out = self.osc(*args, "-f", "json").stdout
+        # `server create --wait` writes "Progress: N" lines (the build's progress) before the document.
+        found = json.loads(out[min((i for i in (out.find("{"), out.find("[")) if i >= 0), default=0):])
         if args[:2] == ("network", "create"):
             self.networks.add(found["id"])
         if args[:2] == ("router", "create"):

@@ -3,8 +3,10 @@
 
 - two guests on one network reach each other;
 - guests on two subnets joined by one router reach each other;
-- a guest without a floating IP reaches the host's 172.24.4.1 through SNAT: the host sees the
-  router's gateway address;
+- a guest without a floating IP reaches another address of the external network (a namespace
+  on br-ex-nefos) through SNAT: it sees the router's gateway address; with a floating IP, that;
+- a guest reaches nothing on the host's own address there (172.24.4.1): neither a service of
+  the host nor its ping, while the host reaches the guests' floating IPs;
 - a guest on a network with no router reaches nothing outside (not 172.24.4.1);
 - a floating IP disassociated stops answering SSH and ping from the host.
 
@@ -12,8 +14,12 @@ One cloud and one set of guests (booted at once) for the module."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +28,8 @@ from tests.libvirt.cli_cloud import SourceRecorder, UpCloud, host_ping, keygen, 
 pytestmark = [pytest.mark.libvirt, pytest.mark.cli]
 
 HOST_ADDRESS = "172.24.4.1"  # the host's address on br-ex-nefos (external_network_gateway)
+NEIGHBOUR_ADDRESS = "172.24.4.5"  # another address on br-ex-nefos (below the allocation pool)
+ROOT = Path(__file__).resolve().parents[2]
 NETWORKS = {"net-a": "10.67.1.0/24", "net-b": "10.67.2.0/24", "net-iso": "10.67.3.0/24"}
 GUESTS = {"a1": "net-a", "a2": "net-a", "b1": "net-b", "iso1": "net-iso"}
 
@@ -86,18 +94,55 @@ def test_guests_on_two_subnets_joined_by_a_router_reach_each_other(matrix):
     assert r.stdout.split() == ["b1", "ok"], r.stdout
 
 
-def test_a_guest_reaches_the_host_through_snat_as_the_router_s_gateway(matrix):
+class ExternalNeighbour:
+    """A namespace on br-ex-nefos at NEIGHBOUR_ADDRESS answering each TCP connection with its source
+    address (another machine on the external network, as far as the routers can tell)."""
+
+    def __init__(self, port: int = 7301):
+        from tests.network.test_l3_agent import ECHO
+        tag = uuid.uuid4().hex[:6]
+        self.ns, self.outer, self.port = f"nfnb-{tag}", f"nb{tag}", port
+        run = lambda *argv: subprocess.run(argv, check=True, capture_output=True)  # noqa: E731
+        run("ip", "netns", "add", self.ns)
+        run("ip", "link", "add", self.outer, "type", "veth", "peer", "name", "eth0", "netns", self.ns)
+        run("ip", "link", "set", self.outer, "master", "br-ex-nefos", "up")
+        run("ip", "-n", self.ns, "addr", "add", f"{NEIGHBOUR_ADDRESS}/24", "dev", "eth0")
+        run("ip", "-n", self.ns, "link", "set", "eth0", "up")
+        run("ip", "-n", self.ns, "link", "set", "lo", "up")
+        self.proc = subprocess.Popen(["ip", "netns", "exec", self.ns, sys.executable, "-c", ECHO, str(port)],
+                                     stdout=subprocess.PIPE, cwd=ROOT)
+        assert self.proc.stdout.readline().strip() == b"ready"
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+        subprocess.run(["ip", "link", "del", self.outer], capture_output=True)
+        subprocess.run(["ip", "netns", "del", self.ns], capture_output=True)
+
+
+def test_a_guest_reaches_the_external_network_through_snat_as_the_router_s_gateway(matrix):
     m = matrix
-    listener = SourceRecorder(HOST_ADDRESS)
+    neighbour = ExternalNeighbour()
     try:
-        _in_guest(m, "b1", f"ping -c1 -W2 {HOST_ADDRESS}")
-        r = _in_guest(m, "b1", f"echo hi | nc {HOST_ADDRESS} {listener.port}")
-        assert r.stdout.splitlines()[-1] == f"seen-from {m['gateway']}", r.stdout
-        assert listener.seen == [m["gateway"]], listener.seen
-        listener.seen.clear()
+        r = _in_guest(m, "b1", f"echo hi | nc -w 5 {NEIGHBOUR_ADDRESS} {neighbour.port}; echo")
+        assert r.stdout.split()[-1] == m["gateway"], r.stdout
         # A guest with a floating IP is seen as its floating IP.
-        r = _in_guest(m, "a1", f"echo hi | nc {HOST_ADDRESS} {listener.port}", via_fip=True)
-        assert r.stdout.splitlines()[-1] == f"seen-from {m['fip']}", r.stdout
+        r = _in_guest(m, "a1", f"echo hi | nc -w 5 {NEIGHBOUR_ADDRESS} {neighbour.port}; echo", via_fip=True)
+        assert r.stdout.split()[-1] == m["fip"], r.stdout
+    finally:
+        neighbour.close()
+
+
+def test_a_guest_reaches_nothing_on_the_host_s_external_address(matrix):
+    m = matrix
+    listener = SourceRecorder("0.0.0.0")  # a service of the host on every address
+    try:
+        r = _in_guest(m, "b1", f"hostname; command -v nc; ping -c1 -W2 {HOST_ADDRESS} && echo reached; "
+                               f"echo hi | nc -w 3 {HOST_ADDRESS} {listener.port} && echo reached; true")
+        assert r.stdout.split()[:2] == ["b1", "nc"], r.stdout  # nc is there: its failing means something
+        assert "reached" not in r.stdout and "seen-from" not in r.stdout, r.stdout
+        assert listener.seen == []
+        assert host_ping(m["fip"])  # the host reaches the guests
     finally:
         listener.close()
 

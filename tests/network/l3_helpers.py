@@ -29,3 +29,16 @@ async def put(h: Helpers, path: str, body: dict, headers=None, expect: int = 200
     r = await h.client.put(path, json=body, headers=headers or ADMIN)
     assert r.status_code == expect, r.text
     return r.json()
+
+
+def remove_host_input_chain(bridge: str) -> None:
+    """Take away what ``external.close_host_to_bridge`` put in the host's filter table for a test's
+    own bridge."""
+    import subprocess
+
+    from nefos.network.external import host_input_chain
+    chain = host_input_chain(bridge)
+    while subprocess.run(["iptables", "-D", "INPUT", "-i", bridge, "-j", chain], capture_output=True).returncode == 0:
+        pass
+    subprocess.run(["iptables", "-F", chain], capture_output=True)
+    subprocess.run(["iptables", "-X", chain], capture_output=True)

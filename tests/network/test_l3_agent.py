@@ -19,7 +19,7 @@ import pytest
 from nefos.network.agents.l3_agent import L3Agent
 from nefos.network.agents.router_ns import namespace
 from tests.network.conftest import OTHER, Helpers, member
-from tests.network.l3_helpers import put, router, tenant_network
+from tests.network.l3_helpers import put, remove_host_input_chain, router, tenant_network
 from tests.noauth import ADMIN
 
 
@@ -60,7 +60,7 @@ def lab():
     tag = uuid.uuid4().hex[:6]
     octet = int(tag[:2], 16) % 200 + 20
     ext_bridge, ext_net = f"brx{tag}", f"198.18.{octet}"
-    made = {"netns": [], "links": [ext_bridge]}
+    made = {"netns": [], "links": [ext_bridge], "host_chains": []}
     sh("ip", "link", "add", ext_bridge, "type", "bridge")
     sh("ip", "addr", "add", f"{ext_net}.1/24", "dev", ext_bridge)
     sh("ip", "link", "set", ext_bridge, "up")
@@ -69,6 +69,8 @@ def lab():
         subprocess.run(["ip", "link", "del", link], capture_output=True)
     for ns in made["netns"]:
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    for bridge in made["host_chains"]:
+        remove_host_input_chain(bridge)
 
 
 def guest(lab, name: str, bridge: str, port: dict, prefix: int, gateway: str) -> str:
@@ -168,6 +170,7 @@ async def test_the_public_network_is_made_once(rt, network, client, lab):
     from nefos.network.external import ensure_public_network
     rt.cfg.l3_external_bridge = bridge = f"brp{lab['tag']}"
     lab["made"]["links"].append(bridge)
+    lab["made"]["host_chains"].append(bridge)
     rt.cfg.external_network_cidr, rt.cfg.external_network_gateway = f"{lab['ext_net']}.0/24", f"{lab['ext_net']}.1"
     before = host_state()
     first = await ensure_public_network(rt)

@@ -8,6 +8,16 @@ auto-allocated topologies are uplinked to, unless another is) with the subnet
 gateways and floating IPs live there (``nefos.network.agents.l3_agent``); the host reaches them through
 the bridge. The bridge never holds a physical interface and nothing is routed or NATed from it to
 the machine's uplink: what is on it stays on this machine.
+
+The host's address on the bridge is where guests (through their routers) meet the host itself, so
+the host accepts from the bridge only what answers it: replies to the connections the host opened
+(``ssh`` to a floating IP) and the ICMP errors about them (conntrack ``ESTABLISHED,RELATED``);
+anything new is dropped, so none of the host's services (whatever listens on ``0.0.0.0``: sshd,
+a database, the APIs with a wildcard ``bind_host``) is reachable from a guest. One chain of the
+filter table, ``nefos-in-<bridge>``, jumped to from ``INPUT`` for the bridge, rewritten in one
+``iptables-restore`` (an operator opens a service to guests with a rule of their own before it).
+Guests need nothing from the host: DHCP, DNS and metadata are served in each network's DHCP
+namespace.
 """
 
 from __future__ import annotations
@@ -26,9 +36,27 @@ PUBLIC = "public"
 
 
 async def ensure_external_bridge(bridge: str, address: str) -> None:
-    """``bridge`` up with the host address ``address`` (``a.b.c.d/len``)."""
+    """``bridge`` up with the host address ``address`` (``a.b.c.d/len``), closed to anything new
+    from the bridge."""
     await ensure_bridge(bridge)
+    await close_host_to_bridge(bridge)  # before the address: the host is never open on it
     await run("ip", "addr", "replace", address, "dev", bridge)
+
+
+def host_input_chain(bridge: str) -> str:
+    return f"nefos-in-{bridge}"
+
+
+async def close_host_to_bridge(bridge: str) -> None:
+    """The host accepts from ``bridge`` only replies to what it started (and ICMP errors about it)."""
+    chain = host_input_chain(bridge)
+    restore = ["*filter", f":{chain} - [0:0]",
+               f"-A {chain} -m conntrack --ctstate ESTABLISHED,RELATED -j RETURN",
+               f"-A {chain} -j DROP", "COMMIT", ""]
+    await run("iptables-restore", "--noflush", stdin="\n".join(restore).encode())
+    jump = ("INPUT", "-i", bridge, "-j", chain)
+    if (await run("iptables", "-C", *jump, check=False))[0] != 0:
+        await run("iptables", "-I", jump[0], "1", *jump[1:])
 
 
 async def ensure_public_network(rt) -> dict:

@@ -12,7 +12,13 @@ configuration (``Routers.routers_for_agent``) true on this machine, idempotently
 * nftables inside the namespace only, one table ``ip nefos-router`` replaced atomically
   (``nft -f``: the old table goes and the new one comes in one transaction): per floating IP a
   DNAT (floating -> fixed) and an SNAT (fixed -> floating, out of the gateway), then, with
-  ``enable_snat``, an SNAT of the interfaces' subnets to the gateway address.
+  ``enable_snat``, an SNAT of the interfaces' subnets to the gateway address; and a filter on
+  what the router forwards through its gateway: only to and from the external subnet's own
+  addresses. The gateway's default route leads to the host (the external subnet's gateway); a host
+  that forwards (``ip_forward = 1``: Docker and libvirt hosts) would route a guest's packet on
+  out of the machine, and a packet from the machine's own networks in to a floating IP: the router
+  drops both, so what is routed onto the external bridge stays on this machine whatever the host
+  does.
 
 Nothing here touches the host's namespace beyond the veths' outer ends and the bridges: no host
 route, sysctl or firewall rule.
@@ -47,13 +53,16 @@ def gateway_devices(port_id: str) -> tuple[str, str]:
     return "qg-" + port_id[:11], "qgo" + port_id[:11]
 
 
-def nat_ruleset(router: dict) -> str:
+def ruleset(router: dict) -> str:
     """The namespace's nftables table for ``router`` (an ``nft -f`` script that replaces it)."""
     lines = [f"table ip {NFT_TABLE}", f"delete table ip {NFT_TABLE}", f"table ip {NFT_TABLE} {{"]
     gw = router.get("gateway")
-    pre, post = [], []
+    pre, post, forward = [], [], []
     if gw is not None:
         qg, _ = gateway_devices(gw["port_id"])
+        external = ipaddress.ip_network(gw["cidr"], strict=False)
+        forward += [f'oifname "{qg}" ip daddr != {external} drop',
+                    f'iifname "{qg}" ip saddr != {external} drop']
         for fip in router["floating_ips"]:
             pre.append(f"ip daddr {fip['floating_ip_address']} dnat to {fip['fixed_ip_address']}")
             post.append(f'ip saddr {fip["fixed_ip_address"]} oifname "{qg}" snat to {fip["floating_ip_address"]}')
@@ -67,6 +76,10 @@ def nat_ruleset(router: dict) -> str:
         lines.append(f"    type nat hook {hook} priority {priority}; policy accept;")
         lines += [f"    {r}" for r in rules]
         lines.append("  }")
+    lines.append("  chain forward {")
+    lines.append("    type filter hook forward priority filter; policy accept;")
+    lines += [f"    {r}" for r in forward]
+    lines.append("  }")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
@@ -150,7 +163,7 @@ async def apply(router: dict, external_bridge: str, previous: dict | None) -> No
         await run("ip", "-n", ns, "route", "del", dest, "via", hop, check=False)
     for dest, hop in sorted(new):
         await run("ip", "-n", ns, "route", "replace", str(ipaddress.ip_network(dest)), "via", hop)
-    await run("ip", "netns", "exec", ns, "nft", "-f", "-", stdin=nat_ruleset(router).encode())
+    await run("ip", "netns", "exec", ns, "nft", "-f", "-", stdin=ruleset(router).encode())
     LOG.info("router %s: %d interface(s), gateway %s, %d floating IP(s)", router["id"], len(router["interfaces"]),
              gw["ip_address"] if gw else "none", len(router["floating_ips"]))
 
