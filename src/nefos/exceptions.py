@@ -115,6 +115,12 @@ class RequestURITooLong(Error):
     message = "The request-URI was too long for this server."
 
 
+class RequestHeaderFieldsTooLarge(Error):
+    """A request head (line and headers) larger than the server holds (RFC 6585's 431)."""
+    code = 431
+    message = "The request's header fields are too large."
+
+
 class ServiceUnavailable(Error):
     code = 503
     message = "Service unavailable."

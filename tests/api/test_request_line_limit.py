@@ -54,13 +54,14 @@ def request_line(path: str, length: int) -> bytes:
     return f"GET {path}?q={'a' * (length - fixed)} HTTP/1.1".encode()
 
 
-async def exchange(port: int, line: bytes, pieces: int = 1) -> tuple[int, dict, bytes]:
-    """Send ``line`` and a few headers (in ``pieces`` writes), read the answer to the server's close:
-    (status, headers, body)."""
+async def exchange(port: int, line: bytes, pieces: int = 1, headers: bytes | None = None) -> tuple[int, dict, bytes]:
+    """Send ``line`` and ``headers`` (by default Host and an admin's noauth headers) in ``pieces``
+    writes, read the answer to the server's close: (status, headers, body)."""
+    if headers is None:
+        headers = b"Host: 127.0.0.1\r\n" + b"".join(f"{k}: {v}\r\n".encode() for k, v in ADMIN.items())
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
-        request = line + b"\r\nHost: 127.0.0.1\r\n" + b"".join(
-            f"{k}: {v}\r\n".encode() for k, v in ADMIN.items()) + b"Connection: close\r\n\r\n"
+        request = line + b"\r\n" + headers + b"Connection: close\r\n\r\n"
         size = -(-len(request) // pieces)
         for start in range(0, len(request), size):
             writer.write(request[start:start + size])
