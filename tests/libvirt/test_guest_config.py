@@ -22,6 +22,7 @@ pytestmark = pytest.mark.libvirt
 ADMIN_2_3 = {**ADMIN, "X-OpenStack-Nova-API-Version": "2.3"}  # OS-EXT-SRV-ATTR:hostname
 USER_DATA = b"#!/bin/sh\necho NEFOS-USERDATA-RAN $((6*7))\n"
 CONFIG_LINE = re.compile(r"NEFOS-CONFIG: source=(\S+) uuid=(\S+) hostname=(\S+) keys=(\d+) user-data=(\S+)")
+PASSWORD_LINE = re.compile(r"NEFOS-CONFIG: .* root-password=(\S+)")
 IP_LINE = re.compile(r"NEFOS-IP: ([0-9.]+)/")
 
 
@@ -92,6 +93,33 @@ def test_the_init_reads_meta_data_json_as_the_cloud_renders_it(tmp_path):
     assert run("md_public_keys") == "" and run("md_hostname") == ""
 
 
+def _crypt_sha512(password: str, salt: str) -> str:
+    """crypt(3)'s SHA-512 hash by OpenSSL (not the guest's busybox), for checking a guest's."""
+    return subprocess.run(["openssl", "passwd", "-6", "-salt", salt, "-stdin"], input=password, text=True,
+                          capture_output=True, check=True, timeout=30).stdout.strip()
+
+
+def _root_hash_matches(shadow: str, password: str) -> bool:
+    (root,) = [line for line in shadow.splitlines() if line.startswith("root:")]
+    stored = root.split(":")[1]
+    return stored.startswith("$6$") and _crypt_sha512(password, stored.split("$")[2]) == stored
+
+
+def test_the_init_sets_root_s_password_from_admin_pass(tmp_path):
+    """The init's set_root_password (busybox sh, mkpasswd, awk) on the guest's shadow file: root's
+    hash is the password's (checked with OpenSSL), the other lines and the mode are kept."""
+    (tmp_path / "nefos-config").write_text(CONFIG_SCRIPT)
+    shadow = tmp_path / "shadow"
+    shadow.write_text("root:*:19000:0:99999:7:::\nnobody:*:19000:0:99999:7:::\n")
+    password = "Pass with $pecial 'chars' \\ and: colons"
+    busybox_sh('. "$1"; NEFOS_SHADOW="$2" set_root_password "$3"', str(tmp_path / "nefos-config"), str(shadow),
+               password)
+    text = shadow.read_text()
+    assert _root_hash_matches(text, password) and not _root_hash_matches(text, password + "x")
+    assert text.splitlines()[1] == "nobody:*:19000:0:99999:7:::"
+    assert oct(shadow.stat().st_mode & 0o777) == "0o600"
+
+
 async def _boot_with_drive(cloud, name: str, cidr: str, key_name: str, **extra) -> tuple[str, str, dict]:
     net = await make_network(cloud, name=f"{name}-net", cidr=cidr)
     sid = (await cloud.boot(name=name, flavor="42", networks=[{"uuid": net["id"]}], config_drive=True,
@@ -158,3 +186,28 @@ async def test_without_a_drive_the_guest_asks_the_metadata_service(lvcloud, tmp_
     (line,) = CONFIG_LINE.findall(out)
     assert line == ("metadata", sid, "md-guest", "1", "ran"), out[-2000:]
     assert "NEFOS-USERDATA-RAN 42" in out
+
+
+@pytest.mark.parametrize("config_drive", [False, True], ids=["metadata-service", "config-drive"])
+async def test_root_s_password_in_the_guest_is_the_one_the_create_answered(lvcloud, tmp_path, config_drive):
+    """The create answer's adminPass (generated) is root's password in the guest: root's hash in the
+    guest's /etc/shadow, read over SSH with the key pair, is that password's (checked with OpenSSL on
+    the host); from the metadata service or the config drive alike."""
+    cloud = lvcloud
+    await import_keypair(cloud, "pw-key", keygen(tmp_path / "id"))
+    cidr = "10.84.0.0/24" if config_drive else "10.85.0.0/24"
+    net = await make_network(cloud, name="pw-guest-net", cidr=cidr)
+    created = await cloud.boot(name="pw-guest", flavor="42", networks=[{"uuid": net["id"]}], key_name="pw-key",
+                               config_drive=config_drive)
+    sid, password = created["server"]["id"], created["server"]["adminPass"]
+    await cloud.wait_status(sid, "ACTIVE", timeout=120)
+    await allow_ssh(cloud, sid)
+    out = await wait_console(cloud, sid, "NEFOS-CONFIG:", timeout=120)
+    assert PASSWORD_LINE.findall(out) == ["set"], out[-2000:]
+    assert password not in out  # nothing secret on the console
+    out = await wait_console(cloud, sid, f"NEFOS-IP: {cidr.rsplit('.', 1)[0]}.", timeout=120)
+    (ip,) = set(IP_LINE.findall(out))
+    rc, shadow, stderr = await _ssh(cloud.dhcp.namespace_of(net["id"]), tmp_path / "id", ip, "cat /etc/shadow")
+    assert rc == 0, stderr
+    assert _root_hash_matches(shadow, password), shadow
+    assert not _root_hash_matches(shadow, password[:-1])

@@ -114,14 +114,14 @@ SERVER = _object({**_SERVER_BASE, **_SERVER_EXTENDED, **_SERVER_OPTIONAL, **_SER
                  [*_SERVER_BASE, *_SERVER_EXTENDED])
 # Update and rebuild answer with the narrower view before 2.75 (no extended attributes).
 SERVER_NARROW = _object({**_SERVER_BASE, **_SERVER_OPTIONAL}, list(_SERVER_BASE))
-_ADMIN_PASS = {"adminPass": _STRING}
+_ADMIN_PASS = {"adminPass": _STRING}  # absent with enable_instance_password off (Nova's)
 
 SERVER_CREATED = {"anyOf": [
     _all_required({"server": _object({"id": _SERVER_BASE["id"], "links": _LINKS,
                                       "OS-DCF:diskConfig": _SERVER_BASE["OS-DCF:diskConfig"],
                                       "security_groups": _SERVER_EXTENDED_OPTIONAL["security_groups"],
                                       **_ADMIN_PASS},
-                                     ("id", "links", "OS-DCF:diskConfig", "adminPass"))}),
+                                     ("id", "links", "OS-DCF:diskConfig"))}),
     _all_required({"reservation_id": {"type": "string", "pattern": "^r-"}}),  # return_reservation_id
 ]}
 SERVERS = _object({"servers": _array(_all_required({"id": _SERVER_BASE["id"], "name": _STRING,
@@ -131,7 +131,7 @@ SERVERS_DETAIL = _object({"servers": _array(SERVER), "servers_links": _LINKS}, (
 SERVER_SHOWN = _all_required({"server": SERVER})
 SERVER_UPDATED = _all_required({"server": SERVER_NARROW})
 SERVER_REBUILT = _all_required({"server": _object({**SERVER_NARROW["properties"], **_ADMIN_PASS},
-                                                  [*SERVER_NARROW["required"], "adminPass"])})
+                                                  SERVER_NARROW["required"])})
 CONSOLE_OUTPUT = _all_required({"output": _STRING})
 _URI = {"type": "string", "format": "uri"}
 # os-getVNCConsole (2.1 to 2.5), os-remote-consoles (2.6), os-console-auth-tokens (2.31, admin).

@@ -66,7 +66,7 @@ async def evacuate(request: Request, ctx, server_id: str, body: dict) -> Respons
             password = None if on_shared_storage else _generate_password()
     await compute_api.evacuate(ctx, server_id, host, force=force,
                                target_state=states.STOPPED if version.matches("2.95") else None)
-    if not version.matches("2.14"):
+    if not version.matches("2.14") and request.app.state.rt.cfg.enable_instance_password:
         return JSONResponse({"adminPass": password}, status_code=200)
     return Response(status_code=200)
 

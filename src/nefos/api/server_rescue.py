@@ -42,7 +42,9 @@ async def rescue(request: Request, ctx, server_id: str, body: dict) -> Response:
     password = args.get("adminPass") or _generate_password()
     await rescue_api.request_rescue(_compute_api(request), ctx, server_id, password=password,
                                     rescue_image_ref=args.get("rescue_image_ref"))
-    return JSONResponse({"adminPass": password}, status_code=200)
+    # Nova's rescue answers the password only with enable_instance_password.
+    answer = {"adminPass": password} if request.app.state.rt.cfg.enable_instance_password else {}
+    return JSONResponse(answer, status_code=200)
 
 
 async def unrescue(request: Request, ctx, server_id: str, body: dict) -> Response:

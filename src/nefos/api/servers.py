@@ -232,6 +232,7 @@ async def rebuild_server(request: Request, ctx, server_id: str, body: dict) -> d
     if version.matches("2.90") and "hostname" in args:
         updates["hostname"] = args["hostname"]
     updates["auto_disk_config"] = disk_config.from_api(args.get("OS-DCF:diskConfig"))
+    password = updates["admin_pass"] = _admin_password(request, args)
     instance = await _compute_api(request).rebuild(ctx, server_id, args["imageRef"], updates)
     view = server_view.detail(instance, base_url(request), version, ctx, extended=version.matches("2.75"),
                               server_groups=await _server_groups(request, instance))
@@ -240,7 +241,8 @@ async def rebuild_server(request: Request, ctx, server_id: str, body: dict) -> d
     if version.matches("2.57"):  # the user data, for everyone, instead of the admin's extended attribute
         view.pop("OS-EXT-SRV-ATTR:user_data", None)
         view["user_data"] = instance.get("user_data")
-    view["adminPass"] = args.get("adminPass") or _generate_password()
+    if password is not None and request.app.state.rt.cfg.enable_instance_password:
+        view["adminPass"] = password
     return {"server": view}
 
 
@@ -309,6 +311,7 @@ async def create_server(request: Request):
     for key in ("accessIPv4", "accessIPv6"):
         if server.get(key):
             server[key] = _normalized_ip(server[key])
+    password = _admin_password(request, server)
     try:
         instances, reservation_id = await _compute_api(request).create(
             ctx, name=server["name"], image_ref=image_ref, flavor_ref=flavor_ref,
@@ -317,7 +320,7 @@ async def create_server(request: Request):
             security_groups=[sg["name"] for sg in server.get("security_groups") or []] or None,
             availability_zone=server.get("availability_zone"), metadata=server.get("metadata"),
             key_name=server.get("key_name"), user_data=server.get("user_data"),
-            admin_pass=server.get("adminPass"), scheduler_hints=hints, local_disks=local_disks,
+            admin_pass=password, scheduler_hints=hints, local_disks=local_disks,
             description=server.get("description"), access_ip_v4=server.get("accessIPv4"),
             access_ip_v6=server.get("accessIPv6"),
             config_drive="True" if str(server.get("config_drive", "")).lower() in ("true", "1") else None,
@@ -339,7 +342,8 @@ async def create_server(request: Request):
     view = {"id": first["uuid"], "links": server_view.links(base_url(request), "servers", first["uuid"]),
             "OS-DCF:diskConfig": disk_config.to_api(first),
             "security_groups": [{"name": n} for n in first.get("security_groups") or []]}
-    view["adminPass"] = server.get("adminPass") or _generate_password()
+    if password is not None and request.app.state.rt.cfg.enable_instance_password:
+        view["adminPass"] = password
     return JSONResponse({"server": view}, status_code=202,
                         headers={"Location": f"{base_url(request)}/v2.1/servers/{first['uuid']}"})
 
@@ -387,6 +391,14 @@ def _block_devices(bdms: list[dict], image_ref: str | None) -> tuple[str | None,
             local_disks.append({"size": size, "guest_format": bdm.get("guest_format"),
                                 "device_name": bdm.get("device_name")})
     return image_ref, (local_disks or None)
+
+
+def _admin_password(request: Request, body: dict) -> str | None:
+    """The guest's password: the one given, else (with enable_instance_password, as Nova's API)
+    a generated one; None: the guest's is left as its image has it."""
+    if body.get("adminPass"):
+        return body["adminPass"]
+    return _generate_password() if request.app.state.rt.cfg.enable_instance_password else None
 
 
 def _generate_password(length: int = 12) -> str:

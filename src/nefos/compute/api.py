@@ -28,8 +28,8 @@ from nefos.compute.rpcapi import ComputeRPCAPI
 from nefos.conductor.rpcapi import ConductorAPI
 from nefos.db.models import Instance, InstanceFault
 from nefos.db.retry import retried
-from nefos.objects import (actions, build_requests, instance as instance_obj, quotas, server_groups,
-                           states)
+from nefos.objects import (actions, admin_password, build_requests, instance as instance_obj, quotas,
+                           server_groups, states)
 
 LOG = logging.getLogger(__name__)
 
@@ -203,7 +203,7 @@ class ComputeAPI:
         if requested_host or requested_node:
             request_spec["requested_destination"] = {"host": requested_host, "node": requested_node}
         build_args = {"requested_networks": requested_networks, "security_groups": security_groups,
-                      "admin_password": admin_pass, "image": request_spec["image"]}
+                      "image": request_spec["image"]}
 
         async def create_all() -> tuple[list[dict], object]:
             created: list[dict] = []
@@ -223,7 +223,8 @@ class ComputeAPI:
                         ephemeral_gb=flavor["ephemeral_gb"], image_ref=image["id"], key_name=key_name,
                         key_data=key_data, user_data=user_data, config_drive=config_drive or "",
                         auto_disk_config=auto_disk_config,
-                        metadata=metadata, system_metadata=image_properties.from_image(image, flavor),
+                        metadata=metadata,
+                        system_metadata=admin_password.kept(image_properties.from_image(image, flavor), admin_pass),
                         security_groups=security_groups,
                         network_info=[], requested_networks=_requested_networks_record(requested_networks),
                         reservation_id=reservation_id, launch_index=index, access_ip_v4=access_ip_v4,
@@ -581,8 +582,8 @@ class ComputeAPI:
 
     async def rebuild(self, ctx, uuid: str, image_ref: str, updates: dict) -> dict:
         """Rebuild the server from ``image_ref`` (its ports and IPs kept); ``updates``: name,
-        description, metadata, access_ip_v4/6, hostname (2.90) applied now, as Nova does, and the
-        new image's properties in the system metadata (2.98)."""
+        description, metadata, access_ip_v4/6, hostname (2.90) applied now, as Nova does, the
+        new image's properties in the system metadata (2.98), and ``admin_pass`` for the guest."""
         instance = await self.get(ctx, uuid)
         self.check_lock(ctx, instance)
         flavor = instance.get("flavor") or instance
@@ -596,7 +597,8 @@ class ComputeAPI:
         async with self.guarded_action(ctx, uuid, actions.REBUILD, [states.ACTIVE, states.STOPPED, states.ERROR],
                                 [None], states.REBUILDING) as instance:
             # 2.98: the new image's properties replace the old one's in the system metadata.
-            system_metadata = image_properties.replaced(instance.get("system_metadata"), image, flavor)
+            system_metadata = admin_password.kept(
+                image_properties.replaced(instance.get("system_metadata"), image, flavor), updates.get("admin_pass"))
             values: dict = {"image_ref": image_ref, "system_metadata": system_metadata,
                             "injected_files": files or None}
             if "key_name" in updates:  # 2.54: a new key pair, or none

@@ -3,9 +3,10 @@
 No Keystone authentication, as Nova's: a request is for the instance its proxy signed for
 (``identification``), and answers only that instance's metadata. ``GET /`` (the EC2 versions)
 needs no identification, as in Nova; every other path does. Content comes from
-``nefos.objects.instance_metadata``, the same rendering a config drive holds. The one write: the
+``nefos.objects.instance_metadata``, the same rendering a config drive holds. The writes: the
 guest's ``POST`` of its encrypted password to ``openstack/<version>/password``
-(``nefos.objects.server_password``), read back through os-server-password.
+(``nefos.objects.server_password``), read back through os-server-password; and the server's
+``admin_pass``, dropped once a meta_data.json carrying it was served (``nefos.objects.admin_password``).
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from starlette.routing import Route
 
 from nefos import exceptions
 from nefos.metadata import identification
-from nefos.objects import instance as instance_obj, server_password
-from nefos.objects.instance_metadata import EC2_VERSIONS, PASS_NAME, InstanceMetadata, MetadataNotFound, TEXT
+from nefos.objects import admin_password, instance as instance_obj, server_password
+from nefos.objects.instance_metadata import EC2_VERSIONS, MD_JSON_NAME, PASS_NAME, InstanceMetadata, MetadataNotFound, TEXT
 
 LOG = logging.getLogger(__name__)
 
@@ -51,6 +52,9 @@ async def _serve(request: Request) -> Response:
         return PlainTextResponse("Not Found", status_code=404)
     if request.method == "POST" and _is_password(path):
         return await _post_password(request, rt, instance)
+    if request.method == "GET" and path.rstrip("/").endswith("/" + MD_JSON_NAME) and admin_password.extract(instance):
+        # The guest has its password now: no later reader in the guest gets it from here.
+        await admin_password.forget(rt.db, instance["uuid"], admin_password.extract(instance))
     return Response(body, media_type=media_type if media_type != TEXT else "text/plain; charset=utf-8")
 
 

@@ -88,6 +88,29 @@ async def get(db: Database, uuid: str, *, read_deleted: bool = False) -> dict:
     return mapping_to_dict(row)
 
 
+_SYSTEM_METADATA_ATTEMPTS = 20
+
+
+async def change_system_metadata(db: Database, uuid: str, change) -> dict:
+    """Apply ``change`` (the instance dict -> its new system metadata, or None for no change) as a
+    compare-and-swap on ``updated_at``: the other keys another writer changes meanwhile are kept.
+    The instance as ``change`` last saw it."""
+    for _ in range(_SYSTEM_METADATA_ATTEMPTS):
+        instance = await get(db, uuid)
+        sysmeta = change(instance)
+        if sysmeta is None:
+            return instance
+        seen = instance.get("updated_at")
+        unchanged = (INSTANCES.c.updated_at.is_(None) if seen is None
+                     else INSTANCES.c.updated_at == dt.datetime.fromisoformat(seen))
+        q = (update(INSTANCES).where(INSTANCES.c.uuid == uuid, INSTANCES.c.deleted == 0, unchanged)
+             .values(system_metadata=sysmeta, updated_at=utcnow()))
+        async with db.transaction() as s:
+            if (await s.execute(q)).rowcount == 1:
+                return instance
+    raise exceptions.Conflict(f"Instance {uuid} kept changing while its system metadata was being saved.")
+
+
 _TASK_STATE = select(INSTANCES.c.task_state).where(INSTANCES.c.uuid == bindparam("b_uuid"), INSTANCES.c.deleted == 0)
 
 

@@ -29,7 +29,7 @@ import ipaddress
 import json
 import os
 
-from nefos.objects import server_password
+from nefos.objects import admin_password, server_password
 
 # The OpenStack metadata versions, oldest first (Nova's names: Folsom ... Victoria).
 FOLSOM, GRIZZLY, HAVANA = "2012-08-10", "2013-04-04", "2013-10-17"
@@ -209,6 +209,8 @@ class InstanceMetadata:
             md["public_keys"] = {inst["key_name"]: inst["key_data"]}
             md["keys"] = [{"name": inst["key_name"], "type": key_type(inst["key_data"]),
                            "data": inst["key_data"]}]
+        if admin_password.extract(inst):  # Nova's extra_md: in every version's meta_data.json
+            md["admin_pass"] = admin_password.extract(inst)
         md["hostname"] = self.hostname
         md["name"] = inst.get("display_name")
         md["launch_index"] = inst.get("launch_index") or 0

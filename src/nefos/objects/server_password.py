@@ -7,15 +7,12 @@ reads it with ``GET /servers/{id}/os-server-password`` and clears it with ``DELE
 
 from __future__ import annotations
 
-import datetime as dt
-
 from nefos import exceptions
 
 CHUNKS = 4
 CHUNK_LENGTH = 255
 MAX_SIZE = CHUNKS * CHUNK_LENGTH
 _KEYS = [f"password_{i}" for i in range(CHUNKS)]
-_ATTEMPTS = 20
 
 
 def extract(instance: dict) -> str:
@@ -32,25 +29,13 @@ def chunks(password: str | None) -> dict[str, str]:
 
 async def store(db, uuid: str, password: str | None, *, only_if_unset: bool = False) -> None:
     """Write (or, with None, clear) the password; ``only_if_unset``: 409 when one is already there
-    (the metadata service's POST, as Nova's). A compare-and-swap on ``updated_at`` keeps the other
-    system metadata keys another writer may change meanwhile. (The database is imported here: a
-    config drive, built on a compute host, needs only ``extract``.)"""
-    from sqlalchemy import update
-
+    (the metadata service's POST, as Nova's). The other system metadata keys are kept
+    (``instance.change_system_metadata``). (The database is imported here: a config drive, built on
+    a compute host, needs only ``extract``.)"""
     from nefos.objects import instance as instance_obj
-    from nefos.timeutils import utcnow
-    for _ in range(_ATTEMPTS):
-        instance = await instance_obj.get(db, uuid)
+
+    def with_password(instance: dict) -> dict:
         if only_if_unset and extract(instance):
             raise exceptions.Conflict("The password was already set.")
-        sysmeta = {**(instance.get("system_metadata") or {}), **chunks(password)}
-        table = instance_obj.INSTANCES
-        seen = instance.get("updated_at")
-        unchanged = (table.c.updated_at.is_(None) if seen is None
-                     else table.c.updated_at == dt.datetime.fromisoformat(seen))
-        q = (update(table).where(table.c.uuid == uuid, table.c.deleted == 0, unchanged)
-             .values(system_metadata=sysmeta, updated_at=utcnow()))
-        async with db.transaction() as s:
-            if (await s.execute(q)).rowcount == 1:
-                return
-    raise exceptions.Conflict(f"Instance {uuid} kept changing while its password was being saved.")
+        return {**(instance.get("system_metadata") or {}), **chunks(password)}
+    await instance_obj.change_system_metadata(db, uuid, with_password)

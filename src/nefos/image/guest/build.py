@@ -26,9 +26,10 @@ the IDE CD-ROM) and the init of ``nefos.image.guest.init``:
   hostname (the first label of ``hostname``), writes the ``public_keys`` to
   ``/root/.ssh/authorized_keys`` (0600), starts dropbear on port 22 once the network is up
   (keys only; host keys made at the first connection) and prints ``NEFOS-SSH: dropbear
-  listening on 22``, runs ``user_data`` when it starts with ``#!`` (output on the console), and
+  listening on 22``, sets root's password from ``admin_pass`` (a SHA-512 crypt hash in
+  ``/etc/shadow``), runs ``user_data`` when it starts with ``#!`` (output on the console), and
   prints ``NEFOS-CONFIG: source=<config-drive|metadata|none> uuid=<uuid> hostname=<name>
-  keys=<n> user-data=<ran|none|skipped>``;
+  keys=<n> user-data=<ran|none|skipped> root-password=<set|unchanged|failed>``;
 * ``poweroff`` (from acpid or a user) goes through busybox init, which powers
   the machine off (ACPI), so the domain stops.
 
@@ -236,7 +237,7 @@ def build_initramfs(version: str, extra_files: dict[str, tuple[bytes, int]] | No
     cpio.file("etc/nefos-config", CONFIG_SCRIPT.encode(), 0o644)
     cpio.file("usr/bin/lsblk", LSBLK.encode(), 0o755)
     cpio.file("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n")
-    cpio.file("etc/shadow", b"root:*:19000:0:99999:7:::\n", 0o600)  # no password: keys only
+    cpio.file("etc/shadow", b"root:*:19000:0:99999:7:::\n", 0o600)  # no password until admin_pass sets one
     cpio.file("etc/group", b"root:x:0:\n")
     cpio.file("etc/shells", b"/bin/sh\n")
     cpio.file("etc/nsswitch.conf", b"passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n")

@@ -15,8 +15,9 @@
 * ``CONFIG_SCRIPT`` (``/etc/nefos-config``, functions only: sourced by rcS, and by tests on the
   host under busybox ``sh``): finds the config drive (label ``config-2``) or, once the guest has a
   lease, asks the metadata service (``http://169.254.169.254/openstack/latest/``); sets the
-  hostname, installs ``public_keys`` into ``/root/.ssh/authorized_keys``, starts dropbear on port
-  22 (keys only), runs the user data when it is a script, and prints ``NEFOS-CONFIG: ...``.
+  hostname, installs ``public_keys`` into ``/root/.ssh/authorized_keys``, sets root's password from
+  ``admin_pass`` (the create answer's ``adminPass``) in ``/etc/shadow``, starts dropbear on port 22
+  (keys only), runs the user data when it is a script, and prints ``NEFOS-CONFIG: ...``.
 """
 
 from __future__ import annotations
@@ -247,7 +248,18 @@ md_hostname() {
     esac
 }
 
-# apply_metadata DIR: hostname and root's authorized_keys from DIR/meta_data.json; sets uuid, keys.
+# set_root_password PASSWORD: root's entry in $NEFOS_SHADOW (default /etc/shadow) gets PASSWORD's
+# SHA-512 crypt(3) hash (busybox mkpasswd, the password read from standard input, never an argument).
+set_root_password() {
+    shadow=${NEFOS_SHADOW:-/etc/shadow}
+    h=$(printf '%s' "$1" | mkpasswd -m sha512 -P 0) || return 1
+    case "$h" in '$6$'*) ;; *) return 1 ;; esac
+    awk -F: -v OFS=: -v h="$h" '$1 == "root" { $2 = h } { print }' "$shadow" > "$shadow.new" || return 1
+    chmod 600 "$shadow.new" && mv "$shadow.new" "$shadow"
+}
+
+# apply_metadata DIR: hostname, root's authorized_keys and (from admin_pass) root's password from
+# DIR/meta_data.json; sets uuid, keys, password.
 apply_metadata() {
     f="$1/meta_data.json"
     [ -r "$f" ] || return 1
@@ -262,6 +274,11 @@ apply_metadata() {
     md_public_keys "$f" > /root/.ssh/authorized_keys
     chmod 600 /root/.ssh/authorized_keys
     keys=$(grep -c . /root/.ssh/authorized_keys)
+    pw=$(md_value "$f" admin_pass)
+    if [ -n "$pw" ]; then
+        if set_root_password "$pw"; then password=set; else password=failed; fi
+    fi
+    pw=
 }
 
 # fetch_metadata DIR: meta_data.json (and user_data, when there is one) from the metadata service.
@@ -297,7 +314,7 @@ start_ssh() {
 }
 
 nefos_config() {
-    src=none dir= uuid= keys=0 userdata=none
+    src=none dir= uuid= keys=0 userdata=none password=unchanged
     dev=$(findfs LABEL=config-2 2>/dev/null)
     if [ -n "$dev" ] && mkdir -p /mnt/config && mount -o ro "$dev" /mnt/config 2>/dev/null; then
         src=config-drive dir=/mnt/config/openstack/latest
@@ -320,7 +337,7 @@ nefos_config() {
             userdata=skipped
         fi
     fi
-    echo "NEFOS-CONFIG: source=$src uuid=${uuid:-none} hostname=$(hostname) keys=$keys user-data=$userdata"
+    echo "NEFOS-CONFIG: source=$src uuid=${uuid:-none} hostname=$(hostname) keys=$keys user-data=$userdata root-password=$password"
 }
 """.replace("__JSON_FLATTEN_AWK__", JSON_FLATTEN_AWK.strip())
 assert "'" not in JSON_FLATTEN_AWK  # it sits between single quotes in CONFIG_SCRIPT
