@@ -1,7 +1,8 @@
 """``POST /v2.1/servers/{id}/action`` ``rescue`` and ``unrescue`` (Nova's ``rescue`` API).
 
 ``rescue`` (body null or {adminPass, rescue_image_ref}) answers 200 with the rescue guest's
-``adminPass`` (the one given, else a generated one); ``unrescue`` answers 202. As in Nova the body
+``adminPass`` (the one given, else a generated one; ``{}`` with enable_instance_password off, as
+Nova); ``unrescue`` answers 202. As in Nova the body
 is validated first (400), the server looked up (404), then the policy checked
 (``os_compute_api:os-rescue`` / ``os-unrescue``, for the server's project); wrong states answer 409
 (``nefos.compute.rescue``, the host's ``nefos.compute.host.rescue``). From 2.87 Nova also rescues
