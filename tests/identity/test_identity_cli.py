@@ -64,6 +64,11 @@ async def test_openstack_cli(cloud, tmp_path):
     assert project["name"] == "cli-project" and project["domain_id"] == "default"
     user = await osc("user", "create", "--password", "cli-secret", "--project", "cli-project", "cli-user")
     assert user["name"] == "cli-user"
+    # Keystone's lockout exemption, as the CLI sets and clears it.
+    await osc("user", "set", "--ignore-lockout-failure-attempts", "cli-user", fmt=False)
+    assert (await osc("user", "show", "cli-user"))["options"] == {"ignore_lockout_failure_attempts": True}
+    await osc("user", "set", "--no-ignore-lockout-failure-attempts", "cli-user", fmt=False)
+    assert (await osc("user", "show", "cli-user"))["options"] == {"ignore_lockout_failure_attempts": False}
     await osc("role", "add", "--project", "cli-project", "--user", "cli-user", "member", fmt=False)
     assignments = await osc("role", "assignment", "list", "--project", "cli-project", "--names")
     assert [(a["Role"], a["User"]) for a in assignments] == [("member", "cli-user@Default")]
