@@ -87,7 +87,7 @@ def _wait_for(condition, what: str, timeout: float = 120.0) -> None:
         time.sleep(0.01)
 
 
-def _burst(tmp_path, db_url: str, guesses: list[str], overrides: dict) -> dict:
+def _burst(tmp_path, guesses: list[str], overrides: dict) -> dict:
     """``guesses`` for ``demo`` sent at once through PROCESSES identity processes; the answers and
     the number of hash computations."""
     mp = multiprocessing.get_context("spawn")
@@ -178,13 +178,25 @@ def test_a_burst_of_parallel_guesses_evaluates_at_most_the_lockout_limit(tmp_pat
     for a user locked after 10 failures: at most 10 are evaluated, the others are refused as
     locked without a hash; the right one gets in only if it was one of the 10 evaluated, and
     unless it did, the right password is refused as locked after the burst, without a hash."""
-    overrides = {"database_url": server_database, "lockout_failure_attempts": LIMIT, "lockout_duration": 600}
+    _check_burst(tmp_path, {"database_url": server_database, "lockout_failure_attempts": LIMIT,
+                            "lockout_duration": 600}, LIMIT, right_passwords)
+
+
+def test_with_the_shipped_defaults_a_burst_evaluates_at_most_six_guesses(tmp_path, server_database):
+    """The same burst (24 wrong and the right one) with the shipped lockout options."""
+    from nefos.config import Config
+    shipped = Config().lockout_failure_attempts
+    assert shipped == 6
+    _check_burst(tmp_path, {"database_url": server_database}, shipped, 1)
+
+
+def _check_burst(tmp_path, overrides: dict, limit: int, right_passwords: int) -> None:
     creds = asyncio.run(_bootstrapped(tmp_path, overrides))
     right = creds["demo"]["password"]
     guesses = [f"wrong-{i}" for i in range(BURST - right_passwords)] + [right] * right_passwords
-    burst = _burst(tmp_path, server_database, guesses, overrides)
+    burst = _burst(tmp_path, guesses, overrides)
 
-    assert burst["kdf_runs"] <= LIMIT, f"{burst['kdf_runs']} of {BURST} guesses were evaluated"
+    assert burst["kdf_runs"] <= limit, f"{burst['kdf_runs']} of {BURST} guesses were evaluated"
     by_password = {password: (status, message) for password, status, message in burst["answers"]}
     refused = [m for p, (s, m) in by_password.items() if s == 401 and "locked" in m]
     assert len(refused) == BURST - burst["kdf_runs"]
