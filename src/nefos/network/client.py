@@ -4,8 +4,11 @@ Everything goes over the bus to the network service (topic ``network``);
 this module never touches the network tables. ``allocate_for_instance``
 follows Nova's: pick the available networks (the project's own and the
 shared ones), refuse ambiguity, resolve security groups by name or id,
-claim requested ports and create the others, and on any failure delete the
-ports it created and give back the pre-existing ports it touched.
+claim requested ports (the server's project's own only) and create the others,
+and on any failure delete the ports it created and give back the pre-existing
+ports it touched. A port is created with the caller's authority, so a server
+gets nothing its project could not ask the Networking API for; only its binding
+(``binding:host_id``) and the claims are the service's, as in Nova.
 """
 
 from __future__ import annotations
