@@ -8,6 +8,8 @@
 - a guest reaches nothing on the host's own address there (172.24.4.1): neither a service of
   the host nor its ping, while the host reaches the guests' floating IPs;
 - a guest on a network with no router reaches nothing outside (not 172.24.4.1);
+- a guest whose port is disabled (`openstack port set --disable`) stops answering through its
+  floating IP and its port is DOWN; enabled again, ACTIVE and answering;
 - a floating IP disassociated stops answering SSH and ping from the host.
 
 One cloud and one set of guests (booted at once) for the module."""
@@ -159,6 +161,32 @@ def test_a_network_without_a_router_reaches_nothing_outside(matrix):
         assert listener.seen == []
     finally:
         listener.close()
+
+
+def _port_status(cloud, port_id: str, wanted: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while (status := cloud.json("port", "show", port_id)["status"]) != wanted:
+        assert time.monotonic() < deadline, f"port {port_id} is {status}, not {wanted}"
+        time.sleep(0.5)
+
+
+def test_a_guest_whose_port_is_disabled_stops_answering_until_it_is_enabled(matrix):
+    m = matrix
+    cloud = m["cloud"]
+    _in_guest(m, "a1", "true", via_fip=True)
+    assert host_ping(m["fip"])
+    [port] = cloud.json("port", "list", "--server", "a1")
+    cloud.osc("port", "set", "--disable", port["ID"])
+    deadline = time.monotonic() + 30  # until the L2 agent took the tap down
+    while host_ping(m["fip"]):
+        assert time.monotonic() < deadline, f"{m['fip']} still answers ping"
+    _port_status(cloud, port["ID"], "DOWN")
+    assert ssh(m["key"], m["fip"], "true").returncode == 255
+    assert not host_ping(m["fip"])
+    cloud.osc("port", "set", "--enable", port["ID"])
+    _port_status(cloud, port["ID"], "ACTIVE")
+    _in_guest(m, "a1", "true", via_fip=True)
+    assert host_ping(m["fip"])
 
 
 def test_a_disassociated_floating_ip_stops_answering(matrix):
