@@ -155,6 +155,11 @@ def _boot(compute, name: str, net_id: str) -> str:
     return r.json()["server"]["id"]
 
 
+def _default_image_active(images: httpx.Client) -> bool:
+    r = images.get(f"/v2/images/{DEFAULT_IMAGE_ID}")
+    return r.status_code == 200 and r.json()["status"] == "active"
+
+
 def _compute_service(compute) -> dict | None:
     r = compute.get("/v2.1/os-services", params={"binary": "nova-compute"})
     r.raise_for_status()
@@ -207,6 +212,7 @@ def test_a_0_9_compute_host_under_the_current_control_plane_then_upgraded_in_pla
         procs = Processes(state, env)
         compute = httpx.Client(base_url=f"http://127.0.0.1:{ports['COMPUTE']}", timeout=30, headers=ADMIN)
         network = httpx.Client(base_url=f"http://127.0.0.1:{ports['NETWORK']}", timeout=30, headers=ADMIN)
+        images = httpx.Client(base_url=f"http://127.0.0.1:{ports['IMAGE']}", timeout=30, headers=ADMIN)
         try:
             for service in CONTROL_PLANE:
                 procs.start(service, [str(BIN / "nefos"), service])
@@ -223,6 +229,9 @@ def test_a_0_9_compute_host_under_the_current_control_plane_then_upgraded_in_pla
             r = network.post("/v2.0/subnets", json={"subnet": {"network_id": net_id, "cidr": "10.21.0.0/24",
                                                                "ip_version": 4}})
             assert r.status_code == 201, r.text
+            # The image service registers the default image after it starts listening; a boot
+            # before that is refused with "Can not find requested image".
+            _until("the default image active", lambda: _default_image_active(images), procs)
 
             # The old host under the new control plane: boot, stop, start, delete.
             first = _boot(compute, "on-0.9.0", net_id)
@@ -271,4 +280,5 @@ def test_a_0_9_compute_host_under_the_current_control_plane_then_upgraded_in_pla
         finally:
             compute.close()
             network.close()
+            images.close()
             procs.stop_all()
