@@ -5,14 +5,20 @@ the lock goes with the process."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import subprocess
 import sys
 import time
+import uuid
+
+from sqlalchemy import select
 
 from nefos.allinone import free_port
 from nefos.config import load_config
+from nefos.db import sqlite_owner
+from nefos.db.models import Service
 from nefos.service import Runtime
 
 
@@ -56,11 +62,42 @@ def test_a_second_process_on_the_same_sqlite_state_is_refused(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+def _locked_by_someone(state) -> bool:
+    """Whether ``nefos.lock`` is held: a descriptor of its own (as another process would have)
+    cannot take it."""
+    fd = os.open(state / sqlite_owner.LOCK_NAME, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+async def _read_and_write(rt, host: str) -> list[str]:
+    """Writes a services row through ``rt``, then answers every such row ``rt`` reads."""
+    async with rt.db.transaction() as s:
+        s.add(Service(uuid=str(uuid.uuid4()), host=host, binary="nefos-test", topic="test"))
+    async with rt.db.reader() as s:
+        return list((await s.execute(select(Service.host).where(Service.binary == "nefos-test")
+                                     .order_by(Service.host))).scalars())
+
+
 async def test_the_services_of_one_process_share_the_database(tmp_path):
     cfg = load_config(state_dir=tmp_path, auth_strategy="noauth")
     first = await Runtime.open(cfg, migrate=True)
-    second = await Runtime.open(cfg)
-    await second.close()
-    third = await Runtime.open(cfg)  # still owned by this process
-    await third.close()
-    await first.close()
+    try:
+        assert _locked_by_someone(tmp_path)
+        second = await Runtime.open(cfg)  # not refused: the lock is this process's
+        assert await _read_and_write(first, "a") == ["a"]
+        assert await _read_and_write(second, "b") == ["a", "b"]  # one database
+        await second.close()
+        assert _locked_by_someone(tmp_path)  # the first still uses it
+        third = await Runtime.open(cfg)  # still owned by this process
+        assert await _read_and_write(third, "c") == ["a", "b", "c"]
+        await third.close()
+        assert _locked_by_someone(tmp_path)
+    finally:
+        await first.close()
+    assert not _locked_by_someone(tmp_path)  # the last one out released it
