@@ -83,6 +83,7 @@ class Server(Endpoint):
         self.name = name
         self.received: list = []
         self.gate = asyncio.Event()
+        self.at_gate = asyncio.Event()
 
     async def add(self, ctx, a, b):
         return a + b
@@ -104,6 +105,7 @@ class Server(Endpoint):
         return "done"
 
     async def wait_gate(self, ctx):
+        self.at_gate.set()
         await self.gate.wait()
         return "released"
 
@@ -297,10 +299,10 @@ async def test_cast_failure_does_not_reach_caller(make_bus, topic):
     server_bus, client = await make_bus(), await make_bus()
     server = Server()
     await server_bus.serve(topic, server, host="h1")
-    await client.cast(ctx(), topic, "crash", version=V)
-    await client.cast(ctx(), topic, "no_such_method", version=V)
+    assert await client.cast(ctx(), topic, "crash", version=V) is None
+    assert await client.cast(ctx(), topic, "no_such_method", version=V) is None
     await client.cast(ctx(), topic, "record", version=V, value="after")
-    await eventually(lambda: server.received == ["after"])
+    await eventually(lambda: server.received == ["after"])  # the server serves on
 
 
 async def test_fanout_reaches_every_server(make_bus, topic):
@@ -309,14 +311,25 @@ async def test_fanout_reaches_every_server(make_bus, topic):
         await (await make_bus()).serve(topic, server, host=f"host-{i}")
     client = await make_bus()
     await client.fanout(ctx(), topic, "record", version=V, value="hello")
-    await eventually(lambda: all(s.received == ["hello"] for s in servers))
-    await asyncio.sleep(0.2)
-    assert all(s.received == ["hello"] for s in servers)  # exactly once each
+    await client.fanout(ctx(), topic, "record", version=V, value="later")
+    # Each server gets a topic's fanouts in order: once "later" arrived, every copy of "hello"
+    # that was going to arrive has.
+    await eventually(lambda: all("later" in s.received for s in servers))
+    assert [s.received for s in servers] == [["hello", "later"]] * 3  # exactly once each
 
 
 async def test_fanout_without_servers_is_a_no_op(make_bus, topic):
+    """Nothing waits for a server and nothing is kept for one: a server that comes later gets
+    only the fanouts sent after it."""
     client = await make_bus()
-    await client.fanout(ctx(), topic, "record", version=V, value="nobody")
+    start = time.monotonic()
+    assert await client.fanout(ctx(), topic, "record", version=V, value="nobody") is None
+    assert time.monotonic() - start < 5
+    server = Server()
+    await (await make_bus()).serve(topic, server, host="h1")
+    await client.fanout(ctx(), topic, "record", version=V, value="after")
+    await eventually(lambda: "after" in server.received)
+    assert server.received == ["after"]
 
 
 async def test_round_robin_over_servers_of_a_topic(make_bus, topic):
@@ -410,7 +423,7 @@ async def test_slow_handler_does_not_block_others(make_bus, topic):
     server = Server()
     await server_bus.serve(topic, server, host="h1")
     waiting = asyncio.ensure_future(client.call(ctx(), topic, "wait_gate", version=V, timeout=30))
-    await asyncio.sleep(0.2)
+    await asyncio.wait_for(server.at_gate.wait(), 10)  # the first handler runs, and waits
     assert not waiting.done()
     # Other calls (on the shared and the host queue) run while the first handler waits.
     assert await client.call(ctx(), topic, "add", version=V, a=1, b=1, timeout=5) == 2
@@ -582,8 +595,14 @@ async def test_rabbit_clouds_on_one_broker_are_apart(topic):
         await a2.notify(None, f"{topic}.x", versioned(cloud="a"), publisher_id="test")
         await b.notify(None, f"{topic}.x", versioned(cloud="b"), publisher_id="test")
         await eventually(lambda: seen_a == [versioned(cloud="a")] and seen_b == [versioned(cloud="b")])
-        await asyncio.sleep(0.2)
-        assert seen_a == [versioned(cloud="a")] and seen_b == [versioned(cloud="b")]
+        # A later notification of each cloud: once each listener has its own, the other cloud's
+        # first one (published before it) would have arrived too.
+        await a2.notify(None, f"{topic}.x", versioned(cloud="a", later=True), publisher_id="test")
+        await b.notify(None, f"{topic}.x", versioned(cloud="b", later=True), publisher_id="test")
+        await eventually(lambda: versioned(cloud="a", later=True) in seen_a
+                         and versioned(cloud="b", later=True) in seen_b)
+        assert seen_a == [versioned(cloud="a"), versioned(cloud="a", later=True)]
+        assert seen_b == [versioned(cloud="b"), versioned(cloud="b", later=True)]
     finally:
         for bus in (a1, a2, b):
             await bus.stop()
