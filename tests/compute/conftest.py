@@ -77,6 +77,13 @@ def compute_component(cloud: CloudHarness, host: str):
     raise KeyError(host)
 
 
+async def lifecycle_idle(cloud: CloudHarness, host: str) -> bool:
+    """Whether ``host``'s lifecycle event handler has no event held, queued or being handled: every
+    event the driver emitted before has had all the effect it will have."""
+    handler = compute_component(cloud, host).manager.lifecycle
+    return not (handler._held or handler._pending or handler._tasks)
+
+
 async def crash_compute(cloud: CloudHarness, host: str):
     """Stop the host's compute process (its guests survive in its driver); returns the component."""
     old = compute_component(cloud, host)

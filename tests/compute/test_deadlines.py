@@ -19,6 +19,7 @@ from tests.pipeline.conftest import start_cloud, stop_cloud
 async def test_a_stuck_build_is_put_in_error_with_a_fault(tmp_path):
     cloud = await start_cloud(tmp_path, fake_hosts=1, fake_spawn_delay=4.0, instance_build_timeout=1.0)
     try:
+        spawned = _spawns_returned(cloud.driver("host-1"))
         net = await cloud.make_network()
         server_id = (await cloud.boot(networks=[{"uuid": net["id"]}]))["server"]["id"]
         server = await cloud.wait_status(server_id, "ERROR", timeout=4)
@@ -26,7 +27,7 @@ async def test_a_stuck_build_is_put_in_error_with_a_fault(tmp_path):
         assert server["OS-EXT-STS:vm_state"] == states.ERROR
         # The stuck spawn returns later: its save fails, it cleans up, nothing reschedules it.
         driver = cloud.driver("host-1")
-        await asyncio.sleep(3.0)
+        await asyncio.wait_for(spawned.wait(), 30)
         await eventually(lambda: _cleaned_up(cloud, driver, server_id), timeout=10, interval=0.2)
         server = await cloud.server(server_id)
         assert (server["status"], server["OS-EXT-STS:task_state"]) == ("ERROR", None)
@@ -42,10 +43,28 @@ async def test_builds_within_the_timeout_are_left_alone(tmp_path):
     cloud = await start_cloud(tmp_path, fake_hosts=1, fake_spawn_delay=0.5, instance_build_timeout=8.0)
     try:
         (server_id,) = await boot_active(cloud)
-        await asyncio.sleep(8.5)  # past the timeout, but the build had finished: not touched
+        # Created a minute ago (past the timeout), but the build had finished: not touched.
+        async with cloud.rt.db.transaction() as s:
+            await s.execute(update(Instance).where(Instance.uuid == server_id).values(
+                created_at=utcnow() - dt.timedelta(seconds=60), updated_at=utcnow() - dt.timedelta(seconds=60)))
+        assert await deadlines.reap_stuck_instances(cloud.compute_manager("host-1")) == []
         assert (await cloud.server(server_id))["status"] == "ACTIVE"
     finally:
         await stop_cloud(cloud)
+
+
+def _spawns_returned(driver) -> asyncio.Event:
+    """Set once a spawn on ``driver`` has returned (or raised)."""
+    returned = asyncio.Event()
+    spawn = driver.spawn
+
+    async def recording(*args, **kwargs):
+        try:
+            return await spawn(*args, **kwargs)
+        finally:
+            returned.set()
+    driver.spawn = recording
+    return returned
 
 
 async def _cleaned_up(cloud, driver, server_id) -> bool:
@@ -63,7 +82,9 @@ async def test_a_stuck_power_operation_is_put_in_error_and_its_late_return_chang
         assert server["OS-EXT-STS:task_state"] is None
         driver = cloud.driver("host-1")
         await eventually(lambda: _guest_state(driver, server_id, states.SHUTDOWN), timeout=6)
-        await asyncio.sleep(0.5)  # the stop returned: its compare-and-swap save found ERROR and gave up
+        # The stop returned (it left the instance's lock): its compare-and-swap save found ERROR and gave up.
+        manager = cloud.compute_manager("host-1")
+        await eventually(lambda: _operation_over(manager, server_id), timeout=10)
         server = await cloud.server(server_id)
         assert (server["status"], server["OS-EXT-STS:task_state"]) == ("ERROR", None)
         cloud.rt.cfg.fake_power_delay = 0.0
@@ -71,6 +92,10 @@ async def test_a_stuck_power_operation_is_put_in_error_and_its_late_return_chang
         await cloud.wait_gone(server_id)
     finally:
         await stop_cloud(cloud)
+
+
+async def _operation_over(manager, server_id) -> bool:
+    return not manager.operation_in_progress(server_id)
 
 
 async def _guest_state(driver, server_id, power_state):

@@ -11,7 +11,7 @@ import pytest
 from nefos.objects import states
 from nefos.virt import event as virtevent
 from tests.compute.conftest import (FAST, action_names, boot_active, compute_component, db_instance,
-                                    eventually)
+                                    eventually, lifecycle_idle)
 from tests.pipeline.conftest import start_cloud, stop_cloud
 
 # Nefos's shipped defaults (Nova's 15 s lifecycle_stopped_delay among them), and the tuned ones.
@@ -96,7 +96,7 @@ async def test_reboot_produces_no_spurious_shutoff(tmp_path, monkeypatch):
         driver.simulate_power_off(server_id, may_restart=True)
         await asyncio.sleep(delay / 4)
         driver.simulate_power_on(server_id)
-        await asyncio.sleep(delay * 2.5)
+        await eventually(lambda: lifecycle_idle(cloud, "host-1"), timeout=delay + 10)
         server = await cloud.wait_status(server_id, "ACTIVE")
         assert server["OS-EXT-STS:power_state"] == states.RUNNING
         assert "stop" not in await action_names(cloud, server_id)
@@ -148,7 +148,7 @@ async def test_a_delayed_started_handler_does_not_act_on_a_later_stop(tmp_path):
         async with manager.instance_lock(server_id):
             driver.emit_event(virtevent.LifecycleEvent(uuid=server_id,
                                                        transition=virtevent.EVENT_LIFECYCLE_STARTED))
-            await asyncio.sleep(0.05)  # the Started handler now waits for the lock
+            await eventually(lambda: _lock_wanted_twice(manager, server_id))  # the Started handler waits for it
             driver.simulate_power_off(server_id)  # its Stopped event is held
             stopped_at = time.monotonic()
         await asyncio.sleep(delay / 2)
@@ -161,13 +161,18 @@ async def test_a_delayed_started_handler_does_not_act_on_a_later_stop(tmp_path):
         await stop_cloud(cloud)
 
 
+async def _lock_wanted_twice(manager, server_id) -> bool:
+    """The instance's lock is held and one more wants it."""
+    return manager._lock_users.get(server_id, 0) >= 2
+
+
 async def test_events_off_leaves_it_to_the_periodic_sync(tmp_path):
     cloud = await start_cloud(tmp_path, fake_hosts=1, handle_virt_lifecycle_events=False,
                               lifecycle_stopped_delay=0, sync_power_state_interval=-1)
     try:
         (server_id,) = await boot_active(cloud)
         cloud.driver("host-1").simulate_power_off(server_id)
-        await asyncio.sleep(0.5)
+        assert await lifecycle_idle(cloud, "host-1")  # the event was dropped as it came
         instance = await db_instance(cloud, server_id)
         assert (instance["vm_state"], instance["power_state"]) == (states.ACTIVE, states.RUNNING)
     finally:
@@ -204,7 +209,7 @@ async def test_events_for_unknown_or_foreign_instances_are_ignored(cloud2):
                                                 transition=virtevent.EVENT_LIFECYCLE_STOPPED))
     driver1.emit_event(virtevent.LifecycleEvent(uuid=on_host2, transition=virtevent.EVENT_LIFECYCLE_STOPPED))
     driver1.emit_event(virtevent.LifecycleEvent(uuid=on_host2, transition=virtevent.EVENT_LIFECYCLE_PAUSED))
-    await asyncio.sleep(0.3)
+    await eventually(lambda: lifecycle_idle(cloud2, "host-1"), timeout=10)
     instance = await db_instance(cloud2, on_host2)
     # host-1 has no such guest: had it acted, power_state would be NOSTATE.
     assert (instance["vm_state"], instance["power_state"]) == (states.ACTIVE, states.RUNNING)
@@ -220,7 +225,7 @@ async def test_events_wait_for_a_running_operation(tmp_path):
         await cloud.action(server_id, {"pause": None})
         cloud.driver("host-1").simulate_power_off(server_id)
         server = await cloud.wait_status(server_id, {"PAUSED", "SHUTOFF"})
-        await asyncio.sleep(0.2)
+        await eventually(lambda: lifecycle_idle(cloud, "host-1"), timeout=10)
         server = await cloud.server(server_id)
         assert server["status"] == "PAUSED" and server["OS-EXT-STS:task_state"] is None
     finally:
@@ -232,9 +237,9 @@ async def test_stopping_a_host_does_not_record_its_guests_as_stopped(cloud):
     component = compute_component(cloud, "host-1")
     await component.stop()  # unregisters the listener before anything else
     driver = component.driver
-    # The hypervisor shuts its guests down as the host goes away.
+    assert driver._event_callback is None
+    # The hypervisor shuts its guests down as the host goes away: the event reaches nobody.
     driver.simulate_power_off(server_id)
-    await asyncio.sleep(0.3)
+    assert await lifecycle_idle(cloud, "host-1")
     instance = await db_instance(cloud, server_id)
     assert (instance["vm_state"], instance["power_state"]) == (states.ACTIVE, states.RUNNING)
-    assert driver._event_callback is None
