@@ -230,7 +230,7 @@ def test_1_0_of_each_interface_is_what_0_9_served():
         assert {m for m, added in interface.methods.items() if added == "1.0"} == methods, topic
     assert "evacuate_instance" in interfaces.CONDUCTOR.methods
     assert interfaces.CONDUCTOR.methods["instance_get"] == "1.1"  # the host surface came after 0.9.0
-    assert interfaces.COMPUTE.args["rebuild_instance"] == {"migration": "1.1"}
+    assert interfaces.COMPUTE.args["rebuild_instance"] == {"migration": "1.1", "new_pass": "1.2"}
     assert interfaces.COMPUTE.methods["rebuild_instance"] == "1.0"
 
 

@@ -10,6 +10,11 @@ it again. The body is validated first (400), the server looked up (404), then th
 host that is still up 400 (Nova's ``ComputeServiceInUse``). The answer is 200, with the
 ``adminPass`` below 2.14 (Nova with ``enable_instance_password``, its default) and no body from
 2.14. From 2.95 the server ends stopped on its new host (Nova's ``target_state``).
+
+The password (the one given, else below 2.14 a generated one that the answer shows) goes with the
+evacuation to the destination, which gives it to the guest as a rebuild does (``admin_pass`` in
+meta_data.json). Unlike Nova, no password nobody is shown is generated (from 2.14, or with
+``enable_instance_password`` off): the guest then keeps the one it had.
 """
 
 from __future__ import annotations
@@ -54,8 +59,9 @@ async def evacuate(request: Request, ctx, server_id: str, body: dict) -> Respons
         force = bool_from_string(args.get("force", False), strict=True)
         if force and not host:
             raise exceptions.Invalid("Can't force to a non-provided destination")
+    answered = not version.matches("2.14") and request.app.state.rt.cfg.enable_instance_password
     if version.matches("2.14"):
-        password = args.get("adminPass") or _generate_password()
+        password = args.get("adminPass")
     else:
         on_shared_storage = bool_from_string(args["onSharedStorage"], strict=True)
         if "adminPass" in args:
@@ -63,10 +69,11 @@ async def evacuate(request: Request, ctx, server_id: str, body: dict) -> Respons
                 raise exceptions.Invalid("admin password can't be changed on existing disk")
             password = args["adminPass"]
         else:
-            password = None if on_shared_storage else _generate_password()
+            password = _generate_password() if answered and not on_shared_storage else None
     await compute_api.evacuate(ctx, server_id, host, force=force,
-                               target_state=states.STOPPED if version.matches("2.95") else None)
-    if not version.matches("2.14") and request.app.state.rt.cfg.enable_instance_password:
+                               target_state=states.STOPPED if version.matches("2.95") else None,
+                               admin_password=password or None)
+    if answered:
         return JSONResponse({"adminPass": password}, status_code=200)
     return Response(status_code=200)
 

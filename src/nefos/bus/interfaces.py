@@ -15,6 +15,7 @@ History (newest last, one line per version):
 
 compute     1.0  the surface of Nefos 0.9.0
 compute     1.1: rebuild_instance(migration) (evacuation onto this host)
+compute     1.2: rebuild_instance(new_pass) (an evacuated guest's password)
 conductor   1.0  the surface of Nefos 0.9.0
 conductor   1.1: evacuate_instance; the compute hosts' database surface (host_surface,
                  migration_surface: instances, actions, allocations, services, compute nodes,
@@ -24,6 +25,7 @@ conductor   1.3: instance_progress (a host's consecutive writes on one instance 
                  build_started(block_devices)
 conductor   1.4: action_steps_interrupted (a restarted host ends the steps its killed process
                  left open)
+conductor   1.5: evacuate_instance(new_pass) (the evacuated guest's password)
 scheduler   1.0  the surface of Nefos 0.9.0
 scheduler   1.1: decision_stats
 network     1.0  the Networking API operations of Nefos 0.9.0
@@ -49,8 +51,8 @@ from __future__ import annotations
 
 from nefos.bus.versioning import RPCInterface
 
-COMPUTE = RPCInterface("compute", version="1.1", binary="nova-compute", args={
-    "rebuild_instance": {"migration": "1.1"},
+COMPUTE = RPCInterface("compute", version="1.2", binary="nova-compute", args={
+    "rebuild_instance": {"migration": "1.1", "new_pass": "1.2"},
 }, methods={
     "attach_interface": "1.0",
     "backup_instance": "1.0",
@@ -97,8 +99,9 @@ COMPUTE = RPCInterface("compute", version="1.1", binary="nova-compute", args={
 
 # The Compute API's requests (1.0) and, from 1.1, everything a compute host reads or writes of the
 # database (nefos.conductor.host_surface and migration_surface; the host has no database).
-CONDUCTOR = RPCInterface("conductor", version="1.4", binary="nova-conductor", args={
+CONDUCTOR = RPCInterface("conductor", version="1.5", binary="nova-conductor", args={
     "build_started": {"block_devices": "1.3"},
+    "evacuate_instance": {"new_pass": "1.5"},
 }, methods={
     "build_instances": "1.0",
     "live_migrate_instance": "1.0",

@@ -627,9 +627,10 @@ class ComputeAPI:
                                      async_=async_)
 
     async def evacuate(self, ctx, uuid: str, host: str | None, *, force: bool | None,
-                       target_state: str | None) -> None:
+                       target_state: str | None, admin_password: str | None = None) -> None:
         from nefos.compute import evacuate_api
-        await evacuate_api.request(self, ctx, uuid, host=host, force=force, target_state=target_state)
+        await evacuate_api.request(self, ctx, uuid, host=host, force=force, target_state=target_state,
+                                   admin_password=admin_password)
 
     async def confirm_resize(self, ctx, uuid: str) -> None:
         from nefos.compute import resize

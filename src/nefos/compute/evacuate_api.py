@@ -9,7 +9,8 @@ it twice). Then, in ONE transaction: task_state ``rebuilding`` (compare-and-swap
 record (type ``evacuation``, status ``accepted``, the source host and node; the target host when
 one was given: Nova's tombstone the source finds when it comes back), also kept in the server's
 system metadata so a delete meanwhile releases the destination's claim, and the ``evacuate``
-instance action. The conductor is cast (Nova's ``rebuild_instance`` with ``recreate``).
+instance action. The conductor is cast (Nova's ``rebuild_instance`` with ``recreate``), with the
+guest's new password (Nova's ``new_pass``), which the destination gives the guest as a rebuild does.
 """
 
 from __future__ import annotations
@@ -44,10 +45,11 @@ async def compute_host_exists(db, host: str) -> bool:
 
 
 async def request(api, ctx, uuid: str, *, host: str | None, force: bool | None,
-                  target_state: str | None) -> None:
+                  target_state: str | None, admin_password: str | None = None) -> None:
     """``force``: None before 2.29 (a given host is taken as is), else whether to skip the
     scheduler's check of the given host; ``target_state``: ``stopped`` from 2.95, else None (the
-    server keeps its power state: a STOPPED one stays stopped, ACTIVE and ERROR ones run)."""
+    server keeps its power state: a STOPPED one stays stopped, ACTIVE and ERROR ones run);
+    ``admin_password``: the evacuated guest's (None: it keeps the one it had)."""
     rt = api.rt
     instance = await api.get(ctx, uuid)
     if host is not None and not await compute_host_exists(rt.db, host):
@@ -90,7 +92,7 @@ async def request(api, ctx, uuid: str, *, host: str | None, force: bool | None,
     if host is not None and not forced_host:
         spec["requested_destination"] = {"host": host, "node": None}
     try:
-        await api.conductor.evacuate_instance(ctx, uuid, spec, migration)
+        await api.conductor.evacuate_instance(ctx, uuid, spec, migration, new_pass=admin_password)
     except BaseException as exc:
         # The conductor was never reached: the server is as it was, the migration an error.
         await moves.give_up_evacuation(rt.db, ctx, uuid, migration, exc, set_error=False)

@@ -29,14 +29,18 @@ class ComputeRPCAPI:
         await self.client.cast(ctx, "terminate_instance", host=host, instance_uuid=instance_uuid)
 
     async def rebuild_instance(self, ctx, host: str, instance_uuid: str, image_id: str, was_stopped: bool,
-                               migration: dict | None = None) -> None:
+                               migration: dict | None = None, new_pass: str | None = None) -> None:
         """A rebuild on the server's host, or (``migration``, 1.1) its evacuation to ``host``: a
-        host pinned below 1.1 cannot take an evacuated server (it would only rebuild it)."""
+        host pinned below 1.1 cannot take an evacuated server (it would only rebuild it), one
+        below 1.2 not its new password (``new_pass``: the guest would never get the one answered)."""
         if migration is not None and not await self.client.can_send_version("1.1"):
+            raise UnsupportedVersion(version=await self.client.version_cap(), method="rebuild_instance")
+        if new_pass is not None and not await self.client.can_send_version("1.2"):
             raise UnsupportedVersion(version=await self.client.version_cap(), method="rebuild_instance")
         await self.client.cast(ctx, "rebuild_instance", host=host, instance_uuid=instance_uuid,
                                image_id=image_id, was_stopped=was_stopped,
-                               **({"migration": migration} if migration is not None else {}))
+                               **({"migration": migration} if migration is not None else {}),
+                               **({"new_pass": new_pass} if new_pass is not None else {}))
 
     # Power, rescue, password --------------------------------------------------------------
 

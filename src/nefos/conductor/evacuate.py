@@ -6,7 +6,8 @@ from 2.29 without ``force`` goes through the scheduler's filters (Nova's request
 a forced one (or any given host before 2.29) skips them, and only its claim can refuse it. Either way
 the destination's claim is made for the migration's uuid, so the server's own claim stays on the
 source until the destination took the server. The migration gets its destination (host, node, IP);
-then ``rebuild_instance`` is cast to the destination with the migration (``nefos.compute.host.evacuate``).
+then ``rebuild_instance`` is cast to the destination with the migration and the guest's new password
+(``nefos.compute.host.evacuate``).
 
 No valid host (or a forced host that is down): the server stays on its source in ERROR with the
 reason as its fault, the migration ``error``, as Nova's conductor does.
@@ -27,7 +28,8 @@ LOG = logging.getLogger(__name__)
 CONDUCTOR_EVENT = "conductor_rebuild_server"  # Nova's event for a rebuild or an evacuation
 
 
-async def evacuate_instance(conductor, ctx, uuid: str, request_spec: dict, migration: dict) -> None:
+async def evacuate_instance(conductor, ctx, uuid: str, request_spec: dict, migration: dict,
+                            new_pass: str | None = None) -> None:
     db = conductor.rt.db
     event_id = await actions.event_start(db, ctx, uuid, CONDUCTOR_EVENT, None)
     forced = request_spec.get("force_hosts") or []
@@ -50,7 +52,8 @@ async def evacuate_instance(conductor, ctx, uuid: str, request_spec: dict, migra
     migration, instance = recorded
     try:
         await conductor.compute_rpcapi.rebuild_instance(ctx, selection["host"], uuid, instance.get("image_ref"),
-                                                        instance["vm_state"] == states.STOPPED, migration=migration)
+                                                        instance["vm_state"] == states.STOPPED, migration=migration,
+                                                        new_pass=new_pass)
     except BaseException as exc:
         await give_up(db, ctx, uuid, migration, exc, set_error=True)
         raise

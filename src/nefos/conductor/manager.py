@@ -240,7 +240,9 @@ class ConductorManager(HostSurface, MigrationSurface, Endpoint):
         from nefos.conductor import live_migrate
         await live_migrate.live_migrate(self, ctx, instance_uuid, request_spec, migration, forced_host)
 
-    async def evacuate_instance(self, ctx, instance_uuid: str, request_spec: dict, migration: dict) -> None:
-        """Evacuation (Nova's rebuild_instance with recreate): schedule, cast it to the destination."""
+    async def evacuate_instance(self, ctx, instance_uuid: str, request_spec: dict, migration: dict,
+                                new_pass: str | None = None) -> None:
+        """Evacuation (Nova's rebuild_instance with recreate): schedule, cast it to the destination
+        with the guest's new password (None: the guest keeps the one it has)."""
         from nefos.conductor import evacuate
-        await evacuate.evacuate_instance(self, ctx, instance_uuid, request_spec, migration)
+        await evacuate.evacuate_instance(self, ctx, instance_uuid, request_spec, migration, new_pass)

@@ -109,10 +109,15 @@ class ConductorAPI:
                                               request_spec=request_spec, migration=migration,
                                               forced_host=forced_host)
 
-    async def evacuate_instance(self, ctx, instance_uuid: str, request_spec: dict, migration: dict) -> None:
-        """A cast, as Nova's: the evacuation's outcome shows on the server and its migration."""
+    async def evacuate_instance(self, ctx, instance_uuid: str, request_spec: dict, migration: dict,
+                                new_pass: str | None = None) -> None:
+        """A cast, as Nova's: the evacuation's outcome shows on the server and its migration.
+        ``new_pass`` (1.5): the evacuated guest's password; a conductor pinned below cannot carry it."""
+        if new_pass is not None and not await self.client.can_send_version("1.5"):
+            raise UnsupportedVersion(version=await self.client.version_cap(), method="evacuate_instance")
         await self.client.cast(ctx, "evacuate_instance", instance_uuid=instance_uuid,
-                               request_spec=request_spec, migration=migration)
+                               request_spec=request_spec, migration=migration,
+                               **({"new_pass": new_pass} if new_pass is not None else {}))
 
     # A compute host's helpers over the methods below ------------------------------------------
     async def save_with_fault(self, ctx, instance_uuid: str, updates: dict, exc: BaseException, *,

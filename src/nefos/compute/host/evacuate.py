@@ -10,7 +10,8 @@ the claim                       the migration's claim must be on this node      
 rebuild_block_device_mapping    block devices prepared (the source's disks are
                                 out of reach: the guest is made from the image)
 rebuild_spawning                the server's ports bound to this host (same
-                                ports, same fixed IPs); the guest spawned from
+                                ports, same fixed IPs), the new password (if
+                                any) kept; the guest spawned from
                                 the image: running (network-vif-plugged awaited)
                                 or, for a STOPPED server or from 2.95, stopped
 done, in ONE transaction        host and node are this host's, the source's      done
@@ -51,7 +52,7 @@ import traceback
 from nefos import exceptions
 from nefos.compute.host import snapshots
 from nefos.context import admin_context
-from nefos.objects import states
+from nefos.objects import admin_password, states
 from nefos.objects.migration_state import (EVACUATE, EVACUATION, EVACUATION_IN_PROGRESS, EVACUATION_TASK_STATES,
                                            evacuation_of, with_migration)
 from nefos.timeutils import utcnow
@@ -69,7 +70,7 @@ class EvacuationClaimMissing(exceptions.NefosError):
 
 # Destination ---------------------------------------------------------------------------------------
 async def rebuild_on_destination(manager, ctx, uuid: str, image_id: str, was_stopped: bool,
-                                 migration: dict) -> None:
+                                 migration: dict, new_pass: str | None = None) -> None:
     stopped = was_stopped or migration.get("target_state") == states.STOPPED
     async with manager.instance_lock(uuid):
         try:
@@ -80,7 +81,7 @@ async def rebuild_on_destination(manager, ctx, uuid: str, image_id: str, was_sto
         failed = True
         try:
             async with manager.conductor.step(ctx, uuid, REBUILD_EVENT, manager.host):
-                await _rebuild(manager, ctx, instance, image_id, stopped, migration)
+                await _rebuild(manager, ctx, instance, image_id, stopped, migration, new_pass)
             failed = False
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
             LOG.info("instance %s: deleted (or taken over) during its evacuation to %s", uuid, manager.host)
@@ -92,7 +93,8 @@ async def rebuild_on_destination(manager, ctx, uuid: str, image_id: str, was_sto
             await manager.conductor.action_finish(ctx, uuid, message="Error" if failed else None)
 
 
-async def _rebuild(manager, ctx, instance: dict, image_id: str, stopped: bool, migration: dict) -> None:
+async def _rebuild(manager, ctx, instance: dict, image_id: str, stopped: bool, migration: dict,
+                   new_pass: str | None) -> None:
     conductor, uuid = manager.conductor, instance["uuid"]
     current = evacuation_of(instance)
     if current is None or current["uuid"] != migration["uuid"]:
@@ -111,8 +113,10 @@ async def _rebuild(manager, ctx, instance: dict, image_id: str, stopped: bool, m
                                              expected_task_state=[states.REBUILD_BLOCK_DEVICE_MAPPING])
     # The same ports (and fixed IPs), bound to this host now (Nova's setup_instance_network_on_host).
     network_info = await manager.network_api.setup_instance_network_on_host(ctx, instance, manager.host)
-    instance = await conductor.instance_save(None, uuid, {"network_info": network_info},
-                                             expected_task_state=[states.REBUILD_SPAWNING])
+    updates: dict = {"network_info": network_info}
+    if new_pass is not None:  # the config drive spawned below and the metadata service serve it
+        updates["system_metadata"] = admin_password.kept(instance.get("system_metadata"), new_pass)
+    instance = await conductor.instance_save(None, uuid, updates, expected_task_state=[states.REBUILD_SPAWNING])
     if stopped:
         await manager.driver.spawn(ctx, instance, image, network_info, block_device_info, power_on=False)
     else:

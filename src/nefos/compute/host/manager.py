@@ -595,10 +595,12 @@ class ComputeManager(Endpoint):
         await rescue.unrescue_instance(self, ctx, instance_uuid)
 
     async def rebuild_instance(self, ctx, instance_uuid: str, image_id: str, was_stopped: bool = False,
-                               migration: dict | None = None) -> None:
-        """A rebuild here, or (``migration``, Nova's ``recreate``) an evacuation to this host."""
+                               migration: dict | None = None, new_pass: str | None = None) -> None:
+        """A rebuild here, or (``migration``, Nova's ``recreate``) an evacuation to this host, whose
+        guest gets ``new_pass`` (None: the password it had)."""
         if migration is not None:
-            await evacuate.rebuild_on_destination(self, ctx, instance_uuid, image_id, was_stopped, migration)
+            await evacuate.rebuild_on_destination(self, ctx, instance_uuid, image_id, was_stopped, migration,
+                                                  new_pass)
             return
         await rebuild.rebuild_instance(self, ctx, instance_uuid, image_id, was_stopped)
 
