@@ -6,7 +6,8 @@ networks' bridges, its gateway into the Nefos external bridge (``l3_external_bri
 ``br-ex-nefos``), forwarding on and NAT (nftables) inside the namespace only. The external
 bridge is a Linux bridge of Nefos's own: the agent creates it when missing and only ever puts
 its routers' gateway veths into it, never a physical interface; nothing is routed or NATed
-through the machine's own interfaces, no host sysctl, route or firewall rule is touched.
+through the machine's own interfaces (a router forwards through its gateway only to and from the
+external subnet, even when the host forwards), no host sysctl, route or firewall rule is touched.
 
 When to look, as the DHCP agent (``nefos.network.agents.dhcp_agent``): the network service fans out
 ``routers_updated`` (bus topic ``l3_agent``, ``nefos.network.l3_rpc``) after a change to a router,
