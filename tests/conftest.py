@@ -36,6 +36,8 @@ LIBVIRT_HOST = (
     "tests/network/test_antispoofing.py", "tests/network/test_fencing.py", "tests/network/test_l3_agent.py",
     "tests/network/test_metadata_proxy.py", "tests/network/test_rule_revocation.py",
     "tests/network/test_vxlan.py", "tests/network/test_dnsmasq_user.py",
+    "tests/network/test_external_bridge_host.py", "tests/network/test_router_uplink.py",
+    "tests/network/test_port_admin_state.py",
 )
 
 
