@@ -3,9 +3,13 @@ and its manager served on the in-process bus for the compute-side client."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import httpx
 import pytest
 
+from nefos.bus import interfaces
+from nefos.bus.versioning import VersionCaps
 from nefos.config import load_config
 from nefos.context import RequestContext
 from nefos.network.client import NetworkAPI
@@ -57,6 +61,32 @@ async def client(network):
 @pytest.fixture
 def api(rt, network):
     return NetworkAPI(rt)
+
+
+@pytest.fixture(params=["current", "pinned", "older"])
+def peer(request, rt, manager, monkeypatch):
+    """The network service as the compute-side client finds it: serving the current version,
+    pinned to 1.0 by ``[upgrade_levels] network``, or not upgraded yet (it serves 1.0 only)."""
+    if request.param == "pinned":
+        monkeypatch.setattr(rt.bus, "version_caps", VersionCaps({"network": "1.0"}))
+    elif request.param == "older":
+        methods = {m: v for m, v in interfaces.NETWORK.methods.items() if v == "1.0"}
+        monkeypatch.setattr(manager, "rpc_interface",
+                            dataclasses.replace(interfaces.NETWORK, version="1.0", methods=methods, args={}))
+    return request.param
+
+
+@pytest.fixture
+def calls(api, monkeypatch):
+    """The methods the compute-side client sends, in order."""
+    sent: list[str] = []
+    real_call = api.client.call
+
+    async def recording_call(ctx, method, **kwargs):
+        sent.append(method)
+        return await real_call(ctx, method, **kwargs)
+    monkeypatch.setattr(api.client, "call", recording_call)
+    return sent
 
 
 class Helpers:

@@ -4,45 +4,16 @@ than it (the Networking API calls that method replaces)."""
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 import pytest
 
 from nefos import exceptions
-from nefos.bus import interfaces
-from nefos.bus.versioning import VersionCaps
 from nefos.context import admin_context
 from tests.network.conftest import PROJECT, member_ctx
 from tests.network.test_client import instance, make_net
 
 CTX = member_ctx(PROJECT)
-
-
-@pytest.fixture(params=["current", "pinned", "older"])
-def peer(request, rt, manager, monkeypatch):
-    """The network service as the client finds it: serving 1.1, pinned to 1.0 by
-    ``[upgrade_levels] network``, or not upgraded yet (it serves 1.0 only)."""
-    if request.param == "pinned":
-        monkeypatch.setattr(rt.bus, "version_caps", VersionCaps({"network": "1.0"}))
-    elif request.param == "older":
-        methods = {m: v for m, v in interfaces.NETWORK.methods.items() if v == "1.0"}
-        monkeypatch.setattr(manager, "rpc_interface",
-                            dataclasses.replace(interfaces.NETWORK, version="1.0", methods=methods))
-    return request.param
-
-
-@pytest.fixture
-def calls(api, monkeypatch):
-    """The methods the client sends, in order."""
-    sent: list[str] = []
-    real_call = api.client.call
-
-    async def recording_call(ctx, method, **kwargs):
-        sent.append(method)
-        return await real_call(ctx, method, **kwargs)
-    monkeypatch.setattr(api.client, "call", recording_call)
-    return sent
 
 
 async def test_a_create_asks_once_to_validate_and_once_to_plan_its_ports(api, manager, calls):
@@ -52,8 +23,8 @@ async def test_a_create_asks_once_to_validate_and_once_to_plan_its_ports(api, ma
     calls.clear()
     (vif,) = await api.allocate_for_instance(CTX, instance(), [{"uuid": net["id"]}], ["default"])
     # the new port's subnets came with the networks; a port made now has no floating IP; it is made
-    # with the caller's authority, then bound to the host with the service's (as Nova does)
-    assert calls == ["networks_for_instance", "create_port", "update_port"]
+    # with the caller's authority and bound to the host with the service's in the same call
+    assert calls == ["networks_for_instance", "create_port"]
     (subnet,) = vif["network"]["subnets"]
     assert subnet["cidr"] == "10.0.0.0/24" and len(subnet["ips"]) == 1
 

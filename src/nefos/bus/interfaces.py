@@ -31,6 +31,8 @@ scheduler   1.1: decision_stats
 network     1.0  the Networking API operations of Nefos 0.9.0
 network     1.1: networks_for_instance (a server create's networks, subnets, ports, fixed IPs
                  taken and port quota in one call)
+network     1.2: create_port(binding_host_id) (a server's port made with the caller's authority
+                 and bound with the service's in one call)
 q-plugin    1.0  the L2/DHCP agents' reports of Nefos 0.9.0
 q-plugin    1.1: the L2 agent's device lists, networks and L2 population entries
                  (get_devices_details_list, get_devices_on_host, get_known_devices,
@@ -172,7 +174,9 @@ SCHEDULER = RPCInterface("scheduler", version="1.1", binary="nova-scheduler", me
 
 # The Networking API's operations, for the compute side and the Compute API's proxies (the network
 # service's REST API calls the manager in its own process, not over the bus).
-NETWORK = RPCInterface("network", version="1.1", binary="nefos-network", methods={
+NETWORK = RPCInterface("network", version="1.2", binary="nefos-network", args={
+    "create_port": {"binding_host_id": "1.2"},
+}, methods={
     **{f"{verb}_{resource}": "1.0"
        for resource in ("network", "subnet", "port", "router", "floatingip", "security_group",
                         "security_group_rule")

@@ -317,14 +317,28 @@ class NetworkAPI:
         zone = instance.get("availability_zone") or self.rt.cfg.default_availability_zone
         return {"device_id": instance["uuid"], "device_owner": f"compute:{zone}"}
 
-    async def _bind(self, admin: RequestContext, port: dict, host: str, device_id: str) -> dict:
-        """``port``, made for ``device_id`` with the caller's authority, bound to ``host`` with the
-        service's (``binding:host_id`` is an admin's attribute): Nova creates a server's port with the
-        user's token and sets its binding with its admin client. The port as the admin sees it."""
+    async def _create_bound_port(self, ctx: RequestContext, body: dict, host: str) -> dict:
+        """A port made from ``body`` with the caller's authority (``ctx``) and bound to ``host`` with
+        the service's (``binding:host_id`` is an admin's attribute), as Nova creates a server's port
+        with the user's token and binds it with its admin client: one call to a network service
+        serving 1.2 (``create_port(binding_host_id)``), else the create and an admin's
+        ``update_port`` of the binding. The port as an admin sees it (no ``host``: as the caller does)."""
         if not host:
-            return port
-        return await self._call(admin, "update_port", port_id=port["id"], port={"binding:host_id": host},
-                                expected_device_id=device_id)
+            return await self._call(ctx, "create_port", port=body)
+        if await self.client.can_send_version("1.2"):
+            try:
+                return await self._call(ctx, "create_port", port=body, binding_host_id=host)
+            except UnsupportedVersion:  # refused before it ran: nothing was made
+                LOG.debug("the network service does not bind a port as it creates it yet: binding it after")
+        port = await self._call(ctx, "create_port", port=body)
+        admin = ctx.elevated()
+        try:
+            return await self._call(admin, "update_port", port_id=port["id"], port={"binding:host_id": host},
+                                    expected_device_id=body["device_id"])
+        except BaseException:  # all or nothing, as the one call is
+            with contextlib.suppress(Exception):
+                await self._call(admin, "delete_port", port_id=port["id"])
+            raise
 
     # The API compute calls -----------------------------------------------------------------
 
@@ -486,9 +500,8 @@ class NetworkAPI:
                                 raise exceptions.SecurityGroupCannotBeApplied()
                         else:
                             body["security_groups"] = group_ids
-                    port = await self._call(ctx, "create_port", port=body)
+                    port = await self._create_bound_port(ctx, body, host)
                     created.append(port["id"])
-                    port = await self._bind(admin, port, host, uuid)
                     port_ids.append(port["id"])
                     ports.append(port)
                 tags[port_ids[-1]] = entry.get("tag")
@@ -579,9 +592,8 @@ class NetworkAPI:
         body = {"network_id": net["id"], "project_id": project, "admin_state_up": True, **device}
         if fixed_ip:
             body["fixed_ips"] = [{"ip_address": fixed_ip}]
-        port = await self._call(ctx, "create_port", port=body)
+        port = await self._create_bound_port(ctx, body, host)
         try:
-            port = await self._bind(admin, port, host, uuid)
             return (await self._vifs(ctx, [port], set(), {port["id"]: tag}, nets={net["id"]: net},
                                      floating_of=set()))[0]
         except BaseException:

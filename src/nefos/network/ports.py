@@ -326,7 +326,7 @@ class Ports:
             out.append(gid)
         return out
 
-    async def _create_port(self, s, ctx: RequestContext, body: dict) -> dict:
+    async def _create_port(self, s, ctx: RequestContext, body: dict, binding_host_id: str | None = None) -> dict:
         body = attrs.validate_body("port", body, create=True, is_admin=ctx.is_admin)
         network = await self._network_brief(s, ctx, body["network_id"])
         project = self._project_for_create(ctx, body)
@@ -365,7 +365,8 @@ class Ports:
                       admin_state_up=body["admin_state_up"], status="DOWN", device_id=body["device_id"],
                       device_owner=body["device_owner"], binding_vnic_type=body["binding:vnic_type"],
                       binding_profile=body["binding:profile"], port_security_enabled=port_security,
-                      revision_number=0, created_at=now, updated_at=now, **self._binding(body["binding:host_id"]))
+                      revision_number=0, created_at=now, updated_at=now,
+                      **self._binding(body["binding:host_id"] if binding_host_id is None else binding_host_id))
         for attempt in range(MAX_MAC_ATTEMPTS):
             # the id is new: only the network's MAC key can refuse the row
             if await insert_ignoring_duplicate(s, _P, values):
@@ -392,12 +393,19 @@ class Ports:
             values["binding_profile"] = json.loads(json.dumps(values["binding_profile"]))
         ips = [(by_id[a["subnet_id"]].created_at, a["subnet_id"], int(ipaddress.ip_address(a["ip_address"])),
                 a["ip_address"]) for a in allocated]
-        return self._port_doc(ctx, types.SimpleNamespace(**values), ips, list(groups),
-                              {c: "pending" for c in components} if ctx.is_admin else {})
+        viewer = ctx if binding_host_id is None else ctx.elevated()
+        return self._port_doc(viewer, types.SimpleNamespace(**values), ips, list(groups),
+                              {c: "pending" for c in components} if viewer.is_admin else {})
 
-    async def create_port(self, ctx: RequestContext, port: dict) -> dict:
+    async def create_port(self, ctx: RequestContext, port: dict, binding_host_id: str | None = None) -> dict:
+        """Create a port with ``ctx``'s authority. ``binding_host_id`` (network 1.2, sent only by the
+        compute side, which the bus trusts): once every check of ``port`` passed as ``ctx``, the port
+        is bound to that host with the service's authority in the same transaction, as an admin's
+        ``update_port`` of ``binding:host_id`` right after the create would bind it (Nova creates a
+        server's port with the user's token and binds it with its admin client); the port as an admin
+        sees it. None: only what ``port`` says, with ``ctx``'s authority."""
         async with self.tx() as s:
-            return await self._create_port(s, ctx, port)
+            return await self._create_port(s, ctx, port, binding_host_id)
 
     async def create_ports(self, ctx: RequestContext, ports: list[dict]) -> list[dict]:
         async with self.tx() as s:
