@@ -7,9 +7,9 @@ import pytest
 
 from nefos.api.app import create_app
 from nefos.config import Config, load_config
-from nefos.service import Runtime
 
 from tests.noauth import ADMIN  # noqa: E402  (the default clients send it)
+from tests.schema import open_runtime
 PROJECT = "p" * 32
 USER = "u" * 32
 
@@ -26,7 +26,7 @@ def version(v: str, headers: dict | None = None) -> dict:
 @pytest.fixture
 async def rt(tmp_path):
     overrides = {"auth_strategy": "noauth"} if "auth_strategy" in Config.model_fields else {}
-    runtime = await Runtime.open(load_config(state_dir=tmp_path, **overrides), migrate=True)
+    runtime = await open_runtime(load_config(state_dir=tmp_path, **overrides))
     from nefos.compute.flavors import ensure_default_flavors
     await ensure_default_flavors(runtime.db)
     yield runtime

@@ -8,7 +8,8 @@ from identity_helpers import get_token, make_config
 
 from nefos.identity.bootstrap import bootstrap
 from nefos.identity.rest import create_app
-from nefos.service import Runtime
+
+from tests.schema import open_runtime
 
 
 @pytest.fixture
@@ -18,7 +19,7 @@ def cfg_overrides():
 
 @pytest.fixture
 async def rt(tmp_path, cfg_overrides):
-    runtime = await Runtime.open(make_config(tmp_path, **cfg_overrides), migrate=True)
+    runtime = await open_runtime(make_config(tmp_path, **cfg_overrides))
     yield runtime
     await runtime.close()
 

@@ -6,12 +6,13 @@ import pytest
 from image_helpers import client_for, config
 
 from nefos.image.rest import create_app
-from nefos.service import Runtime
+
+from tests.schema import open_runtime
 
 
 @pytest.fixture
 async def rt(tmp_path):
-    runtime = await Runtime.open(config(tmp_path), migrate=True)
+    runtime = await open_runtime(config(tmp_path))
     yield runtime
     await runtime.close()
 

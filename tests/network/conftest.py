@@ -14,10 +14,10 @@ from nefos.config import load_config
 from nefos.context import RequestContext
 from nefos.network.client import NetworkAPI
 from nefos.network.service import component
-from nefos.service import Runtime
 
 from tests.network.wire import wire  # noqa: F401  (the firewall tests' bridged wire)
 from tests.noauth import ADMIN  # noqa: E402  (the default clients send it)
+from tests.schema import open_runtime
 PROJECT = "p" * 32
 OTHER = "o" * 32
 USER = "u" * 32
@@ -33,7 +33,7 @@ def member_ctx(project: str = PROJECT) -> RequestContext:
 
 @pytest.fixture
 async def rt(tmp_path):
-    runtime = await Runtime.open(load_config(state_dir=tmp_path, auth_strategy="noauth"), migrate=True)
+    runtime = await open_runtime(load_config(state_dir=tmp_path, auth_strategy="noauth"))
     yield runtime
     await runtime.close()
 

@@ -10,9 +10,9 @@ import pytest
 
 from nefos.allinone import Cloud, all_in_one_components, free_port
 from nefos.config import Config, load_config
-from nefos.service import Runtime
 
 from tests.noauth import ADMIN  # noqa: E402  (the default clients send it)
+from tests.schema import open_runtime
 DEMO_PROJECT = "d" * 32
 
 
@@ -144,7 +144,7 @@ async def start_cloud(tmp_path, *, fake_hosts: int = 1, drivers: dict[str, str] 
                       network_api_port=free_port(), image_api_port=free_port(),
                       identity_api_port=free_port(), metadata_listen_port=free_port(),
                       novncproxy_port=free_port(), dashboard_port=free_port(), **overrides)
-    rt = await Runtime.open(cfg, migrate=True)
+    rt = await open_runtime(cfg)
     # A test shortens rpc_response_timeout for the age after which a host takes a request for lost;
     # each bus call still gets the shipped time to answer. Else the start-up calls of a loaded
     # machine, which outlasted 1, 2 and 3 s, failed the cloud's start.
