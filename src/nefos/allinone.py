@@ -85,27 +85,31 @@ class Cloud:
                 LOG.warning("*** auth_strategy = noauth: NO AUTHENTICATION. Every request is trusted "
                             "to be who its X-Project-Id / X-Roles headers claim (admin included), on "
                             "%s. For development only. ***", self.rt.cfg.bind_host)
+        listeners = sum(1 for c in self.components if c.app is not None and c.port) + bool(self.rt.cfg.metrics_port)
+        limits = http_server.ConnectionLimits.of(self.rt.cfg, listeners)
         try:
             for component in self.components:
                 await component.start()
                 self._started.append(component)
                 if component.app is not None and component.port:
-                    await self._serve(component)
+                    await self._serve(component, limits)
             if self.rt.cfg.metrics_port:
-                await self._serve(metrics.operator_component(self.rt.cfg))
+                await self._serve(metrics.operator_component(self.rt.cfg), limits)
         except BaseException:
             # A cloud that could not start leaves nothing running behind it (servers, loops,
             # bus consumers): stop what did start, then report why.
             await self.stop()
             raise
 
-    async def _serve(self, component: Component) -> None:
+    async def _serve(self, component: Component, limits: http_server.ConnectionLimits) -> None:
         # Idle keep-alive connections are kept 75 s (uvicorn's default is 5 s, the same as httpx's
         # client-side expiry: a client reusing a connection just as the server drops it got a
-        # ReadError; seen with 200 creates at once).
+        # ReadError; seen with 200 creates at once). uvicorn's limit_concurrency stays unset: it
+        # answers 503 only to a complete request, and the listener's maxconn (http_server) already
+        # bounds every connection, idle ones included.
         bind = component.bind or self.rt.cfg.bind_host
         config = uvicorn.Config(component.app, host=bind, port=component.port,
-                                http=http_server.protocol_for(component.app),
+                                http=http_server.protocol_for(component.app, limits),
                                 log_level="warning", access_log=False, lifespan="off",
                                 timeout_graceful_shutdown=5, timeout_keep_alive=75)
         server = uvicorn.Server(config)

@@ -56,6 +56,16 @@ class Config(BaseModel):
     control_exchange: str = "nefos"  # names this cloud's queues on a shared broker (oslo.messaging's name)
     host: str = "localhost"  # this service's host name (compute hosts must differ)
     bind_host: str = "127.0.0.1"
+    # Every HTTP listener (the four APIs, the metadata service, the web console, the console proxy,
+    # /metrics) bounds the connections one client may hold (haproxy's names, as the metadata proxy's):
+    # the seconds a client has to send a whole request head, from its connection (or, between
+    # keep-alive requests, from the head's first byte) to the head's end (timeout http-request;
+    # 408 after it, or a silent close when nothing came); the connections a listener holds at once
+    # (maxconn; more are answered 503 at once, and each listener's is lowered to fit the process's
+    # open-file limit); and of them from one client address (more: 429 at once).
+    http_request_timeout: float = Field(default=10.0, gt=0)
+    http_maxconn: int = Field(default=4096, ge=1)
+    http_maxconn_per_source: int = Field(default=512, ge=1)
     compute_api_port: int = 8774
     network_api_port: int = 9696
     image_api_port: int = 9292

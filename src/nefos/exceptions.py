@@ -108,6 +108,13 @@ class NotAcceptable(Error):
     message = "Not acceptable."
 
 
+class RequestTimeout(Error):
+    """A request head that did not arrive whole in time (webob's HTTPRequestTimeout; haproxy's and
+    Apache's answer when their request-head deadline passes)."""
+    code = 408
+    message = "The request did not arrive whole in time."
+
+
 class RequestURITooLong(Error):
     """A request line longer than the server reads (webob's HTTPRequestURITooLong; python-neutronclient
     splits a long filter into several requests on it)."""
