@@ -64,7 +64,7 @@ class Config(BaseModel):
     # (maxconn; more are answered 503 at once, and each listener's is lowered to fit the process's
     # open-file limit); and of them from one client address (more: 429 at once).
     http_request_timeout: float = Field(default=10.0, gt=0)
-    http_maxconn: int = Field(default=4096, ge=1)
+    http_maxconn: int = Field(default=2048, ge=1)
     http_maxconn_per_source: int = Field(default=512, ge=1)
     compute_api_port: int = 8774
     network_api_port: int = 9696
