@@ -14,7 +14,6 @@ import os
 import resource
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -23,7 +22,7 @@ import pytest
 
 from nefos.config import Config
 from nefos.http_server import MAX_LINGERING
-from tests.pipeline.test_up_command import _env
+from tests.pipeline.test_up_command import _env, start_up
 
 SHIPPED = Config()
 ATTACKER = "127.0.0.2"  # the attacking client's address (every 127/8 address is the loopback's)
@@ -47,20 +46,9 @@ class UpCloud:
 def cloud(tmp_path_factory):
     """`nefos up` with the shipped options (a fake compute host: no guests needed), under systemd's soft
     open-file limit."""
-    tmp_path = tmp_path_factory.mktemp("slow-connections")
     env = _env()
-    log = tmp_path / "up.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen(["prlimit", f"--nofile={SYSTEMD_NOFILE}", sys.executable, "-m", "nefos.cli", "up", "--fake-hosts", "1",
-                                 "--state-dir", str(tmp_path / "state")],
-                                env=env, stdout=out, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 180
-    while "openstack --os-cloud nefos server list" not in log.read_text():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            proc.wait()
-            raise AssertionError(log.read_text())
-        time.sleep(0.2)
+    proc, log = start_up(tmp_path_factory.mktemp("slow-connections"), "--fake-hosts", "1", env=env,
+                         launcher=("prlimit", f"--nofile={SYSTEMD_NOFILE}"))
     yield UpCloud(proc, log, env)
     proc.send_signal(signal.SIGTERM)
     try:

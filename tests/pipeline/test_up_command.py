@@ -28,13 +28,15 @@ def _env() -> dict:
     return env
 
 
-def start_up(tmp_path, *args: str) -> tuple[subprocess.Popen, Path]:
-    """``nefos up *args`` on a state directory of its own, once it says it is ready: the process and
-    its log (a start that fails or takes over 120 s is stopped and fails the test)."""
+def start_up(tmp_path, *args: str, env: dict | None = None, launcher: tuple[str, ...] = ()) -> tuple[subprocess.Popen, Path]:
+    """``nefos up *args`` on a state directory of its own (started through ``launcher``, e.g.
+    ``prlimit``, which runs it in its own place), once it says it is ready: the process and its log
+    (a start that fails or takes over 120 s is stopped and fails the test)."""
     log = tmp_path / "up.log"
     with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "nefos.cli", "up", *args, "--state-dir", str(tmp_path / "state")],
-                                env=_env(), stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen([*launcher, sys.executable, "-m", "nefos.cli", "up", *args,
+                                 "--state-dir", str(tmp_path / "state")],
+                                env=env or _env(), stdout=out, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 120
     while "openstack --os-cloud nefos server list" not in log.read_text():
         if proc.poll() is not None or time.monotonic() > deadline:
