@@ -111,4 +111,8 @@ if __name__ == "__main__":
     parser.add_argument("--slowloris", action="store_true")
     parser.add_argument("--requests", type=int, default=5)
     parser.add_argument("--bound", type=float, default=60.0, help="give up on a victim's request after this long")
-    print(json.dumps(asyncio.run(main(parser.parse_args()))))
+    result = asyncio.run(main(parser.parse_args()))
+    print(json.dumps(result))
+    unanswered = [status for status, _ in result["victim"] if status != 200]
+    if unanswered:  # the figures are the victim's latencies: a request not served is a failure, not a figure
+        sys.exit(f"{len(unanswered)} of the victim's requests got no 200: {unanswered}")

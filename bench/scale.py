@@ -17,7 +17,7 @@ Reports, as JSON:
                 processes, PostgreSQL's and RabbitMQ's
   scheduler     each scheduler's decision time p50/p99 (``scheduler.<host>`` decision_stats)
   invariants    every server ACTIVE, no node overcommitted, usage = sum of allocations, every
-                compute service up
+                compute service up (the run exits 1, after the report, when one is broken)
   connections   the most backends of the cloud's database seen (pg_stat_activity) and the budget
 
   python bench/scale.py --small                      # 100 hosts / 1000 servers
@@ -340,6 +340,16 @@ async def invariants(cloud: ScaleCloud) -> dict:
             "compute_services_down": stale, "hosts_with_servers": hosts_used}
 
 
+def broken_invariants(found: dict, servers: int) -> list[str]:
+    """What ``invariants`` found that they forbid."""
+    broken = []
+    if set(found["vm_states"]) - {"active"} or found["vm_states"].get("active", 0) != servers:
+        broken.append(f"not every server ACTIVE: {found['vm_states']}")
+    broken += [f"{key} {found[key]}" for key in ("nodes_overcommitted", "nodes_usage_mismatch",
+                                                 "compute_services_down") if found[key]]
+    return broken
+
+
 async def run(args, cloud: ScaleCloud) -> dict:
     result: dict = {}
     async with httpx.AsyncClient(timeout=300, limits=httpx.Limits(max_connections=args.concurrency * 2)) as client:
@@ -395,6 +405,9 @@ def main() -> None:
         print(json.dumps(result, indent=2))
     finally:
         cloud.stop()
+    broken = broken_invariants(result["invariants"], args.servers)
+    if broken:
+        raise SystemExit("invariants broken: " + "; ".join(broken))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ that hold several modules run one after another:
 * ``libvirt-host``: what uses what the machine has only one of: libvirt's QEMU guests and their
   CPU, the ``br-ex-nefos`` external bridge and its address range, the default ports and the
   ``./.nefos`` of a README-literal ``nefos up``, root network namespaces, the firewall of real
-  bridges;
+  bridges (a module, a folder, or one test of a module whose other tests run apart: the real-guest
+  benchmark's run in ``tests/test_bench_scripts.py``);
 * ``tempest``: the Tempest runs and the CLI flows, which share one cloud and whose pass rate counts
   both runs (its real-guest run has an external bridge and range of its own).
 
@@ -38,12 +39,13 @@ LIBVIRT_HOST = (
     "tests/network/test_vxlan.py", "tests/network/test_dnsmasq_user.py",
     "tests/network/test_external_bridge_host.py", "tests/network/test_router_uplink.py",
     "tests/network/test_port_admin_state.py",
+    "tests/test_bench_scripts.py::test_the_real_guest_bench_",
 )
 
 
 def unit_of_work(nodeid: str) -> str:
     module = nodeid.split("::", 1)[0]
-    if module.startswith(LIBVIRT_HOST):
+    if nodeid.startswith(LIBVIRT_HOST):  # a module or folder, or a test of a module whose others run apart
         return "libvirt-host"
     if module.startswith("tests/tempest/"):
         return "tempest"
