@@ -49,7 +49,7 @@ SMALLEST: dict[str, list[Run]] = {
             (rf'"servers_per_s": {NUMBER}', rf'"cloud_cpu_ms_per_server": {NUMBER}', r'"errors": 0,',
              rf'"list_detail_1000_p50_ms": {NUMBER}', r'"stream_ids_missing_per_client": \[\s*0\s*\]',
              r'"stream_in_order": true')),
-        Run(("--mode", "multi-process", "--servers", "4", "--hosts", "2", "--concurrency", "4", "--skip-list"),
+        Run(("--mode", "multi-process", "--servers", "2", "--hosts", "1", "--concurrency", "2", "--skip-list"),
             (rf'"servers_per_s": {NUMBER}', r'"errors": 0,', rf'"postgresql": {NUMBER}'),
             (pytest.mark.rabbit, pytest.mark.postgres)),
     ],
@@ -59,9 +59,8 @@ SMALLEST: dict[str, list[Run]] = {
             (pytest.mark.rabbit,)),
     ],
     "cpu_profile.py": [
-        Run(("{tmp}/profile.out", "bench/scheduler_decisions.py", "--hosts", "10", "--decisions", "5",
-             "--warmup", "1"),
-            (rf"profile\.out: [1-9][0-9]* functions, {NUMBER} s of CPU", rf'"cpu_ms": {{\s*"p50": {NUMBER}')),
+        Run(("{tmp}/profile.out", "bench/metadata_starvation.py", "--connections", "2", "--requests", "1"),
+            (rf"profile\.out: [1-9][0-9]* functions, {NUMBER} s of CPU", rf'"victim": \[\[200, {NUMBER}\]\]')),
     ],
     "events.py": [
         Run(("--servers", "3", "--warmup", "1"),
@@ -89,9 +88,9 @@ SMALLEST: dict[str, list[Run]] = {
              rf"'longest_loop_gap_ms': {NUMBER}, 'slowest_api_ms': {NUMBER}")),
     ],
     "scale.py": [
-        Run(("--hosts", "4", "--host-procs", "1", "--servers", "6", "--wave", "3", "--concurrency", "3",
+        Run(("--hosts", "2", "--host-procs", "1", "--servers", "4", "--wave", "2", "--concurrency", "2",
              "--idle-seconds", "1", "--settle", "0", "--timeout", "120", "--start-timeout", "120"),
-            (rf'"boots_per_s": {NUMBER}', r'"vm_states": {\s*"active": 6\s*}', r'"nodes_overcommitted": 0,',
+            (rf'"boots_per_s": {NUMBER}', r'"vm_states": {\s*"active": 4\s*}', r'"nodes_overcommitted": 0,',
              rf'"p50_ms": {NUMBER}'),
             (pytest.mark.rabbit, pytest.mark.postgres)),
     ],
