@@ -48,6 +48,12 @@ async def made_up_methods(cfg, client: httpx.AsyncClient, count: int) -> None:
         await client.request("X" + uuid.uuid4().hex.upper(), f"http://127.0.0.1:{ports[i % 4]}/v2.1/servers")
 
 
+async def scrape(client: httpx.AsyncClient, url: str) -> str:
+    r = await client.get(url)
+    r.raise_for_status()
+    return r.text
+
+
 def series(page: str) -> int:
     return sum(1 for line in page.splitlines() if line and not line.startswith("#"))
 
@@ -78,10 +84,13 @@ async def stall_during_scrape(cfg, client: httpx.AsyncClient) -> dict:
     api = asyncio.create_task(api_meanwhile())
     started = time.perf_counter()
     # The scraper is a process of its own, as Prometheus is: reading the page costs this loop nothing.
-    curl = await asyncio.create_subprocess_exec("curl", "-sS", "-o", "/dev/null", "-w", "%{size_download}",
+    curl = await asyncio.create_subprocess_exec("curl", "-sS", "--fail", "-o", "/dev/null", "-w", "%{size_download}",
                                                 f"http://127.0.0.1:{cfg.metrics_port}/metrics",
                                                 stdout=asyncio.subprocess.PIPE)
-    page_bytes = int((await curl.communicate())[0])
+    size = (await curl.communicate())[0]
+    if curl.returncode != 0:
+        raise SystemExit(f"the scrape failed: curl exited {curl.returncode}")
+    page_bytes = int(size)
     scrape_seconds = time.perf_counter() - started
     scrape_done.set()
     await api
@@ -102,11 +111,11 @@ async def main(args) -> None:
             async with httpx.AsyncClient(timeout=600) as client:
                 url = f"http://127.0.0.1:{cfg.metrics_port}/metrics"
                 await made_up_methods(cfg, client, 4)
-                before = (await client.get(url)).text
+                before = await scrape(client, url)
                 started = time.perf_counter()
                 await made_up_methods(cfg, client, args.requests)
                 took = time.perf_counter() - started
-                after = (await client.get(url)).text
+                after = await scrape(client, url)
                 print(f"{args.requests} requests with made-up methods in {took:.1f} s: /metrics {len(before)} -> "
                       f"{len(after)} bytes, {series(before)} -> {series(after)} series")
 
