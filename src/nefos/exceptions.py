@@ -364,6 +364,15 @@ class InstancePasswordSetFailed(Conflict):
     message = "Failed to set admin password on %(instance)s because %(reason)s"
 
 
+class InstanceAgentNotEnabled(Conflict):
+    """Nova's: changePassword on a guest without an agent to set it (its API answers 409)."""
+    message = "Guest agent is not enabled for the instance"
+
+
+class QemuGuestAgentNotEnabled(InstanceAgentNotEnabled):
+    message = "QEMU guest agent is not enabled"
+
+
 class QuotaError(OverQuota):
     pass
 

@@ -211,3 +211,35 @@ async def test_root_s_password_in_the_guest_is_the_one_the_create_answered(lvclo
     assert rc == 0, stderr
     assert _root_hash_matches(shadow, password), shadow
     assert not _root_hash_matches(shadow, password[:-1])
+
+
+async def test_a_rescue_guest_s_root_password_is_the_one_rescue_answered_and_change_password_is_refused(
+        lvcloud, tmp_path):
+    """changePassword on a libvirt guest (no QEMU guest agent) is refused as Nova refuses it (409),
+    never answered as done; the rescue answer's adminPass is root's password in the rescue guest
+    (its rescue config drive), checked as after a create: root's hash in /etc/shadow over SSH."""
+    cloud = lvcloud
+    await import_keypair(cloud, "rescue-key", keygen(tmp_path / "id"))
+    cidr = "10.86.0.0/24"
+    net = await make_network(cloud, name="rescue-pw-net", cidr=cidr)
+    sid = (await cloud.boot(name="rescue-pw", flavor="42", networks=[{"uuid": net["id"]}],
+                            key_name="rescue-key"))["server"]["id"]
+    await cloud.wait_status(sid, "ACTIVE", timeout=120)
+    await allow_ssh(cloud, sid)
+    await wait_console(cloud, sid, "NEFOS-CONFIG:", timeout=120)
+
+    r = await cloud.action(sid, {"changePassword": {"adminPass": "Never-set-1"}}, expect=409)
+    assert r.json() == {"conflictingRequest": {"code": 409, "message": "QEMU guest agent is not enabled"}}
+    server = await cloud.server(sid)
+    assert (server["status"], server["OS-EXT-STS:task_state"]) == ("ACTIVE", None)
+
+    password = (await cloud.action(sid, {"rescue": None}, expect=200)).json()["adminPass"]
+    await cloud.wait_status(sid, "RESCUE", timeout=120)
+    out = await wait_console(cloud, sid, "NEFOS-CONFIG:", timeout=120, count=2)
+    assert PASSWORD_LINE.findall(out)[1] == "set", out[-2000:]
+    assert password not in out
+    out = await wait_console(cloud, sid, f"NEFOS-IP: {cidr.rsplit('.', 1)[0]}.", timeout=120, count=2)
+    ip = IP_LINE.findall(out)[-1]
+    rc, shadow, stderr = await _ssh(cloud.dhcp.namespace_of(net["id"]), tmp_path / "id", ip, "cat /etc/shadow")
+    assert rc == 0, stderr
+    assert _root_hash_matches(shadow, password), shadow

@@ -56,3 +56,22 @@ def test_stable_rescue_keeps_the_guest_disks_and_adds_the_rescue_disk_last():
     cdrom = rescue_domain_xml(_guest_xml(), "/i/disk.rescue", "raw", bus="ide", device="cdrom")
     assert _disks(cdrom)[-1] == ("/i/disk.rescue", "hda", "ide", "cdrom", "1")  # hdd is the config drive's
     assert ET.fromstring(cdrom).find("devices/disk[last()]/readonly") is not None
+
+
+def test_the_rescue_guest_gets_its_own_config_drive_in_the_config_drive_s_slot():
+    """In place of the guest's drive (which the rescue guest never sees), or added where there was none."""
+    xml = rescue_domain_xml(_guest_xml(), "/i/disk.rescue", "qcow2", config_drive="/i/disk.config.rescue")
+    assert _disks(xml) == [("/i/disk.rescue", "vda", "virtio", "disk", "1"),
+                           ("/i/disk", "vdb", "virtio", "disk", None),
+                           ("/i/disk.eph0", "vdc", "virtio", "disk", None),
+                           ("/i/disk.config.rescue", "hdd", "ide", "cdrom", None)]
+    assert ET.fromstring(xml).find("devices/disk[4]/readonly") is not None
+    without = ET.fromstring(_guest_xml())
+    devices = without.find("devices")
+    devices.remove(devices.findall("disk")[-1])
+    xml = rescue_domain_xml(ET.tostring(without, encoding="unicode"), "/i/disk.rescue", "qcow2",
+                            bus="ide", device="cdrom", config_drive="/i/disk.config.rescue")
+    assert _disks(xml) == [("/i/disk", "vda", "virtio", "disk", None),
+                           ("/i/disk.eph0", "vdb", "virtio", "disk", None),
+                           ("/i/disk.rescue", "hda", "ide", "cdrom", "1"),
+                           ("/i/disk.config.rescue", "hdd", "ide", "cdrom", None)]

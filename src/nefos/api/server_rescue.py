@@ -2,7 +2,8 @@
 
 ``rescue`` (body null or {adminPass, rescue_image_ref}) answers 200 with the rescue guest's
 ``adminPass`` (the one given, else a generated one; ``{}`` with enable_instance_password off, as
-Nova); ``unrescue`` answers 202. As in Nova the body
+Nova, and then only a given one reaches the rescue guest), which the driver gives the rescue guest
+(libvirt: on the rescue guest's config drive, ``nefos.virt.libvirt.rescue``); ``unrescue`` answers 202. As in Nova the body
 is validated first (400), the server looked up (404), then the policy checked
 (``os_compute_api:os-rescue`` / ``os-unrescue``, for the server's project); wrong states answer 409
 (``nefos.compute.rescue``, the host's ``nefos.compute.host.rescue``). From 2.87 Nova also rescues
@@ -34,13 +35,13 @@ def _compute_api(request: Request):
 
 
 async def rescue(request: Request, ctx, server_id: str, body: dict) -> Response:
-    from nefos.api.servers import _generate_password
+    from nefos.api.servers import _admin_password
     validate(body, RESCUE_SCHEMA)
     args = body["rescue"] or {}
     instance = await _compute_api(request).get(ctx, server_id)
     policy.enforce(ctx, "os_compute_api:os-rescue",
                    {"user_id": instance["user_id"], "project_id": instance["project_id"]})
-    password = args.get("adminPass") or _generate_password()
+    password = _admin_password(request, args)
     await rescue_api.request_rescue(_compute_api(request), ctx, server_id, password=password,
                                     rescue_image_ref=args.get("rescue_image_ref"))
     # Nova's rescue answers the password only with enable_instance_password.

@@ -31,7 +31,7 @@ def _check_state(instance: dict, action: str, vm_ok: list) -> None:
                                               attr="task_state", state=instance["task_state"])
 
 
-async def request_rescue(compute_api, ctx, uuid: str, *, password: str,
+async def request_rescue(compute_api, ctx, uuid: str, *, password: str | None,
                          rescue_image_ref: str | None) -> None:
     instance = await compute_api.get(ctx, uuid)
     compute_api.check_lock(ctx, instance)

@@ -50,7 +50,7 @@ class ComputeRPCAPI:
             raise ValueError(f"{action} is not a power action")
         await self.client.cast(ctx, f"{action}_instance", host=host, instance_uuid=instance_uuid, **kwargs)
 
-    async def rescue_instance(self, ctx, host: str, instance_uuid: str, rescue_password: str,
+    async def rescue_instance(self, ctx, host: str, instance_uuid: str, rescue_password: str | None,
                               rescue_image_ref: str | None) -> None:
         await self.client.cast(ctx, "rescue_instance", host=host, instance_uuid=instance_uuid,
                                rescue_password=rescue_password, rescue_image_ref=rescue_image_ref)

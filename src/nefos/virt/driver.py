@@ -134,11 +134,12 @@ class ComputeDriver:
         raise NotImplementedError
 
     async def rescue(self, ctx, instance: dict, network_info: list[dict], image_meta: dict,
-                     rescue_password: str, block_device_info: dict | None = None) -> None:
+                     rescue_password: str | None, block_device_info: dict | None = None) -> None:
         """Boot the (powered off) guest from ``image_meta``'s image with its own disk attached after
         the rescue disk (Nova's ``rescue``); the image's ``hw_rescue_device``/``hw_rescue_bus``
         ask for a stable rescue: the guest's disks keep their addresses and the rescue disk is
-        added last, booted first. NotImplementedError when the driver cannot."""
+        added last, booted first. The rescue guest gets ``rescue_password`` (the one the API
+        answered; None: none). NotImplementedError when the driver cannot."""
         raise NotImplementedError
 
     async def unrescue(self, ctx, instance: dict, network_info: list[dict]) -> None:

@@ -587,7 +587,7 @@ class ComputeManager(Endpoint):
     async def unshelve_instance(self, ctx, instance_uuid: str, node: str | None = None) -> None:
         await shelve.unshelve_instance(self, ctx, instance_uuid, node)
 
-    async def rescue_instance(self, ctx, instance_uuid: str, rescue_password: str,
+    async def rescue_instance(self, ctx, instance_uuid: str, rescue_password: str | None,
                               rescue_image_ref: str | None = None) -> None:
         await rescue.rescue_instance(self, ctx, instance_uuid, rescue_password, rescue_image_ref)
 

@@ -20,7 +20,7 @@ class InstanceNotRescuable(exceptions.Invalid):
     message = "Instance %(instance_id)s cannot be rescued: %(reason)s"
 
 
-async def rescue_instance(manager, ctx, uuid: str, rescue_password: str, rescue_image_ref: str | None) -> None:
+async def rescue_instance(manager, ctx, uuid: str, rescue_password: str | None, rescue_image_ref: str | None) -> None:
     async def op(instance):
         image_id = (rescue_image_ref or (instance.get("system_metadata") or {}).get("image_base_image_ref")
                     or instance.get("image_ref"))

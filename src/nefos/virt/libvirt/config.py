@@ -56,6 +56,16 @@ class GuestSpec:
     spice_listen: str | None = None  # the address of its SPICE display; None: none
 
 
+def disk_element(disk: Disk) -> ET.Element:
+    d = ET.Element("disk", type="file", device=disk.device)
+    _sub(d, "driver", name="qemu", type=disk.driver_type)
+    _sub(d, "source", file=disk.path)
+    _sub(d, "target", dev=disk.target, bus=disk.bus)
+    if disk.readonly:
+        _sub(d, "readonly")
+    return d
+
+
 def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs) -> ET.Element:
     el = ET.SubElement(parent, tag, {k.rstrip("_"): str(v) for k, v in attrs.items() if v is not None})
     if text is not None:
@@ -167,12 +177,7 @@ def domain_xml(spec: GuestSpec) -> str:
     _sub(dom, "on_crash", "destroy")
     devices = _sub(dom, "devices")
     for disk in spec.disks:
-        d = _sub(devices, "disk", type="file", device=disk.device)
-        _sub(d, "driver", name="qemu", type=disk.driver_type)
-        _sub(d, "source", file=disk.path)
-        _sub(d, "target", dev=disk.target, bus=disk.bus)
-        if disk.readonly:
-            _sub(d, "readonly")
+        devices.append(disk_element(disk))
     for vif in spec.vifs:
         devices.append(_interface(vif))
     # The serial console on a pty whose output virtlogd writes to the log (Nova's libvirt driver): a

@@ -489,9 +489,14 @@ class LibvirtDriver(ComputeDriver):
         await self.start_domain(dom, uuid, network_info, fresh=False)  # restores the managed save
 
     async def rescue(self, ctx, instance: dict, network_info: list[dict], image_meta: dict,
-                     rescue_password: str, block_device_info: dict | None = None, **kwargs) -> None:
-        # As Nova's libvirt driver without file injection, the password reaches no guest.
-        await rescue_mod.rescue(self, instance, network_info, image_meta)
+                     rescue_password: str | None, block_device_info: dict | None = None, **kwargs) -> None:
+        await rescue_mod.rescue(self, instance, network_info, image_meta, rescue_password)
+
+    async def set_admin_password(self, instance: dict, new_pass: str) -> None:
+        """Nova's libvirt driver sets it through the QEMU guest agent; Nefos's domains have no
+        guest agent channel (whatever the image's ``hw_qemu_guest_agent``), so, as Nova's driver
+        for a guest without one, it is refused (409) and nothing is set."""
+        raise exceptions.QemuGuestAgentNotEnabled()
 
     async def unrescue(self, ctx, instance: dict, network_info: list[dict], **kwargs) -> None:
         await rescue_mod.unrescue(self, instance, network_info)
