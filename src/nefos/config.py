@@ -232,9 +232,9 @@ class Config(BaseModel):
     metadata_proxy_maxconn_per_source: int = Field(default=10, ge=1)
     dhcp_domain: str = "novalocal"  # appended to an instance's hostname in its metadata (Nova's)
     force_config_drive: bool = False  # every guest gets a config drive, asked for or not (Nova's)
-    # Nova's [api] enable_instance_password: a create or rebuild answers adminPass (given, else
-    # generated), which the guest gets as meta_data.json's admin_pass. False: none is answered, and
-    # only a password given in the request reaches the guest.
+    # Nova's [api] enable_instance_password: a create, rebuild, rescue or evacuation (before 2.14)
+    # answers adminPass (given, else generated), which the guest gets as meta_data.json's admin_pass.
+    # False: none is answered, and only a password given in the request reaches the guest.
     enable_instance_password: bool = True
 
     # The web console (nefos.dashboard; Horizon's place): part of `nefos up` when dashboard_enabled,

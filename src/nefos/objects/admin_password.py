@@ -1,4 +1,5 @@
-"""The password a create or rebuild answers (``adminPass``), until the guest has it.
+"""The password a create, rebuild or evacuation answers or is given (``adminPass``), until the
+guest has it (an evacuation's is kept by the destination host before it spawns the guest).
 
 Nova hands it to the hypervisor driver, which writes it into the config drive's meta_data.json as
 ``admin_pass``. Nefos keeps it in the instance's system metadata (``admin_pass``, never shown by the
