@@ -79,14 +79,17 @@ class ConnectionLimits:
         """The limits of each of a process's ``listeners``: their connections together fit below the
         process's open-file limit, which is raised toward its hard limit as far as they need (as Go's
         runtime and nginx's ``worker_rlimit_nofile`` do; systemd's soft limit is 1024, its hard one
-        524288), and ``http_maxconn`` lowered where the hard limit is too low for it."""
-        available = _open_files_limit(listeners * cfg.http_maxconn + OTHER_OPEN_FILES) - OTHER_OPEN_FILES
+        524288). Where the hard limit is too low, ``http_maxconn`` is lowered to fit (with a part of
+        the limit kept for the process's other files) and ``http_maxconn_per_source`` in proportion."""
+        limit = _open_files_limit(listeners * cfg.http_maxconn + OTHER_OPEN_FILES)
+        available = limit - min(OTHER_OPEN_FILES, limit // 4)
         maxconn = min(cfg.http_maxconn, max(1, available // max(1, listeners)))
+        per_source = min(cfg.http_maxconn_per_source, max(1, cfg.http_maxconn_per_source * maxconn // cfg.http_maxconn))
         if maxconn < cfg.http_maxconn:
-            LOG.warning("the open-file limit (ulimit -n) leaves each of %d listeners %d connections, "
-                        "fewer than http_maxconn = %d: raise the limit (systemd: LimitNOFILE)",
-                        listeners, maxconn, cfg.http_maxconn)
-        return cls(cfg.http_request_timeout, maxconn, min(cfg.http_maxconn_per_source, maxconn))
+            LOG.warning("the open-file limit (ulimit -n) %d leaves each of %d listeners %d connections (%d from "
+                        "one address), fewer than http_maxconn = %d: raise the limit (systemd: LimitNOFILE)",
+                        limit, listeners, maxconn, per_source, cfg.http_maxconn)
+        return cls(cfg.http_request_timeout, maxconn, per_source)
 
 
 def _open_files_limit(wanted: int) -> int:
