@@ -103,6 +103,8 @@ async def test_with_enable_instance_password_off_no_password_is_answered_or_gene
         await cloud.wait_status(server["id"], "ACTIVE")
         r = await cloud.compute.post(f"/v2.1/servers/{server['id']}/action", json={"rescue": None}, headers=ADMIN)
         assert (r.status_code, r.json()) == (200, {}), r.text  # Nova's rescue answer without the option
+        await cloud.wait_status(server["id"], "RESCUE")
+        assert cloud.driver(HOST).guests[server["id"]].admin_password is None  # none nobody was shown
         await cloud.proxy.client.aclose()
     finally:
         await stop_cloud(cloud)
