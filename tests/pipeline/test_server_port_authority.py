@@ -193,3 +193,42 @@ async def test_a_project_boots_with_and_attaches_its_own_port_on_a_shared_networ
     r = await _attach(cloud, server_id, {"port_id": second["id"]}, TENANT)
     assert r.status_code == 200, r.text
     assert {p["id"] for p in await cloud.ports(device_id=server_id)} == {tenants_port["id"], second["id"]}
+
+
+# A port naming another project's server ----------------------------------------------------------
+
+async def test_a_port_naming_another_projects_server_is_no_part_of_it(cloud, shared):
+    """Any project may give its port any ``device_id`` (Neutron's default), so a server's ports are
+    those naming it *and of its project* (Nova lists them with ``tenant_id``): the owner of a
+    shared network, who sees the servers' ids on its ports there, plants a port of its own naming
+    the tenant's server on its private network. Before, the server's interfaces listed it, a move
+    bound it to the server's host and plugged it into the server, and the server's delete deleted it."""
+    server_id = await _active_server(cloud, TENANT, [{"uuid": shared["id"]}], name="victim")
+    (own,) = await cloud.ports(device_id=server_id)
+    r = await cloud.network.get("/v2.0/ports", params={"network_id": shared["id"]}, headers=OWNER)
+    assert server_id in {p["device_id"] for p in r.json()["ports"]}  # how the owner learns the id
+    private = await cloud.make_network(name="owners", cidr="10.71.0.0/24", headers=OWNER)
+    r = await cloud.network.post("/v2.0/ports", json={"port": {
+        "network_id": private["id"], "device_id": server_id, "device_owner": "compute:nova"}}, headers=OWNER)
+    assert r.status_code == 201, r.text
+    planted = r.json()["port"]
+
+    r = await cloud.compute.get(f"/v2.1/servers/{server_id}/os-interface", headers=TENANT)
+    assert [a["port_id"] for a in r.json()["interfaceAttachments"]] == [own["id"]]
+    r = await cloud.compute.get(f"/v2.1/servers/{server_id}/os-interface/{planted['id']}", headers=TENANT)
+    assert r.status_code == 404, r.text
+    # a move binds the server's ports to its new host and plugs them: shelve, unshelve
+    await cloud.action(server_id, {"shelve": None}, headers=TENANT)
+    await cloud.wait_status(server_id, "SHELVED_OFFLOADED", headers=TENANT)
+    await cloud.action(server_id, {"unshelve": None}, headers=TENANT)
+    server = await cloud.wait_status(server_id, "ACTIVE", headers=TENANT)
+    assert set(server["addresses"]) == {"shared"}, server["addresses"]
+    driver = cloud.driver((await cloud.server(server_id))["OS-EXT-SRV-ATTR:host"])
+    assert planted["id"] not in driver.plugged_vifs and driver.plugged_vifs.get(own["id"]) == server_id
+    (after,) = await cloud.ports(id=planted["id"])
+    assert after["binding:host_id"] == "" and after["project_id"] == OWNER["X-Project-Id"]
+    # the server's delete takes its own port, not the one naming it
+    r = await cloud.compute.delete(f"/v2.1/servers/{server_id}", headers=TENANT)
+    assert r.status_code == 204, r.text
+    await cloud.wait_gone(server_id, headers=TENANT)
+    assert [p["id"] for p in await cloud.ports(device_id=server_id)] == [planted["id"]]

@@ -30,7 +30,7 @@ class InterfacesAPI:
     async def list(self, ctx, server_id: str) -> tuple[dict, list[dict]]:
         """The server and the ports bound to it."""
         instance = await self.compute_api.get(ctx, server_id)
-        return instance, await self.network_api.instance_ports(ctx, server_id)
+        return instance, await self.network_api.instance_ports(ctx, instance)
 
     async def show(self, ctx, server_id: str, port_id: str) -> tuple[dict, dict]:
         instance = await self.compute_api.get(ctx, server_id)
@@ -41,7 +41,8 @@ class InterfacesAPI:
             port = await self.network_api.show_port(ctx, port_id)
         except exceptions.PortNotFound:
             port = None
-        if port is None or port.get("device_id") != instance["uuid"]:
+        # naming the server is not enough: any project may name any device (Nova's tenant_id filter)
+        if port is None or port.get("device_id") != instance["uuid"] or port.get("project_id") != instance["project_id"]:
             raise exceptions.PortNotAttached(instance=instance["uuid"], port_id=port_id)
         return port
 

@@ -108,8 +108,8 @@ class ConductorManager(HostSurface, MigrationSurface, Endpoint):
         released now, before their addresses stay taken for good."""
         since = utcnow() - dt.timedelta(seconds=_PORT_SWEEP_WINDOW)
         async with self.rt.db.reader() as s:
-            deleted = (await s.execute(select(Instance.uuid).where(
-                Instance.deleted != 0, Instance.deleted_at >= since))).scalars().all()
+            deleted = dict((await s.execute(select(Instance.uuid, Instance.project_id).where(
+                Instance.deleted != 0, Instance.deleted_at >= since))).all())
         if not deleted:
             return
         network_api = NetworkAPI(self.rt)

@@ -312,6 +312,13 @@ class NetworkAPI:
         except (exceptions.Conflict, exceptions.NetworkNotFound):
             raise exceptions.UnableToAutoAllocateNetwork(project_id=project_id)
 
+    async def _ports_of(self, admin: RequestContext, instance_uuid: str, project_id: str | None) -> list[dict]:
+        """The ports of the instance: those naming it (``device_id``) *and of its project*, as Nova
+        lists them (``tenant_id``): any project may name any device, and a port another project made
+        naming the server is no part of it (never listed, bound, plugged or deleted for it)."""
+        return await self._call(admin, "list_ports", filters={"device_id": [instance_uuid],
+                                                              "project_id": [project_id or ""]})
+
     def _device(self, instance: dict) -> dict:
         """What marks a port as the instance's: its ``device_id`` and compute ``device_owner``."""
         zone = instance.get("availability_zone") or self.rt.cfg.default_availability_zone
@@ -509,16 +516,16 @@ class NetworkAPI:
             return await self._vifs(ctx, ports, set(touched), tags, nets=by_id, known_subnets=known["subnets"],
                                     floating_of=set(touched))
         except BaseException:
-            await self._undo(admin, uuid, created, touched, existing)
+            await self._undo(admin, uuid, project, created, touched, existing)
             raise
 
-    async def _undo(self, admin: RequestContext, device_id: str, created: list[str],
+    async def _undo(self, admin: RequestContext, device_id: str, project_id: str, created: list[str],
                     touched: dict[str, dict], existing: dict[str, dict]) -> None:
         try:
             # A call whose reply never reached us (cancelled, timed out) may still have claimed
             # or created a port for the instance: find those by device_id too. The user's own
             # ports are given back, never deleted.
-            for port in await self._call(admin, "list_ports", filters={"device_id": [device_id]}):
+            for port in await self._ports_of(admin, device_id, project_id):
                 if port["id"] in existing:
                     touched.setdefault(port["id"], _restore_body(existing[port["id"]]))
                 elif port["id"] not in created:
@@ -615,9 +622,9 @@ class NetworkAPI:
         except (exceptions.PortNotFound, exceptions.PortInUse):
             pass  # already gone, or already given to someone else
 
-    async def instance_ports(self, ctx: RequestContext, instance_uuid: str) -> list[dict]:
+    async def instance_ports(self, ctx: RequestContext, instance: dict) -> list[dict]:
         """The ports bound to the instance (the caller may see the instance: checked before)."""
-        return await self._call(ctx.elevated(), "list_ports", filters={"device_id": [instance_uuid]})
+        return await self._ports_of(ctx.elevated(), instance["uuid"], instance.get("project_id"))
 
     async def port_vif(self, ctx: RequestContext, port: dict, *, preserve: bool, tag: str | None) -> dict:
         """One port's VIF, as the instance's network_info holds it (``preserve``: the user's own
@@ -637,18 +644,18 @@ class NetworkAPI:
             keep |= {r["port"] for r in requested if isinstance(r, dict) and r.get("port")}
         return keep
 
-    async def devices_holding_ports(self, ctx: RequestContext, device_ids: list[str]) -> set[str]:
-        """Which of ``device_ids`` still have ports."""
-        ports = await self._call(ctx.elevated(), "list_ports", filters={"device_id": list(device_ids)},
-                                 fields=["device_id"])
-        return {p["device_id"] for p in ports}
+    async def devices_holding_ports(self, ctx: RequestContext, devices: dict[str, str]) -> set[str]:
+        """Which of the instances ``devices`` (uuid: project) still have ports (of their project)."""
+        ports = await self._call(ctx.elevated(), "list_ports", filters={"device_id": list(devices)},
+                                 fields=["device_id", "project_id"])
+        return {p["device_id"] for p in ports if p["project_id"] == devices[p["device_id"]]}
 
     async def deallocate_for_instance(self, ctx: RequestContext, instance: dict,
                                       network_info: list[dict] | None = None) -> None:
         """Delete the ports made for the instance and unbind the user's own; idempotent."""
         admin = ctx.elevated()
         uuid = instance["uuid"]
-        ports = await self._call(admin, "list_ports", filters={"device_id": [uuid]})
+        ports = await self._ports_of(admin, uuid, instance.get("project_id"))
         keep = self._preserved(instance, network_info)
         listed = {p["id"] for p in ports}
         for vif in network_info or []:
@@ -659,7 +666,7 @@ class NetworkAPI:
                     port = await self._call(admin, "get_port", port_id=vif["id"])
                 except exceptions.PortNotFound:
                     continue
-                if port.get("device_id") in ("", uuid):
+                if port.get("device_id") in ("", uuid) and port.get("project_id") == instance.get("project_id"):
                     ports.append(port)
         for port in ports:
             try:
@@ -678,7 +685,7 @@ class NetworkAPI:
         off every port of the server. 400 when it is already on / not on the server, 404 when unknown."""
         admin = ctx.elevated()
         (group_id,) = await self._resolve_security_groups(ctx, instance["project_id"], [name])
-        ports = await self._call(admin, "list_ports", filters={"device_id": [instance["uuid"]]})
+        ports = await self._ports_of(admin, instance["uuid"], instance.get("project_id"))
         if not ports:
             raise exceptions.Invalid(f"Server {instance['uuid']} has no ports to apply security group {name} to")
         on = [p for p in ports if group_id in (p.get("security_groups") or [])]
@@ -711,7 +718,7 @@ class NetworkAPI:
         IP as it was. FixedIpNotFoundForAddress, FloatingIpNotFoundForAddress, and
         FloatingIpAssociateFailed for the network service's conflicts (that fixed address has a
         floating IP on that network already)."""
-        ports = await self.instance_ports(ctx, instance["uuid"])
+        ports = await self.instance_ports(ctx, instance)
         port_id = next((p["id"] for p in ports for f in p.get("fixed_ips") or []
                         if f["ip_address"] == fixed_address), None)
         if port_id is None:
@@ -747,7 +754,7 @@ class NetworkAPI:
         an address."""
         admin = ctx.elevated()
         subnets = await self._call(admin, "list_subnets", filters={"network_id": [network_id]})
-        ports = [p for p in await self.instance_ports(ctx, instance["uuid"]) if p["network_id"] == network_id]
+        ports = [p for p in await self.instance_ports(ctx, instance) if p["network_id"] == network_id]
         for port in ports:
             kept = [{"subnet_id": f["subnet_id"], "ip_address": f["ip_address"]} for f in port["fixed_ips"]]
             for subnet in subnets:
@@ -762,7 +769,7 @@ class NetworkAPI:
     async def remove_fixed_ip_from_instance(self, ctx: RequestContext, instance: dict, address: str) -> dict:
         """removeFixedIp: ``address`` off the server's port holding it (its other addresses kept); the
         port as updated. FixedIpNotFoundForInstance when none of the server's ports holds it."""
-        for port in await self.instance_ports(ctx, instance["uuid"]):
+        for port in await self.instance_ports(ctx, instance):
             if any(f["ip_address"] == address for f in port["fixed_ips"]):
                 kept = [{"subnet_id": f["subnet_id"], "ip_address": f["ip_address"]}
                         for f in port["fixed_ips"] if f["ip_address"] != address]
@@ -775,7 +782,7 @@ class NetworkAPI:
         """Bind the instance's ports to ``host`` (None: unbind them, as a shelve offload leaves
         them); returns the network_info. Nova's name for a move's port binding update."""
         admin = ctx.elevated()
-        ports = await self._call(admin, "list_ports", filters={"device_id": [instance["uuid"]]})
+        ports = await self._ports_of(admin, instance["uuid"], instance.get("project_id"))
         for port in ports:
             if (port.get("binding:host_id") or "") != (host or ""):
                 await self._call(admin, "update_port", port_id=port["id"],
@@ -785,7 +792,7 @@ class NetworkAPI:
     async def get_instance_nw_info(self, ctx: RequestContext, instance: dict) -> list[dict]:
         """The instance's network_info from its ports now (in the cached order where known)."""
         admin = ctx.elevated()
-        ports = await self._call(admin, "list_ports", filters={"device_id": [instance["uuid"]]})
+        ports = await self._ports_of(admin, instance["uuid"], instance.get("project_id"))
         cached = instance.get("network_info") or []
         order = {vif["id"]: i for i, vif in enumerate(cached)}
         ports.sort(key=lambda p: (order.get(p["id"], len(order)), p.get("created_at") or "", p["id"]))

@@ -78,7 +78,9 @@ class DhcpCallbacks(Endpoint):
         network's project), created when missing."""
         device_id = dhcp_device_id(agent_host, network_id)
         admin = ctx.elevated()
-        found = await self.manager.list_ports(admin, filters={"network_id": [network_id], "device_id": [device_id]})
+        # by its owner too: any project may name the agent's device_id, only an admin gives network:dhcp
+        found = await self.manager.list_ports(admin, filters={"network_id": [network_id], "device_id": [device_id],
+                                                              "device_owner": [DHCP_OWNER]})
         if found:
             return found[0]
         async with self.manager.rt.db.reader() as s:
@@ -97,7 +99,8 @@ class DhcpCallbacks(Endpoint):
         """``agent_host`` no longer serves ``network_id``: its DHCP port there goes."""
         admin = ctx.elevated()
         for port in await self.manager.list_ports(admin, filters={
-                "network_id": [network_id], "device_id": [dhcp_device_id(agent_host, network_id)]}):
+                "network_id": [network_id], "device_id": [dhcp_device_id(agent_host, network_id)],
+                "device_owner": [DHCP_OWNER]}):
             await self.manager.delete_port(admin, port["id"])
 
     async def dhcp_ready_on_ports(self, ctx: RequestContext, port_ids: list[str], agent_host: str) -> list[str]:

@@ -146,6 +146,20 @@ async def _check_gateway_holder(s, port_id: str, device_owner: str | None) -> No
         raise ipam.gateway_refused(held.ip_address, held.subnet_id)
 
 
+async def _check_floating_ips_kept(s, port_id: str) -> None:
+    """The port still holds every fixed address a floating IP points at (Neutron's
+    ``prevent_internal_ip_change_for_fip``): freed, the address would go to another port, and the
+    floating IP's traffic with it."""
+    stranded = (await s.execute(select(FloatingIP.id).where(
+        FloatingIP.fixed_port_id == port_id, FloatingIP.fixed_ip_address.is_not(None),
+        FloatingIP.fixed_ip_address.not_in(select(IPAllocation.ip_address).where(
+            IPAllocation.port_id == port_id))).limit(1))).first()
+    if stranded is not None:
+        raise exceptions.BadRequest(resource="port", msg=(
+            f"Cannot update the fixed_ips of the port {port_id}, because its original fixed_ip has been "
+            "associated to a floating ip"))
+
+
 class Ports:
     def _port_query(self, ctx: RequestContext):
         q = select(Port)
@@ -440,7 +454,9 @@ class Ports:
         async with self.tx() as s:
             row = await self._port_row(s, ctx, port_id)
             network = (await s.execute(select(Network).where(Network.id == row.network_id))).scalar_one()
-            if not ctx.is_admin and ctx.project_id not in (row.project_id, network.project_id):
+            if not ctx.is_admin and ctx.project_id != row.project_id:
+                # Neutron's update_port rule: the port's project. The network's owner sees the
+                # other projects' ports on it (and may delete them), not rewrite them.
                 raise _not_owner("update_port")
             before = await self._port_view_for_hooks(s, row)
             if expected_device_id is not None:
@@ -475,6 +491,7 @@ class Ports:
                         "ip_address" in f for f in body["fixed_ips"]):
                     raise _not_owner("update_port:fixed_ips:ip_address")
                 addresses_changed |= await self._replace_ips(s, row, body["fixed_ips"])
+                await _check_floating_ips_kept(s, row.id)
             if "fixed_ips" in body or "device_owner" in body:
                 await _check_gateway_holder(s, row.id, body.get("device_owner", row.device_owner))
             port_security = body.get("port_security_enabled", bool(row.port_security_enabled))
