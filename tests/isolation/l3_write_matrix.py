@@ -29,7 +29,7 @@ OWNERS = ("none", "compute:nova", "network:router_interface", "network:router_ga
 DEVICE_IDS = ("none", "own router", "another project's router")
 FIXED_IPS = ("none", "a free address", "the subnet's gateway")
 ROUTERS = ("own router", "another project's router")
-PORTS = ("plain", "router interface")  # the port update_port changes
+PORTS = ("plain", "router interface", "another project's")  # the port update_port changes
 INTERFACE_OWNER = "network:router_interface"
 PORT_OPERATIONS = ("create_port", "update_port")
 INTERFACE_OPERATIONS = ("add_router_interface by subnet", "add_router_interface by port")
@@ -43,7 +43,8 @@ class Case:
     device_id: str = "none"     # device_id sent
     fixed_ips: str = "none"     # fixed_ips sent (or, by port, the port's)
     router: str = "own router"  # the router of add_router_interface
-    port: str = "plain"         # the port of update_port: the caller's plain port or its router's interface
+    port: str = "plain"         # the port of update_port: the caller's plain port, its router's interface,
+                                # or another project's port on the caller's network
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,10 @@ RULES: tuple[Rule, ...] = (
          "A port only on the caller's network or a shared one (Neutron's `create_port` rule): the "
          "external network's addresses are for floating IPs and router gateways.",
          lambda c: c.operation == "create_port" and c.network == "external", 403, "PolicyNotAuthorized"),
+    Rule("update_port",
+         "Only the port's project changes a port (Neutron's `update_port` rule): the network's owner sees the "
+         "other projects' ports on it (and may delete them), not rewrite them.",
+         lambda c: c.operation == "update_port" and c.port == "another project's", 403, "PolicyNotAuthorized"),
     Rule("network:* owner",
          "A `network:*` device_owner is the admin's to give (the router, DHCP and floating IP APIs "
          "make those ports), on any network.",
@@ -122,8 +127,8 @@ def cases() -> list[Case]:
     out = [Case(op, net, owner, device_id, fixed)
            for op, net, owner, device_id, fixed in itertools.product(
                PORT_OPERATIONS, NETWORKS, OWNERS, DEVICE_IDS, FIXED_IPS)]
-    out += [Case("update_port", "own", owner, device_id, fixed, port="router interface")
-            for owner, device_id, fixed in itertools.product(OWNERS, DEVICE_IDS, FIXED_IPS)]
+    out += [Case("update_port", "own", owner, device_id, fixed, port=port)
+            for port, owner, device_id, fixed in itertools.product(PORTS[1:], OWNERS, DEVICE_IDS, FIXED_IPS)]
     out += [Case("add_router_interface by subnet", net, router=router)
             for net, router in itertools.product(NETWORKS, ROUTERS)]
     out += [Case("add_router_interface by port", net, fixed_ips=fixed, router=router)
@@ -148,11 +153,13 @@ def render() -> str:
     lines.append("")
     columns = list(itertools.product(FIXED_IPS, DEVICE_IDS))
     header = " | ".join(f"fixed_ips: {f}; device_id: {d}" for f, d in columns)
-    for op, port in (("create_port", "plain"), ("update_port", "plain"), ("update_port", "router interface")):
+    for op, port in (("create_port", "plain"), *(("update_port", p) for p in PORTS)):
         what = {("create_port", "plain"): "a new port",
                 ("update_port", "plain"): "the caller's plain port (one address from the pool)",
                 ("update_port", "router interface"): "the interface of the caller's router on its own subnet "
-                                                     "(holding the gateway address)"}[op, port]
+                                                     "(holding the gateway address)",
+                ("update_port", "another project's"): "another project's plain port on the caller's own "
+                                                      "network"}[op, port]
         lines += [f"#### `{op}`: {what}", "", f"| network | device_owner | {header} |",
                   "|---|---|" + "---|" * len(columns)]
         for net, owner in itertools.product(NETWORKS if port == "plain" else ("own",), OWNERS):

@@ -93,10 +93,11 @@ def _port_body(world: dict, case: matrix.Case) -> dict:
     return body
 
 
-async def _callers_port(client, world: dict, case: matrix.Case, fixed_ips: list[dict] | None) -> str:
-    """A plain port of the caller's on the case's network (the admin makes it: the caller may not
-    on every network)."""
-    body = {"network_id": world["networks"][case.network], "project_id": CALLER_PROJECT}
+async def _callers_port(client, world: dict, case: matrix.Case, fixed_ips: list[dict] | None,
+                        project: str = CALLER_PROJECT) -> str:
+    """A plain port of the caller's (or ``project``'s) on the case's network (the admin makes it:
+    the caller may not on every network)."""
+    body = {"network_id": world["networks"][case.network], "project_id": project}
     if fixed_ips is not None:
         body["fixed_ips"] = fixed_ips
     return (await _ok(client, "POST", "/v2.0/ports", {"port": body}))["port"]["id"]
@@ -117,7 +118,8 @@ async def _run(client, world: dict, case: matrix.Case) -> httpx.Response:
         await _ok(client, "PUT", f"{path}/remove_router_interface", {"port_id": port}, CALLER)
         return r
     if case.operation == "update_port":
-        port = await _callers_port(client, world, case, None)
+        port = await _callers_port(client, world, case, None,
+                                   OTHER_PROJECT if case.port == "another project's" else CALLER_PROJECT)
         r = await client.put(f"/v2.0/ports/{port}", json={"port": _port_body(world, case)}, headers=CALLER)
         await _ok(client, "DELETE", f"/v2.0/ports/{port}")
         return r
