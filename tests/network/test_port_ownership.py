@@ -119,6 +119,46 @@ async def test_a_port_keeps_the_address_of_its_floating_ip_and_changes_the_other
     assert sorted(f["ip_address"] for f in r.json()["port"]["fixed_ips"]) == ["10.74.0.10", "10.74.0.11"]
 
 
+async def test_a_floating_ip_is_not_pointed_at_another_projects_port(h, client):
+    """The owner of a shared network sees the other projects' ports on it; its floating IP may
+    still not point at one (Neutron's check), on create nor on update."""
+    ext, _ = await external_network(h)
+    net = await h.network("shared-by-attacker", shared=True, headers=ADMIN, project_id=OTHER)
+    sub = await h.subnet(net["id"], "10.76.0.0/24", headers=ADMIN, project_id=OTHER)
+    attackers_router = await router(h, ATTACKER, external_gateway_info={"network_id": ext["id"]})
+    await put(h, f"/v2.0/routers/{attackers_router['id']}/add_router_interface", {"subnet_id": sub["id"]}, ATTACKER)
+    victims = await h.port(net["id"], headers=VICTIM)
+    r = await client.post("/v2.0/floatingips", json={"floatingip": {
+        "floating_network_id": ext["id"], "port_id": victims["id"]}}, headers=ATTACKER)
+    assert "owned by a different tenant" in _error(r, 400, "BadRequest")
+    fip = (await h.post("/v2.0/floatingips", {"floatingip": {"floating_network_id": ext["id"]}}, ATTACKER))
+    r = await client.put(f"/v2.0/floatingips/{fip['floatingip']['id']}", json={"floatingip": {
+        "port_id": victims["id"]}}, headers=ATTACKER)
+    assert "owned by a different tenant" in _error(r, 400, "BadRequest")
+    r = await client.get("/v2.0/floatingips", params={"port_id": victims["id"]}, headers=ADMIN)
+    assert r.json()["floatingips"] == []
+
+
+async def test_a_member_chooses_no_address_on_the_external_network(h, client):
+    """The external network's addresses a member gets are the pool's next (Neutron's admin-only
+    ``create_router:external_gateway_info:external_fixed_ips`` and ``create_floatingip:floating_ip_address``):
+    choosing one would take the address another project's router or floating IP is known by."""
+    ext, ext_sub = await external_network(h)
+    wanted = [{"subnet_id": ext_sub["id"], "ip_address": "172.24.4.77"}]
+    r = await client.post("/v2.0/routers", json={"router": {"name": "r", "external_gateway_info": {
+        "network_id": ext["id"], "external_fixed_ips": wanted}}}, headers=ATTACKER)
+    assert "external_gateway_info:external_fixed_ips" in _error(r, 403, "PolicyNotAuthorized")
+    mine = await router(h, ATTACKER, external_gateway_info={"network_id": ext["id"]})
+    r = await client.put(f"/v2.0/routers/{mine['id']}", json={"router": {"external_gateway_info": {
+        "network_id": ext["id"], "external_fixed_ips": wanted}}}, headers=ATTACKER)
+    assert "external_gateway_info:external_fixed_ips" in _error(r, 403, "PolicyNotAuthorized")
+    r = await client.post("/v2.0/floatingips", json={"floatingip": {
+        "floating_network_id": ext["id"], "floating_ip_address": "172.24.4.77"}}, headers=ATTACKER)
+    assert "floating_ip_address" in _error(r, 403, "PolicyNotAuthorized")
+    r = await client.get("/v2.0/ports", params={"fixed_ips": "ip_address=172.24.4.77"}, headers=ADMIN)
+    assert r.json()["ports"] == []
+
+
 # The DHCP agent's port ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("device_owner", ["", "compute:nova"])
