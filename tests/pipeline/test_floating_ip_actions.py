@@ -186,3 +186,22 @@ async def test_policy_and_microversions(cloud):
     assert (await _shown(cloud, fip))["port_id"] == await _port_of(cloud, sid)
     await _action(cloud, sid, {"removeFloatingIp": {"address": address}}, 202, headers=ADMIN, version="2.1")
     assert (await _shown(cloud, fip))["port_id"] is None
+
+
+async def test_remove_fixed_ip_keeps_the_address_a_floating_ip_points_at(cloud):
+    """Freed, the address would go to the next port (any project's), the floating IP's traffic with
+    it: Neutron refuses the port update (``prevent_internal_ip_change_for_fip``), and the server's
+    removeFixedIp with it; disassociated first, the address goes."""
+    wired = await _wired(cloud)
+    sid, fixed = await _server(cloud, wired["net"])
+    fip = await _fip(cloud, wired["ext"])
+    await _action(cloud, sid, {"addFloatingIp": {"address": fip["floating_ip_address"]}}, 202)
+    body = await _action(cloud, sid, {"removeFixedIp": {"address": fixed}}, 400)
+    assert "associated to a floating ip" in body["badRequest"]["message"], body
+    (port,) = await cloud.ports(device_id=sid)
+    assert [f["ip_address"] for f in port["fixed_ips"]] == [fixed]
+    assert (await _shown(cloud, fip))["fixed_ip_address"] == fixed
+    await _action(cloud, sid, {"removeFloatingIp": {"address": fip["floating_ip_address"]}}, 202)
+    await _action(cloud, sid, {"removeFixedIp": {"address": fixed}}, 202)
+    (port,) = await cloud.ports(device_id=sid)
+    assert port["fixed_ips"] == []
