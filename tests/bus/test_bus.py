@@ -17,6 +17,7 @@ from nefos import exceptions
 from nefos.bus import Endpoint, RemoteError, create_bus
 from nefos.bus.versioning import NoSuchMethod, RPCInterface
 from nefos.context import RequestContext, current_context
+from tests.eventually import eventually
 
 AMQP_URL = os.environ.get("NEFOS_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
 
@@ -134,14 +135,6 @@ class Server(Endpoint):
 
     async def undeclared(self, ctx):  # a coroutine, but not in the declared interface
         return "no"
-
-
-async def eventually(predicate, timeout: float = 10.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.02)
 
 
 def ctx(**kw) -> RequestContext:

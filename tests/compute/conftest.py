@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
-
 import pytest
 
 from nefos.objects import instance as instance_obj
+from tests.eventually import eventually  # noqa: F401  (this package's tests import it from here)
 from tests.pipeline.conftest import CloudHarness, start_cloud, stop_cloud
 
 # Every out-of-band change is acted on at once and nothing runs behind the tests' back.
@@ -56,18 +54,6 @@ async def action_names(cloud: CloudHarness, server_id: str) -> list[str]:
     r = await cloud.compute.get(f"/v2.1/servers/{server_id}/os-instance-actions")
     assert r.status_code == 200, r.text
     return [a["action"] for a in r.json()["instanceActions"]]
-
-
-async def eventually(predicate, timeout: float = 5.0, interval: float = 0.02):
-    """Wait until ``await predicate()`` is truthy; return its value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s")
-        await asyncio.sleep(interval)
 
 
 def compute_component(cloud: CloudHarness, host: str):

@@ -12,6 +12,7 @@ from sqlalchemy import select
 
 from nefos.db.models import InstanceAction, InstanceActionEvent
 from nefos.event_tail import read_stream
+from tests.eventually import eventually  # noqa: F401  (this package's tests import it from here)
 from tests.pipeline.conftest import ADMIN, CloudHarness, start_cloud, stop_cloud
 
 # The noauth headers of the network service's own user (what its notifier sends).
@@ -53,17 +54,6 @@ async def boot(cloud: CloudHarness, name: str = "vm", **extra) -> str:
     net = await network_net(cloud)
     created = await cloud.boot(name=name, networks=[{"uuid": net["id"]}], **extra)
     return created["server"]["id"]
-
-
-async def eventually(predicate, timeout: float = 10.0, interval: float = 0.01):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s")
-        await asyncio.sleep(interval)
 
 
 async def action_events(cloud: CloudHarness, uuid: str) -> list[dict]:

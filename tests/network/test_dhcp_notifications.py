@@ -13,6 +13,7 @@ from nefos.bus import Endpoint, interfaces
 from nefos.context import admin_context
 from nefos.network.agent_rpc import DHCP_TOPIC
 from nefos.network.agents.dhcp_agent import DhcpAgent
+from tests.eventually import eventually
 
 
 class Recorder(Endpoint):
@@ -56,14 +57,6 @@ async def test_changes_are_fanned_out_to_the_dhcp_agents_after_commit(rt, manage
                                      "network_delete_end")]
     for rec in agents:  # every agent (fanout), each change once
         assert await _drain(rec, len(want)) == want
-
-
-async def eventually_calls(calls: list, n: int) -> None:
-    for _ in range(500):
-        if len(calls) >= n:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"{n} syncs expected, {calls}")
 
 
 async def test_nothing_is_sent_for_a_change_that_did_not_commit(rt, manager):
@@ -123,10 +116,10 @@ async def test_notifications_during_a_sync_coalesce_into_one_more(rt, monkeypatc
             agent.network_changed("A")
         agent.network_changed("B")
         release.set()
-        await eventually_calls(calls, 3)
+        await eventually(lambda: len(calls) >= 3)
         # A later notification, once that one more sync ran: its own sync follows, nothing between.
         agent.network_changed("C")
-        await eventually_calls(calls, 4)
+        await eventually(lambda: len(calls) >= 4)
         assert calls == [None, {"A"}, {"A", "B"}, {"C"}]
         assert (agent.full_syncs, agent.network_syncs) == (1, 3)
     finally:
