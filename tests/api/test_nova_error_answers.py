@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import pytest
+import pytest_asyncio
 
 from nefos.objects import instance as instance_obj, states
 from tests.pipeline.conftest import start_cloud, stop_cloud
@@ -17,9 +18,12 @@ def _h(mv: str, base: dict = ADMIN) -> dict:
     return {**base, "OpenStack-API-Version": f"compute {mv}"}
 
 
-@pytest.fixture
-async def cloud(tmp_path):
-    harness = await start_cloud(tmp_path)
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+async def _with_a_server(where):
+    """A cloud with one member's ACTIVE server (``sid``)."""
+    harness = await start_cloud(where)
     net = await harness.make_network(headers=MEMBER)
     r = await harness.compute.post("/v2.1/servers", json={"server": {
         "name": "vm", "imageRef": await harness.default_image(), "flavorRef": "1",
@@ -27,6 +31,21 @@ async def cloud(tmp_path):
     assert r.status_code == 202, r.text
     harness.sid = r.json()["server"]["id"]
     await harness.wait_status(harness.sid, "ACTIVE")
+    return harness
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def cloud(tmp_path_factory):
+    """Shared by the tests that only read and ask (every answer here leaves the cloud as it was)."""
+    harness = await _with_a_server(tmp_path_factory.mktemp("error-answers"))
+    yield harness
+    await stop_cloud(harness)
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def own_cloud(tmp_path):
+    """For a test that changes the server, a service or the list of servers."""
+    harness = await _with_a_server(tmp_path)
     yield harness
     await stop_cloud(harness)
 
@@ -52,23 +71,24 @@ async def _listed_by_status(cloud, status: str) -> bool:
     return cloud.sid in [s["id"] for s in r.json()["servers"]]
 
 
-async def test_the_status_filter_matches_vm_and_task_state_as_nova(cloud):
+async def test_the_status_filter_matches_vm_and_task_state_as_nova(own_cloud):
     """Nova maps a status to (vm_states, task_states): REBOOT is active *and* a reboot task;
     a status that is a vm_state's default (ACTIVE, SHUTOFF) filters on the vm_state alone."""
-    assert await _listed_by_status(cloud, "ACTIVE")
+    assert await _listed_by_status(own_cloud, "ACTIVE")
     for status in ("REBOOT", "HARD_REBOOT", "RESIZE", "REBUILD", "PASSWORD"):
-        assert not await _listed_by_status(cloud, status), status
-    await instance_obj.save(cloud.rt.db, cloud.sid, {"task_state": states.REBOOTING})
-    assert await _listed_by_status(cloud, "REBOOT")
-    assert await _listed_by_status(cloud, "ACTIVE")  # Nova: ACTIVE is vm_state active, any task
-    assert not await _listed_by_status(cloud, "HARD_REBOOT")
-    await instance_obj.save(cloud.rt.db, cloud.sid, {"task_state": states.REBOOT_STARTED_HARD})
-    assert await _listed_by_status(cloud, "HARD_REBOOT") and not await _listed_by_status(cloud, "REBOOT")
-    r = await _list(cloud, "status=REBOOT&status=HARD_REBOOT", "2.38")
-    assert [s["id"] for s in r.json()["servers"]] == [cloud.sid], r.text
-    await instance_obj.save(cloud.rt.db, cloud.sid, {"vm_state": states.STOPPED, "task_state": states.RESIZE_PREP})
-    assert await _listed_by_status(cloud, "RESIZE") and await _listed_by_status(cloud, "SHUTOFF")
-    assert not await _listed_by_status(cloud, "ACTIVE") and not await _listed_by_status(cloud, "REBOOT")
+        assert not await _listed_by_status(own_cloud, status), status
+    await instance_obj.save(own_cloud.rt.db, own_cloud.sid, {"task_state": states.REBOOTING})
+    assert await _listed_by_status(own_cloud, "REBOOT")
+    assert await _listed_by_status(own_cloud, "ACTIVE")  # Nova: ACTIVE is vm_state active, any task
+    assert not await _listed_by_status(own_cloud, "HARD_REBOOT")
+    await instance_obj.save(own_cloud.rt.db, own_cloud.sid, {"task_state": states.REBOOT_STARTED_HARD})
+    assert await _listed_by_status(own_cloud, "HARD_REBOOT") and not await _listed_by_status(own_cloud, "REBOOT")
+    r = await _list(own_cloud, "status=REBOOT&status=HARD_REBOOT", "2.38")
+    assert [s["id"] for s in r.json()["servers"]] == [own_cloud.sid], r.text
+    await instance_obj.save(own_cloud.rt.db, own_cloud.sid,
+                            {"vm_state": states.STOPPED, "task_state": states.RESIZE_PREP})
+    assert await _listed_by_status(own_cloud, "RESIZE") and await _listed_by_status(own_cloud, "SHUTOFF")
+    assert not await _listed_by_status(own_cloud, "ACTIVE") and not await _listed_by_status(own_cloud, "REBOOT")
 
 
 async def test_listing_deleted_servers_by_status_is_for_administrators(cloud):
@@ -147,16 +167,16 @@ async def test_reset_network_is_gone(cloud):
             "This resource is no longer available.  No forwarding address is given.")}}
 
 
-async def test_force_down_before_2_11_is_404(cloud):
-    body = {"host": cloud.hosts[0], "binary": "nova-compute"}
+async def test_force_down_before_2_11_is_404(own_cloud):
+    body = {"host": own_cloud.hosts[0], "binary": "nova-compute"}
     for mv in ("2.1", "2.10"):
-        r = await cloud.compute.put("/v2.1/os-services/force-down", json=body, headers=_h(mv))
+        r = await own_cloud.compute.put("/v2.1/os-services/force-down", json=body, headers=_h(mv))
         assert r.status_code == 404, r.text
         # forced_down is no field of that version's schema: 400 first, as Nova validates first
-        r = await cloud.compute.put("/v2.1/os-services/force-down", json={**body, "forced_down": True},
+        r = await own_cloud.compute.put("/v2.1/os-services/force-down", json={**body, "forced_down": True},
                                     headers=_h(mv))
         assert r.status_code == 400, r.text
-    r = await cloud.compute.put("/v2.1/os-services/force-down", json={**body, "forced_down": True},
+    r = await own_cloud.compute.put("/v2.1/os-services/force-down", json={**body, "forced_down": True},
                                 headers=_h("2.11"))
     assert r.status_code == 200, r.text
 
@@ -188,23 +208,23 @@ async def _paged_names(cloud, query: str) -> list[str]:
         marker = page[0]["id"]
 
 
-async def test_the_server_list_is_sorted_and_paged_by_sort_key_and_sort_dir(cloud):
+async def test_the_server_list_is_sorted_and_paged_by_sort_key_and_sort_dir(own_cloud):
     """Nova sorts by every sort_key with its sort_dir (a missing one is the first given), then
     created_at and id; without sort_key, newest first; the marker pages in that order."""
     for name in ("b", "a"):
-        await cloud.wait_status(await _boot(cloud, name), "ACTIVE")
-    assert await _names(cloud, "") == ["a", "b", "vm"]  # created_at desc
-    assert await _names(cloud, "sort_dir=asc") == ["vm", "b", "a"]
-    assert await _names(cloud, "sort_key=display_name&sort_dir=asc") == ["a", "b", "vm"]
-    assert await _names(cloud, "sort_key=display_name") == ["vm", "b", "a"]
-    assert await _paged_names(cloud, "sort_key=display_name&sort_dir=asc") == ["a", "b", "vm"]
-    assert await _paged_names(cloud, "sort_key=vm_state&sort_key=display_name&sort_dir=asc&sort_dir=desc") \
+        await own_cloud.wait_status(await _boot(own_cloud, name), "ACTIVE")
+    assert await _names(own_cloud, "") == ["a", "b", "vm"]  # created_at desc
+    assert await _names(own_cloud, "sort_dir=asc") == ["vm", "b", "a"]
+    assert await _names(own_cloud, "sort_key=display_name&sort_dir=asc") == ["a", "b", "vm"]
+    assert await _names(own_cloud, "sort_key=display_name") == ["vm", "b", "a"]
+    assert await _paged_names(own_cloud, "sort_key=display_name&sort_dir=asc") == ["a", "b", "vm"]
+    assert await _paged_names(own_cloud, "sort_key=vm_state&sort_key=display_name&sort_dir=asc&sort_dir=desc") \
         == ["vm", "b", "a"]
-    assert await _paged_names(cloud, "sort_key=vm_state&sort_dir=asc") == ["vm", "b", "a"]  # then created_at asc
-    assert await _names(cloud, "sort_key=vcpus&sort_dir=asc") == ["a", "b", "vm"]  # ignored key, its dir too
-    r = await _list(cloud, "sort_key=display_name&sort_dir=asc&sort_dir=desc")
+    assert await _paged_names(own_cloud, "sort_key=vm_state&sort_dir=asc") == ["vm", "b", "a"]  # then created_at asc
+    assert await _names(own_cloud, "sort_key=vcpus&sort_dir=asc") == ["a", "b", "vm"]  # ignored key, its dir too
+    r = await _list(own_cloud, "sort_key=display_name&sort_dir=asc&sort_dir=desc")
     assert r.status_code == 400 and r.json()["badRequest"]["message"] == \
         "Invalid input received: Sort direction size exceeds sort key size", r.text
-    r = await _list(cloud, "sort_key=display_name&sort_dir=up")
+    r = await _list(own_cloud, "sort_key=display_name&sort_dir=up")
     assert r.status_code == 400 and r.json()["badRequest"]["message"] == \
         "Invalid input received: Unknown sort direction, must be 'desc' or 'asc'", r.text
