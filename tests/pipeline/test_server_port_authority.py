@@ -232,3 +232,26 @@ async def test_a_port_naming_another_projects_server_is_no_part_of_it(cloud, sha
     assert r.status_code == 204, r.text
     await cloud.wait_gone(server_id, headers=TENANT)
     assert [p["id"] for p in await cloud.ports(device_id=server_id)] == [planted["id"]]
+
+
+async def test_a_tenant_takes_no_address_of_the_external_network_through_a_server(cloud):
+    """Nova's ``ExternalNetworkAttachForbidden`` (403) for a network ``router:external`` and not
+    shared, by boot (with a chosen address too) and by interface attach: the external network's
+    addresses are for floating IPs and router gateways, as through ``POST /v2.0/ports``."""
+    r = await cloud.network.post("/v2.0/networks", json={"network": {"name": "public", "router:external": True}},
+                                 headers=ADMIN)
+    ext = r.json()["network"]
+    r = await cloud.network.post("/v2.0/subnets", json={"subnet": {
+        "network_id": ext["id"], "cidr": "172.24.9.0/24", "ip_version": 4, "enable_dhcp": False}}, headers=ADMIN)
+    assert r.status_code == 201, r.text
+    for networks in ([{"uuid": ext["id"]}], [{"uuid": ext["id"], "fixed_ip": "172.24.9.50"}]):
+        r = await cloud.compute.post("/v2.1/servers", json={"server": {
+            "name": "squatter", "imageRef": await cloud.default_image(), "flavorRef": "1",
+            "networks": networks}}, headers=TENANT)
+        assert f"not allowed to create an interface on external network {ext['id']}" in _nova_error(r, 403)
+    own = await cloud.make_network(name="own", cidr="10.77.0.0/24", headers=TENANT)
+    server_id = await _active_server(cloud, TENANT, [{"uuid": own["id"]}])
+    for attachment in ({"net_id": ext["id"]}, {"net_id": ext["id"], "fixed_ips": [{"ip_address": "172.24.9.51"}]}):
+        r = await _attach(cloud, server_id, attachment, TENANT)
+        assert f"external network {ext['id']}" in _nova_error(r, 403), attachment
+    assert await cloud.ports(network_id=ext["id"]) == []
