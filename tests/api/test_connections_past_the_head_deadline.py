@@ -1,4 +1,5 @@
-"""The request-head deadline (``http_request_timeout``, 10 s shipped) ends with the head: a console
+"""A request head trickled past ``http_request_timeout`` (10 s shipped) is answered 408 in each
+listener's own error body. The deadline ends with the head: a console
 websocket and an event stream held past it keep working, and each leaves its listener's count when
 it ends. Between requests on a keep-alive connection the wait is uvicorn's ``timeout_keep_alive``
 (75 s in Nefos) instead: an idle keep-alive connection outlives the head deadline and ends then;
@@ -9,6 +10,7 @@ it trickles). All with the shipped options.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 import httpx
@@ -16,7 +18,9 @@ import pytest
 import pytest_asyncio
 from websockets.asyncio.client import connect
 
+from nefos.allinone import free_port
 from nefos.config import Config
+from tests.api.test_request_line_limit import port_of
 from tests.noauth import ADMIN
 from tests.pipeline.conftest import member, start_cloud, stop_cloud
 from tests.pipeline.test_consoles import _handshake, _server, _vnc_url, _websocket_url
@@ -30,7 +34,7 @@ KEEP_ALIVE = 75  # uvicorn's timeout_keep_alive as nefos.allinone sets it
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def cloud(tmp_path_factory):
-    harness = await start_cloud(tmp_path_factory.mktemp("head-deadline"), fake_hosts=1)
+    harness = await start_cloud(tmp_path_factory.mktemp("head-deadline"), fake_hosts=1, metrics_port=free_port())
     yield harness
     await stop_cloud(harness)
 
@@ -48,6 +52,56 @@ async def until(condition, timeout: float, what: str) -> None:
     while not condition():
         assert time.monotonic() < deadline, what
         await asyncio.sleep(0.05)
+
+
+# Each listener, and how its error body names the timeout.
+LISTENERS = {
+    "compute": lambda body: body["computeFault"]["code"] == 408,
+    "network": lambda body: body["NeutronError"]["type"] == "RequestTimeout",
+    "image": lambda body: body["code"].startswith("408 "),
+    "identity": lambda body: body["error"]["code"] == 408,
+    "metadata": None,
+    "dashboard": None,
+    "console proxy": None,
+    "metrics": None,
+}
+
+
+async def trickle_until_answered(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> tuple[bytes, float]:
+    """A request head's start, then a header byte a second, never its end: what the server answers
+    until it closes, and how long after the first byte."""
+    writer.write(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+    started = time.monotonic()
+
+    async def trickle() -> None:
+        while True:
+            await asyncio.sleep(1)  # the attacker's pace
+            writer.write(b"X")
+    trickling = asyncio.create_task(trickle())
+    try:
+        answer = await asyncio.wait_for(reader.read(), SHIPPED.http_request_timeout + 10)
+    finally:
+        trickling.cancel()
+    return answer, time.monotonic() - started
+
+
+async def trickled_head(port: int) -> tuple[bytes, float]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        return await trickle_until_answered(reader, writer)
+    finally:
+        writer.close()
+
+
+async def test_a_head_trickled_past_the_deadline_is_answered_408_in_each_listener_s_error_body(cloud):
+    answers = await asyncio.gather(*(trickled_head(port_of(cloud.rt.cfg, name)) for name in LISTENERS))
+    for (name, names_it), (answer, took) in zip(LISTENERS.items(), answers):
+        assert answer.startswith(b"HTTP/1.1 408 "), (name, answer[:300])
+        assert SHIPPED.http_request_timeout - 1 <= took <= SHIPPED.http_request_timeout + 5, (name, took)
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert b"connection: close" in head.lower() and b"x-openstack-request-id: req-" in head.lower(), head
+        if names_it is not None:
+            assert names_it(json.loads(body)), (name, body)
 
 
 async def test_a_console_websocket_held_past_the_head_deadline_still_carries_the_console_and_leaves_the_count(cloud):
@@ -89,19 +143,7 @@ async def test_the_next_head_on_a_keep_alive_connection_trickled_past_the_deadli
     reader, writer = await asyncio.open_connection("127.0.0.1", cloud.rt.cfg.compute_api_port)
     try:
         assert (await _request(reader, writer)).startswith(b"HTTP/1.1 200 ")
-        writer.write(b"GET /v2.1/servers HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-        started = time.monotonic()
-
-        async def trickle() -> None:
-            while True:
-                await asyncio.sleep(1)  # the attacker's pace
-                writer.write(b"X")
-        trickling = asyncio.create_task(trickle())
-        try:
-            answer = await asyncio.wait_for(reader.read(), SHIPPED.http_request_timeout + 10)
-        finally:
-            trickling.cancel()
-        took = time.monotonic() - started
+        answer, took = await trickle_until_answered(reader, writer)
     finally:
         writer.close()
     assert answer.startswith(b"HTTP/1.1 408 ") and b"computeFault" in answer, answer[:300]
