@@ -218,3 +218,82 @@ async def test_a_port_naming_another_projects_router_gives_that_router_no_leg(rt
                               capture_output=True).returncode != 0
     finally:
         await agent.stop()
+
+
+UDP_LISTEN = ("import socket,sys\n"
+              "s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(('0.0.0.0', int(sys.argv[1])))\n"
+              "print('ready', flush=True)\n"
+              "while True:\n"
+              "    data, peer = s.recvfrom(100); print(data.decode(), flush=True)\n")
+UDP_SEND = ("import socket,sys\n"
+            "s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(sys.argv[3].encode(), (sys.argv[1], int(sys.argv[2])))\n")
+
+
+async def _send_udp(ns: str, host: str, port: int, payload: str) -> None:
+    proc = await asyncio.create_subprocess_exec("ip", "netns", "exec", ns, sys.executable, "-c", UDP_SEND, host,
+                                                str(port), payload)
+    assert await proc.wait() == 0
+
+
+async def test_another_projects_router_routes_nothing_to_a_routers_private_addresses(rt, network, client, lab):
+    """Another project's router with an extra route to the victim's subnet through the victim's
+    gateway address (its nexthop on the external subnet, which the extraroute API accepts, as
+    Neutron's): the attacker's guest sends to the victim's private address and nothing arrives, the
+    router forwarding through its gateway only to the external subnet's addresses; the same
+    guest's datagram to the victim's floating IP arrives (the path is there)."""
+    h = Helpers(client)
+    attacker = member(OTHER)
+    ext_net = lab["ext_net"]
+    ext = await h.network("public", **{"router:external": True})
+    await h.subnet(ext["id"], f"{ext_net}.0/24", enable_dhcp=False, gateway_ip=f"{ext_net}.1",
+                   allocation_pools=[{"start": f"{ext_net}.10", "end": f"{ext_net}.250"}])
+    victims_net, victims_sub = await tenant_network(h, "10.66.0.0/24")
+    attackers_net, attackers_sub = await tenant_network(h, "10.67.0.0/24", headers=attacker)
+    for net in (victims_net, attackers_net):
+        lab["made"]["links"].append("brq" + net["id"][:11])
+    victims_port = await h.port(victims_net["id"], headers=member())
+    attackers_port = await h.port(attackers_net["id"], headers=attacker)
+    routers = {}
+    for who, headers, sub in (("victim", member(), victims_sub), ("attacker", attacker, attackers_sub)):
+        routers[who] = await router(h, headers, external_gateway_info={"network_id": ext["id"]})
+        await put(h, f"/v2.0/routers/{routers[who]['id']}/add_router_interface", {"subnet_id": sub["id"]}, headers)
+    victims_gw = routers["victim"]["external_gateway_info"]["external_fixed_ips"][0]["ip_address"]
+    fip = (await h.post("/v2.0/floatingips", {"floatingip": {"floating_network_id": ext["id"],
+                                                             "port_id": victims_port["id"]}},
+                        member()))["floatingip"]["floating_ip_address"]
+    await put(h, f"/v2.0/routers/{routers['attacker']['id']}", {"router": {"routes": [
+        {"destination": victims_sub["cidr"], "nexthop": victims_gw}]}}, attacker)
+
+    agent = L3Agent(rt, host="l3-test", interval=3600, external_bridge=lab["ext_bridge"])
+    await agent.start()
+    lab["made"]["netns"] += [namespace(r["id"]) for r in routers.values()]
+    try:
+        await agent.wait_for(lambda: agent.applied.get(routers["victim"]["id"], {}).get("floating_ips")
+                             and agent.applied.get(routers["attacker"]["id"], {}).get("routes"))
+        victim = guest(lab, "v", "brq" + victims_net["id"][:11], victims_port, 24, victims_sub["gateway_ip"])
+        thief = guest(lab, "t", "brq" + attackers_net["id"][:11], attackers_port, 24, attackers_sub["gateway_ip"])
+        private = victims_port["fixed_ips"][0]["ip_address"]
+        listener = await asyncio.create_subprocess_exec("ip", "netns", "exec", victim, sys.executable, "-c",
+                                                        UDP_LISTEN, "7010", stdout=asyncio.subprocess.PIPE)
+        try:
+            assert (await asyncio.wait_for(listener.stdout.readline(), 10)).strip() == b"ready"
+            for i in range(3):
+                await _send_udp(thief, private, 7010, f"private-{i}")
+            # the floating IP's datagrams take the same router path after them: once one arrives,
+            # a private one sent before would have
+            seen = []
+            deadline = asyncio.get_running_loop().time() + 15
+            while "floating" not in seen:
+                assert asyncio.get_running_loop().time() < deadline, f"nothing through the floating IP: {seen}"
+                await _send_udp(thief, fip, 7010, "floating")
+                try:
+                    line = await asyncio.wait_for(listener.stdout.readline(), 0.5)
+                except asyncio.TimeoutError:
+                    continue
+                seen.append(line.decode().strip())
+            assert not [s for s in seen if s.startswith("private")], seen
+        finally:
+            listener.kill()
+            await listener.wait()
+    finally:
+        await agent.stop()
