@@ -51,11 +51,12 @@ class RequestContext:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict | None) -> "RequestContext":
-        if not data:
-            return cls()
+    def from_dict(cls, data: dict) -> "RequestContext":
+        """The context a message (or a stored request) carried. What it leaves out grants nothing:
+        no project, no user, no roles, not an admin. (The class's own defaults, an admin's, are for
+        the contexts a service builds for itself in its process.)"""
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        return cls(**known)
+        return cls(**{**_NOBODY, **known})
 
     def elevated(self) -> "RequestContext":
         ctx = RequestContext(**self.to_dict())
@@ -66,9 +67,12 @@ class RequestContext:
 
 
 _FIELD_NAMES = tuple(f.name for f in fields(RequestContext))
+_NOBODY = {"project_id": None, "user_id": None, "roles": [], "is_admin": False}
 
 
 def admin_context() -> RequestContext:
+    """The service acting for itself, in no one's request (a host's start-up and periodic work):
+    an admin of no project, built on purpose, as Nova's ``get_admin_context``."""
     return RequestContext(project_id=None, user_id=None, roles=["admin"], is_admin=True)
 
 

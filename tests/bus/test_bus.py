@@ -147,7 +147,21 @@ async def test_call_returns_result(make_bus, topic):
     assert await client.call(ctx(), topic, "add", version=V, a=2, b=3) == 5
     payload = {"s": "x", "n": None, "l": [1, 2.5, True], "d": {"k": "v"}}
     assert await client.call(ctx(), topic, "echo", version=V, **payload) == payload
-    assert await client.call(None, topic, "add", version=V, a=1, b=1) == 2
+
+
+async def test_a_message_without_a_context_is_refused_and_runs_nothing(make_bus, topic):
+    """Every message names whose authority it carries; one without a context (which used to act
+    as an admin) is refused before its method runs, a call with NotAuthorized."""
+    server_bus, client = await make_bus(), await make_bus()
+    server = Server()
+    await server_bus.serve(topic, server, host="h1")
+    with pytest.raises(exceptions.NotAuthorized):
+        await client.call(None, topic, "record", version=V, value="call without a context")
+    await client.cast(None, topic, "record", version=V, value="cast without a context")
+    await client.cast(ctx(), topic, "record", version=V, value="cast")
+    await eventually(lambda: "cast" in server.received)
+    assert await client.call(ctx(), topic, "add", version=V, a=1, b=1) == 2
+    assert server.received == ["cast"]
 
 
 async def test_a_starting_server_queues_casts_and_refuses_calls_until_it_is_ready(make_bus, topic):

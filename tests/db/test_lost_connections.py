@@ -29,6 +29,7 @@ from nefos.bus.base import Endpoint
 from nefos.bus.local import LocalBus
 from nefos.bus.versioning import RPCInterface
 from nefos.config import load_config
+from nefos.context import admin_context
 from nefos.db import retry
 from nefos.db.retry import is_contention, is_disconnect, retrying, transient_error
 from nefos.db.session import Database
@@ -255,10 +256,10 @@ async def test_an_rpc_answered_by_a_service_without_its_database_raises_database
     await bus.start()
     try:
         await bus.serve("marks", _ReadsTheDatabase(db))
-        assert await bus.call(None, "marks", "count_marks", version="1.0") == 0
+        assert await bus.call(admin_context(), "marks", "count_marks", version="1.0") == 0
         await asyncio.to_thread(up.stop)
         with pytest.raises(exceptions.DatabaseUnavailable) as raised:
-            await bus.call(None, "marks", "count_marks", version="1.0")
+            await bus.call(admin_context(), "marks", "count_marks", version="1.0")
         assert raised.value.code == 503
     finally:
         await bus.stop()

@@ -101,7 +101,13 @@ async def dispatch(endpoint: Endpoint, message: dict, *, answered: bool = False)
         await ready.wait()
     method = message["method"]
     fn = getattr(endpoint, method, None)
-    ctx = RequestContext.from_dict(message.get("context"))
+    context = message.get("context")
+    if not isinstance(context, dict) or not context:
+        # Every sender names whose authority a message carries (a service's own work sends an
+        # admin context built on purpose): a message without one would otherwise act as someone.
+        raise exceptions.NotAuthorized(f"{endpoint.rpc_interface.topic}.{method}: a message without a "
+                                       f"request context is refused")
+    ctx = RequestContext.from_dict(context)
     token = current_context.set(ctx)
     try:
         # Under the sender's request ids: with --debug, one grep for a global request id lists

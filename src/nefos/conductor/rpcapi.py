@@ -17,7 +17,7 @@ from typing import Awaitable, Callable, TypeVar
 from nefos import exceptions
 from nefos.bus import interfaces
 from nefos.bus.versioning import NoSuchMethod, RPCClient, UnsupportedVersion
-from nefos.context import current_context
+from nefos.context import admin_context, current_context
 from nefos.objects.faults import fault_of
 from nefos.timeutils import utcnow
 
@@ -51,13 +51,17 @@ class ConductorAPI:
         self._refused.add(version)
 
     async def _call(self, ctx, method: str, **kwargs):
-        # No context given: the request being served (its ids reach the conductor's log lines).
-        return await self.client.call(ctx if ctx is not None else current_context.get(), method, **kwargs)
+        # No context given: the request being served (its ids reach the conductor's log lines), else
+        # the host acting for itself (start-up and periodic work) with a service context built on
+        # purpose: the bus refuses a message without one.
+        if ctx is None:
+            ctx = current_context.get() or admin_context()
+        return await self.client.call(ctx, method, **kwargs)
 
     async def wait_until_ready(self, *, attempt_timeout: float = 10.0, retry_interval: float = 2.0) -> None:
         """Wait until a conductor answers (Nova's ``wait_until_ready``): a compute host cannot start
         without one, as every read and write of its goes through it."""
-        await self.until_answered(lambda: self.client.call(None, "ready", timeout=attempt_timeout),
+        await self.until_answered(lambda: self.client.call(admin_context(), "ready", timeout=attempt_timeout),
                                   retry_interval=retry_interval)
 
     @staticmethod
