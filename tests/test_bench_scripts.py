@@ -87,6 +87,10 @@ SMALLEST: dict[str, list[Run]] = {
             (rf"20 requests with made-up methods in {NUMBER} s: /metrics [0-9]+ -> [0-9]+ bytes",
              rf"'longest_loop_gap_ms': {NUMBER}, 'slowest_api_ms': {NUMBER}")),
     ],
+    "port_allocation.py": [
+        Run(("--servers", "3", "--runs", "1"),
+            (rf'"median_ms": {NUMBER}', rf'"cpu_ms_per_port": {NUMBER}', r'"messages_per_port": 2\.0,')),
+    ],
     "scale.py": [
         Run(("--hosts", "2", "--host-procs", "1", "--servers", "4", "--wave", "2", "--concurrency", "2",
              "--idle-seconds", "1", "--settle", "0", "--timeout", "120", "--start-timeout", "120"),
