@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -141,12 +143,18 @@ def _params(table: dict[str, list[Run]]) -> list:
 
 def _run_at_smallest_size(script: str, run: Run, tmp_path: Path, timeout: float) -> None:
     args = [a.format(tmp=tmp_path) for a in run.args]
-    done = subprocess.run([sys.executable, str(BENCH / script), *args], cwd=ROOT, env=_env(),
-                          capture_output=True, text=True, timeout=timeout)
+    # The scripts keep their clouds' state directories (their logs) in the temporary directory: one
+    # per run, outside pytest's (0700, which a database server's own user cannot enter), removed
+    # when the run passed.
+    scratch = Path(tempfile.mkdtemp(prefix="nefos-bench-run-"))
+    os.chmod(scratch, 0o755)
+    done = subprocess.run([sys.executable, str(BENCH / script), *args], cwd=ROOT,
+                          env={**_env(), "TMPDIR": str(scratch)}, capture_output=True, text=True, timeout=timeout)
     output = done.stdout + done.stderr
     assert done.returncode == 0, f"bench/{script} {' '.join(args)} exited {done.returncode}:\n{output[-6000:]}"
     missing = [pattern for pattern in run.figures if not re.search(pattern, output)]
     assert not missing, f"bench/{script} printed none of {missing}:\n{output[-6000:]}"
+    shutil.rmtree(scratch, ignore_errors=True)
 
 
 def test_every_bench_script_has_a_smallest_size():
