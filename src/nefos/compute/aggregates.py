@@ -19,8 +19,8 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from nefos import exceptions
-from nefos.compute.services import COMPUTE_BINARY
 from nefos.db.models import Aggregate, AggregateHost, AggregateMetadata, Instance, Service, utcnow
+from nefos.objects.binaries import COMPUTE_BINARY
 
 AZ_KEY = "availability_zone"
 HOSTS = AggregateHost.__table__

@@ -12,6 +12,7 @@ from __future__ import annotations
 from sqlalchemy import select, update
 
 from nefos import exceptions
+from nefos.compute.aggregates import host_zones
 from nefos.db.models import ComputeNode, Instance, Service
 from nefos.objects import event_log
 from nefos.objects.binaries import COMPUTE_BINARY  # noqa: F401  (re-exported)
@@ -34,11 +35,6 @@ def zone_of(service, cfg, aggregate_zones: dict[str, str] | None = None) -> str:
     return INTERNAL_ZONE
 
 
-async def _aggregate_zones(s) -> dict[str, str]:
-    from nefos.compute.aggregates import host_zones  # it imports this module
-    return await host_zones(s)
-
-
 def to_dict(row: Service, cfg, aggregate_zones: dict[str, str] | None = None) -> dict:
     d = row.to_dict()
     d["zone"] = zone_of(row, cfg, aggregate_zones)
@@ -57,7 +53,7 @@ async def list_services(db, cfg, *, host: str | None = None, binary: str | None 
         q = q.where(Service.binary == binary)
     async with db.reader() as s:
         rows = (await s.execute(q)).scalars().all()
-        zones = await _aggregate_zones(s)
+        zones = await host_zones(s)
     return [to_dict(r, cfg, zones) for r in rows]
 
 
@@ -67,7 +63,7 @@ async def get_service(db, cfg, service_id: int | str) -> dict:
     value = service_id if column is Service.uuid else int(service_id)
     async with db.reader() as s:
         row = (await s.execute(select(Service).where(column == value, Service.deleted == 0))).scalar_one_or_none()
-        zones = await _aggregate_zones(s)
+        zones = await host_zones(s)
     if row is None:
         raise exceptions.ServiceNotFound(service_id=service_id)
     return to_dict(row, cfg, zones)
@@ -121,7 +117,7 @@ async def update_by_uuid(db, cfg, service_uuid: str, values: dict) -> dict:
         if changes_disabled:
             await event_log.append(s, event_log.host_disabled(row.host, row.disabled, row.disabled_reason,
                                                               row.disabled_by))
-        return to_dict(row, cfg, await _aggregate_zones(s))
+        return to_dict(row, cfg, await host_zones(s))
 
 
 async def delete_service(db, service_id: int | str) -> None:
