@@ -39,7 +39,8 @@ import logging
 
 from nefos import exceptions
 from nefos.objects import migration_state
-from nefos.compute.host.init_host import action_context, recover_instance
+from nefos.compute.host.init_host import recover_instance
+from nefos.compute.host.unfinished_actions import action_context
 from nefos.context import admin_context
 from nefos.objects import states
 from nefos.timeutils import utcnow

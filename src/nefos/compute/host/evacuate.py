@@ -51,6 +51,7 @@ import traceback
 
 from nefos import exceptions
 from nefos.compute.host import snapshots
+from nefos.compute.host.unfinished_actions import action_context
 from nefos.context import admin_context
 from nefos.objects import admin_password, states
 from nefos.objects.migration_state import (EVACUATE, EVACUATION, EVACUATION_IN_PROGRESS, EVACUATION_TASK_STATES,
@@ -169,7 +170,6 @@ async def fail_interrupted_evacuations(manager) -> set[str]:
     """Evacuations to this host that a restart of it interrupted (it had taken them: pre-migrating)
     fail as any other failure here: ERROR on the source, this host's guest and claim dropped, the
     ports bound back. Returns their instances."""
-    from nefos.compute.host.init_host import action_context
     failed: set[str] = set()
     for migration in await manager.conductor.migrations_of_host(None, EVACUATION, ["pre-migrating"],
                                                                 dest_compute=manager.host):

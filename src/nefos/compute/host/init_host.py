@@ -53,7 +53,8 @@ import traceback
 
 from nefos import exceptions
 from nefos.compute.host import evacuate, power_sync
-from nefos.context import RequestContext, admin_context
+from nefos.compute.host.unfinished_actions import action_context
+from nefos.context import admin_context
 from nefos.objects import action_names, states
 from nefos.objects.faults import fault_of
 from nefos.timeutils import utcnow
@@ -114,16 +115,6 @@ async def _bounded(manager, coros: list) -> None:
                 LOG.exception("init_host on %s: recovery step failed", manager.host)
 
     await asyncio.gather(*(one(c) for c in coros))
-
-
-async def action_context(manager, uuid: str, action: str | None) -> RequestContext:
-    """The context of the unfinished ``action`` on the instance (None: its newest unfinished action
-    of any kind), so resumed work lands in it."""
-    row = await manager.conductor.unfinished_action(None, uuid, action)
-    if row is None:
-        return admin_context()
-    return RequestContext(project_id=row["project_id"], user_id=row["user_id"], request_id=row["request_id"],
-                          roles=["admin"], is_admin=True)
 
 
 # Guests of instances this host does not own ------------------------------------------
