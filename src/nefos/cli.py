@@ -13,7 +13,8 @@ import typer
 from rich.console import Console
 
 from nefos import task_report
-from nefos.config import Config, ConfigError, load_config
+from nefos.config import Config, load_config
+from nefos.exceptions import ConfigError
 from nefos.service import tune_gc_for_service
 
 app = typer.Typer(help="Nefos: an OpenStack-compatible compute cloud.", no_args_is_help=True,

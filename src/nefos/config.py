@@ -17,6 +17,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from nefos.exceptions import ConfigError
+
 # The APIs `nefos up` may serve besides identity, image and network (Nova's ``enabled_apis`` names).
 KNOWN_APIS = ("osapi_compute", "metadata")
 
@@ -402,10 +404,6 @@ class Config(BaseModel):
 
 ENV_PREFIX = "NEFOS_"
 UPGRADE_LEVELS = "upgrade_levels"
-
-
-class ConfigError(ValueError):
-    """The configuration cannot be used; the message says which option and why."""
 
 
 def _describe(error: ValidationError) -> str:

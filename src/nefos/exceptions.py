@@ -27,6 +27,11 @@ class NefosError(Exception):
         return str(self)
 
 
+class ConfigError(ValueError):
+    """The configuration cannot be used; the message says which option and why. Raised where a
+    service starts (never over the bus: not a registered error)."""
+
+
 _registry: dict[str, type[NefosError]] = {}
 
 
@@ -598,6 +603,15 @@ class InvalidIpForNetwork(InvalidIpAddress):
 
 class InvalidIpForSubnet(InvalidIpAddress):
     message = "IP address %(ip_address)s is not a valid IP for the specified subnet."
+
+    @classmethod
+    def gateway_held(cls, address: str, subnet_id: str) -> InvalidIpForSubnet:
+        """The answer to a port that is not a router's interface asking for its subnet's gateway
+        address: every other guest of the subnet routes through that address. Neutron answers so
+        (InvalidIpForSubnet, 400) for the other address it keeps for routers, an IPv6 subnet's
+        anycast address."""
+        return cls(f"IP address {address} is the gateway of subnet {subnet_id}: only a router interface may hold it.",
+                   ip_address=address)
 
 
 class GatewayConflictWithAllocationPools(Conflict):

@@ -14,7 +14,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from nefos.config import ConfigError
+from nefos.exceptions import ConfigError
 
 LOCK_NAME = "nefos.lock"
 _held: dict[str, list[int]] = {}  # lock path -> [fd, users in this process]

@@ -22,7 +22,7 @@ import secrets
 from pathlib import Path
 
 from nefos import fileperms
-from nefos.config import ConfigError
+from nefos.exceptions import ConfigError
 
 LOG = logging.getLogger(__name__)
 
