@@ -25,7 +25,7 @@ from nefos.network.client import NetworkAPI
 from nefos.objects import (actions, allocations, build_requests, event_inbox, event_log, instance as instance_obj,
                            service_rows, states)
 from nefos.compute.rpcapi import ComputeRPCAPI
-from nefos.scheduler.manager import SchedulerAPI
+from nefos.scheduler.rpcapi import SchedulerAPI
 
 LOG = logging.getLogger(__name__)
 

@@ -18,7 +18,6 @@ import time
 
 from nefos import exceptions, metrics
 from nefos.bus import Endpoint, interfaces
-from nefos.bus.versioning import RPCClient
 from nefos.objects import allocations
 from nefos.scheduler import filters, weights
 from nefos.scheduler.host_cache import HostStateCache
@@ -147,14 +146,3 @@ class SchedulerManager(Endpoint):
             await self.host_cache.reread(host.node_id)
         return None
 
-
-class SchedulerAPI:
-    """The client other services use."""
-
-    def __init__(self, bus):
-        self.bus = bus
-        self.client = RPCClient(bus, interfaces.SCHEDULER)
-
-    async def select_destinations(self, ctx, request_spec: dict, instance_uuids: list[str]) -> list[dict]:
-        return await self.client.call(ctx, "select_destinations", request_spec=request_spec,
-                                      instance_uuids=instance_uuids)
