@@ -22,7 +22,6 @@ from nefos import exceptions
 from nefos.bus import interfaces
 from nefos.bus.versioning import NoSuchMethod, RPCClient, UnsupportedVersion
 from nefos.context import RequestContext
-from nefos.network import ipam
 
 LOG = logging.getLogger(__name__)
 
@@ -414,7 +413,7 @@ class NetworkAPI:
                     raise exceptions.InvalidIpForNetwork(ip_address=fixed_ip)
                 for subnet in subnets:  # the network service refuses it too; here before the server is made
                     if subnet.get("gateway_ip") == fixed_ip:
-                        raise ipam.gateway_refused(fixed_ip, subnet["id"])
+                        raise exceptions.InvalidIpForSubnet.gateway_held(fixed_ip, subnet["id"])
                 if (net["id"], fixed_ip) in in_use:
                     raise exceptions.FixedIpAlreadyInUse(address=fixed_ip, net_id=net["id"])
         if not ports_needed or not project:

@@ -95,16 +95,6 @@ def check_pools(net, pools: list[dict], gateway: str | None) -> list[dict]:
     return [p for _, _, p in spans]
 
 
-def gateway_refused(address: str, subnet_id: str) -> exceptions.InvalidIpForSubnet:
-    """The answer to a port that is not a router's interface asking for its subnet's gateway
-    address: every other guest of the subnet routes through that address. Neutron answers so
-    (InvalidIpForSubnet, 400) for the other address it keeps for routers, an IPv6 subnet's
-    anycast address."""
-    return exceptions.InvalidIpForSubnet(
-        f"IP address {address} is the gateway of subnet {subnet_id}: only a router interface may hold it.",
-        ip_address=address)
-
-
 def _fmt(pool: dict) -> str:
     return f"{pool.get('start')}-{pool.get('end')}"
 

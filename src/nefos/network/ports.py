@@ -143,7 +143,7 @@ async def _check_gateway_holder(s, port_id: str, device_owner: str | None) -> No
         return
     held = (await s.execute(_GATEWAYS_HELD, {"b_id": port_id})).first()
     if held is not None:
-        raise ipam.gateway_refused(held.ip_address, held.subnet_id)
+        raise exceptions.InvalidIpForSubnet.gateway_held(held.ip_address, held.subnet_id)
 
 
 async def _check_floating_ips_kept(s, port_id: str) -> None:
