@@ -1,5 +1,5 @@
-"""What the network service's modules share: Neutron's timestamps, ids, chunking, errors, and the
-caller's visibility and the plain filters of the prebuilt Core statements."""
+"""What the network service's modules share: Neutron's timestamps, ids, chunking, quota resource
+names, errors, and the caller's visibility and the plain filters of the prebuilt Core statements."""
 
 from __future__ import annotations
 
@@ -13,6 +13,13 @@ from nefos.context import RequestContext
 from nefos.network import attributes as attrs
 
 CHUNK = 500
+
+# Neutron's quota resource names -> the names in quota_usages / quotas / config.
+QUOTA_RESOURCES = {
+    "network": "networks", "subnet": "subnets", "port": "ports",
+    "security_group": "security_groups", "security_group_rule": "security_group_rules",
+    "router": "routers", "floatingip": "floatingips",
+}
 
 
 def iso(value) -> str | None:

@@ -34,7 +34,7 @@ from nefos.network import attributes as attrs
 from nefos.network import ipam, schemas, segments
 from nefos.network.auto_allocate import AutoAllocatedTopologies
 from nefos.network.common import (
-    bulk as _bulk, chunks as _chunks, iso, new_id, not_owner as _not_owner, owned as _owned,
+    QUOTA_RESOURCES, bulk as _bulk, chunks as _chunks, iso, new_id, not_owner as _not_owner, owned as _owned,
     prefilter_params as _prefilter_params, visibility as _visibility, where_filters as _where_filters,
 )
 from nefos.network.floating_ips import FloatingIPs
@@ -46,12 +46,6 @@ from nefos.objects import quotas
 
 LOG = logging.getLogger(__name__)
 
-# Neutron's quota resource names -> the names in quota_usages / quotas / config.
-QUOTA_RESOURCES = {
-    "network": "networks", "subnet": "subnets", "port": "ports",
-    "security_group": "security_groups", "security_group_rule": "security_group_rules",
-    "router": "routers", "floatingip": "floatingips",
-}
 _PLURAL_TO_NEUTRON = {v: k for k, v in QUOTA_RESOURCES.items()}
 
 NETWORK_FIELDS = schemas.fields("network")

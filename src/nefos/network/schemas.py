@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from nefos.network import attributes as attrs
 from nefos.network import provisioning
+from nefos.network.common import QUOTA_RESOURCES
 
 _UUID = {"type": "string", "format": "uuid"}
 _NULLABLE_STRING = {"type": ["string", "null"]}
@@ -209,13 +210,8 @@ def list_query(member: str) -> dict:
 
 # Quotas, extensions, versions ---------------------------------------------------------------
 
-def _quota_names() -> list[str]:
-    from nefos.network.manager import QUOTA_RESOURCES
-    return sorted(QUOTA_RESOURCES)
-
-
 def _limits() -> dict:
-    names = _quota_names()
+    names = sorted(QUOTA_RESOURCES)
     return {"type": "object", "required": names, "additionalProperties": False,
             "properties": {name: {"type": "integer", "minimum": -1} for name in names}}
 
@@ -252,7 +248,7 @@ def quota_details() -> dict:
     usage = {"type": "object", "required": ["limit", "used", "reserved"], "additionalProperties": False,
              "properties": {"limit": {"type": "integer", "minimum": -1}, "used": {"type": "integer"},
                             "reserved": {"type": "integer"}}}
-    names = _quota_names()
+    names = sorted(QUOTA_RESOURCES)
     return {"type": "object", "required": ["quota"], "additionalProperties": False, "properties": {
         "quota": {"type": "object", "required": names, "additionalProperties": False,
                   "properties": {name: usage for name in names}}}}
