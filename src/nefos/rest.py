@@ -22,6 +22,8 @@ from starlette.responses import JSONResponse, Response
 from nefos import exceptions, logs, metrics, policy
 from nefos.context import DEFAULT_USER_ID, RequestContext, current_context, is_request_id, new_request_id
 from nefos.db.retry import transient_error
+from nefos.identity import catalog
+from nefos.identity.tokens import validate_token
 from nefos.openapi import documented
 
 LOG = logging.getLogger(__name__)
@@ -82,8 +84,7 @@ class RequestContextMiddleware:
         except exceptions.NefosError as exc:  # 401; 503 when tokens or the policy file cannot be read
             response = JSONResponse(self.error_body(exc.code, str(exc), type(exc).__name__), status_code=exc.code)
             if rt is not None and exc.code == 401:
-                from nefos.identity.catalog import identity_base_url
-                response.headers["www-authenticate"] = f'Keystone uri="{identity_base_url(rt.cfg)}"'
+                response.headers["www-authenticate"] = catalog.www_authenticate(rt.cfg)
             if policy_token is not None:
                 policy.restore(policy_token)
             request.state.access = {"request_id": request_id, "global_request_id": global_id}
@@ -151,7 +152,6 @@ async def context_from_headers(request: Request, request_id: str, global_id: str
     public = is_public(request.method, request.scope["path"])
     token = request.headers.get("x-auth-token")
     if token and rt is not None:
-        from nefos.identity.tokens import validate_token
         try:
             ctx = await validate_token(rt, token, request_id=request_id, global_request_id=global_id)
             ctx.auth_token = token

@@ -58,6 +58,12 @@ def identity_base_url(cfg) -> str:
     return base_url(cfg, "identity_api_port")
 
 
+def www_authenticate(cfg) -> str:
+    """The ``WWW-Authenticate`` header of a 401 from any API: where Keystone is, as Keystone and
+    keystonemiddleware answer."""
+    return f'Keystone uri="{identity_base_url(cfg)}"'
+
+
 def service_url(cfg, service_type: str) -> str:
     for stype, _name, port_option, path in SERVICES:
         if stype == service_type:

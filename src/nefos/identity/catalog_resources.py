@@ -1,5 +1,5 @@
 """The Identity API's catalog resources: services, endpoints and regions, read-only and derived
-from configuration (``nefos.identity.catalog``), with the helpers of ``nefos.identity.rest``."""
+from configuration (``nefos.identity.catalog``), with the helpers of ``nefos.identity.common``."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ from fastapi import APIRouter, Depends, Request
 
 from nefos import exceptions, openapi
 from nefos.identity import catalog, schemas
-from nefos.identity.rest import _list_links, _rt, _self_link, auth, require_admin
+from nefos.identity.common import auth, list_links, require_admin, runtime, self_link
 from nefos.identity.tokens import TokenData
 
 router = APIRouter()
 
 
 def _linked(request: Request, row: dict, collection: str) -> dict:
-    return {**row, "links": _self_link(request, f"{collection}/{row['id']}")}
+    return {**row, "links": self_link(request, f"{collection}/{row['id']}")}
 
 
 def _one(request: Request, rows: list[dict], kind: str, collection: str, item_id: str) -> dict:
@@ -46,16 +46,16 @@ _ENDPOINT_FILTERS = ("interface", "service_id", "region_id")
                     query=_query(_SERVICE_FILTERS))
 async def list_services(request: Request, tok: TokenData = Depends(auth)):
     require_admin(tok, "list_services")
-    rows = _filtered(request, catalog.services(_rt(request).cfg), _SERVICE_FILTERS)
+    rows = _filtered(request, catalog.services(runtime(request).cfg), _SERVICE_FILTERS)
     return {"services": [_linked(request, r, "services") for r in rows],
-            "links": _list_links(request)}
+            "links": list_links(request)}
 
 
 @router.get("/v3/services/{service_id}")
 @openapi.documented(responses={200: schemas.one("service", schemas.SERVICE)})
 async def show_service(request: Request, service_id: str, tok: TokenData = Depends(auth)):
     require_admin(tok, "get_service")
-    return _one(request, catalog.services(_rt(request).cfg), "service", "services", service_id)
+    return _one(request, catalog.services(runtime(request).cfg), "service", "services", service_id)
 
 
 @router.get("/v3/endpoints")
@@ -63,33 +63,33 @@ async def show_service(request: Request, service_id: str, tok: TokenData = Depen
                     query=_query(_ENDPOINT_FILTERS))
 async def list_endpoints(request: Request, tok: TokenData = Depends(auth)):
     require_admin(tok, "list_endpoints")
-    rows = _filtered(request, catalog.endpoints(_rt(request).cfg), _ENDPOINT_FILTERS)
+    rows = _filtered(request, catalog.endpoints(runtime(request).cfg), _ENDPOINT_FILTERS)
     return {"endpoints": [_linked(request, r, "endpoints") for r in rows],
-            "links": _list_links(request)}
+            "links": list_links(request)}
 
 
 @router.get("/v3/endpoints/{endpoint_id}")
 @openapi.documented(responses={200: schemas.one("endpoint", schemas.ENDPOINT)})
 async def show_endpoint(request: Request, endpoint_id: str, tok: TokenData = Depends(auth)):
     require_admin(tok, "get_endpoint")
-    return _one(request, catalog.endpoints(_rt(request).cfg), "endpoint", "endpoints", endpoint_id)
+    return _one(request, catalog.endpoints(runtime(request).cfg), "endpoint", "endpoints", endpoint_id)
 
 
 def _region(request: Request) -> dict:
-    name = _rt(request).cfg.region_name
+    name = runtime(request).cfg.region_name
     return {"id": name, "description": "", "parent_region_id": None,
-            "links": _self_link(request, f"regions/{name}")}
+            "links": self_link(request, f"regions/{name}")}
 
 
 @router.get("/v3/regions")
 @openapi.documented(responses={200: schemas.many("regions", schemas.REGION)})
 async def list_regions(request: Request, tok: TokenData = Depends(auth)):
-    return {"regions": [_region(request)], "links": _list_links(request)}
+    return {"regions": [_region(request)], "links": list_links(request)}
 
 
 @router.get("/v3/regions/{region_id}")
 @openapi.documented(responses={200: schemas.one("region", schemas.REGION)})
 async def show_region(request: Request, region_id: str, tok: TokenData = Depends(auth)):
-    if region_id != _rt(request).cfg.region_name:
+    if region_id != runtime(request).cfg.region_name:
         raise exceptions.NotFound(f"Could not find region: {region_id}.")
     return {"region": _region(request)}

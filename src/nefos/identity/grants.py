@@ -1,5 +1,5 @@
 """The Identity API's role grants (``/v3/{projects,domains}/{id}/users/{user}/roles/{role}``) and
-``GET /v3/role_assignments``, with the helpers of ``nefos.identity.rest``."""
+``GET /v3/role_assignments``, with the helpers of ``nefos.identity.common``."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ from nefos.db.models import (
     IdentityDomain, IdentityProject, IdentityRole, IdentityRoleAssignment, IdentityUser,
 )
 from nefos.identity import core, schemas, tokens
+from nefos.identity.common import (
+    allowed, auth, authorize, base_url, forbidden, list_links, require_admin, role_doc, runtime,
+)
 from nefos.identity.core import write
 from nefos.identity.request_input import _qbool
-from nefos.identity.rest import (
-    _base, _forbidden, _list_links, _rt, allowed, auth, authorize, require_admin, role_doc,
-)
 from nefos.identity.tokens import TokenData
 
 router = APIRouter()
@@ -43,18 +43,18 @@ def _grant_query(target_type: str, target_id: str, user_id: str, role_id: str):
 
 async def _list_grants(request: Request, target_type: str, target_id: str, user_id: str, tok: TokenData):
     require_admin(tok, "list_grants")
-    async with _rt(request).db.reader() as s:
+    async with runtime(request).db.reader() as s:
         await _grant_parts(s, target_type, target_id, user_id)
         rows = await core.direct_roles(s, user_id, target_type, target_id)
     return {"roles": [role_doc(request, r) for r in sorted(rows, key=lambda r: r.name)],
-            "links": _list_links(request)}
+            "links": list_links(request)}
 
 
 async def _put_grant(request: Request, target_type: str, target_id: str, user_id: str, role_id: str,
                      tok: TokenData):
     require_admin(tok, "create_grant")
     try:
-        async with write(_rt(request)) as s:
+        async with write(runtime(request)) as s:
             await _grant_parts(s, target_type, target_id, user_id, role_id)
             if (await s.execute(_grant_query(target_type, target_id, user_id, role_id))).first() is None:
                 s.add(IdentityRoleAssignment(actor_id=user_id, target_type=target_type,
@@ -67,7 +67,7 @@ async def _put_grant(request: Request, target_type: str, target_id: str, user_id
 async def _check_grant(request: Request, target_type: str, target_id: str, user_id: str, role_id: str,
                        tok: TokenData):
     authorize(tok, "check_grant", {"target.user.id": user_id})
-    async with _rt(request).db.reader() as s:
+    async with runtime(request).db.reader() as s:
         await _grant_parts(s, target_type, target_id, user_id, role_id)
         if (await s.execute(_grant_query(target_type, target_id, user_id, role_id))).first() is None:
             raise exceptions.NotFound(f"Could not find role assignment with role: {role_id}, "
@@ -78,7 +78,7 @@ async def _check_grant(request: Request, target_type: str, target_id: str, user_
 async def _delete_grant(request: Request, target_type: str, target_id: str, user_id: str, role_id: str,
                         tok: TokenData):
     require_admin(tok, "revoke_grant")
-    async with write(_rt(request)) as s:
+    async with write(runtime(request)) as s:
         await _grant_parts(s, target_type, target_id, user_id, role_id)
         row = (await s.execute(_grant_query(target_type, target_id, user_id, role_id))).scalar_one_or_none()
         if row is None:
@@ -140,8 +140,8 @@ async def list_role_assignments(request: Request, tok: TokenData = Depends(auth)
     role_id = params.get("role.id")
     if not allowed(tok, "list_role_assignments") and not allowed(
             tok, "list_role_assignments:own", {"target.user.id": user_id, "target.project.id": project_id}):
-        raise _forbidden("list_role_assignments")
-    links = _list_links(request)
+        raise forbidden("list_role_assignments")
+    links = list_links(request)
     if "group.id" in params or "scope.system" in params or (project_id and domain_id):
         return {"role_assignments": [], "links": links}
     effective = "effective" in params and (params["effective"] == "" or _qbool(params["effective"]))
@@ -155,7 +155,7 @@ async def list_role_assignments(request: Request, tok: TokenData = Depends(auth)
         q = q.where(A.target_type == "project", A.target_id == project_id)
     if domain_id:
         q = q.where(A.target_type == "domain", A.target_id == domain_id)
-    async with _rt(request).db.reader() as s:
+    async with runtime(request).db.reader() as s:
         rows = (await s.execute(q)).scalars().all()
         roles = {r.id: r for r in (await s.execute(select(IdentityRole))).scalars()}
         # (user, target_type, target_id, role, prior role or None)
@@ -202,7 +202,7 @@ async def list_role_assignments(request: Request, tok: TokenData = Depends(auth)
         return {"id": domain_id, "name": d.name if d else domain_id}
 
     out = []
-    base = _base(request)
+    base = base_url(request)
     for user, ttype, tid, role, prior in entries:
         role_ref = {"id": role.id}
         user_ref: dict = {"id": user}

@@ -1,7 +1,7 @@
 """The Identity API: a Keystone v3 subset (tokens, catalog, domains, projects, users, roles; grants
 and role assignments in ``nefos.identity.grants``, services, endpoints and regions in
 ``nefos.identity.catalog_resources``; reading request bodies and list filters in
-``nefos.identity.request_input``).
+``nefos.identity.request_input``; the helpers they share in ``nefos.identity.common``).
 
 Every route except the version documents and ``POST /v3/auth/tokens`` needs a
 valid ``X-Auth-Token`` (checked here whatever ``auth_strategy`` says: the
@@ -18,11 +18,14 @@ from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 from starlette.responses import JSONResponse, Response
 
-from nefos import exceptions, openapi, policy, rest
+from nefos import exceptions, openapi, rest
 from nefos.db.models import (
     IdentityDomain, IdentityProject, IdentityRole, IdentityRoleAssignment, IdentityUser,
 )
-from nefos.identity import catalog, core, lockout, passwords, schemas, tokens
+from nefos.identity import catalog, catalog_resources, core, grants, lockout, passwords, schemas, tokens
+from nefos.identity.common import (
+    allowed, auth, authorize, base_url, forbidden, list_links, require_admin, role_doc, runtime, self_link,
+)
 from nefos.identity.core import bad_request, write
 from nefos.identity.request_input import (
     _bool, _filter_query, _matches, _name, _password, _qbool, _tags, _text, _where,
@@ -50,66 +53,10 @@ def keystone_error_body(status: int, message: str, kind: str) -> dict:
     return {"error": {"code": status, "message": message, "title": _TITLES.get(status, "Error")}}
 
 
-def www_authenticate(cfg) -> str:
-    return f'Keystone uri="{catalog.identity_base_url(cfg)}"'
-
-
 router = APIRouter()
 
 
 # Helpers ---------------------------------------------------------------------
-
-def _rt(request: Request):
-    return request.app.state.rt
-
-
-def _base(request: Request) -> str:
-    return str(request.base_url).rstrip("/")
-
-
-def _self_link(request: Request, path: str) -> dict:
-    return {"self": f"{_base(request)}/v3/{path}"}
-
-
-def _list_links(request: Request) -> dict:
-    return {"self": str(request.url), "previous": None, "next": None}
-
-
-def _forbidden(action: str) -> exceptions.NotAuthorized:
-    return exceptions.NotAuthorized(
-        f"You are not authorized to perform the requested action: identity:{action}.")
-
-
-def credentials(tok: TokenData) -> dict:
-    """What Keystone's policy rules test about a token (``policy.credentials`` for the identity API)."""
-    names = [n.lower() for n in tok.role_names]
-    return {"roles": names, "user_id": tok.user_id, "project_id": tok.project_id,
-            "domain_id": tok.domain_id, "is_admin": "admin" in names,
-            "token": {"user": {"domain": {"id": tok.user_domain_id}},
-                      "project": {"domain": {"id": tok.project_domain_id}},
-                      "domain": {"id": tok.domain_id}}}
-
-
-def allowed(tok: TokenData, action: str, target: dict | None = None) -> bool:
-    return policy.check(credentials(tok), f"identity:{action}", target)
-
-
-def authorize(tok: TokenData, action: str, target: dict | None = None) -> None:
-    """403 in Keystone's words unless policy ``identity:<action>`` passes for ``tok`` on ``target``."""
-    policy.enforce(credentials(tok), f"identity:{action}", target, api="identity")
-
-
-def require_admin(tok: TokenData, action: str) -> None:
-    authorize(tok, action)
-
-
-async def auth(request: Request) -> TokenData:
-    """The caller's validated token (401 when missing or invalid)."""
-    token = request.headers.get("x-auth-token")
-    if not token:
-        raise exceptions.Unauthorized("The request you have made requires authentication.")
-    return await tokens.validate(_rt(request), token)
-
 
 async def _body(request: Request, key: str) -> dict:
     body = await rest.json_body(request)
@@ -131,20 +78,20 @@ def _default_domain(tok: TokenData) -> str:
 
 def domain_doc(request: Request, d: IdentityDomain) -> dict:
     return {"id": d.id, "name": d.name, "description": d.description or "", "enabled": d.enabled,
-            "tags": d.tags or [], "options": {}, "links": _self_link(request, f"domains/{d.id}")}
+            "tags": d.tags or [], "options": {}, "links": self_link(request, f"domains/{d.id}")}
 
 
 def project_doc(request: Request, p: IdentityProject) -> dict:
     return {"id": p.id, "name": p.name, "domain_id": p.domain_id, "description": p.description or "",
             "enabled": p.enabled, "parent_id": p.parent_id or p.domain_id, "is_domain": False,
-            "tags": p.tags or [], "options": {}, "links": _self_link(request, f"projects/{p.id}")}
+            "tags": p.tags or [], "options": {}, "links": self_link(request, f"projects/{p.id}")}
 
 
 def user_doc(request: Request, u: IdentityUser) -> dict:
     doc = dict(u.extra or {})
     doc.update({"id": u.id, "name": u.name, "domain_id": u.domain_id, "enabled": u.enabled,
                 "password_expires_at": None, "options": dict(u.options or {}),
-                "links": _self_link(request, f"users/{u.id}")})
+                "links": self_link(request, f"users/{u.id}")})
     if u.default_project_id:
         doc["default_project_id"] = u.default_project_id
     if u.description:
@@ -152,16 +99,11 @@ def user_doc(request: Request, u: IdentityUser) -> dict:
     return doc
 
 
-def role_doc(request: Request, r: IdentityRole) -> dict:
-    return {"id": r.id, "name": r.name, "domain_id": None, "description": r.description or "",
-            "options": {}, "links": _self_link(request, f"roles/{r.id}")}
-
-
 # Versions --------------------------------------------------------------------
 
 def _version(request: Request) -> dict:
     return {"id": VERSION_ID, "status": "stable", "updated": VERSION_UPDATED,
-            "links": [{"rel": "self", "href": f"{_base(request)}/v3/"}], "media-types": MEDIA_TYPES}
+            "links": [{"rel": "self", "href": f"{base_url(request)}/v3/"}], "media-types": MEDIA_TYPES}
 
 
 @router.get("/")
@@ -185,7 +127,7 @@ _NOCATALOG = {"nocatalog": {"type": "boolean"}}
 @router.post("/v3/auth/tokens")
 @openapi.documented(responses={201: schemas.TOKEN}, query=schemas.query(**_NOCATALOG))
 async def issue_token(request: Request):
-    rt = _rt(request)
+    rt = runtime(request)
     body = await rest.json_body(request)
     data = await core.authenticate(rt, body)
     token = tokens.issue(rt.cfg, data)
@@ -201,11 +143,11 @@ async def _subject(request: Request, tok: TokenData, action: str, allow_expired:
     if allow_expired and not privileged:
         allow_expired = False
     try:
-        data = await tokens.validate(_rt(request), subject, allow_expired=allow_expired)
+        data = await tokens.validate(runtime(request), subject, allow_expired=allow_expired)
     except exceptions.Unauthorized:
         raise exceptions.NotFound(f"Could not find token: {subject}.")
     if not privileged and data.user_id != tok.user_id:
-        raise _forbidden(action)
+        raise forbidden(action)
     return data
 
 
@@ -218,7 +160,7 @@ async def validate_token(request: Request, tok: TokenData = Depends(auth)):
     subject = request.headers["x-subject-token"]
     if request.method == "HEAD":
         return Response(status_code=200, headers={"X-Subject-Token": subject})
-    doc = await core.token_body(_rt(request), data,
+    doc = await core.token_body(runtime(request), data,
                                 include_catalog=not _qbool(request.query_params.get("nocatalog")))
     return JSONResponse(doc, headers={"X-Subject-Token": subject})
 
@@ -226,7 +168,7 @@ async def validate_token(request: Request, tok: TokenData = Depends(auth)):
 @router.delete("/v3/auth/tokens", status_code=204)
 async def revoke_token(request: Request, tok: TokenData = Depends(auth)):
     data = await _subject(request, tok, "revoke_token")
-    async with write(_rt(request)) as s:
+    async with write(runtime(request)) as s:
         tokens.add_revocation_event(s, audit_id=data.audit_ids[0])
     return Response(status_code=204)
 
@@ -236,23 +178,23 @@ async def revoke_token(request: Request, tok: TokenData = Depends(auth)):
 async def auth_catalog(request: Request, tok: TokenData = Depends(auth)):
     if tok.scope == "unscoped":
         raise exceptions.NotAuthorized("A scoped token is required to get the service catalog.")
-    return {"catalog": catalog.catalog(_rt(request).cfg), "links": _list_links(request)}
+    return {"catalog": catalog.catalog(runtime(request).cfg), "links": list_links(request)}
 
 
 @router.get("/v3/auth/projects")
 @openapi.documented(responses={200: schemas.many("projects", schemas.PROJECT)})
 async def auth_projects(request: Request, tok: TokenData = Depends(auth)):
-    async with _rt(request).db.reader() as s:
+    async with runtime(request).db.reader() as s:
         rows = await core.user_projects(s, tok.user_id)
-    return {"projects": [project_doc(request, p) for p in rows if p.enabled], "links": _list_links(request)}
+    return {"projects": [project_doc(request, p) for p in rows if p.enabled], "links": list_links(request)}
 
 
 @router.get("/v3/auth/domains")
 @openapi.documented(responses={200: schemas.many("domains", schemas.DOMAIN)})
 async def auth_domains(request: Request, tok: TokenData = Depends(auth)):
-    async with _rt(request).db.reader() as s:
+    async with runtime(request).db.reader() as s:
         rows = await core.user_domains(s, tok.user_id)
-    return {"domains": [domain_doc(request, d) for d in rows if d.enabled], "links": _list_links(request)}
+    return {"domains": [domain_doc(request, d) for d in rows if d.enabled], "links": list_links(request)}
 
 
 # Domains ---------------------------------------------------------------------
@@ -266,9 +208,9 @@ _DOMAIN_FILTERS = {"name": IdentityDomain.name, "enabled": IdentityDomain.enable
 async def list_domains(request: Request, tok: TokenData = Depends(auth)):
     require_admin(tok, "list_domains")
     q = _where(select(IdentityDomain).order_by(IdentityDomain.name), request.query_params, _DOMAIN_FILTERS)
-    async with _rt(request).db.reader() as s:
+    async with runtime(request).db.reader() as s:
         rows = (await s.execute(q)).scalars().all()
-    return {"domains": [domain_doc(request, d) for d in rows], "links": _list_links(request)}
+    return {"domains": [domain_doc(request, d) for d in rows], "links": list_links(request)}
 
 
 @router.post("/v3/domains", status_code=201)
@@ -280,7 +222,7 @@ async def create_domain(request: Request, tok: TokenData = Depends(auth)):
                          description=_text(body.get("description"), "description"),
                          enabled=_bool(body.get("enabled", True), "enabled"), tags=_tags(body.get("tags")))
     try:
-        async with write(_rt(request)) as s:
+        async with write(runtime(request)) as s:
             if (await s.execute(select(IdentityDomain.id).where(IdentityDomain.name == row.name))).first():
                 raise _conflict("domain", "name", row.name)
             s.add(row)
@@ -293,7 +235,7 @@ async def create_domain(request: Request, tok: TokenData = Depends(auth)):
 @openapi.documented(responses={200: schemas.one("domain", schemas.DOMAIN)})
 async def show_domain(request: Request, domain_id: str, tok: TokenData = Depends(auth)):
     authorize(tok, "get_domain", {"target.domain.id": domain_id})
-    async with _rt(request).db.reader() as s:
+    async with runtime(request).db.reader() as s:
         row = await core.get_domain(s, domain_id)
     return {"domain": domain_doc(request, row)}
 
@@ -304,7 +246,7 @@ async def update_domain(request: Request, domain_id: str, tok: TokenData = Depen
     require_admin(tok, "update_domain")
     body = await _body(request, "domain")
     try:
-        async with write(_rt(request)) as s:
+        async with write(runtime(request)) as s:
             row = await core.get_domain(s, domain_id)
             if "name" in body and body["name"] != row.name:
                 name = _name(body["name"], "domain")
@@ -329,7 +271,7 @@ async def update_domain(request: Request, domain_id: str, tok: TokenData = Depen
 @router.delete("/v3/domains/{domain_id}", status_code=204)
 async def delete_domain(request: Request, domain_id: str, tok: TokenData = Depends(auth)):
     require_admin(tok, "delete_domain")
-    async with write(_rt(request)) as s:
+    async with write(runtime(request)) as s:
         row = await core.get_domain(s, domain_id)
         if row.enabled:
             raise exceptions.NotAuthorized("Cannot delete a domain that is enabled, please disable it first.")
@@ -361,16 +303,16 @@ async def list_projects(request: Request, tok: TokenData = Depends(auth)):
     P = IdentityProject
     params = request.query_params
     if _qbool(params.get("is_domain")):
-        return {"projects": [], "links": _list_links(request)}
+        return {"projects": [], "links": list_links(request)}
     q = _where(select(P).order_by(P.name), params, _PROJECT_FILTERS)
     if "parent_id" in params:
         parent = params["parent_id"]
-        async with _rt(request).db.reader() as s:
+        async with runtime(request).db.reader() as s:
             is_domain = await s.get(IdentityDomain, parent) is not None
         q = q.where(P.parent_id.is_(None), P.domain_id == parent) if is_domain else q.where(P.parent_id == parent)
-    async with _rt(request).db.reader() as s:
+    async with runtime(request).db.reader() as s:
         rows = (await s.execute(q)).scalars().all()
-    return {"projects": [project_doc(request, p) for p in rows], "links": _list_links(request)}
+    return {"projects": [project_doc(request, p) for p in rows], "links": list_links(request)}
 
 
 @router.post("/v3/projects", status_code=201)
@@ -391,7 +333,7 @@ async def create_project(request: Request, tok: TokenData = Depends(auth)):
                           description=_text(body.get("description"), "description"),
                           enabled=_bool(body.get("enabled", True), "enabled"), tags=_tags(body.get("tags")))
     try:
-        async with write(_rt(request)) as s:
+        async with write(runtime(request)) as s:
             if parent_id and await s.get(IdentityDomain, parent_id) is not None:
                 domain_id = domain_id or parent_id  # a domain as parent: a top-level project
                 parent_id = None
@@ -418,10 +360,10 @@ async def create_project(request: Request, tok: TokenData = Depends(auth)):
 @router.get("/v3/projects/{project_id}")
 @openapi.documented(responses={200: schemas.one("project", schemas.PROJECT)})
 async def show_project(request: Request, project_id: str, tok: TokenData = Depends(auth)):
-    async with _rt(request).db.reader() as s:
+    async with runtime(request).db.reader() as s:
         if not allowed(tok, "get_project", {"target.project.id": project_id}):
             if not await core.direct_roles(s, tok.user_id, "project", project_id):
-                raise _forbidden("get_project")
+                raise forbidden("get_project")
         row = await core.get_project(s, project_id)
     return {"project": project_doc(request, row)}
 
@@ -432,7 +374,7 @@ async def update_project(request: Request, project_id: str, tok: TokenData = Dep
     require_admin(tok, "update_project")
     body = await _body(request, "project")
     try:
-        async with write(_rt(request)) as s:
+        async with write(runtime(request)) as s:
             row = await core.get_project(s, project_id)
             if "domain_id" in body and body["domain_id"] != row.domain_id:
                 raise bad_request("Update of `domain_id` is not allowed.")
@@ -464,7 +406,7 @@ async def update_project(request: Request, project_id: str, tok: TokenData = Dep
 @router.delete("/v3/projects/{project_id}", status_code=204)
 async def delete_project(request: Request, project_id: str, tok: TokenData = Depends(auth)):
     require_admin(tok, "delete_project")
-    async with write(_rt(request)) as s:
+    async with write(runtime(request)) as s:
         row = await core.get_project(s, project_id)
         if (await s.execute(select(IdentityProject.id).where(IdentityProject.parent_id == project_id))).first():
             raise exceptions.NotAuthorized(
@@ -491,9 +433,9 @@ _USER_FILTERS = {"name": IdentityUser.name, "domain_id": IdentityUser.domain_id,
 async def list_users(request: Request, tok: TokenData = Depends(auth)):
     require_admin(tok, "list_users")
     q = _where(select(IdentityUser).order_by(IdentityUser.name), request.query_params, _USER_FILTERS)
-    async with _rt(request).db.reader() as s:
+    async with runtime(request).db.reader() as s:
         rows = (await s.execute(q)).scalars().all()
-    return {"users": [user_doc(request, u) for u in rows], "links": _list_links(request)}
+    return {"users": [user_doc(request, u) for u in rows], "links": list_links(request)}
 
 
 def _user_extra(body: dict, current: dict | None = None) -> dict:
@@ -516,7 +458,7 @@ async def _check_default_project(s, project_id: Any) -> str | None:
 @openapi.documented(responses={201: schemas.one("user", schemas.USER)})
 async def create_user(request: Request, tok: TokenData = Depends(auth)):
     require_admin(tok, "create_user")
-    rt = _rt(request)
+    rt = runtime(request)
     body = await _body(request, "user")
     name = _name(body.get("name"), "user")
     domain_id = body.get("domain_id") or _default_domain(tok)
@@ -548,7 +490,7 @@ async def create_user(request: Request, tok: TokenData = Depends(auth)):
 @openapi.documented(responses={200: schemas.one("user", schemas.USER)})
 async def show_user(request: Request, user_id: str, tok: TokenData = Depends(auth)):
     authorize(tok, "get_user", {"target.user.id": user_id})
-    async with _rt(request).db.reader() as s:
+    async with runtime(request).db.reader() as s:
         row = await core.get_user(s, user_id)
     return {"user": user_doc(request, row)}
 
@@ -557,7 +499,7 @@ async def show_user(request: Request, user_id: str, tok: TokenData = Depends(aut
 @openapi.documented(responses={200: schemas.one("user", schemas.USER)})
 async def update_user(request: Request, user_id: str, tok: TokenData = Depends(auth)):
     require_admin(tok, "update_user")
-    rt = _rt(request)
+    rt = runtime(request)
     body = await _body(request, "user")
     new_hash = None
     if "password" in body:
@@ -602,7 +544,7 @@ async def update_user(request: Request, user_id: str, tok: TokenData = Depends(a
 @router.delete("/v3/users/{user_id}", status_code=204)
 async def delete_user(request: Request, user_id: str, tok: TokenData = Depends(auth)):
     require_admin(tok, "delete_user")
-    async with write(_rt(request)) as s:
+    async with write(runtime(request)) as s:
         row = await core.get_user(s, user_id)
         await s.execute(delete(IdentityRoleAssignment).where(IdentityRoleAssignment.actor_id == user_id))
         await s.delete(row)
@@ -618,17 +560,17 @@ _USER_PROJECT_FILTERS = {name: _PROJECT_FILTERS[name] for name in ("name", "doma
                     query=_filter_query(_USER_PROJECT_FILTERS))
 async def list_user_projects(request: Request, user_id: str, tok: TokenData = Depends(auth)):
     authorize(tok, "list_user_projects", {"target.user.id": user_id})
-    async with _rt(request).db.reader() as s:
+    async with runtime(request).db.reader() as s:
         await core.get_user(s, user_id)
         rows = await core.user_projects(s, user_id)
     rows = [p for p in rows if _matches(p, request.query_params, _USER_PROJECT_FILTERS)]
-    return {"projects": [project_doc(request, p) for p in rows], "links": _list_links(request)}
+    return {"projects": [project_doc(request, p) for p in rows], "links": list_links(request)}
 
 
 @router.post("/v3/users/{user_id}/password", status_code=204)
 async def change_password(request: Request, user_id: str, tok: TokenData = Depends(auth)):
     authorize(tok, "change_password", {"target.user.id": user_id})
-    rt = _rt(request)
+    rt = runtime(request)
     body = await _body(request, "user")
     original, password = body.get("original_password"), body.get("password")
     if not isinstance(original, str) or not isinstance(password, str) or not password:
@@ -656,11 +598,11 @@ async def list_roles(request: Request, tok: TokenData = Depends(auth)):
     require_admin(tok, "list_roles")
     params = request.query_params
     if params.get("domain_id"):
-        return {"roles": [], "links": _list_links(request)}  # no domain-specific roles
+        return {"roles": [], "links": list_links(request)}  # no domain-specific roles
     q = _where(select(IdentityRole).order_by(IdentityRole.name), params, _ROLE_FILTERS)
-    async with _rt(request).db.reader() as s:
+    async with runtime(request).db.reader() as s:
         rows = (await s.execute(q)).scalars().all()
-    return {"roles": [role_doc(request, r) for r in rows], "links": _list_links(request)}
+    return {"roles": [role_doc(request, r) for r in rows], "links": list_links(request)}
 
 
 @router.post("/v3/roles", status_code=201)
@@ -673,7 +615,7 @@ async def create_role(request: Request, tok: TokenData = Depends(auth)):
     name = _name(body.get("name"), "role")
     row = IdentityRole(id=core.new_id(), name=name, description=_text(body.get("description"), "description"))
     try:
-        async with write(_rt(request)) as s:
+        async with write(runtime(request)) as s:
             if (await s.execute(select(IdentityRole.id).where(IdentityRole.name == name))).first():
                 raise _conflict("role", "name", name)
             s.add(row)
@@ -686,7 +628,7 @@ async def create_role(request: Request, tok: TokenData = Depends(auth)):
 @openapi.documented(responses={200: schemas.one("role", schemas.ROLE)})
 async def show_role(request: Request, role_id: str, tok: TokenData = Depends(auth)):
     require_admin(tok, "get_role")
-    async with _rt(request).db.reader() as s:
+    async with runtime(request).db.reader() as s:
         row = await core.get_role(s, role_id)
     return {"role": role_doc(request, row)}
 
@@ -697,7 +639,7 @@ async def update_role(request: Request, role_id: str, tok: TokenData = Depends(a
     require_admin(tok, "update_role")
     body = await _body(request, "role")
     try:
-        async with write(_rt(request)) as s:
+        async with write(runtime(request)) as s:
             row = await core.get_role(s, role_id)
             if "name" in body and body["name"] != row.name:
                 name = _name(body["name"], "role")
@@ -716,7 +658,7 @@ async def update_role(request: Request, role_id: str, tok: TokenData = Depends(a
 @router.delete("/v3/roles/{role_id}", status_code=204)
 async def delete_role(request: Request, role_id: str, tok: TokenData = Depends(auth)):
     require_admin(tok, "delete_role")
-    async with write(_rt(request)) as s:
+    async with write(runtime(request)) as s:
         row = await core.get_role(s, role_id)
         await s.execute(delete(IdentityRoleAssignment).where(IdentityRoleAssignment.role_id == role_id))
         await s.delete(row)
@@ -728,7 +670,7 @@ async def delete_role(request: Request, role_id: str, tok: TokenData = Depends(a
 @openapi.documented(responses={200: schemas.many("groups", schemas.GROUP)})
 async def list_groups(request: Request, tok: TokenData = Depends(auth)):
     require_admin(tok, "list_groups")
-    return {"groups": [], "links": _list_links(request)}  # groups are not supported: there are none
+    return {"groups": [], "links": list_links(request)}  # groups are not supported: there are none
 
 
 # The app ---------------------------------------------------------------------
@@ -741,9 +683,8 @@ def create_app(rt):
     @app.exception_handler(exceptions.Unauthorized)
     async def _unauthorized(request: Request, exc: exceptions.Unauthorized):
         return JSONResponse(keystone_error_body(401, str(exc), type(exc).__name__), status_code=401,
-                            headers={"WWW-Authenticate": www_authenticate(rt.cfg)})
+                            headers={"WWW-Authenticate": catalog.www_authenticate(rt.cfg)})
 
-    from nefos.identity import catalog_resources, grants  # their routes use this module's helpers
     app.include_router(router)
     app.include_router(grants.router)
     app.include_router(catalog_resources.router)
