@@ -1,60 +1,162 @@
-"""The services' packages import each other in one direction only: no two packages (a compute
-host's ``compute.host`` and the network's ``network.agents`` counted as packages of their own)
-import each other, lazily or not — except through a service's client (its ``rpcapi`` module: the
-declared, versioned interface every caller uses). The direction follows the calls: the API side
-knows the conductor's client, the conductor the scheduler's and the compute hosts' clients, a host
-only the conductor's client."""
+"""The modules of ``src/`` import each other in one direction only. No files import each other in a
+loop, directly or through others; and every import goes down the order of ``LAYERS``: a part of the
+tree imports only the parts listed before it. Imports made inside functions count as any other
+(the walk reads the whole syntax tree), so a loop cannot hide in a function.
+
+A part is a top-level module or package of ``nefos``; a few modules are parts of their own, below
+their package, because other services call them: a service's client (``rpcapi``,
+``network.client``: the declared, versioned interface every caller uses) and identity's face to
+the other services (where the endpoints are, the service user's session, token validation: what
+keystoneauth and keystonemiddleware do for OpenStack's services). A compute host's
+``compute.host`` and the network's ``network.agents`` are parts of their own too. The direction
+follows the calls: the APIs know the conductor's client, the conductor the scheduler's and the
+compute hosts' clients, a host the conductor's client."""
 
 from __future__ import annotations
 
 import ast
-import itertools
 from pathlib import Path
 
 import nefos
 
 SRC = Path(nefos.__file__).parent
-_OWN_PACKAGES = {("compute", "host"): "compute.host", ("network", "agents"): "network.agents"}
+
+# Lowest first; a part may import the parts before it, never one after it.
+LAYERS = [
+    # Plumbing: knows no service.
+    ("timeutils", "exceptions", "context", "component", "waiting", "fileperms", "openapi", "task_report",
+     "logs", "metrics", "policy", "http_server"),
+    # Storage and messaging.
+    ("db", "bus"),
+    # The options (``[upgrade_levels]`` names the bus's topics), the versioned objects on the
+    # database and the bus, the notifications they send.
+    ("config", "objects", "notifications"),
+    # Identity's face to the other services.
+    ("identity.catalog", "identity.service_auth", "identity.tokens"),
+    # What every service runs on, and the request plumbing every API uses.
+    ("service", "rest"),
+    # The services' clients.
+    ("compute.rpcapi", "conductor.rpcapi", "scheduler.rpcapi", "network.client"),
+    # The services (``network.agents.rpc`` is how the network service reaches its agents). The
+    # conductor serves the compute API and the hosts and calls the scheduler, all through clients.
+    ("identity", "image", "metadata", "network.agents", "network", "conductor", "compute", "scheduler",
+     "console", "dashboard", "api"),
+    # A compute host: its hypervisor drivers, its manager.
+    ("virt", "compute.host"),
+    # The commands: a deployment's health, its event log, everything in one process, the CLI.
+    ("status", "event_tail", "allinone", "cli"),
+]
+ORDER = [part for layer in LAYERS for part in layer]
+_OWN_PARTS = sorted((part for part in ORDER if "." in part), key=len, reverse=True)
 
 
-def _package(module: str) -> str | None:
-    parts = module.split(".")
-    if parts[0] != "nefos" or len(parts) < 2:
-        return None
-    return _OWN_PACKAGES.get(tuple(parts[1:3]), parts[1])
+def _module(path: Path) -> str:
+    return ".".join(path.relative_to(SRC.parent).with_suffix("").parts).removesuffix(".__init__")
 
 
-def _exists(module: str) -> bool:
-    path = SRC.parent.joinpath(*module.split("."))
-    return path.with_suffix(".py").exists() or path.is_dir()
+MODULES = {_module(path): path for path in SRC.rglob("*.py")}
 
 
-def _edges() -> dict[tuple[str, str], set[str]]:
-    edges: dict[tuple[str, str], set[str]] = {}
-    for path in SRC.rglob("*.py"):
-        module = ".".join(path.relative_to(SRC.parent).with_suffix("").parts).removesuffix(".__init__")
-        source = _package(module)
+def _part(module: str) -> str:
+    name = module.removeprefix("nefos.")
+    own = next((part for part in _OWN_PARTS if name == part or name.startswith(part + ".")), None)
+    return own or name.split(".")[0]
+
+
+def _imported(node: ast.AST) -> list[str]:
+    """The modules of this tree that ``node`` imports (``from a import b``: ``a.b`` when that is a
+    module, else ``a``)."""
+    if isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names]
+    elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+        names = [f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in MODULES else node.module
+                 for alias in node.names]
+    else:
+        return []
+    return [name for name in names if name in MODULES]
+
+
+def _imports() -> dict[str, dict[str, int]]:
+    """module -> {module it imports: the line of the first such import}."""
+    graph: dict[str, dict[str, int]] = {}
+    for module, path in MODULES.items():
+        graph[module] = {}
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
-            elif isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            else:
+            for target in _imported(node):
+                if target != module:
+                    graph[module].setdefault(target, node.lineno)
+    return graph
+
+
+def _loops(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    loops: list[list[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(graph[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            module, targets = work[-1]
+            target = next(targets, None)
+            if target is not None:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(graph[target])))
+                elif target in on_stack:
+                    low[module] = min(low[module], index[target])
                 continue
-            if any(name.split(".")[-1] == "rpcapi" for name in names[:1]):
-                continue  # a service's client, not its inside
-            for name in names:
-                target = _package(name)
-                if target and target != source and _exists(name):
-                    edges.setdefault((source, target), set()).add(module)
-    return edges
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[module])
+            if low[module] == index[module]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == module:
+                        break
+                if len(component) > 1:
+                    loops.append(sorted(component))
+    return loops
 
 
-def test_no_two_packages_import_each_other():
-    edges = _edges()
-    assert ("conductor", "scheduler") in edges and ("api", "compute") in edges  # the walk sees imports
-    packages = {package for pair in edges for package in pair}
-    cycles = {f"{a} <-> {b}": (sorted(edges[a, b]), sorted(edges[b, a]))
-              for a, b in itertools.combinations(sorted(packages), 2) if (a, b) in edges and (b, a) in edges
-              and "rest" not in (a, b)}  # rest.py: the shared request plumbing every API uses, not a service
-    assert cycles == {}
+def test_the_walk_sees_imports_made_at_the_top_and_inside_functions():
+    graph = _imports()
+    assert "nefos.scheduler.rpcapi" in graph["nefos.conductor.manager"]
+    assert "nefos.bus.local" in graph["nefos.bus"]  # imported inside create_bus
+    assert _loops({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}}) == [["a", "b", "c"]]
+
+
+def test_no_files_import_each_other_in_a_loop():
+    graph = _imports()
+    loops = {" -> ".join(loop): {f"{a} -> {b}": graph[a][b] for a in loop for b in loop if b in graph[a]}
+             for loop in _loops(graph)}
+    assert loops == {}
+
+
+def test_every_part_of_the_tree_has_its_place_in_the_layers():
+    assert len(ORDER) == len(set(ORDER))
+    parts = {_part(module) for module in MODULES if module != "nefos"}
+    assert parts - set(ORDER) == set()
+    assert set(ORDER) - parts == set()
+
+
+def test_every_import_goes_down_the_layers():
+    rank = {part: position for position, part in enumerate(ORDER)}
+    upward = {}
+    for module, targets in _imports().items():
+        for target, line in targets.items():
+            source_part, target_part = _part(module), _part(target)
+            if source_part != target_part and rank[target_part] > rank[source_part]:
+                upward[f"{module}:{line}"] = f"{target} ({source_part} -> {target_part})"
+    assert upward == {}
