@@ -25,7 +25,7 @@ SRC = Path(nefos.__file__).parent
 LAYERS = [
     # Plumbing: knows no service.
     ("timeutils", "exceptions", "context", "component", "waiting", "fileperms", "openapi", "task_report",
-     "logs", "metrics", "policy", "http_server"),
+     "logs", "metrics", "policy"),
     # Storage and messaging.
     ("db", "bus"),
     # The options (``[upgrade_levels]`` names the bus's topics), the versioned objects on the
@@ -33,8 +33,9 @@ LAYERS = [
     ("config", "objects", "notifications"),
     # Identity's face to the other services.
     ("identity.catalog", "identity.service_auth", "identity.tokens"),
-    # What every service runs on, and the request plumbing every API uses.
-    ("service", "rest"),
+    # What every service runs on, the HTTP server every listener runs, the request plumbing every
+    # API uses.
+    ("service", "http_server", "rest"),
     # The services' clients.
     ("compute.rpcapi", "conductor.rpcapi", "scheduler.rpcapi", "network.client"),
     # The services (``network.agents.rpc`` is how the network service reaches its agents). The
