@@ -14,6 +14,7 @@ from openapi_spec_validator import validate
 from nefos.api import flavors, keypairs, microversion, servers
 from nefos.openapi import query_parameters, to_openapi_31
 from tests.noauth import ADMIN
+from tests.schema import open_runtime
 
 
 @pytest.fixture
@@ -23,8 +24,7 @@ async def apps(tmp_path):
     from nefos.identity.rest import create_app as identity_app
     from nefos.image.rest import create_app as image_app
     from nefos.network.service import component as network_component
-    from nefos.service import Runtime
-    rt = await Runtime.open(load_config(state_dir=tmp_path, auth_strategy="noauth"), migrate=True)
+    rt = await open_runtime(load_config(state_dir=tmp_path, auth_strategy="noauth"))
     network = network_component(rt)
     yield {"/v2.1/openapi.json": compute_app(rt, compute_api=None), "/v2.0/openapi.json": network.app,
            "/v2/openapi.json": image_app(rt), "/v3/openapi.json": identity_app(rt)}
@@ -281,8 +281,7 @@ async def test_identity_answers_match_their_schemas(tmp_path):
     from nefos.config import load_config
     from nefos.identity.bootstrap import bootstrap
     from nefos.identity.rest import create_app
-    from nefos.service import Runtime
-    rt = await Runtime.open(load_config(state_dir=tmp_path, auth_strategy="keystone"), migrate=True)
+    rt = await open_runtime(load_config(state_dir=tmp_path, auth_strategy="keystone"))
     try:
         creds = await bootstrap(rt)
         app = create_app(rt)

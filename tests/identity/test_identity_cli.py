@@ -15,14 +15,14 @@ from identity_helpers import make_config
 from nefos.allinone import Cloud
 from nefos.identity.bootstrap import clouds_yaml
 from nefos.identity.service import component
-from nefos.service import Runtime
+from tests.schema import open_runtime
 
 OPENSTACK = Path(sys.executable).parent / "openstack"
 
 
 @pytest.fixture
 async def cloud(tmp_path):
-    rt = await Runtime.open(make_config(tmp_path), migrate=True)
+    rt = await open_runtime(make_config(tmp_path))
     identity = component(rt)
     cloud = Cloud(rt, [identity])
     await cloud.start()

@@ -15,7 +15,8 @@ from nefos.image.bootstrap import DEFAULT_IMAGE_NAME, default_image_bytes, ensur
 from nefos.image.client import ImageAPI
 from nefos.image.rest import create_app
 from nefos.image.service import component
-from nefos.service import Component, Runtime
+from nefos.service import Component
+from tests.schema import open_runtime
 
 
 def ctx_for(project: str) -> RequestContext:
@@ -53,7 +54,7 @@ async def test_image_api_get_and_path(rt, api):
 
 
 async def test_default_image_is_idempotent_and_survives_restart(tmp_path):
-    rt = await Runtime.open(config(tmp_path), migrate=True)
+    rt = await open_runtime(config(tmp_path))
     try:
         first = await ensure_default_image(rt)
         assert await ensure_default_image(rt) == first
@@ -75,7 +76,7 @@ async def test_default_image_is_idempotent_and_survives_restart(tmp_path):
         await rt.close()
 
     os.unlink(path)  # a fresh store beside the same database
-    rt = await Runtime.open(config(tmp_path), migrate=True)
+    rt = await open_runtime(config(tmp_path))
     try:
         assert await ensure_default_image(rt) == first
         with open(await ImageAPI(rt).path(first), "rb") as fh:

@@ -14,7 +14,7 @@ import pytest
 from nefos.allinone import Cloud, free_port
 from nefos.api.app import create_app
 from nefos.config import Config, ConfigError, check_serving, load_config
-from nefos.service import Runtime
+from tests.schema import open_runtime
 
 
 @pytest.mark.parametrize("value", ["Keystone", "keystone ", "noauth2", "none", "", "keystne"])
@@ -60,7 +60,7 @@ def test_noauth_serves_loopback(bind_host, tmp_path):
 async def test_a_noauth_cloud_on_a_wildcard_address_does_not_start(tmp_path):
     from nefos.api.service import component
     cfg = load_config(state_dir=tmp_path, auth_strategy="noauth", bind_host="0.0.0.0", compute_api_port=free_port())
-    rt = await Runtime.open(cfg, migrate=True)
+    rt = await open_runtime(cfg)
     cloud = Cloud(rt, [component(rt)])
     try:
         with pytest.raises(ConfigError):
@@ -75,7 +75,7 @@ async def test_a_noauth_cloud_on_a_wildcard_address_does_not_start(tmp_path):
 async def test_noauth_logs_a_loud_warning_when_it_serves(tmp_path, caplog):
     from nefos.api.service import component
     cfg = load_config(state_dir=tmp_path, auth_strategy="noauth", compute_api_port=free_port())
-    rt = await Runtime.open(cfg, migrate=True)
+    rt = await open_runtime(cfg)
     cloud = Cloud(rt, [component(rt)])
     try:
         with caplog.at_level(logging.WARNING, logger="nefos.allinone"):
@@ -88,7 +88,7 @@ async def test_noauth_logs_a_loud_warning_when_it_serves(tmp_path, caplog):
 
 @pytest.fixture
 async def noauth_api(tmp_path):
-    rt = await Runtime.open(load_config(state_dir=tmp_path, auth_strategy="noauth"), migrate=True)
+    rt = await open_runtime(load_config(state_dir=tmp_path, auth_strategy="noauth"))
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(rt, compute_api=None)),
                                  base_url="http://nefos") as client:
         yield client

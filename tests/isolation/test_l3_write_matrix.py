@@ -12,11 +12,11 @@ import pytest
 
 from nefos.config import load_config
 from nefos.network.service import component
-from nefos.service import Runtime
 
 from tests.isolation import l3_write_matrix as matrix
 from tests.isolation import policy_matrix
 from tests.noauth import ADMIN
+from tests.schema import open_runtime
 
 CALLER_PROJECT, OTHER_PROJECT = "c" * 32, "v" * 32
 CALLER = {"X-Project-Id": CALLER_PROJECT, "X-User-Id": "u" * 32, "X-Roles": "member,reader"}
@@ -32,7 +32,7 @@ def test_docs_show_the_matrix():
 
 @pytest.fixture
 async def api(tmp_path):
-    rt = await Runtime.open(load_config(state_dir=tmp_path, auth_strategy="noauth"), migrate=True)
+    rt = await open_runtime(load_config(state_dir=tmp_path, auth_strategy="noauth"))
     network = component(rt)
     await network.start()
     try:

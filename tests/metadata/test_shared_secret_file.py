@@ -17,8 +17,8 @@ from nefos.config import ConfigError, load_config
 from nefos.metadata import identification
 from nefos.metadata.service import component as metadata_component
 from nefos.network.agents.dhcp_agent import DhcpAgent
-from nefos.service import Runtime
 from tests.pipeline.test_up_command import _env
+from tests.schema import open_runtime
 
 
 def mode(path) -> int:
@@ -27,7 +27,7 @@ def mode(path) -> int:
 
 @pytest.fixture
 async def rt(tmp_path):
-    runtime = await Runtime.open(load_config(state_dir=tmp_path, auth_strategy="noauth"), migrate=True)
+    runtime = await open_runtime(load_config(state_dir=tmp_path, auth_strategy="noauth"))
     yield runtime
     await runtime.close()
 
