@@ -312,8 +312,10 @@ async def scheduler_stats(cloud: ScaleCloud) -> list[dict]:
     try:
         from nefos.bus import interfaces
         from nefos.bus.versioning import RPCClient
+        from nefos.context import admin_context
         scheduler = RPCClient(bus, interfaces.SCHEDULER)
-        return [await scheduler.call(None, "decision_stats", host=h) for h in cloud.schedulers]
+        # The bus refuses a message without a context: the bench asks as the service itself would.
+        return [await scheduler.call(admin_context(), "decision_stats", host=h) for h in cloud.schedulers]
     finally:
         await bus.stop()
 
