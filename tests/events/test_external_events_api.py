@@ -6,12 +6,13 @@ import copy
 import uuid
 
 import pytest
+import pytest_asyncio
 from sqlalchemy import select
 
 from nefos.db.models import InstanceExternalEvent
 from nefos.objects import instance as instance_obj
-from tests.events.conftest import SERVICE, action_events, boot, eventually
-from tests.pipeline.conftest import member
+from tests.events.conftest import QUICK, SERVICE, action_events, boot, eventually
+from tests.pipeline.conftest import member, start_cloud, stop_cloud
 from tests.schemas import assert_schema, resolve
 
 URL = "/v2.1/os-server-external-events"
@@ -23,11 +24,33 @@ def schema_207() -> dict:
     return schema
 
 
-@pytest.fixture
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def cloud(tmp_path):
+    """A cloud of the test's own (on the module's event loop, as the shared one below)."""
+    harness = await start_cloud(tmp_path, fake_hosts=1, **QUICK)
+    yield harness
+    await stop_cloud(harness)
+
+
+@pytest_asyncio.fixture(loop_scope="module")
 async def server(cloud):
     server_id = await boot(cloud)
     await cloud.wait_status(server_id, "ACTIVE")
     return server_id
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def refusing(tmp_path_factory):
+    """A cloud and its ACTIVE server shared by the tests whose requests are all refused: nothing
+    they send is stored, so each finds the server's inbox as empty as the first did."""
+    harness = await start_cloud(tmp_path_factory.mktemp("refusing"), fake_hosts=1, **QUICK)
+    server_id = await boot(harness)
+    await harness.wait_status(server_id, "ACTIVE")
+    yield harness, server_id
+    await stop_cloud(harness)
 
 
 def plugged(server_id: str, tag: str | None = None, **extra) -> dict:
@@ -104,7 +127,8 @@ async def test_unknown_server_is_404_in_a_207(cloud, server):
     assert body["events"][1]["code"] == 200
 
 
-async def test_no_event_naming_a_known_server_is_404(cloud):
+async def test_no_event_naming_a_known_server_is_404(refusing):
+    cloud, _server = refusing
     assert_none_accepted(await post(cloud, {"events": [plugged(str(uuid.uuid4()), "x"),
                                                        plugged(str(uuid.uuid4()), "y")]}))
 
@@ -157,7 +181,8 @@ async def test_admin_role_may_post_too(cloud, server):
     assert r.status_code == 200
 
 
-async def test_caller_without_the_service_role_is_403(cloud, server):
+async def test_caller_without_the_service_role_is_403(refusing):
+    cloud, server = refusing
     r = await post(cloud, {"events": [plugged(server, "x")]}, headers=member())
     assert r.status_code == 403 and r.json()["forbidden"]["code"] == 403
     assert await inbox(cloud, server) == []
@@ -180,7 +205,8 @@ async def test_caller_without_the_service_role_is_403(cloud, server):
     ({"events": [], "extra": 1}, ""),
     ({"events": ["network-changed"]}, "is not of type 'object'"),
 ])
-async def test_malformed_bodies_are_400(cloud, server, body, fragment):
+async def test_malformed_bodies_are_400(refusing, body, fragment):
+    cloud, server = refusing
     import json
     body = json.loads(json.dumps(body).replace("{server}", server))
     r = await post(cloud, body)
@@ -189,20 +215,23 @@ async def test_malformed_bodies_are_400(cloud, server, body, fragment):
     assert await inbox(cloud, server) == []
 
 
-async def test_not_json_and_empty_body_are_400(cloud):
+async def test_not_json_and_empty_body_are_400(refusing):
+    cloud, _server = refusing
     r = await post(cloud, None, content=b"{not json")
     assert r.status_code == 400
     r = await post(cloud, None, content=b"")
     assert r.status_code == 400
 
 
-async def test_validation_comes_before_policy(cloud):
+async def test_validation_comes_before_policy(refusing):
+    cloud, _server = refusing
     # As Nova: the schema is checked first, so a malformed body is 400 even for a forbidden caller.
     r = await post(cloud, {"events": []}, headers=member())
     assert r.status_code == 400
 
 
-async def test_wrong_method_is_405(cloud):
+async def test_wrong_method_is_405(refusing):
+    cloud, _server = refusing
     r = await cloud.compute.get(URL, headers=SERVICE)
     assert r.status_code == 405
 
