@@ -58,8 +58,11 @@ async def test_the_metadata_service_and_the_dhcp_agent_refuse_an_empty_secret_fi
 
 async def test_without_isolated_metadata_the_dhcp_agent_does_not_read_the_secret(rt, tmp_path):
     rt.cfg.enable_isolated_metadata = False
-    (tmp_path / identification.SECRET_FILE).write_text("")
-    DhcpAgent(rt, "dhcp-secret-test")  # no proxy, no secret needed
+    secret = tmp_path / identification.SECRET_FILE
+    secret.write_text("")
+    agent = DhcpAgent(rt, "dhcp-secret-test")  # not refused: no proxy, no secret needed
+    assert agent.metadata_proxies is None
+    assert secret.read_text() == ""  # neither read as a key nor written over
 
 
 async def test_a_generated_secret_file_is_0600_and_the_agent_reads_the_same_secret(rt, tmp_path):
