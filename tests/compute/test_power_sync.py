@@ -130,7 +130,19 @@ async def test_f_stopped_and_down_is_left(quiet, power_state):
     assert (await action_names(quiet, server_id)).count("stop") == 1
 
 
-async def test_a_pass_is_bounded_and_covers_every_instance(tmp_path):
+async def test_a_pass_is_bounded_and_covers_every_instance(tmp_path, monkeypatch):
+    from nefos.compute.host import power_sync
+    running, most = set(), set()
+    synced = power_sync.sync_instance_power_state
+
+    async def counted(manager, uuid, **kwargs):
+        running.add(uuid)
+        most.add(len(running))
+        try:
+            return await synced(manager, uuid, **kwargs)
+        finally:
+            running.discard(uuid)
+    monkeypatch.setattr(power_sync, "sync_instance_power_state", counted)
     cloud = await start_cloud(tmp_path, fake_hosts=1, handle_virt_lifecycle_events=False,
                               sync_power_state_interval=-1, sync_power_state_pool_size=2)
     try:
@@ -139,6 +151,7 @@ async def test_a_pass_is_bounded_and_covers_every_instance(tmp_path):
         for server_id in ids:
             driver.guests[server_id].power_state = states.SHUTDOWN
         await sync_pass(cloud)
+        assert max(most) == 2  # sync_power_state_pool_size at once, never more
         for server_id in ids:
             await cloud.wait_status(server_id, "SHUTOFF", timeout=2)
     finally:
