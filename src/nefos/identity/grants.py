@@ -19,7 +19,7 @@ from nefos.identity.common import (
     allowed, auth, authorize, base_url, forbidden, list_links, require_admin, role_doc, runtime,
 )
 from nefos.identity.core import write
-from nefos.identity.request_input import _qbool
+from nefos.identity.request_input import query_bool
 from nefos.identity.tokens import TokenData
 
 router = APIRouter()
@@ -144,9 +144,9 @@ async def list_role_assignments(request: Request, tok: TokenData = Depends(auth)
     links = list_links(request)
     if "group.id" in params or "scope.system" in params or (project_id and domain_id):
         return {"role_assignments": [], "links": links}
-    effective = "effective" in params and (params["effective"] == "" or _qbool(params["effective"]))
+    effective = "effective" in params and (params["effective"] == "" or query_bool(params["effective"]))
     include_names = "include_names" in params and (params["include_names"] == ""
-                                                   or _qbool(params["include_names"]))
+                                                   or query_bool(params["include_names"]))
     A = IdentityRoleAssignment
     q = select(A).order_by(A.id)
     if user_id:

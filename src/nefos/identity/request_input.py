@@ -10,11 +10,11 @@ from nefos.identity import schemas
 from nefos.identity.core import bad_request
 
 
-def _qbool(value: str | None) -> bool:
+def query_bool(value: str | None) -> bool:
     return value is not None and value.strip().lower() not in ("0", "false", "no", "off")
 
 
-def _filter_query(filters: dict, **more: dict) -> dict:
+def filter_query(filters: dict, **more: dict) -> dict:
     """The query schema of a list's equality filters ({parameter: column}) and ``more``."""
     return schemas.query(**{name: {"type": "boolean" if _is_bool(column) else "string"}
                             for name, column in filters.items()}, **more)
@@ -25,10 +25,10 @@ def _is_bool(column) -> bool:
 
 
 def _filter_value(column, value: str):
-    return _qbool(value) if _is_bool(column) else value
+    return query_bool(value) if _is_bool(column) else value
 
 
-def _where(q, params, filters: dict):
+def where_filters(q, params, filters: dict):
     """``q`` restricted to the rows equal to each filter of ``filters`` given in ``params``."""
     for name, column in filters.items():
         if name in params:
@@ -36,25 +36,25 @@ def _where(q, params, filters: dict):
     return q
 
 
-def _matches(row, params, filters: dict) -> bool:
+def matches_filters(row, params, filters: dict) -> bool:
     return all(getattr(row, column.key) == _filter_value(column, params[name])
                for name, column in filters.items() if name in params)
 
 
-def _name(value: Any, what: str) -> str:
+def valid_name(value: Any, what: str) -> str:
     if not isinstance(value, str) or not value.strip() or len(value) > 255:
         raise bad_request(f"Invalid input for field 'name': a {what} name must be a non-empty "
                           f"string of at most 255 characters.")
     return value
 
 
-def _bool(value: Any, field: str) -> bool:
+def valid_bool(value: Any, field: str) -> bool:
     if not isinstance(value, bool):
         raise bad_request(f"Invalid input for field '{field}': {value!r} is not a boolean.")
     return value
 
 
-def _text(value: Any, field: str) -> str:
+def valid_text(value: Any, field: str) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
@@ -62,7 +62,7 @@ def _text(value: Any, field: str) -> str:
     return value
 
 
-def _tags(value: Any) -> list[str]:
+def valid_tags(value: Any) -> list[str]:
     if value is None:
         return []
     if (not isinstance(value, list) or not all(isinstance(t, str) and 0 < len(t) <= 255 for t in value)
@@ -71,7 +71,7 @@ def _tags(value: Any) -> list[str]:
     return list(dict.fromkeys(value))
 
 
-def _password(value: Any) -> str | None:
+def valid_password(value: Any) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or len(value) > 4096:

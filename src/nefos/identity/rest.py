@@ -28,7 +28,8 @@ from nefos.identity.common import (
 )
 from nefos.identity.core import bad_request, write
 from nefos.identity.request_input import (
-    _bool, _filter_query, _matches, _name, _password, _qbool, _tags, _text, _where,
+    filter_query, matches_filters, query_bool, valid_bool, valid_name, valid_password, valid_tags, valid_text,
+    where_filters,
 )
 from nefos.identity.tokens import TokenData
 
@@ -131,7 +132,7 @@ async def issue_token(request: Request):
     body = await rest.json_body(request)
     data = await core.authenticate(rt, body)
     token = tokens.issue(rt.cfg, data)
-    doc = await core.token_body(rt, data, include_catalog=not _qbool(request.query_params.get("nocatalog")))
+    doc = await core.token_body(rt, data, include_catalog=not query_bool(request.query_params.get("nocatalog")))
     return JSONResponse(doc, status_code=201, headers={"X-Subject-Token": token})
 
 
@@ -155,13 +156,13 @@ async def _subject(request: Request, tok: TokenData, action: str, allow_expired:
 @openapi.documented(responses={200: schemas.TOKEN},
                     query=schemas.query(**_NOCATALOG, allow_expired={"type": "boolean"}))
 async def validate_token(request: Request, tok: TokenData = Depends(auth)):
-    allow_expired = _qbool(request.query_params.get("allow_expired"))
+    allow_expired = query_bool(request.query_params.get("allow_expired"))
     data = await _subject(request, tok, "validate_token", allow_expired)
     subject = request.headers["x-subject-token"]
     if request.method == "HEAD":
         return Response(status_code=200, headers={"X-Subject-Token": subject})
     doc = await core.token_body(runtime(request), data,
-                                include_catalog=not _qbool(request.query_params.get("nocatalog")))
+                                include_catalog=not query_bool(request.query_params.get("nocatalog")))
     return JSONResponse(doc, headers={"X-Subject-Token": subject})
 
 
@@ -204,10 +205,10 @@ _DOMAIN_FILTERS = {"name": IdentityDomain.name, "enabled": IdentityDomain.enable
 
 @router.get("/v3/domains")
 @openapi.documented(responses={200: schemas.many("domains", schemas.DOMAIN)},
-                    query=_filter_query(_DOMAIN_FILTERS))
+                    query=filter_query(_DOMAIN_FILTERS))
 async def list_domains(request: Request, tok: TokenData = Depends(auth)):
     require_admin(tok, "list_domains")
-    q = _where(select(IdentityDomain).order_by(IdentityDomain.name), request.query_params, _DOMAIN_FILTERS)
+    q = where_filters(select(IdentityDomain).order_by(IdentityDomain.name), request.query_params, _DOMAIN_FILTERS)
     async with runtime(request).db.reader() as s:
         rows = (await s.execute(q)).scalars().all()
     return {"domains": [domain_doc(request, d) for d in rows], "links": list_links(request)}
@@ -218,9 +219,9 @@ async def list_domains(request: Request, tok: TokenData = Depends(auth)):
 async def create_domain(request: Request, tok: TokenData = Depends(auth)):
     require_admin(tok, "create_domain")
     body = await _body(request, "domain")
-    row = IdentityDomain(id=core.new_id(), name=_name(body.get("name"), "domain"),
-                         description=_text(body.get("description"), "description"),
-                         enabled=_bool(body.get("enabled", True), "enabled"), tags=_tags(body.get("tags")))
+    row = IdentityDomain(id=core.new_id(), name=valid_name(body.get("name"), "domain"),
+                         description=valid_text(body.get("description"), "description"),
+                         enabled=valid_bool(body.get("enabled", True), "enabled"), tags=valid_tags(body.get("tags")))
     try:
         async with write(runtime(request)) as s:
             if (await s.execute(select(IdentityDomain.id).where(IdentityDomain.name == row.name))).first():
@@ -249,16 +250,16 @@ async def update_domain(request: Request, domain_id: str, tok: TokenData = Depen
         async with write(runtime(request)) as s:
             row = await core.get_domain(s, domain_id)
             if "name" in body and body["name"] != row.name:
-                name = _name(body["name"], "domain")
+                name = valid_name(body["name"], "domain")
                 if (await s.execute(select(IdentityDomain.id).where(IdentityDomain.name == name))).first():
                     raise _conflict("domain", "name", name)
                 row.name = name
             if "description" in body:
-                row.description = _text(body["description"], "description")
+                row.description = valid_text(body["description"], "description")
             if "tags" in body:
-                row.tags = _tags(body["tags"])
+                row.tags = valid_tags(body["tags"])
             if "enabled" in body:
-                enabled = _bool(body["enabled"], "enabled")
+                enabled = valid_bool(body["enabled"], "enabled")
                 if row.enabled and not enabled:
                     tokens.add_revocation_event(s, domain_id=row.id)
                 row.enabled = enabled
@@ -296,15 +297,15 @@ _PROJECT_FILTERS = {"name": IdentityProject.name, "domain_id": IdentityProject.d
 
 @router.get("/v3/projects")
 @openapi.documented(responses={200: schemas.many("projects", schemas.PROJECT)},
-                    query=_filter_query(_PROJECT_FILTERS, parent_id={"type": "string"},
+                    query=filter_query(_PROJECT_FILTERS, parent_id={"type": "string"},
                                         is_domain={"type": "boolean"}))
 async def list_projects(request: Request, tok: TokenData = Depends(auth)):
     require_admin(tok, "list_projects")
     P = IdentityProject
     params = request.query_params
-    if _qbool(params.get("is_domain")):
+    if query_bool(params.get("is_domain")):
         return {"projects": [], "links": list_links(request)}
-    q = _where(select(P).order_by(P.name), params, _PROJECT_FILTERS)
+    q = where_filters(select(P).order_by(P.name), params, _PROJECT_FILTERS)
     if "parent_id" in params:
         parent = params["parent_id"]
         async with runtime(request).db.reader() as s:
@@ -322,7 +323,7 @@ async def create_project(request: Request, tok: TokenData = Depends(auth)):
     body = await _body(request, "project")
     if body.get("is_domain"):
         raise bad_request("Projects acting as domains are not supported; create a domain instead.")
-    name = _name(body.get("name"), "project")
+    name = valid_name(body.get("name"), "project")
     parent_id = body.get("parent_id")
     domain_id = body.get("domain_id")
     if domain_id is not None and not isinstance(domain_id, str):
@@ -330,8 +331,8 @@ async def create_project(request: Request, tok: TokenData = Depends(auth)):
     if parent_id is not None and not isinstance(parent_id, str):
         raise bad_request("Invalid input for field 'parent_id'.")
     row = IdentityProject(id=core.new_id(), name=name,
-                          description=_text(body.get("description"), "description"),
-                          enabled=_bool(body.get("enabled", True), "enabled"), tags=_tags(body.get("tags")))
+                          description=valid_text(body.get("description"), "description"),
+                          enabled=valid_bool(body.get("enabled", True), "enabled"), tags=valid_tags(body.get("tags")))
     try:
         async with write(runtime(request)) as s:
             if parent_id and await s.get(IdentityDomain, parent_id) is not None:
@@ -383,17 +384,17 @@ async def update_project(request: Request, project_id: str, tok: TokenData = Dep
             if body.get("is_domain"):
                 raise bad_request("Update of `is_domain` is not allowed.")
             if "name" in body and body["name"] != row.name:
-                name = _name(body["name"], "project")
+                name = valid_name(body["name"], "project")
                 if (await s.execute(select(IdentityProject.id).where(
                         IdentityProject.domain_id == row.domain_id, IdentityProject.name == name))).first():
                     raise _conflict("project", "name", name)
                 row.name = name
             if "description" in body:
-                row.description = _text(body["description"], "description")
+                row.description = valid_text(body["description"], "description")
             if "tags" in body:
-                row.tags = _tags(body["tags"])
+                row.tags = valid_tags(body["tags"])
             if "enabled" in body:
-                enabled = _bool(body["enabled"], "enabled")
+                enabled = valid_bool(body["enabled"], "enabled")
                 if row.enabled and not enabled:
                     tokens.add_revocation_event(s, project_id=row.id)
                 row.enabled = enabled
@@ -429,10 +430,10 @@ _USER_FILTERS = {"name": IdentityUser.name, "domain_id": IdentityUser.domain_id,
 
 
 @router.get("/v3/users")
-@openapi.documented(responses={200: schemas.many("users", schemas.USER)}, query=_filter_query(_USER_FILTERS))
+@openapi.documented(responses={200: schemas.many("users", schemas.USER)}, query=filter_query(_USER_FILTERS))
 async def list_users(request: Request, tok: TokenData = Depends(auth)):
     require_admin(tok, "list_users")
-    q = _where(select(IdentityUser).order_by(IdentityUser.name), request.query_params, _USER_FILTERS)
+    q = where_filters(select(IdentityUser).order_by(IdentityUser.name), request.query_params, _USER_FILTERS)
     async with runtime(request).db.reader() as s:
         rows = (await s.execute(q)).scalars().all()
     return {"users": [user_doc(request, u) for u in rows], "links": list_links(request)}
@@ -460,13 +461,13 @@ async def create_user(request: Request, tok: TokenData = Depends(auth)):
     require_admin(tok, "create_user")
     rt = runtime(request)
     body = await _body(request, "user")
-    name = _name(body.get("name"), "user")
+    name = valid_name(body.get("name"), "user")
     domain_id = body.get("domain_id") or _default_domain(tok)
     if not isinstance(domain_id, str):
         raise bad_request("Invalid input for field 'domain_id'.")
-    password = _password(body.get("password"))
-    row = IdentityUser(id=core.new_id(), name=name, enabled=_bool(body.get("enabled", True), "enabled"),
-                       description=_text(body.get("description"), "description"), extra=_user_extra(body),
+    password = valid_password(body.get("password"))
+    row = IdentityUser(id=core.new_id(), name=name, enabled=valid_bool(body.get("enabled", True), "enabled"),
+                       description=valid_text(body.get("description"), "description"), extra=_user_extra(body),
                        options=lockout.user_options(body.get("options", {})))
     # The KDF runs before the transaction, so no write lock is held while it works.
     row.password_hash = (await passwords.hash_password(password, rt.cfg.password_hash_rounds)
@@ -503,7 +504,7 @@ async def update_user(request: Request, user_id: str, tok: TokenData = Depends(a
     body = await _body(request, "user")
     new_hash = None
     if "password" in body:
-        password = _password(body["password"])
+        password = valid_password(body["password"])
         new_hash = (await passwords.hash_password(password, rt.cfg.password_hash_rounds)
                     if password is not None else "")
     try:
@@ -512,18 +513,18 @@ async def update_user(request: Request, user_id: str, tok: TokenData = Depends(a
             if "domain_id" in body and body["domain_id"] != row.domain_id:
                 raise bad_request("Update of `domain_id` is not allowed.")
             if "name" in body and body["name"] != row.name:
-                name = _name(body["name"], "user")
+                name = valid_name(body["name"], "user")
                 if (await s.execute(select(IdentityUser.id).where(
                         IdentityUser.domain_id == row.domain_id, IdentityUser.name == name))).first():
                     raise _conflict("user", "name", name)
                 row.name = name
             if "description" in body:
-                row.description = _text(body["description"], "description")
+                row.description = valid_text(body["description"], "description")
             if "default_project_id" in body:
                 row.default_project_id = await _check_default_project(s, body["default_project_id"])
             revoke = False
             if "enabled" in body:
-                enabled = _bool(body["enabled"], "enabled")
+                enabled = valid_bool(body["enabled"], "enabled")
                 revoke = row.enabled and not enabled
                 row.enabled = enabled
             if "options" in body:
@@ -557,13 +558,13 @@ _USER_PROJECT_FILTERS = {name: _PROJECT_FILTERS[name] for name in ("name", "doma
 
 @router.get("/v3/users/{user_id}/projects")
 @openapi.documented(responses={200: schemas.many("projects", schemas.PROJECT)},
-                    query=_filter_query(_USER_PROJECT_FILTERS))
+                    query=filter_query(_USER_PROJECT_FILTERS))
 async def list_user_projects(request: Request, user_id: str, tok: TokenData = Depends(auth)):
     authorize(tok, "list_user_projects", {"target.user.id": user_id})
     async with runtime(request).db.reader() as s:
         await core.get_user(s, user_id)
         rows = await core.user_projects(s, user_id)
-    rows = [p for p in rows if _matches(p, request.query_params, _USER_PROJECT_FILTERS)]
+    rows = [p for p in rows if matches_filters(p, request.query_params, _USER_PROJECT_FILTERS)]
     return {"projects": [project_doc(request, p) for p in rows], "links": list_links(request)}
 
 
@@ -593,13 +594,13 @@ _ROLE_FILTERS = {"name": IdentityRole.name}
 
 @router.get("/v3/roles")
 @openapi.documented(responses={200: schemas.many("roles", schemas.ROLE)},
-                    query=_filter_query(_ROLE_FILTERS, domain_id={"type": "string"}))
+                    query=filter_query(_ROLE_FILTERS, domain_id={"type": "string"}))
 async def list_roles(request: Request, tok: TokenData = Depends(auth)):
     require_admin(tok, "list_roles")
     params = request.query_params
     if params.get("domain_id"):
         return {"roles": [], "links": list_links(request)}  # no domain-specific roles
-    q = _where(select(IdentityRole).order_by(IdentityRole.name), params, _ROLE_FILTERS)
+    q = where_filters(select(IdentityRole).order_by(IdentityRole.name), params, _ROLE_FILTERS)
     async with runtime(request).db.reader() as s:
         rows = (await s.execute(q)).scalars().all()
     return {"roles": [role_doc(request, r) for r in rows], "links": list_links(request)}
@@ -612,8 +613,8 @@ async def create_role(request: Request, tok: TokenData = Depends(auth)):
     body = await _body(request, "role")
     if body.get("domain_id"):
         raise bad_request("Domain-specific roles are not supported.")
-    name = _name(body.get("name"), "role")
-    row = IdentityRole(id=core.new_id(), name=name, description=_text(body.get("description"), "description"))
+    name = valid_name(body.get("name"), "role")
+    row = IdentityRole(id=core.new_id(), name=name, description=valid_text(body.get("description"), "description"))
     try:
         async with write(runtime(request)) as s:
             if (await s.execute(select(IdentityRole.id).where(IdentityRole.name == name))).first():
@@ -642,13 +643,13 @@ async def update_role(request: Request, role_id: str, tok: TokenData = Depends(a
         async with write(runtime(request)) as s:
             row = await core.get_role(s, role_id)
             if "name" in body and body["name"] != row.name:
-                name = _name(body["name"], "role")
+                name = valid_name(body["name"], "role")
                 if (await s.execute(select(IdentityRole.id).where(IdentityRole.name == name))).first():
                     raise _conflict("role", "name", name)
                 row.name = name
                 tokens.add_revocation_event(s, role_id=row.id)  # tokens carry role names
             if "description" in body:
-                row.description = _text(body["description"], "description")
+                row.description = valid_text(body["description"], "description")
             await s.flush()
     except IntegrityError:
         raise _conflict("role", "name", str(body.get("name")))
