@@ -73,6 +73,14 @@ def authorize(request: Request, action: str, target: dict | None = None):
     return ctx
 
 
+async def authorized_instance(request: Request, ctx, server_id: str, rule: str) -> dict:
+    """The server, once policy ``rule`` allows the caller on its project: a server the caller
+    cannot see is 404 before any 403, as Nova."""
+    instance = await request.app.state.compute_api.get(ctx, server_id)
+    policy.enforce(ctx, rule, {"project_id": instance["project_id"]})
+    return instance
+
+
 def limit_and_marker(request: Request) -> tuple[int, str | None]:
     """Nova's ``common.get_limit_and_marker``: (min(limit, max_limit), marker)."""
     params = request.query_params

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from fastapi import Request
 
-from nefos import policy
+from nefos.api.common import authorized_instance
 from nefos.api.validation import IP_ADDRESS, one_action_schema, validate
 from nefos.compute import floating_ips_api
 
@@ -16,15 +16,9 @@ ADD_SCHEMA = one_action_schema("addFloatingIp", {"address": IP_ADDRESS, "fixed_a
 REMOVE_SCHEMA = one_action_schema("removeFloatingIp", {"address": IP_ADDRESS}, ["address"])
 
 
-async def _instance(request: Request, ctx, server_id: str, rule: str) -> dict:
-    instance = await request.app.state.compute_api.get(ctx, server_id)  # 404 first, as Nova
-    policy.enforce(ctx, rule, {"project_id": instance["project_id"]})
-    return instance
-
-
 async def add_floating_ip(request: Request, ctx, server_id: str, body: dict) -> None:
     validate(body, ADD_SCHEMA)
-    instance = await _instance(request, ctx, server_id, "os_compute_api:os-floating-ips:add")
+    instance = await authorized_instance(request, ctx, server_id, "os_compute_api:os-floating-ips:add")
     args = body["addFloatingIp"]
     await floating_ips_api.add_floating_ip(request.app.state.compute_api.network_api, ctx, instance,
                                            args["address"], args.get("fixed_address"))
@@ -32,7 +26,7 @@ async def add_floating_ip(request: Request, ctx, server_id: str, body: dict) -> 
 
 async def remove_floating_ip(request: Request, ctx, server_id: str, body: dict) -> None:
     validate(body, REMOVE_SCHEMA)
-    instance = await _instance(request, ctx, server_id, "os_compute_api:os-floating-ips:remove")
+    instance = await authorized_instance(request, ctx, server_id, "os_compute_api:os-floating-ips:remove")
     await floating_ips_api.remove_floating_ip(request.app.state.compute_api.network_api, ctx, instance,
                                               body["removeFloatingIp"]["address"])
 

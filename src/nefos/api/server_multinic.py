@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from fastapi import Request
 
-from nefos.api.server_floating_ips import _instance
+from nefos.api.common import authorized_instance
 from nefos.api.validation import IP_ADDRESS, one_action_schema, validate
 
 ADD_SCHEMA = one_action_schema("addFixedIp", {"networkId": {"type": ["string", "number"]}}, ["networkId"])
@@ -24,7 +24,7 @@ REMOVE_SCHEMA = one_action_schema("removeFixedIp", {"address": IP_ADDRESS}, ["ad
 
 async def add_fixed_ip(request: Request, ctx, server_id: str, body: dict) -> None:
     validate(body, ADD_SCHEMA)
-    instance = await _instance(request, ctx, server_id, "os_compute_api:os-multinic:add")
+    instance = await authorized_instance(request, ctx, server_id, "os_compute_api:os-multinic:add")
     compute_api = request.app.state.compute_api
     compute_api.check_lock(ctx, instance)
     await compute_api.network_api.add_fixed_ip_to_instance(ctx, instance, str(body["addFixedIp"]["networkId"]))
@@ -32,7 +32,7 @@ async def add_fixed_ip(request: Request, ctx, server_id: str, body: dict) -> Non
 
 async def remove_fixed_ip(request: Request, ctx, server_id: str, body: dict) -> None:
     validate(body, REMOVE_SCHEMA)
-    instance = await _instance(request, ctx, server_id, "os_compute_api:os-multinic:remove")
+    instance = await authorized_instance(request, ctx, server_id, "os_compute_api:os-multinic:remove")
     compute_api = request.app.state.compute_api
     compute_api.check_lock(ctx, instance)
     await compute_api.network_api.remove_fixed_ip_from_instance(ctx, instance, body["removeFixedIp"]["address"])

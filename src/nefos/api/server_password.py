@@ -7,31 +7,27 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from nefos import policy, rest
+from nefos import rest
 from nefos.api import response_schemas as responses
+from nefos.api.common import authorized_instance
 from nefos.objects import server_password
 from nefos.openapi import documented
 
 router = APIRouter()
 
 
-async def _instance(request: Request, server_id: str, rule: str):
-    ctx = rest.get_context(request)
-    instance = await request.app.state.compute_api.get(ctx, server_id)
-    policy.enforce(ctx, rule, {"project_id": instance["project_id"]})
-    return instance
-
-
 @router.get("/v2.1/servers/{server_id}/os-server-password")
 @documented(responses={200: responses.SERVER_PASSWORD})
 async def show_password(request: Request, server_id: str):
-    instance = await _instance(request, server_id, "os_compute_api:os-server-password:show")
+    instance = await authorized_instance(request, rest.get_context(request), server_id,
+                                         "os_compute_api:os-server-password:show")
     return {"password": server_password.extract(instance)}
 
 
 @router.delete("/v2.1/servers/{server_id}/os-server-password")
 @documented(responses={204: responses.NO_BODY})
 async def clear_password(request: Request, server_id: str):
-    instance = await _instance(request, server_id, "os_compute_api:os-server-password:clear")
+    instance = await authorized_instance(request, rest.get_context(request), server_id,
+                                         "os_compute_api:os-server-password:clear")
     await server_password.store(request.app.state.rt.db, instance["uuid"], None)
     return Response(status_code=204)

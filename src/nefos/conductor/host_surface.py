@@ -36,7 +36,9 @@ def _time(value: str | None) -> dt.datetime | None:
     return None if value is None else dt.datetime.fromisoformat(value)
 
 
-def _expected(given: dict) -> dict:
+def save_conditions(given: dict) -> dict:
+    """A host's conditions on an instance save (its expected task and vm states), refused when it
+    names another."""
     unknown = set(given) - set(_EXPECTED)
     if unknown:
         raise exceptions.Invalid(f"unknown save condition(s): {sorted(unknown)}")
@@ -70,13 +72,13 @@ class HostSurface:
     async def instance_save(self, ctx, instance_uuid: str, updates: dict, **expected) -> dict:
         """Write ``updates``; with ``expected_task_state`` / ``expected_vm_state`` only while the row
         still matches (compare-and-swap). Returns the new row."""
-        return await instance_obj.save(self.rt.db, instance_uuid, updates, **_expected(expected))
+        return await instance_obj.save(self.rt.db, instance_uuid, updates, **save_conditions(expected))
 
     async def instance_save_with_fault(self, ctx, instance_uuid: str, updates: dict, fault: dict,
                                        host_name: str | None, details: str | None = None, **expected) -> dict:
         """Save (usually to ERROR) and record ``fault`` ({code, message}) in one transaction."""
         return await instance_obj.save_with_fault(self.rt.db, instance_uuid, updates, fault, host=host_name,
-                                                  details=details, **_expected(expected))
+                                                  details=details, **save_conditions(expected))
 
     async def instance_terminated(self, ctx, instance_uuid: str) -> None:
         """The host destroyed the guest: release its claim, soft-delete the instance (its quota
@@ -217,7 +219,8 @@ class HostSurface:
         (``event_inbox_stored``). Returns {instance: the last save's row (None without saves),
         event_id: the started event's, stored_events}."""
         db = self.rt.db
-        saves = [(save["updates"], _expected({k: v for k, v in save.items() if k != "updates"})) for save in saves]
+        saves = [(save["updates"], save_conditions({k: v for k, v in save.items() if k != "updates"}))
+                 for save in saves]
         answer = {"instance": None, "event_id": None, "stored_events": None}
 
         async def ended(s) -> None:

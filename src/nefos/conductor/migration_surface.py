@@ -12,7 +12,7 @@ from nefos.db.models import Allocation
 from nefos.db.retry import retried
 from nefos.objects import allocations, instance as instance_obj, migrations as migrations_obj, moves, quotas
 from nefos.objects.migration_state import quota_back
-from nefos.conductor.host_surface import _expected
+from nefos.conductor.host_surface import save_conditions
 
 
 async def _claim_becomes_instance(s, instance_uuid: str, migration_uuid: str) -> None:
@@ -41,7 +41,7 @@ class MigrationSurface:
         db = self.rt.db
 
         async def step(s):
-            instance = await instance_obj.save(db, instance_uuid, updates, session=s, **_expected(expected))
+            instance = await instance_obj.save(db, instance_uuid, updates, session=s, **save_conditions(expected))
             await migrations_obj.set_status(db, migration_uuid, migration_status, session=s)
             return instance
         return await _one_transaction(db, step)
@@ -59,7 +59,7 @@ class MigrationSurface:
         db = self.rt.db
 
         async def step(s):
-            instance = await instance_obj.save(db, instance_uuid, updates, session=s, **_expected(expected))
+            instance = await instance_obj.save(db, instance_uuid, updates, session=s, **save_conditions(expected))
             await _claim_becomes_instance(s, instance_uuid, migration["uuid"])
             await quotas.release(s, instance["project_id"], quota_back(migration, migration["new_flavor"]))
             await migrations_obj.set_status(db, migration["uuid"], "confirmed", session=s)
@@ -86,7 +86,7 @@ class MigrationSurface:
         db = self.rt.db
 
         async def step(s):
-            instance = await instance_obj.save(db, instance_uuid, updates, session=s, **_expected(expected))
+            instance = await instance_obj.save(db, instance_uuid, updates, session=s, **save_conditions(expected))
             await quotas.release(s, instance["project_id"], quota_back(migration, old_flavor))
             await migrations_obj.set_status(db, migration["uuid"], "reverted", session=s)
             return instance
@@ -107,7 +107,7 @@ class MigrationSurface:
         db = self.rt.db
 
         async def step(s):
-            instance = await instance_obj.save(db, instance_uuid, updates, session=s, **_expected(expected))
+            instance = await instance_obj.save(db, instance_uuid, updates, session=s, **save_conditions(expected))
             await _claim_becomes_instance(s, instance_uuid, migration_uuid)
             await migrations_obj.set_status(db, migration_uuid, "completed", session=s)
             return instance
@@ -121,7 +121,7 @@ class MigrationSurface:
         db = self.rt.db
 
         async def step(s):
-            instance = await instance_obj.save(db, instance_uuid, updates, session=s, **_expected(expected))
+            instance = await instance_obj.save(db, instance_uuid, updates, session=s, **save_conditions(expected))
             await _claim_becomes_instance(s, instance_uuid, migration_uuid)
             await migrations_obj.set_status(db, migration_uuid, "done", session=s)
             return instance
