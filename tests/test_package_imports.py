@@ -25,7 +25,7 @@ SRC = Path(nefos.__file__).parent
 LAYERS = [
     # Plumbing: knows no service.
     ("timeutils", "exceptions", "context", "component", "waiting", "fileperms", "openapi", "task_report",
-     "logs", "metrics", "policy"),
+     "logs", "admission", "metrics", "policy"),
     # Storage and messaging.
     ("db", "bus"),
     # The options (``[upgrade_levels]`` names the bus's topics), the versioned objects on the

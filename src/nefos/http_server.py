@@ -13,8 +13,9 @@ read the answer. Here, whether a head arrives whole, in pieces or pipelined behi
   ``431 Request Header Fields Too Large``;
 - a head h11 cannot parse (a malformed line or header) gets 400.
 
-One client cannot hold a listener's connections (``ConnectionLimits``; uvicorn bounds neither a
-connection that never finishes its request head nor how many one client opens):
+One client cannot hold a listener's connections (``ConnectionLimits``, counted by
+``nefos.admission`` as the metadata proxy's are; uvicorn bounds neither a connection that never
+finishes its request head nor how many one client opens):
 
 - a request head must arrive whole within ``http_request_timeout`` of the connection (or, on a
   keep-alive connection, of the head's first byte; the wait before it is uvicorn's
@@ -41,14 +42,13 @@ import logging
 import re
 import resource
 import time
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from nefos import exceptions, logs
+from nefos import admission, exceptions, logs
 from nefos.config import Config
 from nefos.context import new_request_id
 
@@ -57,7 +57,7 @@ LOG = logging.getLogger(__name__)
 MAX_REQUEST_LINE = 8192  # bytes, without the line's CRLF: eventlet.wsgi's and Apache's 8 KiB
 MAX_REQUEST_HEAD = 16 * 1024  # bytes: what h11 (and so uvicorn) holds of an incomplete head
 LINGER_SECONDS = 2.0
-MAX_LINGERING = 64
+MAX_LINGERING = admission.MAX_LINGERING
 # Open files a Nefos process holds besides its listeners' connections (database pools, the bus,
 # libvirt, log files, the console proxy's connections to guests): kept free of the listeners' share.
 OTHER_OPEN_FILES = 1024
@@ -103,41 +103,12 @@ def _open_files_limit(wanted: int) -> int:
     return wanted if soft == resource.RLIM_INFINITY else soft
 
 
-@dataclass
-class ListenerConnections:
-    """The connections one listener holds: admitted ones per client address, and refused ones
-    lingering."""
-    limits: ConnectionLimits
-    open: Counter = field(default_factory=Counter)
-    open_total: int = 0
-    lingering: int = 0
-    _refusing: set = field(default_factory=set)  # addresses refused since they last held none (logged once)
-    _full: bool = False  # maxconn reached (logged once until it is not)
+class ListenerConnections(admission.ConnectionCounts):
+    """The connections one listener holds (``nefos.admission``), within its ``limits``."""
 
-    def admit(self, source: str) -> exceptions.NefosError | None:
-        """None when a connection from ``source`` is admitted (and counted), else why it is not."""
-        if self.open[source] >= self.limits.maxconn_per_source:
-            if source not in self._refusing:
-                self._refusing.add(source)
-                LOG.warning("%s holds %d connections; refusing more (429)", source, self.open[source])
-            return exceptions.TooManyRequests("Too many connections from this address.")
-        if self.open_total >= self.limits.maxconn:
-            if not self._full:
-                self._full = True
-                LOG.warning("%d connections open; refusing more (503)", self.open_total)
-            return exceptions.ServiceUnavailable("Too many connections: try again later.")
-        self.open[source] += 1
-        self.open_total += 1
-        return None
-
-    def leave(self, source: str) -> None:
-        self.open_total -= 1
-        self.open[source] -= 1
-        if self.open[source] <= 0:
-            del self.open[source]
-            self._refusing.discard(source)
-        if self.open_total < self.limits.maxconn:
-            self._full = False
+    def __init__(self, limits: ConnectionLimits):
+        super().__init__(limits.maxconn, limits.maxconn_per_source, LOG)
+        self.limits = limits
 
 
 class BoundedRequestHead(H11Protocol):
@@ -209,7 +180,7 @@ class BoundedRequestHead(H11Protocol):
             self._linger.cancel()
         if self._lingering_refused:
             self._lingering_refused = False
-            self.listener.lingering -= 1
+            self.listener.end_lingering()
         self._cancel_head_deadline()
         self._leave()
         super().connection_lost(exc)
@@ -277,11 +248,10 @@ class BoundedRequestHead(H11Protocol):
         if self._source is None:
             # Refused at once (429, 503; logged once per address by ``admit``): not counted, so how
             # many linger is bounded here.
-            if self.listener.lingering >= MAX_LINGERING:
+            if not self.listener.start_lingering():
                 self.transport.close()  # the answer is still sent; what the client sends may reset it
                 return
             self._lingering_refused = True
-            self.listener.lingering += 1
         else:
             logs.access(self.client[0] if self.client else "-", "-", "-", error.code, len(body),
                         time.perf_counter() - started, request_id=request_id)

@@ -20,8 +20,8 @@ the guest sent are dropped, never forwarded. An address that is no instance's po
 request that is not HTTP (or too large) is 400 (431 / 413), another method 405; an unreachable
 service 502, a slow one 504. One request per connection.
 
-One guest cannot delay another's metadata (``Limits``). A connection is admitted only while its
-source address holds fewer than ``metadata_proxy_maxconn_per_source`` (else 429 at once) and the
+One guest cannot delay another's metadata (``Limits``, counted by ``nefos.admission`` as every API
+listener's connections are). A connection is admitted only while its source address holds fewer than ``metadata_proxy_maxconn_per_source`` (else 429 at once) and the
 network fewer than ``metadata_proxy_maxconn`` (else 503 at once: haproxy's ``maxconn``); its
 request head must arrive whole within ``metadata_proxy_http_request_timeout`` (haproxy's ``timeout
 http-request``; 408), however it trickles in, and costs nothing but a socket meanwhile. Only a
@@ -41,12 +41,12 @@ import os
 import re
 import socket
 import threading
-from collections import Counter
 from dataclasses import dataclass
 from typing import Awaitable, Callable
 
 import httpx
 
+from nefos import admission
 from nefos.config import Config
 from nefos.metadata import identification
 
@@ -246,9 +246,11 @@ class Limits:
 SHIPPED_LIMITS = Limits.of(Config())
 # Once answered (or refused), a client may still be sending: its bytes are read and dropped for up
 # to LINGER_TIMEOUT before the close (closing on unread bytes resets the connection, and the client
-# may lose the answer), by at most MAX_LINGERING connections of a network at once (more close at once).
+# may lose the answer), by at most ``admission.MAX_LINGERING`` connections of a network at once
+# (more close at once).
 LINGER_TIMEOUT = 1.0
-MAX_LINGERING = 64
+# The proxy's own words for the refusals ``admission.ConnectionCounts.admit`` decides.
+_REFUSALS = {429: "too many connections from this address", 503: "too many connections on this network"}
 
 
 class _SlotsBusy(Exception):
@@ -267,16 +269,13 @@ class NetworkProxy:
         self.limits = limits
         self.server: asyncio.base_events.Server | None = None
         self._slots = asyncio.Semaphore(UPSTREAM_SLOTS)
-        self._open: Counter[str] = Counter()  # admitted connections still open, per source address
-        self._open_total = 0
+        self._connections = admission.ConnectionCounts(limits.maxconn, limits.maxconn_per_source, LOG,
+                                                       f"metadata proxy of network {network_id}: ")
         self._source_slots: dict[str, asyncio.Semaphore] = {}  # an address's, while it has connections
-        self._refusing: set[str] = set()  # addresses refused since they last held no connection (logged once)
-        self._full = False  # the network's maxconn reached (logged once until it is not)
-        self._lingering = 0
 
     def open_connections(self, source: str | None = None) -> int:
         """Admitted connections still open: the network's, or one source address's."""
-        return self._open_total if source is None else self._open[source]
+        return self._connections.open_total if source is None else self._connections.open[source]
 
     async def serve(self, sock: socket.socket) -> None:
         self.server = await asyncio.start_server(self._connection, sock=sock, limit=MAX_HEAD_BYTES)
@@ -310,33 +309,17 @@ class NetworkProxy:
 
     def _admit(self, source: str) -> bytes | None:
         """None when a connection from ``source`` may be served, else the answer refusing it."""
-        if self._open[source] >= self.limits.maxconn_per_source:
-            if source not in self._refusing:
-                self._refusing.add(source)
-                LOG.warning("metadata proxy of network %s: %s holds %d connections; refusing more (429)",
-                            self.network_id, source, self._open[source])
-            return _error(429, "too many connections from this address")
-        if self._open_total >= self.limits.maxconn:
-            if not self._full:
-                self._full = True
-                LOG.warning("metadata proxy of network %s: %d connections open; refusing more (503)",
-                            self.network_id, self._open_total)
-            return _error(503, "too many connections on this network")
-        self._open[source] += 1
-        self._open_total += 1
+        refusal = self._connections.admit(source)
+        if refusal is not None:
+            return _error(refusal.code, _REFUSALS[refusal.code])
         if source not in self._source_slots:
             self._source_slots[source] = asyncio.Semaphore(UPSTREAM_SLOTS_PER_SOURCE)
         return None
 
     def _leave(self, source: str) -> None:
-        self._open_total -= 1
-        self._open[source] -= 1
-        if self._open[source] <= 0:
-            del self._open[source]
+        self._connections.leave(source)
+        if source not in self._connections.open:
             del self._source_slots[source]
-            self._refusing.discard(source)
-        if self._open_total < self.limits.maxconn:
-            self._full = False
 
     async def _close(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Close after the answer: at once for a client that does not read it, else lingering."""
@@ -345,14 +328,13 @@ class NetworkProxy:
             return
         with contextlib.suppress(Exception):
             writer.write_eof()
-            if self._lingering < MAX_LINGERING:
-                self._lingering += 1
+            if self._connections.start_lingering():
                 try:
                     async with asyncio.timeout(LINGER_TIMEOUT):
                         while await reader.read(MAX_HEAD_BYTES):
                             pass
                 finally:
-                    self._lingering -= 1
+                    self._connections.end_lingering()
         writer.close()
         with contextlib.suppress(Exception):
             await writer.wait_closed()
