@@ -50,7 +50,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import datetime as dt
+import enum
 import logging
 import time
 import traceback
@@ -121,6 +123,36 @@ def _observe_delivery(event: dict) -> None:
         return  # sent by a Compute API that predates the field
     metrics.EXTERNAL_EVENT_DELIVERY.labels(event["name"]).observe(
         max((utcnow() - received).total_seconds(), 0.0))
+
+
+class WaitOutcome(enum.Enum):
+    """How a wait for vif events ended (the label of its metric and of its summary's counts)."""
+    OK = "ok"  # every event arrived (a failed one too, when vif_plugging_is_fatal is False)
+    TIMEOUT = "timeout"  # vif_plugging_timeout passed first
+    FAILED = "failed"  # an event arrived failed, with vif_plugging_is_fatal
+
+
+@dataclasses.dataclass(frozen=True)
+class VifWaitResult:
+    """The end of a wait for vif events: how it ended, the seconds waited, and ``fatal``: it ended
+    short with ``vif_plugging_is_fatal`` (Nova's semantics), so the caller undoes what the wait's
+    body did."""
+    outcome: WaitOutcome
+    seconds: float
+    fatal: bool
+
+
+@dataclasses.dataclass
+class _Wait:
+    """One wait while it runs: its waiters, its action event and when it started, and, once it
+    ended, how (``InstanceEvents._wait_ending``)."""
+    futures: dict = dataclasses.field(default_factory=dict)
+    event_id: int | None = None
+    started: float | None = None
+    unblocked: float = 0.0
+    outcome: WaitOutcome = WaitOutcome.OK
+    error: BaseException | None = None
+    records: list[dict] = dataclasses.field(default_factory=list)
 
 
 class InstanceEvents:
@@ -428,56 +460,35 @@ class InstanceEvents:
         return taken
 
     async def _wait_around(self, ctx, instance: dict, events: list, body, *, what: str,
-                           event_name: str = WAIT_EVENT, progress=None) -> str:
-        """Run ``body`` inside a wait for ``events``; returns "ok", "timeout" or "failed". The wait's
-        writes ride on ``progress``'s calls (the operation's; without one, the wait's own)."""
+                           event_name: str = WAIT_EVENT, progress=None) -> VifWaitResult:
+        """Run ``body`` inside a wait for ``events``. The wait's writes ride on ``progress``'s calls
+        (the operation's; without one, the wait's own)."""
         uuid = instance["uuid"]
         m = self.manager
         own_progress = progress is None
         if own_progress:
             progress = InstanceProgress(m.conductor, ctx, uuid, m.host)
-        futures: dict = {}
-        started = None
-        event_id = None
-        outcome = "ok"
-        error: BaseException | None = None
-        records: list[dict] = []
-        try:
+        wait = _Wait()
+        async with self._wait_ending(wait, progress, what):
             async with self.wait_for_instance_event(
                     instance, events, deadline=self.cfg.vif_plugging_timeout, error_callback=self._failed_callback,
-                    abort_check=self._abort_if_deleting(uuid), progress=progress, take_records=True) as futures:
+                    abort_check=self._abort_if_deleting(uuid), progress=progress, take_records=True) as wait.futures:
                 await body()
-                event_id = (await progress.send(start_event=event_name))["event_id"]
-                started = time.monotonic()
-            records = self._take_records(futures)
-            unblocked = time.monotonic()
-        except asyncio.TimeoutError as exc:
-            records = self._take_records(futures)
-            outcome, error, unblocked = "timeout", exc, time.monotonic()
-        except exceptions.VirtualInterfaceCreateException as exc:
-            records = self._take_records(futures)
-            outcome, error, unblocked = "failed", exc, time.monotonic()
-        except BaseException:
-            for record in self._take_records(futures):
-                await progress.processed(record["ctx"], record["event"], PROCESS_EVENT, record["result"],
-                                         record["details"], consume_event=record["consume"],
-                                         processed_at=record["at"])
-            if started is not None:
-                await progress.finish(event_id, result="Error", details=f"{what}: aborted")
-            await progress.flush()
-            raise
-        waited = unblocked - started if started is not None else 0.0
+                wait.event_id = (await progress.send(start_event=event_name))["event_id"]
+                wait.started = time.monotonic()
+        outcome = wait.outcome
+        waited = wait.unblocked - wait.started if wait.started is not None else 0.0
         parts = []
-        for key, fut in futures.items():
+        for key, fut in wait.futures.items():
             if fut.done() and not fut.cancelled():
                 got = fut.result()
-                parts.append(f"{make_key(*key)} {got['status']} after {max(got['arrived'] - started, 0.0):.3f} s")
+                parts.append(f"{make_key(*key)} {got['status']} after {max(got['arrived'] - wait.started, 0.0):.3f} s")
             else:
                 parts.append(f"{make_key(*key)} missing")
         per_event = "; ".join(parts)
-        if outcome == "ok":
+        if outcome is WaitOutcome.OK:
             result, details = "Success", f"{what}: waited {waited:.3f} s for {len(events)} event(s): {per_event}"
-        elif outcome == "failed":
+        elif outcome is WaitOutcome.FAILED:
             result, details = "Error", f"{what}: a network-vif-plugged event failed after {waited:.3f} s: {per_event}"
         elif self.cfg.vif_plugging_is_fatal:
             result, details = "Error", (f"{what}: timed out after {waited:.3f} s (vif_plugging_timeout "
@@ -485,31 +496,58 @@ class InstanceEvents:
         else:
             result, details = "Warning", (f"{what}: timed out after {waited:.3f} s waiting for vif plugging "
                                           f"(vif_plugging_is_fatal is False, continuing): {per_event}")
-        metrics.VIF_WAIT.labels(outcome).observe(waited)
+        metrics.VIF_WAIT.labels(outcome.value).observe(waited)
         WAIT_METRICS[m.host].append({
             "host": m.host, "at": time.time(),
-            "instance": uuid, "what": what, "seconds": waited, "result": outcome, "unblocked_at": unblocked,
-            "events": {make_key(*key): fut.result()["arrived"] for key, fut in futures.items()
+            "instance": uuid, "what": what, "seconds": waited, "result": outcome.value,
+            "unblocked_at": wait.unblocked,
+            "events": {make_key(*key): fut.result()["arrived"] for key, fut in wait.futures.items()
                        if fut.done() and not fut.cancelled()}})
-        (LOG.info if outcome == "ok" else LOG.warning)("instance %s: %s", uuid, details)
-        await progress.finish(event_id, result=result, details=details,
-                              traceback="".join(traceback.format_exception(error)) if error else None)
-        for record in records:  # after the wait's finish, as the event's handler wrote it
+        (LOG.info if outcome is WaitOutcome.OK else LOG.warning)("instance %s: %s", uuid, details)
+        await progress.finish(wait.event_id, result=result, details=details,
+                              traceback="".join(traceback.format_exception(wait.error)) if wait.error else None)
+        await self._write_records(progress, wait.records)  # after the wait's finish, as the event's handler wrote it
+        if own_progress or outcome is not WaitOutcome.OK:
+            await progress.flush()
+        return VifWaitResult(outcome=outcome, seconds=waited,
+                             fatal=outcome is not WaitOutcome.OK and self.cfg.vif_plugging_is_fatal)
+
+    @contextlib.asynccontextmanager
+    async def _wait_ending(self, wait: _Wait, progress, what: str):
+        """How the wait of the body ended, noted on ``wait``: with every event (OK), past
+        ``vif_plugging_timeout`` (TIMEOUT) or with a failed event that ``vif_plugging_is_fatal``
+        makes an error (FAILED); the delivery records taken in each case. Anything else aborts the
+        wait: its records and the aborted wait are written, and the exception goes on."""
+        try:
+            try:
+                yield wait
+            finally:
+                wait.records = self._take_records(wait.futures)
+                wait.unblocked = time.monotonic()
+        except asyncio.TimeoutError as exc:
+            wait.outcome, wait.error = WaitOutcome.TIMEOUT, exc
+        except exceptions.VirtualInterfaceCreateException as exc:
+            wait.outcome, wait.error = WaitOutcome.FAILED, exc
+        except BaseException:
+            await self._write_records(progress, wait.records)
+            if wait.started is not None:
+                await progress.finish(wait.event_id, result="Error", details=f"{what}: aborted")
+            await progress.flush()
+            raise
+
+    @staticmethod
+    async def _write_records(progress, records: list[dict]) -> None:
+        for record in records:
             await progress.processed(record["ctx"], record["event"], PROCESS_EVENT, record["result"],
                                      record["details"], consume_event=record["consume"],
                                      processed_at=record["at"])
-        if own_progress or outcome != "ok":
-            await progress.flush()
-        if outcome != "ok" and self.cfg.vif_plugging_is_fatal:
-            return "fatal"
-        return outcome
 
     async def wait_around(self, ctx, instance: dict, events: list, body, *, what: str,
-                          event_name: str = WAIT_EVENT) -> str:
+                          event_name: str = WAIT_EVENT) -> VifWaitResult:
         """Run ``body()`` inside a wait for ``events`` (``vif_plugging_timeout``), recorded as every
-        wait is (as the action event ``event_name``); returns "ok", "timeout" or "failed" (the
-        caller carries on) or "fatal" (timed out or failed with ``vif_plugging_is_fatal``: the
-        caller undoes what ``body`` did)."""
+        wait is (as the action event ``event_name``). The caller carries on unless the result is
+        ``fatal`` (timed out or failed with ``vif_plugging_is_fatal``): then it undoes what ``body``
+        did."""
         return await self._wait_around(ctx, instance, events, body, what=what, event_name=event_name)
 
     def network_info_lock(self, uuid: str) -> asyncio.Lock:
@@ -520,7 +558,7 @@ class InstanceEvents:
         """Run ``plug()`` (a paused start, or a re-plug) inside a wait for ``events``. When the wait
         ends fatally (``vif_plugging_is_fatal``) the guest is powered off and
         VirtualInterfaceCreateException raised; otherwise the caller carries on (and resumes)."""
-        if await self._wait_around(ctx, instance, events, plug, what=what, progress=progress) == "fatal":
+        if (await self._wait_around(ctx, instance, events, plug, what=what, progress=progress)).fatal:
             with contextlib.suppress(Exception):
                 await self.manager.driver.power_off(instance)
             raise exceptions.VirtualInterfaceCreateException()
@@ -547,17 +585,22 @@ class InstanceEvents:
                 await m.driver.spawn(ctx, instance, image_meta, network_info, block_device_info,
                                      power_on=True, **kwargs)
 
-        if not events:
-            await do_spawn(False)
-            return
         try:
-            await self.plug_and_wait(ctx, instance, events, lambda: do_spawn(True), what="spawn", progress=progress)
+            await self.start_paused(ctx, instance, events, do_spawn, what="spawn", progress=progress)
         except exceptions.VirtualInterfaceCreateException as cause:
             raise exceptions.BuildAbortException(
                 instance_uuid=uuid,
                 reason=f"VirtualInterfaceCreateException: {cause} (no network-vif-plugged within "
                        f"vif_plugging_timeout), not rescheduling.") from cause
-        await m.driver.unpause(instance)
+
+    async def start_paused(self, ctx, instance: dict, events: list, make, *, what: str, progress=None) -> None:
+        """``make(paused)`` creates the guest: with ``events`` to wait for, paused, resumed once the
+        wait lets it go on (``plug_and_wait``); without, started at once."""
+        if not events:
+            await make(False)
+            return
+        await self.plug_and_wait(ctx, instance, events, lambda: make(True), what=what, progress=progress)
+        await self.manager.driver.unpause(instance)
 
     async def replug(self, ctx, instance: dict, driver_call, *, what: str) -> None:
         """Start / hard reboot: ``driver_call(network_info)`` re-plugs the VIFs; wait for them."""

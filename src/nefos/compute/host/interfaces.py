@@ -88,13 +88,10 @@ class InterfaceManager:
         async def plug():
             await m.driver.attach_interface(ctx, instance, vif)
         try:
-            if events:
-                outcome = await m.instance_events.wait_around(ctx, instance, events, plug,
-                                                              what=f"attach interface {vif['id']}")
-            else:
+            if not events:
                 await plug()
-                outcome = "ok"
-            if outcome == "fatal":
+            elif (await m.instance_events.wait_around(ctx, instance, events, plug,
+                                                      what=f"attach interface {vif['id']}")).fatal:
                 raise exceptions.VirtualInterfaceCreateException()
         except BaseException as exc:
             LOG.warning("instance %s: attaching port %s failed (%s); undoing it", uuid, vif["id"], exc)

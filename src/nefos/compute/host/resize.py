@@ -118,11 +118,7 @@ async def _start_guest(manager, ctx, instance: dict, network_info: list[dict], d
     events_api = manager.instance_events
     events = (events_api.vif_events(network_info, replug=True)
               if power_on and events_api.should_wait(power_on=True) else [])
-    if not events:
-        await driver_call(False)
-        return
-    await events_api.plug_and_wait(ctx, instance, events, lambda: driver_call(True), what=what)
-    await manager.driver.unpause(instance)
+    await events_api.start_paused(ctx, instance, events, driver_call, what=what)
 
 
 async def finish_resize(manager, ctx, uuid: str, migration: dict) -> None:
