@@ -52,12 +52,12 @@ class FlakyPorts:
         self.calls = self.failures = 0
         monkeypatch.setattr(self.manager, "create_port", self.create_port)
 
-    async def create_port(self, ctx, port: dict) -> dict:
+    async def create_port(self, ctx, port: dict, binding_host_id: str | None = None) -> dict:
         self.calls += 1
         if self.failures < self.times or (self.network and port.get("network_id") == self.network):
             self.failures += 1
             raise exceptions.Conflict("Neutron is having a bad moment (injected)")
-        return await self.real(ctx, port)
+        return await self.real(ctx, port, binding_host_id=binding_host_id)
 
 
 async def _allocate_events(cloud, server_id: str) -> list[dict]:
