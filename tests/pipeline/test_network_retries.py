@@ -1,9 +1,10 @@
 """Network allocation retries: ``network_allocate_retries`` with backoff 1, 2, 4 … capped.
 
 The network service in the running cloud is made to fail ``create_port`` on
-purpose; the compute manager's backoff sleeps are recorded instead of slept
-(its module's ``asyncio`` is swapped for one whose ``sleep`` only yields), so
-the tests stay fast while asserting the exact sequence.
+purpose; the backoff pauses of the retry helper the compute manager retries
+through are recorded instead of slept (``nefos.waiting``'s ``asyncio`` is
+swapped for one whose ``sleep`` only yields), so the tests stay fast while
+asserting the exact sequence.
 """
 
 from __future__ import annotations
@@ -13,14 +14,13 @@ import types
 
 import pytest
 
-from nefos import exceptions
-from nefos.compute.host import manager as manager_mod
+from nefos import exceptions, waiting
 from tests.pipeline.conftest import start_cloud, stop_cloud
 
 
 @pytest.fixture
 def backoff(monkeypatch) -> list[float]:
-    """The delays the compute manager asks to sleep, in order (without sleeping them)."""
+    """The pauses between retries, in order (without sleeping them)."""
     delays: list[float] = []
     real_sleep = asyncio.sleep
 
@@ -31,7 +31,7 @@ def backoff(monkeypatch) -> list[float]:
     proxy = types.SimpleNamespace(**{name: getattr(asyncio, name) for name in dir(asyncio)
                                      if not name.startswith("__")})
     proxy.sleep = sleep
-    monkeypatch.setattr(manager_mod, "asyncio", proxy)
+    monkeypatch.setattr(waiting, "asyncio", proxy)
     return delays
 
 

@@ -8,13 +8,14 @@ imports it, and it is all the host knows of the control plane's state.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import traceback as tb
 from typing import Awaitable, Callable, TypeVar
 
-from nefos import exceptions
+from tenacity import RetryCallState, retry_if_exception_type, wait_fixed
+
+from nefos import exceptions, waiting
 from nefos.bus import interfaces
 from nefos.bus.versioning import NoSuchMethod, RPCClient, UnsupportedVersion
 from nefos.context import admin_context, current_context
@@ -69,12 +70,12 @@ class ConductorAPI:
         """``ask()`` (a starting host's call to the conductor, which may simply be asked again), asked
         again while no conductor answers it: none listens, the broker is away, or the connection was
         lost with the answer (the broker restarting as the host starts)."""
-        while True:
-            try:
+        def waiting_for_a_conductor(state: RetryCallState) -> None:
+            LOG.warning("waiting for a conductor (%s)", state.outcome.exception())
+        async for attempt in waiting.retrying(retry=retry_if_exception_type(exceptions.ServiceUnavailable),
+                                              wait=wait_fixed(retry_interval), before_sleep=waiting_for_a_conductor):
+            with attempt:
                 return await ask()
-            except exceptions.ServiceUnavailable as exc:
-                LOG.warning("waiting for a conductor (%s)", exc)
-                await asyncio.sleep(retry_interval)
 
     # Builds and moves (the Compute API) -------------------------------------------------------
     async def hand_off_build(self, db, ctx, instance_uuids: list[str], request_spec: dict, build_args: dict,

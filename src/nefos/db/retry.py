@@ -25,11 +25,9 @@ import logging
 from typing import Awaitable, Callable, TypeVar
 
 from sqlalchemy.exc import DBAPIError, DisconnectionError, TimeoutError as PoolTimeout
-from tenacity import (AsyncRetrying, RetryCallState, before_sleep_log, retry_if_exception,
-                      wait_random_exponential)
+from tenacity import AsyncRetrying, RetryCallState, before_sleep_log, retry_if_exception, wait_random_exponential
 
-from nefos import exceptions
-from nefos.waiting import until_reachable
+from nefos import exceptions, waiting
 
 LOG = logging.getLogger(__name__)
 
@@ -163,9 +161,9 @@ def retrying(attempts: int = ATTEMPTS, disconnect_timeout: float | None = None) 
     most ``attempts`` times; again after a lost or refused connection until ``disconnect_timeout``
     (default ``DISCONNECT_TIMEOUT``) seconds have passed. Any other error, or the last one, is raised."""
     timeout = DISCONNECT_TIMEOUT if disconnect_timeout is None else disconnect_timeout
-    return AsyncRetrying(retry=retry_if_exception(lambda exc: is_contention(exc) or is_disconnect(exc)),
-                         stop=_GiveUp(attempts, timeout), wait=_wait, reraise=True,
-                         before_sleep=before_sleep_log(LOG, logging.INFO))
+    return waiting.retrying(retry=retry_if_exception(lambda exc: is_contention(exc) or is_disconnect(exc)),
+                            stop=_GiveUp(attempts, timeout), wait=_wait,
+                            before_sleep=before_sleep_log(LOG, logging.INFO))
 
 
 T = TypeVar("T")
@@ -185,7 +183,7 @@ async def at_start(work: Callable[[], Awaitable[T]]) -> T:
     each failure logged, so a service started while its database restarts serves once it is back
     instead of exiting, as Nova's services retry their database at start (oslo.db's
     ``max_retries``); contention is tried again too. Cancel it to give up (a SIGTERM)."""
-    async for attempt in until_reachable(
+    async for attempt in waiting.until_reachable(
             "database", retry_if_exception(lambda exc: is_disconnect(exc) or is_contention(exc)), LOG):
         with attempt:
             return await work()

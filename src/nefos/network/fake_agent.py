@@ -28,7 +28,10 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from tenacity import RetryCallState, retry_if_exception_type, wait_fixed
+
 from nefos.network.agents.rpc import L2_AGENT_TOPIC, L2AgentEndpoint, L2PluginAPI as PluginAPI, report_context
+from nefos.waiting import retrying
 
 LOG = logging.getLogger(__name__)
 
@@ -122,16 +125,13 @@ class FakeL2Agent:
                 wait = due - loop.time()
                 if wait > 0:
                     await asyncio.sleep(wait)
-                while True:
-                    try:
+                def log_retry(state: RetryCallState) -> None:
+                    LOG.warning("%s: reporting device %s %s failed (%s); retrying", self.agent_id, device, kind,
+                                state.outcome.exception())
+                async for attempt in retrying(retry=retry_if_exception_type(Exception), wait=wait_fixed(RETRY_DELAY),
+                                              before_sleep=log_retry):
+                    with attempt:
                         await self._report(kind, device)
-                        break
-                    except asyncio.CancelledError:
-                        raise
-                    except Exception as exc:
-                        LOG.warning("%s: reporting device %s %s failed (%s); retrying", self.agent_id,
-                                    device, kind, exc)
-                        await asyncio.sleep(RETRY_DELAY)
             finally:
                 self._busy = False
 

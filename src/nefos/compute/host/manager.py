@@ -17,7 +17,9 @@ import logging
 import time
 import traceback
 
-from nefos import exceptions, metrics, notifications
+from tenacity import RetryCallState, retry_if_not_exception_type, wait_exponential
+
+from nefos import exceptions, metrics, notifications, waiting
 from nefos.bus import Endpoint, interfaces as rpc_interfaces
 from nefos.compute.host import image_trust
 from nefos.compute.host.progress import InstanceProgress
@@ -36,6 +38,8 @@ LOG = logging.getLogger(__name__)
 # or its certificates are refused, which another host would do just the same.
 _IMAGE_REFUSALS = (exceptions.CertificateValidationFailed, exceptions.ImageUnacceptable,
                    exceptions.FlavorDiskSmallerThanImage)
+# The instance deleted (or being deleted) under a step: nothing to try again for.
+_INSTANCE_GONE = (exceptions.InstanceNotFound, exceptions.UnexpectedDeletingTaskStateError)
 
 BUILD_EVENT = "compute__do_build_and_run_instance"
 
@@ -267,26 +271,29 @@ class ComputeManager(Endpoint):
     async def _allocate_network(self, ctx, instance: dict, args: dict, progress: InstanceProgress,
                                 event_id: int | None) -> list[dict]:
         """allocate_for_instance with ``network_allocate_retries`` and backoff 1, 2, 4 ... 30 s, as the
-        step ``compute_allocate_network`` (started as ``event_id``)."""
-        retries = max(self.rt.cfg.network_allocate_retries, 0)
-        attempts = retries + 1
-        delay = 1.0
+        step ``compute_allocate_network`` (started as ``event_id``). An instance deleted meanwhile
+        is not tried again."""
+        attempts = max(self.rt.cfg.network_allocate_retries, 0) + 1
+
+        def log_retry(state: RetryCallState) -> None:
+            LOG.warning("instance %s: network allocation attempt %d/%d failed (%s); retrying in %.0f s",
+                        instance["uuid"], state.attempt_number, attempts, state.outcome.exception(),
+                        state.next_action.sleep)
         async with progress.step("compute_allocate_network", event_id=event_id):
-            for attempt in range(1, attempts + 1):
-                try:
-                    return await self.network_api.allocate_for_instance(
-                        ctx, instance, args.get("requested_networks"), args.get("security_groups") or [])
-                except (exceptions.InstanceNotFound, exceptions.UnexpectedDeletingTaskStateError):
-                    raise
-                except Exception as exc:
-                    if attempt == attempts:
-                        LOG.error("instance %s: network allocation failed after %d attempt(s): %s",
-                                  instance["uuid"], attempts, exc)
-                        raise
-                    LOG.warning("instance %s: network allocation attempt %d/%d failed (%s); "
-                                "retrying in %.0f s", instance["uuid"], attempt, attempts, exc, delay)
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, self.rt.cfg.network_allocate_backoff_max)
+            try:
+                async for attempt in waiting.retrying(
+                        retry=retry_if_not_exception_type(_INSTANCE_GONE),
+                        wait=wait_exponential(multiplier=1, max=self.rt.cfg.network_allocate_backoff_max),
+                        attempts=attempts, before_sleep=log_retry):
+                    with attempt:
+                        return await self.network_api.allocate_for_instance(
+                            ctx, instance, args.get("requested_networks"), args.get("security_groups") or [])
+            except _INSTANCE_GONE:
+                raise
+            except Exception as exc:
+                LOG.error("instance %s: network allocation failed after %d attempt(s): %s",
+                          instance["uuid"], attempts, exc)
+                raise
         return []
 
     async def prep_block_device(self, instance: dict, bdms: list[dict] | None = None) -> dict:

@@ -52,13 +52,15 @@ import socket
 import struct
 from pathlib import Path
 
+from tenacity import RetryCallState, retry_if_exception_type, wait_fixed
+
 from nefos.component import Component
 from nefos.network.agents.firewall import Firewall, PortFilter
 from nefos.network.agents.ip_lib import (bridge_exists, device_exists, enslave, ensure_bridge, link_is_up,
                                          set_link_up)
 from nefos.network.agents.rpc import (L2_AGENT, L2_AGENT_TOPIC, L2AgentEndpoint, L2PluginAPI,
                                       SecurityGroupPluginAPI, StateReportAPI, TAP_PREFIX, report_context)
-from nefos.waiting import cancel_and_wait, event_set_within
+from nefos.waiting import cancel_and_wait, event_set_within, retrying
 
 LOG = logging.getLogger(__name__)
 
@@ -451,15 +453,13 @@ class L2Agent(Component):
             kind, tap = await queue.get()
             self._busy = True
             try:
-                while True:
-                    try:
+                def log_retry(state: RetryCallState) -> None:
+                    LOG.warning("%s: reporting %s %s failed (%s); retrying", self.name, tap, kind,
+                                state.outcome.exception())
+                async for attempt in retrying(retry=retry_if_exception_type(Exception), wait=wait_fixed(RETRY_DELAY),
+                                              before_sleep=log_retry):
+                    with attempt:
                         await self._report(kind, tap)
-                        break
-                    except asyncio.CancelledError:
-                        raise
-                    except Exception as exc:
-                        LOG.warning("%s: reporting %s %s failed (%s); retrying", self.name, tap, kind, exc)
-                        await asyncio.sleep(RETRY_DELAY)
             finally:
                 self._busy = False
 
