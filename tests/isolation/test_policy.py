@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
+import nefos
 from nefos import exceptions, policy
 from nefos.context import RequestContext
 
 from .helpers import Tenancy, image_id
 
-SRC = Path(policy.__file__).resolve().parent
+SRC = Path(nefos.__file__).resolve().parent
 
 
 def ctx(roles, project="p1", user="u1") -> RequestContext:
