@@ -24,6 +24,8 @@ import uuid
 from typing import AsyncIterable, AsyncIterator, Callable
 from urllib.parse import urlencode
 
+import jsonpatch
+from jsonpointer import JsonPointer
 from sqlalchemy import bindparam, or_, select
 from sqlalchemy import update as sql_update
 from sqlalchemy.exc import IntegrityError
@@ -578,21 +580,40 @@ def parse_patch(body, draft: int = 10) -> list[tuple[str, str, object]]:
     return changes
 
 
+def _patchable(row: Image) -> dict:
+    """The image as a patch changes it: its writable core attributes (tags among them) and its extra
+    properties, side by side as Glance's image document shows them (no property is named as a core
+    attribute)."""
+    return {**(row.properties or {}), **{attr: getattr(row, attr) for attr in schemas.CORE_WRITABLE},
+            "tags": list(row.tags or [])}
+
+
+def _apply(document: dict, op: str, attr: str, value: object) -> None:
+    """One JSON Patch operation on ``attr`` of ``document``; 409 for a replace or remove of a
+    property the image does not have (``add`` makes or replaces it)."""
+    operation = {"op": "add" if op == ADD_NEW else op, "path": JsonPointer.from_parts([attr]).path}
+    if op != "remove":
+        operation["value"] = value
+    try:
+        jsonpatch.apply_patch(document, [operation], in_place=True)
+    except jsonpatch.JsonPatchConflict:
+        raise exceptions.ImageConflict(reason=f"Property {attr} does not exist.") from None
+
+
 async def update(rt, ctx: RequestContext, image_id: str, changes: list[tuple[str, str, object]]) -> Image:
+    """Apply ``changes`` (from ``parse_patch``) to the image by JSON Patch, each change first checked
+    as Glance checks it: core attributes are never removed and must fit the schema (a format only
+    while queued, public only by policy, another owner only by an admin), properties must be strings
+    of bounded length, and a v2.0 ``add`` refuses one that exists."""
     async with rt.db.transaction() as s:
         row = await _visible_row(s, ctx, image_id, lock=True)
         _check_owner(ctx, row, "modify_image")
-        properties = dict(row.properties or {})
-        tags = list(row.tags or [])
-        core: dict = {}
+        document = _patchable(row)
         for op, attr, value in changes:
             if attr in schemas.CORE_WRITABLE:
                 if op == "remove":
                     raise exceptions.ImageForbidden(reason=f"Property {attr} may not be removed.")
                 value = _validate_core(attr, value)
-                if attr == "tags":
-                    tags = value
-                    continue
                 if attr in ("container_format", "disk_format") and row.status != "queued" \
                         and value != getattr(row, attr):
                     raise exceptions.ImageForbidden(
@@ -602,22 +623,18 @@ async def update(rt, ctx: RequestContext, image_id: str, changes: list[tuple[str
                 if attr == "owner" and value != row.owner and not ctx.is_admin:
                     raise exceptions.ImageForbidden(
                         reason="You are not authorized to change the owner of an image.")
-                core[attr] = value
-            elif op == "remove":
-                if attr not in properties:
-                    raise exceptions.ImageConflict(reason=f"Property {attr} does not exist.")
-                del properties[attr]
-            elif op == "replace" and attr not in properties:
-                raise exceptions.ImageConflict(reason=f"Property {attr} does not exist.")
-            elif op == ADD_NEW and attr in properties:
+            elif op == ADD_NEW and attr in document:
                 raise exceptions.ImageConflict(reason=f"Property {attr} already present.")
-            else:
-                properties[attr] = _validate_property(attr, value)
-        _check_limits(properties, tags)
-        for attr, value in core.items():
-            setattr(row, attr, value)
+            _apply(document, op, attr, value)
+            if attr not in schemas.CORE_WRITABLE and op != "remove":
+                _validate_property(attr, value)  # after the patch's own 409, as Glance answers
+        properties = {k: v for k, v in document.items() if k not in schemas.CORE_WRITABLE}
+        _check_limits(properties, document["tags"])
+        for attr in schemas.CORE_WRITABLE - {"tags"}:
+            if document[attr] != getattr(row, attr):
+                setattr(row, attr, document[attr])
         row.properties = properties
-        row.tags = tags
+        row.tags = document["tags"]
         row.updated_at = utcnow()
     return row
 
