@@ -39,7 +39,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from nefos.allinone import free_port  # noqa: E402
+from nefos.cmd.allinone import free_port  # noqa: E402
 from nefos.config import Config  # noqa: E402
 
 BIN = Path(sys.executable).parent
@@ -358,7 +358,7 @@ def stop_stream_clients(proc: subprocess.Popen) -> dict:
 
 
 def stream_worker(compute_url: str, token: str, count: int) -> None:
-    from nefos.event_tail import read_stream
+    from nefos.cmd.event_tail import read_stream
     received = [0] * count
     ids: list[list[int]] = [[] for _ in range(count)]
 

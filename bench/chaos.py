@@ -50,8 +50,8 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from nefos.allinone import free_port  # noqa: E402
-from nefos.image.bootstrap import DEFAULT_IMAGE_ID as IMAGE  # noqa: E402
+from nefos.cmd.allinone import free_port  # noqa: E402
+from nefos.control.image.bootstrap import DEFAULT_IMAGE_ID as IMAGE  # noqa: E402
 from tests.database_servers import OwnMariaDB, OwnPostgres  # noqa: E402
 
 BIN = Path(sys.executable).parent
@@ -440,8 +440,8 @@ async def check_invariants(db_url: str, clients: list[Client], fake_dir: Path) -
     return problems
 
 
-IDLE_WAITS = ("asyncio/tasks.py", "run_forever", "aiormq/", "uvicorn/", "asyncio/queues.py", "nefos/cli.py:",
-              "robust_connection.py", "nefos/allinone.py:")
+IDLE_WAITS = ("asyncio/tasks.py", "run_forever", "aiormq/", "uvicorn/", "asyncio/queues.py", "nefos/cmd/cli.py:",
+              "robust_connection.py", "nefos/cmd/allinone.py:")
 
 
 def ask_for_task_reports(services: Services, timeout: float = 10.0) -> None:

@@ -60,8 +60,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
 
-from nefos.allinone import Cloud, all_in_one_components, free_port  # noqa: E402
-from nefos.compute.host import instance_events  # noqa: E402
+from nefos.cmd.allinone import Cloud, all_in_one_components, free_port  # noqa: E402
+from nefos.host.compute import instance_events  # noqa: E402
 from nefos.config import load_config  # noqa: E402
 from nefos.db.session import after_commit  # noqa: E402
 from nefos.service import Runtime, tune_gc_for_service  # noqa: E402
@@ -118,7 +118,7 @@ async def run(args) -> dict:
         net = r.json()["network"]
         await neutron.post("/v2.0/subnets", json={"subnet": {"network_id": net["id"], "cidr": "10.0.0.0/16",
                                                              "ip_version": 4}})
-        from nefos.image.bootstrap import ensure_default_image
+        from nefos.control.image.bootstrap import ensure_default_image
         image = await ensure_default_image(rt)
         boot_times: list[float] = []
         sem = asyncio.Semaphore(args.concurrency)
@@ -233,10 +233,10 @@ async def power_sync_pass(args, rt, components, image: str) -> dict:
     import random
     import uuid as uuidlib
 
-    from nefos.compute.host import power_sync
+    from nefos.host.compute import power_sync
     from nefos.db.models import Instance
-    from nefos.objects import states
-    from nefos.virt.fake import FakeGuest
+    from nefos.model import states
+    from nefos.host.virt.fake import FakeGuest
 
     managers = compute_managers(components)
     rows, diverged = [], set()

@@ -1,6 +1,6 @@
 """How long one guest's idle or slow connections delay another guest's metadata request.
 
-A network's metadata proxy (``nefos.network.agents.metadata_proxy``, the shipped limits) serves on
+A network's metadata proxy (``nefos.agents.metadata_proxy``, the shipped limits) serves on
 127.0.0.1 in front of a metadata service that answers at once; the attacker (127.0.0.2) opens
 ``--connections`` connections and holds them idle, or trickles a request head into each a byte at
 a time (``--slowloris``); then the victim (127.0.0.3) asks ``--requests`` times, one after the
@@ -28,7 +28,7 @@ from starlette.routing import Route
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from nefos.network.agents import metadata_proxy as mp  # noqa: E402
+from nefos.agents import metadata_proxy as mp  # noqa: E402
 
 GET = b"GET /openstack/latest/meta_data.json HTTP/1.1\r\nHost: 169.254.169.254\r\n\r\n"
 

@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from prometheus_client import Counter  # noqa: E402
 
-from nefos.allinone import free_port  # noqa: E402
+from nefos.cmd.allinone import free_port  # noqa: E402
 from nefos.service import tune_gc_for_service  # noqa: E402
 from tests.noauth import ADMIN  # noqa: E402
 from tests.pipeline.conftest import start_cloud, stop_cloud  # noqa: E402

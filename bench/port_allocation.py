@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from nefos.config import load_config  # noqa: E402
 from nefos.context import RequestContext  # noqa: E402
-from nefos.network.client import NetworkAPI  # noqa: E402
-from nefos.network.service import component  # noqa: E402
+from nefos.clients.network import NetworkAPI  # noqa: E402
+from nefos.control.network.service import component  # noqa: E402
 from nefos.service import Runtime  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

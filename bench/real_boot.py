@@ -299,7 +299,7 @@ def report(title: str, rows: list[dict]) -> dict:
 async def main(args) -> dict:
     ensure_libvirtd()
     rec = Recorder()
-    for name in ("nefos.virt.libvirt.driver", "nefos.network.provisioning"):
+    for name in ("nefos.host.virt.libvirt.driver", "nefos.control.network.provisioning"):
         logging.getLogger(name).addHandler(rec)
         logging.getLogger(name).setLevel(logging.INFO)
     tmp = Path(tempfile.mkdtemp(prefix="nefos-bench-real-"))

@@ -47,7 +47,7 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT), str(ROOT / "bench")]
 
 from boot import (  # noqa: E402
     admin_token, broker_pids, percentile, postgres_pids, process_cpu_seconds, reference_timeit)
-from nefos.allinone import free_port  # noqa: E402
+from nefos.cmd.allinone import free_port  # noqa: E402
 from nefos.db.connection_budget import deployment_budget  # noqa: E402
 
 BIN = Path(sys.executable).parent

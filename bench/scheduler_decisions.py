@@ -37,7 +37,7 @@ from nefos.config import Config
 from nefos.db.migrate import upgrade
 from nefos.db.models import ComputeNode, Service, utcnow
 from nefos.db.session import Database
-from nefos.scheduler.manager import SchedulerManager
+from nefos.control.scheduler.manager import SchedulerManager
 
 
 def reference_timeit() -> float:

@@ -17,4 +17,4 @@ if ((${#missing[@]})); then
 fi
 PY="${NEFOS_VENV:-/opt/nefos-venv}/bin/python"
 [ -x "$PY" ] || PY=python3
-exec "$PY" -m nefos.image.guest "${1:-.nefos/guest-image}"
+exec "$PY" -m nefos.guest "${1:-.nefos/guest-image}"

@@ -6,11 +6,11 @@
 #    pkg-config gcc (to build libvirt-python), linux-image-cloud-amd64 busybox-static
 #    dropbear-bin (the tiny guest and its SSH server: nothing is downloaded from elsewhere),
 #    openssh-client (the real-guest tests log into it), dnsmasq-base iproute2 (DHCP
-#    for the guests' networks: nefos.network.agents.dhcp_agent), iptables (iptables, ip6tables and
-#    ebtables: the L2 agent's security groups and anti-spoofing, nefos.network.agents.firewall),
+#    for the guests' networks: nefos.agents.dhcp_agent), iptables (iptables, ip6tables and
+#    ebtables: the L2 agent's security groups and anti-spoofing, nefos.agents.firewall),
 #    conntrack (a removed security group rule also ends the connections it let in),
 #    libc6-dev (static libc: the real-guest anti-spoofing test compiles a raw-frame sender),
-#    nftables (nft: NAT inside the routers' namespaces, nefos.network.agents.l3_agent);
+#    nftables (nft: NAT inside the routers' namespaces, nefos.agents.l3_agent);
 #  * makes /dev/kvm access consistent (0666) BEFORE libvirtd starts: when root can
 #    open it but the qemu user cannot, libvirt re-probes QEMU on every domain start
 #    (~44 s each, see shared/notes/hypervisor-on-these-machines.md);

@@ -30,7 +30,7 @@ import collections
 
 import pytest
 
-from nefos.allinone import free_port
+from nefos.cmd.allinone import free_port
 
 LIBVIRT_HOST = (
     "tests/libvirt/", "tests/multihost/", "tests/pipeline/test_readme.py",

@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from nefos.allinone import free_port
+from nefos.cmd.allinone import free_port
 
 PG_BIN = sorted(Path("/usr/lib/postgresql").glob("*/bin"))[-1] if Path("/usr/lib/postgresql").exists() else None
 START_TIMEOUT = 60.0

@@ -15,7 +15,7 @@ class StoreImages:
         self.root = Path(root)
 
     async def download_verified(self, ctx, image_id: str, target: Path) -> dict:
-        from nefos.image.store import ImageStore
+        from nefos.control.image.store import ImageStore
         source = ImageStore(self.root).path(image_id)
         if not source.is_file():
             raise exceptions.ImageNotFound(image_id=image_id)

@@ -12,7 +12,7 @@ from tests.test_status_command import boot_as_demo
 
 
 def _events(state, *args: str) -> list[str]:
-    command = [sys.executable, "-m", "nefos.cli", "events", "--state-dir", str(state), *args]
+    command = [sys.executable, "-m", "nefos.cmd.cli", "events", "--state-dir", str(state), *args]
     return command
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from nefos import fileperms
-from nefos.image.store import ImageStore
-from nefos.virt.libvirt.imagebackend import ImageCache
+from nefos.control.image.store import ImageStore
+from nefos.host.virt.libvirt.imagebackend import ImageCache
 from tests.isolation.helpers import login, start_nefos, stop_nefos
 from tests.store_images import StoreImages
 

@@ -133,7 +133,7 @@ def _loops(graph: dict[str, dict[str, int]]) -> list[list[str]]:
 
 def test_the_walk_sees_imports_made_at_the_top_and_inside_functions():
     graph = _imports()
-    assert "nefos.scheduler.rpcapi" in graph["nefos.conductor.manager"]
+    assert "nefos.clients.scheduler" in graph["nefos.control.conductor.manager"]
     assert "nefos.bus.local" in graph["nefos.bus"]  # imported inside create_bus
     assert _loops({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}}) == [["a", "b", "c"]]
 

@@ -15,7 +15,7 @@ from tests.pipeline.test_up_command import _env, start_up
 
 
 def _status(state, env=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "nefos.cli", "status", "--state-dir", str(state)],
+    return subprocess.run([sys.executable, "-m", "nefos.cmd.cli", "status", "--state-dir", str(state)],
                           capture_output=True, text=True, timeout=120, env=env or _env() | {"COLUMNS": "200"})
 
 

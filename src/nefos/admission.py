@@ -3,7 +3,7 @@ connections one listener holds open from each client address and in all, and the
 still lingering toward their close.
 
 Every API listener (``nefos.http_server``) and each network's metadata proxy
-(``nefos.network.agents.metadata_proxy``, host-side: this module imports no database and no
+(``nefos.agents.metadata_proxy``, host-side: this module imports no database and no
 service) count their connections here. A connection is admitted while its address holds fewer than
 ``maxconn_per_source`` (else ``429 Too Many Requests``) and the listener fewer than ``maxconn``
 (else ``503 Service Unavailable``); each refusal is logged once, until the address holds none again

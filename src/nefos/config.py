@@ -170,7 +170,7 @@ class Config(BaseModel):
     notify_nova_on_port_data_changes: bool = True  # network-changed (fixed IPs, MAC) / network-vif-deleted
     send_events_interval: float = 2.0  # at most one batch per interval (the first at once); 0: no batching
 
-    # libvirt driver (compute_driver = "libvirt"; nefos.virt.libvirt).
+    # libvirt driver (compute_driver = "libvirt"; nefos.host.virt.libvirt).
     virt_type: str = "auto"  # qemu (TCG), kvm, or auto: kvm only when a KVM guest really boots here
     connection_uri: str = "qemu:///system"
     instances_path: str = ""  # guests' disks and console logs; default: <state_dir>/instances
@@ -239,7 +239,7 @@ class Config(BaseModel):
     # False: none is answered, and only a password given in the request reaches the guest.
     enable_instance_password: bool = True
 
-    # The web console (nefos.dashboard; Horizon's place): part of `nefos up` when dashboard_enabled,
+    # The web console (nefos.control.dashboard; Horizon's place): part of `nefos up` when dashboard_enabled,
     # `nefos dashboard` alone. It binds dashboard_host (empty: bind_host) on dashboard_port and signs
     # users in with the identity service; a session lasts as long as its token.
     dashboard_enabled: bool = True

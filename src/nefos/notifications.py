@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nefos.objects import states
+from nefos.model import states
 
 
 def instance_payload(instance: dict) -> dict:

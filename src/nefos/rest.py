@@ -22,8 +22,8 @@ from starlette.responses import JSONResponse, Response
 from nefos import exceptions, logs, metrics, policy
 from nefos.context import DEFAULT_USER_ID, RequestContext, current_context, is_request_id, new_request_id
 from nefos.db.retry import transient_error
-from nefos.identity import catalog
-from nefos.identity.tokens import validate_token
+from nefos.clients.identity import catalog
+from nefos.clients.identity.tokens import validate_token
 from nefos.openapi import documented
 
 LOG = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from nefos.api.app import create_app
+from nefos.control.compute.rest.app import create_app
 from nefos.config import Config, load_config
 
 from tests.noauth import ADMIN  # noqa: E402  (the default clients send it)
@@ -27,7 +27,7 @@ def version(v: str, headers: dict | None = None) -> dict:
 async def rt(tmp_path):
     overrides = {"auth_strategy": "noauth"} if "auth_strategy" in Config.model_fields else {}
     runtime = await open_runtime(load_config(state_dir=tmp_path, **overrides))
-    from nefos.compute.flavors import ensure_default_flavors
+    from nefos.control.compute.flavors import ensure_default_flavors
     await ensure_default_flavors(runtime.db)
     yield runtime
     await runtime.close()

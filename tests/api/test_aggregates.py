@@ -7,7 +7,7 @@ import uuid
 import pytest
 from sqlalchemy import insert
 
-from nefos.compute.services import COMPUTE_BINARY
+from nefos.control.compute.services import COMPUTE_BINARY
 from nefos.db.models import ComputeNode, Instance
 from nefos.service import Service
 from tests.api.conftest import member, version

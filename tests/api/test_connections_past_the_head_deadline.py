@@ -18,7 +18,7 @@ import pytest
 import pytest_asyncio
 from websockets.asyncio.client import connect
 
-from nefos.allinone import free_port
+from nefos.cmd.allinone import free_port
 from nefos.config import Config
 from tests.api.test_request_line_limit import port_of
 from tests.noauth import ADMIN
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 SHIPPED = Config()
 PAST_THE_DEADLINE = SHIPPED.http_request_timeout + 1
-KEEP_ALIVE = 75  # uvicorn's timeout_keep_alive as nefos.allinone sets it
+KEEP_ALIVE = 75  # uvicorn's timeout_keep_alive as nefos.cmd.allinone sets it
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

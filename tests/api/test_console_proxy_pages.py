@@ -7,7 +7,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from nefos.console.proxy import NoVNCProxy
+from nefos.control.console.proxy import NoVNCProxy
 
 MISSING = ("/core/rfb.js", "/app/ui.js", "/no/such/file.html", "/../../etc/passwd", "/%2e%2e/%2e%2e/etc/passwd")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import jsonschema
 
-from nefos.api import response_schemas as responses
+from nefos.control.compute.rest import response_schemas as responses
 from tests.api.conftest import client, member  # noqa: F401 (fixtures)
 
 

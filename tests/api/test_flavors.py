@@ -12,7 +12,7 @@ async def _create(client, headers=ADMIN, **flavor):
 
 
 async def test_default_flavors_listed(client, rt):
-    from nefos.compute.flavors import ensure_default_flavors
+    from nefos.control.compute.flavors import ensure_default_flavors
     await ensure_default_flavors(rt.db)  # idempotent
     r = await client.get("/v2.1/flavors")
     body = assert_schema("flavors.list_flavors", r)
@@ -140,7 +140,7 @@ async def test_extra_specs(client, rt):
     assert r.status_code == 404
     assert r.json()["itemNotFound"]["message"] == "Flavor 1 has no extra specs with key hw:cpu_policy."
     assert (await client.delete("/v2.1/flavors/1/os-extra_specs/hw:cpu_policy")).status_code == 404
-    from nefos.compute.flavors import get_by_flavor_id
+    from nefos.control.compute.flavors import get_by_flavor_id
     flavor = await get_by_flavor_id(rt.db, "1")
     assert flavor["extra_specs"] == {"quota:cpu_shares": "1024"}
     assert {k: flavor[k] for k in ("flavorid", "name", "memory_mb", "vcpus", "root_gb", "ephemeral_gb", "swap",
@@ -152,7 +152,7 @@ async def test_extra_specs(client, rt):
 
 async def test_get_by_flavor_id_respects_visibility(client, rt):
     from nefos import exceptions
-    from nefos.compute.flavors import get_by_flavor_id
+    from nefos.control.compute.flavors import get_by_flavor_id
     from nefos.context import RequestContext
     await _create(client, name="hidden", id="h1", **{"os-flavor-access:is_public": False})
     assert (await get_by_flavor_id(rt.db, "h1"))["is_public"] is False

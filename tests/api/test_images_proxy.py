@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from nefos.context import RequestContext
-from nefos.image import images
+from nefos.control.image import images
 from tests.api.conftest import PROJECT, USER, member, version
 from tests.schemas import assert_schema
 

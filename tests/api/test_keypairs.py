@@ -67,7 +67,7 @@ async def test_import_and_views_v22(client, rt):
     r = await client.delete("/v2.1/os-keypairs/imp", headers=h)
     assert_schema("keypairs.delete_keypair", r)
     assert r.status_code == 204
-    from nefos.compute.keypairs import get_keypair
+    from nefos.control.compute.keypairs import get_keypair
     assert (await get_keypair(rt.db, USER, "cert"))["type"] == "x509"
 
 

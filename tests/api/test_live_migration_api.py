@@ -18,8 +18,8 @@ LIVE_21 = {"os-migrateLive": {"host": None, "block_migration": False, "disk_over
 
 @pytest.fixture
 async def app(rt):
-    from nefos.api.app import create_app
-    from nefos.compute.api import ComputeAPI
+    from nefos.control.compute.rest.app import create_app
+    from nefos.control.compute.api import ComputeAPI
     return create_app(rt, compute_api=ComputeAPI(rt, None, None))
 
 

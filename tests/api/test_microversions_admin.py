@@ -9,7 +9,7 @@ import copy
 
 import pytest
 
-from nefos.api.microversion import MAX, APIVersion
+from nefos.control.compute.rest.microversion import MAX, APIVersion
 from tests.api.conftest import member, version
 from tests.api.test_services_hypervisors import hosts  # noqa: F401 (fixture)
 from tests.schemas import assert_schema, resolve
@@ -193,7 +193,7 @@ async def test_server_group_policy_and_rules_v264(client):
 def test_max_server_per_host_in_the_scheduler_filter():
     from types import SimpleNamespace
 
-    from nefos.scheduler.filters import server_group_filter
+    from nefos.control.scheduler.filters import server_group_filter
     host = SimpleNamespace(host="h1")
     group = {"policy": "anti-affinity", "hosts": ["h1"], "rules": {}}
     assert not server_group_filter(host, {"instance_group": group})

@@ -5,7 +5,7 @@ removed) change APIs Nefos does not have."""
 
 from __future__ import annotations
 
-from nefos.api import microversion
+from nefos.control.compute.rest import microversion
 from tests.api.test_microversions_past_275 import cloud  # noqa: F401  (the fixture: two fake hosts, a network)
 from tests.api.test_microversions_past_289 import _active, _update
 from tests.api.test_microversions_servers import _h, _show

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from nefos.api import microversion
+from nefos.control.compute.rest import microversion
 from tests.api.test_microversions_servers import _boot, _h, _show
 from tests.pipeline.conftest import member, start_cloud, stop_cloud
 from tests.schemas import assert_schema, resolve

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 
-from nefos.api import microversion
+from nefos.control.compute.rest import microversion
 from tests.api.conftest import member as api_member, version
 from tests.api.test_keypairs import _md5_fingerprint, _ssh_public_key
 from tests.api.test_microversions_past_275 import cloud  # noqa: F401  (the fixture: two fake hosts, a network)
@@ -24,7 +24,7 @@ async def _active(cloud, mv: str, headers=None, **server) -> str:
 
 async def _image(cloud, **properties) -> str:
     from nefos.context import admin_context
-    from nefos.image import images
+    from nefos.control.image import images
     row = await images.create(cloud.rt, admin_context(), {"name": "props", "disk_format": "raw",
                                                           "container_format": "bare", "visibility": "public",
                                                           **properties})
@@ -203,7 +203,7 @@ async def test_image_properties(cloud):
 
 
 def test_image_properties_in_system_metadata():
-    from nefos.compute import image_properties
+    from nefos.control.compute import image_properties
     image = {"properties": {"os_distro": "x", "hw_cpu_cores": 2, "img_mappings": "[...]", "long": "é" * 200,
                             "os_require_quiesce": True},
              "min_ram": 0, "min_disk": 1, "disk_format": "raw", "container_format": "bare"}

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import pytest_asyncio
 
-from nefos.objects import instance as instance_obj, states
+from nefos.objects import instance as instance_obj
+from nefos.model import states
 from tests.pipeline.conftest import start_cloud, stop_cloud
 
 PROJECT = "a" * 32

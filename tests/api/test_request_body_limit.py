@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import httpx
 
-from nefos.api.app import create_app
+from nefos.control.compute.rest.app import create_app
 from tests.noauth import ADMIN
 
 

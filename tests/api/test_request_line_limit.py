@@ -14,7 +14,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from nefos.allinone import free_port
+from nefos.cmd.allinone import free_port
 from nefos.http_server import MAX_REQUEST_LINE
 from tests.noauth import ADMIN
 from tests.pipeline.conftest import start_cloud, stop_cloud

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import jsonschema
 
-from nefos.api import response_schemas as responses
+from nefos.control.compute.rest import response_schemas as responses
 from tests.api.conftest import version
 from tests.pipeline.conftest import ADMIN, cloud, member  # noqa: F401 (the cloud fixture)
 
@@ -77,8 +77,8 @@ async def test_a_driver_without_diagnostics_is_501(cloud):
 def test_libvirt_figures_from_a_domain():
     """The libvirt driver's two forms from a domain's statistics (a stand-in domain here; a real
     guest's are checked in tests/libvirt/test_guest_lifecycle.py)."""
-    from nefos.objects import states
-    from nefos.virt.libvirt import diagnostics as lv
+    from nefos.model import states
+    from nefos.host.virt.libvirt import diagnostics as lv
 
     class Domain:
         def vcpus(self):

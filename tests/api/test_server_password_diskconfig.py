@@ -3,7 +3,7 @@ OS-DCF:diskConfig on create, update, rebuild and resize."""
 
 from __future__ import annotations
 
-from nefos.objects import server_password
+from nefos.model import server_password
 from tests.pipeline.conftest import ADMIN, cloud, member  # noqa: F401 (the cloud fixture)
 
 
@@ -37,7 +37,8 @@ async def test_metadata_service_takes_the_password_once(cloud):
     409 after, 400 past Nova's 1020 bytes; the owner reads it through the API."""
     import httpx
 
-    from nefos.metadata import app as md_app, identification
+    from nefos.control.metadata import app as md_app
+    from nefos.clients import metadata as identification
     sid, server = await _server(cloud)
     app = md_app.create_app(cloud.rt)
     headers = {"X-Instance-ID": sid, "X-Tenant-ID": server["tenant_id"],
@@ -89,7 +90,7 @@ def test_disk_config_rules():
     import pytest
 
     from nefos import exceptions
-    from nefos.compute import disk_config
+    from nefos.control.compute import disk_config
     assert disk_config.for_image({"properties": {}}, None) is False
     assert disk_config.for_image({"properties": {"auto_disk_config": "True"}}, None) is True
     assert disk_config.for_image({"properties": {"auto_disk_config": "True"}}, False) is False

@@ -14,8 +14,8 @@ import jsonschema
 import pytest
 from tempest.lib.common.jsonschema_validator import FORMAT_CHECKER, JSONSCHEMA_VALIDATOR
 
-from nefos.api import server_view
-from nefos.api.microversion import APIVersion
+from nefos.control.compute.rest import server_view
+from nefos.control.compute.rest.microversion import APIVersion
 from nefos.context import RequestContext
 from tests.schemas import resolve
 

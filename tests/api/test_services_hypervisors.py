@@ -8,7 +8,7 @@ import uuid
 import pytest
 from sqlalchemy import update
 
-from nefos.compute.services import is_up
+from nefos.control.compute.services import is_up
 from nefos.db.models import ComputeNode, Instance, Service as ServiceRow, utcnow
 from nefos.service import Service
 from tests.api.conftest import member, version

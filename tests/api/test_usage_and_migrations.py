@@ -247,8 +247,8 @@ async def _migration(rt, instance_uuid: str, *, status: str = "finished", kind: 
 @pytest.fixture
 async def app(rt):
     """The app with a Compute API (the server migrations routes look the server up)."""
-    from nefos.api.app import create_app
-    from nefos.compute.api import ComputeAPI
+    from nefos.control.compute.rest.app import create_app
+    from nefos.control.compute.api import ComputeAPI
     return create_app(rt, compute_api=ComputeAPI(rt, None, None))
 
 

@@ -183,15 +183,15 @@ def test_a_declaration_cannot_be_newer_than_its_interface():
 # Every served endpoint declares its interface ------------------------------------------------
 
 def _served_endpoints():
-    from nefos.compute.host.manager import ComputeManager
-    from nefos.conductor.manager import ConductorManager
-    from nefos.network.agent_rpc import AgentStateCallbacks, L2AgentCallbacks, MetadataCallbacks
-    from nefos.network.agents.rpc import DhcpAgentEndpoint, L2AgentEndpoint, L3AgentEndpoint
-    from nefos.network.dhcp_rpc import DhcpCallbacks
-    from nefos.network.l3_rpc import L3PluginEndpoint
-    from nefos.network.manager import NetworkManager
-    from nefos.network.securitygroups_rpc import SecurityGroupCallbacks
-    from nefos.scheduler.manager import SchedulerManager
+    from nefos.host.compute.manager import ComputeManager
+    from nefos.control.conductor.manager import ConductorManager
+    from nefos.control.network.agent_rpc import AgentStateCallbacks, L2AgentCallbacks, MetadataCallbacks
+    from nefos.clients.network_agents import DhcpAgentEndpoint, L2AgentEndpoint, L3AgentEndpoint
+    from nefos.control.network.dhcp_rpc import DhcpCallbacks
+    from nefos.control.network.l3_rpc import L3PluginEndpoint
+    from nefos.control.network.manager import NetworkManager
+    from nefos.control.network.securitygroups_rpc import SecurityGroupCallbacks
+    from nefos.control.scheduler.manager import SchedulerManager
     return {ComputeManager: "compute", ConductorManager: "conductor", SchedulerManager: "scheduler",
             NetworkManager: "network", L2AgentCallbacks: "q-plugin", SecurityGroupCallbacks: "q-securitygroup-plugin",
             DhcpCallbacks: "q-dhcp-plugin", MetadataCallbacks: "q-metadata", AgentStateCallbacks: "q-reports-plugin",
@@ -320,8 +320,8 @@ async def test_a_service_row_reports_the_version_it_serves(db):
 async def test_a_process_s_clients_send_within_its_upgrade_levels(tmp_path, level, expected):
     """The Runtime hands [upgrade_levels] to every client of its bus (``auto``: from the services
     rows of the same database; here one compute host of 0.9.0, whose row has no version)."""
-    from nefos.compute.rpcapi import ComputeRPCAPI
-    from nefos.conductor.rpcapi import ConductorAPI
+    from nefos.clients.compute import ComputeRPCAPI
+    from nefos.clients.conductor import ConductorAPI
     from nefos.service import Runtime
     cfg = load_config(state_dir=tmp_path, **({"upgrade_levels": {"compute": level}} if level else {}))
     rt = await Runtime.open(cfg, migrate=True)

@@ -79,7 +79,7 @@ async def crash_compute(cloud: CloudHarness, host: str):
 
 async def start_compute(cloud: CloudHarness, old):
     """Start a new compute process for ``old``'s host with the SAME driver (the guests survive)."""
-    from nefos.compute.host.service import ComputeComponent
+    from nefos.host.compute.service import ComputeComponent
     new = ComputeComponent(cloud.rt, old.host, driver=old.driver)
     await new.start()
     for lst in (cloud.cloud.components, cloud.cloud._started):

@@ -13,8 +13,8 @@ import subprocess
 import pytest
 
 from nefos import exceptions
-from nefos.image.store import ImageStore
-from nefos.virt.libvirt.imagebackend import GiB, ImageCache
+from nefos.control.image.store import ImageStore
+from nefos.host.virt.libvirt.imagebackend import GiB, ImageCache
 from tests import crafted_images
 from tests.store_images import StoreImages
 

@@ -9,9 +9,9 @@ import datetime as dt
 
 from sqlalchemy import update
 
-from nefos.compute.host import deadlines
+from nefos.host.compute import deadlines
 from nefos.db.models import Instance, utcnow
-from nefos.objects import states
+from nefos.model import states
 from tests.compute.conftest import boot_active, eventually
 from tests.pipeline.conftest import start_cloud, stop_cloud
 

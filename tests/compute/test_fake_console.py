@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from nefos.virt.fake_console import HEIGHT, WIDTH, RFBServer
+from nefos.host.virt.fake_console import HEIGHT, WIDTH, RFBServer
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import struct
 
 import pytest
 
-from nefos.virt.fake_console import SPICE_COMMON_CAPS, SPICE_TICKET_PUBKEY_BYTES, SpiceServer
+from nefos.host.virt.fake_console import SPICE_COMMON_CAPS, SPICE_TICKET_PUBKEY_BYTES, SpiceServer
 
 
 @pytest.fixture

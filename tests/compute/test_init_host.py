@@ -7,8 +7,9 @@ import uuid as uuidlib
 
 import pytest
 
-from nefos.objects import actions, allocations, states
-from nefos.virt.fake import FakeGuest
+from nefos.objects import actions, allocations
+from nefos.model import states
+from nefos.host.virt.fake import FakeGuest
 from tests.compute.conftest import (boot_active, crash_compute, db_instance, set_instance, start_compute)
 from tests.pipeline.conftest import start_cloud, stop_cloud
 
@@ -195,7 +196,7 @@ async def test_a_request_sent_while_the_host_recovers_waits_for_it(cloud):
     once it is done, not refused and left to the lost-request pass (rpc_response_timeout, the
     shipped 60 s, later)."""
     import asyncio
-    from nefos.compute.host.service import ComputeComponent
+    from nefos.host.compute.service import ComputeComponent
     (server_id,) = await boot_active(cloud)
     old = await crash_compute(cloud, "host-1")
     new = ComputeComponent(cloud.rt, old.host, driver=old.driver)
@@ -328,7 +329,7 @@ async def test_a_host_whose_identity_call_is_lost_at_start_asks_again(tmp_path, 
     (who this host is) loses its connection, and so its answer. The host asks again once the bus is
     back and starts, rather than failing its start (the process exiting with status 1)."""
     from nefos import exceptions
-    from nefos.conductor.rpcapi import ConductorAPI
+    from nefos.clients.conductor import ConductorAPI
     real = ConductorAPI.compute_node_identity
     lost = []
 

@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy import select
 
 from nefos.db.models import InstanceAction, InstanceActionEvent
-from nefos.objects import states
+from nefos.model import states
 from tests.backends import fresh_database
 from tests.compute.conftest import eventually
 from tests.pipeline.conftest import start_cloud, stop_cloud

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from nefos.context import RequestContext
-from nefos.image import images
+from nefos.control.image import images
 from tests.pipeline.conftest import member
 
 OWNER = "a" * 32

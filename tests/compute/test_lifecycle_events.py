@@ -8,8 +8,8 @@ import uuid as uuidlib
 
 import pytest
 
-from nefos.objects import states
-from nefos.virt import event as virtevent
+from nefos.model import states
+from nefos.host.virt import event as virtevent
 from tests.compute.conftest import (FAST, action_names, boot_active, compute_component, db_instance,
                                     eventually, lifecycle_idle)
 from tests.pipeline.conftest import start_cloud, stop_cloud
@@ -75,7 +75,7 @@ async def test_reboot_produces_no_spurious_shutoff(tmp_path, monkeypatch):
     """A Stopped that a Started may follow is held and dropped when the Started comes: during a
     hard reboot of Nefos's own, and when the hypervisor says the guest may start again (libvirt:
     a migration, a snapshot restore). Any other Stopped is acted on at once."""
-    from nefos.compute.host import lifecycle, power_sync
+    from nefos.host.compute import lifecycle, power_sync
     handled: list[str] = []
     original = power_sync.sync_instance_power_state
 

@@ -8,11 +8,11 @@ import uuid
 import pytest
 from sqlalchemy import select
 
-from nefos.compute.host import node_identity
-from nefos.compute.host.node_identity import ComputeIdentityMismatch
-from nefos.conductor.rpcapi import ConductorAPI
+from nefos.host.compute import node_identity
+from nefos.host.compute.node_identity import ComputeIdentityMismatch
+from nefos.clients.conductor import ConductorAPI
 from nefos.db.models import ComputeNode
-from nefos.virt.fake import FakeDriver
+from nefos.host.virt.fake import FakeDriver
 from tests.compute.conftest import boot_active, crash_compute, start_compute
 
 

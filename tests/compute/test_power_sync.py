@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nefos.objects import states
+from nefos.model import states
 from tests.compute.conftest import action_names, boot_active, compute_component, db_instance, set_instance
 from tests.pipeline.conftest import start_cloud, stop_cloud
 
@@ -131,7 +131,7 @@ async def test_f_stopped_and_down_is_left(quiet, power_state):
 
 
 async def test_a_pass_is_bounded_and_covers_every_instance(tmp_path, monkeypatch):
-    from nefos.compute.host import power_sync
+    from nefos.host.compute import power_sync
     running, most = set(), set()
     synced = power_sync.sync_instance_power_state
 
@@ -161,7 +161,7 @@ async def test_a_pass_is_bounded_and_covers_every_instance(tmp_path, monkeypatch
 async def test_a_concurrent_operation_wins_over_the_sync(quiet):
     """The sync's writes are compare-and-swaps on task_state None: an API action started after
     the sync read the instance makes the sync back off."""
-    from nefos.compute.host import power_sync
+    from nefos.host.compute import power_sync
     (server_id,) = await boot_active(quiet)
     manager = compute_component(quiet, "host-1").manager
     instance = await db_instance(quiet, server_id)

@@ -5,7 +5,7 @@ gets the same writes one call each, in the same order, and nothing is lost."""
 from __future__ import annotations
 
 from nefos.bus.versioning import UnsupportedVersion
-from nefos.compute.host.progress import InstanceProgress
+from nefos.host.compute.progress import InstanceProgress
 
 
 class FakeConductor:

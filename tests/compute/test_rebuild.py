@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from nefos.objects import states
+from nefos.model import states
 from tests.compute.conftest import boot_active
 from tests.events.conftest import action_events
 
 
 async def _second_image(cloud) -> str:
     from nefos.context import admin_context
-    from nefos.image import images
+    from nefos.control.image import images
     default = await cloud.default_image()
     row = await images.create(cloud.rt, admin_context(), {"name": "other", "disk_format": "raw",
                                                           "container_format": "bare", "visibility": "public"})

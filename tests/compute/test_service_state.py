@@ -123,8 +123,8 @@ async def test_restart_reports_the_connection_state(cloud):
 
 async def test_first_start_with_the_hypervisor_down_disables(tmp_path):
     """No service row exists while init_host runs on a fresh host: the state is applied once it does."""
-    from nefos.compute.host.service import ComputeComponent
-    from nefos.virt.fake import FakeDriver
+    from nefos.host.compute.service import ComputeComponent
+    from nefos.host.virt.fake import FakeDriver
     from tests.pipeline.conftest import start_cloud, stop_cloud
     harness = await start_cloud(tmp_path, fake_hosts=1, lifecycle_stopped_delay=0,
                                 sync_power_state_interval=-1)

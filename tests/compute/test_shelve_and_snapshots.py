@@ -7,7 +7,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from nefos.objects import states
+from nefos.model import states
 from tests.compute.conftest import FAST, boot_active, eventually
 from tests.noauth import ADMIN
 from tests.pipeline.conftest import start_cloud, stop_cloud

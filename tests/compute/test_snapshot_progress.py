@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from nefos.image import images
+from nefos.control.image import images
 from nefos.context import admin_context
 from tests.compute.conftest import FAST, boot_active, compute_component
 from tests.pipeline.conftest import ADMIN, start_cloud, stop_cloud

@@ -11,7 +11,7 @@ import time
 
 import httpx
 
-from nefos.identity.bootstrap import bootstrap
+from nefos.control.identity.bootstrap import bootstrap
 from tests.pipeline.conftest import start_cloud
 
 

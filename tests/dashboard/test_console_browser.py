@@ -17,7 +17,7 @@ import pytest
 from playwright.async_api import async_playwright, expect
 
 from nefos.config import Config
-from nefos.identity.bootstrap import bootstrap
+from nefos.control.identity.bootstrap import bootstrap
 from tests.dashboard.console import stream_once_there_is_room
 from tests.pipeline.conftest import start_cloud, stop_cloud
 

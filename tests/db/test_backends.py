@@ -22,7 +22,8 @@ from nefos.db.models import Instance, QuotaUsage
 from nefos.db.retry import retrying
 from nefos.db.session import Database, after_commit, insert_ignoring_duplicate, savepoint
 from nefos.objects import instance as instance_obj
-from nefos.objects import quotas, states
+from nefos.objects import quotas
+from nefos.model import states
 from tests.backends import BACKENDS, fresh_database, migrated
 
 @pytest.fixture(scope="session")
@@ -617,7 +618,7 @@ async def test_a_host_step_the_database_chose_as_a_deadlock_victim_runs_again(db
     runs again (the evacuation does not fail with "the database is too busy"), and once."""
     from types import SimpleNamespace
 
-    from nefos.conductor.migration_surface import MigrationSurface
+    from nefos.control.conductor.migration_surface import MigrationSurface
     from nefos.db.retry import is_contention
     from nefos.objects import migrations as migrations_obj
 

@@ -15,10 +15,11 @@ import pytest
 from sqlalchemy import insert, select, update
 
 from nefos import exceptions
-from nefos.api.event_hub import EventHub
+from nefos.control.compute.rest.event_hub import EventHub
 from nefos.context import RequestContext
 from nefos.db.models import StreamEvent, utcnow
-from nefos.objects import actions, event_log, instance as instance_obj, states
+from nefos.objects import actions, event_log, instance as instance_obj
+from nefos.model import states
 from tests.backends import BACKENDS, fresh_database, migrated
 from tests.db.test_backends import make_instance
 

@@ -23,8 +23,8 @@ from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
 from nefos import exceptions, rest
-from nefos.allinone import free_port
-from nefos.api.app import create_app, nova_error_body
+from nefos.cmd.allinone import free_port
+from nefos.control.compute.rest.app import create_app, nova_error_body
 from nefos.bus.base import Endpoint
 from nefos.bus.local import LocalBus
 from nefos.bus.versioning import RPCInterface
@@ -188,7 +188,7 @@ async def _compute_api(server, tmp_path):
     cfg = load_config(state_dir=tmp_path, database_url=server.database_url, auth_strategy="noauth")
     runtime = await Runtime.open(cfg, migrate=True)
     try:
-        from nefos.compute.flavors import ensure_default_flavors
+        from nefos.control.compute.flavors import ensure_default_flavors
         await ensure_default_flavors(runtime.db)
         # The transport raises what the app lets out after answering: a 503 must be an answer
         # of the app's own, not a crash that the server turned into a response.

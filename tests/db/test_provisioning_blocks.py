@@ -9,8 +9,8 @@ import types
 
 from nefos.config import Config
 from nefos.context import admin_context
-from nefos.network import provisioning
-from nefos.network.manager import NetworkManager
+from nefos.control.network import provisioning
+from nefos.control.network.manager import NetworkManager
 from tests.db.test_backends import db, db_url, mysql_url, postgresql_url, sqlite_url  # noqa: F401  (fixtures)
 
 HOST = "prov-host"

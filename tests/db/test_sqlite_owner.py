@@ -15,7 +15,7 @@ import uuid
 
 from sqlalchemy import select
 
-from nefos.allinone import free_port
+from nefos.cmd.allinone import free_port
 from nefos.config import load_config
 from nefos.db import sqlite_owner
 from nefos.db.models import Service
@@ -33,7 +33,7 @@ def _env() -> dict:
 
 
 def _nefos(*argv: str, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "nefos.cli", *argv], env=env, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "nefos.cmd.cli", *argv], env=env, capture_output=True, text=True,
                           timeout=120)
 
 
@@ -41,7 +41,7 @@ def test_a_second_process_on_the_same_sqlite_state_is_refused(tmp_path):
     state = tmp_path / "state"
     log = tmp_path / "up.log"
     with open(log, "w") as out:
-        first = subprocess.Popen([sys.executable, "-m", "nefos.cli", "up", "--fake-hosts", "1",
+        first = subprocess.Popen([sys.executable, "-m", "nefos.cmd.cli", "up", "--fake-hosts", "1",
                                   "--state-dir", str(state)], env=_env(), stdout=out, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 120

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import select
 
 from nefos.db.models import InstanceAction, InstanceActionEvent
-from nefos.event_tail import read_stream
+from nefos.cmd.event_tail import read_stream
 from tests.eventually import eventually  # noqa: F401  (this package's tests import it from here)
 from tests.pipeline.conftest import ADMIN, CloudHarness, start_cloud, stop_cloud
 

@@ -18,15 +18,15 @@ from nefos.logs import TEXT_FORMAT, RequestContextFilter
 from tests.events.conftest import boot, port_of
 
 HOPS = [  # (logger, what its line says), in the order they happen
-    ("nefos.network.fake_agent", "plugged: reporting it"),
-    ("nefos.network.agent_rpc", "details requested by agent"),
-    ("nefos.network.agent_rpc", "reported up by agent"),
-    ("nefos.network.notifier", "event network-vif-plugged for server"),  # in the ACTIVE transaction
-    ("nefos.network.provisioning", "-> ACTIVE"),  # once it committed
-    ("nefos.network.notifier", "sending events"),
-    ("nefos.compute.external_events", "creating event network-vif-plugged"),
-    ("nefos.compute.host.instance_events", "the waiting operation is unblocked"),
-    ("nefos.network.notifier", "Nova event response"),
+    ("nefos.agents.fake_agent", "plugged: reporting it"),
+    ("nefos.control.network.agent_rpc", "details requested by agent"),
+    ("nefos.control.network.agent_rpc", "reported up by agent"),
+    ("nefos.control.network.notifier", "event network-vif-plugged for server"),  # in the ACTIVE transaction
+    ("nefos.control.network.provisioning", "-> ACTIVE"),  # once it committed
+    ("nefos.control.network.notifier", "sending events"),
+    ("nefos.control.compute.external_events", "creating event network-vif-plugged"),
+    ("nefos.host.compute.instance_events", "the waiting operation is unblocked"),
+    ("nefos.control.network.notifier", "Nova event response"),
 ]
 
 
@@ -39,7 +39,7 @@ async def test_one_request_id_from_the_agent_to_the_compute(cloud, caplog):
     port = await port_of(cloud, server_id)
     assert port["status"] == "ACTIVE"
 
-    (first,) = [r for r in caplog.records if r.name == "nefos.network.fake_agent"
+    (first,) = [r for r in caplog.records if r.name == "nefos.agents.fake_agent"
                 and f"{port['id']} plugged" in r.getMessage()]
     trail_id = first.request_id
     assert trail_id.startswith("req-")
@@ -54,13 +54,13 @@ async def test_one_request_id_from_the_agent_to_the_compute(cloud, caplog):
     # The hops happen in this order (the notifier's response line comes after the compute's
     # wake-up: the Compute API answers once it cast the event). The "-> ACTIVE" line is written
     # once the commit returned, which may be after the notifier (woken by the commit) sent.
-    chain = [i for (logger, _t), i in zip(HOPS, found) if logger != "nefos.network.provisioning"]
+    chain = [i for (logger, _t), i in zip(HOPS, found) if logger != "nefos.control.network.provisioning"]
     assert chain[:7] == sorted(chain[:7]), "\n".join(line for _n, line in grep)
     assert found[4] > found[3], "\n".join(line for _n, line in grep)
     # Where the API and the compute host log it, it is the global request id: their own differs.
-    api = next(line for name, line in grep if name == "nefos.compute.external_events")
+    api = next(line for name, line in grep if name == "nefos.control.compute.external_events")
     assert f"[{trail_id} req-" in api and f"[{trail_id} {trail_id} " not in api
     # The server is in the lines of the hops that name it, and nothing else of the boot is
     # mixed in under this id (the API's boot request has its own).
     assert sum(server_id in line for _n, line in grep) >= 4
-    assert not any("nefos.api" in name for name, _l in grep)
+    assert not any("nefos.control.compute.rest" in name for name, _l in grep)

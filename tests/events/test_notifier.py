@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import httpx
 import pytest
-from nefos.network.notifier import ComputeEventsClient, Notifier, pending_events, port_events
+from nefos.control.network.notifier import ComputeEventsClient, Notifier, pending_events, port_events
 from tests.events.conftest import QUICK, boot, eventually, network_net, notifier
 from tests.pipeline.conftest import start_cloud, stop_cloud
 
@@ -286,7 +286,7 @@ async def test_notifier_posts_as_the_service_user_with_keystone(tmp_path):
     """With auth_strategy keystone the notifier gets a token for ``nefos`` in ``service`` and posts with it."""
     cloud = await start_cloud(tmp_path, fake_hosts=1, **QUICK)
     try:
-        from nefos.identity.bootstrap import bootstrap
+        from nefos.control.identity.bootstrap import bootstrap
         await bootstrap(cloud.rt)  # passwords.yaml: where the notifier finds the service password
         await network_net(cloud)
         cloud.rt.cfg.auth_strategy = "keystone"
@@ -302,7 +302,7 @@ async def test_notifier_posts_as_the_service_user_with_keystone(tmp_path):
 
 
 async def _admin_token(cloud) -> str:
-    from nefos.identity.bootstrap import _load_passwords
+    from nefos.control.identity.bootstrap import _load_passwords
     password = _load_passwords(cloud.rt.cfg)["admin"]
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{cloud.rt.cfg.identity_api_port}") as c:
         r = await c.post("/v3/auth/tokens", json={"auth": {"identity": {"methods": ["password"], "password": {

@@ -14,7 +14,7 @@ import uuid
 import httpx
 import pytest
 
-from nefos.identity.bootstrap import bootstrap
+from nefos.control.identity.bootstrap import bootstrap
 from tests.events.conftest import eventually, listen
 from tests.pipeline.conftest import start_cloud, stop_cloud
 
@@ -194,8 +194,8 @@ async def test_nefos_events_signs_in_again_when_its_token_expires_and_misses_not
 
     from rich.console import Console
 
-    from nefos.event_tail import tail
-    from nefos.identity.bootstrap import write_clouds_yaml
+    from nefos.cmd.event_tail import tail
+    from nefos.control.identity.bootstrap import write_clouds_yaml
 
     cloud = await keystone_cloud(tmp_path, token_expiration=3)
     try:

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from nefos.config import Config
-from nefos.event_tail import read_stream
+from nefos.cmd.event_tail import read_stream
 from tests.isolation.helpers import Api, login, make_tenancy, start_nefos, stop_nefos
 
 SHIPPED = {name: Config.model_fields[name].default

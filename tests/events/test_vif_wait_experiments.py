@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from nefos.objects import states
+from nefos.model import states
 from tests.events.conftest import QUICK, action_events, agent, boot, eventually, port_of
 from tests.pipeline.conftest import start_cloud, stop_cloud
 

@@ -10,10 +10,11 @@ import pytest
 from sqlalchemy import select
 
 from nefos import exceptions
-from nefos.compute.host.instance_events import InstanceEvents
+from nefos.host.compute.instance_events import InstanceEvents
 from nefos.context import admin_context
 from nefos.db.models import InstanceFault
-from nefos.objects import instance as instance_obj, states
+from nefos.objects import instance as instance_obj
+from nefos.model import states
 from tests.events.conftest import QUICK, SERVICE, action_events, agent, boot, eventually, network_net, port_of
 from tests.pipeline.conftest import start_cloud, stop_cloud
 
@@ -148,7 +149,7 @@ async def test_a_failed_vif_plug_is_fatal(tmp_path):
 async def test_a_delete_during_the_wait_wins_at_once(tmp_path, monkeypatch):
     # No inbox re-read (and its deleted-instance check) within the test: only the delete's
     # wake-up of the waiter can end the wait in time.
-    from nefos.compute.host import instance_events
+    from nefos.host.compute import instance_events
     monkeypatch.setattr(instance_events, "INBOX_POLL", 60.0)
     cloud = await start_cloud(tmp_path, fake_hosts=1, vif_plugging_timeout=120, **QUICK)
     try:

@@ -11,7 +11,7 @@ import pytest
 from fastapi.routing import iter_route_contexts
 from openapi_spec_validator import validate
 
-from nefos.api import flavors, keypairs, microversion, servers
+from nefos.control.compute.rest import flavors, keypairs, microversion, servers
 from nefos.openapi import query_parameters, to_openapi_31
 from tests.noauth import ADMIN
 from tests.schema import open_runtime
@@ -19,11 +19,11 @@ from tests.schema import open_runtime
 
 @pytest.fixture
 async def apps(tmp_path):
-    from nefos.api.app import create_app as compute_app
+    from nefos.control.compute.rest.app import create_app as compute_app
     from nefos.config import load_config
-    from nefos.identity.rest import create_app as identity_app
-    from nefos.image.rest import create_app as image_app
-    from nefos.network.service import component as network_component
+    from nefos.control.identity.rest import create_app as identity_app
+    from nefos.control.image.rest import create_app as image_app
+    from nefos.control.network.service import component as network_component
     rt = await open_runtime(load_config(state_dir=tmp_path, auth_strategy="noauth"))
     network = network_component(rt)
     yield {"/v2.1/openapi.json": compute_app(rt, compute_api=None), "/v2.0/openapi.json": network.app,
@@ -67,7 +67,7 @@ def test_draft4_bounds_become_openapi_31_ones():
 
 
 async def test_image_responses_are_the_schemas_the_image_api_publishes(apps):
-    from nefos.image import schemas
+    from nefos.control.image import schemas
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=apps["/v2/openapi.json"]),
                                  base_url="http://nefos") as c:
         paths = (await c.get("/v2/openapi.json")).json()["paths"]
@@ -82,7 +82,7 @@ async def test_image_responses_are_the_schemas_the_image_api_publishes(apps):
 
 
 async def test_network_bodies_are_the_attributes_the_api_validates(apps):
-    from nefos.network import attributes
+    from nefos.control.network import attributes
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=apps["/v2.0/openapi.json"]),
                                  base_url="http://nefos") as c:
         paths = (await c.get("/v2.0/openapi.json")).json()["paths"]
@@ -97,7 +97,7 @@ async def test_network_bodies_are_the_attributes_the_api_validates(apps):
 
 
 async def test_server_action_body_is_every_action_the_handler_validates(apps):
-    from nefos.api import console_output, server_actions
+    from nefos.control.compute.rest import console_output, server_actions
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=apps["/v2.1/openapi.json"]),
                                  base_url="http://nefos") as c:
         paths = (await c.get("/v2.1/openapi.json")).json()["paths"]
@@ -144,7 +144,7 @@ def _query_names(operation: dict) -> set[str]:
 
 
 async def test_network_answers_are_documented_and_lists_take_neutron_filters(apps):
-    from nefos.network import attributes, rest, schemas
+    from nefos.control.network import attributes, rest, schemas
     paths = await _check_every_json_answer_has_a_schema(apps, "/v2.0/openapi.json")
     for collection, (member, _, _) in rest.COLLECTIONS.items():
         key = rest.BODY_KEYS.get(collection, collection)
@@ -222,7 +222,7 @@ async def test_network_answers_match_their_schemas(apps):
 
 
 async def test_image_answers_are_documented_and_the_list_takes_glance_filters(apps):
-    from nefos.image import images, schemas
+    from nefos.control.image import images, schemas
     from tests.noauth import ADMIN
     paths = await _check_every_json_answer_has_a_schema(apps, "/v2/openapi.json")
     listed = paths["/v2/images"]["get"]
@@ -253,7 +253,7 @@ _IDENTITY_LISTS_WITHOUT_FILTERS = {"/v3/auth/catalog", "/v3/auth/projects", "/v3
 
 
 async def test_identity_answers_are_documented_and_lists_take_keystone_filters(apps):
-    from nefos.identity import catalog_resources, grants, request_input, rest
+    from nefos.control.identity import catalog_resources, grants, request_input, rest
     paths = await _check_every_json_answer_has_a_schema(apps, "/v3/openapi.json")
     lists = set()
     for path, operations in paths.items():
@@ -279,8 +279,8 @@ async def test_identity_answers_are_documented_and_lists_take_keystone_filters(a
 
 async def test_identity_answers_match_their_schemas(tmp_path):
     from nefos.config import load_config
-    from nefos.identity.bootstrap import bootstrap
-    from nefos.identity.rest import create_app
+    from nefos.control.identity.bootstrap import bootstrap
+    from nefos.control.identity.rest import create_app
     rt = await open_runtime(load_config(state_dir=tmp_path, auth_strategy="keystone"))
     try:
         creds = await bootstrap(rt)
@@ -347,10 +347,10 @@ def _compute_operations(app):
 
 async def test_every_compute_operation_documents_its_success_answers(apps):
     """Each operation says what each of its success statuses answers at 2.1: the JSON body's schema,
-    one of the objects ``nefos.api.response_schemas`` defines (the document holds them unchanged),
+    one of the objects ``nefos.control.compute.rest.response_schemas`` defines (the document holds them unchanged),
     or no body; only the routes Nova removed (410 at every version) and the image proxy's blank id
     have no success at all."""
-    from nefos.api import removed, response_schemas
+    from nefos.control.compute.rest import removed, response_schemas
     from nefos.openapi import DOCUMENT_SCHEMA
     app = apps["/v2.1/openapi.json"]
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://nefos") as c:

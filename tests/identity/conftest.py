@@ -6,8 +6,8 @@ import httpx
 import pytest
 from identity_helpers import get_token, make_config
 
-from nefos.identity.bootstrap import bootstrap
-from nefos.identity.rest import create_app
+from nefos.control.identity.bootstrap import bootstrap
+from nefos.control.identity.rest import create_app
 
 from tests.schema import open_runtime
 

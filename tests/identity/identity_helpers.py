@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nefos.allinone import free_port
+from nefos.cmd.allinone import free_port
 from nefos.config import load_config
 
 

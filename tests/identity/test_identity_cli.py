@@ -12,9 +12,9 @@ import pytest
 import yaml
 from identity_helpers import make_config
 
-from nefos.allinone import Cloud
-from nefos.identity.bootstrap import clouds_yaml
-from nefos.identity.service import component
+from nefos.cmd.allinone import Cloud
+from nefos.control.identity.bootstrap import clouds_yaml
+from nefos.control.identity.service import component
 from tests.schema import open_runtime
 
 OPENSTACK = Path(sys.executable).parent / "openstack"

@@ -164,7 +164,7 @@ async def test_bad_resource_bodies_are_400(api, admin_token):
 
 
 async def test_bootstrap_is_idempotent(rt, api, creds, admin_token):
-    from nefos.identity.bootstrap import bootstrap, clouds_yaml
+    from nefos.control.identity.bootstrap import bootstrap, clouds_yaml
     again = await bootstrap(rt)
     assert again == creds
     r = await api.get("/v3/users", headers=auth(admin_token))  # the admin token survived

@@ -11,7 +11,7 @@ import pytest
 from identity_helpers import auth, get_token, password_auth, project_scope
 
 from nefos import exceptions
-from nefos.identity import tokens
+from nefos.clients.identity import tokens
 
 
 def assert_keystone_error(r, status: int, title: str) -> None:
@@ -270,7 +270,7 @@ async def test_lockout_is_on_with_the_shipped_defaults_and_locks_the_admin_too(a
     lockout_duration): the admin role exempts nobody, so the admin's password cannot be guessed
     without limit; once locked, the right password is refused without its hash being computed."""
     from nefos.config import Config
-    from nefos.identity import passwords
+    from nefos.control.identity import passwords
     defaults = Config()
     assert rt.cfg.lockout_failure_attempts == defaults.lockout_failure_attempts == 6
     assert rt.cfg.lockout_duration == defaults.lockout_duration == 1800.0
@@ -361,7 +361,7 @@ async def test_a_success_before_the_limit_resets_the_count(api, creds):
 async def test_password_checks_do_not_block_the_event_loop(api, rt, creds, monkeypatch):
     """Several failed logins at once: every KDF run happens in a thread of the KDF pool, never on
     the event loop's thread (which would stall every other request for as long as it runs)."""
-    from nefos.identity import passwords
+    from nefos.control.identity import passwords
     loop_thread = threading.get_ident()
     kdf_threads = []
     original = passwords.verify_password_sync

@@ -33,8 +33,8 @@ def _identity_process(state_dir, overrides, user, guesses, ready, go, gate, arri
     held at ``gate``; sends ``guesses`` at once when ``go`` is set and puts the answers on ``results``."""
     import httpx
 
-    from nefos.identity import passwords
-    from nefos.identity.rest import create_app
+    from nefos.control.identity import passwords
+    from nefos.control.identity.rest import create_app
     from nefos.service import Runtime
 
     checked = passwords.verify_password
@@ -127,7 +127,7 @@ def _burst(tmp_path, guesses: list[str], overrides: dict) -> dict:
 
 
 async def _bootstrapped(tmp_path, overrides: dict) -> dict:
-    from nefos.identity.bootstrap import bootstrap
+    from nefos.control.identity.bootstrap import bootstrap
     from nefos.service import Runtime
     rt = await Runtime.open(make_config(tmp_path / "bootstrap", **overrides), migrate=True)
     try:
@@ -140,8 +140,8 @@ def _sign_in_after(tmp_path, overrides: dict, password: str):
     """One more attempt for demo after the burst, and how many hashes it cost."""
     import httpx
 
-    from nefos.identity import passwords
-    from nefos.identity.rest import create_app
+    from nefos.control.identity import passwords
+    from nefos.control.identity.rest import create_app
     from nefos.service import Runtime
 
     async def attempt():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from image_helpers import client_for, config
 
-from nefos.image.rest import create_app
+from nefos.control.image.rest import create_app
 
 from tests.schema import open_runtime
 

@@ -6,7 +6,7 @@ import uuid
 import jsonschema
 import pytest
 
-from nefos.image.rest import create_app
+from nefos.control.image.rest import create_app
 from image_helpers import (
     ADMIN, OCTET, PATCH, PROJECT_A, PROJECT_B, client_for, make_image, member, upload,
 )

@@ -11,10 +11,10 @@ from sqlalchemy import select
 from nefos import exceptions
 from nefos.context import RequestContext
 from nefos.db.models import Service as ServiceRow
-from nefos.image.bootstrap import DEFAULT_IMAGE_NAME, default_image_bytes, ensure_default_image
-from nefos.image.client import ImageAPI
-from nefos.image.rest import create_app
-from nefos.image.service import component
+from nefos.control.image.bootstrap import DEFAULT_IMAGE_NAME, default_image_bytes, ensure_default_image
+from nefos.control.image.client import ImageAPI
+from nefos.control.image.rest import create_app
+from nefos.control.image.service import component
 from nefos.service import Component
 from tests.schema import open_runtime
 
@@ -131,7 +131,7 @@ async def test_delete_during_upload(rt, api):
         await release.wait()
         yield b"b" * 1000
 
-    from nefos.image import images as image_ops
+    from nefos.control.image import images as image_ops
     task = asyncio.create_task(image_ops.upload(rt, ctx_for(PROJECT_A), image["id"], slow()))
     await started.wait()
     shown = (await api.get(f"/v2/images/{image['id']}", headers=member())).json()
@@ -161,7 +161,7 @@ async def test_a_default_image_upload_the_database_cut_off_is_done_again_at_once
     (five minutes in which nothing can boot from it)."""
     from sqlalchemy.exc import DisconnectionError
 
-    from nefos.image import bootstrap, images
+    from nefos.control.image import bootstrap, images
     real = images.transition
     cut = {"saving->active": 1, "saving->queued": 1}
 

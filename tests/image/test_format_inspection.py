@@ -8,7 +8,7 @@ extents), is refused with 400; the image stays ``queued`` and no data is kept.
 import pytest
 from image_helpers import make_image, member, upload
 
-from nefos.image.images import store_for
+from nefos.control.image.images import store_for
 from tests import crafted_images
 
 HOSTILE = {

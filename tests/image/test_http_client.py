@@ -1,4 +1,4 @@
-"""The compute host's Image API client (nefos.image.http_client): who it asks as, and the errors.
+"""The compute host's Image API client (nefos.clients.image): who it asks as, and the errors.
 
 The user's operations go with the token the request came with (Nova passes the user's context to
 glance); the host's own with the service user's token; a user token refused mid-operation is
@@ -14,7 +14,7 @@ import pytest
 from nefos import exceptions
 from nefos.config import load_config
 from nefos.context import RequestContext
-from nefos.image.http_client import ImageHTTPClient
+from nefos.clients.image import ImageHTTPClient
 
 SERVICE_TOKEN = "service-token"
 

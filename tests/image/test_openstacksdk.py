@@ -15,9 +15,9 @@ from image_helpers import PROJECT_A
 from keystoneauth1 import noauth
 from keystoneauth1 import session as ks_session
 
-from nefos.image.bootstrap import ensure_default_image
-from nefos.allinone import free_port
-from nefos.image.rest import create_app
+from nefos.control.image.bootstrap import ensure_default_image
+from nefos.cmd.allinone import free_port
+from nefos.control.image.rest import create_app
 
 # Deprecations inside the SDK itself, not in how this test calls it.
 pytestmark = [pytest.mark.filterwarnings("ignore::openstack.warnings.RemovedInSDK50Warning"),

@@ -3,7 +3,7 @@ import hashlib
 import pytest
 
 from nefos import exceptions
-from nefos.image.store import ImageStore
+from nefos.control.image.store import ImageStore
 
 IMAGE_ID = "5b2d3c5e-3c4b-4c56-9c1e-0a1b2c3d4e5f"
 

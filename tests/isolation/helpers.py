@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import yaml
 
-from nefos.allinone import free_port
+from nefos.cmd.allinone import free_port
 
 BIN = Path(sys.executable).parent
 

@@ -11,8 +11,8 @@ import sys
 import httpx
 import pytest
 
-from nefos.allinone import Cloud, free_port
-from nefos.api.app import create_app
+from nefos.cmd.allinone import Cloud, free_port
+from nefos.control.compute.rest.app import create_app
 from nefos.config import Config, ConfigError, check_serving, load_config
 from tests.schema import open_runtime
 
@@ -26,7 +26,7 @@ def test_an_unknown_auth_strategy_is_refused_with_the_option_named(value, tmp_pa
 
 def test_an_unknown_auth_strategy_stops_the_command_with_a_clear_message(tmp_path):
     env = {"NEFOS_AUTH_STRATEGY": "keystne", "PATH": "/usr/bin:/bin"}
-    proc = subprocess.run([sys.executable, "-m", "nefos.cli", "db", "upgrade", "--state-dir", str(tmp_path)],
+    proc = subprocess.run([sys.executable, "-m", "nefos.cmd.cli", "db", "upgrade", "--state-dir", str(tmp_path)],
                           capture_output=True, text=True, timeout=60, env={**_pythonpath(), **env})
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "auth_strategy" in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
@@ -58,7 +58,7 @@ def test_noauth_serves_loopback(bind_host, tmp_path):
 
 
 async def test_a_noauth_cloud_on_a_wildcard_address_does_not_start(tmp_path):
-    from nefos.api.service import component
+    from nefos.control.compute.rest.service import component
     cfg = load_config(state_dir=tmp_path, auth_strategy="noauth", bind_host="0.0.0.0", compute_api_port=free_port())
     rt = await open_runtime(cfg)
     cloud = Cloud(rt, [component(rt)])
@@ -73,12 +73,12 @@ async def test_a_noauth_cloud_on_a_wildcard_address_does_not_start(tmp_path):
 
 
 async def test_noauth_logs_a_loud_warning_when_it_serves(tmp_path, caplog):
-    from nefos.api.service import component
+    from nefos.control.compute.rest.service import component
     cfg = load_config(state_dir=tmp_path, auth_strategy="noauth", compute_api_port=free_port())
     rt = await open_runtime(cfg)
     cloud = Cloud(rt, [component(rt)])
     try:
-        with caplog.at_level(logging.WARNING, logger="nefos.allinone"):
+        with caplog.at_level(logging.WARNING, logger="nefos.cmd.allinone"):
             await cloud.start()
         assert any("NO AUTHENTICATION" in r.getMessage() and r.levelno >= logging.WARNING for r in caplog.records)
     finally:

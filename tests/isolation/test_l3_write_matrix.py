@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from nefos.config import load_config
-from nefos.network.service import component
+from nefos.control.network.service import component
 
 from tests.isolation import l3_write_matrix as matrix
 from tests.isolation import policy_matrix

@@ -21,10 +21,10 @@ import httpx
 from fastapi.routing import iter_route_contexts
 from sqlalchemy import insert
 
-from nefos.allinone import Cloud, all_in_one_components, free_port
+from nefos.cmd.allinone import Cloud, all_in_one_components, free_port
 from nefos.config import load_config
 from nefos.db.models import Service as ServiceRow
-from nefos.image.bootstrap import DEFAULT_IMAGE_ID
+from nefos.control.image.bootstrap import DEFAULT_IMAGE_ID
 from nefos.service import Runtime
 
 from . import policy_matrix

@@ -16,7 +16,7 @@ import threading
 import time
 from pathlib import Path
 
-from nefos.allinone import free_port
+from nefos.cmd.allinone import free_port
 from tests.libvirt.conftest import qemu_reachable_dir, remove_domains_under
 
 OPENSTACK = Path(sys.executable).parent / "openstack"
@@ -90,7 +90,7 @@ class UpCloud:
             remove_domains_under(self.state)  # no guest outlives the test
             # The L2 agent keeps its guests' firewall chains when it stops (guests outlive an agent's
             # restart); this cloud is gone for good: its chains (named after its state dir) go too.
-            from nefos.network.agents.firewall import Firewall
+            from nefos.agents.firewall import Firewall
             asyncio.run(Firewall(f"{self.state.resolve()}:localhost").remove())
             for net in self.networks:
                 subprocess.run(["ip", "link", "del", "brq" + net[:11]], capture_output=True)

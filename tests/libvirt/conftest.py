@@ -51,7 +51,7 @@ def ensure_libvirtd() -> None:
         import libvirtaio  # noqa: F401
     except ImportError as exc:
         raise AssertionError(f"libvirt-python is missing ({exc}): pip install -e '.[libvirt]'")
-    from nefos.image.guest.build import find_kernel
+    from nefos.guest.build import find_kernel
     find_kernel()  # raises, naming the package, when the cloud kernel is missing
     assert os.path.exists("/bin/busybox"), "missing /bin/busybox: apt-get install busybox-static"
     assert os.path.exists("/usr/sbin/dropbear"), "missing /usr/sbin/dropbear: apt-get install dropbear-bin"
@@ -86,7 +86,7 @@ def qemu_reachable_dir(prefix: str = "nefos-instances-") -> Path:
     """A fresh directory QEMU's group may traverse (0710, group QEMU's), outside pytest's basetemp:
     every pytest session resets /tmp/pytest-of-<user> to 0700, which would shut QEMU out of a
     running test's files. Remove it with ``shutil.rmtree``."""
-    from nefos.virt.libvirt import qemu_user
+    from nefos.host.virt.libvirt import qemu_user
     user = qemu_user.from_capabilities(virsh("capabilities"), "qemu")
     path = Path(tempfile.mkdtemp(prefix=prefix, dir="/var/tmp"))
     os.chown(path, -1, user.gid)
@@ -101,8 +101,8 @@ async def start_libvirt_cloud(tmp_path, **overrides):
     overrides.setdefault("sync_power_state_interval", -1)  # events only: the periodic sync must not help
     harness = await start_cloud(tmp_path, fake_hosts=0, drivers={HOST: "libvirt"}, **overrides)
     # The compute host's L2 agent and the DHCP agent (the all-in-one runs both beside a libvirt host).
-    from nefos.network.agents.dhcp_agent import DhcpAgent
-    from nefos.network.agents.l2_agent import L2Agent
+    from nefos.agents.dhcp_agent import DhcpAgent
+    from nefos.agents.l2_agent import L2Agent
     harness.l2_agent = L2Agent(harness.rt, HOST)
     # (its periodic resync at the default 5 s: the guests' ports are served on the notifications)
     harness.dhcp = DhcpAgent(harness.rt, HOST)
@@ -110,7 +110,7 @@ async def start_libvirt_cloud(tmp_path, **overrides):
         await agent.start()
         harness.cloud.components.append(agent)
         harness.cloud._started.append(agent)
-    from nefos.image.guest.register import ensure_guest_image
+    from nefos.control.image.guest_image import ensure_guest_image
     harness.guest_image = await ensure_guest_image(harness.rt, build_dir=_guest_build_dir)
     harness.bridges = set()
     return harness

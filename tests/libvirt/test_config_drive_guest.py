@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from nefos.virt import configdrive
-from nefos.virt.libvirt import qemu_user
+from nefos.host.virt import configdrive
+from nefos.host.virt.libvirt import qemu_user
 from tests.libvirt.conftest import HOST, avirsh, make_network, wait_domstate
 
 pytestmark = pytest.mark.libvirt

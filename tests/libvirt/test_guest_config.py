@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from nefos.image.guest.init import CONFIG_SCRIPT
-from nefos.objects.instance_metadata import InstanceMetadata
+from nefos.guest.init import CONFIG_SCRIPT
+from nefos.model.instance_metadata import InstanceMetadata
 from tests.libvirt.conftest import make_network, wait_console
 from tests.pipeline.conftest import ADMIN
 

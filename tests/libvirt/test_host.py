@@ -98,8 +98,8 @@ async def test_libvirtd_stopped_disables_the_host_and_back_enables_it(lvcloud):
 
 async def test_compute_restart_under_running_guests(lvcloud):
     """init_host reconciles: running guests keep running; a guest deleted meanwhile is destroyed."""
-    from nefos.compute.host.service import ComputeComponent
-    from nefos.virt import load_driver
+    from nefos.host.compute.service import ComputeComponent
+    from nefos.host.virt import load_driver
     cloud = lvcloud
     net = await make_network(cloud, name="lv-net-3", cidr="10.79.0.0/24")
     ids = []

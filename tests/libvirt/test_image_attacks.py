@@ -14,7 +14,7 @@ import hashlib
 import re
 
 from nefos.context import RequestContext
-from nefos.image import images
+from nefos.control.image import images
 from tests import crafted_images
 from tests.libvirt.conftest import HOST, avirsh, wait_console
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from nefos.virt.libvirt import config as vconfig
+from nefos.host.virt.libvirt import config as vconfig
 from tests.libvirt.conftest import avirsh, make_network, wait_console
 
 pytestmark = pytest.mark.libvirt

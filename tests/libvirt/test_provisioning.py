@@ -16,9 +16,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from nefos.network.agents.dhcp_agent import DhcpAgent
-from nefos.network.agents.l2_agent import L2Agent
-from nefos.virt.libvirt.vif import ensure_bridge
+from nefos.agents.dhcp_agent import DhcpAgent
+from nefos.agents.l2_agent import L2Agent
+from nefos.host.virt.libvirt.vif import ensure_bridge
 from tests.pipeline.conftest import ADMIN, start_cloud, stop_cloud
 
 pytestmark = pytest.mark.libvirt

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from nefos.context import admin_context
-from nefos.image import images
+from nefos.control.image import images
 from tests.libvirt.conftest import HOST, avirsh, make_network, wait_console, wait_domstate
 
 pytestmark = pytest.mark.libvirt

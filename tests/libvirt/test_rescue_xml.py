@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from nefos.virt.libvirt import config as vconfig
-from nefos.virt.libvirt.rescue import rescue_domain_xml
+from nefos.host.virt.libvirt import config as vconfig
+from nefos.host.virt.libvirt.rescue import rescue_domain_xml
 
 
 def _guest_xml() -> str:

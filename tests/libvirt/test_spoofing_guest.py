@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from nefos.context import RequestContext
-from nefos.image import images
-from nefos.image.guest.build import build_initramfs, find_kernel
+from nefos.control.image import images
+from nefos.guest.build import build_initramfs, find_kernel
 from tests.libvirt.conftest import make_network, wait_console
 from tests.network import frames
 from tests.noauth import ADMIN
@@ -89,7 +89,7 @@ def _frames(mac: str, ip: str, observer_ip: str) -> tuple[dict[str, bytes], dict
 
 
 def _link_local(mac: str) -> str:
-    from nefos.network.agents.firewall import PortFilter
+    from nefos.agents.firewall import PortFilter
     return PortFilter("p", "t", mac, []).link_local
 
 

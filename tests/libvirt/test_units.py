@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from nefos import exceptions
-from nefos.image.guest import build
-from nefos.image.guest.build import DROPBEAR, build_initramfs, shared_libraries
-from nefos.image.guest.init import LSBLK
-from nefos.virt.libvirt import config as vconfig, qemu_user
+from nefos.guest import build
+from nefos.guest.build import DROPBEAR, build_initramfs, shared_libraries
+from nefos.guest.init import LSBLK
+from nefos.host.virt.libvirt import config as vconfig, qemu_user
 
 
 def test_domain_xml():

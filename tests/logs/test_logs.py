@@ -74,7 +74,7 @@ def test_json_log_file_with_access_lines_and_the_global_request_id(tmp_path):
         _wait_for(active, "the server to be ACTIVE")
 
         records = _wait_for(lambda: [r for r in _records(log_file) if r.get("global_request_id") == global_id
-                                     and r["logger"].startswith("nefos.compute.host")] and _records(log_file),
+                                     and r["logger"].startswith("nefos.host.compute")] and _records(log_file),
                             "the compute host's lines under the global request id")
         assert all(FIELDS <= set(r) for r in records), [r for r in records if not FIELDS <= set(r)][:3]
 
@@ -90,7 +90,7 @@ def test_json_log_file_with_access_lines_and_the_global_request_id(tmp_path):
         # The global request id is on the lines of every service the create went through: the API's
         # access line, the compute host's, and (--debug) each call and cast a service ran for it.
         mine = [r for r in records if r.get("global_request_id") == global_id]
-        assert any(r["logger"] == "nefos.compute.host.manager" and "took" in r["message"] for r in mine), mine
+        assert any(r["logger"] == "nefos.host.compute.manager" and "took" in r["message"] for r in mine), mine
         received = {r["message"].split(".")[0] for r in mine
                     if r["logger"] == "nefos.bus.base" and " received (version " in r["message"]}
         assert {"conductor", "scheduler", "compute"} <= received, received

@@ -9,7 +9,7 @@ import stat
 import httpx
 import pytest
 
-from nefos.metadata import identification
+from nefos.clients import metadata as identification
 from tests.pipeline.conftest import ADMIN, start_cloud, stop_cloud
 
 USER_DATA = b"#cloud-config\nruncmd:\n - [echo, \xc3\xa9t\xc3\xa9]\n"

@@ -12,7 +12,7 @@ import logging
 from sqlalchemy import select
 
 from nefos.db.models import StreamEvent
-from nefos.virt import configdrive
+from nefos.host.virt import configdrive
 from tests.metadata.conftest import Proxy, mdcloud, read_secret  # noqa: F401
 from tests.pipeline.conftest import ADMIN, start_cloud, stop_cloud
 

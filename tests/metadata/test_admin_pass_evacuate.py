@@ -12,7 +12,7 @@ import json
 import httpx
 
 from nefos.bus.versioning import UnsupportedVersion
-from nefos.virt import configdrive
+from nefos.host.virt import configdrive
 from tests.metadata.conftest import Proxy, read_secret
 from tests.pipeline.conftest import start_cloud, stop_cloud
 from tests.pipeline.test_evacuate import evacuate, version, wait_evacuated, wait_state
@@ -83,7 +83,7 @@ async def test_a_password_given_to_an_evacuation_is_on_the_destination_s_config_
 async def test_a_host_pinned_below_the_password_s_version_is_never_sent_an_evacuation_without_it(tmp_path):
     """The compute client pinned to 1.1 (the version before the password) refuses to send an
     evacuation carrying one, with the version it is pinned to; without a password the old form goes."""
-    from nefos.compute.rpcapi import ComputeRPCAPI
+    from nefos.clients.compute import ComputeRPCAPI
     cloud = await start_cloud(tmp_path, fake_hosts=1, upgrade_levels={"compute": "1.1"})
     try:
         client = ComputeRPCAPI(cloud.rt.bus)

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from nefos.allinone import free_port
-from nefos.metadata import identification
+from nefos.cmd.allinone import free_port
+from nefos.clients import metadata as identification
 from tests.metadata.conftest import META, USER_DATA, boot_described, mdcloud  # noqa: F401
 
 CLOUD_INIT = Path(os.environ.get("NEFOS_CLOUD_INIT_DIR", "/opt/nefos-cloud-init")) / "usr/lib/python3/dist-packages"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import httpx
 
-from nefos.objects.instance_metadata import OPENSTACK_VERSIONS
-from nefos.virt import configdrive
+from nefos.model.instance_metadata import OPENSTACK_VERSIONS
+from nefos.host.virt import configdrive
 from tests.metadata.conftest import META, USER_DATA, Proxy, boot_described, mdcloud, read_secret  # noqa: F401
 from tests.pipeline.conftest import start_cloud, stop_cloud
 
@@ -100,7 +100,7 @@ async def test_a_config_drive_is_built_by_the_host_alone(tmp_path):
     """No metadata service, no database: the compute host's driver renders it from the instance."""
     import base64
     from nefos.config import load_config
-    from nefos.virt.fake import FakeDriver
+    from nefos.host.virt.fake import FakeDriver
     driver = FakeDriver(load_config(state_dir=tmp_path), "lonely")
     instance = {"id": 42, "uuid": "6f1c2a4e-0000-4000-8000-000000000042", "display_name": "alone",
                 "hostname": "alone", "project_id": "p", "config_drive": "True", "metadata": {},

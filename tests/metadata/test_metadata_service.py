@@ -7,7 +7,7 @@ import base64
 import json
 import uuid
 
-from nefos.objects.instance_metadata import EC2_VERSIONS, OPENSTACK_VERSIONS
+from nefos.model.instance_metadata import EC2_VERSIONS, OPENSTACK_VERSIONS
 from tests.metadata.conftest import ADMIN_2_3, META, USER_DATA, boot_described, mdcloud  # noqa: F401
 from tests.pipeline.conftest import member
 
@@ -123,7 +123,7 @@ async def test_only_a_proxy_s_signed_request_for_the_right_project_is_answered(m
     assert (await proxy.get(path, sid, project, signature="0" * 64)).status_code == 403
     other_id = str(uuid.uuid4())
     assert (await proxy.get(path, sid, project, signature=proxy.sign_for(other_id))).status_code == 403
-    from nefos.metadata.identification import sign
+    from nefos.clients.metadata import sign
     assert (await proxy.get(path, sid, project, signature=sign("not the secret", sid))).status_code == 403
     # Signed right, but the instance is another project's, or none at all: 404.
     other = await cloud.boot(name="theirs", headers=member())

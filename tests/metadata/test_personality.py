@@ -8,7 +8,7 @@ from __future__ import annotations
 import base64
 import json
 
-from nefos.virt import configdrive
+from nefos.host.virt import configdrive
 from tests.metadata.conftest import boot_described, mdcloud  # noqa: F401
 from tests.pipeline.conftest import ADMIN
 

@@ -14,9 +14,9 @@ import sys
 import pytest
 
 from nefos.config import ConfigError, load_config
-from nefos.metadata import identification
-from nefos.metadata.service import component as metadata_component
-from nefos.network.agents.dhcp_agent import DhcpAgent
+from nefos.clients import metadata as identification
+from nefos.control.metadata.service import component as metadata_component
+from nefos.agents.dhcp_agent import DhcpAgent
 from tests.pipeline.test_up_command import _env
 from tests.schema import open_runtime
 
@@ -37,7 +37,7 @@ def test_nefos_up_refuses_to_start_on_an_empty_secret_file_and_says_why(tmp_path
     state.mkdir()
     secret = state / identification.SECRET_FILE
     secret.write_text("\n")
-    proc = subprocess.run([sys.executable, "-m", "nefos.cli", "up", "--fake-hosts", "1", "--state-dir", str(state)],
+    proc = subprocess.run([sys.executable, "-m", "nefos.cmd.cli", "up", "--fake-hosts", "1", "--state-dir", str(state)],
                           env=_env(), capture_output=True, text=True, timeout=180)
     said = proc.stdout + proc.stderr
     assert proc.returncode == 2, said

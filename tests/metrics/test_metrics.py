@@ -10,7 +10,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from nefos.allinone import free_port
+from nefos.cmd.allinone import free_port
 from nefos.config import load_config
 from tests.compute.conftest import boot_active
 from tests.pipeline.conftest import start_cloud, stop_cloud

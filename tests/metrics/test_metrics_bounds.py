@@ -21,7 +21,7 @@ import pytest
 from prometheus_client import REGISTRY
 from prometheus_client.core import GaugeMetricFamily
 
-from nefos.allinone import free_port
+from nefos.cmd.allinone import free_port
 from tests.metrics.test_metrics import samples
 from tests.noauth import ADMIN
 from tests.pipeline.conftest import start_cloud, stop_cloud

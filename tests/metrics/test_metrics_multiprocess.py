@@ -9,8 +9,8 @@ import time
 import httpx
 import pytest
 
-from nefos.allinone import free_port
-from nefos.image.bootstrap import DEFAULT_IMAGE_ID
+from nefos.cmd.allinone import free_port
+from nefos.control.image.bootstrap import DEFAULT_IMAGE_ID
 from tests.metrics.test_metrics import samples, total
 from tests.pipeline.test_dbless_compute import CONTROL_PLANE, _host_env
 from tests.pipeline.test_multiprocess import _wait, running_cloud

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from nefos.allinone import free_port
+from nefos.cmd.allinone import free_port
 from tests.compute.conftest import boot_active
 from tests.metrics.test_metrics import scrape, total
 from tests.pipeline.conftest import start_cloud, stop_cloud

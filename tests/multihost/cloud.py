@@ -18,7 +18,7 @@ The processes in a namespace (which have no database) reach the bus, the APIs an
 service at the forwarders on 172.31.X.1, so pulling a namespace's cable (``partition``: ``ul0`` down) cuts that
 host off everything, as on a real network. A libvirt host's guests run under the machine's
 libvirtd, which makes their taps in the root namespace; the compute host moves each into its own
-namespace (option ``libvirtd_netns``, ``nefos.virt.libvirt.tap_netns.move_taps_here``), where its L2
+namespace (option ``libvirtd_netns``, ``nefos.host.virt.libvirt.tap_netns.move_taps_here``), where its L2
 agent wires it into the network's bridge. Each L2 agent gets ``local_ip`` = its underlay address:
 tenant networks (VXLAN) cross between the namespaces in tunnels between those addresses.
 
@@ -42,7 +42,7 @@ from pathlib import Path
 
 import httpx
 
-from nefos.allinone import free_port
+from nefos.cmd.allinone import free_port
 from tests.backends import fresh_database
 from tests.multihost.underlay import TcpForwarder, Underlay, run
 from tests.noauth import ADMIN
@@ -203,7 +203,7 @@ class MultiHostCloud:
 
     async def _register_guest_image(self, state: Path, db_url: str) -> dict:
         from nefos.config import load_config
-        from nefos.image.guest.register import ensure_guest_image
+        from nefos.control.image.guest_image import ensure_guest_image
         from nefos.service import Runtime
         rt = await Runtime.open(load_config(state_dir=state, database_url=db_url, bus_url="local://"))
         try:
@@ -317,7 +317,7 @@ class MultiHostCloud:
         body = {"name": name, "imageRef": (self.guest_image or {}).get("image_id") or "nefos-tiny",
                 "flavorRef": "1", "networks": extra.pop("networks", [{"uuid": network_id}]), **extra}
         if self.guest_image is None:
-            from nefos.image.bootstrap import DEFAULT_IMAGE_ID
+            from nefos.control.image.bootstrap import DEFAULT_IMAGE_ID
             body["imageRef"] = DEFAULT_IMAGE_ID
         if host:
             body["availability_zone"] = f"nova:{host}"

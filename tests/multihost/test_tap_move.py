@@ -12,7 +12,7 @@ import subprocess
 import sys
 import uuid
 
-from nefos.virt.libvirt import config as vconfig
+from nefos.host.virt.libvirt import config as vconfig
 from tests.multihost.underlay import run
 
 TUNSETIFF, IFF_TAP, IFF_NO_PI = 0x400454CA, 0x0002, 0x1000
@@ -31,7 +31,7 @@ def test_a_moved_tap_keeps_carrying_frames_from_its_holder():
     try:
         fcntl.ioctl(fd, TUNSETIFF, struct.pack("16sH", tap.encode(), IFF_TAP | IFF_NO_PI))
         # The compute host's side: move_taps_here run in the namespace, from this (the root) one.
-        code = ("import asyncio, sys; from nefos.virt.libvirt.tap_netns import move_taps_here; "
+        code = ("import asyncio, sys; from nefos.host.virt.libvirt.tap_netns import move_taps_here; "
                 "asyncio.run(move_taps_here([sys.argv[1]], sys.argv[2]))")
         moved = subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c", code, tap,
                                 f"/proc/{os.getpid()}/ns/net"], capture_output=True, text=True, timeout=60)
@@ -52,7 +52,7 @@ def test_a_moved_tap_keeps_carrying_frames_from_its_holder():
 
 
 def test_a_tap_that_is_nowhere_fails_the_move():
-    code = ("import asyncio, sys; from nefos.virt.libvirt.tap_netns import move_taps_here; "
+    code = ("import asyncio, sys; from nefos.host.virt.libvirt.tap_netns import move_taps_here; "
             "asyncio.run(move_taps_here(['tapmhnowhere'], '/proc/1/ns/net'))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "cannot move tap tapmhnowhere" in r.stderr, r.stderr

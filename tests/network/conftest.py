@@ -12,8 +12,8 @@ from nefos.bus import interfaces
 from nefos.bus.versioning import VersionCaps
 from nefos.config import load_config
 from nefos.context import RequestContext
-from nefos.network.client import NetworkAPI
-from nefos.network.service import component
+from nefos.clients.network import NetworkAPI
+from nefos.control.network.service import component
 
 from tests.network.wire import wire  # noqa: F401  (the firewall tests' bridged wire)
 from tests.noauth import ADMIN  # noqa: E402  (the default clients send it)

@@ -25,8 +25,8 @@ import uuid
 from pathlib import Path
 
 from nefos.config import load_config
-from nefos.network.agents.metadata_proxy import listen_in_namespace
-from nefos.network.service import component
+from nefos.agents.metadata_proxy import listen_in_namespace
+from nefos.control.network.service import component
 from nefos.service import Runtime
 
 ROOT = Path(__file__).resolve().parents[2]

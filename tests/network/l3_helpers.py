@@ -36,7 +36,7 @@ def remove_host_input_chain(bridge: str) -> None:
     own bridge."""
     import subprocess
 
-    from nefos.network.external import host_input_chain
+    from nefos.control.network.external import host_input_chain
     chain = host_input_chain(bridge)
     while subprocess.run(["iptables", "-D", "INPUT", "-i", bridge, "-j", chain], capture_output=True).returncode == 0:
         pass

@@ -1,6 +1,6 @@
-"""The host side holds no database: importing every module of ``nefos.network.agents`` (in a fresh
+"""The host side holds no database: importing every module of ``nefos.agents`` (in a fresh
 interpreter) imports neither Nefos's database package nor SQLAlchemy. The agents' every question
-goes to the network service over the bus (``nefos.network.agents.rpc``); their running without a
+goes to the network service over the bus (``nefos.clients.network_agents``); their running without a
 database URL is ``test_vxlan.test_the_l2_agent_runs_without_a_database_and_without_vxlan_by_default``."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 PROBE = """
 import importlib, json, pkgutil, sys
-import nefos.network.agents as agents
+import nefos.agents as agents
 names = sorted(m.name for m in pkgutil.walk_packages(agents.__path__, agents.__name__ + "."))
 for name in names:
     importlib.import_module(name)
@@ -28,7 +28,7 @@ def test_no_agent_module_imports_the_database():
     out = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True, check=True,
                          env={"PYTHONPATH": f"{ROOT / 'src'}:{ROOT}", "PATH": "/usr/bin:/bin"})
     found = json.loads(out.stdout)
-    assert {"nefos.network.agents.l2_agent", "nefos.network.agents.dhcp_agent", "nefos.network.agents.l3_agent",
-            "nefos.network.agents.firewall", "nefos.network.agents.metadata_proxy",
-            "nefos.network.agents.rpc", "nefos.network.agents.vxlan"} <= set(found["modules"])
+    assert {"nefos.agents.l2_agent", "nefos.agents.dhcp_agent", "nefos.agents.l3_agent",
+            "nefos.agents.firewall", "nefos.agents.metadata_proxy",
+            "nefos.clients.network_agents", "nefos.agents.vxlan"} <= set(found["modules"])
     assert found["database"] == []

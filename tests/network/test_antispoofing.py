@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from nefos.network.agents.firewall import Firewall, PortFilter
+from nefos.agents.firewall import Firewall, PortFilter
 from tests.network import frames
 from tests.network.wire import GUEST_IP, GUEST_MAC, OBSERVER_IP, OTHER_IP, OTHER_MAC, ROOT
 

@@ -11,7 +11,7 @@ import pytest
 
 from nefos import exceptions
 from nefos.context import admin_context
-from nefos.network import provisioning
+from nefos.control.network import provisioning
 from tests.network.conftest import OTHER, PROJECT, member, member_ctx
 from tests.network.test_client import instance, make_net
 

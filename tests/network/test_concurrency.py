@@ -10,9 +10,9 @@ import pytest
 from nefos import exceptions
 from nefos.config import load_config
 from nefos.context import admin_context
-from nefos.network import manager as manager_module
-from nefos.network.client import network_rpc
-from nefos.network.service import component
+from nefos.control.network import manager as manager_module
+from nefos.clients.network import network_rpc
+from nefos.control.network.service import component
 from nefos.service import Runtime
 from tests.backends import BACKENDS, fresh_database, migrated
 from tests.network.conftest import ADMIN, PROJECT, member, member_ctx
@@ -124,7 +124,7 @@ async def test_http_over_real_socket(network, tmp_path):
     """The app also serves over a real HTTP server (uvicorn), as ``nefos up`` runs it."""
     import uvicorn
 
-    from nefos.allinone import free_port
+    from nefos.cmd.allinone import free_port
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(network.app, host="127.0.0.1", port=port, log_level="warning"))
     task = asyncio.create_task(server.serve())

@@ -11,8 +11,8 @@ import pytest
 from nefos import exceptions
 from nefos.bus import Endpoint, interfaces
 from nefos.context import admin_context
-from nefos.network.agent_rpc import DHCP_TOPIC
-from nefos.network.agents.dhcp_agent import DhcpAgent
+from nefos.control.network.agent_rpc import DHCP_TOPIC
+from nefos.agents.dhcp_agent import DhcpAgent
 from tests.eventually import eventually
 
 

@@ -16,8 +16,8 @@ import pytest
 
 from nefos.config import load_config
 from nefos.context import admin_context
-from nefos.network.agents.dhcp_agent import LOG_KEEP_BYTES, LOG_MAX_BYTES, RUNTIME_CONFS, DhcpAgent, dnsmasq_account
-from nefos.network.service import component as network_component
+from nefos.agents.dhcp_agent import LOG_KEEP_BYTES, LOG_MAX_BYTES, RUNTIME_CONFS, DhcpAgent, dnsmasq_account
+from nefos.control.network.service import component as network_component
 from nefos.service import Runtime
 
 # Runs as root with dnsmasq installed (scripts/setup-libvirt.sh, run by the test command).

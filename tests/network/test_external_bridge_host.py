@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from nefos.network.external import ensure_external_bridge
+from nefos.control.network.external import ensure_external_bridge
 from tests.network.l3_helpers import remove_host_input_chain
 from tests.network.test_l3_agent import CONNECT, ECHO, sh
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from nefos.context import RequestContext
-from nefos.network.agents.l2_agent import L2Agent, _master
+from nefos.agents.l2_agent import L2Agent, _master
 from tests.network import frames
 from tests.network.wire import GUEST_IP, GUEST_MAC, OBSERVER_IP, ROOT, sh
 

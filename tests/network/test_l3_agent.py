@@ -16,8 +16,8 @@ import uuid
 
 import pytest
 
-from nefos.network.agents.l3_agent import L3Agent
-from nefos.network.agents.router_ns import namespace
+from nefos.agents.l3_agent import L3Agent
+from nefos.agents.router_ns import namespace
 from tests.network.conftest import OTHER, Helpers, member
 from tests.network.l3_helpers import put, remove_host_input_chain, router, tenant_network
 from tests.noauth import ADMIN
@@ -167,7 +167,7 @@ async def test_router_and_floating_ip_on_real_namespaces(rt, network, client, la
 
 
 async def test_the_public_network_is_made_once(rt, network, client, lab):
-    from nefos.network.external import ensure_public_network
+    from nefos.control.network.external import ensure_public_network
     rt.cfg.l3_external_bridge = bridge = f"brp{lab['tag']}"
     lab["made"]["links"].append(bridge)
     lab["made"]["host_chains"].append(bridge)

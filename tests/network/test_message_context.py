@@ -14,7 +14,7 @@ from nefos import exceptions
 from nefos.bus import interfaces
 from nefos.bus.base import dispatch
 from nefos.bus.versioning import RPCClient
-from nefos.conductor.rpcapi import ConductorAPI
+from nefos.clients.conductor import ConductorAPI
 from nefos.context import RequestContext, admin_context, current_context
 from tests.network.conftest import OTHER, PROJECT, member_ctx
 from tests.network.test_client import make_net

@@ -1,4 +1,4 @@
-"""The isolated-metadata proxy (``nefos.network.agents.metadata_proxy``).
+"""The isolated-metadata proxy (``nefos.agents.metadata_proxy``).
 
 Unit level: a proxy served on a loopback socket in front of a fake metadata service (the
 identification headers it adds and drops, unknown sources, garbage), and the identification of a
@@ -26,8 +26,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from nefos.context import admin_context
-from nefos.metadata import identification
-from nefos.network.agents import metadata_proxy as mp
+from nefos.clients import metadata as identification
+from nefos.agents import metadata_proxy as mp
 from tests.network.conftest import PROJECT
 
 SECRET = "s3cret"
@@ -257,7 +257,7 @@ async def fetch(ns: str, path: str, **headers) -> dict:
 
 @pytest.fixture
 async def dhcp_cloud(tmp_path):
-    from nefos.network.agents.dhcp_agent import DhcpAgent
+    from nefos.agents.dhcp_agent import DhcpAgent
     from tests.metadata.conftest import read_secret
     from tests.pipeline.conftest import start_cloud, stop_cloud
     harness = await start_cloud(tmp_path, fake_hosts=1)
@@ -358,7 +358,7 @@ async def test_a_guest_address_on_the_network_gets_its_route_and_its_metadata(dh
 
 
 async def test_the_routes_dnsmasq_gives(rt):
-    from nefos.network.agents.dhcp_agent import DhcpAgent
+    from nefos.agents.dhcp_agent import DhcpAgent
     agent = DhcpAgent(rt, "routes-test")
     port = {"fixed_ips": [{"subnet_id": "a", "ip_address": "10.1.0.2"}, {"subnet_id": "b", "ip_address": "10.2.0.3"}]}
     with_gateway = {"id": "a", "gateway_ip": "10.1.0.1"}

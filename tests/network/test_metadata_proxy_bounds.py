@@ -22,7 +22,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from nefos.config import Config, ConfigError, load_config
-from nefos.network.agents import metadata_proxy as mp
+from nefos.agents import metadata_proxy as mp
 from tests.network.test_metadata_proxy import serve_on_loopback
 
 SHIPPED = Config()

@@ -13,9 +13,9 @@ import uuid
 import pytest
 
 from nefos.context import RequestContext
-from nefos.network.agents import l2_agent
-from nefos.network.agents.ip_lib import link_is_up
-from nefos.network.agents.l2_agent import L2Agent, _master
+from nefos.agents import l2_agent
+from nefos.agents.ip_lib import link_is_up
+from nefos.agents.l2_agent import L2Agent, _master
 from tests.network.wire import sh
 
 HOST = "admin-state-host"

@@ -11,7 +11,7 @@ from sqlalchemy import select, text
 
 from nefos.context import admin_context
 from nefos.db.models import Port
-from nefos.network import notifier as notifier_mod
+from nefos.control.network import notifier as notifier_mod
 
 
 async def _outbox(rt) -> int:

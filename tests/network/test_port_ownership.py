@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import pytest
 
-from nefos.network.agents.rpc import DhcpPluginAPI
-from nefos.network.dhcp_rpc import dhcp_device_id
+from nefos.clients.network_agents import DhcpPluginAPI
+from nefos.control.network.dhcp_rpc import dhcp_device_id
 
 from tests.network.conftest import ADMIN, OTHER, PROJECT, member
 from tests.network.l3_helpers import external_network, put, router

@@ -9,10 +9,10 @@ import asyncio
 
 from nefos.bus import Endpoint, interfaces
 from nefos.context import admin_context
-from nefos.network import l2pop
-from nefos.network.agent_rpc import AgentStateCallbacks
-from nefos.network.agents.rpc import L2_AGENT, L2_AGENT_TOPIC
-from nefos.network.l3_rpc import L3PluginEndpoint
+from nefos.control.network import l2pop
+from nefos.control.network.agent_rpc import AgentStateCallbacks
+from nefos.clients.network_agents import L2_AGENT, L2_AGENT_TOPIC
+from nefos.control.network.l3_rpc import L3PluginEndpoint
 from tests.network.conftest import member
 from tests.network.l3_helpers import external_network, put, router, tenant_network
 

@@ -17,8 +17,8 @@ import uuid
 
 import pytest
 
-from nefos.network.agents.l3_agent import L3Agent
-from nefos.network.agents.router_ns import namespace
+from nefos.agents.l3_agent import L3Agent
+from nefos.agents.router_ns import namespace
 from tests.network.conftest import Helpers, member
 from tests.network.l3_helpers import external_network, put, router, tenant_network
 from tests.network.test_l3_agent import CONNECT, ECHO, guest, sh

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from nefos.network.agents.firewall import Firewall, PortFilter, revoked_flows
+from nefos.agents.firewall import Firewall, PortFilter, revoked_flows
 from tests.network.wire import GUEST_IP, GUEST_MAC, OBSERVER_IP, ROOT
 
 SERVER = """

@@ -16,7 +16,7 @@ import pytest
 
 from nefos.context import admin_context
 from nefos.db.models import NetworkAgent
-from nefos.network.agents.rpc import L2_AGENT
+from nefos.clients.network_agents import L2_AGENT
 from tests.network.hosts import Lab, in_ns, until
 
 pytestmark = pytest.mark.rabbit

@@ -8,7 +8,7 @@ import time
 import httpx
 import pytest
 
-from nefos.allinone import Cloud, all_in_one_components, free_port
+from nefos.cmd.allinone import Cloud, all_in_one_components, free_port
 from nefos.config import Config, load_config
 
 from tests.noauth import ADMIN  # noqa: E402  (the default clients send it)
@@ -60,7 +60,7 @@ class CloudHarness:
         return net
 
     async def default_image(self) -> str:
-        from nefos.image.bootstrap import ensure_default_image
+        from nefos.control.image.bootstrap import ensure_default_image
         return await ensure_default_image(self.rt)
 
     async def boot(self, name="vm", flavor="1", networks=None, headers=None, expect=202, **extra) -> dict:
@@ -152,11 +152,11 @@ async def start_cloud(tmp_path, *, fake_hosts: int = 1, drivers: dict[str, str] 
     hosts = [f"host-{i + 1}" for i in range(fake_hosts)]
     cfg.host = "controller"
     components = all_in_one_components(rt, fake_hosts=0)
-    from nefos.compute.host.service import component as compute_component
+    from nefos.host.compute.service import component as compute_component
     api = components.pop()  # the compute API starts last
     components += [compute_component(rt, h) for h in hosts]
     if drivers:
-        from nefos.virt import load_driver
+        from nefos.host.virt import load_driver
         components += [compute_component(rt, h, driver=load_driver(name, cfg, h)) for h, name in drivers.items()]
     components += [api]
     cloud = Cloud(rt, components)

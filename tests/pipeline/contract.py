@@ -84,7 +84,7 @@ def schema_for(method: str, path: str, status: int) -> str | None | bool:
 @functools.cache
 def _compute_api_document() -> tuple[object, dict]:
     """The Compute app's routes (no cloud behind them: only matched) and its OpenAPI document."""
-    from nefos.api.app import NOVA_ERROR_SCHEMA, create_app
+    from nefos.control.compute.rest.app import NOVA_ERROR_SCHEMA, create_app
     from nefos.openapi import document
     app = create_app(None, None)
     return app, document(app, title="Nefos Compute API", version="2.1", error_schema=NOVA_ERROR_SCHEMA)

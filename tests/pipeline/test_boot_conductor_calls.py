@@ -82,7 +82,7 @@ async def test_a_host_under_a_conductor_older_than_1_3_falls_back_to_one_call_a_
     the first 1.3 call before running anything, and the host sends the 1.2 forms from then on."""
     from nefos.bus import interfaces
     from nefos.bus.versioning import RPCInterface, parse
-    from nefos.conductor.manager import ConductorManager
+    from nefos.control.conductor.manager import ConductorManager
     served = RPCInterface("conductor", version="1.2", binary=interfaces.CONDUCTOR.binary, methods={
         m: v for m, v in interfaces.CONDUCTOR.methods.items() if parse(v) <= (1, 2)})
     monkeypatch.setattr(ConductorManager, "rpc_interface", served)

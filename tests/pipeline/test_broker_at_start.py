@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from nefos.allinone import free_port
+from nefos.cmd.allinone import free_port
 from tests.compute.conftest import eventually
 from tests.multihost.underlay import TcpForwarder
 from tests.pipeline.test_multiprocess import BIN, RABBIT_URL

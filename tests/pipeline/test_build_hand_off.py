@@ -287,7 +287,7 @@ async def test_a_delete_racing_its_builds_return_unplaced_deletes_it_here(tmp_pa
     """The API reads the server on its host, then the conductor puts the build back unplaced (the
     host never got it), then the API marks it deleting: no host will ever finish that delete, so
     the API does it itself."""
-    from nefos.compute import api as compute_api
+    from nefos.control.compute import api as compute_api
     from nefos.db.models import Instance
 
     cloud = await start_cloud(tmp_path, fake_hosts=1)

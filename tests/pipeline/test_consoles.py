@@ -16,7 +16,7 @@ import jsonschema
 import pytest
 from sqlalchemy import update
 
-from nefos.api import response_schemas
+from nefos.control.compute.rest import response_schemas
 from nefos.db.models import ConsoleAuthToken
 from tests.pipeline.conftest import ADMIN, cloud, member, start_cloud, stop_cloud  # noqa: F401 (the cloud fixture)
 

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from nefos.allinone import free_port
+from nefos.cmd.allinone import free_port
 from tests.pipeline.test_broker_at_start import serves_once_forwarded, stops_on_sigterm_while
 from tests.pipeline.test_multiprocess import BIN, RABBIT_URL
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from nefos.image.bootstrap import DEFAULT_IMAGE_ID
+from nefos.control.image.bootstrap import DEFAULT_IMAGE_ID
 from tests.pipeline.test_multiprocess import _wait, running_cloud
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rabbit]

@@ -11,7 +11,7 @@ import time
 import httpx
 import pytest
 
-from nefos.image.bootstrap import DEFAULT_IMAGE_ID
+from nefos.control.image.bootstrap import DEFAULT_IMAGE_ID
 from tests.pipeline.test_dbless_compute import CONTROL_PLANE, _host_env
 from tests.pipeline.test_multiprocess import ADMIN, _wait, running_cloud
 

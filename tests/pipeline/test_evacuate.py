@@ -8,7 +8,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from nefos.objects import allocations, instance as instance_obj, states
+from nefos.objects import allocations, instance as instance_obj
+from nefos.model import states
 from tests.compute.conftest import boot_active, crash_compute, set_instance, start_compute
 from tests.pipeline.conftest import start_cloud, stop_cloud
 
@@ -75,7 +76,7 @@ async def test_lost_host_evacuated_and_its_return_destroys_only_proven_guests(tm
     (tuned short here; the sibling below uses the default through forced_down)."""
     # The destination's network-vif-plugged must reach it as a cast (the server still names its failed
     # host while it spawns), not from its inbox re-read: that one is put past the test's waits.
-    from nefos.compute.host import instance_events
+    from nefos.host.compute import instance_events
     monkeypatch.setattr(instance_events, "INBOX_POLL", 60.0)
     cloud = await start_cloud(tmp_path, fake_hosts=2, report_interval=REPORT_INTERVAL,
                               service_down_time=DOWN_TIME, **FAST)

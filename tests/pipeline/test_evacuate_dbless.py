@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from nefos.image.bootstrap import DEFAULT_IMAGE_ID
+from nefos.control.image.bootstrap import DEFAULT_IMAGE_ID
 from tests.pipeline.test_dbless_compute import CONTROL_PLANE, _host_env
 from tests.pipeline.test_multiprocess import _wait, running_cloud
 

@@ -12,8 +12,8 @@ import time
 import httpx
 import pytest
 
-from nefos.allinone import free_port
-from nefos.image.bootstrap import DEFAULT_IMAGE_ID
+from nefos.cmd.allinone import free_port
+from nefos.control.image.bootstrap import DEFAULT_IMAGE_ID
 from tests.noauth import ADMIN
 from tests.pipeline.test_multiprocess import SERVER_BACKENDS, running_cloud
 from tests.pipeline.test_multiprocess_races import (_FIVE_TINY_SERVERS, _TWO_SCHEDULERS_TWO_CONDUCTORS, _query,

@@ -14,7 +14,7 @@ import contextlib
 import time
 
 from nefos import exceptions
-from nefos.compute.host import init_host as host_init
+from nefos.host.compute import init_host as host_init
 from nefos.config import Config
 from tests.compute.conftest import boot_active, compute_component
 from tests.pipeline.conftest import start_cloud, stop_cloud

@@ -10,8 +10,8 @@ import time
 
 import httpx
 
-from nefos.event_tail import read_stream
-from nefos.image.bootstrap import DEFAULT_IMAGE_ID
+from nefos.cmd.event_tail import read_stream
+from nefos.control.image.bootstrap import DEFAULT_IMAGE_ID
 from tests.noauth import ADMIN
 from tests.pipeline.test_multiprocess import SERVER_BACKENDS, running_cloud
 

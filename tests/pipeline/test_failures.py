@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from nefos.objects import states
+from nefos.model import states
 from tests.pipeline.conftest import ADMIN
 
 

@@ -9,7 +9,7 @@ import asyncio
 import time
 
 from nefos.objects import instance as instance_obj
-from nefos.objects.instance_metadata import InstanceMetadata
+from nefos.model.instance_metadata import InstanceMetadata
 from tests.pipeline.conftest import ADMIN
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from nefos import exceptions
 from nefos.context import admin_context
-from nefos.image import images
+from nefos.control.image import images
 from tests.pipeline.conftest import ADMIN, start_cloud, stop_cloud
 
 
@@ -142,7 +142,7 @@ async def test_a_delete_that_cannot_be_sent_to_the_host_is_finished_by_the_host(
 async def test_a_delete_the_database_refused_leaves_no_open_action(cloud, monkeypatch):
     """A delete answered 503 because the database failed midway is not left as an action in
     progress for ever: it is recorded as failed, and the server is as it was."""
-    from nefos.compute import api as compute_api
+    from nefos.control.compute import api as compute_api
     server = await _active_server(cloud)
     original = compute_api.instance_obj.save
 

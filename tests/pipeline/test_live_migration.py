@@ -128,7 +128,7 @@ async def test_checks_answer_as_nova_and_leave_nothing_behind(cloud):
     # a destination whose driver cannot live-migrate (the libvirt driver): 400, nothing moved
     cloud.driver(dest).supports_live_migration = False
     original = cloud.driver(dest).check_can_live_migrate_destination
-    from nefos.virt.driver import ComputeDriver
+    from nefos.host.virt.driver import ComputeDriver
     cloud.driver(dest).check_can_live_migrate_destination = \
         ComputeDriver.check_can_live_migrate_destination.__get__(cloud.driver(dest))
     try:
@@ -266,8 +266,8 @@ async def test_a_live_migration_its_source_lost_is_rolled_back(cloud):
     """A live migration whose cast never reached its source (or whose source restarted) is given up
     by the source's recovery, as Nova's init_host: the server back on its source, the claim on the
     destination released, the migration in error."""
-    from nefos.compute.host import live_migration
-    from nefos.compute.host.init_host import recover_instance
+    from nefos.host.compute import live_migration
+    from nefos.host.compute.init_host import recover_instance
     from nefos.objects import instance as instance_obj
     server = await _boot_active(cloud)
     sid = server["id"]

@@ -1,6 +1,6 @@
 """No operation is stuck because its request to the compute host was lost (a broker restart drops
 casts): after ``rpc_response_timeout`` with nothing under way on the host, the host recovers it as
-it would after its own restart (``nefos.compute.host.deadlines.finish_lost_operations``) — a reboot,
+it would after its own restart (``nefos.host.compute.deadlines.finish_lost_operations``) — a reboot,
 stop, start or unshelve is done, a snapshot is given up (its image deleted, its action failed), a
 build is ERROR with its claim released, a resize confirm is confirmed by its source host. Each
 once with a short ``rpc_response_timeout``, once with the shipped defaults (the request's age
@@ -13,10 +13,10 @@ import datetime as dt
 import pytest
 from sqlalchemy import func, select, update
 
-from nefos.compute.host import deadlines
+from nefos.host.compute import deadlines
 from nefos.context import admin_context
 from nefos.db.models import Allocation, Image, Instance, InstanceAction, utcnow
-from nefos.objects import states
+from nefos.model import states
 from tests.compute.conftest import eventually
 from tests.pipeline.conftest import ADMIN, DEMO_PROJECT, member, start_cloud, stop_cloud
 from tests.pipeline.test_build_hand_off import Link

@@ -8,7 +8,7 @@ import time
 
 from sqlalchemy import select
 
-from nefos.compute.host import resize
+from nefos.host.compute import resize
 from nefos.db.models import Flavor, Migration
 from tests.pipeline.conftest import ADMIN, DEMO_PROJECT, member
 

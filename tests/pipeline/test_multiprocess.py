@@ -14,8 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from nefos.allinone import free_port
-from nefos.image.bootstrap import DEFAULT_IMAGE_ID
+from nefos.cmd.allinone import free_port
+from nefos.control.image.bootstrap import DEFAULT_IMAGE_ID
 from tests.backends import fresh_database
 from tests.noauth import ADMIN
 

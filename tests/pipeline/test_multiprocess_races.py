@@ -29,12 +29,12 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
-from nefos.allinone import free_port
+from nefos.cmd.allinone import free_port
 from nefos.config import Config
 from nefos.db.session import normalise_url
 from tests.backends import fresh_database
 from tests.noauth import ADMIN
-from nefos.image.bootstrap import DEFAULT_IMAGE_ID
+from nefos.control.image.bootstrap import DEFAULT_IMAGE_ID
 from tests.pipeline.test_multiprocess import SERVER_BACKENDS, SERVICES, Processes, running_cloud
 from tests.pipeline.test_multiprocess import multiprocess_cloud  # noqa: F401 (a fixture)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from nefos.allinone import free_port
+from nefos.cmd.allinone import free_port
 
 pytestmark = pytest.mark.cli
 

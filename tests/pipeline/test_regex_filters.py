@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from nefos.compute import regex_filters
+from nefos.control.compute import regex_filters
 from tests.noauth import ADMIN
 
 EVIL = "(a|a)+$"  # backtracks exponentially on "aaa...ab"

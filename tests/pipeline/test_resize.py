@@ -304,7 +304,7 @@ async def test_delete_during_each_step_leaks_nothing(tmp_path, step):
                 await cloud.action(sid, {"confirmResize": None}, expect=204, headers=MEMBER)
         else:
             # Hold the server in ``step``: the method after it waits until the delete is in.
-            from nefos.compute.host import resize
+            from nefos.host.compute import resize
             gate = asyncio.Event()
             following = {"resize_prep": "resize_instance", "resize_migrating": "migrate_disk_and_power_off",
                          "resize_migrated": "finish_resize", "resize_finish": "finish_migration"}[step]

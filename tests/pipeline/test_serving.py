@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from nefos.allinone import Cloud, all_in_one_components, free_port
+from nefos.cmd.allinone import Cloud, all_in_one_components, free_port
 from nefos.config import load_config
 from nefos.service import Runtime
 
@@ -72,7 +72,7 @@ def test_nefos_up_on_a_taken_port_says_which_and_exits(tmp_path):
         taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         taken.bind(("127.0.0.1", ports["COMPUTE_API_PORT"]))
         taken.listen()
-        proc = subprocess.run([sys.executable, "-m", "nefos.cli", "up", "--driver", "fake",
+        proc = subprocess.run([sys.executable, "-m", "nefos.cmd.cli", "up", "--driver", "fake",
                                "--state-dir", str(tmp_path)],
                               capture_output=True, text=True, timeout=120, env=env)
     out = proc.stdout + proc.stderr

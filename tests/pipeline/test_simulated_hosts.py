@@ -129,7 +129,7 @@ async def _create_all(procs, net_id: str) -> list[str]:
 
 
 def _image_id() -> str:
-    from nefos.image.bootstrap import DEFAULT_IMAGE_ID
+    from nefos.control.image.bootstrap import DEFAULT_IMAGE_ID
     return DEFAULT_IMAGE_ID
 
 

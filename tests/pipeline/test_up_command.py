@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from nefos.allinone import all_in_one_components, free_port
+from nefos.cmd.allinone import all_in_one_components, free_port
 from nefos.config import ConfigError, load_config
 from nefos.service import Runtime
 
@@ -34,7 +34,7 @@ def start_up(tmp_path, *args: str, env: dict | None = None, launcher: tuple[str,
     (a start that fails or takes over 120 s is stopped and fails the test)."""
     log = tmp_path / "up.log"
     with open(log, "w") as out:
-        proc = subprocess.Popen([*launcher, sys.executable, "-m", "nefos.cli", "up", *args,
+        proc = subprocess.Popen([*launcher, sys.executable, "-m", "nefos.cmd.cli", "up", *args,
                                  "--state-dir", str(tmp_path / "state")],
                                 env=env or _env(), stdout=out, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 120
@@ -61,7 +61,7 @@ def test_fake_hosts_starts_that_many_fake_hosts_with_libvirt_usable(tmp_path):
 
 def test_fake_hosts_with_another_driver_is_refused(tmp_path):
     for argv in (["--fake-hosts", "2", "--driver", "libvirt"], ["--fake-hosts", "0"]):
-        proc = subprocess.run([sys.executable, "-m", "nefos.cli", "up", *argv, "--state-dir", str(tmp_path)],
+        proc = subprocess.run([sys.executable, "-m", "nefos.cmd.cli", "up", *argv, "--state-dir", str(tmp_path)],
                               env=_env(), capture_output=True, text=True, timeout=60)
         assert proc.returncode == 2, proc.stdout + proc.stderr
         assert "--fake-hosts" in proc.stdout and "Traceback" not in proc.stdout + proc.stderr, proc.stdout

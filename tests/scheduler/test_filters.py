@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from nefos.scheduler import extra_specs_ops, filters
-from nefos.scheduler.host_state import HostState
+from nefos.control.scheduler import extra_specs_ops, filters
+from nefos.control.scheduler.host_state import HostState
 
 
 def host(name="h1", aggregates=(), instances=(), zone="nova") -> HostState:

@@ -18,15 +18,15 @@ import pytest
 from sqlalchemy import select, update
 
 from nefos import exceptions
-from nefos.compute import aggregates, services
+from nefos.control.compute import aggregates, services
 from nefos.config import Config
 from nefos.db.migrate import upgrade
 from nefos.db.models import ComputeNode, Service, utcnow
 from nefos.db.session import Database
 from nefos.objects import allocations, compute_nodes, service_rows
-from nefos.scheduler import host_cache
-from nefos.scheduler.host_cache import HostStateCache
-from nefos.scheduler.manager import SchedulerManager
+from nefos.control.scheduler import host_cache
+from nefos.control.scheduler.host_cache import HostStateCache
+from nefos.control.scheduler.manager import SchedulerManager
 from tests.backends import BACKENDS, fresh_database, migrated
 
 LONG_AGO = dt.timedelta(hours=1)

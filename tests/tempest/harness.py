@@ -232,7 +232,7 @@ def tempest_conf(cloud: dict, prep: dict, work: Path, validation: bool = False) 
         ide_bus = true
         unified_limits = false
         hostname_fqdn_sanitization = true
-        # Nova's default filters plus the ones Nefos also runs (src/nefos/scheduler/filters.py).
+        # Nova's default filters plus the ones Nefos also runs (src/nefos/control/scheduler/filters.py).
         scheduler_enabled_filters = ComputeFilter,ComputeCapabilitiesFilter,ImagePropertiesFilter,ServerGroupAntiAffinityFilter,ServerGroupAffinityFilter,AvailabilityZoneFilter,AggregateInstanceExtraSpecsFilter,AggregateMultiTenancyIsolation,SameHostFilter,DifferentHostFilter
 
         [service_available]

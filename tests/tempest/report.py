@@ -111,7 +111,7 @@ def render(summary: dict, validation: dict | None = None) -> str:
         "root`); Tempest reaches every guest over SSH through a floating IP on `public` (there a bridge",
         "of its own, 172.24.4.0/24). Their results below are that run's; the pass rate counts both runs.",
         "",
-        f"Nefos' Compute API goes up to microversion {MAX_MICROVERSION} (`nefos.api.microversion.MAX_VERSION`)",
+        f"Nefos' Compute API goes up to microversion {MAX_MICROVERSION} (`nefos.control.compute.rest.microversion.MAX_VERSION`)",
         "and Tempest runs with that maximum. Past 2.47 it honours: 2.50 (quota classes), 2.51 (action",
         "events for non-admins), 2.52 (tags on create, with the 2.26 tags API), 2.53 (service and",
         "hypervisor uuids, `PUT /os-services/{id}`, hypervisor query parameters), 2.54 (key_name on",

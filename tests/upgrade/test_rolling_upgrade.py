@@ -36,9 +36,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from nefos.allinone import free_port
+from nefos.cmd.allinone import free_port
 from nefos.bus import interfaces
-from nefos.image.bootstrap import DEFAULT_IMAGE_ID
+from nefos.control.image.bootstrap import DEFAULT_IMAGE_ID
 from tests.backends import fresh_database
 from tests.noauth import ADMIN
 

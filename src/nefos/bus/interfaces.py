@@ -100,7 +100,7 @@ COMPUTE = RPCInterface("compute", version="1.2", binary="nova-compute", args={
 })
 
 # The Compute API's requests (1.0) and, from 1.1, everything a compute host reads or writes of the
-# database (nefos.conductor.host_surface and migration_surface; the host has no database).
+# database (nefos.control.conductor.host_surface and migration_surface; the host has no database).
 CONDUCTOR = RPCInterface("conductor", version="1.5", binary="nova-conductor", args={
     "build_started": {"block_devices": "1.3"},
     "evacuate_instance": {"new_pass": "1.5"},
@@ -110,7 +110,7 @@ CONDUCTOR = RPCInterface("conductor", version="1.5", binary="nova-conductor", ar
     "migrate_server": "1.0",
     "unshelve_instance": "1.0",
     "evacuate_instance": "1.1",
-    # nefos.conductor.host_surface
+    # nefos.control.conductor.host_surface
     "ready": "1.1",
     "instance_get": "1.1",
     "instance_task_state": "1.1",
@@ -155,7 +155,7 @@ CONDUCTOR = RPCInterface("conductor", version="1.5", binary="nova-conductor", ar
     "event_inbox_stored": "1.1",
     "event_inbox_consume": "1.1",
     "event_inbox_record_processing": "1.1",
-    # nefos.conductor.migration_surface
+    # nefos.control.conductor.migration_surface
     "migration_save": "1.1",
     "migration_abort_before_move": "1.1",
     "resize_confirmed": "1.1",
@@ -197,7 +197,7 @@ NETWORK = RPCInterface("network", version="1.2", binary="nefos-network", args={
 })
 
 # Agents -> the network service (Neutron's q-plugin, q-securitygroup-plugin, q-dhcp-plugin,
-# q-metadata, q-reports-plugin and q-l3-plugin topics; nefos.network.agents.rpc).
+# q-metadata, q-reports-plugin and q-l3-plugin topics; nefos.clients.network_agents).
 PLUGIN = RPCInterface("q-plugin", version="1.2", methods={
     # (a 0.9.0 DHCP agent's report; the DHCP agent now says it on q-dhcp-plugin)
     "dhcp_ready_on_ports": "1.0",

@@ -528,7 +528,7 @@ class PortProvisioning(Base):
     One row per (port, component): ``L2`` (the host's L2 agent reported the device up) and,
     on a network served by a DHCP agent, ``DHCP`` (dnsmasq re-read a hosts file holding the
     port's entry). ``satisfied`` False is a block: the port goes ACTIVE only when none is
-    left (``nefos.network.provisioning``). Rows go with the port.
+    left (``nefos.control.network.provisioning``). Rows go with the port.
     """
     __tablename__ = "port_provisioning"
     port_id: Mapped[str] = mapped_column(String(36), primary_key=True)

@@ -16,7 +16,7 @@ from nefos.db.models import Instance, InstanceAction, InstanceActionEvent, utcno
 from nefos.db.session import Database, after_commit, given_or
 from nefos.objects import event_log
 
-from nefos.objects.action_names import (  # noqa: F401  (re-exported: actions.CREATE ...)
+from nefos.model.action_names import (  # noqa: F401  (re-exported: actions.CREATE ...)
     CREATE, DELETE, START, STOP, REBOOT, PAUSE, UNPAUSE, SUSPEND, RESUME, LOCK, UNLOCK, CREATE_IMAGE, BACKUP,
     SHELVE, SHELVE_OFFLOAD, UNSHELVE, CHANGE_PASSWORD, REBUILD, RESCUE, UNRESCUE, ATTACH_INTERFACE,
     DETACH_INTERFACE)

@@ -1,6 +1,6 @@
 """The durable inbox of external events (``instance_external_events``) and each instance's current
 event operation (``instance_event_operations``): the rows behind a compute host's waits for
-``network-vif-plugged`` (``nefos.compute.host.instance_events``), written for it by the conductor."""
+``network-vif-plugged`` (``nefos.host.compute.instance_events``), written for it by the conductor."""
 
 from __future__ import annotations
 

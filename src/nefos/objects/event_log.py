@@ -19,7 +19,7 @@ import datetime as dt
 from sqlalchemy import bindparam, delete, func, insert, select
 
 from nefos.db.models import Instance, InstanceAction, InstanceActionEvent, StreamEvent, utcnow
-from nefos.objects import states
+from nefos.model import states
 
 SERVER_CREATED = "server.created"
 SERVER_UPDATED = "server.updated"

@@ -9,7 +9,8 @@ import datetime as dt
 from sqlalchemy import or_, select
 
 from nefos.db.models import Instance, InstanceAction
-from nefos.objects import instance as instance_obj, migration_state, states
+from nefos.objects import instance as instance_obj
+from nefos.model import migration_state, states
 
 _BUILD_TASKS = frozenset(t for t in states.BUILD_TASK_STATES if t is not None)
 
@@ -73,7 +74,7 @@ def _before(when: dt.datetime | None, cutoff: dt.datetime | None) -> bool:
 
 async def deadline_candidates(db, host: str, *, lost_before: dt.datetime | None,
                               builds_before: dt.datetime | None, tasks_before: dt.datetime | None) -> dict:
-    """Everything one deadline pass of ``host`` acts on (``nefos.compute.host.deadlines``), in one
+    """Everything one deadline pass of ``host`` acts on (``nefos.host.compute.deadlines``), in one
     read: ``lost`` (whole), the instances with a task (or a build) under way unchanged since
     ``lost_before``; ``resized`` (whole), the RESIZED instances whose confirm pends on this host,
     their source, unchanged since ``lost_before``; ``builds``, the uuids of the BUILDING ones

@@ -19,7 +19,8 @@ from sqlalchemy import and_, bindparam, false, insert, or_, select, update
 from nefos import exceptions
 from nefos.db.models import Instance, InstanceFault, utcnow
 from nefos.db.session import Database
-from nefos.objects import event_log, faults, states
+from nefos.objects import event_log
+from nefos.model import faults, states
 
 _UNSET = object()
 
@@ -229,7 +230,7 @@ async def save_with_fault(db: Database, uuid: str, updates: dict, exc: BaseExcep
 
 def quota_deltas(instance: dict) -> dict[str, int]:
     """What one instance counts against its project's quota (during a resize: the larger of its old
-    and new flavors' cores and RAM, as held since the request, ``nefos.compute.resize``)."""
+    and new flavors' cores and RAM, as held since the request, ``nefos.control.compute.resize``)."""
     held = ((instance.get("system_metadata") or {}).get(MIGRATION_KEY) or {}).get("quota")
     if held:
         return {"instances": 1, "cores": held["cores"], "ram": held["ram"]}

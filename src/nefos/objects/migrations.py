@@ -1,6 +1,6 @@
 """Migration records: one row per resize or cold migration (Nova's ``migrations`` table).
 
-The resize pipeline (``nefos.compute.resize``) keeps its working copy of a migration in the
+The resize pipeline (``nefos.control.compute.resize``) keeps its working copy of a migration in the
 server's system metadata; this table is the durable record the os-migrations API reads, written
 at the points Nova sets each status (the statuses are Nova's). A status update touches only a
 row that is not deleted, so a record soft-deleted with its server stays as it was.

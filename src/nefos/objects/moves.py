@@ -20,8 +20,9 @@ from __future__ import annotations
 import traceback
 
 from nefos import exceptions
-from nefos.objects import actions, allocations, instance as instance_obj, migrations as migrations_obj, quotas, states
-from nefos.objects.migration_state import migration_of, quota_back, with_migration
+from nefos.objects import actions, allocations, instance as instance_obj, migrations as migrations_obj, quotas
+from nefos.model import states
+from nefos.model.migration_state import migration_of, quota_back, with_migration
 
 
 def _holds(instance: dict, migration: dict) -> dict | None:

@@ -22,7 +22,7 @@ import uuid as uuidlib
 from sqlalchemy import or_, select, update
 
 from nefos.objects import event_log
-from nefos.objects.binaries import COMPUTE_BINARY
+from nefos.model.binaries import COMPUTE_BINARY
 from nefos.db.models import Service, utcnow
 
 LOG = logging.getLogger(__name__)

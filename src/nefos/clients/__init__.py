@@ -1,0 +1,1 @@
+"""Each service's client: the declared, versioned interface its callers use."""

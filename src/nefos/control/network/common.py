@@ -1,0 +1,73 @@
+"""What the network service's modules share: Neutron's timestamps, ids, chunking, quota resource
+names, errors, and the caller's visibility and the plain filters of the prebuilt Core statements."""
+
+from __future__ import annotations
+
+import uuid as uuidlib
+from typing import Any
+
+from sqlalchemy import bindparam
+
+from nefos import exceptions
+from nefos.context import RequestContext
+from nefos.control.network import attributes as attrs
+
+CHUNK = 500
+
+# Neutron's quota resource names -> the names in quota_usages / quotas / config.
+QUOTA_RESOURCES = {
+    "network": "networks", "subnet": "subnets", "port": "ports",
+    "security_group": "security_groups", "security_group_rule": "security_group_rules",
+    "router": "routers", "floatingip": "floatingips",
+}
+
+
+def iso(value) -> str | None:
+    """Neutron's timestamp format: ISO 8601, seconds, UTC as ``Z``."""
+    if value is None:
+        return None
+    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def new_id() -> str:
+    return str(uuidlib.uuid4())
+
+
+def chunks(values: list, size: int = CHUNK):
+    for i in range(0, len(values), size):
+        yield values[i:i + size]
+
+
+def not_owner(action: str) -> exceptions.PolicyNotAuthorized:
+    return exceptions.PolicyNotAuthorized(f"(rule:{action}) is disallowed by policy")
+
+
+def bulk(items) -> list:
+    if not isinstance(items, list) or not items:
+        raise attrs.bad_request("Resources required")
+    return items
+
+
+def visibility(ctx: RequestContext) -> str:
+    return "admin" if ctx.is_admin else ("project" if ctx.project_id is not None else "none")
+
+
+def owned(column, visibility: str):
+    return column == bindparam("b_project") if visibility == "project" else column.is_(None)
+
+
+def prefilter_params(filters: dict | None, columns: dict[str, Any]) -> tuple[tuple, dict]:
+    """``NetworkManager._prefilter`` as a statement shape (the filtered fields) and its parameters."""
+    keys, params = [], {}
+    for field, values in (filters or {}).items():
+        values = values if isinstance(values, list) else [values]
+        if field in columns and values and all(isinstance(v, str) and v for v in values):
+            params[f"f{len(keys)}"] = values
+            keys.append(field)
+    return tuple(keys), params
+
+
+def where_filters(q, columns: dict[str, Any], keys: tuple):
+    for i, field in enumerate(keys):
+        q = q.where(columns[field].in_(bindparam(f"f{i}", expanding=True)))
+    return q

@@ -1,3 +1,0 @@
-"""The libvirt/QEMU driver (``compute_driver = "libvirt"``): see ``driver``."""
-
-from nefos.virt.libvirt.driver import LibvirtDriver  # noqa: F401
