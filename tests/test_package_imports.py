@@ -3,14 +3,16 @@ loop, directly or through others; and every import goes down the order of ``LAYE
 tree imports only the parts listed before it. Imports made inside functions count as any other
 (the walk reads the whole syntax tree), so a loop cannot hide in a function.
 
-A part is a top-level module or package of ``nefos``; a few modules are parts of their own, below
-their package, because other services call them: a service's client (``rpcapi``,
-``network.client``: the declared, versioned interface every caller uses) and identity's face to
-the other services (where the endpoints are, the service user's session, token validation: what
-keystoneauth and keystonemiddleware do for OpenStack's services). A compute host's
-``compute.host`` and the network's ``network.agents`` are parts of their own too. The direction
-follows the calls: the APIs know the conductor's client, the conductor the scheduler's and the
-compute hosts' clients, a host the conductor's client."""
+A part is a folder of ``nefos`` and its side (docs/architecture.md, "Layout"): the plumbing every
+side may use (the modules at the top), what both sides share without the database (``model``),
+storage and messaging, the control plane's repositories (``objects``), each service's client
+(``clients``; identity's face to the other services, ``clients.identity``, is lower: the request
+plumbing every API uses validates tokens with it), the network agents, the control plane's
+services (``control.<service>``, the Compute API's routes ``control.compute.rest``), a hypervisor
+host (``host.virt``, ``host.compute``) and the commands. The direction follows the calls: the APIs
+know the conductor's client, the conductor the scheduler's and the compute hosts' clients, a host
+the conductor's client. And a hypervisor host's code and the agents' never import the database,
+its repositories nor the control plane: what they read and write goes through a client."""
 
 from __future__ import annotations
 
@@ -26,27 +28,34 @@ LAYERS = [
     # Plumbing: knows no service.
     ("timeutils", "exceptions", "context", "component", "waiting", "fileperms", "openapi", "task_report",
      "logs", "admission", "metrics", "policy"),
+    # What the control plane, the hosts and the agents share without the database.
+    ("model",),
     # Storage and messaging.
     ("db", "bus"),
-    # The options (``[upgrade_levels]`` names the bus's topics), the versioned objects on the
-    # database and the bus, the notifications they send.
+    # The options (``[upgrade_levels]`` names the bus's topics), the control plane's repositories on
+    # the database, the notifications they send.
     ("config", "objects", "notifications"),
     # Identity's face to the other services.
-    ("identity.catalog", "identity.service_auth", "identity.tokens"),
+    ("clients.identity",),
     # What every service runs on, the HTTP server every listener runs, the request plumbing every
     # API uses.
     ("service", "http_server", "rest"),
-    # The services' clients.
-    ("compute.rpcapi", "conductor.rpcapi", "scheduler.rpcapi", "network.client"),
-    # The services (``network.agents.rpc`` is how the network service reaches its agents). The
-    # conductor serves the compute API and the hosts and calls the scheduler, all through clients.
-    ("identity", "image", "metadata", "network.agents", "network", "conductor", "compute", "scheduler",
-     "console", "dashboard", "api"),
-    # A compute host: its hypervisor drivers, its manager.
-    ("virt", "compute.host"),
+    # The services' clients, and the contract between the network service and its agents.
+    ("clients",),
+    # The network agents (the network service's all-in-one external network uses their helpers).
+    ("agents",),
+    # The control plane's services. The conductor serves the compute API and the hosts and calls
+    # the scheduler, all through clients.
+    ("control", "control.identity", "control.image", "control.metadata", "control.network", "control.conductor",
+     "control.compute", "control.scheduler", "control.console", "control.dashboard", "control.compute.rest"),
+    # A hypervisor host: its hypervisor drivers, its compute manager.
+    ("host", "host.virt", "host.compute"),
     # The commands: a deployment's health, its event log, everything in one process, the CLI.
-    ("status", "event_tail", "allinone", "cli"),
+    ("cmd",),
 ]
+# What a hypervisor host's and the agents' code never imports.
+HOST_SIDE = ("host", "agents")
+NEVER_FROM_HOST_SIDE = ("nefos.db", "nefos.objects", "nefos.control")
 ORDER = [part for layer in LAYERS for part in layer]
 _OWN_PARTS = sorted((part for part in ORDER if "." in part), key=len, reverse=True)
 
@@ -161,3 +170,11 @@ def test_every_import_goes_down_the_layers():
             if source_part != target_part and rank[target_part] > rank[source_part]:
                 upward[f"{module}:{line}"] = f"{target} ({source_part} -> {target_part})"
     assert upward == {}
+
+
+def test_host_and_agent_code_never_imports_the_database_or_the_control_plane():
+    found = {f"{module}:{line}": target for module, targets in _imports().items()
+             if module.removeprefix("nefos.").split(".")[0] in HOST_SIDE
+             for target, line in targets.items()
+             if any(target == banned or target.startswith(banned + ".") for banned in NEVER_FROM_HOST_SIDE)}
+    assert found == {}

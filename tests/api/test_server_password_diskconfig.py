@@ -4,6 +4,7 @@ OS-DCF:diskConfig on create, update, rebuild and resize."""
 from __future__ import annotations
 
 from nefos.model import server_password
+from nefos.objects import guest_passwords
 from tests.pipeline.conftest import ADMIN, cloud, member  # noqa: F401 (the cloud fixture)
 
 
@@ -19,7 +20,7 @@ async def test_password_stored_read_and_cleared(cloud):
     r = await cloud.compute.get(base, headers=member())
     assert r.status_code == 200 and r.json() == {"password": ""}, r.text
     secret = "x" * 300 + "end"  # spans two of Nova's 255-character keys
-    await server_password.store(cloud.rt.db, sid, secret, only_if_unset=True)
+    await guest_passwords.store_server_password(cloud.rt.db, sid, secret, only_if_unset=True)
     assert (await cloud.compute.get(base, headers=member())).json() == {"password": secret}
     assert (await cloud.compute.get(base, headers=member(project="o" * 32))).status_code == 404
     reader = {**member(), "X-Roles": "reader"}

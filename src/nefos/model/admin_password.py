@@ -24,11 +24,3 @@ def kept(system_metadata: dict | None, password: str | None) -> dict:
     others = {k: v for k, v in (system_metadata or {}).items() if k != KEY}
     return {**others, KEY: password} if password else others
 
-
-async def forget(db, uuid: str, password: str) -> None:
-    """Drop ``password`` once the guest was served it (not a newer one a rebuild put there)."""
-    from nefos.objects import instance as instance_obj
-
-    def without(instance: dict) -> dict | None:
-        return kept(instance.get("system_metadata"), None) if extract(instance) == password else None
-    await instance_obj.change_system_metadata(db, uuid, without)

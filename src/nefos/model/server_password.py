@@ -7,8 +7,6 @@ reads it with ``GET /servers/{id}/os-server-password`` and clears it with ``DELE
 
 from __future__ import annotations
 
-from nefos import exceptions
-
 CHUNKS = 4
 CHUNK_LENGTH = 255
 MAX_SIZE = CHUNKS * CHUNK_LENGTH
@@ -26,16 +24,3 @@ def chunks(password: str | None) -> dict[str, str]:
     password = password or ""
     return {key: password[i * CHUNK_LENGTH:(i + 1) * CHUNK_LENGTH] for i, key in enumerate(_KEYS)}
 
-
-async def store(db, uuid: str, password: str | None, *, only_if_unset: bool = False) -> None:
-    """Write (or, with None, clear) the password; ``only_if_unset``: 409 when one is already there
-    (the metadata service's POST, as Nova's). The other system metadata keys are kept
-    (``instance.change_system_metadata``). (The database is imported here: a config drive, built on
-    a compute host, needs only ``extract``.)"""
-    from nefos.objects import instance as instance_obj
-
-    def with_password(instance: dict) -> dict:
-        if only_if_unset and extract(instance):
-            raise exceptions.Conflict("The password was already set.")
-        return {**(instance.get("system_metadata") or {}), **chunks(password)}
-    await instance_obj.change_system_metadata(db, uuid, with_password)

@@ -21,8 +21,8 @@ from starlette.routing import Route
 from nefos import exceptions
 from nefos.clients import metadata as identification
 from nefos.model import admin_password, server_password
-from nefos.objects import instance as instance_obj
 from nefos.model.instance_metadata import EC2_VERSIONS, MD_JSON_NAME, PASS_NAME, InstanceMetadata, MetadataNotFound, TEXT
+from nefos.objects import guest_passwords, instance as instance_obj
 
 LOG = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ async def _serve(request: Request) -> Response:
         return await _post_password(request, rt, instance)
     if request.method == "GET" and path.rstrip("/").endswith("/" + MD_JSON_NAME) and admin_password.extract(instance):
         # The guest has its password now: no later reader in the guest gets it from here.
-        await admin_password.forget(rt.db, instance["uuid"], admin_password.extract(instance))
+        await guest_passwords.forget_admin_password(rt.db, instance["uuid"], admin_password.extract(instance))
     return Response(body, media_type=media_type if media_type != TEXT else "text/plain; charset=utf-8")
 
 
@@ -84,7 +84,7 @@ async def _post_password(request: Request, rt, instance: dict) -> Response:
     except UnicodeDecodeError:
         return PlainTextResponse("The password is not UTF-8 text.", status_code=400)
     try:
-        await server_password.store(rt.db, instance["uuid"], password, only_if_unset=True)
+        await guest_passwords.store_server_password(rt.db, instance["uuid"], password, only_if_unset=True)
     except exceptions.Conflict:
         return PlainTextResponse("Conflict", status_code=409)
     return Response(b"", media_type="text/plain; charset=utf-8")

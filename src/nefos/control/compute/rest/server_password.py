@@ -11,6 +11,7 @@ from nefos import rest
 from nefos.control.compute.rest import response_schemas as responses
 from nefos.control.compute.rest.common import authorized_instance
 from nefos.model import server_password
+from nefos.objects import guest_passwords
 from nefos.openapi import documented
 
 router = APIRouter()
@@ -29,5 +30,5 @@ async def show_password(request: Request, server_id: str):
 async def clear_password(request: Request, server_id: str):
     instance = await authorized_instance(request, rest.get_context(request), server_id,
                                          "os_compute_api:os-server-password:clear")
-    await server_password.store(request.app.state.rt.db, instance["uuid"], None)
+    await guest_passwords.store_server_password(request.app.state.rt.db, instance["uuid"], None)
     return Response(status_code=204)
