@@ -4,7 +4,7 @@ tree imports only the parts listed before it. Imports made inside functions coun
 (the walk reads the whole syntax tree), so a loop cannot hide in a function.
 
 A part is a folder of ``nefos`` and its side (docs/architecture.md, "Layout"): the plumbing every
-side may use (the modules at the top), what both sides share without the database (``model``),
+side may use (the modules at the top), what both sides share without the database (``model``; the tiny guest's builder, ``guest``),
 storage and messaging, the control plane's repositories (``objects``), each service's client
 (``clients``; identity's face to the other services, ``clients.identity``, is lower: the request
 plumbing every API uses validates tokens with it), the network agents, the control plane's
@@ -28,8 +28,9 @@ LAYERS = [
     # Plumbing: knows no service.
     ("timeutils", "exceptions", "context", "component", "waiting", "fileperms", "openapi", "task_report",
      "logs", "admission", "metrics", "policy"),
-    # What the control plane, the hosts and the agents share without the database.
-    ("model",),
+    # What the control plane, the hosts and the agents share without the database; the tiny guest's
+    # builder (a command and a libvirt host's probe build it).
+    ("model", "guest"),
     # Storage and messaging.
     ("db", "bus"),
     # The options (``[upgrade_levels]`` names the bus's topics), the control plane's repositories on
