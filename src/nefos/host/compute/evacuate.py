@@ -65,10 +65,6 @@ REBUILD_EVENT = "compute_rebuild_instance"  # Nova's event name, for a rebuild a
 PROVING_STATUSES = ("accepted", "pre-migrating", "done")
 
 
-class EvacuationClaimMissing(exceptions.NefosError):
-    message = "No resource claim for evacuation %(migration)s on %(host)s."
-
-
 # Destination ---------------------------------------------------------------------------------------
 async def rebuild_on_destination(manager, ctx, uuid: str, image_id: str, was_stopped: bool,
                                  migration: dict, new_pass: str | None = None) -> None:
@@ -101,9 +97,7 @@ async def _rebuild(manager, ctx, instance: dict, image_id: str, stopped: bool, m
     if current is None or current["uuid"] != migration["uuid"]:
         raise exceptions.UnexpectedTaskStateError(instance_uuid=uuid, expected=list(EVACUATION_TASK_STATES),
                                                   actual=instance["task_state"])
-    claim = await conductor.allocation_of(None, migration["uuid"])
-    if claim is None or claim["compute_node_id"] != manager.resource_tracker.node_ids.get(migration["dest_node"]):
-        raise EvacuationClaimMissing(migration=migration["uuid"], host=manager.host)
+    await manager.resource_tracker.move_claim(migration)
     await conductor.migration_set_status(None, migration["uuid"], "pre-migrating")
     await manager.notify(ctx, instance, "instance.rebuild.start")
     image = await snapshots.image_meta(manager, ctx, image_id)

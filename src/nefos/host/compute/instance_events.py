@@ -577,7 +577,6 @@ class InstanceEvents:
             return
         m = self.manager
         uuid = instance["uuid"]
-        events = self.vif_events(network_info) if self.should_wait(power_on=True) else []
 
         async def do_spawn(paused: bool):
             async with progress.step("compute_spawn"):
@@ -586,16 +585,20 @@ class InstanceEvents:
                                      power_on=True, **kwargs)
 
         try:
-            await self.start_paused(ctx, instance, events, do_spawn, what="spawn", progress=progress)
+            await self.start_paused(ctx, instance, network_info, do_spawn, what="spawn", progress=progress)
         except exceptions.VirtualInterfaceCreateException as cause:
             raise exceptions.BuildAbortException(
                 instance_uuid=uuid,
                 reason=f"VirtualInterfaceCreateException: {cause} (no network-vif-plugged within "
                        f"vif_plugging_timeout), not rescheduling.") from cause
 
-    async def start_paused(self, ctx, instance: dict, events: list, make, *, what: str, progress=None) -> None:
-        """``make(paused)`` creates the guest: with ``events`` to wait for, paused, resumed once the
-        wait lets it go on (``plug_and_wait``); without, started at once."""
+    async def start_paused(self, ctx, instance: dict, network_info: list[dict], make, *, what: str,
+                           power_on: bool = True, replug: bool = False, progress=None) -> None:
+        """``make(paused)`` creates the guest (a spawn's, a resize's or its revert's): when it is to
+        run and there are network-vif-plugged events of ``network_info`` to wait for (``replug``: of
+        every VIF, as they are plugged again on another host), paused, resumed once the wait lets it
+        go on (``plug_and_wait``); otherwise as ``power_on`` says, at once."""
+        events = self.vif_events(network_info, replug=replug) if self.should_wait(power_on) else []
         if not events:
             await make(False)
             return

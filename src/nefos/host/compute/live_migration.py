@@ -102,11 +102,12 @@ async def pre_live_migration(manager, ctx, uuid: str, migration: dict) -> None:
         if instance["task_state"] != states.MIGRATING:
             raise exceptions.UnexpectedTaskStateError(instance_uuid=uuid, expected=[states.MIGRATING],
                                                       actual=instance["task_state"])
-        alloc = await manager.conductor.allocation_of(None, migration["uuid"])
-        here = manager.resource_tracker.node_ids.get(migration["dest_node"])
-        if alloc is None or alloc["compute_node_id"] != here:
-            raise exceptions.MigrationPreCheckError(
-                reason=f"no resource claim for migration {migration['uuid']} on {manager.host}")
+        try:
+            await manager.resource_tracker.move_claim(migration)
+        except exceptions.ComputeResourcesUnavailable as exc:
+            # A live migration's claim that does not hold is a pre-check error (Nova's
+            # _live_migration_claim): the server's fault says so, with a 400.
+            raise exceptions.MigrationPreCheckError(reason=exc.kwargs["reason"]) from exc
         await manager.driver.pre_live_migration(ctx, instance, instance.get("network_info") or [])
 
 

@@ -60,11 +60,7 @@ async def prep_resize(manager, ctx, uuid: str, migration: dict) -> None:
             if instance["task_state"] != states.RESIZE_PREP:
                 raise exceptions.UnexpectedTaskStateError(instance_uuid=uuid, expected=[states.RESIZE_PREP],
                                                           actual=instance["task_state"])
-            alloc = await manager.conductor.allocation_of(None, migration["uuid"])
-            here = manager.resource_tracker.node_ids.get(migration["dest_node"])
-            if alloc is None or alloc["compute_node_id"] != here:
-                raise exceptions.ComputeResourcesUnavailable(
-                    reason=f"no resource claim for migration {migration['uuid']} on {manager.host}")
+            await manager.resource_tracker.move_claim(migration)
             await manager.notify(ctx, instance, "instance.resize_prep.start")
             await manager.notify(ctx, instance, "instance.resize_prep.end")
     await _rpc(manager).resize_instance(ctx, migration["source_compute"], uuid, migration)
@@ -111,16 +107,6 @@ async def resize_instance(manager, ctx, uuid: str, migration: dict) -> None:
     await _rpc(manager).finish_resize(ctx, migration["dest_compute"], uuid, migration)
 
 
-async def _start_guest(manager, ctx, instance: dict, network_info: list[dict], driver_call, *, power_on: bool,
-                       what: str) -> None:
-    """``driver_call(paused)`` makes the guest; when it starts, wait for its network-vif-plugged
-    events as a boot does (paused, then resumed)."""
-    events_api = manager.instance_events
-    events = (events_api.vif_events(network_info, replug=True)
-              if power_on and events_api.should_wait(power_on=True) else [])
-    await events_api.start_paused(ctx, instance, events, driver_call, what=what)
-
-
 async def finish_resize(manager, ctx, uuid: str, migration: dict) -> None:
     """On the destination: the new flavor, the ports bound here, the guest made (and started)."""
     async with manager.instance_lock(uuid):
@@ -145,8 +131,9 @@ async def finish_resize(manager, ctx, uuid: str, migration: dict) -> None:
                     await manager.driver.finish_migration(ctx, instance, network_info, image_meta, block_device_info,
                                                           power_on=power_on, paused=paused)
 
-                await _start_guest(manager, ctx, instance, network_info, make, power_on=power_on,
-                                   what="finish_resize")
+                # Paused until its VIFs are plugged here, as a boot's guest.
+                await manager.instance_events.start_paused(ctx, instance, network_info, make, what="finish_resize",
+                                                           power_on=power_on, replug=True)
                 power_state = (await manager.driver.get_info(instance))["power_state"]
                 migration = dict(migration, status="finished")
                 instance = await manager.conductor.migration_save(
@@ -242,8 +229,10 @@ async def finish_revert_resize(manager, ctx, uuid: str, migration: dict) -> None
                     await manager.driver.finish_revert_migration(ctx, instance, network_info, power_on=power_on,
                                                                  paused=paused)
 
-                await _start_guest(manager, ctx, instance, network_info, restore, power_on=power_on,
-                                   what="finish_revert_resize")
+                # Paused until its VIFs are plugged here, as a boot's guest.
+                await manager.instance_events.start_paused(ctx, instance, network_info, restore,
+                                                           what="finish_revert_resize", power_on=power_on,
+                                                           replug=True)
                 power_state = (await manager.driver.get_info(instance))["power_state"]
                 instance = await manager.conductor.resize_revert_finished(
                     ctx, uuid, {"vm_state": migration["old_vm_state"], "task_state": None,

@@ -45,12 +45,20 @@ class ResourceTracker:
     async def instance_claim(self, instance: dict, node: str, alloc: dict | None = None) -> None:
         """The scheduler's claim for this instance (``alloc`` when the caller has it) must be on
         this host's ``node``."""
+        await self._claim_is_here("instance", instance["uuid"], node, alloc)
+
+    async def move_claim(self, migration: dict) -> None:
+        """A move's claim (a resize, cold or live migration, evacuation) must be on this host: the
+        conductor claims for the migration's uuid on its ``dest_node``. Raises Nova's error of a
+        move claim that does not hold, ``ComputeResourcesUnavailable``."""
+        await self._claim_is_here("migration", migration["uuid"], migration["dest_node"])
+
+    async def _claim_is_here(self, consumer: str, consumer_uuid: str, node: str, alloc: dict | None = None) -> None:
         if alloc is None:
-            alloc = await self.conductor.allocation_of(None, instance["uuid"])
-        node_id = self.node_ids.get(node)
-        if alloc is None or alloc["compute_node_id"] != node_id:
+            alloc = await self.conductor.allocation_of(None, consumer_uuid)
+        if alloc is None or alloc["compute_node_id"] != self.node_ids.get(node):
             raise exceptions.ComputeResourcesUnavailable(
-                reason=f"no resource claim for instance {instance['uuid']} on {self.host}/{node}")
+                reason=f"no resource claim for {consumer} {consumer_uuid} on {self.host}/{node}")
 
     async def record_build_result(self, node: str, success: bool) -> None:
         """Count consecutive build failures (the scheduler weighs hosts down by it); a success resets."""
