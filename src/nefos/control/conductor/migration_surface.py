@@ -104,26 +104,23 @@ class MigrationSurface:
                                        **expected) -> dict:
         """On the destination: save the instance (now this host's), the migration's claim becomes
         its claim (the source's released), the migration ``completed``."""
-        db = self.rt.db
-
-        async def step(s):
-            instance = await instance_obj.save(db, instance_uuid, updates, session=s, **save_conditions(expected))
-            await _claim_becomes_instance(s, instance_uuid, migration_uuid)
-            await migrations_obj.set_status(db, migration_uuid, "completed", session=s)
-            return instance
-        return await _one_transaction(db, step)
+        return await self._moved_here(instance_uuid, updates, migration_uuid, "completed", expected)
 
     async def evacuation_done(self, ctx, instance_uuid: str, updates: dict, migration_uuid: str,
                               **expected) -> dict:
         """On an evacuation's destination: save the instance (now this host's), the migration's claim
         becomes its claim (the source's released), the migration ``done`` (Nova's finish_evacuation;
         the source completes it when it comes back)."""
+        return await self._moved_here(instance_uuid, updates, migration_uuid, "done", expected)
+
+    async def _moved_here(self, instance_uuid: str, updates: dict, migration_uuid: str, migration_status: str,
+                          expected: dict) -> dict:
         db = self.rt.db
 
         async def step(s):
             instance = await instance_obj.save(db, instance_uuid, updates, session=s, **save_conditions(expected))
             await _claim_becomes_instance(s, instance_uuid, migration_uuid)
-            await migrations_obj.set_status(db, migration_uuid, "done", session=s)
+            await migrations_obj.set_status(db, migration_uuid, migration_status, session=s)
             return instance
         return await _one_transaction(db, step)
 
