@@ -46,32 +46,28 @@ async def write(rt) -> AsyncIterator[Any]:
 
 # Lookups ---------------------------------------------------------------------
 
-async def get_domain(s, domain_id: str) -> IdentityDomain:
-    row = await s.get(IdentityDomain, domain_id) if isinstance(domain_id, str) else None
+async def get_row(s, model, kind: str, row_id: str):
+    """The ``model`` row of ``row_id``; Keystone's 404 (``Could not find <kind>``) when there is none."""
+    row = await s.get(model, row_id) if isinstance(row_id, str) else None
     if row is None:
-        raise exceptions.NotFound(f"Could not find domain: {domain_id}.")
+        raise exceptions.NotFound(f"Could not find {kind}: {row_id}.")
     return row
+
+
+async def get_domain(s, domain_id: str) -> IdentityDomain:
+    return await get_row(s, IdentityDomain, "domain", domain_id)
 
 
 async def get_project(s, project_id: str) -> IdentityProject:
-    row = await s.get(IdentityProject, project_id) if isinstance(project_id, str) else None
-    if row is None:
-        raise exceptions.NotFound(f"Could not find project: {project_id}.")
-    return row
+    return await get_row(s, IdentityProject, "project", project_id)
 
 
 async def get_user(s, user_id: str) -> IdentityUser:
-    row = await s.get(IdentityUser, user_id) if isinstance(user_id, str) else None
-    if row is None:
-        raise exceptions.NotFound(f"Could not find user: {user_id}.")
-    return row
+    return await get_row(s, IdentityUser, "user", user_id)
 
 
 async def get_role(s, role_id: str) -> IdentityRole:
-    row = await s.get(IdentityRole, role_id) if isinstance(role_id, str) else None
-    if row is None:
-        raise exceptions.NotFound(f"Could not find role: {role_id}.")
-    return row
+    return await get_row(s, IdentityRole, "role", role_id)
 
 
 def _ref(obj: Any, what: str) -> dict:
@@ -120,20 +116,21 @@ async def effective_roles(s, user_id: str, target_type: str, target_id: str) -> 
     return await expand_implied(s, await direct_roles(s, user_id, target_type, target_id))
 
 
-async def user_projects(s, user_id: str) -> list[IdentityProject]:
-    q = (select(IdentityProject).where(IdentityProject.id.in_(
+async def _assigned_to(s, model, target_type: str, user_id: str) -> list:
+    """The ``model`` rows (projects or domains) ``user_id`` has a role assignment on, by name."""
+    q = (select(model).where(model.id.in_(
         select(IdentityRoleAssignment.target_id).where(
-            IdentityRoleAssignment.actor_id == user_id, IdentityRoleAssignment.target_type == "project")))
-         .order_by(IdentityProject.name))
+            IdentityRoleAssignment.actor_id == user_id, IdentityRoleAssignment.target_type == target_type)))
+         .order_by(model.name))
     return list((await s.execute(q)).scalars())
+
+
+async def user_projects(s, user_id: str) -> list[IdentityProject]:
+    return await _assigned_to(s, IdentityProject, "project", user_id)
 
 
 async def user_domains(s, user_id: str) -> list[IdentityDomain]:
-    q = (select(IdentityDomain).where(IdentityDomain.id.in_(
-        select(IdentityRoleAssignment.target_id).where(
-            IdentityRoleAssignment.actor_id == user_id, IdentityRoleAssignment.target_type == "domain")))
-         .order_by(IdentityDomain.name))
-    return list((await s.execute(q)).scalars())
+    return await _assigned_to(s, IdentityDomain, "domain", user_id)
 
 
 # Authentication --------------------------------------------------------------
