@@ -8,6 +8,7 @@ import dataclasses
 import httpx
 import pytest
 
+from nefos.agents.l2_agent import L2Agent
 from nefos.bus import interfaces
 from nefos.bus.versioning import VersionCaps
 from nefos.config import load_config
@@ -44,6 +45,17 @@ async def network(rt):
     await comp.start()
     yield comp
     await comp.stop()
+
+
+@pytest.fixture
+async def agent(request, rt, network):
+    """An L2 agent on this host for the module's ``HOST``, over the network service; its firewall
+    rules removed after."""
+    l2 = L2Agent(rt, request.module.HOST)
+    await l2.start()
+    yield l2
+    await l2.stop()
+    await l2.remove_firewall()
 
 
 @pytest.fixture

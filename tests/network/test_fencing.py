@@ -12,23 +12,12 @@ import sys
 import uuid
 from pathlib import Path
 
-import pytest
-
 from nefos.context import RequestContext
-from nefos.agents.l2_agent import L2Agent, _master
+from nefos.agents.l2_agent import _master
 from tests.network import frames
 from tests.network.wire import GUEST_IP, GUEST_MAC, OBSERVER_IP, ROOT, sh
 
 HOST = "fence-host"
-
-
-@pytest.fixture
-async def agent(rt, network):
-    l2 = L2Agent(rt, HOST)
-    await l2.start()
-    yield l2
-    await l2.stop()
-    await l2.remove_firewall()
 
 
 async def _until(predicate, timeout: float = 10.0) -> None:

@@ -10,26 +10,15 @@ import asyncio
 import subprocess
 import uuid
 
-import pytest
-
 from nefos.context import RequestContext
 from nefos.agents import l2_agent
 from nefos.agents.ip_lib import link_is_up
-from nefos.agents.l2_agent import L2Agent, _master
+from nefos.agents.l2_agent import _master
 from tests.network.wire import sh
 
 HOST = "admin-state-host"
 ADMIN_CTX = RequestContext(project_id="a" * 32, user_id="u" * 32, roles=["admin", "member", "reader"],
                            is_admin=True)
-
-
-@pytest.fixture
-async def agent(rt, network):
-    l2 = L2Agent(rt, HOST)
-    await l2.start()
-    yield l2
-    await l2.stop()
-    await l2.remove_firewall()
 
 
 async def _until(predicate, timeout: float) -> float:

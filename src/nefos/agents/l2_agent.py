@@ -60,6 +60,7 @@ from nefos.agents.ip_lib import (bridge_exists, device_exists, enslave, ensure_b
                                          set_link_up)
 from nefos.clients.network_agents import (L2_AGENT, L2_AGENT_TOPIC, L2AgentEndpoint, L2PluginAPI,
                                       SecurityGroupPluginAPI, StateReportAPI, TAP_PREFIX, report_context)
+from nefos.service import PeriodicTask
 from nefos.waiting import cancel_and_wait, event_set_within, retrying
 
 LOG = logging.getLogger(__name__)
@@ -183,10 +184,11 @@ class L2Agent(Component):
         self.running = True
         asyncio.get_running_loop().add_reader(sock.fileno(), self._readable)
         self._worker = asyncio.create_task(self._work(), name=self.name)
-        self._gc = asyncio.create_task(self._gc_loop(), name=f"{self.name}:bridges")
-        self._admin = asyncio.create_task(self._admin_state_loop(), name=f"{self.name}:admin-state")
+        self._gc = self._periodic("bridges", BRIDGE_GC_INTERVAL, self.remove_unused_bridges)
+        self._admin = self._periodic("admin-state", ADMIN_STATE_SYNC_INTERVAL, self.check_admin_state)
         if await self._bridge_netfilter():
-            self._sg = asyncio.create_task(self._sg_loop(), name=f"{self.name}:security-groups")
+            self._sg = self._periodic("security-groups", SG_SYNC_INTERVAL, self.sync_security_groups,
+                                      initial_delay=0)
         await self.rt.bus.serve(L2_AGENT_TOPIC, self.endpoint, host=self.host)  # port_update, fdb_changed
         self._serving = True
         if self.local_ip:
@@ -196,6 +198,11 @@ class L2Agent(Component):
         await self._resync()
         LOG.info("%s started (%d VIF(s) plugged%s)", self.name, len(self._seen),
                  f"; VXLAN from {self.local_ip}" if self.local_ip else "; no VXLAN: this host's networks stay on it")
+
+    def _periodic(self, what: str, interval: float, fn, initial_delay: float | None = None) -> asyncio.Task:
+        """``fn`` every ``interval`` seconds until the agent stops; a failed pass is logged."""
+        task = PeriodicTask(f"{self.name}:{what}", interval, fn, initial_delay)
+        return asyncio.create_task(task.run_forever(), name=task.name)
 
     async def stop(self) -> None:
         self.running = False
@@ -275,16 +282,6 @@ class L2Agent(Component):
                     await _unplug(tap)
             return changed
 
-    async def _sg_loop(self) -> None:
-        while True:
-            try:
-                await self.sync_security_groups()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                LOG.exception("%s: security group sync failed", self.name)
-            await asyncio.sleep(SG_SYNC_INTERVAL)
-
     async def remove_firewall(self) -> None:
         await self.firewall.remove()
 
@@ -310,16 +307,6 @@ class L2Agent(Component):
                         "up" if link_is_up(tap) else "down", "up" if by_tap[tap] else "down")
             self._enqueue("up", tap)
         return stale
-
-    async def _admin_state_loop(self) -> None:
-        while True:
-            await asyncio.sleep(ADMIN_STATE_SYNC_INTERVAL)
-            try:
-                await self.check_admin_state()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                LOG.exception("%s: administrative state check failed", self.name)
 
     # VXLAN and L2 population ----------------------------------------------------------------------
     def fdb_changed(self, network_ids: list[str] | None) -> None:
@@ -385,16 +372,6 @@ class L2Agent(Component):
                     await vxlan.remove_device(vni)
 
     # Bridges -------------------------------------------------------------------------------------
-    async def _gc_loop(self) -> None:
-        while True:
-            await asyncio.sleep(BRIDGE_GC_INTERVAL)
-            try:
-                await self.remove_unused_bridges()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                LOG.exception("%s: bridge clean-up failed", self.name)
-
     async def remove_unused_bridges(self) -> list[str]:
         """Delete our empty bridges whose network no longer exists."""
         for name in list(self.bridges):
