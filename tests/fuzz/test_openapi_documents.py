@@ -253,7 +253,8 @@ _IDENTITY_LISTS_WITHOUT_FILTERS = {"/v3/auth/catalog", "/v3/auth/projects", "/v3
 
 
 async def test_identity_answers_are_documented_and_lists_take_keystone_filters(apps):
-    from nefos.control.identity import catalog_resources, grants, request_input, rest
+    from nefos.control.identity import request_input
+    from nefos.control.identity.rest import catalog_resources, domains, grants, users
     paths = await _check_every_json_answer_has_a_schema(apps, "/v3/openapi.json")
     lists = set()
     for path, operations in paths.items():
@@ -265,8 +266,8 @@ async def test_identity_answers_are_documented_and_lists_take_keystone_filters(a
                 assert _query_names(operations["get"]), f"{path} lists without documenting its filters"
     assert lists >= {"/v3/domains", "/v3/projects", "/v3/users", "/v3/roles", "/v3/role_assignments",
                      "/v3/services", "/v3/endpoints", "/v3/users/{user_id}/projects"} | _IDENTITY_LISTS_WITHOUT_FILTERS
-    for path, filters in (("/v3/domains", rest._DOMAIN_FILTERS), ("/v3/users", rest._USER_FILTERS),
-                          ("/v3/users/{user_id}/projects", rest._USER_PROJECT_FILTERS)):
+    for path, filters in (("/v3/domains", domains._DOMAIN_FILTERS), ("/v3/users", users._USER_FILTERS),
+                          ("/v3/users/{user_id}/projects", users._USER_PROJECT_FILTERS)):
         assert paths[path]["get"]["parameters"][-len(filters):] == query_parameters(request_input.filter_query(filters))
     assert _query_names(paths["/v3/projects"]["get"]) == {"name", "domain_id", "enabled", "parent_id", "is_domain"}
     assert _query_names(paths["/v3/roles"]["get"]) == {"name", "domain_id"}

@@ -1,5 +1,5 @@
 """The Identity API's role grants (``/v3/{projects,domains}/{id}/users/{user}/roles/{role}``) and
-``GET /v3/role_assignments``, with the helpers of ``nefos.control.identity.common``."""
+``GET /v3/role_assignments``, with the helpers of ``nefos.control.identity.rest.http``."""
 
 from __future__ import annotations
 
@@ -16,11 +16,10 @@ from nefos.db.models import (
 )
 from nefos.control.identity import core, schemas
 from nefos.clients.identity import tokens
-from nefos.control.identity.common import (
-    allowed, auth, authorize, base_url, forbidden, list_links, require_admin, role_doc, runtime,
-)
 from nefos.control.identity.core import write
 from nefos.control.identity.request_input import query_bool
+from nefos.control.identity.rest.documents import role_doc
+from nefos.control.identity.rest.http import allowed, auth, authorize, base_url, forbidden, list_links, require_admin, runtime
 from nefos.clients.identity.tokens import TokenData
 
 router = APIRouter()

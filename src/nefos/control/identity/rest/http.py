@@ -1,14 +1,15 @@
-"""Helpers the Identity API resources share: the runtime, links, the caller's token and Keystone's
-policy checks on it, the role document."""
+"""The HTTP helpers every Identity API router shares: the runtime, links, the caller's token and
+Keystone's policy checks on it, the body of a request and Keystone's answer to a duplicate."""
 
 from __future__ import annotations
 
 from fastapi import Request
 
 from nefos import exceptions, policy
-from nefos.db.models import IdentityRole
 from nefos.clients.identity import tokens
+from nefos.control.identity.core import bad_request
 from nefos.clients.identity.tokens import TokenData
+from nefos.rest import json_body
 
 
 def runtime(request: Request):
@@ -63,6 +64,19 @@ async def auth(request: Request) -> TokenData:
     return await tokens.validate(runtime(request), token)
 
 
-def role_doc(request: Request, r: IdentityRole) -> dict:
-    return {"id": r.id, "name": r.name, "domain_id": None, "description": r.description or "",
-            "options": {}, "links": self_link(request, f"roles/{r.id}")}
+async def body_of(request: Request, key: str) -> dict:
+    """The object under ``key`` of the request's JSON body; Keystone's 400 when there is none."""
+    body = await json_body(request)
+    if not isinstance(body, dict) or not isinstance(body.get(key), dict):
+        raise bad_request(f"Expecting to find {key} in request body.")
+    return body[key]
+
+
+def conflict(kind: str, field: str, value: str) -> exceptions.Conflict:
+    return exceptions.Conflict(
+        f"Conflict occurred attempting to store {kind} - Duplicate entry found with {field} {value}.")
+
+
+def default_domain(tok: TokenData) -> str:
+    """The domain a new user or project goes to when the request names none: the caller's."""
+    return tok.domain_id or tok.project_domain_id or "default"

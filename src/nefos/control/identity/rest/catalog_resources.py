@@ -1,5 +1,5 @@
 """The Identity API's catalog resources: services, endpoints and regions, read-only and derived
-from configuration (``nefos.clients.identity.catalog``), with the helpers of ``nefos.control.identity.common``."""
+from configuration (``nefos.clients.identity.catalog``), with the helpers of ``nefos.control.identity.rest.http``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Request
 from nefos import exceptions, openapi
 from nefos.clients.identity import catalog
 from nefos.control.identity import schemas
-from nefos.control.identity.common import auth, list_links, require_admin, runtime, self_link
+from nefos.control.identity.rest.http import auth, list_links, require_admin, runtime, self_link
 from nefos.clients.identity.tokens import TokenData
 
 router = APIRouter()
