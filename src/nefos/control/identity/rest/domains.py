@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request
 from sqlalchemy import delete, select
-from sqlalchemy.exc import IntegrityError
 from starlette.responses import JSONResponse, Response
 
 from nefos import exceptions, openapi
@@ -12,9 +11,12 @@ from nefos.db.models import IdentityDomain, IdentityProject, IdentityRoleAssignm
 from nefos.control.identity import core, schemas
 from nefos.clients.identity import tokens
 from nefos.control.identity.core import write
-from nefos.control.identity.request_input import filter_query, valid_bool, valid_name, valid_tags, valid_text, where_filters
+from nefos.control.identity.request_input import filter_query, valid_name, where_filters
 from nefos.control.identity.rest.documents import domain_doc
-from nefos.control.identity.rest.http import auth, authorize, body_of, conflict, list_links, require_admin, runtime
+from nefos.control.identity.rest.http import auth, authorize, body_of, list_links, require_admin, runtime
+from nefos.control.identity.rest.named_rows import (
+    check_name_free, new_domain_or_project, update_domain_or_project, writing,
+)
 from nefos.clients.identity.tokens import TokenData
 
 router = APIRouter()
@@ -39,16 +41,10 @@ async def list_domains(request: Request, tok: TokenData = Depends(auth)):
 async def create_domain(request: Request, tok: TokenData = Depends(auth)):
     require_admin(tok, "create_domain")
     body = await body_of(request, "domain")
-    row = IdentityDomain(id=core.new_id(), name=valid_name(body.get("name"), "domain"),
-                         description=valid_text(body.get("description"), "description"),
-                         enabled=valid_bool(body.get("enabled", True), "enabled"), tags=valid_tags(body.get("tags")))
-    try:
-        async with write(runtime(request)) as s:
-            if (await s.execute(select(IdentityDomain.id).where(IdentityDomain.name == row.name))).first():
-                raise conflict("domain", "name", row.name)
-            s.add(row)
-    except IntegrityError:
-        raise conflict("domain", "name", row.name)
+    row = new_domain_or_project(IdentityDomain, body, valid_name(body.get("name"), "domain"))
+    async with writing(runtime(request), "domain", row.name) as s:
+        await check_name_free(s, IdentityDomain, "domain", row.name)
+        s.add(row)
     return JSONResponse({"domain": domain_doc(request, row)}, status_code=201)
 
 
@@ -66,26 +62,9 @@ async def show_domain(request: Request, domain_id: str, tok: TokenData = Depends
 async def update_domain(request: Request, domain_id: str, tok: TokenData = Depends(auth)):
     require_admin(tok, "update_domain")
     body = await body_of(request, "domain")
-    try:
-        async with write(runtime(request)) as s:
-            row = await core.get_domain(s, domain_id)
-            if "name" in body and body["name"] != row.name:
-                name = valid_name(body["name"], "domain")
-                if (await s.execute(select(IdentityDomain.id).where(IdentityDomain.name == name))).first():
-                    raise conflict("domain", "name", name)
-                row.name = name
-            if "description" in body:
-                row.description = valid_text(body["description"], "description")
-            if "tags" in body:
-                row.tags = valid_tags(body["tags"])
-            if "enabled" in body:
-                enabled = valid_bool(body["enabled"], "enabled")
-                if row.enabled and not enabled:
-                    tokens.add_revocation_event(s, domain_id=row.id)
-                row.enabled = enabled
-            await s.flush()
-    except IntegrityError:
-        raise conflict("domain", "name", str(body.get("name")))
+    async with writing(runtime(request), "domain", body.get("name")) as s:
+        row = await core.get_domain(s, domain_id)
+        await update_domain_or_project(s, row, body, "domain")
     return {"domain": domain_doc(request, row)}
 
 

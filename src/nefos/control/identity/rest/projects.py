@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request
 from sqlalchemy import delete, select
-from sqlalchemy.exc import IntegrityError
 from starlette.responses import JSONResponse, Response
 
 from nefos import exceptions, openapi
@@ -13,11 +12,14 @@ from nefos.control.identity import core, schemas
 from nefos.clients.identity import tokens
 from nefos.control.identity.core import bad_request, write
 from nefos.control.identity.request_input import (
-    filter_query, query_bool, valid_bool, valid_name, valid_tags, valid_text, where_filters,
+    filter_query, query_bool, valid_name, where_filters,
 )
 from nefos.control.identity.rest.documents import project_doc
 from nefos.control.identity.rest.http import (
-    allowed, auth, body_of, conflict, default_domain, forbidden, list_links, require_admin, runtime,
+    allowed, auth, body_of, default_domain, forbidden, list_links, require_admin, runtime,
+)
+from nefos.control.identity.rest.named_rows import (
+    check_name_free, new_domain_or_project, update_domain_or_project, writing,
 )
 from nefos.clients.identity.tokens import TokenData
 
@@ -63,31 +65,24 @@ async def create_project(request: Request, tok: TokenData = Depends(auth)):
         raise bad_request("Invalid input for field 'domain_id'.")
     if parent_id is not None and not isinstance(parent_id, str):
         raise bad_request("Invalid input for field 'parent_id'.")
-    row = IdentityProject(id=core.new_id(), name=name,
-                          description=valid_text(body.get("description"), "description"),
-                          enabled=valid_bool(body.get("enabled", True), "enabled"), tags=valid_tags(body.get("tags")))
-    try:
-        async with write(runtime(request)) as s:
-            if parent_id and await s.get(IdentityDomain, parent_id) is not None:
-                domain_id = domain_id or parent_id  # a domain as parent: a top-level project
-                parent_id = None
-            if parent_id:
-                parent = await s.get(IdentityProject, parent_id)
-                if parent is None:
-                    raise bad_request(f"Could not find parent project: {parent_id}.")
-                if domain_id and domain_id != parent.domain_id:
-                    raise bad_request("Cannot create a child project in a different domain than its parent.")
-                domain_id = parent.domain_id
-            domain_id = domain_id or default_domain(tok)
-            if await s.get(IdentityDomain, domain_id) is None:
-                raise bad_request(f"Could not find domain: {domain_id}.")
-            if (await s.execute(select(IdentityProject.id).where(
-                    IdentityProject.domain_id == domain_id, IdentityProject.name == name))).first():
-                raise conflict("project", "name", name)
-            row.domain_id, row.parent_id = domain_id, parent_id
-            s.add(row)
-    except IntegrityError:
-        raise conflict("project", "name", name)
+    row = new_domain_or_project(IdentityProject, body, name)
+    async with writing(runtime(request), "project", name) as s:
+        if parent_id and await s.get(IdentityDomain, parent_id) is not None:
+            domain_id = domain_id or parent_id  # a domain as parent: a top-level project
+            parent_id = None
+        if parent_id:
+            parent = await s.get(IdentityProject, parent_id)
+            if parent is None:
+                raise bad_request(f"Could not find parent project: {parent_id}.")
+            if domain_id and domain_id != parent.domain_id:
+                raise bad_request("Cannot create a child project in a different domain than its parent.")
+            domain_id = parent.domain_id
+        domain_id = domain_id or default_domain(tok)
+        if await s.get(IdentityDomain, domain_id) is None:
+            raise bad_request(f"Could not find domain: {domain_id}.")
+        await check_name_free(s, IdentityProject, "project", name, domain_id=domain_id)
+        row.domain_id, row.parent_id = domain_id, parent_id
+        s.add(row)
     return JSONResponse({"project": project_doc(request, row)}, status_code=201)
 
 
@@ -107,33 +102,15 @@ async def show_project(request: Request, project_id: str, tok: TokenData = Depen
 async def update_project(request: Request, project_id: str, tok: TokenData = Depends(auth)):
     require_admin(tok, "update_project")
     body = await body_of(request, "project")
-    try:
-        async with write(runtime(request)) as s:
-            row = await core.get_project(s, project_id)
-            if "domain_id" in body and body["domain_id"] != row.domain_id:
-                raise bad_request("Update of `domain_id` is not allowed.")
-            if "parent_id" in body and body["parent_id"] not in (row.parent_id, row.domain_id):
-                raise bad_request("Update of `parent_id` is not allowed.")
-            if body.get("is_domain"):
-                raise bad_request("Update of `is_domain` is not allowed.")
-            if "name" in body and body["name"] != row.name:
-                name = valid_name(body["name"], "project")
-                if (await s.execute(select(IdentityProject.id).where(
-                        IdentityProject.domain_id == row.domain_id, IdentityProject.name == name))).first():
-                    raise conflict("project", "name", name)
-                row.name = name
-            if "description" in body:
-                row.description = valid_text(body["description"], "description")
-            if "tags" in body:
-                row.tags = valid_tags(body["tags"])
-            if "enabled" in body:
-                enabled = valid_bool(body["enabled"], "enabled")
-                if row.enabled and not enabled:
-                    tokens.add_revocation_event(s, project_id=row.id)
-                row.enabled = enabled
-            await s.flush()
-    except IntegrityError:
-        raise conflict("project", "name", str(body.get("name")))
+    async with writing(runtime(request), "project", body.get("name")) as s:
+        row = await core.get_project(s, project_id)
+        if "domain_id" in body and body["domain_id"] != row.domain_id:
+            raise bad_request("Update of `domain_id` is not allowed.")
+        if "parent_id" in body and body["parent_id"] not in (row.parent_id, row.domain_id):
+            raise bad_request("Update of `parent_id` is not allowed.")
+        if body.get("is_domain"):
+            raise bad_request("Update of `is_domain` is not allowed.")
+        await update_domain_or_project(s, row, body, "project", domain_id=row.domain_id)
     return {"project": project_doc(request, row)}
 
 

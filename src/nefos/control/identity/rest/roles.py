@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request
 from sqlalchemy import delete, select
-from sqlalchemy.exc import IntegrityError
 from starlette.responses import JSONResponse, Response
 
 from nefos import openapi
@@ -14,7 +13,8 @@ from nefos.clients.identity import tokens
 from nefos.control.identity.core import bad_request, write
 from nefos.control.identity.request_input import filter_query, valid_name, valid_text, where_filters
 from nefos.control.identity.rest.documents import role_doc
-from nefos.control.identity.rest.http import auth, body_of, conflict, list_links, require_admin, runtime
+from nefos.control.identity.rest.http import auth, body_of, list_links, require_admin, runtime
+from nefos.control.identity.rest.named_rows import check_name_free, rename, writing
 from nefos.clients.identity.tokens import TokenData
 
 router = APIRouter()
@@ -46,13 +46,9 @@ async def create_role(request: Request, tok: TokenData = Depends(auth)):
         raise bad_request("Domain-specific roles are not supported.")
     name = valid_name(body.get("name"), "role")
     row = IdentityRole(id=core.new_id(), name=name, description=valid_text(body.get("description"), "description"))
-    try:
-        async with write(runtime(request)) as s:
-            if (await s.execute(select(IdentityRole.id).where(IdentityRole.name == name))).first():
-                raise conflict("role", "name", name)
-            s.add(row)
-    except IntegrityError:
-        raise conflict("role", "name", name)
+    async with writing(runtime(request), "role", name) as s:
+        await check_name_free(s, IdentityRole, "role", name)
+        s.add(row)
     return JSONResponse({"role": role_doc(request, row)}, status_code=201)
 
 
@@ -70,20 +66,13 @@ async def show_role(request: Request, role_id: str, tok: TokenData = Depends(aut
 async def update_role(request: Request, role_id: str, tok: TokenData = Depends(auth)):
     require_admin(tok, "update_role")
     body = await body_of(request, "role")
-    try:
-        async with write(runtime(request)) as s:
-            row = await core.get_role(s, role_id)
-            if "name" in body and body["name"] != row.name:
-                name = valid_name(body["name"], "role")
-                if (await s.execute(select(IdentityRole.id).where(IdentityRole.name == name))).first():
-                    raise conflict("role", "name", name)
-                row.name = name
-                tokens.add_revocation_event(s, role_id=row.id)  # tokens carry role names
-            if "description" in body:
-                row.description = valid_text(body["description"], "description")
-            await s.flush()
-    except IntegrityError:
-        raise conflict("role", "name", str(body.get("name")))
+    async with writing(runtime(request), "role", body.get("name")) as s:
+        row = await core.get_role(s, role_id)
+        if await rename(s, row, body, "role"):
+            tokens.add_revocation_event(s, role_id=row.id)  # tokens carry role names
+        if "description" in body:
+            row.description = valid_text(body["description"], "description")
+        await s.flush()
     return {"role": role_doc(request, row)}
 
 

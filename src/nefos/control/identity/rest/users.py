@@ -6,7 +6,6 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from sqlalchemy import delete, select
-from sqlalchemy.exc import IntegrityError
 from starlette.responses import JSONResponse, Response
 
 from nefos import openapi
@@ -19,8 +18,9 @@ from nefos.control.identity.request_input import (
 )
 from nefos.control.identity.rest.documents import project_doc, user_doc
 from nefos.control.identity.rest.http import (
-    auth, authorize, body_of, conflict, default_domain, list_links, require_admin, runtime,
+    auth, authorize, body_of, default_domain, list_links, require_admin, runtime,
 )
+from nefos.control.identity.rest.named_rows import check_name_free, rename, writing
 from nefos.control.identity.rest.projects import PROJECT_FILTERS
 from nefos.clients.identity.tokens import TokenData
 
@@ -78,18 +78,13 @@ async def create_user(request: Request, tok: TokenData = Depends(auth)):
     # The KDF runs before the transaction, so no write lock is held while it works.
     row.password_hash = (await passwords.hash_password(password, rt.cfg.password_hash_rounds)
                          if password is not None else None)
-    try:
-        async with write(rt) as s:
-            if await s.get(IdentityDomain, domain_id) is None:
-                raise bad_request(f"Could not find domain: {domain_id}.")
-            row.domain_id = domain_id
-            row.default_project_id = await _check_default_project(s, body.get("default_project_id"))
-            if (await s.execute(select(IdentityUser.id).where(
-                    IdentityUser.domain_id == domain_id, IdentityUser.name == name))).first():
-                raise conflict("user", "name", name)
-            s.add(row)
-    except IntegrityError:
-        raise conflict("user", "name", name)
+    async with writing(rt, "user", name) as s:
+        if await s.get(IdentityDomain, domain_id) is None:
+            raise bad_request(f"Could not find domain: {domain_id}.")
+        row.domain_id = domain_id
+        row.default_project_id = await _check_default_project(s, body.get("default_project_id"))
+        await check_name_free(s, IdentityUser, "user", name, domain_id=domain_id)
+        s.add(row)
     return JSONResponse({"user": user_doc(request, row)}, status_code=201)
 
 
@@ -113,38 +108,30 @@ async def update_user(request: Request, user_id: str, tok: TokenData = Depends(a
         password = valid_password(body["password"])
         new_hash = (await passwords.hash_password(password, rt.cfg.password_hash_rounds)
                     if password is not None else "")
-    try:
-        async with write(rt) as s:
-            row = await core.get_user(s, user_id)
-            if "domain_id" in body and body["domain_id"] != row.domain_id:
-                raise bad_request("Update of `domain_id` is not allowed.")
-            if "name" in body and body["name"] != row.name:
-                name = valid_name(body["name"], "user")
-                if (await s.execute(select(IdentityUser.id).where(
-                        IdentityUser.domain_id == row.domain_id, IdentityUser.name == name))).first():
-                    raise conflict("user", "name", name)
-                row.name = name
-            if "description" in body:
-                row.description = valid_text(body["description"], "description")
-            if "default_project_id" in body:
-                row.default_project_id = await _check_default_project(s, body["default_project_id"])
-            revoke = False
-            if "enabled" in body:
-                enabled = valid_bool(body["enabled"], "enabled")
-                revoke = row.enabled and not enabled
-                row.enabled = enabled
-            if "options" in body:
-                row.options = lockout.user_options(body["options"], row.options)
-            if new_hash is not None:
-                row.password_hash = new_hash or None
-                lockout.forget_failures(row)
-                revoke = True
-            row.extra = _user_extra(body, row.extra)
-            if revoke:
-                tokens.add_revocation_event(s, user_id=row.id)
-            await s.flush()
-    except IntegrityError:
-        raise conflict("user", "name", str(body.get("name")))
+    async with writing(rt, "user", body.get("name")) as s:
+        row = await core.get_user(s, user_id)
+        if "domain_id" in body and body["domain_id"] != row.domain_id:
+            raise bad_request("Update of `domain_id` is not allowed.")
+        await rename(s, row, body, "user", domain_id=row.domain_id)
+        if "description" in body:
+            row.description = valid_text(body["description"], "description")
+        if "default_project_id" in body:
+            row.default_project_id = await _check_default_project(s, body["default_project_id"])
+        revoke = False
+        if "enabled" in body:
+            enabled = valid_bool(body["enabled"], "enabled")
+            revoke = row.enabled and not enabled
+            row.enabled = enabled
+        if "options" in body:
+            row.options = lockout.user_options(body["options"], row.options)
+        if new_hash is not None:
+            row.password_hash = new_hash or None
+            lockout.forget_failures(row)
+            revoke = True
+        row.extra = _user_extra(body, row.extra)
+        if revoke:
+            tokens.add_revocation_event(s, user_id=row.id)
+        await s.flush()
     return {"user": user_doc(request, row)}
 
 
