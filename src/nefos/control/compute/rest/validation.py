@@ -1,4 +1,5 @@
-"""Request validation for the Compute API: JSON Schema, with Nova's error messages.
+"""Request validation for the Compute API: JSON Schema (``nefos.validation``), with Nova's error
+messages.
 
 ``validate(body, schema)`` checks a parsed JSON body (or a query dict) against
 a Draft 4 JSON Schema and raises ``nefos.exceptions.ValidationError`` (400)
@@ -6,9 +7,7 @@ worded as Nova words it, naming the offending field::
 
     Invalid input for field/attribute flavor. Value: 1. 1 is not of type 'object'
 
-As in Nova, ``minimum``/``maximum`` also apply to numeric strings (``"0"``
-fails ``minimum: 1``), and these formats are checked: ``uuid``, ``ipv4``,
-``ipv6``, ``cidr``, ``uri``, ``date-time``, ``base64``, ``name`` (printable, no leading or
+Besides the shared formats, Nova's names are checked: ``name`` (printable, no leading or
 trailing whitespace), ``name_with_leading_trailing_spaces``, ``az_name`` (a ``name`` without ':').
 
 The ``parameter_types``-like constants below (``NAME``, ``BOOLEAN``, ...) are
@@ -18,17 +17,13 @@ the building blocks Nova's schemas use; ``bool_from_string`` and
 
 from __future__ import annotations
 
-import datetime as dt
-import ipaddress
-import re
 import unicodedata
-import uuid as uuidlib
 from typing import Any
 
 import jsonschema
-from jsonschema import Draft4Validator, FormatChecker
 
-from nefos import exceptions
+from nefos import exceptions, validation
+from nefos.validation import is_uuid_like  # noqa: F401  (re-exported for the Compute API's modules)
 
 MAX_INT = 2147483647
 
@@ -62,7 +57,7 @@ def _nova_name(text: str, allowed=_printable) -> bool:
         not text or (_printable_not_space(text[0]) and _printable_not_space(text[-1])))
 
 
-_checker = FormatChecker()
+_checker = validation.formats()
 
 
 @_checker.checks("name", raises=InvalidName)
@@ -94,133 +89,6 @@ def _check_az_name(instance) -> bool:
     return True
 
 
-def is_uuid_like(value) -> bool:
-    """Nova's ``uuidutils.is_uuid_like``: hex with or without dashes, any case."""
-    if not isinstance(value, str):
-        return False
-    try:
-        canonical = str(uuidlib.UUID(value)).replace("-", "")
-    except (TypeError, ValueError, AttributeError):
-        return False
-    given = value.lower().removeprefix("urn:uuid:").strip("{}").replace("-", "")
-    return canonical == given
-
-
-@_checker.checks("uuid")
-def _check_uuid(instance) -> bool:
-    return not isinstance(instance, str) or is_uuid_like(instance)
-
-
-@_checker.checks("ipv4")
-def _check_ipv4(instance) -> bool:
-    if not isinstance(instance, str):
-        return True
-    try:
-        ipaddress.IPv4Address(instance)
-        return True
-    except ValueError:
-        return False
-
-
-@_checker.checks("ipv6")
-def _check_ipv6(instance) -> bool:
-    if not isinstance(instance, str):
-        return True
-    try:
-        ipaddress.IPv6Address(instance)
-        return True
-    except ValueError:
-        return False
-
-
-@_checker.checks("cidr")
-def _check_cidr(instance) -> bool:
-    if not isinstance(instance, str):
-        return True
-    try:
-        ipaddress.ip_network(instance, strict=False)
-        return "/" in instance
-    except ValueError:
-        return False
-
-
-@_checker.checks("uri")
-def _check_uri(instance) -> bool:
-    if not isinstance(instance, str):
-        return True
-    return re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://[^\s]+$", instance) is not None
-
-
-@_checker.checks("date-time")
-def _check_date_time(instance) -> bool:
-    if not isinstance(instance, str):
-        return True
-    try:
-        dt.datetime.fromisoformat(instance.replace("Z", "+00:00"))
-        return True
-    except ValueError:
-        return False
-
-
-def is_base64(text: str) -> bool:
-    """Whether ``text`` is base64 (line breaks and other whitespace allowed, as Nova's check)."""
-    import base64
-    import binascii
-    try:
-        base64.b64decode(re.sub(r"\s", "", text), validate=True)
-        return True
-    except (binascii.Error, ValueError):
-        return False
-
-
-@_checker.checks("base64")
-def _check_base64(instance) -> bool:
-    return not isinstance(instance, str) or is_base64(instance)
-
-
-def _number_from_str(instance):
-    if isinstance(instance, bool):
-        return None
-    if isinstance(instance, (int, float)):
-        return instance
-    try:
-        return int(instance)
-    except (TypeError, ValueError):
-        try:
-            return float(instance)
-        except (TypeError, ValueError):
-            return None
-
-
-def _minimum(validator, minimum, instance, schema):
-    number = _number_from_str(instance)
-    if number is None:
-        return
-    yield from Draft4Validator.VALIDATORS["minimum"](validator, minimum, number, schema)
-
-
-def _maximum(validator, maximum, instance, schema):
-    number = _number_from_str(instance)
-    if number is None:
-        return
-    yield from Draft4Validator.VALIDATORS["maximum"](validator, maximum, number, schema)
-
-
-_Validator = jsonschema.validators.extend(Draft4Validator, {"minimum": _minimum, "maximum": _maximum})
-_cache: dict[int, tuple[dict, Any]] = {}
-
-
-def _validator_for(schema: dict):
-    cached = _cache.get(id(schema))
-    if cached is not None and cached[0] is schema:
-        return cached[1]
-    validator = _Validator(schema, format_checker=_checker)
-    if len(_cache) > 512:
-        _cache.clear()
-    _cache[id(schema)] = (schema, validator)
-    return validator
-
-
 def error_message(error: jsonschema.ValidationError) -> str:
     """Nova's wording of one schema error."""
     if isinstance(error.cause, InvalidName):
@@ -231,10 +99,13 @@ def error_message(error: jsonschema.ValidationError) -> str:
     return error.message
 
 
+def _nova_error(error: jsonschema.ValidationError) -> exceptions.ValidationError:
+    return exceptions.ValidationError(error_message(error))
+
+
 def validate(body: Any, schema: dict) -> None:
     """Raise ``ValidationError`` (400) naming the first field of ``body`` that breaks ``schema``."""
-    for error in _validator_for(schema).iter_errors(body):
-        raise exceptions.ValidationError(error_message(error))
+    validation.validate(body, schema, _nova_error, _checker)
 
 
 # Conversions of values that passed a schema ------------------------------------
@@ -315,13 +186,16 @@ def query_schema(properties: dict, *, strict: bool, single: tuple[str, ...] = ()
 def validate_query(params, schema: dict) -> None:
     """Raise ``ValidationError`` (400, Nova's wording) when query ``params`` break ``schema``."""
     query = {key: params.getlist(key) for key in params.keys()}
-    for error in _validator_for(schema).iter_errors(query):
-        if isinstance(error.cause, InvalidName):
-            raise exceptions.ValidationError(str(error.cause))
-        if len(error.path) > 0:
-            raise exceptions.ValidationError(f"Invalid input for query parameters {error.path[0]}. "
-                                             f"Value: {error.instance}. {error.message}")
-        raise exceptions.ValidationError(error.message)
+    validation.validate(query, schema, _nova_query_error, _checker)
+
+
+def _nova_query_error(error: jsonschema.ValidationError) -> exceptions.ValidationError:
+    if isinstance(error.cause, InvalidName):
+        return exceptions.ValidationError(str(error.cause))
+    if len(error.path) > 0:
+        return exceptions.ValidationError(f"Invalid input for query parameters {error.path[0]}. "
+                                          f"Value: {error.instance}. {error.message}")
+    return exceptions.ValidationError(error.message)
 
 
 NO_QUERY = query_schema({}, strict=True)
