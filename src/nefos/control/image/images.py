@@ -30,7 +30,7 @@ from sqlalchemy import bindparam, or_, select
 from sqlalchemy import update as sql_update
 from sqlalchemy.exc import IntegrityError
 
-from nefos import exceptions, rest
+from nefos import exceptions, rest, validation
 from nefos.context import RequestContext
 from nefos.db.models import Image, utcnow
 from nefos.model import format_inspection
@@ -40,6 +40,7 @@ from nefos.control.image.store import ImageStore
 MAX_PROPERTIES = 128  # Glance's image_property_quota
 MAX_TAGS = 128  # Glance's image_tag_quota
 MAX_PROPERTY_VALUE = 65535
+_PROPERTY_VALUE = {"type": "string", "maxLength": MAX_PROPERTY_VALUE}
 DEFAULT_LIMIT = 25  # Glance's limit_param_default
 MAX_LIMIT = 1000  # Glance's api_limit_max
 DEFAULT_SIZE_CAP = 1099511627776  # 1 TiB, Glance's image_size_cap
@@ -170,64 +171,51 @@ def _check_key_allowed(key: str, *, creating: bool) -> None:
         raise exceptions.ImageForbidden(reason=f"Attribute '{key}' is reserved.")
 
 
+# What each core attribute's schema (``schemas.image_schema``) takes, in Glance's 400.
+_EXPECTED = {
+    "id": "a UUID", "name": "null or a string of at most 255 characters",
+    "owner": "null or a string of at most 255 characters",
+    "visibility": "one of " + ", ".join(schemas.VISIBILITIES),
+    "protected": "a boolean", "os_hidden": "a boolean",
+    "min_ram": f"an integer from 0 to {schemas.MAX_INT32}", "min_disk": f"an integer from 0 to {schemas.MAX_INT32}",
+    "container_format": "null or one of " + ", ".join(schemas.CONTAINER_FORMATS),
+    "disk_format": "null or one of " + ", ".join(schemas.DISK_FORMATS),
+    "tags": "an array of strings",
+}
+_CORE_SCHEMAS = {**schemas.image_schema()["properties"], "tags": {"type": "array"}}
+
+
 def _validate_core(key: str, value):
     """The validated value of core attribute ``key``; 400 when it does not fit the schema."""
-    def bad(expected: str):
+    def glance_error(_error) -> exceptions.Invalid:
         return _bad(f"Provided object does not match schema 'image': {value!r} is not valid "
-                    f"under the schema of '{key}' ({expected}).")
+                    f"under the schema of '{key}' ({_EXPECTED[key]}).")
 
-    if key == "id":
-        if not isinstance(value, str) or not _UUID_RE.match(value):
-            raise bad("a UUID")
-        return value
-    if key in ("name", "owner"):
-        if value is not None and (not isinstance(value, str) or len(value) > 255):
-            raise bad("null or a string of at most 255 characters")
-        return value
-    if key == "visibility":
-        if value not in schemas.VISIBILITIES:
-            raise bad("one of " + ", ".join(schemas.VISIBILITIES))
-        return value
-    if key in ("protected", "os_hidden"):
-        if not isinstance(value, bool):
-            raise bad("a boolean")
-        return value
-    if key in ("min_ram", "min_disk"):
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= schemas.MAX_INT32:
-            raise bad(f"an integer from 0 to {schemas.MAX_INT32}")
-        return value
-    if key == "container_format":
-        if value is not None and value not in schemas.CONTAINER_FORMATS:
-            raise bad("null or one of " + ", ".join(schemas.CONTAINER_FORMATS))
-        return value
-    if key == "disk_format":
-        if value is not None and value not in schemas.DISK_FORMATS:
-            raise bad("null or one of " + ", ".join(schemas.DISK_FORMATS))
-        return value
+    validation.validate(value, _CORE_SCHEMAS[key], glance_error)
     if key == "tags":
-        if not isinstance(value, list):
-            raise bad("an array of strings")
-        tags: list[str] = []
-        for tag in value:
-            tags.append(_validate_tag(tag))
-        return list(dict.fromkeys(tags))
-    raise AssertionError(key)
+        return list(dict.fromkeys(_validate_tag(tag) for tag in value))
+    return value
 
 
 def _validate_tag(tag) -> str:
-    if not isinstance(tag, str) or not tag or len(tag) > 255:
-        raise _bad(f"Invalid tag {tag!r}: a tag is a non-empty string of at most 255 characters.")
+    validation.validate(tag, schemas.TAG, lambda _error: _bad(
+        f"Invalid tag {tag!r}: a tag is a non-empty string of at most 255 characters."))
     return tag
+
+
+def _property_error(key: str, value):
+    def glance_error(error) -> exceptions.Invalid:
+        if error.validator == "type":
+            return _bad(f"Provided object does not match schema 'image': {value!r} is not of type "
+                        f"'string' (additional property '{key}').")
+        return _bad(f"Value of property '{key}' is longer than {MAX_PROPERTY_VALUE} characters.")
+    return glance_error
 
 
 def _validate_property(key, value) -> str:
     if not isinstance(key, str) or not key or len(key) > 255:
         raise _bad(f"Invalid property name {key!r}: names are 1 to 255 characters long.")
-    if not isinstance(value, str):
-        raise _bad(f"Provided object does not match schema 'image': {value!r} is not of type "
-                   f"'string' (additional property '{key}').")
-    if len(value) > MAX_PROPERTY_VALUE:
-        raise _bad(f"Value of property '{key}' is longer than {MAX_PROPERTY_VALUE} characters.")
+    validation.validate(value, _PROPERTY_VALUE, _property_error(key, value))
     return value
 
 

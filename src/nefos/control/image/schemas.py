@@ -2,8 +2,8 @@
 
 Clients (python-glanceclient, some openstacksdk paths) fetch them to learn
 which attributes are core and that every other attribute is a string
-property. The validation the API applies lives in ``nefos.control.image.images``;
-these documents describe it.
+property. ``nefos.control.image.images`` validates request bodies against them (and ``TAG``)
+through the shared validator, ``nefos.validation``, in Glance's words.
 """
 
 from __future__ import annotations
@@ -69,6 +69,10 @@ _IMAGE_LINKS = [
     {"rel": "enclosure", "href": "{file}"},
     {"rel": "describedby", "href": "{schema}"},
 ]
+
+
+# A tag as the API takes it: the schema's tag, and not empty.
+TAG = {"type": "string", "minLength": 1, "maxLength": 255}
 
 
 def image_schema() -> dict:
