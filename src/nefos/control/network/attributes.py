@@ -3,7 +3,10 @@
 Each resource declares its attributes: whether they may be given on create
 (``post``) or update (``put``), their default and their validator. A bad
 body raises ``ValidationError`` (rendered as Neutron's ``HTTPBadRequest``)
-naming the attribute: ``Invalid input for cidr. Reason: ...``.
+naming the attribute: ``Invalid input for cidr. Reason: ...``. The shape checks of values (a
+string and its length, a list, a dictionary, one of a set of choices) are JSON Schema, through
+the shared validator (``nefos.validation``); the validators that convert what they accept
+(integers and booleans given as strings, addresses, UUIDs, MACs) check in Python.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import uuid as uuidlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from nefos import exceptions, rest
+from nefos import exceptions, rest, validation
 
 REQUIRED = object()
 UNSET = object()
@@ -49,16 +52,26 @@ def _described(check: Callable, schema: dict) -> Callable:
     return check
 
 
+_LIST = {"type": "array"}
+_DICT = {"type": "object"}
+
+
+def _checked(value, attr: str, schema: dict, reason: Callable[[str], str]):
+    """``value`` when it fits ``schema`` (through the shared validator); else Neutron's 400 for
+    ``attr``, its reason ``reason(keyword)`` of the schema keyword that failed."""
+    validation.validate(value, schema, lambda error: bad(attr, reason(error.validator)))
+    return value
+
+
 def v_string(max_len: int = 255, nullable: bool = False) -> Callable:
+    schema = {"type": ["string", "null"] if nullable else "string", "maxLength": max_len}
+
     def check(value, attr):
         if value is None and nullable:
             return ""
-        if not isinstance(value, str):
-            raise bad(attr, f"'{value}' is not a valid string")
-        if len(value) > max_len:
-            raise bad(attr, f"'{value}' exceeds maximum length of {max_len}")
-        return value
-    return _described(check, {"type": ["string", "null"] if nullable else "string", "maxLength": max_len})
+        return _checked(value, attr, schema, lambda keyword: f"'{value}' is not a valid string" if keyword == "type"
+                        else f"'{value}' exceeds maximum length of {max_len}")
+    return _described(check, schema)
 
 
 def to_bool(value, attr):
@@ -166,8 +179,7 @@ def v_list_of(item: Callable, *, unique: bool = False, nullable: bool = False) -
     def check(value, attr):
         if value is None and nullable:
             return []
-        if not isinstance(value, list):
-            raise bad(attr, f"'{value}' is not a list")
+        _checked(value, attr, _LIST, lambda _keyword: f"'{value}' is not a list")
         out = [item(v, attr) for v in value]
         if unique:
             seen = set()
@@ -181,8 +193,7 @@ def v_list_of(item: Callable, *, unique: bool = False, nullable: bool = False) -
 
 
 def _dict_keys(value, attr, required: set[str], optional: set[str] = frozenset()) -> dict:
-    if not isinstance(value, dict):
-        raise bad(attr, f"'{value}' is not a dictionary")
+    _checked(value, attr, _DICT, lambda _keyword: f"'{value}' is not a dictionary")
     keys = set(value)
     if not required <= keys or keys - required - optional:
         expected = ", ".join(sorted(required | optional))
@@ -216,8 +227,7 @@ def v_pool(value, attr):
 
 
 def v_fixed_ip(value, attr):
-    if not isinstance(value, dict):
-        raise bad(attr, f"'{value}' is not a dictionary")
+    _checked(value, attr, _DICT, lambda _keyword: f"'{value}' is not a dictionary")
     extra = set(value) - {"subnet_id", "ip_address"}
     if extra:
         raise bad(attr, f"Unrecognized attribute(s) '{', '.join(sorted(extra))}'")
@@ -249,18 +259,16 @@ v_uuid.json_schema = {"type": "string", "format": "uuid"}
 def v_dict(value, attr):
     if value is None:
         return {}
-    if not isinstance(value, dict):
-        raise bad(attr, f"'{value}' is not a dictionary")
-    return value
+    return _checked(value, attr, _DICT, lambda _keyword: f"'{value}' is not a dictionary")
 
 
 def v_in(values, nullable: bool = False) -> Callable:
+    schema = {"enum": list(values)}
+
     def check(value, attr):
         if value is None and nullable:
             return None
-        if value not in values:
-            raise bad(attr, f"{value} is not in {list(values)}")
-        return value
+        return _checked(value, attr, schema, lambda _keyword: f"{value} is not in {list(values)}")
     return _described(check, {"enum": [*values, None] if nullable else list(values)})
 
 
@@ -305,8 +313,7 @@ def v_gateway_info(value, attr):
     external_fixed_ips?}``."""
     if value is None or value == {}:
         return None
-    if not isinstance(value, dict):
-        raise bad(attr, f"'{value}' is not a dictionary")
+    _checked(value, attr, _DICT, lambda _keyword: f"'{value}' is not a dictionary")
     _dict_keys(value, attr, {"network_id"}, {"enable_snat", "external_fixed_ips"})
     out = {"network_id": v_uuid(value["network_id"], attr)}
     if "enable_snat" in value:
