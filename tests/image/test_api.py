@@ -185,6 +185,40 @@ async def test_pagination_and_sorting(api):
     assert r.status_code == 200
 
 
+async def test_a_members_pages_are_full_however_many_images_of_other_projects_sort_between(api):
+    """The project scope is part of the paged query: another project's private images that sort
+    between a member's own never shorten the member's pages."""
+    mine = []
+    for i in range(5):
+        await make_image(api, headers=member(PROJECT_B), name=f"img-{i}-b", visibility="private")
+        mine.append(await make_image(api, name=f"img-{i}-a", visibility="private"))
+    seen, url = [], "/v2/images?limit=2&sort_key=name&sort_dir=asc"
+    while url:
+        doc = (await api.get(url, headers=member())).json()
+        assert len(doc["images"]) == 2 or not doc.get("next")
+        seen += [i["name"] for i in doc["images"]]
+        url = doc.get("next")
+    assert seen == [i["name"] for i in mine]
+
+
+async def test_filters_on_tags_and_properties_match_the_text_given_literally(api):
+    odd = await make_image(api, name="odd", tags=['t"x', "é"], **{'k"$.x': "v'1", "a.b": "é"})
+    await make_image(api, name="plain", tags=["tx"], **{"a": "b"})
+
+    async def names(**params):
+        r = await api.get("/v2/images", params=params, headers=member())
+        assert r.status_code == 200, r.text
+        return [i["name"] for i in r.json()["images"]]
+
+    assert await names(tag='t"x') == ["odd"]
+    assert await names(tag="é") == ["odd"]
+    assert await names(tag="t") == []
+    assert await names(**{'k"$.x': "v'1"}) == ["odd"]
+    assert await names(**{"a.b": "é"}) == ["odd"]
+    assert await names(**{"a": "é"}) == []
+    assert odd["id"]
+
+
 async def test_patch(api):
     image = await make_image(api, name="before", os_distro="debian", tags=["t"])
     url = f"/v2/images/{image['id']}"

@@ -14,9 +14,10 @@ import datetime as dt
 import functools
 from typing import Any
 
-from sqlalchemy import and_, bindparam, false, insert, or_, select, update
+from sqlalchemy import bindparam, insert, or_, select, update
 
 from nefos import exceptions
+from nefos.db import listing
 from nefos.db.models import Instance, InstanceFault, utcnow
 from nefos.db.session import Database
 from nefos.objects import event_log
@@ -277,8 +278,8 @@ async def destroy(db: Database, uuid: str, *, only_if_unscheduled: bool = False)
         return before
 
 
-def list_sort_order(sort_keys: list[str], sort_dirs: list[str]) -> list[tuple[Any, bool]]:
-    """(column, descending) pairs for a server list, as Nova's ``process_sort_params`` (its 400s in
+def list_sort_order(sort_keys: list[str], sort_dirs: list[str]) -> list[listing.SortKey]:
+    """The sort keys of a server list, as Nova's ``process_sort_params`` (its 400s in
     Nova's InvalidInput wording): a missing direction is the first one given (else desc), created_at
     and id always close the order. Nova's sort keys this cloud keeps no column for sort as equal."""
     for direction in sort_dirs:
@@ -298,31 +299,5 @@ def list_sort_order(sort_keys: list[str], sort_dirs: list[str]) -> list[tuple[An
     for key, direction in zip(keys, dirs):
         column = INSTANCES.c.get(key)
         if column is not None:
-            order.append((column, direction == "desc"))
+            order.append(listing.SortKey(key, column, direction == "desc"))
     return order
-
-
-def order_by_clauses(order: list[tuple[Any, bool]]) -> list:
-    """NULL sorts lowest on every backend (first ascending, last descending)."""
-    clauses = []
-    for column, descending in order:
-        known = column.is_not(None)
-        clauses += [known.desc(), column.desc()] if descending else [known.asc(), column.asc()]
-    return clauses
-
-
-def after_marker(order: list[tuple[Any, bool]], marker: dict) -> Any:
-    """Rows that come after the marker row in ``order`` (keyset paging; NULL is lowest)."""
-    def equal(column, value):
-        return column.is_(None) if value is None else column == value
-
-    def beyond(column, value, descending):
-        if descending:
-            return false() if value is None else or_(column < value, column.is_(None))
-        return column.is_not(None) if value is None else column > value
-
-    alternatives = []
-    for i, (column, descending) in enumerate(order):
-        same_before = [equal(c, marker[c.name]) for c, _ in order[:i]]
-        alternatives.append(and_(*same_before, beyond(column, marker[column.name], descending)))
-    return or_(*alternatives)

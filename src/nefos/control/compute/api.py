@@ -26,6 +26,7 @@ from nefos.control.compute import delete as delete_api
 from nefos.control.compute.services import COMPUTE_BINARY
 from nefos.clients.compute import ComputeRPCAPI
 from nefos.clients.conductor import ConductorAPI
+from nefos.db import listing
 from nefos.db.models import Instance, InstanceFault
 from nefos.db.retry import retried
 from nefos.objects import actions, build_requests, instance as instance_obj, quotas, server_groups
@@ -341,14 +342,12 @@ class ComputeAPI:
         order = instance_obj.list_sort_order(sort_keys or [], sort_dirs or [])
         if marker:
             async with self.rt.db.reader() as s:
-                mrow = (await s.execute(select(*(c for c, _ in order)).where(
+                mrow = (await s.execute(select(*listing.marker_values(order)).where(
                     Instance.uuid == marker))).mappings().one_or_none()
             if mrow is None:
                 raise exceptions.ValidationError(f"marker [{marker}] not found")
-            q = q.where(instance_obj.after_marker(order, dict(mrow)))
-        q = q.order_by(*instance_obj.order_by_clauses(order))
-        if limit is not None and not post_filtered:
-            q = q.limit(limit)
+        q = listing.paged(q, order, marker=dict(mrow) if marker else None,
+                          limit=limit if not post_filtered else None)
         async with self.rt.db.reader() as s:
             rows = (await s.execute(q)).mappings().all()
         result = [instance_obj.mapping_to_dict(r) for r in rows]

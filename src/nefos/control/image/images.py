@@ -26,12 +26,13 @@ from urllib.parse import urlencode
 
 import jsonpatch
 from jsonpointer import JsonPointer
-from sqlalchemy import bindparam, or_, select
+from sqlalchemy import String, and_, bindparam, false, func, or_, select
 from sqlalchemy import update as sql_update
 from sqlalchemy.exc import IntegrityError
 
 from nefos import exceptions, rest, validation
 from nefos.context import RequestContext
+from nefos.db import json_match, listing
 from nefos.db.models import Image, utcnow
 from nefos.model import format_inspection
 from nefos.control.image import schemas
@@ -287,7 +288,7 @@ _PAGING = {
 _PAGING_KEYS = set(_PAGING)
 _IN = "a value, or in:a,b,... for any of several (CSV quoting)"
 _TIMES = f"a time (ISO 8601), optionally after an operator: {', '.join(sorted(_TIME_OPS))} (gte:2024-01-01T00:00:00Z)"
-# GET /v2/images's query parameters as _matcher and list_images read them; any other name
+# GET /v2/images's query parameters as _conditions and list_images read them; any other name
 # filters on the extra property of that name, as in Glance.
 LIST_QUERY = {"type": "object", "properties": {
     **_PAGING,
@@ -345,12 +346,16 @@ def _parse_time_filter(key: str, value: str):
     return op, when
 
 
-def _time_matches(op: str, actual: dt.datetime | None, wanted: dt.datetime) -> bool:
-    if actual is None:
-        return False
-    actual = actual.replace(microsecond=0)
-    return {"gt": actual > wanted, "gte": actual >= wanted, "lt": actual < wanted,
-            "lte": actual <= wanted, "eq": actual == wanted, "neq": actual != wanted}[op]
+def _time_condition(column, op: str, when: dt.datetime):
+    """``column`` cut to whole seconds compared with ``when`` (a whole second), as Glance compares;
+    NULL matches nothing."""
+    try:
+        next_second = when + dt.timedelta(seconds=1)
+        from_next, before_next = column >= next_second, column < next_second
+    except OverflowError:  # the last second there is: nothing comes after it
+        from_next, before_next = false(), column.is_not(None)
+    return {"gt": from_next, "gte": column >= when, "lt": column < when, "lte": before_next,
+            "eq": and_(column >= when, before_next), "neq": or_(column < when, from_next)}[op]
 
 
 def _parse_sort(params: list[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -381,21 +386,24 @@ def _parse_sort(params: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return result
 
 
-def _sort(rows: list[Image], sort: list[tuple[str, str]]) -> list[Image]:
-    rows = list(rows)
-    for key, direction in reversed(sort):
-        def value(row, key=key):
-            v = getattr(row, key)
-            if key == "updated_at" and v is None:
-                v = row.created_at
-            return (v is not None, v if v is not None else 0)
-        rows.sort(key=value, reverse=direction == "desc")
-    return rows
+# The value an image sorts and filters by: an image never updated was last updated when created.
+_UPDATED_AT = func.coalesce(Image.updated_at, Image.created_at)
 
 
-def _matcher(ctx: RequestContext, params: list[tuple[str, str]]):
-    """A predicate over rows for the filters in ``params`` (400 on malformed values)."""
-    checks = []
+def _sort_column(key: str):
+    if key == "updated_at":
+        return _UPDATED_AT
+    column = getattr(Image, key)
+    return listing.exact(column) if isinstance(column.type, String) else column
+
+
+def _sort_value(row: Image, key: str):
+    return (row.updated_at or row.created_at) if key == "updated_at" else getattr(row, key)
+
+
+def _conditions(ctx: RequestContext, params: list[tuple[str, str]]) -> list:
+    """The SQL conditions for the filters in ``params`` (400 on malformed values)."""
+    conditions = []
     single: dict[str, str] = {}
     for key, value in params:
         if key in ("tag",) or key in _PAGING_KEYS:
@@ -410,40 +418,34 @@ def _matcher(ctx: RequestContext, params: list[tuple[str, str]]):
     if member_status not in MEMBER_STATUSES:
         raise _bad(f"Invalid status value: {member_status}")
     if visibility not in (None, "all"):
-        checks.append(lambda r, v=visibility: r.visibility == v)
-    if not ctx.is_admin:
+        conditions.append(Image.visibility == visibility)
+    if not ctx.is_admin and visibility not in ("community", "all"):
         # Beyond plain visibility: community images show only when asked for.
-        want_community = visibility in ("community", "all")
-        checks.append(lambda r: r.visibility != "community" or want_community
-                      or r.owner == ctx.project_id)
+        conditions.append(or_(Image.visibility != "community", Image.owner == ctx.project_id))
 
     hidden = single.pop("os_hidden", None)
     hidden_value = _parse_bool("os_hidden", hidden) if hidden is not None else False
-    checks.append(lambda r: bool(r.os_hidden) == hidden_value)
+    conditions.append(func.coalesce(Image.os_hidden, False) == hidden_value)
 
     if "protected" in single:
         protected = _parse_bool("protected", single.pop("protected"))
-        checks.append(lambda r: bool(r.protected) == protected)
+        conditions.append(func.coalesce(Image.protected, False) == protected)
 
-    for key in ("size_min", "size_max"):
-        if key in single:
-            bound = _parse_int(key, single.pop(key))
-            if key == "size_min":
-                checks.append(lambda r, b=bound: r.size is not None and r.size >= b)
-            else:
-                checks.append(lambda r, b=bound: r.size is not None and r.size <= b)
+    if "size_min" in single:
+        conditions.append(Image.size >= _parse_int("size_min", single.pop("size_min")))
+    if "size_max" in single:
+        conditions.append(Image.size <= _parse_int("size_max", single.pop("size_max")))
 
     for key in ("created_at", "updated_at"):
         if key in single:
             op, when = _parse_time_filter(key, single.pop(key))
-            checks.append(lambda r, k=key, op=op, w=when:
-                          _time_matches(op, getattr(r, k) or r.created_at, w))
+            conditions.append(_time_condition(_sort_column(key), op, when))
 
     # Glance filters on any other column of the image by equality (its hasattr(Image, key)).
     for key in ("min_ram", "min_disk"):
         if key in single:
             bound = _parse_int(key, single.pop(key))
-            checks.append(lambda r, k=key, b=bound: (getattr(r, k) or 0) == b)
+            conditions.append(func.coalesce(getattr(Image, key), 0) == bound)
 
     for key in _IN_KEYS:
         if key in single:
@@ -451,16 +453,25 @@ def _matcher(ctx: RequestContext, params: list[tuple[str, str]]):
             if key == "status" and value not in schemas.STATUSES and not value.startswith("in:"):
                 raise _bad(f"Invalid status value: {value}")
             wanted = _parse_in(value[3:]) if value.startswith("in:") else {value}
-            checks.append(lambda r, k=key, w=wanted: getattr(r, k) in w)
+            conditions.append(listing.exact(getattr(Image, key)).in_(sorted(wanted)))
 
     for tag in tags:
-        checks.append(lambda r, t=tag: t in (r.tags or []))
+        conditions.append(json_match.array_has(Image.tags, tag))
 
     # Anything else filters on an extra property, as Glance does.
     for key, value in single.items():
-        checks.append(lambda r, k=key, v=value: (r.properties or {}).get(k) == v)
+        conditions.append(json_match.object_has(Image.properties, key, value))
+    return conditions
 
-    return lambda row: all(check(row) for check in checks)
+
+def _scope(ctx: RequestContext) -> list:
+    """The images ``ctx`` may see at all (``is_visible``), as SQL."""
+    if ctx.is_admin:
+        return [Image.status != "deleted"]
+    scope = [Image.visibility.in_(("public", "community"))]
+    if ctx.project_id is not None:
+        scope.append(Image.owner == ctx.project_id)
+    return [Image.status != "deleted", or_(*scope)]
 
 
 async def list_images(rt, ctx: RequestContext, params: list[tuple[str, str]]) -> dict:
@@ -475,32 +486,19 @@ async def list_images(rt, ctx: RequestContext, params: list[tuple[str, str]]) ->
     markers = [v for k, v in params if k == "marker"]
     marker = markers[-1] if markers else None
     sort = _parse_sort(params)
-    matches = _matcher(ctx, params)
+    keys = [listing.SortKey(key, _sort_column(key), direction == "desc") for key, direction in sort]
+    query = select(Image).where(*_scope(ctx), *_conditions(ctx, params))
 
     async with rt.db.reader() as s:
-        query = select(Image).where(Image.status != "deleted")
-        if not ctx.is_admin:
-            scope = [Image.visibility.in_(("public", "community"))]
-            if ctx.project_id is not None:
-                scope.append(Image.owner == ctx.project_id)
-            query = query.where(or_(*scope))
-        rows = list((await s.execute(query)).scalars())
-        marker_row = None
+        after = None
         if marker is not None:
             marker_row = await load_row(s, marker)
             if marker_row is None or not is_visible(ctx, marker_row):
                 raise _bad(f"Invalid marker. Image {marker} could not be found.")
-
-    selected = [r for r in rows if matches(r)]
-    if marker_row is not None:
-        if all(r.id != marker_row.id for r in selected):
-            selected.append(marker_row)
-        ordered = _sort(selected, sort)
-        index = next(i for i, r in enumerate(ordered) if r.id == marker_row.id)
-        ordered = ordered[index + 1:]
-    else:
-        ordered = _sort(selected, sort)
-    page = ordered[:limit]
+            after = {key: _sort_value(marker_row, key) for key, _ in sort}
+        # One row more than the page tells whether there is a next one.
+        rows = list((await s.execute(listing.paged(query, keys, marker=after, limit=limit + 1))).scalars())
+    page = rows[:limit]
 
     kept = [(k, v) for k, v in params if k != "marker"]
     doc: dict = {
@@ -508,7 +506,7 @@ async def list_images(rt, ctx: RequestContext, params: list[tuple[str, str]]) ->
         "first": "/v2/images" + (f"?{urlencode(kept)}" if kept else ""),
         "schema": "/v2/schemas/images",
     }
-    if page and len(ordered) > len(page):
+    if page and len(rows) > len(page):
         doc["next"] = "/v2/images?" + urlencode([*kept, ("marker", page[-1].id)])
     return doc
 

@@ -1,0 +1,117 @@
+"""The list engine: one filtered, sorted, keyset-paged statement for every API's lists.
+
+A list's order is a sequence of ``SortKey`` (a name, the SQL expression whose value the API shows,
+a direction). The caller closes it with the row's id, so each row has exactly one place and a page
+boundary never splits or repeats rows that tie on the other keys. NULL sorts lowest on every
+backend (first ascending, last descending), as Python sorts a missing value before any other.
+
+A page after a marker is a keyset condition: the rows strictly after the marker row's values in
+that order. The marker row itself need not pass the filters (Glance and Neutron page after a
+marker the filters would drop), and nothing before it is read. A reversed page (Neutron's
+``page_reverse``) is the same statement with every direction flipped; the caller turns the rows
+back to the list's order (``page_rows``).
+
+The caller's scope (project, visibility) and the filters are conditions of the same statement,
+so a page is ``limit`` rows of what the caller may see, never a page cut short by rows it may not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Mapping, Sequence
+
+from sqlalchemy import and_, false, or_
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.expression import ColumnElement
+from sqlalchemy.sql.visitors import InternalTraversal
+
+
+@dataclass(frozen=True)
+class SortKey:
+    name: str  # the key of the marker's value in the mapping ``after`` reads
+    expression: Any
+    descending: bool = False
+
+    def flipped(self) -> "SortKey":
+        return replace(self, descending=not self.descending)
+
+
+class _Exact(ColumnElement):
+    """A text expression compared by code point (``exact``)."""
+    inherit_cache = True
+    _traverse_internals = [("text", InternalTraversal.dp_clauseelement)]
+
+    def __init__(self, expression) -> None:
+        self.text = expression
+        self.type = expression.type
+
+
+def exact(expression) -> ColumnElement:
+    """``expression`` (text) sorted and compared by code point, as Python compares strings: SQLite's
+    default; PostgreSQL's "C" collation; MySQL's binary one (its default is case-insensitive). For
+    the lists that used to sort and filter in Python, so their order and matches stay the same."""
+    return _Exact(expression)
+
+
+@compiles(_Exact)
+def _exact_default(element, compiler, **kw):
+    return compiler.process(element.text, **kw)
+
+
+@compiles(_Exact, "postgresql")
+def _exact_postgresql(element, compiler, **kw):
+    return f'({compiler.process(element.text, **kw)} COLLATE "C")'
+
+
+@compiles(_Exact, "mysql")
+def _exact_mysql(element, compiler, **kw):
+    return f"({compiler.process(element.text, **kw)} COLLATE utf8mb4_bin)"
+
+
+def order_by(keys: Sequence[SortKey]) -> list:
+    """ORDER BY clauses for ``keys``; NULL is lowest (first ascending, last descending)."""
+    clauses = []
+    for key in keys:
+        known = key.expression.is_not(None)
+        clauses += ([known.desc(), key.expression.desc()] if key.descending
+                    else [known.asc(), key.expression.asc()])
+    return clauses
+
+
+def after(keys: Sequence[SortKey], marker: Mapping[str, Any]) -> Any:
+    """The rows that come after the one whose values are ``marker`` ({key name: value}) in ``keys``."""
+    def equal(expression, value):
+        return expression.is_(None) if value is None else expression == value
+
+    def beyond(expression, value, descending):
+        if descending:
+            return false() if value is None else or_(expression < value, expression.is_(None))
+        return expression.is_not(None) if value is None else expression > value
+
+    alternatives = []
+    for i, key in enumerate(keys):
+        same_before = [equal(k.expression, marker[k.name]) for k in keys[:i]]
+        alternatives.append(and_(*same_before, beyond(key.expression, marker[key.name], key.descending)))
+    return or_(*alternatives)
+
+
+def marker_values(keys: Sequence[SortKey]) -> list:
+    """The columns to select for a marker row's values, labelled by key name."""
+    return [key.expression.label(key.name) for key in keys]
+
+
+def paged(query, keys: Sequence[SortKey], *, marker: Mapping[str, Any] | None = None,
+          limit: int | None = None, reverse: bool = False):
+    """``query`` ordered by ``keys``, after ``marker``, at most ``limit`` rows (None: all).
+    ``reverse``: the rows before the marker, the nearest first (see ``page_rows``)."""
+    if reverse:
+        keys = [key.flipped() for key in keys]
+    if marker is not None:
+        query = query.where(after(keys, marker))
+    query = query.order_by(*order_by(keys))
+    return query if limit is None else query.limit(limit)
+
+
+def page_rows(rows: Sequence, *, reverse: bool = False) -> list:
+    """The rows of a ``paged`` statement in the list's order."""
+    return list(reversed(rows)) if reverse else list(rows)
