@@ -9,7 +9,7 @@ import datetime as dt
 import pytest
 from sqlalchemy import delete, select
 
-from nefos.db import json_match, listing
+from nefos.db import codepoint, json_match, listing
 from nefos.db.models import Image
 from tests.backends import BACKENDS, fresh_database, migrated
 
@@ -77,8 +77,8 @@ async def walk(db, keys, *, limit: int, reverse: bool = False) -> list[str]:
 async def test_the_pages_walk_every_row_once_in_pythons_order(db, descending):
     async with db.reader() as s:
         rows = [tuple(r) for r in (await s.execute(select(Image.name, Image.id))).all()]
-    keys = [listing.SortKey("name", listing.exact(Image.name), descending),
-            listing.SortKey("id", listing.exact(Image.id), descending)]
+    keys = [listing.SortKey("name", codepoint.ordered(Image.name), descending),
+            listing.SortKey("id", codepoint.ordered(Image.id), descending)]
     expected = python_order(rows, descending)
     for limit in (1, 2, 4, 100):
         assert await walk(db, keys, limit=limit) == expected

@@ -4,6 +4,7 @@ A list's order is a sequence of ``SortKey`` (a name, the SQL expression whose va
 a direction). The caller closes it with the row's id, so each row has exactly one place and a page
 boundary never splits or repeats rows that tie on the other keys. NULL sorts lowest on every
 backend (first ascending, last descending), as Python sorts a missing value before any other.
+Text the lists used to sort in Python is ordered by code point (``nefos.db.codepoint``).
 
 A page after a marker is a keyset condition: the rows strictly after the marker row's values in
 that order. The marker row itself need not pass the filters (Glance and Neutron page after a
@@ -20,10 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
-from sqlalchemy import and_, false, or_
-from sqlalchemy.ext.compiler import compiles
-from sqlalchemy.sql.expression import ColumnElement
-from sqlalchemy.sql.visitors import InternalTraversal
+from sqlalchemy import and_, false, literal, or_
 
 
 @dataclass(frozen=True)
@@ -34,38 +32,6 @@ class SortKey:
 
     def flipped(self) -> "SortKey":
         return replace(self, descending=not self.descending)
-
-
-class _Exact(ColumnElement):
-    """A text expression compared by code point (``exact``)."""
-    inherit_cache = True
-    _traverse_internals = [("text", InternalTraversal.dp_clauseelement)]
-
-    def __init__(self, expression) -> None:
-        self.text = expression
-        self.type = expression.type
-
-
-def exact(expression) -> ColumnElement:
-    """``expression`` (text) sorted and compared by code point, as Python compares strings: SQLite's
-    default; PostgreSQL's "C" collation; MySQL's binary one (its default is case-insensitive). For
-    the lists that used to sort and filter in Python, so their order and matches stay the same."""
-    return _Exact(expression)
-
-
-@compiles(_Exact)
-def _exact_default(element, compiler, **kw):
-    return compiler.process(element.text, **kw)
-
-
-@compiles(_Exact, "postgresql")
-def _exact_postgresql(element, compiler, **kw):
-    return f'({compiler.process(element.text, **kw)} COLLATE "C")'
-
-
-@compiles(_Exact, "mysql")
-def _exact_mysql(element, compiler, **kw):
-    return f"({compiler.process(element.text, **kw)} COLLATE utf8mb4_bin)"
 
 
 def order_by(keys: Sequence[SortKey]) -> list:
@@ -81,12 +47,13 @@ def order_by(keys: Sequence[SortKey]) -> list:
 def after(keys: Sequence[SortKey], marker: Mapping[str, Any]) -> Any:
     """The rows that come after the one whose values are ``marker`` ({key name: value}) in ``keys``."""
     def equal(expression, value):
-        return expression.is_(None) if value is None else expression == value
+        return expression.is_(None) if value is None else expression == literal(value, expression.type)
 
     def beyond(expression, value, descending):
         if descending:
-            return false() if value is None else or_(expression < value, expression.is_(None))
-        return expression.is_not(None) if value is None else expression > value
+            return false() if value is None else or_(expression < literal(value, expression.type),
+                                                     expression.is_(None))
+        return expression.is_not(None) if value is None else expression > literal(value, expression.type)
 
     alternatives = []
     for i, key in enumerate(keys):

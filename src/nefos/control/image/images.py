@@ -32,7 +32,7 @@ from sqlalchemy.exc import IntegrityError
 
 from nefos import exceptions, rest, validation
 from nefos.context import RequestContext
-from nefos.db import json_match, listing
+from nefos.db import codepoint, json_match, listing
 from nefos.db.models import Image, utcnow
 from nefos.model import format_inspection
 from nefos.control.image import schemas
@@ -394,7 +394,7 @@ def _sort_column(key: str):
     if key == "updated_at":
         return _UPDATED_AT
     column = getattr(Image, key)
-    return listing.exact(column) if isinstance(column.type, String) else column
+    return codepoint.ordered(column) if isinstance(column.type, String) else column
 
 
 def _sort_value(row: Image, key: str):
@@ -453,7 +453,7 @@ def _conditions(ctx: RequestContext, params: list[tuple[str, str]]) -> list:
             if key == "status" and value not in schemas.STATUSES and not value.startswith("in:"):
                 raise _bad(f"Invalid status value: {value}")
             wanted = _parse_in(value[3:]) if value.startswith("in:") else {value}
-            conditions.append(listing.exact(getattr(Image, key)).in_(sorted(wanted)))
+            conditions.append(codepoint.is_in(getattr(Image, key), sorted(wanted)))
 
     for tag in tags:
         conditions.append(json_match.array_has(Image.tags, tag))

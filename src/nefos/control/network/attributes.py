@@ -537,7 +537,8 @@ def sortable(resource_fields: set[str]) -> set[str]:
     return set(resource_fields) - UNFILTERABLE - LIST_FIELDS - {"fixed_ips", "tags"}
 
 
-def _filter_value(field: str, raw):
+def filter_value(field: str, raw):
+    """A filter's value as the view shows the field (a boolean, an integer or None, or as given)."""
     if field in BOOL_FIELDS:
         return to_bool(raw, field)
     if field in INT_FIELDS:
@@ -547,38 +548,14 @@ def _filter_value(field: str, raw):
     return raw
 
 
-def compile_filters(resource_fields: set[str], filters: dict | None) -> list[Callable[[dict], bool]]:
-    """Predicates for ``filters`` ({field: value or [values]}), each matching any of its values."""
-    preds: list[Callable[[dict], bool]] = []
-    for field, values in (filters or {}).items():
-        if not isinstance(values, list):
-            values = [values]
-        if field == "tenant_id":
-            field = "project_id"
-        if field in TAG_FILTERS:
-            wanted = {t for v in values for t in str(v).split(",") if t}
-            preds.append(_tag_pred(field, wanted))
-            continue
-        if field == "fixed_ips" and "fixed_ips" in resource_fields:
-            preds.append(_fixed_ips_pred(values))
-            continue
-        if field not in filterable(resource_fields):
-            raise bad_request(f"[{field}] is invalid attribute for filtering")
-        converted = [_filter_value(field, v) for v in values]
-        if field in LIST_FIELDS:
-            preds.append(lambda d, f=field, c=converted: any(v in (d.get(f) or []) for v in c))
-        else:
-            preds.append(lambda d, f=field, c=converted: _norm(d.get(f)) in [_norm(v) for v in c])
-    return preds
-
-
-def _norm(v):
+def norm(v):
+    """A filter matches None, "" and "None" alike."""
     if v is None or v == "None":
         return ""
     return v
 
 
-def _tag_pred(kind: str, wanted: set[str]) -> Callable[[dict], bool]:
+def tag_pred(kind: str, wanted: set[str]) -> Callable[[dict], bool]:
     def pred(d):
         tags = set(d.get("tags") or [])
         if kind == "tags":
@@ -591,7 +568,9 @@ def _tag_pred(kind: str, wanted: set[str]) -> Callable[[dict], bool]:
     return pred
 
 
-def _fixed_ips_pred(values: list) -> Callable[[dict], bool]:
+def parse_fixed_ips_filter(values: list) -> list[tuple[str, str]]:
+    """A ``fixed_ips`` filter's (key, value) pairs, every one of which an address of the port must
+    match: ``ip_address`` (normalized), ``subnet_id`` or ``ip_address_substr``."""
     conds = []
     for v in values:
         if isinstance(v, dict):
@@ -608,47 +587,7 @@ def _fixed_ips_pred(values: list) -> Callable[[dict], bool]:
                 except ValueError:
                     raise bad(f"fixed_ips", f"'{val}' is not a valid IP address")
             conds.append((key, val))
-
-    def pred(d):
-        ips = d.get("fixed_ips") or []
-        for key, val in conds:
-            if key == "ip_address_substr":
-                if not any(val in ip["ip_address"] for ip in ips):
-                    return False
-            elif not any(ip.get(key) == val for ip in ips):
-                return False
-        return True
-    return pred
-
-
-def sort_key_fn(keys: list[tuple[str, bool]]):
-    """A key for sorted(): the (field, ascending) pairs, then id; None sorts first."""
-    def key(d):
-        out = []
-        for field, asc in keys:
-            v = d.get(field)
-            if isinstance(v, bool):
-                v = int(v)
-            item = (0, "") if v is None else (1, v)
-            out.append(item if asc else _Reverse(item))
-        return out
-    return key
-
-
-class _Reverse:
-    __slots__ = ("v",)
-
-    def __init__(self, v):
-        self.v = v
-
-    def __lt__(self, other):
-        return other.v < self.v
-
-    def __gt__(self, other):
-        return other.v > self.v
-
-    def __eq__(self, other):
-        return self.v == other.v
+    return conds
 
 
 def parse_sorts(resource_fields: set[str], sort_key, sort_dir) -> list[tuple[str, bool]]:
@@ -669,22 +608,6 @@ def parse_sorts(resource_fields: set[str], sort_key, sort_dir) -> list[tuple[str
     if not any(k == "id" for k, _ in out):
         out.append(("id", out[-1][1] if out else True))
     return out
-
-
-def paginate(items: list[dict], sorts: list[tuple[str, bool]], *, limit: int | None,
-             marker_doc: dict | None, page_reverse: bool) -> list[dict]:
-    """Sort ``items``, then take the page after (or, reversed, before) the marker."""
-    keyfn = sort_key_fn(sorts)
-    items = sorted(items, key=keyfn)
-    if marker_doc is not None:
-        mk = keyfn(marker_doc)
-        if page_reverse:
-            items = [d for d in items if keyfn(d) < mk]
-        else:
-            items = [d for d in items if mk < keyfn(d)]
-    if limit:
-        items = items[-limit:] if page_reverse else items[:limit]
-    return items
 
 
 def select_fields(doc: dict, fields: list[str] | None) -> dict:

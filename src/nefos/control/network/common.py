@@ -1,5 +1,5 @@
 """What the network service's modules share: Neutron's timestamps, ids, chunking, quota resource
-names, errors, and the caller's visibility and the plain filters of the prebuilt Core statements."""
+names, errors, and the caller's visibility and the id filter of the prebuilt Core statements."""
 
 from __future__ import annotations
 
@@ -54,17 +54,6 @@ def visibility(ctx: RequestContext) -> str:
 
 def owned(column, visibility: str):
     return column == bindparam("b_project") if visibility == "project" else column.is_(None)
-
-
-def prefilter_params(filters: dict | None, columns: dict[str, Any]) -> tuple[tuple, dict]:
-    """``NetworkManager._prefilter`` as a statement shape (the filtered fields) and its parameters."""
-    keys, params = [], {}
-    for field, values in (filters or {}).items():
-        values = values if isinstance(values, list) else [values]
-        if field in columns and values and all(isinstance(v, str) and v for v in values):
-            params[f"f{len(keys)}"] = values
-            keys.append(field)
-    return tuple(keys), params
 
 
 def where_filters(q, columns: dict[str, Any], keys: tuple):

@@ -15,19 +15,28 @@ from __future__ import annotations
 
 import ipaddress
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from nefos import exceptions
 from nefos.context import RequestContext
 from nefos.db.models import FloatingIP, IPAllocation, Port, Router, RouterPort, utcnow
 from nefos.control.network import attributes as attrs
-from nefos.control.network import schemas
+from nefos.control.network import list_query, schemas
 from nefos.control.network.common import bulk as _bulk, iso, new_id
 from nefos.control.network.ports import FLOATINGIP_OWNER
 from nefos.control.network.routers import service_context
 
 FLOATINGIP_FIELDS = schemas.fields("floatingip")
+# The view's fields in SQL (``list_query``), as ``_fip_view`` shows them.
+_FIP_COLUMNS = {
+    "id": FloatingIP.id, "project_id": FloatingIP.project_id,
+    "description": func.coalesce(FloatingIP.description, ""),
+    "floating_ip_address": FloatingIP.floating_ip_address, "floating_network_id": FloatingIP.floating_network_id,
+    "router_id": FloatingIP.router_id, "port_id": FloatingIP.fixed_port_id,
+    "fixed_ip_address": FloatingIP.fixed_ip_address, "status": func.coalesce(FloatingIP.status, "DOWN"),
+    "tags": list_query.Fixed([]), "revision_number": func.coalesce(FloatingIP.revision_number, 0),
+}
 
 
 class FloatingIPs:
@@ -187,15 +196,16 @@ class FloatingIPs:
                                fields: list[str] | None = None, sort_key=None, sort_dir=None,
                                limit: int | None = None, marker: str | None = None,
                                page_reverse: bool = False) -> list[dict]:
+        plan = await list_query.plan(FLOATINGIP_FIELDS, _FIP_COLUMNS, filters=filters, sort_key=sort_key,
+                                     sort_dir=sort_dir, limit=limit, marker=marker, page_reverse=page_reverse,
+                                     get_marker=lambda m: self.get_floatingip(ctx, m))
         q = select(FloatingIP)
         cond = self._fip_visible(ctx)
         if cond is not None:
             q = q.where(cond)
         async with self.rt.db.reader() as s:
-            docs = [self._fip_view(r) for r in (await s.execute(q)).scalars()]
-        return await self._list(docs, FLOATINGIP_FIELDS, filters=filters, fields=fields, sort_key=sort_key,
-                                sort_dir=sort_dir, limit=limit, marker=marker, page_reverse=page_reverse,
-                                get_marker=lambda m: self.get_floatingip(ctx, m))
+            rows = plan.in_order((await s.execute(plan.statement(q))).scalars().all())
+        return [attrs.select_fields(self._fip_view(r), fields) for r in rows]
 
     async def update_floatingip(self, ctx: RequestContext, floatingip_id: str, floatingip: dict) -> dict:
         body = attrs.validate_body("floatingip", floatingip, create=False, is_admin=ctx.is_admin)

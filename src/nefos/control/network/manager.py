@@ -23,7 +23,7 @@ import ipaddress
 import logging
 from typing import Any, Awaitable, Callable
 
-from sqlalchemy import bindparam, delete, func, insert, or_, select, update
+from sqlalchemy import bindparam, case, delete, exists, false, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from nefos import exceptions
@@ -31,11 +31,12 @@ from nefos.bus import Endpoint, interfaces
 from nefos.context import RequestContext
 from nefos.db.models import IPAllocation, Network, Port, Quota, QuotaUsage, Subnet, utcnow
 from nefos.control.network import attributes as attrs
-from nefos.control.network import ipam, schemas, segments
+from nefos.db import json_match
+from nefos.control.network import ipam, list_query, schemas, segments
 from nefos.control.network.auto_allocate import AutoAllocatedTopologies
 from nefos.control.network.common import (
     QUOTA_RESOURCES, bulk as _bulk, chunks as _chunks, iso, new_id, not_owner as _not_owner, owned as _owned,
-    prefilter_params as _prefilter_params, visibility as _visibility, where_filters as _where_filters,
+    visibility as _visibility, where_filters as _where_filters,
 )
 from nefos.control.network.floating_ips import FloatingIPs
 from nefos.control.network.instance_networks import InstanceNetworks
@@ -81,6 +82,63 @@ def _networks_statement(visibility: str, keys: tuple):
     if visibility != "admin":
         q = q.where(or_(_owned(_N.c.project_id, visibility), _N.c.shared.is_(True), _N.c.external.is_(True)))
     return _where_filters(q, _NETWORK_FILTERS, keys).order_by(_S.c.created_at, _S.c.id)
+
+
+@functools.lru_cache(maxsize=8)
+def _visible_networks_statement(visibility: str):
+    """The networks the caller sees (one row each), for the list engine to filter and page."""
+    q = select(_N)
+    if visibility != "admin":
+        q = q.where(or_(_owned(_N.c.project_id, visibility), _N.c.shared.is_(True), _N.c.external.is_(True)))
+    return q
+
+
+def _network_columns(is_admin: bool) -> dict:
+    """The network view's fields in SQL (``list_query``), as ``_network_view`` shows them to an admin
+    or, without the provider attributes, to anyone else."""
+    return _NETWORK_COLUMNS_ADMIN if is_admin else _NETWORK_COLUMNS
+
+
+def _holds_subnet(values: list):
+    return exists().where(_S.c.network_id == _N.c.id, _S.c.id.in_([str(v) for v in values]))
+
+
+_NETWORK_COLUMNS = {
+    "id": list_query.Plain(_N.c.id), "name": list_query.Plain(_N.c.name, func.coalesce(_N.c.name, "")),
+    "description": func.coalesce(_N.c.description, ""), "project_id": list_query.Plain(_N.c.project_id),
+    "admin_state_up": func.coalesce(_N.c.admin_state_up, False),
+    "status": _N.c.status, "subnets": list_query.Holds(_holds_subnet),
+    "shared": func.coalesce(_N.c.shared, False), "router:external": func.coalesce(_N.c.external, False),
+    "mtu": _N.c.mtu, "port_security_enabled": func.coalesce(_N.c.port_security_enabled, False),
+    "availability_zone_hints": list_query.Fixed([]), "availability_zones": list_query.Fixed(["nova"]),
+    "ipv4_address_scope": list_query.Fixed(None), "ipv6_address_scope": list_query.Fixed(None),
+    "l2_adjacency": list_query.Fixed(True), "tags": list_query.Fixed([]),
+    "revision_number": func.coalesce(_N.c.revision_number, 0),
+    # Shown on external networks only.
+    "is_default": case((func.coalesce(_N.c.external, False), func.coalesce(_N.c.is_default, False)), else_=None),
+    **{key: list_query.Fixed(None) for key in segments.PROVIDER_KEYS},
+}
+_NETWORK_COLUMNS_ADMIN = {
+    **_NETWORK_COLUMNS,
+    "provider:network_type": func.coalesce(_N.c.network_type, segments.LOCAL),
+    "provider:segmentation_id": _N.c.segmentation_id,
+}
+
+
+def _holds_nameserver(values: list):
+    return or_(false(), *(json_match.array_has(_S.c.dns_nameservers, v) for v in values if isinstance(v, str)))
+
+
+_SUBNET_COLUMNS = {
+    "id": list_query.Plain(_S.c.id), "name": list_query.Plain(_S.c.name, func.coalesce(_S.c.name, "")),
+    "description": func.coalesce(_S.c.description, ""), "project_id": list_query.Plain(_S.c.project_id),
+    "network_id": list_query.Plain(_S.c.network_id), "ip_version": _S.c.ip_version,
+    "cidr": _S.c.cidr, "gateway_ip": _S.c.gateway_ip, "enable_dhcp": func.coalesce(_S.c.enable_dhcp, False),
+    "dns_nameservers": list_query.Holds(_holds_nameserver), "ipv6_ra_mode": _S.c.ipv6_ra_mode,
+    "ipv6_address_mode": _S.c.ipv6_address_mode, "subnetpool_id": list_query.Fixed(None),
+    "service_types": list_query.Fixed([]), "tags": list_query.Fixed([]),
+    "revision_number": func.coalesce(_S.c.revision_number, 0),
+}
 
 
 @functools.lru_cache(maxsize=8)
@@ -238,30 +296,6 @@ class NetworkManager(Ports, SecurityGroups, Routers, FloatingIPs, AutoAllocatedT
                         QuotaUsage.project_id == project_id, QuotaUsage.resource == resource)
                         .values(in_use=QuotaUsage.in_use + delta).execution_options(synchronize_session=False))
 
-    async def _list(self, docs: list[dict], fields_set: set[str], *, filters, fields, sort_key,
-                    sort_dir, limit, marker, page_reverse, get_marker) -> list[dict]:
-        preds = attrs.compile_filters(fields_set, filters)
-        sorts = attrs.parse_sorts(fields_set, sort_key, sort_dir)
-        if limit is not None:
-            limit = attrs.v_int(0)(limit, "limit")
-        page_reverse = attrs.to_bool(page_reverse or False, "page_reverse")
-        marker_doc = await get_marker(marker) if marker else None
-        docs = [d for d in docs if all(p(d) for p in preds)]
-        docs = attrs.paginate(docs, sorts, limit=limit or None, marker_doc=marker_doc,
-                              page_reverse=page_reverse)
-        return [attrs.select_fields(d, fields) for d in docs]
-
-    @staticmethod
-    def _prefilter(filters: dict | None, columns: dict[str, Any]) -> list:
-        """SQL conditions for the plain string filters on indexed columns (the rest is done in Python)."""
-        where = []
-        for field, values in (filters or {}).items():
-            column = columns.get(field)
-            values = values if isinstance(values, list) else [values]
-            if column is not None and values and all(isinstance(v, str) and v for v in values):
-                where.append(column.in_(values))
-        return where
-
     # Networks ---------------------------------------------------------------------------
 
     def _network_visible(self, ctx: RequestContext):
@@ -380,19 +414,24 @@ class NetworkManager(Ports, SecurityGroups, Routers, FloatingIPs, AutoAllocatedT
                             fields: list[str] | None = None, sort_key=None, sort_dir=None,
                             limit: int | None = None, marker: str | None = None,
                             page_reverse: bool = False) -> list[dict]:
-        keys, params = _prefilter_params(filters, _NETWORK_FILTERS)
+        plan = await list_query.plan(NETWORK_FIELDS, _network_columns(ctx.is_admin), filters=filters,
+                                     sort_key=sort_key, sort_dir=sort_dir, limit=limit, marker=marker,
+                                     page_reverse=page_reverse, get_marker=lambda m: self.get_network(ctx, m))
         async with self.rt.db.reader() as s:
-            docs = await self._visible_networks(s, ctx, keys, params)
-        return await self._list(docs, NETWORK_FIELDS, filters=filters, fields=fields, sort_key=sort_key,
-                                sort_dir=sort_dir, limit=limit, marker=marker, page_reverse=page_reverse,
-                                get_marker=lambda m: self.get_network(ctx, m))
+            docs = await self._networks_listed(s, ctx, plan)
+        return [attrs.select_fields(d, fields) for d in docs]
 
     async def _networks_matching(self, s, ctx: RequestContext, filters: dict) -> list[dict]:
         """``list_networks(ctx, filters)`` within the session ``s``."""
-        keys, params = _prefilter_params(filters, _NETWORK_FILTERS)
-        docs = await self._visible_networks(s, ctx, keys, params)
-        return await self._list(docs, NETWORK_FIELDS, filters=filters, fields=None, sort_key=None,
-                                sort_dir=None, limit=None, marker=None, page_reverse=False, get_marker=None)
+        plan = await list_query.plan(NETWORK_FIELDS, _network_columns(ctx.is_admin), filters=filters,
+                                     sort_key=None, sort_dir=None, limit=None, marker=None,
+                                     page_reverse=False, get_marker=None)
+        return await self._networks_listed(s, ctx, plan)
+
+    async def _networks_listed(self, s, ctx: RequestContext, plan: list_query.ListPlan) -> list[dict]:
+        rows = plan.in_order((await s.execute(plan.statement(_visible_networks_statement(_visibility(ctx))),
+                                              {"b_project": ctx.project_id})).all())
+        return [self._for_caller(ctx, doc) for doc in await self._network_views(s, rows)]
 
     async def update_network(self, ctx: RequestContext, network_id: str, network: dict) -> dict:
         body = attrs.validate_body("network", network, create=False, is_admin=ctx.is_admin)
@@ -567,13 +606,13 @@ class NetworkManager(Ports, SecurityGroups, Routers, FloatingIPs, AutoAllocatedT
                            fields: list[str] | None = None, sort_key=None, sort_dir=None,
                            limit: int | None = None, marker: str | None = None,
                            page_reverse: bool = False) -> list[dict]:
-        keys, params = _prefilter_params(filters, _SUBNET_FILTERS)
+        plan = await list_query.plan(SUBNET_FIELDS, _SUBNET_COLUMNS, filters=filters, sort_key=sort_key,
+                                     sort_dir=sort_dir, limit=limit, marker=marker, page_reverse=page_reverse,
+                                     get_marker=lambda m: self.get_subnet(ctx, m))
         async with self.rt.db.reader() as s:
-            docs = [self._subnet_view(r) for r in (await s.execute(
-                _subnets_statement(_visibility(ctx), keys), {**params, "b_project": ctx.project_id})).all()]
-        return await self._list(docs, SUBNET_FIELDS, filters=filters, fields=fields, sort_key=sort_key,
-                                sort_dir=sort_dir, limit=limit, marker=marker, page_reverse=page_reverse,
-                                get_marker=lambda m: self.get_subnet(ctx, m))
+            rows = (await s.execute(plan.statement(_subnets_statement(_visibility(ctx), ())),
+                                    {"b_project": ctx.project_id})).all()
+        return [attrs.select_fields(self._subnet_view(r), fields) for r in plan.in_order(rows)]
 
     async def _subnets_of_networks(self, s, network_ids: list[str]) -> list[dict]:
         """Every subnet of ``network_ids`` (an admin's ``list_subnets``), within the session ``s``."""

@@ -18,7 +18,8 @@ import logging
 import types
 from typing import Any, Callable
 
-from sqlalchemy import bindparam, case, delete, insert, literal_column, null, or_, select, union_all, update
+from sqlalchemy import (and_, bindparam, case, delete, exists, func, insert, literal_column, null, or_, select, true,
+                        union_all, update)
 
 from nefos import exceptions
 from nefos.context import RequestContext
@@ -26,12 +27,13 @@ from nefos.db.models import (
     FloatingIP, IPAllocation, Network, Port, PortProvisioning, PortSecurityGroup, Router, RouterPort,
     SecurityGroup, Subnet, utcnow,
 )
+from nefos.db import codepoint
 from nefos.db.session import insert_ignoring_duplicate
 from nefos.control.network import attributes as attrs
-from nefos.control.network import ipam, provisioning, schemas
+from nefos.control.network import ipam, list_query, provisioning, schemas
 from nefos.control.network.common import (
     bulk as _bulk, chunks as _chunks, iso, new_id, not_owner as _not_owner, owned as _owned,
-    prefilter_params as _prefilter_params, visibility as _visibility, where_filters as _where_filters,
+    visibility as _visibility, where_filters as _where_filters,
 )
 
 LOG = logging.getLogger(__name__)
@@ -69,6 +71,42 @@ def _ports_statement(visibility: str, keys: tuple):
             _owned(_P.c.project_id, visibility), _owned(_N.c.project_id, visibility)))
     return _where_filters(q, _PORT_FILTERS_ADMIN if visibility == "admin" else _PORT_FILTERS, keys)
 
+
+
+
+def _holds_fixed_ips(conds: list[tuple[str, str]]):
+    """Every (key, value) of a ``fixed_ips`` filter matches one of the port's addresses."""
+    def address(key: str, value: str):
+        if key == "ip_address_substr":
+            return codepoint.has_substring(_IP.c.ip_address, value)
+        return codepoint.is_in(_IP.c.ip_address if key == "ip_address" else _IP.c.subnet_id, [value])
+    return and_(true(), *(exists().where(_IP.c.port_id == _P.c.id, address(k, v)) for k, v in conds))
+
+
+def _holds_group(values: list):
+    return exists().where(_PSG.c.port_id == _P.c.id, _PSG.c.security_group_id.in_([str(v) for v in values]))
+
+
+# The view's fields in SQL (``list_query``), as ``_port_view`` shows them to an admin or, without
+# the admin's fields, to anyone else.
+_PORT_COLUMNS = {
+    "id": list_query.Plain(_P.c.id), "name": list_query.Plain(_P.c.name, func.coalesce(_P.c.name, "")),
+    "description": func.coalesce(_P.c.description, ""), "network_id": list_query.Plain(_P.c.network_id),
+    "project_id": list_query.Plain(_P.c.project_id), "mac_address": list_query.Plain(_P.c.mac_address),
+    "admin_state_up": func.coalesce(_P.c.admin_state_up, False), "status": _P.c.status,
+    "device_id": list_query.Plain(_P.c.device_id, func.coalesce(_P.c.device_id, "")),
+    "device_owner": list_query.Plain(_P.c.device_owner, func.coalesce(_P.c.device_owner, "")),
+    "fixed_ips": list_query.Holds(_holds_fixed_ips), "security_groups": list_query.Holds(_holds_group),
+    "port_security_enabled": func.coalesce(_P.c.port_security_enabled, False),
+    "binding:vnic_type": _P.c.binding_vnic_type, "ip_allocation": list_query.Fixed("immediate"),
+    "tags": list_query.Fixed([]), "revision_number": func.coalesce(_P.c.revision_number, 0),
+    **{key: list_query.Fixed(None) for key in ADMIN_ONLY_PORT_FIELDS},
+}
+_PORT_COLUMNS_ADMIN = {
+    **_PORT_COLUMNS,
+    "binding:host_id": list_query.Plain(_P.c.binding_host_id, func.coalesce(_P.c.binding_host_id, "")),
+    "binding:vif_type": _P.c.binding_vif_type,
+}
 
 _PORT_BY_ID = select(_P).where(_P.c.id == bindparam("b_id"))
 _PORT_BINDING = select(_P.c.id, _P.c.status, _P.c.admin_state_up, _P.c.binding_host_id,
@@ -437,15 +475,15 @@ class Ports:
                          fields: list[str] | None = None, sort_key=None, sort_dir=None,
                          limit: int | None = None, marker: str | None = None,
                          page_reverse: bool = False) -> list[dict]:
-        visibility = _visibility(ctx)
-        keys, params = _prefilter_params(filters, _PORT_FILTERS_ADMIN if visibility == "admin" else _PORT_FILTERS)
+        plan = await list_query.plan(PORT_FIELDS, _PORT_COLUMNS_ADMIN if ctx.is_admin else _PORT_COLUMNS,
+                                     filters=filters, sort_key=sort_key, sort_dir=sort_dir, limit=limit,
+                                     marker=marker, page_reverse=page_reverse,
+                                     get_marker=lambda m: self.get_port(ctx, m))
         async with self.rt.db.reader() as s:
-            rows = (await s.execute(_ports_statement(visibility, keys),
-                                    {**params, "b_project": ctx.project_id})).all()
-            docs = await self._port_views(s, ctx, rows)
-        return await self._list(docs, PORT_FIELDS, filters=filters, fields=fields, sort_key=sort_key,
-                                sort_dir=sort_dir, limit=limit, marker=marker, page_reverse=page_reverse,
-                                get_marker=lambda m: self.get_port(ctx, m))
+            rows = (await s.execute(plan.statement(_ports_statement(_visibility(ctx), ())),
+                                    {"b_project": ctx.project_id})).all()
+            docs = await self._port_views(s, ctx, plan.in_order(rows))
+        return [attrs.select_fields(d, fields) for d in docs]
 
     async def update_port(self, ctx: RequestContext, port_id: str, port: dict,
                           expected_device_id: str | None = None) -> dict:

@@ -20,19 +20,27 @@ from __future__ import annotations
 import ipaddress
 import logging
 
-from sqlalchemy import delete, or_, select, union_all, update
+from sqlalchemy import delete, func, or_, select, union_all, update
 
 from nefos import exceptions
 from nefos.context import RequestContext
 from nefos.db.models import FloatingIP, IPAllocation, Network, Port, Router, RouterPort, Subnet, utcnow
 from nefos.control.network import attributes as attrs
-from nefos.control.network import ipam, schemas
+from nefos.control.network import ipam, list_query, schemas
 from nefos.control.network.common import bulk as _bulk, iso, new_id, not_owner as _not_owner
 from nefos.control.network.ports import ROUTER_GATEWAY_OWNER, ROUTER_INTERFACE_OWNER
 
 LOG = logging.getLogger(__name__)
 
 ROUTER_FIELDS = schemas.fields("router")
+# The view's fields in SQL (``list_query``), as ``_router_view`` shows them.
+_ROUTER_COLUMNS = {
+    "id": Router.id, "name": func.coalesce(Router.name, ""), "description": func.coalesce(Router.description, ""),
+    "project_id": Router.project_id, "admin_state_up": func.coalesce(Router.admin_state_up, False),
+    "status": func.coalesce(Router.status, "ACTIVE"), "availability_zone_hints": list_query.Fixed([]),
+    "availability_zones": list_query.Fixed(["nova"]), "tags": list_query.Fixed([]),
+    "revision_number": func.coalesce(Router.revision_number, 0),
+}
 
 
 def service_context() -> RequestContext:
@@ -198,15 +206,17 @@ class Routers:
                            fields: list[str] | None = None, sort_key=None, sort_dir=None,
                            limit: int | None = None, marker: str | None = None,
                            page_reverse: bool = False) -> list[dict]:
+        plan = await list_query.plan(ROUTER_FIELDS, _ROUTER_COLUMNS, filters=filters, sort_key=sort_key,
+                                     sort_dir=sort_dir, limit=limit, marker=marker, page_reverse=page_reverse,
+                                     get_marker=lambda m: self.get_router(ctx, m))
         q = select(Router)
         cond = self._router_visible(ctx)
         if cond is not None:
             q = q.where(cond)
         async with self.rt.db.reader() as s:
-            docs = await self._router_views(s, list((await s.execute(q)).scalars()))
-        return await self._list(docs, ROUTER_FIELDS, filters=filters, fields=fields, sort_key=sort_key,
-                                sort_dir=sort_dir, limit=limit, marker=marker, page_reverse=page_reverse,
-                                get_marker=lambda m: self.get_router(ctx, m))
+            rows = plan.in_order((await s.execute(plan.statement(q))).scalars().all())
+            docs = await self._router_views(s, rows)
+        return [attrs.select_fields(d, fields) for d in docs]
 
     async def update_router(self, ctx: RequestContext, router_id: str, router: dict) -> dict:
         body = attrs.validate_body("router", router, create=False, is_admin=ctx.is_admin)

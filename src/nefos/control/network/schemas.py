@@ -2,7 +2,7 @@
 reference: attribute names, types and which may be null), and the query parameters of its lists.
 
 The attributes declared here are the resources' fields: what ``fields=`` selects, what a list
-filters and sorts by (``attributes.compile_filters`` / ``parse_sorts`` get these sets), so the
+filters and sorts by (``list_query`` and ``attributes.parse_sorts`` get these sets), so the
 documented query parameters are the ones the handlers accept.
 """
 

@@ -2,7 +2,7 @@
 
 ``SecurityGroups`` is a mixin of ``nefos.control.network.manager.NetworkManager``: its public methods are
 the network service's bus methods and the Networking API's, like the manager's own; it uses the
-manager's plumbing (``tx``, ``_list``, ``_check_owner``, quotas). A project's default group is
+manager's plumbing (``tx``, ``_check_owner``, quotas). A project's default group is
 unique by ``default_security_group``'s primary key.
 """
 
@@ -10,20 +10,39 @@ from __future__ import annotations
 
 import ipaddress
 
-from sqlalchemy import bindparam, delete, insert, or_, select, update
+from sqlalchemy import bindparam, delete, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from nefos import exceptions
 from nefos.context import RequestContext
 from nefos.db.models import DefaultSecurityGroup, PortSecurityGroup, SecurityGroup, SecurityGroupRule, utcnow
 from nefos.control.network import attributes as attrs
-from nefos.control.network import schemas
+from nefos.control.network import list_query, schemas
 from nefos.control.network.common import bulk as _bulk, chunks as _chunks, iso, new_id, not_owner as _not_owner
 
 SECURITY_GROUP_FIELDS = schemas.fields("security_group")
 RULE_FIELDS = schemas.fields("security_group_rule")
 PORT_RANGE_PROTOCOLS = {"tcp", "udp", "sctp", "dccp", "udplite", "6", "17", "132", "33", "136"}
 ICMP_PROTOCOLS = {"icmp", "ipv6-icmp", "icmpv6", "1", "58"}
+
+# The views' fields in SQL (``list_query``), as ``_group_views`` and ``_rule_view`` show them.
+_GROUP_COLUMNS = {
+    "id": list_query.Plain(SecurityGroup.id),
+    "name": list_query.Plain(SecurityGroup.name, func.coalesce(SecurityGroup.name, "")),
+    "description": func.coalesce(SecurityGroup.description, ""), "project_id": list_query.Plain(SecurityGroup.project_id),
+    "stateful": func.coalesce(SecurityGroup.stateful, False), "shared": list_query.Fixed(False),
+    "tags": list_query.Fixed([]), "revision_number": func.coalesce(SecurityGroup.revision_number, 0),
+}
+_RULE_COLUMNS = {
+    "id": list_query.Plain(SecurityGroupRule.id),
+    "security_group_id": list_query.Plain(SecurityGroupRule.security_group_id),
+    "direction": SecurityGroupRule.direction, "ethertype": SecurityGroupRule.ethertype,
+    "protocol": SecurityGroupRule.protocol, "port_range_min": SecurityGroupRule.port_range_min,
+    "port_range_max": SecurityGroupRule.port_range_max, "remote_ip_prefix": SecurityGroupRule.remote_ip_prefix,
+    "remote_group_id": SecurityGroupRule.remote_group_id,
+    "description": func.coalesce(SecurityGroupRule.description, ""), "project_id": list_query.Plain(SecurityGroupRule.project_id),
+    "tags": list_query.Fixed([]), "revision_number": func.coalesce(SecurityGroupRule.revision_number, 0),
+}
 
 _DEFAULT_GROUP = select(DefaultSecurityGroup.__table__.c.security_group_id).where(
     DefaultSecurityGroup.__table__.c.project_id == bindparam("b_project"))
@@ -156,17 +175,13 @@ class SecurityGroups:
         for project in {ctx.project_id, *(wanted[:1] if ctx.is_admin else [])}:
             if project:
                 await self.ensure_default_security_group(ctx, project)
+        plan = await list_query.plan(SECURITY_GROUP_FIELDS, _GROUP_COLUMNS, filters=filters, sort_key=sort_key,
+                                     sort_dir=sort_dir, limit=limit, marker=marker, page_reverse=page_reverse,
+                                     get_marker=lambda m: self.get_security_group(ctx, m))
         async with self.rt.db.reader() as s:
-            q = self._group_query(ctx)
-            for w in self._prefilter(filters, {"id": SecurityGroup.id, "name": SecurityGroup.name,
-                                               "project_id": SecurityGroup.project_id,
-                                               "tenant_id": SecurityGroup.project_id}):
-                q = q.where(w)
-            docs = await self._group_views(s, list((await s.execute(q)).scalars()))
-        return await self._list(docs, SECURITY_GROUP_FIELDS, filters=filters, fields=fields,
-                                sort_key=sort_key, sort_dir=sort_dir, limit=limit, marker=marker,
-                                page_reverse=page_reverse,
-                                get_marker=lambda m: self.get_security_group(ctx, m))
+            rows = plan.in_order((await s.execute(plan.statement(self._group_query(ctx)))).scalars().all())
+            docs = await self._group_views(s, rows)
+        return [attrs.select_fields(d, fields) for d in docs]
 
     async def update_security_group(self, ctx: RequestContext, security_group_id: str,
                                     security_group: dict) -> dict:
@@ -316,17 +331,12 @@ class SecurityGroups:
                                         fields: list[str] | None = None, sort_key=None, sort_dir=None,
                                         limit: int | None = None, marker: str | None = None,
                                         page_reverse: bool = False) -> list[dict]:
+        plan = await list_query.plan(RULE_FIELDS, _RULE_COLUMNS, filters=filters, sort_key=sort_key,
+                                     sort_dir=sort_dir, limit=limit, marker=marker, page_reverse=page_reverse,
+                                     get_marker=lambda m: self.get_security_group_rule(ctx, m))
         async with self.rt.db.reader() as s:
-            q = self._rule_query(ctx)
-            for w in self._prefilter(filters, {"id": SecurityGroupRule.id,
-                                               "security_group_id": SecurityGroupRule.security_group_id,
-                                               "project_id": SecurityGroupRule.project_id,
-                                               "tenant_id": SecurityGroupRule.project_id}):
-                q = q.where(w)
-            docs = [self._rule_view(r) for r in (await s.execute(q)).scalars()]
-        return await self._list(docs, RULE_FIELDS, filters=filters, fields=fields, sort_key=sort_key,
-                                sort_dir=sort_dir, limit=limit, marker=marker, page_reverse=page_reverse,
-                                get_marker=lambda m: self.get_security_group_rule(ctx, m))
+            rows = plan.in_order((await s.execute(plan.statement(self._rule_query(ctx)))).scalars().all())
+        return [attrs.select_fields(self._rule_view(r), fields) for r in rows]
 
     async def update_security_group_rule(self, ctx: RequestContext, security_group_rule_id: str,
                                          security_group_rule: dict) -> dict:
