@@ -78,6 +78,11 @@ SMALLEST: dict[str, list[Run]] = {
             (r'"servers_per_host": 1,', rf'"conductor_cpu_percent": {NUMBER}', rf'"db_commits": {NUMBER}'),
             (pytest.mark.rabbit, pytest.mark.postgres)),
     ],
+    "lists.py": [
+        Run(("--rows", "60", "--projects", "3", "--repeats", "1"),
+            (r'"images_member_page": 2[0-9],', rf'"ports_admin_page": {{"p50_ms": {NUMBER}',
+             r'"ports_by_device": 2\n')),
+    ],
     "metadata_starvation.py": [
         Run(("--connections", "5", "--requests", "2", "--bound", "10"),
             (rf'"victim": \[\[200, {NUMBER}\], \[200, {NUMBER}\]\]', rf'"victim_max_s": {NUMBER}')),

@@ -335,3 +335,38 @@ async def test_quotas(h, client):
     await client.delete(f"/v2.0/networks/{net['id']}", headers=a)
     details = (await client.get(f"/v2.0/quotas/{PROJECT}/details", headers=a)).json()["quota"]
     assert (details["port"]["used"], details["network"]["used"], details["subnet"]["used"]) == (0, 0, 0)
+
+
+async def test_a_members_pages_are_full_however_many_rows_of_other_projects_sort_between(h, client):
+    """The project scope is part of the paged statement: another project's networks, ports and
+    security groups that sort between a member's own never shorten the member's pages, forwards
+    or reversed."""
+    mine = member(PROJECT)
+    for i in range(5):
+        theirs = await h.network(f"net-{i}-b", headers=member(OTHER))
+        await h.port(theirs["id"], headers=member(OTHER), name=f"port-{i}-b")
+        await h.post("/v2.0/security-groups", {"security_group": {"name": f"sg-{i}-b"}}, member(OTHER))
+        own = await h.network(f"net-{i}-a", headers=mine)
+        await h.port(own["id"], headers=mine, name=f"port-{i}-a")
+        await h.post("/v2.0/security-groups", {"security_group": {"name": f"sg-{i}-a"}}, mine)
+
+    async def walk(collection: str, prefix: str, **params) -> list[str]:
+        seen, url = [], f"/v2.0/{collection}"
+        query = {"sort_key": "name", "sort_dir": "asc", "limit": 2, **params}
+        while url:
+            r = await client.get(url, params=query, headers=mine)
+            assert r.status_code == 200, r.text
+            doc = r.json()
+            names = [d["name"] for d in doc[collection.replace("-", "_")] if d["name"].startswith(prefix)]
+            assert len(names) == 2 or not any(link["rel"] == "next" for link in doc.get(
+                f"{collection.replace('-', '_')}_links", [])), names
+            seen += names
+            url = next((link["href"] for link in doc.get(f"{collection.replace('-', '_')}_links", [])
+                        if link["rel"] == "next"), None)
+            query = None
+        return seen
+
+    assert await walk("networks", "net-") == [f"net-{i}-a" for i in range(5)]
+    assert await walk("ports", "port-") == [f"port-{i}-a" for i in range(5)]
+    assert await walk("security-groups", "sg-", name=[f"sg-{i}-{p}" for i in range(5) for p in "ab"]) == [
+        f"sg-{i}-a" for i in range(5)]
