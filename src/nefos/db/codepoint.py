@@ -23,6 +23,10 @@ class _Ordered(ColumnElement):
         self.text = expression
         self.type = expression.type
 
+    @property
+    def nullable(self) -> bool:
+        return getattr(self.text, "nullable", True)
+
 
 def ordered(expression) -> ColumnElement:
     """``expression`` (text) ordered and compared (<, >) by code point."""
@@ -46,6 +50,7 @@ def _ordered_mysql(element, compiler, **kw):
 
 class _IsIn(ColumnElement):
     type = Boolean()
+    _is_implicitly_boolean = True  # a condition as it is (no "= 1" where booleans are integers)
     inherit_cache = True
     _traverse_internals = [("plain", InternalTraversal.dp_clauseelement),
                            ("binary", InternalTraversal.dp_clauseelement)]
@@ -72,6 +77,7 @@ def _is_in_mysql(element, compiler, **kw):
 
 class _HasSubstring(ColumnElement):
     type = Boolean()
+    _is_implicitly_boolean = True  # a condition as it is (no "= 1" where booleans are integers)
     inherit_cache = True
     _traverse_internals = [("text", InternalTraversal.dp_clauseelement),
                            ("needle", InternalTraversal.dp_clauseelement)]

@@ -19,6 +19,7 @@ from sqlalchemy.sql.visitors import InternalTraversal
 
 class _JsonMatch(ColumnElement):
     type = Boolean()
+    _is_implicitly_boolean = True  # a condition as it is (no "= 1" where booleans are integers)
     inherit_cache = True
     _traverse_internals = [("column", InternalTraversal.dp_clauseelement),
                            ("key", InternalTraversal.dp_clauseelement),

@@ -34,13 +34,18 @@ class SortKey:
         return replace(self, descending=not self.descending)
 
 
+def _nullable(expression) -> bool:
+    return getattr(expression, "nullable", True) is not False
+
+
 def order_by(keys: Sequence[SortKey]) -> list:
     """ORDER BY clauses for ``keys``; NULL is lowest (first ascending, last descending)."""
     clauses = []
     for key in keys:
-        known = key.expression.is_not(None)
-        clauses += ([known.desc(), key.expression.desc()] if key.descending
-                    else [known.asc(), key.expression.asc()])
+        if _nullable(key.expression):
+            known = key.expression.is_not(None)
+            clauses.append(known.desc() if key.descending else known.asc())
+        clauses.append(key.expression.desc() if key.descending else key.expression.asc())
     return clauses
 
 
@@ -50,10 +55,12 @@ def after(keys: Sequence[SortKey], marker: Mapping[str, Any]) -> Any:
         return expression.is_(None) if value is None else expression == literal(value, expression.type)
 
     def beyond(expression, value, descending):
+        if value is None:
+            return false() if descending else expression.is_not(None)
         if descending:
-            return false() if value is None else or_(expression < literal(value, expression.type),
-                                                     expression.is_(None))
-        return expression.is_not(None) if value is None else expression > literal(value, expression.type)
+            below = expression < literal(value, expression.type)
+            return or_(below, expression.is_(None)) if _nullable(expression) else below
+        return expression > literal(value, expression.type)
 
     alternatives = []
     for i, key in enumerate(keys):
