@@ -36,8 +36,8 @@ from sqlalchemy import insert  # noqa: E402
 from nefos.config import load_config  # noqa: E402
 from nefos.context import RequestContext  # noqa: E402
 from nefos.db.models import Image, Network, Port  # noqa: E402
-from nefos.image import images  # noqa: E402
-from nefos.network.manager import NetworkManager  # noqa: E402
+from nefos.control.image import images  # noqa: E402
+from nefos.control.network.manager import NetworkManager  # noqa: E402
 from nefos.service import Runtime  # noqa: E402
 
 
