@@ -9,12 +9,12 @@ from typing import Any, AsyncIterator
 
 from sqlalchemy import select
 
-from nefos import exceptions
+from nefos import exceptions, validation
 from nefos.db.models import (
     IdentityDomain, IdentityProject, IdentityRole, IdentityRoleAssignment, IdentityUser,
 )
 from nefos.clients.identity import catalog, tokens
-from nefos.control.identity import lockout, passwords
+from nefos.control.identity import lockout, passwords, schemas
 from nefos.clients.identity.tokens import TokenData
 
 # Roles that imply others, as Keystone's bootstrap sets up: admin > manager > member > reader.
@@ -34,6 +34,13 @@ def isotime_us(us: int) -> str:
 
 def bad_request(message: str) -> exceptions.ValidationError:
     return exceptions.ValidationError(message)
+
+
+def fits(value: Any, schema: dict) -> Any:
+    """``value`` when it fits ``schema`` (JSON Schema, through the shared validator); else
+    Keystone's 400 in the words ``schema`` carries ("x-message", formatted with the value)."""
+    validation.validate(value, schema, lambda _error: bad_request(schema["x-message"].format(value=value)))
+    return value
 
 
 @contextlib.asynccontextmanager
@@ -140,12 +147,8 @@ def _unauthorized(message: str = AUTH_FAILED) -> exceptions.Unauthorized:
 
 
 async def _password_user(rt, pw: Any) -> IdentityUser:
-    if not isinstance(pw, dict) or not isinstance(pw.get("user"), dict):
-        raise bad_request("Expecting to find user in password.")
-    u = pw["user"]
-    password = u.get("password")
-    if not isinstance(password, str):
-        raise bad_request("Expecting to find password in user.")
+    u = fits(pw, schemas.AUTH_PASSWORD)["user"]
+    password = fits(u.get("password"), schemas.AUTH_PASSWORD_OF_USER)
     user = None
     # The lookup's session is closed before the KDF runs: slow hashing never pins a DB connection.
     async with rt.db.reader() as s:
@@ -180,16 +183,9 @@ async def check_password(rt, user: IdentityUser, password: str) -> None:
 
 async def authenticate(rt, body: Any) -> TokenData:
     """Check a ``POST /v3/auth/tokens`` body; the new token's data. 400 for bad input, 401 otherwise."""
-    if not isinstance(body, dict) or not isinstance(body.get("auth"), dict):
-        raise bad_request("Expecting to find auth in request body.")
-    auth = body["auth"]
-    identity = auth.get("identity")
-    if not isinstance(identity, dict):
-        raise bad_request("Expecting to find identity in auth.")
-    methods = identity.get("methods")
-    if (not isinstance(methods, list) or not methods
-            or not all(isinstance(m, str) for m in methods)):
-        raise bad_request("Expecting to find methods in identity.")
+    auth = fits(body, schemas.AUTH_BODY)["auth"]
+    identity = fits(auth.get("identity"), schemas.AUTH_IDENTITY)
+    methods = fits(identity.get("methods"), schemas.AUTH_METHODS)
     for m in methods:
         if m not in ("password", "token"):
             raise _unauthorized(f"Attempted to authenticate with an unsupported method: {m}.")
@@ -197,9 +193,7 @@ async def authenticate(rt, body: Any) -> TokenData:
             raise bad_request(f"Expecting to find {m} in identity.")
     if "password" in methods and "token" in methods:
         raise bad_request("Authenticate with one of password or token, not both.")
-    scope = auth.get("scope")
-    if scope is not None and scope != "unscoped" and not isinstance(scope, dict):
-        raise bad_request("Invalid scope.")
+    scope = fits(auth.get("scope"), schemas.AUTH_SCOPE)
 
     now = tokens.now_us()
     expires_at = now + rt.cfg.token_expiration * 1_000_000
@@ -212,9 +206,7 @@ async def authenticate(rt, body: Any) -> TokenData:
             if user is None:
                 raise _unauthorized()
         else:
-            ref = identity["token"]
-            if not isinstance(ref, dict) or not isinstance(ref.get("id"), str):
-                raise bad_request("Expecting to find id in token.")
+            ref = fits(identity["token"], schemas.AUTH_TOKEN)
             old = await tokens.validate(rt, ref["id"])
             user = await s.get(IdentityUser, old.user_id)
             if user is None:

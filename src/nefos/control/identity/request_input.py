@@ -1,13 +1,14 @@
-"""Reading Identity API requests: the fields of a request body, Keystone's answers when one is
-wrong, and the equality filters of the list routes (their query schema, their SQL, their test on
-a row: one table of {parameter: column} per list serves all three)."""
+"""Reading Identity API requests: the fields of a request body, checked against their JSON Schema
+(``schemas``, through the shared validator) with Keystone's answers when one is wrong, and the
+equality filters of the list routes (their query schema, their SQL, their test on a row: one
+table of {parameter: column} per list serves all three)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from nefos.control.identity import schemas
-from nefos.control.identity.core import bad_request
+from nefos.control.identity.core import fits
 
 
 def query_bool(value: str | None) -> bool:
@@ -42,38 +43,20 @@ def matches_filters(row, params, filters: dict) -> bool:
 
 
 def valid_name(value: Any, what: str) -> str:
-    if not isinstance(value, str) or not value.strip() or len(value) > 255:
-        raise bad_request(f"Invalid input for field 'name': a {what} name must be a non-empty "
-                          f"string of at most 255 characters.")
-    return value
+    return fits(value, schemas.name_field(what))
 
 
 def valid_bool(value: Any, field: str) -> bool:
-    if not isinstance(value, bool):
-        raise bad_request(f"Invalid input for field '{field}': {value!r} is not a boolean.")
-    return value
+    return fits(value, schemas.boolean_field(field))
 
 
 def valid_text(value: Any, field: str) -> str:
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise bad_request(f"Invalid input for field '{field}': {value!r} is not a string.")
-    return value
+    return fits(value, schemas.text_field(field)) or ""
 
 
 def valid_tags(value: Any) -> list[str]:
-    if value is None:
-        return []
-    if (not isinstance(value, list) or not all(isinstance(t, str) and 0 < len(t) <= 255 for t in value)
-            or len(value) > 80):
-        raise bad_request("Invalid input for field 'tags': expected a list of strings.")
-    return list(dict.fromkeys(value))
+    return list(dict.fromkeys(fits(value, schemas.TAGS_FIELD) or []))
 
 
 def valid_password(value: Any) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or len(value) > 4096:
-        raise bad_request("Invalid input for field 'password': expected a string.")
-    return value
+    return fits(value, schemas.PASSWORD_FIELD)

@@ -3,6 +3,8 @@ be null), for its OpenAPI document, and the query schemas of its lists' filters.
 
 from __future__ import annotations
 
+import functools
+
 _STRING = {"type": "string"}
 _NULLABLE = {"type": ["string", "null"]}
 _SELF = {"type": "object", "required": ["self"], "properties": {"self": _STRING}}
@@ -90,3 +92,51 @@ def catalog_answer() -> dict:
 
 def query(**parameters: dict) -> dict:
     return {"type": "object", "properties": parameters}
+
+
+# Request bodies --------------------------------------------------------------------------------
+# Each field carries Keystone's answer when a value does not fit it ("x-message", formatted with
+# the value); the routes check the fields where, and in the order, Keystone does.
+
+def _field(schema: dict, message: str) -> dict:
+    return {**schema, "x-message": message}
+
+
+@functools.cache
+def name_field(what: str) -> dict:
+    # ``\S``: a name of only whitespace is refused as an empty one.
+    return _field({"type": "string", "minLength": 1, "maxLength": 255, "pattern": r"\S"},
+                  f"Invalid input for field 'name': a {what} name must be a non-empty string of at "
+                  f"most 255 characters.")
+
+
+@functools.cache
+def boolean_field(field: str) -> dict:
+    return _field({"type": "boolean"}, f"Invalid input for field '{field}': {{value!r}} is not a boolean.")
+
+
+@functools.cache
+def text_field(field: str) -> dict:
+    return _field({"type": ["string", "null"]}, f"Invalid input for field '{field}': {{value!r}} is not a string.")
+
+
+TAGS_FIELD = _field({"type": ["array", "null"], "maxItems": 80,
+                     "items": {"type": "string", "minLength": 1, "maxLength": 255}},
+                    "Invalid input for field 'tags': expected a list of strings.")
+PASSWORD_FIELD = _field({"type": ["string", "null"], "maxLength": 4096},
+                        "Invalid input for field 'password': expected a string.")
+
+
+def _with(key: str, schema: dict) -> dict:
+    return {"type": "object", "required": [key], "properties": {key: schema}}
+
+
+# The parts of a ``POST /v3/auth/tokens`` body, each checked where authentication reads it.
+AUTH_BODY = _field(_with("auth", {"type": "object"}), "Expecting to find auth in request body.")
+AUTH_IDENTITY = _field({"type": "object"}, "Expecting to find identity in auth.")
+AUTH_METHODS = _field({"type": "array", "minItems": 1, "items": {"type": "string"}},
+                      "Expecting to find methods in identity.")
+AUTH_SCOPE = _field({"anyOf": [{"type": ["object", "null"]}, {"enum": ["unscoped"]}]}, "Invalid scope.")
+AUTH_PASSWORD = _field(_with("user", {"type": "object"}), "Expecting to find user in password.")
+AUTH_PASSWORD_OF_USER = _field({"type": "string"}, "Expecting to find password in user.")
+AUTH_TOKEN = _field(_with("id", {"type": "string"}), "Expecting to find id in token.")
