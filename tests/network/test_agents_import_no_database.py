@@ -16,6 +16,7 @@ PROBE = """
 import importlib, json, pkgutil, sys
 import nefos.agents as agents
 names = sorted(m.name for m in pkgutil.walk_packages(agents.__path__, agents.__name__ + "."))
+names.append("nefos.clients.network_agents")  # their wire contract with the network service
 for name in names:
     importlib.import_module(name)
 print(json.dumps({"modules": names,
