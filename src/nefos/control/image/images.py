@@ -30,7 +30,7 @@ from sqlalchemy import String, and_, bindparam, false, func, or_, select
 from sqlalchemy import update as sql_update
 from sqlalchemy.exc import IntegrityError
 
-from nefos import exceptions, rest, validation
+from nefos import exceptions, policy, rest, validation
 from nefos.context import RequestContext
 from nefos.db import codepoint, json_match, listing
 from nefos.db.models import Image, utcnow
@@ -49,7 +49,6 @@ DEFAULT_SIZE_CAP = 1099511627776  # 1 TiB, Glance's image_size_cap
 SORT_KEYS = {"name", "status", "container_format", "disk_format", "size", "virtual_size", "id",
              "created_at", "updated_at", "visibility", "owner", "min_disk", "min_ram"}
 MEMBER_STATUSES = {"accepted", "pending", "rejected", "all"}
-WRITER_ROLES = {"admin", "member", "_member_"}
 _UUID_RE = re.compile(schemas.UUID_PATTERN)
 
 
@@ -109,19 +108,17 @@ def is_visible(ctx: RequestContext, row: Image) -> bool:
     return ctx.project_id is not None and row.owner == ctx.project_id
 
 
-def _check_writer(ctx: RequestContext, action: str) -> None:
-    if ctx.is_admin:
-        return
-    if not WRITER_ROLES & {r.lower() for r in ctx.roles}:
-        raise exceptions.ImageForbidden(reason=f"You are not authorized to complete {action} action.")
+def authorize(ctx: RequestContext, action: str, target: dict | None = None) -> RequestContext:
+    """The Image API's one authorization check: ``ctx`` once Glance's policy ``action`` passes on
+    ``target`` (an image's ``{"project_id": owner}``; the caller's own project when None), else 403
+    in Glance's words."""
+    policy.enforce(ctx, action, target, api="image")
+    return ctx
 
 
-def _check_owner(ctx: RequestContext, row: Image, action: str) -> None:
-    _check_writer(ctx, action)
-    if ctx.is_admin:
-        return
-    if ctx.project_id is None or row.owner != ctx.project_id:
-        raise exceptions.ImageForbidden(reason=f"You are not authorized to complete {action} action.")
+def _owned(row: Image) -> dict:
+    """The policy target of an existing image: its owner's project."""
+    return {"project_id": row.owner}
 
 
 async def load_row(session, image_id: str, *, lock: bool = False) -> Image | None:
@@ -228,9 +225,8 @@ def _check_limits(properties: dict, tags: list) -> None:
 
 
 def _check_publicize(ctx: RequestContext, visibility: str) -> None:
-    from nefos import policy
-    if visibility == "public" and not policy.check(ctx, "publicize_image"):
-        raise exceptions.ImageForbidden(reason="You are not authorized to complete publicize_image action.")
+    if visibility == "public":
+        authorize(ctx, "publicize_image")
 
 
 # Create -----------------------------------------------------------------------
@@ -238,7 +234,7 @@ def _check_publicize(ctx: RequestContext, visibility: str) -> None:
 async def create(rt, ctx: RequestContext, body) -> Image:
     if not isinstance(body, dict):
         raise _bad("Request body must be a JSON object describing the image.")
-    _check_writer(ctx, "add_image")
+    authorize(ctx, "add_image")
     core: dict = {}
     properties: dict = {}
     for key, value in body.items():
@@ -594,7 +590,7 @@ async def update(rt, ctx: RequestContext, image_id: str, changes: list[tuple[str
     of bounded length, and a v2.0 ``add`` refuses one that exists."""
     async with rt.db.transaction() as s:
         row = await _visible_row(s, ctx, image_id, lock=True)
-        _check_owner(ctx, row, "modify_image")
+        authorize(ctx, "modify_image", _owned(row))
         document = _patchable(row)
         for op, attr, value in changes:
             if attr in schemas.CORE_WRITABLE:
@@ -632,7 +628,7 @@ async def set_properties(rt, ctx: RequestContext, image_id: str,
     (what a PATCH adding, replacing and removing them would do); the new properties."""
     async with rt.db.transaction() as s:
         row = await _visible_row(s, ctx, image_id, lock=True)
-        _check_owner(ctx, row, "modify_image")
+        authorize(ctx, "modify_image", _owned(row))
         current = dict(row.properties or {})
         properties = change(dict(current))
         for key, value in properties.items():
@@ -652,7 +648,7 @@ async def add_tag(rt, ctx: RequestContext, image_id: str, tag: str) -> None:
     tag = _validate_tag(tag)
     async with rt.db.transaction() as s:
         row = await _visible_row(s, ctx, image_id, lock=True)
-        _check_owner(ctx, row, "modify_image")
+        authorize(ctx, "modify_image", _owned(row))
         tags = list(row.tags or [])
         if tag not in tags:
             tags.append(tag)
@@ -664,7 +660,7 @@ async def add_tag(rt, ctx: RequestContext, image_id: str, tag: str) -> None:
 async def remove_tag(rt, ctx: RequestContext, image_id: str, tag: str) -> None:
     async with rt.db.transaction() as s:
         row = await _visible_row(s, ctx, image_id, lock=True)
-        _check_owner(ctx, row, "modify_image")
+        authorize(ctx, "modify_image", _owned(row))
         tags = list(row.tags or [])
         if tag not in tags:
             raise exceptions.NotFound(f"Tag {tag} not found on image {image_id}.")
@@ -678,7 +674,7 @@ async def remove_tag(rt, ctx: RequestContext, image_id: str, tag: str) -> None:
 async def delete(rt, ctx: RequestContext, image_id: str) -> None:
     async with rt.db.transaction() as s:
         row = await _visible_row(s, ctx, image_id, lock=True)
-        _check_owner(ctx, row, "delete_image")
+        authorize(ctx, "delete_image", _owned(row))
         if row.protected:
             raise exceptions.ImageProtected(image_id=image_id)
         row.status = "deleted"
@@ -704,7 +700,7 @@ async def upload(rt, ctx: RequestContext, image_id: str, chunks: AsyncIterable[b
     queued): a caller told True and not False knows a failure left the image saving."""
     max_size = size_cap(rt) if max_size is None else max_size
     row = await get(rt, ctx, image_id)
-    _check_owner(ctx, row, "upload_image")
+    authorize(ctx, "upload_image", _owned(row))
     if row.status != "queued":
         raise exceptions.ImageConflict(
             reason=f"Image status transition from {row.status} to saving is not allowed")

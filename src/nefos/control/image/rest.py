@@ -12,7 +12,7 @@ from fastapi import Request
 from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from nefos import exceptions, openapi, policy, rest
+from nefos import exceptions, openapi, rest
 from nefos.control.image import images, schemas
 
 PATCH_MEDIA_TYPE = "application/openstack-images-v2.1-json-patch"
@@ -74,13 +74,6 @@ def _declared_size(request: Request) -> int | None:
     return None
 
 
-def _ctx(request: Request, rule: str):
-    """The caller's context once Glance's policy ``rule`` passes (403 otherwise)."""
-    ctx = rest.get_context(request)
-    policy.enforce(ctx, rule)
-    return ctx
-
-
 def _image_data_upload(method: str, path: str) -> bool:
     """PUT /v2/images/{id}/file streams image data to the store under image_size_cap."""
     return method == "PUT" and path.startswith("/v2/images/") and path.endswith("/file")
@@ -115,14 +108,14 @@ def create_app(rt, *, size_cap: int | None = None):
     @app.get("/v2/images")
     @openapi.documented(responses={200: schemas.images_schema}, query=images.LIST_QUERY)
     async def list_images(request: Request):
-        ctx = _ctx(request, "get_images")
+        ctx = images.authorize(rest.get_context(request), "get_images")
         doc = await images.list_images(rt, ctx, list(request.query_params.multi_items()))
         return JSONResponse(doc)
 
     @app.post("/v2/images")
     @openapi.documented(request=schemas.image_schema, responses={201: schemas.image_schema})
     async def create_image(request: Request):
-        ctx = _ctx(request, "add_image")
+        ctx = images.authorize(rest.get_context(request), "add_image")
         body = await _json(request)
         row = await images.create(rt, ctx, body)
         doc = images.view(row)
@@ -131,7 +124,8 @@ def create_app(rt, *, size_cap: int | None = None):
     @app.get("/v2/images/{image_id}")
     @openapi.documented(responses={200: schemas.image_schema})
     async def show_image(request: Request, image_id: str):
-        row = await images.get(rt, _ctx(request, "get_image"), image_id)
+        ctx = images.authorize(rest.get_context(request), "get_image")
+        row = await images.get(rt, ctx, image_id)
         return JSONResponse(images.view(row))
 
     @app.get("/v2/images/{image_id}/tasks")
@@ -139,13 +133,14 @@ def create_app(rt, *, size_cap: int | None = None):
     async def image_tasks(request: Request, image_id: str):
         # Glance 2.12's tasks of an image (imports, location tasks). Nefos stores data synchronously
         # and runs no image tasks, so a visible image has none.
-        await images.get(rt, _ctx(request, "get_image"), image_id)
+        ctx = images.authorize(rest.get_context(request), "get_image")
+        await images.get(rt, ctx, image_id)
         return JSONResponse({"tasks": []})
 
     @app.patch("/v2/images/{image_id}")
     @openapi.documented(responses={200: schemas.image_schema})
     async def update_image(request: Request, image_id: str):
-        ctx = _ctx(request, "modify_image")
+        ctx = images.authorize(rest.get_context(request), "modify_image")
         media_type = _media_type(request)
         if media_type not in PATCH_MEDIA_TYPES:
             raise exceptions.UnsupportedMediaType(
@@ -157,12 +152,13 @@ def create_app(rt, *, size_cap: int | None = None):
 
     @app.delete("/v2/images/{image_id}")
     async def delete_image(request: Request, image_id: str):
-        await images.delete(rt, _ctx(request, "delete_image"), image_id)
+        ctx = images.authorize(rest.get_context(request), "delete_image")
+        await images.delete(rt, ctx, image_id)
         return Response(status_code=204)
 
     @app.put("/v2/images/{image_id}/file")
     async def upload_image(request: Request, image_id: str):
-        ctx = _ctx(request, "upload_image")
+        ctx = images.authorize(rest.get_context(request), "upload_image")
         media_type = _media_type(request)
         if media_type not in UPLOAD_MEDIA_TYPES:
             raise exceptions.UnsupportedMediaType(
@@ -178,7 +174,8 @@ def create_app(rt, *, size_cap: int | None = None):
 
     @app.get("/v2/images/{image_id}/file")
     async def download_image(request: Request, image_id: str):
-        row, chunks = await images.open_data(rt, _ctx(request, "download_image"), image_id)
+        ctx = images.authorize(rest.get_context(request), "download_image")
+        row, chunks = await images.open_data(rt, ctx, image_id)
         if chunks is None:
             return Response(status_code=204)
         headers = {"Content-Length": str(row.size)}
@@ -188,12 +185,14 @@ def create_app(rt, *, size_cap: int | None = None):
 
     @app.put("/v2/images/{image_id}/tags/{tag}")
     async def add_tag(request: Request, image_id: str, tag: str):
-        await images.add_tag(rt, _ctx(request, "modify_image"), image_id, tag)
+        ctx = images.authorize(rest.get_context(request), "modify_image")
+        await images.add_tag(rt, ctx, image_id, tag)
         return Response(status_code=204)
 
     @app.delete("/v2/images/{image_id}/tags/{tag}")
     async def remove_tag(request: Request, image_id: str, tag: str):
-        await images.remove_tag(rt, _ctx(request, "modify_image"), image_id, tag)
+        ctx = images.authorize(rest.get_context(request), "modify_image")
+        await images.remove_tag(rt, ctx, image_id, tag)
         return Response(status_code=204)
 
     openapi.serve(app, "/v2/openapi.json", title="Nefos Image API", version="2.9",
