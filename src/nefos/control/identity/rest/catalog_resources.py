@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Request
 from nefos import exceptions, openapi
 from nefos.clients.identity import catalog
 from nefos.control.identity import schemas
-from nefos.control.identity.rest.http import auth, list_links, require_admin, runtime, self_link
+from nefos.control.identity.rest.http import auth, authorize, list_links, runtime, self_link
 from nefos.clients.identity.tokens import TokenData
 
 router = APIRouter()
@@ -46,7 +46,7 @@ _ENDPOINT_FILTERS = ("interface", "service_id", "region_id")
 @openapi.documented(responses={200: schemas.many("services", schemas.SERVICE)},
                     query=_query(_SERVICE_FILTERS))
 async def list_services(request: Request, tok: TokenData = Depends(auth)):
-    require_admin(tok, "list_services")
+    authorize(tok, "list_services")
     rows = _filtered(request, catalog.services(runtime(request).cfg), _SERVICE_FILTERS)
     return {"services": [_linked(request, r, "services") for r in rows],
             "links": list_links(request)}
@@ -55,7 +55,7 @@ async def list_services(request: Request, tok: TokenData = Depends(auth)):
 @router.get("/v3/services/{service_id}")
 @openapi.documented(responses={200: schemas.one("service", schemas.SERVICE)})
 async def show_service(request: Request, service_id: str, tok: TokenData = Depends(auth)):
-    require_admin(tok, "get_service")
+    authorize(tok, "get_service")
     return _one(request, catalog.services(runtime(request).cfg), "service", "services", service_id)
 
 
@@ -63,7 +63,7 @@ async def show_service(request: Request, service_id: str, tok: TokenData = Depen
 @openapi.documented(responses={200: schemas.many("endpoints", schemas.ENDPOINT)},
                     query=_query(_ENDPOINT_FILTERS))
 async def list_endpoints(request: Request, tok: TokenData = Depends(auth)):
-    require_admin(tok, "list_endpoints")
+    authorize(tok, "list_endpoints")
     rows = _filtered(request, catalog.endpoints(runtime(request).cfg), _ENDPOINT_FILTERS)
     return {"endpoints": [_linked(request, r, "endpoints") for r in rows],
             "links": list_links(request)}
@@ -72,7 +72,7 @@ async def list_endpoints(request: Request, tok: TokenData = Depends(auth)):
 @router.get("/v3/endpoints/{endpoint_id}")
 @openapi.documented(responses={200: schemas.one("endpoint", schemas.ENDPOINT)})
 async def show_endpoint(request: Request, endpoint_id: str, tok: TokenData = Depends(auth)):
-    require_admin(tok, "get_endpoint")
+    authorize(tok, "get_endpoint")
     return _one(request, catalog.endpoints(runtime(request).cfg), "endpoint", "endpoints", endpoint_id)
 
 

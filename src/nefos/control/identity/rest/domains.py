@@ -13,7 +13,7 @@ from nefos.clients.identity import tokens
 from nefos.control.identity.core import write
 from nefos.control.identity.request_input import filter_query, valid_name, where_filters
 from nefos.control.identity.rest.documents import domain_doc
-from nefos.control.identity.rest.http import auth, authorize, body_of, list_links, require_admin, runtime
+from nefos.control.identity.rest.http import auth, authorize, body_of, list_links, runtime
 from nefos.control.identity.rest.named_rows import (
     check_name_free, new_domain_or_project, update_domain_or_project, writing,
 )
@@ -29,7 +29,7 @@ _DOMAIN_FILTERS = {"name": IdentityDomain.name, "enabled": IdentityDomain.enable
 @openapi.documented(responses={200: schemas.many("domains", schemas.DOMAIN)},
                     query=filter_query(_DOMAIN_FILTERS))
 async def list_domains(request: Request, tok: TokenData = Depends(auth)):
-    require_admin(tok, "list_domains")
+    authorize(tok, "list_domains")
     q = where_filters(select(IdentityDomain).order_by(IdentityDomain.name), request.query_params, _DOMAIN_FILTERS)
     async with runtime(request).db.reader() as s:
         rows = (await s.execute(q)).scalars().all()
@@ -39,7 +39,7 @@ async def list_domains(request: Request, tok: TokenData = Depends(auth)):
 @router.post("/v3/domains", status_code=201)
 @openapi.documented(responses={201: schemas.one("domain", schemas.DOMAIN)})
 async def create_domain(request: Request, tok: TokenData = Depends(auth)):
-    require_admin(tok, "create_domain")
+    authorize(tok, "create_domain")
     body = await body_of(request, "domain")
     row = new_domain_or_project(IdentityDomain, body, valid_name(body.get("name"), "domain"))
     async with writing(runtime(request), "domain", row.name) as s:
@@ -60,7 +60,7 @@ async def show_domain(request: Request, domain_id: str, tok: TokenData = Depends
 @router.patch("/v3/domains/{domain_id}")
 @openapi.documented(responses={200: schemas.one("domain", schemas.DOMAIN)})
 async def update_domain(request: Request, domain_id: str, tok: TokenData = Depends(auth)):
-    require_admin(tok, "update_domain")
+    authorize(tok, "update_domain")
     body = await body_of(request, "domain")
     async with writing(runtime(request), "domain", body.get("name")) as s:
         row = await core.get_domain(s, domain_id)
@@ -70,7 +70,7 @@ async def update_domain(request: Request, domain_id: str, tok: TokenData = Depen
 
 @router.delete("/v3/domains/{domain_id}", status_code=204)
 async def delete_domain(request: Request, domain_id: str, tok: TokenData = Depends(auth)):
-    require_admin(tok, "delete_domain")
+    authorize(tok, "delete_domain")
     async with write(runtime(request)) as s:
         row = await core.get_domain(s, domain_id)
         if row.enabled:

@@ -19,7 +19,7 @@ from nefos.clients.identity import tokens
 from nefos.control.identity.core import write
 from nefos.control.identity.request_input import query_bool
 from nefos.control.identity.rest.documents import role_doc
-from nefos.control.identity.rest.http import allowed, auth, authorize, base_url, forbidden, list_links, require_admin, runtime
+from nefos.control.identity.rest.http import allowed, auth, authorize, base_url, list_links, runtime
 from nefos.clients.identity.tokens import TokenData
 
 router = APIRouter()
@@ -42,7 +42,7 @@ def _grant_query(target_type: str, target_id: str, user_id: str, role_id: str):
 
 
 async def _list_grants(request: Request, target_type: str, target_id: str, user_id: str, tok: TokenData):
-    require_admin(tok, "list_grants")
+    authorize(tok, "list_grants")
     async with runtime(request).db.reader() as s:
         await _grant_parts(s, target_type, target_id, user_id)
         rows = await core.direct_roles(s, user_id, target_type, target_id)
@@ -52,7 +52,7 @@ async def _list_grants(request: Request, target_type: str, target_id: str, user_
 
 async def _put_grant(request: Request, target_type: str, target_id: str, user_id: str, role_id: str,
                      tok: TokenData):
-    require_admin(tok, "create_grant")
+    authorize(tok, "create_grant")
     try:
         async with write(runtime(request)) as s:
             await _grant_parts(s, target_type, target_id, user_id, role_id)
@@ -77,7 +77,7 @@ async def _check_grant(request: Request, target_type: str, target_id: str, user_
 
 async def _delete_grant(request: Request, target_type: str, target_id: str, user_id: str, role_id: str,
                         tok: TokenData):
-    require_admin(tok, "revoke_grant")
+    authorize(tok, "revoke_grant")
     async with write(runtime(request)) as s:
         await _grant_parts(s, target_type, target_id, user_id, role_id)
         row = (await s.execute(_grant_query(target_type, target_id, user_id, role_id))).scalar_one_or_none()
@@ -138,9 +138,8 @@ async def list_role_assignments(request: Request, tok: TokenData = Depends(auth)
     project_id = params.get("scope.project.id")
     domain_id = params.get("scope.domain.id")
     role_id = params.get("role.id")
-    if not allowed(tok, "list_role_assignments") and not allowed(
-            tok, "list_role_assignments:own", {"target.user.id": user_id, "target.project.id": project_id}):
-        raise forbidden("list_role_assignments")
+    if not allowed(tok, "list_role_assignments:own", {"target.user.id": user_id, "target.project.id": project_id}):
+        authorize(tok, "list_role_assignments")
     links = list_links(request)
     if "group.id" in params or "scope.system" in params or (project_id and domain_id):
         return {"role_assignments": [], "links": links}

@@ -52,10 +52,6 @@ def authorize(tok: TokenData, action: str, target: dict | None = None) -> None:
     policy.enforce(credentials(tok), f"identity:{action}", target, api="identity")
 
 
-def require_admin(tok: TokenData, action: str) -> None:
-    authorize(tok, action)
-
-
 async def auth(request: Request) -> TokenData:
     """The caller's validated token (401 when missing or invalid)."""
     token = request.headers.get("x-auth-token")

@@ -16,7 +16,7 @@ from nefos.control.identity.request_input import (
 )
 from nefos.control.identity.rest.documents import project_doc
 from nefos.control.identity.rest.http import (
-    allowed, auth, body_of, default_domain, forbidden, list_links, require_admin, runtime,
+    allowed, auth, authorize, body_of, default_domain, list_links, runtime,
 )
 from nefos.control.identity.rest.named_rows import (
     check_name_free, new_domain_or_project, update_domain_or_project, writing,
@@ -35,7 +35,7 @@ PROJECT_FILTERS = {"name": IdentityProject.name, "domain_id": IdentityProject.do
                     query=filter_query(PROJECT_FILTERS, parent_id={"type": "string"},
                                         is_domain={"type": "boolean"}))
 async def list_projects(request: Request, tok: TokenData = Depends(auth)):
-    require_admin(tok, "list_projects")
+    authorize(tok, "list_projects")
     P = IdentityProject
     params = request.query_params
     if query_bool(params.get("is_domain")):
@@ -54,7 +54,7 @@ async def list_projects(request: Request, tok: TokenData = Depends(auth)):
 @router.post("/v3/projects", status_code=201)
 @openapi.documented(responses={201: schemas.one("project", schemas.PROJECT)})
 async def create_project(request: Request, tok: TokenData = Depends(auth)):
-    require_admin(tok, "create_project")
+    authorize(tok, "create_project")
     body = await body_of(request, "project")
     if body.get("is_domain"):
         raise bad_request("Projects acting as domains are not supported; create a domain instead.")
@@ -90,9 +90,9 @@ async def create_project(request: Request, tok: TokenData = Depends(auth)):
 @openapi.documented(responses={200: schemas.one("project", schemas.PROJECT)})
 async def show_project(request: Request, project_id: str, tok: TokenData = Depends(auth)):
     async with runtime(request).db.reader() as s:
-        if not allowed(tok, "get_project", {"target.project.id": project_id}):
-            if not await core.direct_roles(s, tok.user_id, "project", project_id):
-                raise forbidden("get_project")
+        if not allowed(tok, "get_project", {"target.project.id": project_id}) \
+                and not await core.direct_roles(s, tok.user_id, "project", project_id):
+            authorize(tok, "get_project", {"target.project.id": project_id})  # refused, in Keystone's words
         row = await core.get_project(s, project_id)
     return {"project": project_doc(request, row)}
 
@@ -100,7 +100,7 @@ async def show_project(request: Request, project_id: str, tok: TokenData = Depen
 @router.patch("/v3/projects/{project_id}")
 @openapi.documented(responses={200: schemas.one("project", schemas.PROJECT)})
 async def update_project(request: Request, project_id: str, tok: TokenData = Depends(auth)):
-    require_admin(tok, "update_project")
+    authorize(tok, "update_project")
     body = await body_of(request, "project")
     async with writing(runtime(request), "project", body.get("name")) as s:
         row = await core.get_project(s, project_id)
@@ -116,7 +116,7 @@ async def update_project(request: Request, project_id: str, tok: TokenData = Dep
 
 @router.delete("/v3/projects/{project_id}", status_code=204)
 async def delete_project(request: Request, project_id: str, tok: TokenData = Depends(auth)):
-    require_admin(tok, "delete_project")
+    authorize(tok, "delete_project")
     async with write(runtime(request)) as s:
         row = await core.get_project(s, project_id)
         if (await s.execute(select(IdentityProject.id).where(IdentityProject.parent_id == project_id))).first():

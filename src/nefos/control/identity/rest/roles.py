@@ -13,7 +13,7 @@ from nefos.clients.identity import tokens
 from nefos.control.identity.core import bad_request, write
 from nefos.control.identity.request_input import filter_query, valid_name, valid_text, where_filters
 from nefos.control.identity.rest.documents import role_doc
-from nefos.control.identity.rest.http import auth, body_of, list_links, require_admin, runtime
+from nefos.control.identity.rest.http import auth, authorize, body_of, list_links, runtime
 from nefos.control.identity.rest.named_rows import check_name_free, rename, writing
 from nefos.clients.identity.tokens import TokenData
 
@@ -27,7 +27,7 @@ _ROLE_FILTERS = {"name": IdentityRole.name}
 @openapi.documented(responses={200: schemas.many("roles", schemas.ROLE)},
                     query=filter_query(_ROLE_FILTERS, domain_id={"type": "string"}))
 async def list_roles(request: Request, tok: TokenData = Depends(auth)):
-    require_admin(tok, "list_roles")
+    authorize(tok, "list_roles")
     params = request.query_params
     if params.get("domain_id"):
         return {"roles": [], "links": list_links(request)}  # no domain-specific roles
@@ -40,7 +40,7 @@ async def list_roles(request: Request, tok: TokenData = Depends(auth)):
 @router.post("/v3/roles", status_code=201)
 @openapi.documented(responses={201: schemas.one("role", schemas.ROLE)})
 async def create_role(request: Request, tok: TokenData = Depends(auth)):
-    require_admin(tok, "create_role")
+    authorize(tok, "create_role")
     body = await body_of(request, "role")
     if body.get("domain_id"):
         raise bad_request("Domain-specific roles are not supported.")
@@ -55,7 +55,7 @@ async def create_role(request: Request, tok: TokenData = Depends(auth)):
 @router.get("/v3/roles/{role_id}")
 @openapi.documented(responses={200: schemas.one("role", schemas.ROLE)})
 async def show_role(request: Request, role_id: str, tok: TokenData = Depends(auth)):
-    require_admin(tok, "get_role")
+    authorize(tok, "get_role")
     async with runtime(request).db.reader() as s:
         row = await core.get_role(s, role_id)
     return {"role": role_doc(request, row)}
@@ -64,7 +64,7 @@ async def show_role(request: Request, role_id: str, tok: TokenData = Depends(aut
 @router.patch("/v3/roles/{role_id}")
 @openapi.documented(responses={200: schemas.one("role", schemas.ROLE)})
 async def update_role(request: Request, role_id: str, tok: TokenData = Depends(auth)):
-    require_admin(tok, "update_role")
+    authorize(tok, "update_role")
     body = await body_of(request, "role")
     async with writing(runtime(request), "role", body.get("name")) as s:
         row = await core.get_role(s, role_id)
@@ -78,7 +78,7 @@ async def update_role(request: Request, role_id: str, tok: TokenData = Depends(a
 
 @router.delete("/v3/roles/{role_id}", status_code=204)
 async def delete_role(request: Request, role_id: str, tok: TokenData = Depends(auth)):
-    require_admin(tok, "delete_role")
+    authorize(tok, "delete_role")
     async with write(runtime(request)) as s:
         row = await core.get_role(s, role_id)
         await s.execute(delete(IdentityRoleAssignment).where(IdentityRoleAssignment.role_id == role_id))

@@ -18,7 +18,7 @@ from nefos.control.identity.request_input import (
 )
 from nefos.control.identity.rest.documents import project_doc, user_doc
 from nefos.control.identity.rest.http import (
-    auth, authorize, body_of, default_domain, list_links, require_admin, runtime,
+    auth, authorize, body_of, default_domain, list_links, runtime,
 )
 from nefos.control.identity.rest.named_rows import check_name_free, rename, writing
 from nefos.control.identity.rest.projects import PROJECT_FILTERS
@@ -38,7 +38,7 @@ _USER_FILTERS = {"name": IdentityUser.name, "domain_id": IdentityUser.domain_id,
 @router.get("/v3/users")
 @openapi.documented(responses={200: schemas.many("users", schemas.USER)}, query=filter_query(_USER_FILTERS))
 async def list_users(request: Request, tok: TokenData = Depends(auth)):
-    require_admin(tok, "list_users")
+    authorize(tok, "list_users")
     q = where_filters(select(IdentityUser).order_by(IdentityUser.name), request.query_params, _USER_FILTERS)
     async with runtime(request).db.reader() as s:
         rows = (await s.execute(q)).scalars().all()
@@ -64,7 +64,7 @@ async def _check_default_project(s, project_id: Any) -> str | None:
 @router.post("/v3/users", status_code=201)
 @openapi.documented(responses={201: schemas.one("user", schemas.USER)})
 async def create_user(request: Request, tok: TokenData = Depends(auth)):
-    require_admin(tok, "create_user")
+    authorize(tok, "create_user")
     rt = runtime(request)
     body = await body_of(request, "user")
     name = valid_name(body.get("name"), "user")
@@ -100,7 +100,7 @@ async def show_user(request: Request, user_id: str, tok: TokenData = Depends(aut
 @router.patch("/v3/users/{user_id}")
 @openapi.documented(responses={200: schemas.one("user", schemas.USER)})
 async def update_user(request: Request, user_id: str, tok: TokenData = Depends(auth)):
-    require_admin(tok, "update_user")
+    authorize(tok, "update_user")
     rt = runtime(request)
     body = await body_of(request, "user")
     new_hash = None
@@ -137,7 +137,7 @@ async def update_user(request: Request, user_id: str, tok: TokenData = Depends(a
 
 @router.delete("/v3/users/{user_id}", status_code=204)
 async def delete_user(request: Request, user_id: str, tok: TokenData = Depends(auth)):
-    require_admin(tok, "delete_user")
+    authorize(tok, "delete_user")
     async with write(runtime(request)) as s:
         row = await core.get_user(s, user_id)
         await s.execute(delete(IdentityRoleAssignment).where(IdentityRoleAssignment.actor_id == user_id))
