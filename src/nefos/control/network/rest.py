@@ -190,9 +190,10 @@ async def _interface_body(request: Request) -> dict:
     return body
 
 
-def _enforce(ctx, rule: str, project_id: str | None = None) -> None:
-    """Neutron's policy check; the target is the resource's project (default: the caller's)."""
-    policy.enforce(ctx, rule, {"project_id": project_id} if project_id else None)
+def authorize(ctx, rule: str, project_id: str | None = None) -> None:
+    """The Networking API's one authorization entry: Neutron's policy ``rule`` for ``ctx`` on the
+    resource's project (default: the caller's), else 403 in Neutron's words."""
+    policy.enforce(ctx, rule, {"project_id": project_id} if project_id else None, api="network")
 
 
 def create_app(rt, manager):
@@ -249,7 +250,7 @@ def create_app(rt, manager):
     @app.get("/v2.0/quotas")
     @openapi.documented(responses={200: schemas.quotas})
     async def list_quotas(request: Request):
-        _enforce(ctx_of(request), "get_quota", "*")
+        authorize(ctx_of(request), "get_quota", "*")
         return {"quotas": await manager.list_quotas(ctx_of(request))}
 
     @app.get("/v2.0/quotas/{project_id}")
@@ -258,7 +259,7 @@ def create_app(rt, manager):
         ctx = ctx_of(request)
         if project_id == "tenant":
             return {"tenant": {"tenant_id": ctx.project_id}}
-        _enforce(ctx, "get_quota", project_id)
+        authorize(ctx, "get_quota", project_id)
         return {"quota": await manager.get_quota(ctx, project_id)}
 
     @app.get("/v2.0/quotas/{project_id}/default")
@@ -269,19 +270,19 @@ def create_app(rt, manager):
     @app.get("/v2.0/quotas/{project_id}/details")
     @openapi.documented(responses={200: schemas.quota_details})
     async def show_quota_details(request: Request, project_id: str):
-        _enforce(ctx_of(request), "get_quota", project_id)
+        authorize(ctx_of(request), "get_quota", project_id)
         return {"quota": await manager.get_quota_details(ctx_of(request), project_id)}
 
     @app.put("/v2.0/quotas/{project_id}")
     @openapi.documented(request=schemas.quota_update_request, responses={200: schemas.quota})
     async def update_quota(request: Request, project_id: str):
         body, _ = await _resource_body(request, "quota", "quotas", bulk_ok=False)
-        _enforce(ctx_of(request), "update_quota", project_id)
+        authorize(ctx_of(request), "update_quota", project_id)
         return {"quota": await manager.update_quota(ctx_of(request), project_id, body)}
 
     @app.delete("/v2.0/quotas/{project_id}", status_code=204)
     async def delete_quota(request: Request, project_id: str):
-        _enforce(ctx_of(request), "delete_quota", project_id)
+        authorize(ctx_of(request), "delete_quota", project_id)
         await manager.delete_quota(ctx_of(request), project_id)
         return Response(status_code=204)
 
@@ -296,14 +297,14 @@ def create_app(rt, manager):
     @openapi.documented(request=schemas.ROUTER_INTERFACE_REQUEST, responses={200: schemas.ROUTER_INTERFACE})
     async def add_router_interface(request: Request, router_id: str):
         body = await _interface_body(request)
-        _enforce(ctx_of(request), "add_router_interface")
+        authorize(ctx_of(request), "add_router_interface")
         return await manager.add_router_interface(ctx_of(request), router_id, body)
 
     @app.put("/v2.0/routers/{router_id}/remove_router_interface")
     @openapi.documented(request=schemas.ROUTER_INTERFACE_REQUEST, responses={200: schemas.ROUTER_INTERFACE})
     async def remove_router_interface(request: Request, router_id: str):
         body = await _interface_body(request)
-        _enforce(ctx_of(request), "remove_router_interface")
+        authorize(ctx_of(request), "remove_router_interface")
         return await manager.remove_router_interface(ctx_of(request), router_id, body)
 
     # Auto-allocated topology (the auto-allocated-topology extension) ---------------------------
@@ -313,7 +314,7 @@ def create_app(rt, manager):
     async def show_auto_allocated_topology(request: Request, project_id: str):
         ctx = ctx_of(request)
         project_id = manager.topology_project(ctx, project_id)  # another project's: 403, as Neutron
-        _enforce(ctx, "get_auto_allocated_topology", project_id)
+        authorize(ctx, "get_auto_allocated_topology", project_id)
         fields = [f for v in request.query_params.getlist("fields") for f in v.split(",") if f]
         return {"auto_allocated_topology": await manager.get_auto_allocated_topology(ctx, project_id, fields=fields)}
 
@@ -322,7 +323,7 @@ def create_app(rt, manager):
     async def delete_auto_allocated_topology(request: Request, project_id: str):
         ctx = ctx_of(request)
         project_id = manager.topology_project(ctx, project_id)
-        _enforce(ctx, "delete_auto_allocated_topology", project_id)
+        authorize(ctx, "delete_auto_allocated_topology", project_id)
         await manager.delete_auto_allocated_topology(ctx, project_id)
         return Response(status_code=204)
 
@@ -341,7 +342,7 @@ def _add_collection(app, manager, collection: str, member: str, one: str, many: 
     delete_fn = getattr(manager, f"delete_{one}")
 
     async def list_items(request: Request):
-        _enforce(ctx_of(request), f"get_{one}")
+        authorize(ctx_of(request), f"get_{one}")
         args = _list_args(request)
         fields, limit = args.pop("fields"), args["limit"]
         if limit:
@@ -361,23 +362,23 @@ def _add_collection(app, manager, collection: str, member: str, one: str, many: 
         single, bulk = await _resource_body(request, member, key, bulk_ok=True)
         ctx = ctx_of(request)
         # The caller's own project is the target: naming another one is the manager's 400, as in Neutron.
-        _enforce(ctx, f"create_{one}")
+        authorize(ctx, f"create_{one}")
         if bulk is not None:
             return JSONResponse({key: await bulk_fn(ctx, bulk)}, status_code=201)
         return JSONResponse({member: await create_fn(ctx, single)}, status_code=201)
 
     async def show_item(request: Request, item_id: str):
         fields = [f for v in request.query_params.getlist("fields") for f in v.split(",") if f] or None
-        _enforce(ctx_of(request), f"get_{one}")
+        authorize(ctx_of(request), f"get_{one}")
         return {member: await get_fn(ctx_of(request), item_id, fields=fields)}
 
     async def update_item(request: Request, item_id: str):
         single, _ = await _resource_body(request, member, key, bulk_ok=False)
-        _enforce(ctx_of(request), f"update_{one}")
+        authorize(ctx_of(request), f"update_{one}")
         return {member: await update_fn(ctx_of(request), item_id, single)}
 
     async def delete_item(request: Request, item_id: str):
-        _enforce(ctx_of(request), f"delete_{one}")
+        authorize(ctx_of(request), f"delete_{one}")
         await delete_fn(ctx_of(request), item_id)
         return Response(status_code=204)
 
