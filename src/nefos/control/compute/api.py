@@ -31,6 +31,7 @@ from nefos.db.models import Instance, InstanceFault
 from nefos.db.retry import retried
 from nefos.objects import actions, build_requests, instance as instance_obj, quotas, server_groups
 from nefos.model import admin_password, states
+from nefos.control.compute.authorization import authorize
 
 LOG = logging.getLogger(__name__)
 
@@ -88,8 +89,7 @@ class ComputeAPI:
         zone, _, rest = az.partition(":")
         host = rest.partition(":")[0] or None
         if host:
-            from nefos import policy
-            policy.enforce(ctx, "os_compute_api:servers:create:forced_host")
+            authorize(ctx, "os_compute_api:servers:create:forced_host")
         return zone or None, host
 
     async def _check_availability_zone(self, zone: str | None, host: str | None) -> None:
@@ -531,9 +531,8 @@ class ComputeAPI:
                 raise exceptions.Invalid("The requested availability zone is not available")
         pinned = new_az if az_passed else instance.get("pinned_availability_zone")
         if host:
-            from nefos import policy
-            policy.enforce(ctx, "os_compute_api:os-shelve:unshelve_to_host",
-                           {"user_id": instance["user_id"], "project_id": instance["project_id"]})
+            authorize(ctx, "os_compute_api:os-shelve:unshelve_to_host",
+                      {"user_id": instance["user_id"], "project_id": instance["project_id"]})
             host_zone = await self.host_zone(host)
             if pinned is not None and host_zone != pinned:
                 raise exceptions.UnshelveHostNotInAZ(host=host, availability_zone=pinned)
@@ -669,8 +668,7 @@ class ComputeAPI:
     async def unlock(self, ctx, uuid: str) -> None:
         instance = await self.get(ctx, uuid)
         if instance.get("locked") and instance.get("locked_by") == "admin" and not ctx.is_admin:
-            from nefos import policy
-            policy.enforce(ctx, "os_compute_api:os-lock-server:unlock:unlock_override")
+            authorize(ctx, "os_compute_api:os-lock-server:unlock:unlock_override")
         await actions.record_action(self.rt.db, ctx, uuid, actions.UNLOCK)
         await instance_obj.save(self.rt.db, uuid, {"locked": False, "locked_reason": None, "locked_by": None})
         await actions.finish_action(self.rt.db, ctx, uuid)

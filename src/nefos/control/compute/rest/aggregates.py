@@ -23,6 +23,7 @@ from nefos.control.compute.rest.validation import (AZ_NAME, HOSTNAME, NAME, NAME
                                   validate_integer)
 from nefos.control.compute import aggregates as aggregates_mod
 from nefos.openapi import documented
+from nefos.control.compute.authorization import authorize
 
 LOG = logging.getLogger(__name__)
 router = APIRouter()
@@ -105,7 +106,7 @@ def view(request: Request, agg: dict, *, brief: bool = False) -> dict:
 @documented(responses={200: responses.AGGREGATES})
 async def list_aggregates(request: Request):
     refuse_query_from_2102(request)
-    common.require_admin(request, "os_compute_api:os-aggregates:index")
+    authorize(rest.get_context(request), "os_compute_api:os-aggregates:index")
     return {"aggregates": [view(request, a) for a in await aggregates_mod.list_aggregates(_db(request))]}
 
 
@@ -114,7 +115,7 @@ async def list_aggregates(request: Request):
 async def create_aggregate(request: Request):
     body = await rest.json_body(request)
     validate(body, CREATE)
-    common.require_admin(request, "os_compute_api:os-aggregates:create")
+    authorize(rest.get_context(request), "os_compute_api:os-aggregates:create")
     params = body["aggregate"]
     zone = params.get("availability_zone")
     agg = await aggregates_mod.create_aggregate(_db(request), _normalize(params["name"]),
@@ -126,7 +127,7 @@ async def create_aggregate(request: Request):
 @documented(responses={200: responses.AGGREGATE})
 async def show_aggregate(request: Request, aggregate_id: str):
     refuse_query_from_2102(request)
-    common.require_admin(request, "os_compute_api:os-aggregates:show")
+    authorize(rest.get_context(request), "os_compute_api:os-aggregates:show")
     agg = await aggregates_mod.get_aggregate(_db(request), _aggregate_id(aggregate_id))
     return {"aggregate": view(request, agg)}
 
@@ -136,7 +137,7 @@ async def show_aggregate(request: Request, aggregate_id: str):
 async def update_aggregate(request: Request, aggregate_id: str):
     body = await rest.json_body(request)
     validate(body, UPDATE)
-    common.require_admin(request, "os_compute_api:os-aggregates:update")
+    authorize(rest.get_context(request), "os_compute_api:os-aggregates:update")
     values = dict(body["aggregate"])
     if "name" in values:
         values["name"] = _normalize(values["name"])
@@ -147,7 +148,7 @@ async def update_aggregate(request: Request, aggregate_id: str):
 @router.delete("/v2.1/os-aggregates/{aggregate_id}")
 @documented(responses={200: responses.NO_BODY})
 async def delete_aggregate(request: Request, aggregate_id: str):
-    common.require_admin(request, "os_compute_api:os-aggregates:delete")
+    authorize(rest.get_context(request), "os_compute_api:os-aggregates:delete")
     await aggregates_mod.delete_aggregate(_db(request), _aggregate_id(aggregate_id))
     return Response(status_code=200)
 
@@ -160,7 +161,7 @@ async def aggregate_action(request: Request, aggregate_id: str):
     if name not in ACTIONS:
         raise no_such_action(name)
     validate(body, ACTIONS[name])
-    common.require_admin(request, f"os_compute_api:os-aggregates:{name}")
+    authorize(rest.get_context(request), f"os_compute_api:os-aggregates:{name}")
     number, db = _aggregate_id(aggregate_id), _db(request)
     if name == "set_metadata":
         agg = await aggregates_mod.update_metadata(db, number, body[name]["metadata"])
@@ -189,7 +190,7 @@ async def cache_images(request: Request, aggregate_id: str):
         raise exceptions.NotFound("The resource could not be found.")
     body = await rest.json_body(request)
     validate(body, CACHE_IMAGES)
-    common.require_admin(request, "compute:aggregates:images")
+    authorize(rest.get_context(request), "compute:aggregates:images")
     number = _aggregate_id(aggregate_id)
     image_ids = [item["id"] for item in body["cache"]]
     if len(set(image_ids)) != len(image_ids):

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
+from nefos import rest
 from nefos.control.compute.rest import common
 from nefos.control.compute.rest.validation import refuse_query_from_2102
 from nefos.control.compute import availability_zones as az_mod
 from nefos.control.compute.rest import response_schemas as responses
 from nefos.openapi import documented
+from nefos.control.compute.authorization import authorize
 
 router = APIRouter()
 
@@ -17,7 +19,7 @@ router = APIRouter()
 @documented(responses={200: responses.AVAILABILITY_ZONES})
 async def list_zones(request: Request):
     refuse_query_from_2102(request)
-    common.authorize(request, "os_compute_api:os-availability-zone:list")
+    authorize(rest.get_context(request), "os_compute_api:os-availability-zone:list")
     rt = request.app.state.rt
     return {"availabilityZoneInfo": await az_mod.describe(rt.db, rt.cfg, detail=False)}
 
@@ -26,7 +28,7 @@ async def list_zones(request: Request):
 @documented(responses={200: responses.AVAILABILITY_ZONES})
 async def list_zones_detail(request: Request):
     refuse_query_from_2102(request)
-    common.require_admin(request, "os_compute_api:os-availability-zone:detail")
+    authorize(rest.get_context(request), "os_compute_api:os-availability-zone:detail")
     rt = request.app.state.rt
     zones = await az_mod.describe(rt.db, rt.cfg, detail=True)
     for zone in zones:

@@ -7,7 +7,8 @@ from urllib.parse import urlencode
 
 from fastapi import Request
 
-from nefos import exceptions, policy, rest
+from nefos import exceptions, rest
+from nefos.control.compute.authorization import authorize
 
 MAX_LIMIT = 1000  # Nova's [api] max_limit
 
@@ -60,24 +61,11 @@ def changes_window(request: Request, *, before: bool) -> tuple[dt.datetime | Non
     return since, until
 
 
-def require_admin(request: Request, action: str):
-    """The request's context, or 403 with Nova's policy message when policy ``action`` (admin-only
-    by default) does not pass."""
-    return authorize(request, action)
-
-
-def authorize(request: Request, action: str, target: dict | None = None):
-    """The request's context after ``policy.enforce`` of ``action`` on ``target`` (403 otherwise)."""
-    ctx = rest.get_context(request)
-    policy.enforce(ctx, action, target)
-    return ctx
-
-
 async def authorized_instance(request: Request, ctx, server_id: str, rule: str) -> dict:
     """The server, once policy ``rule`` allows the caller on its project: a server the caller
     cannot see is 404 before any 403, as Nova."""
     instance = await request.app.state.compute_api.get(ctx, server_id)
-    policy.enforce(ctx, rule, {"project_id": instance["project_id"]})
+    authorize(ctx, rule, {"project_id": instance["project_id"]})
     return instance
 
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from nefos import exceptions
-from nefos.control.compute.rest import common
+from nefos import exceptions, rest
 from nefos.control.compute.rest import response_schemas as responses
 from nefos.control.compute.rest.remote_consoles import BARE_BAD_REQUEST
 from nefos.control.compute.rest.validation import query_schema, validate_query
 from nefos.objects import console_auth_tokens
 from nefos.openapi import documented
+from nefos.control.compute.authorization import authorize
 
 router = APIRouter()
 
@@ -32,7 +32,7 @@ async def show_console_auth_token(request: Request, console_token: str):
         raise exceptions.Invalid(BARE_BAD_REQUEST)
     if version.matches("2.99"):
         validate_query(request.query_params, _QUERY_V299)
-    common.require_admin(request, "os_compute_api:os-console-auth-tokens")
+    authorize(rest.get_context(request), "os_compute_api:os-console-auth-tokens")
     try:
         grant = await console_auth_tokens.validate(request.app.state.rt.db, console_token)
     except exceptions.InvalidToken:

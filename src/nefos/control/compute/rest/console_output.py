@@ -6,8 +6,8 @@ import re
 
 from starlette.responses import JSONResponse
 
-from nefos import policy
 from nefos.control.compute.rest.validation import validate
+from nefos.control.compute.authorization import authorize
 
 SCHEMA = {
     "type": "object",
@@ -23,7 +23,7 @@ _REMOVE = re.compile("[\x00-\x08\x0b-\x1f]")
 
 
 async def console_output(request, ctx, server_id: str, body: dict) -> JSONResponse:
-    policy.enforce(ctx, "os_compute_api:os-console-output")
+    authorize(ctx, "os_compute_api:os-console-output")
     validate(body, SCHEMA)
     length = body["os-getConsoleOutput"].get("length")
     if length is not None:

@@ -37,13 +37,14 @@ from fastapi import APIRouter, Request
 from starlette.responses import StreamingResponse
 
 from nefos import exceptions, policy, rest
-from nefos.control.compute.rest import common, event_hub, server_view
+from nefos.control.compute.rest import event_hub, server_view
 from nefos.control.compute.rest import response_schemas as responses
 from nefos.control.compute.rest.validation import query_schema, validate_query
 from nefos.db.retry import transient_error
 from nefos.clients.identity import tokens
 from nefos.objects import event_log
 from nefos.openapi import documented
+from nefos.control.compute.authorization import authorize
 
 router = APIRouter()
 
@@ -83,7 +84,7 @@ def _filter(request: Request, ctx) -> tuple:
     all_projects = policy.check(ctx, ALL_PROJECTS_RULE)
     if not all_projects:
         if projects - {ctx.project_id}:
-            policy.enforce(ctx, ALL_PROJECTS_RULE)
+            authorize(ctx, ALL_PROJECTS_RULE)
         projects = {ctx.project_id}
     sees_hosts = policy.check(ctx, HOSTS_RULE)
 
@@ -133,7 +134,7 @@ async def _reauthorize(request: Request, ctx, token_expiry: float | None) -> tup
     from now on, or the ``stream.closed`` data saying why the stream ends."""
     try:
         request.state.context = await rest.authenticated_context(request, ctx.request_id, ctx.global_request_id)
-        fresh = common.authorize(request, STREAM_RULE)
+        fresh = authorize(rest.get_context(request), STREAM_RULE)
         return _filter(request, fresh), None
     except exceptions.Unauthorized as exc:
         expired = token_expiry is not None and time.time() >= token_expiry
@@ -176,7 +177,7 @@ def _resume_point(request: Request) -> int | None:
 @router.get("/v2.1/nefos-events")
 @documented(responses={200: responses.EVENT_STREAM}, query=QUERY, response_media_type="text/event-stream")
 async def stream_events(request: Request):
-    ctx = common.authorize(request, STREAM_RULE)
+    ctx = authorize(rest.get_context(request), STREAM_RULE)
     validate_query(request.query_params, QUERY)
     accepts, sees_hosts, only_project = _filter(request, ctx)
     resume_after = _resume_point(request)

@@ -11,10 +11,10 @@ from pathlib import Path
 
 from fastapi import APIRouter, Request
 
-from nefos import exceptions
-from nefos.control.compute.rest import common
+from nefos import exceptions, rest
 from nefos.control.compute.rest import response_schemas as responses
 from nefos.openapi import documented
+from nefos.control.compute.authorization import authorize
 
 router = APIRouter()
 
@@ -30,14 +30,14 @@ _BY_ALIAS = {ext["alias"]: ext for ext in EXTENSIONS}
 @router.get("/v2.1/extensions")
 @documented(responses={200: responses.EXTENSIONS})
 async def list_extensions(request: Request):
-    common.authorize(request, "os_compute_api:extensions", {})
+    authorize(rest.get_context(request), "os_compute_api:extensions", {})
     return {"extensions": EXTENSIONS}
 
 
 @router.get("/v2.1/extensions/{alias}")
 @documented(responses={200: responses.EXTENSION})
 async def show_extension(request: Request, alias: str):
-    common.authorize(request, "os_compute_api:extensions", {})
+    authorize(rest.get_context(request), "os_compute_api:extensions", {})
     if alias not in _BY_ALIAS:
         raise exceptions.NotFound("The resource could not be found.")
     return {"extension": _BY_ALIAS[alias]}

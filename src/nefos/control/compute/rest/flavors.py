@@ -25,6 +25,7 @@ from nefos.control.compute.rest.validation import (BOOLEAN, MAX_INT, NAME, NON_N
 from nefos.control.compute import flavors as flavors_mod
 from nefos.openapi import documented
 from nefos.control.compute.rest import response_schemas as responses
+from nefos.control.compute.authorization import authorize
 
 router = APIRouter()
 
@@ -219,7 +220,7 @@ async def update_flavor(request: Request, flavor_id: str):
         raise exceptions.NotFound("The resource could not be found.")
     body = await rest.json_body(request)
     validate(body, UPDATE)
-    common.require_admin(request, "os_compute_api:os-flavor-manage:update")
+    authorize(rest.get_context(request), "os_compute_api:os-flavor-manage:update")
     flavor = await flavors_mod.set_description(_db(request), flavor_id, body["flavor"]["description"])
     return {"flavor": detail_view(request, flavor, _with_extra_specs(request))}
 
@@ -230,7 +231,7 @@ async def create_flavor(request: Request):
     body = await rest.json_body(request)
     version = request.state.api_version
     validate(body, CREATE_V2102 if version.matches("2.102") else CREATE_V255 if version.matches("2.55") else CREATE)
-    common.require_admin(request, "os_compute_api:os-flavor-manage:create")
+    authorize(rest.get_context(request), "os_compute_api:os-flavor-manage:create")
     spec = body["flavor"]
     values = {
         "memory_mb": validate_integer(spec["ram"], "ram", 1, MAX_INT),
@@ -255,7 +256,7 @@ async def create_flavor(request: Request):
 @router.delete("/v2.1/flavors/{flavor_id}")
 @documented(responses={202: responses.NO_BODY})
 async def delete_flavor(request: Request, flavor_id: str):
-    common.require_admin(request, "os_compute_api:os-flavor-manage:delete")
+    authorize(rest.get_context(request), "os_compute_api:os-flavor-manage:delete")
     await flavors_mod.delete(_db(request), flavor_id)
     return Response(status_code=202)
 
@@ -276,7 +277,7 @@ def _spec_values(request: Request, specs: dict) -> dict[str, str]:
 @documented(responses={200: responses.EXTRA_SPECS})
 async def list_extra_specs(request: Request, flavor_id: str):
     refuse_query_from_2102(request)
-    ctx = common.authorize(request, "os_compute_api:os-flavor-extra-specs:index")
+    ctx = authorize(rest.get_context(request), "os_compute_api:os-flavor-extra-specs:index")
     specs = await flavors_mod.get_extra_specs(_db(request), flavor_id, ctx)
     return {"extra_specs": specs}
 
@@ -286,7 +287,7 @@ async def list_extra_specs(request: Request, flavor_id: str):
 async def create_extra_specs(request: Request, flavor_id: str):
     body = await rest.json_body(request)
     validate(body, EXTRA_SPECS_CREATE)
-    common.require_admin(request, "os_compute_api:os-flavor-extra-specs:create")
+    authorize(rest.get_context(request), "os_compute_api:os-flavor-extra-specs:create")
     values = _spec_values(request, body["extra_specs"])
     specs = await flavors_mod.update_extra_specs(_db(request), flavor_id, values)
     return {"extra_specs": specs}
@@ -296,7 +297,7 @@ async def create_extra_specs(request: Request, flavor_id: str):
 @documented(responses={200: responses.EXTRA_SPEC})
 async def show_extra_spec(request: Request, flavor_id: str, key: str):
     refuse_query_from_2102(request)
-    ctx = common.authorize(request, "os_compute_api:os-flavor-extra-specs:show")
+    ctx = authorize(rest.get_context(request), "os_compute_api:os-flavor-extra-specs:show")
     specs = await flavors_mod.get_extra_specs(_db(request), flavor_id, ctx)
     if key not in specs:
         raise exceptions.FlavorExtraSpecsNotFound(flavor_id=flavor_id, extra_specs_key=key)
@@ -308,7 +309,7 @@ async def show_extra_spec(request: Request, flavor_id: str, key: str):
 async def update_extra_spec(request: Request, flavor_id: str, key: str):
     body = await rest.json_body(request)
     validate(body, EXTRA_SPEC_UPDATE)
-    common.require_admin(request, "os_compute_api:os-flavor-extra-specs:update")
+    authorize(rest.get_context(request), "os_compute_api:os-flavor-extra-specs:update")
     values = _spec_values(request, body)
     if key not in body:
         raise exceptions.ValidationError("Request body and URI mismatch")
@@ -319,7 +320,7 @@ async def update_extra_spec(request: Request, flavor_id: str, key: str):
 @router.delete("/v2.1/flavors/{flavor_id}/os-extra_specs/{key}")
 @documented(responses={200: responses.NO_BODY})
 async def delete_extra_spec(request: Request, flavor_id: str, key: str):
-    common.require_admin(request, "os_compute_api:os-flavor-extra-specs:delete")
+    authorize(rest.get_context(request), "os_compute_api:os-flavor-extra-specs:delete")
     await flavors_mod.delete_extra_spec(_db(request), flavor_id, key)
     return Response(status_code=200)
 
@@ -330,7 +331,7 @@ async def delete_extra_spec(request: Request, flavor_id: str, key: str):
 @documented(responses={200: responses.FLAVOR_ACCESS})
 async def list_flavor_access(request: Request, flavor_id: str):
     refuse_query_from_2102(request)
-    common.require_admin(request, "os_compute_api:os-flavor-access")
+    authorize(rest.get_context(request), "os_compute_api:os-flavor-access")
     return {"flavor_access": await flavors_mod.list_access(_db(request), flavor_id)}
 
 
@@ -340,11 +341,11 @@ async def flavor_action(request: Request, flavor_id: str):
     body = await rest.json_body(request)
     if isinstance(body, dict) and "addTenantAccess" in body:
         validate(body, ADD_TENANT_ACCESS)
-        common.require_admin(request, "os_compute_api:os-flavor-access:add_tenant_access")
+        authorize(rest.get_context(request), "os_compute_api:os-flavor-access:add_tenant_access")
         access = await flavors_mod.add_access(_db(request), flavor_id, body["addTenantAccess"]["tenant"])
     elif isinstance(body, dict) and "removeTenantAccess" in body:
         validate(body, REMOVE_TENANT_ACCESS)
-        common.require_admin(request, "os_compute_api:os-flavor-access:remove_tenant_access")
+        authorize(rest.get_context(request), "os_compute_api:os-flavor-access:remove_tenant_access")
         access = await flavors_mod.remove_access(_db(request), flavor_id, body["removeTenantAccess"]["tenant"])
     else:
         raise exceptions.ValidationError("There is no such action: %s" % (

@@ -19,11 +19,12 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from nefos import exceptions, policy, rest
+from nefos import exceptions, rest
 from nefos.control.compute.rest import microversion
 from nefos.control.compute.rest import response_schemas as responses
 from nefos.control.compute.rest.validation import is_uuid_like, validate
 from nefos.openapi import documented
+from nefos.control.compute.authorization import authorize
 
 router = APIRouter()
 
@@ -38,7 +39,7 @@ def _network_api(request: Request):
 def _context(request: Request, action: str):
     microversion.require_at_most(request, microversion.MAX_PROXY_VERSION)
     ctx = rest.get_context(request)
-    policy.enforce(ctx, f"os_compute_api:os-floating-ips:{action}", {"project_id": ctx.project_id})
+    authorize(ctx, f"os_compute_api:os-floating-ips:{action}", {"project_id": ctx.project_id})
     return ctx
 
 
@@ -133,6 +134,6 @@ async def deallocate_floating_ip(request: Request, fip_id: str):
 @documented(responses={200: responses.FLOATING_IP_POOLS})
 async def list_floating_ip_pools(request: Request):
     microversion.require_at_most(request, microversion.MAX_PROXY_VERSION)
-    policy.enforce(rest.get_context(request), "os_compute_api:os-floating-ip-pools", {})
+    authorize(rest.get_context(request), "os_compute_api:os-floating-ip-pools", {})
     nets = await _network_api(request).list_networks(rest.get_context(request), {"router:external": [True]})
     return {"floating_ip_pools": [{"name": n["name"] or n["id"]} for n in nets]}

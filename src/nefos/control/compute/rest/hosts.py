@@ -20,12 +20,13 @@ from fastapi import APIRouter, Request
 from sqlalchemy import select
 
 from nefos import exceptions, rest
-from nefos.control.compute.rest import common, microversion
+from nefos.control.compute.rest import microversion
 from nefos.control.compute.rest import response_schemas as responses
 from nefos.control.compute.rest.validation import validate
 from nefos.control.compute import services as services_mod
 from nefos.db.models import ComputeNode, Instance
 from nefos.openapi import documented
+from nefos.control.compute.authorization import authorize
 
 router = APIRouter()
 
@@ -45,7 +46,7 @@ _NOT_SUPPORTED = "The requested functionality is not supported."
 
 def _start(request: Request, rule: str):
     microversion.require_at_most(request, _MAX)
-    return common.require_admin(request, f"os_compute_api:os-hosts:{rule}")
+    return authorize(rest.get_context(request), f"os_compute_api:os-hosts:{rule}")
 
 
 @router.get("/v2.1/os-hosts")
@@ -108,7 +109,7 @@ async def update_host(request: Request, host_name: str):
     microversion.require_at_most(request, _MAX)
     body = await rest.json_body(request)
     validate(body, UPDATE)
-    common.require_admin(request, "os_compute_api:os-hosts:update")
+    authorize(rest.get_context(request), "os_compute_api:os-hosts:update")
     result = {"host": host_name}
     if "status" in body:
         await _compute_host(request, host_name)

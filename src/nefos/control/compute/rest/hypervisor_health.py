@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from nefos.control.compute.rest import common
+from nefos import rest
 from nefos.control.compute import services as services_mod
 from nefos.control.compute.rest import response_schemas as responses
 from nefos.openapi import documented
+from nefos.control.compute.authorization import authorize
 
 router = APIRouter()
 
@@ -29,7 +30,7 @@ def _ts(value) -> str | None:
 @router.get("/v2.1/nefos-hypervisor-health")
 @documented(responses={200: responses.HYPERVISOR_HEALTH})
 async def hypervisor_health(request: Request):
-    common.require_admin(request, "nefos:hypervisor-health")
+    authorize(rest.get_context(request), "nefos:hypervisor-health")
     rt = request.app.state.rt
     computes = await services_mod.list_services(rt.db, rt.cfg, binary=services_mod.COMPUTE_BINARY)
     return {"hypervisor_health": [{

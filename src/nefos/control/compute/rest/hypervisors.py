@@ -22,6 +22,7 @@ from nefos.control.compute.rest.validation import (BOOLEAN, HOSTNAME, NON_NEGATI
 from nefos.control.compute import hypervisors as hyp_mod
 from nefos.control.compute.rest import response_schemas as responses
 from nefos.openapi import documented
+from nefos.control.compute.authorization import authorize
 
 router = APIRouter()
 
@@ -63,7 +64,7 @@ def view(request: Request, node: dict, detail: bool, servers: list[dict] | None 
 
 
 async def _list(request: Request, detail: bool):
-    common.require_admin(request, "os_compute_api:os-hypervisors:list" + ("-detail" if detail else ""))
+    authorize(rest.get_context(request), "os_compute_api:os-hypervisors:list" + ("-detail" if detail else ""))
     version = request.state.api_version
     params = request.query_params
     limit = marker = pattern = None
@@ -114,7 +115,7 @@ async def list_hypervisors_detail(request: Request):
 async def hypervisor_statistics(request: Request):
     if request.state.api_version.matches("2.88"):
         raise exceptions.NotFound("The resource could not be found.")
-    common.require_admin(request, "os_compute_api:os-hypervisors:statistics")
+    authorize(rest.get_context(request), "os_compute_api:os-hypervisors:statistics")
     rt = _rt(request)
     return {"hypervisor_statistics": await hyp_mod.statistics(rt.db, rt.cfg)}
 
@@ -136,7 +137,7 @@ async def _get(request: Request, hypervisor_id: str) -> dict:
 @router.get("/v2.1/os-hypervisors/{hypervisor_id}")
 @documented(responses={200: responses.HYPERVISOR})
 async def show_hypervisor(request: Request, hypervisor_id: str):
-    common.require_admin(request, "os_compute_api:os-hypervisors:show")
+    authorize(rest.get_context(request), "os_compute_api:os-hypervisors:show")
     with_servers = False
     if request.state.api_version.matches("2.53"):
         validate_query(request.query_params, SHOW_QUERY_V253)
@@ -151,7 +152,7 @@ async def show_hypervisor(request: Request, hypervisor_id: str):
 async def hypervisor_uptime(request: Request, hypervisor_id: str):
     if request.state.api_version.matches("2.88"):
         raise exceptions.NotFound("The resource could not be found.")
-    common.require_admin(request, "os_compute_api:os-hypervisors:uptime")
+    authorize(rest.get_context(request), "os_compute_api:os-hypervisors:uptime")
     node = await _get(request, hypervisor_id)
     body = view(request, node, detail=False)
     body["uptime"] = hyp_mod.uptime(node)
@@ -176,7 +177,7 @@ def _before_253(request: Request) -> None:
 @documented(responses={200: responses.HYPERVISORS})
 async def search_hypervisors(request: Request, pattern: str):
     _before_253(request)
-    common.require_admin(request, "os_compute_api:os-hypervisors:search")
+    authorize(rest.get_context(request), "os_compute_api:os-hypervisors:search")
     return {"hypervisors": [view(request, n, detail=False) for n in await _matching(request, pattern)]}
 
 
@@ -184,7 +185,7 @@ async def search_hypervisors(request: Request, pattern: str):
 @documented(responses={200: responses.HYPERVISOR_SERVERS})
 async def hypervisor_servers(request: Request, pattern: str):
     _before_253(request)
-    common.require_admin(request, "os_compute_api:os-hypervisors:servers")
+    authorize(rest.get_context(request), "os_compute_api:os-hypervisors:servers")
     db = _rt(request).db
     return {"hypervisors": [view(request, n, detail=False, servers=await hyp_mod.servers_on(db, n))
                             for n in await _matching(request, pattern)]}

@@ -15,13 +15,14 @@ import json
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from nefos import exceptions, policy, rest
+from nefos import exceptions, rest
 from nefos.control.compute.rest import common, microversion
 from nefos.control.compute.rest import response_schemas as responses
 from nefos.control.compute.rest.validation import POSITIVE_INTEGER, bool_from_string, query_schema, validate_query
 from nefos.clients.identity import catalog
 from nefos.control.image.client import ImageAPI
 from nefos.openapi import documented
+from nefos.control.compute.authorization import authorize
 
 router = APIRouter()
 
@@ -53,7 +54,7 @@ def context(request: Request, rule: str):
     """The caller's context, once the Image service's policy ``rule`` passes for it (the proxy
     acts with the caller's token, so the Image service's policy applies, as behind Nova)."""
     ctx = rest.get_context(request)
-    policy.enforce(ctx, rule)
+    authorize(ctx, rule)
     return ctx
 
 

@@ -18,6 +18,7 @@ from nefos.control.compute.rest.server_view import host_id, iso_micro
 from nefos.control.compute.rest.validation import NON_NEGATIVE_INTEGER, query_schema, refuse_query_from_2102, validate_query
 from nefos.control.compute.rest import response_schemas as responses
 from nefos.openapi import documented
+from nefos.control.compute.authorization import authorize
 
 router = APIRouter()
 
@@ -42,7 +43,7 @@ def _action_view(action: dict, version) -> dict:
 @documented(responses={200: responses.INSTANCE_ACTIONS})
 async def list_actions(request: Request, server_id: str):
     ctx = rest.get_context(request)
-    policy.enforce(ctx, "os_compute_api:os-instance-actions:list")
+    authorize(ctx, "os_compute_api:os-instance-actions:list")
     version = request.state.api_version
     compute_api = request.app.state.compute_api
     if not version.matches("2.58"):
@@ -69,7 +70,7 @@ async def list_actions(request: Request, server_id: str):
 async def show_action(request: Request, server_id: str, request_id: str):
     refuse_query_from_2102(request)
     ctx = rest.get_context(request)
-    policy.enforce(ctx, "os_compute_api:os-instance-actions:show")
+    authorize(ctx, "os_compute_api:os-instance-actions:show")
     version = request.state.api_version
     action = await request.app.state.compute_api.get_action(ctx, server_id, request_id)
     target = {"project_id": action["project_id"]}

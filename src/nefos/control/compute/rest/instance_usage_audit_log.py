@@ -13,11 +13,12 @@ import datetime as dt
 
 from fastapi import APIRouter, Request
 
-from nefos import exceptions
-from nefos.control.compute.rest import common, response_schemas as responses
+from nefos import exceptions, rest
+from nefos.control.compute.rest import response_schemas as responses
 from nefos.control.compute import services as services_mod
 from nefos.db.models import utcnow
 from nefos.openapi import documented
+from nefos.control.compute.authorization import authorize
 
 router = APIRouter()
 
@@ -59,14 +60,14 @@ async def _audit_log(request: Request, before: dt.datetime | None = None) -> dic
 @router.get("/v2.1/os-instance_usage_audit_log")
 @documented(responses={200: responses.INSTANCE_USAGE_AUDIT_LOGS})
 async def list_audit_logs(request: Request):
-    common.authorize(request, "os_compute_api:os-instance-usage-audit-log:list", {})
+    authorize(rest.get_context(request), "os_compute_api:os-instance-usage-audit-log:list", {})
     return {"instance_usage_audit_logs": await _audit_log(request)}
 
 
 @router.get("/v2.1/os-instance_usage_audit_log/{before_timestamp}")
 @documented(responses={200: responses.INSTANCE_USAGE_AUDIT_LOG})
 async def show_audit_log(request: Request, before_timestamp: str):
-    common.authorize(request, "os_compute_api:os-instance-usage-audit-log:show", {})
+    authorize(rest.get_context(request), "os_compute_api:os-instance-usage-audit-log:show", {})
     fmt = "%Y-%m-%d %H:%M:%S.%f" if "." in before_timestamp else "%Y-%m-%d %H:%M:%S"
     try:
         before = dt.datetime.strptime(before_timestamp, fmt)

@@ -12,13 +12,14 @@ import copy
 from fastapi import APIRouter, Request
 from starlette.responses import JSONResponse, Response
 
-from nefos import policy, rest
+from nefos import rest
 from nefos.control.compute.rest import common
 from nefos.control.compute.rest.validation import NAME, NON_NEGATIVE_INTEGER, query_schema, validate, validate_query
 from nefos.control.compute import keypairs as keypairs_mod
 from nefos.openapi import documented
 from nefos.control.compute.rest import microversion
 from nefos.control.compute.rest import response_schemas as responses
+from nefos.control.compute.authorization import authorize
 
 router = APIRouter()
 
@@ -65,7 +66,7 @@ def _user_id(request: Request, action: str, requested: str | None = None) -> str
     if requested is None and request.state.api_version.matches("2.10"):
         requested = request.query_params.get("user_id")
     user_id = requested or ctx.user_id
-    policy.enforce(ctx, f"os_compute_api:os-keypairs:{action}", {"user_id": user_id})
+    authorize(ctx, f"os_compute_api:os-keypairs:{action}", {"user_id": user_id})
     return user_id
 
 

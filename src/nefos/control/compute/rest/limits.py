@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from nefos import policy, rest
+from nefos import rest
 from nefos.control.compute.rest.validation import query_schema, validate_query
 from nefos.control.compute import quota_sets as qs_mod
 from nefos.control.compute.rest import response_schemas as responses
 from nefos.openapi import documented
+from nefos.control.compute.authorization import authorize
 
 router = APIRouter()
 
@@ -71,11 +72,11 @@ _QUERY_V275 = query_schema({"tenant_id": {"type": "string"}}, strict=True)
 async def show_limits(request: Request):
     validate_query(request.query_params, _QUERY_V275 if request.state.api_version.matches("2.75") else _QUERY)
     ctx = rest.get_context(request)
-    policy.enforce(ctx, "os_compute_api:limits")
+    authorize(ctx, "os_compute_api:limits")
     project_id = ctx.project_id
     requested = request.query_params.get("tenant_id")
     if requested and requested != project_id:
-        policy.enforce(ctx, "os_compute_api:limits:other_project", {"project_id": requested})
+        authorize(ctx, "os_compute_api:limits:other_project", {"project_id": requested})
         project_id = requested
     rt = request.app.state.rt
     limits = await qs_mod.get_limits(rt.db, rt.cfg, project_id)

@@ -26,6 +26,7 @@ from nefos.control.compute.rest import common, response_schemas as responses
 from nefos.control.compute.rest.validation import NON_NEGATIVE_INTEGER, bool_from_string, query_schema, validate, validate_query
 from nefos.objects import migrations as migrations_obj
 from nefos.openapi import documented
+from nefos.control.compute.authorization import authorize
 
 router = APIRouter()
 
@@ -91,10 +92,10 @@ async def list_migrations(request: Request):
     version = request.state.api_version
     validate_query(request.query_params, _list_query(version))
     ctx = rest.get_context(request)
-    policy.enforce(ctx, "os_compute_api:os-migrations:index")
+    authorize(ctx, "os_compute_api:os-migrations:index")
     project_id = request.query_params.get("project_id")
     if not project_id or project_id != ctx.project_id:
-        policy.enforce(ctx, "os_compute_api:os-migrations:index:all_projects")
+        authorize(ctx, "os_compute_api:os-migrations:index:all_projects")
     show_hosts = policy.check(ctx, "os_compute_api:os-migrations:index:host")
     filters = _filters(request, version, by_host=show_hosts)
     db = request.app.state.rt.db
@@ -130,7 +131,7 @@ async def _server(request: Request, server_id: str, rule: str):
     ctx = rest.get_context(request)
     instance = await request.app.state.compute_api.get(ctx, server_id)
     target = {"project_id": instance["project_id"]}
-    policy.enforce(ctx, rule, target)
+    authorize(ctx, rule, target)
     return ctx, instance, target
 
 
@@ -174,7 +175,7 @@ async def server_migration_action(request: Request, server_id: str, migration_id
     ctx = rest.get_context(request)
     compute_api = request.app.state.compute_api
     instance = await compute_api.get(ctx, server_id)
-    policy.enforce(ctx, "os_compute_api:servers:migrations:force_complete", {"project_id": instance["project_id"]})
+    authorize(ctx, "os_compute_api:servers:migrations:force_complete", {"project_id": instance["project_id"]})
     from nefos.control.compute import live_migration
     await live_migration.force_complete(compute_api, ctx, instance["uuid"], migration_id)
     return Response(status_code=202)
@@ -189,7 +190,7 @@ async def delete_server_migration(request: Request, server_id: str, migration_id
     ctx = rest.get_context(request)
     compute_api = request.app.state.compute_api
     instance = await compute_api.get(ctx, server_id)
-    policy.enforce(ctx, "os_compute_api:servers:migrations:delete", {"project_id": instance["project_id"]})
+    authorize(ctx, "os_compute_api:servers:migrations:delete", {"project_id": instance["project_id"]})
     from nefos.control.compute import live_migration
     await live_migration.abort(compute_api, ctx, instance["uuid"], migration_id, queued_too=version.matches("2.65"))
     return Response(status_code=202)

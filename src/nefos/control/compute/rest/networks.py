@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from nefos import exceptions, policy, rest
+from nefos import exceptions, rest
 from nefos.control.compute.rest import microversion
 from nefos.control.compute.rest import response_schemas as responses
 from nefos.openapi import documented
+from nefos.control.compute.authorization import authorize
 
 router = APIRouter()
 
@@ -36,7 +37,7 @@ def tenant_network_view(network: dict) -> dict:
 def _context(request: Request, rule: str):
     microversion.require_at_most(request, microversion.MAX_PROXY_VERSION)
     ctx = rest.get_context(request)
-    policy.enforce(ctx, rule, {"project_id": ctx.project_id})
+    authorize(ctx, rule, {"project_id": ctx.project_id})
     return ctx
 
 

@@ -13,13 +13,13 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from nefos import exceptions, rest
-from nefos.control.compute.rest import common
 from nefos.control.compute.rest.validation import (BOOLEAN, MAX_INT, bool_from_string, query_schema, refuse_query_from_2102,
                                   validate, validate_query)
 from nefos.control.compute import quota_sets as qs_mod
 from nefos.openapi import documented
 from nefos.control.compute.rest import microversion
 from nefos.control.compute.rest import response_schemas as responses
+from nefos.control.compute.authorization import authorize
 
 router = APIRouter()
 
@@ -52,7 +52,7 @@ _QUERY_V275 = query_schema({"user_id": {"type": "string"}}, strict=True)
 def _check_project(request: Request, project_id: str, action: str) -> None:
     if action != "defaults":
         validate_query(request.query_params, _QUERY_V275 if request.state.api_version.matches("2.75") else _QUERY)
-    common.authorize(request, f"os_compute_api:os-quota-sets:{action}", {"project_id": project_id})
+    authorize(rest.get_context(request), f"os_compute_api:os-quota-sets:{action}", {"project_id": project_id})
 
 
 def _format(request: Request, values: dict, project_id: str | None) -> dict:
@@ -118,7 +118,7 @@ async def delete_quota_set(request: Request, project_id: str):
 @documented(responses={200: responses.QUOTA_CLASS_SET})
 async def show_quota_class_set(request: Request, class_name: str):
     refuse_query_from_2102(request)
-    common.require_admin(request, "os_compute_api:os-quota-class-sets:show")
+    authorize(rest.get_context(request), "os_compute_api:os-quota-class-sets:show")
     version = request.state.api_version
     rt = _rt(request)
     values = await qs_mod.get_defaults(rt.db, rt.cfg)  # every class shows the defaults, as in Nova
@@ -131,7 +131,7 @@ async def show_quota_class_set(request: Request, class_name: str):
             responses={200: responses.QUOTA_CLASS_SET_UPDATED})
 async def update_quota_class_set(request: Request, class_name: str):
     """Set the ``default`` class's limits: every project's defaults from now on (admin)."""
-    common.require_admin(request, "os_compute_api:os-quota-class-sets:update")
+    authorize(rest.get_context(request), "os_compute_api:os-quota-class-sets:update")
     version = request.state.api_version
     names = qs_mod.quota_class_resources(version)
     body = await rest.json_body(request)

@@ -24,11 +24,12 @@ import copy
 
 from fastapi import APIRouter, Request
 
-from nefos import exceptions, policy, rest
+from nefos import exceptions, rest
 from nefos.control.compute.rest import response_schemas as responses
 from nefos.control.compute.rest.validation import validate
 from nefos.control.compute.consoles import ConsolesAPI
 from nefos.openapi import documented
+from nefos.control.compute.authorization import authorize
 
 router = APIRouter()
 
@@ -78,7 +79,7 @@ async def console_action(request: Request, ctx, server_id: str, body: dict) -> d
         raise exceptions.Invalid(BARE_BAD_REQUEST)
     protocol, schema = ACTIONS[name]
     validate(body, schema)
-    policy.enforce(ctx, POLICY)
+    authorize(ctx, POLICY)
     console_type = body[name]["type"]
     instance = await request.app.state.compute_api.get(ctx, server_id)
     url = await _consoles(request).get_console(ctx, instance, protocol, console_type)
@@ -104,7 +105,7 @@ async def create_remote_console(request: Request, server_id: str):
     body = await rest.json_body(request)
     validate(body, create_schema(version))
     instance = await request.app.state.compute_api.get(ctx, server_id)
-    policy.enforce(ctx, POLICY, {"project_id": instance["project_id"]})
+    authorize(ctx, POLICY, {"project_id": instance["project_id"]})
     protocol = body["remote_console"]["protocol"]
     console_type = body["remote_console"]["type"]
     if protocol == "rdp":  # removed with the Hyper-V driver

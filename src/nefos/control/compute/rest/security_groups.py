@@ -15,12 +15,13 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from nefos import exceptions, policy, rest
+from nefos import exceptions, rest
 from nefos.control.compute.rest import common, microversion
 from nefos.control.compute.rest import response_schemas as responses
 from nefos.control.compute.rest.validation import NON_NEGATIVE_INTEGER, is_uuid_like, query_schema, validate, validate_query
 from nefos.control.compute import security_groups as sg_api
 from nefos.openapi import documented
+from nefos.control.compute.authorization import authorize
 
 router = APIRouter()
 
@@ -41,7 +42,7 @@ LIST_QUERY = query_schema({"limit": NON_NEGATIVE_INTEGER, "offset": NON_NEGATIVE
 def _authorize(request: Request, action: str):
     """Nova checks these against the caller's own project: the Networking API scopes the rest."""
     ctx = rest.get_context(request)
-    policy.enforce(ctx, f"os_compute_api:os-security-groups:{action}", {"project_id": ctx.project_id})
+    authorize(ctx, f"os_compute_api:os-security-groups:{action}", {"project_id": ctx.project_id})
     return ctx
 
 
@@ -214,7 +215,8 @@ async def delete_security_group_rule(request: Request, rule_id: str):
 async def list_server_security_groups(request: Request, server_id: str):
     ctx = rest.get_context(request)
     instance = await request.app.state.compute_api.get(ctx, server_id)  # 404 first, as Nova
-    common.authorize(request, "os_compute_api:os-security-groups:list", {"project_id": instance["project_id"]})
+    authorize(rest.get_context(request), "os_compute_api:os-security-groups:list",
+              {"project_id": instance["project_id"]})
     network_api = _network_api(request)
     groups = await sg_api.instance_groups(network_api, ctx, instance["uuid"])
     fmt = _Formatter(network_api, ctx, groups)

@@ -5,13 +5,14 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.responses import JSONResponse, Response
 
-from nefos import exceptions, policy, rest
+from nefos import exceptions, rest
 from nefos.control.compute.rest import (console_output, microversion, remote_consoles, server_admin_actions, server_evacuate,
                        server_floating_ips, server_image_actions, server_migrate_live, server_multinic, server_rescue,
                        server_resize_actions)
 from nefos.control.compute.rest.validation import validate
 from nefos.openapi import documented
 from nefos.control.compute.rest import response_schemas as responses
+from nefos.control.compute.authorization import authorize
 
 router = APIRouter()
 
@@ -111,7 +112,7 @@ async def server_action(request: Request, server_id: str):
     if name in REMOVED_ACTIONS:
         raise exceptions.Gone()
     if name in POLICIES:
-        policy.enforce(ctx, POLICIES[name])
+        authorize(ctx, POLICIES[name])
     compute_api = request.app.state.compute_api
     if name in _POWER_ACTIONS:
         if args is not None and args != {}:

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 from fastapi import Request
 
-from nefos import exceptions, policy
+from nefos import exceptions
 from nefos.control.compute.rest.validation import validate
 from nefos.objects import actions, instance as instance_obj
 from nefos.model import states
+from nefos.control.compute.authorization import authorize
 
 RESET_STATE = "resetState"
 INJECT_NETWORK_INFO = "inject_network_info"
@@ -54,8 +55,8 @@ def _db(request: Request):
 async def reset_state(request: Request, ctx, server_id: str, body: dict) -> None:
     validate(body, _RESET_STATE_SCHEMA)
     instance = await _compute_api(request).get(ctx, server_id)
-    policy.enforce(ctx, "os_compute_api:os-admin-actions:reset_state",
-                   {"project_id": instance["project_id"]})
+    authorize(ctx, "os_compute_api:os-admin-actions:reset_state",
+              {"project_id": instance["project_id"]})
     state = states.ACTIVE if body["os-resetState"]["state"] == "active" else states.ERROR
     db = _db(request)
     await actions.record_action(db, ctx, server_id, RESET_STATE)
@@ -65,8 +66,8 @@ async def reset_state(request: Request, ctx, server_id: str, body: dict) -> None
 
 async def inject_network_info(request: Request, ctx, server_id: str, body: dict) -> None:
     instance = await _compute_api(request).get(ctx, server_id)
-    policy.enforce(ctx, "os_compute_api:os-admin-actions:inject_network_info",
-                   {"project_id": instance["project_id"]})
+    authorize(ctx, "os_compute_api:os-admin-actions:inject_network_info",
+              {"project_id": instance["project_id"]})
     db = _db(request)
     await actions.record_action(db, ctx, server_id, INJECT_NETWORK_INFO)
     await actions.finish_action(db, ctx, server_id)
@@ -74,7 +75,7 @@ async def inject_network_info(request: Request, ctx, server_id: str, body: dict)
 
 async def _soft_delete_only(request: Request, ctx, server_id: str, name: str, rule: str) -> None:
     instance = await _compute_api(request).get(ctx, server_id)
-    policy.enforce(ctx, rule, {"project_id": instance["project_id"]})
+    authorize(ctx, rule, {"project_id": instance["project_id"]})
     # Nothing is ever soft-deleted here (reclaim_instance_interval = 0): every state is the wrong one.
     raise exceptions.InstanceInvalidState(action=name, instance_uuid=server_id, attr="vm_state",
                                           state=instance["vm_state"])

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from nefos import exceptions, policy, rest
+from nefos import exceptions, rest
 from nefos.control.compute.rest import response_schemas as responses
 from nefos.openapi import documented
+from nefos.control.compute.authorization import authorize
 
 router = APIRouter()
 
@@ -20,7 +21,7 @@ async def server_diagnostics(request: Request, server_id: str):
     ctx = rest.get_context(request)
     compute_api = request.app.state.compute_api
     instance = await compute_api.get(ctx, server_id)
-    policy.enforce(ctx, "os_compute_api:os-server-diagnostics", {"project_id": instance["project_id"]})
+    authorize(ctx, "os_compute_api:os-server-diagnostics", {"project_id": instance["project_id"]})
     if not instance.get("host"):
         raise exceptions.InstanceNotReady(instance_id=instance["uuid"])
     return await compute_api.compute_rpcapi.get_diagnostics(

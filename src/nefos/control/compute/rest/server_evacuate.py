@@ -24,9 +24,10 @@ import copy
 from fastapi import Request
 from starlette.responses import JSONResponse, Response
 
-from nefos import exceptions, policy
+from nefos import exceptions
 from nefos.control.compute.rest.validation import BOOLEAN, HOSTNAME, bool_from_string, one_action_schema, validate
 from nefos.model import states
+from nefos.control.compute.authorization import authorize
 
 ACTION = "evacuate"
 SCHEMA = one_action_schema(ACTION, {"host": HOSTNAME, "onSharedStorage": BOOLEAN, "adminPass": {"type": "string"}},
@@ -51,8 +52,8 @@ async def evacuate(request: Request, ctx, server_id: str, body: dict) -> Respons
     args = body[ACTION]
     compute_api = request.app.state.compute_api
     instance = await compute_api.get(ctx, server_id)  # 404 first, as Nova
-    policy.enforce(ctx, "os_compute_api:os-evacuate",
-                   {"user_id": instance["user_id"], "project_id": instance["project_id"]})
+    authorize(ctx, "os_compute_api:os-evacuate",
+              {"user_id": instance["user_id"], "project_id": instance["project_id"]})
     host = args.get("host")
     force: bool | None = None
     if version.matches("2.29"):

@@ -20,6 +20,7 @@ from nefos.control.compute.rest.validation import (NAME, NON_NEGATIVE_INTEGER, P
 from nefos.objects import server_groups as groups_mod
 from nefos.openapi import documented
 from nefos.control.compute.rest import response_schemas as responses
+from nefos.control.compute.authorization import authorize
 
 router = APIRouter()
 
@@ -78,20 +79,20 @@ def view(request: Request, group: dict) -> dict:
 
 async def _get_visible(request: Request, group_id: str, action: str) -> dict:
     group = await groups_mod.get_group(request.app.state.rt.db, group_id)
-    common.authorize(request, f"os_compute_api:os-server-groups:{action}",
-                     {"project_id": group["project_id"], "user_id": group["user_id"]})
+    authorize(rest.get_context(request), f"os_compute_api:os-server-groups:{action}",
+              {"project_id": group["project_id"], "user_id": group["user_id"]})
     return group
 
 
 @router.get("/v2.1/os-server-groups")
 @documented(query=LIST_QUERY, responses={200: responses.SERVER_GROUPS})
 async def list_server_groups(request: Request):
-    ctx = common.authorize(request, "os_compute_api:os-server-groups:index")
+    ctx = authorize(rest.get_context(request), "os_compute_api:os-server-groups:index")
     strict = request.state.api_version.matches("2.75")
     validate_query(request.query_params, LIST_QUERY_V275 if strict else LIST_QUERY)
     project_id = ctx.project_id
     if "all_projects" in request.query_params:
-        common.authorize(request, "os_compute_api:os-server-groups:index:all_projects")
+        authorize(rest.get_context(request), "os_compute_api:os-server-groups:index:all_projects")
         project_id = None
     groups = await groups_mod.list_groups(request.app.state.rt.db, project_id)
     return {"server_groups": [view(request, g) for g in common.limited(request, groups)]}
@@ -110,7 +111,7 @@ async def create_server_group(request: Request):
     body = await rest.json_body(request)
     version = request.state.api_version
     validate(body, CREATE_V264 if version.matches("2.64") else CREATE_V215 if version.matches("2.15") else CREATE)
-    ctx = common.authorize(request, "os_compute_api:os-server-groups:create")
+    ctx = authorize(rest.get_context(request), "os_compute_api:os-server-groups:create")
     spec = body["server_group"]
     if version.matches("2.64"):
         policy, rules = spec["policy"], {k: int(v) for k, v in (spec.get("rules") or {}).items()}

@@ -12,10 +12,11 @@ from __future__ import annotations
 from fastapi import Request
 from starlette.responses import JSONResponse, Response
 
-from nefos import exceptions, policy
+from nefos import exceptions
 from nefos.control.compute.rest import image_metadata
 from nefos.control.compute.rest.common import base_url
 from nefos.control.compute.rest.validation import NAME, validate, validate_integer
+from nefos.control.compute.authorization import authorize
 
 _METADATA = {"type": "object", "patternProperties": {"^[a-zA-Z0-9-_:. /]{1,255}$": {
     "type": "string", "maxLength": 255}}, "additionalProperties": False}
@@ -140,5 +141,5 @@ HANDLERS = {"createImage": create_image, "createBackup": create_backup, "shelve"
 
 
 async def handle(request: Request, ctx, server_id: str, name: str, body: dict) -> Response:
-    policy.enforce(ctx, POLICIES[name])
+    authorize(ctx, POLICIES[name])
     return await HANDLERS[name](request, ctx, server_id, body)

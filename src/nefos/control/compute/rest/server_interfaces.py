@@ -8,11 +8,12 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from nefos import exceptions, policy, rest
+from nefos import exceptions, rest
 from nefos.control.compute.rest import response_schemas as responses
 from nefos.control.compute.rest.validation import DEVICE_TAG, IP_ADDRESS, UUID, refuse_query_from_2102, validate
 from nefos.control.compute.interfaces import InterfacesAPI
 from nefos.openapi import documented
+from nefos.control.compute.authorization import authorize
 
 router = APIRouter()
 
@@ -28,7 +29,7 @@ CREATE_BODY_249 = {"type": "object", "properties": {"interfaceAttachment": {
 
 def _context(request: Request, action: str):
     ctx = rest.get_context(request)
-    policy.enforce(ctx, f"os_compute_api:os-attach-interfaces:{action}")
+    authorize(ctx, f"os_compute_api:os-attach-interfaces:{action}")
     return ctx
 
 

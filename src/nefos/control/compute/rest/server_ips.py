@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from nefos import exceptions, policy, rest
+from nefos import exceptions, rest
 from nefos.control.compute.rest import server_view
 from nefos.control.compute.rest.validation import refuse_query_from_2102
 from nefos.control.compute.rest import response_schemas as responses
 from nefos.openapi import documented
+from nefos.control.compute.authorization import authorize
 
 router = APIRouter()
 
@@ -16,7 +17,7 @@ router = APIRouter()
 async def _addresses(request: Request, server_id: str, rule: str) -> dict:
     refuse_query_from_2102(request)
     ctx = rest.get_context(request)
-    policy.enforce(ctx, rule)
+    authorize(ctx, rule)
     instance = await request.app.state.compute_api.get(ctx, server_id)
     return server_view.addresses(instance, extended=False)
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from nefos import exceptions, policy, rest
+from nefos import exceptions, rest
 from nefos.control.compute.rest.servers import _METADATA
 from nefos.control.compute.rest.validation import refuse_query_from_2102, validate
 from nefos.openapi import documented
 from nefos.control.compute.rest import response_schemas as responses
+from nefos.control.compute.authorization import authorize
 
 router = APIRouter()
 
@@ -24,14 +25,14 @@ _META_ITEM_BODY = {"type": "object", "properties": {"meta": {
 @documented(responses={200: responses.METADATA})
 async def list_metadata(request: Request, server_id: str):
     refuse_query_from_2102(request)
-    policy.enforce(rest.get_context(request), "os_compute_api:server-metadata:index")
+    authorize(rest.get_context(request), "os_compute_api:server-metadata:index")
     instance = await request.app.state.compute_api.get(rest.get_context(request), server_id)
     return {"metadata": instance.get("metadata") or {}}
 
 
 async def _update(request: Request, server_id: str, replace: bool):
-    policy.enforce(rest.get_context(request),
-                   "os_compute_api:server-metadata:" + ("update_all" if replace else "create"))
+    authorize(rest.get_context(request),
+              "os_compute_api:server-metadata:" + ("update_all" if replace else "create"))
     body = await rest.json_body(request)
     validate(body, _METADATA_BODY)
     metadata = await request.app.state.compute_api.update_metadata(
@@ -55,7 +56,7 @@ async def replace_metadata(request: Request, server_id: str):
 @documented(responses={200: responses.METADATA_ITEM})
 async def show_metadata_item(request: Request, server_id: str, key: str):
     refuse_query_from_2102(request)
-    policy.enforce(rest.get_context(request), "os_compute_api:server-metadata:show")
+    authorize(rest.get_context(request), "os_compute_api:server-metadata:show")
     instance = await request.app.state.compute_api.get(rest.get_context(request), server_id)
     metadata = instance.get("metadata") or {}
     if key not in metadata:
@@ -66,7 +67,7 @@ async def show_metadata_item(request: Request, server_id: str, key: str):
 @router.put("/v2.1/servers/{server_id}/metadata/{key}")
 @documented(request=_META_ITEM_BODY, responses={200: responses.METADATA_ITEM})
 async def set_metadata_item(request: Request, server_id: str, key: str):
-    policy.enforce(rest.get_context(request), "os_compute_api:server-metadata:update")
+    authorize(rest.get_context(request), "os_compute_api:server-metadata:update")
     body = await rest.json_body(request)
     validate(body, _META_ITEM_BODY)
     if key not in body["meta"]:
@@ -79,6 +80,6 @@ async def set_metadata_item(request: Request, server_id: str, key: str):
 @router.delete("/v2.1/servers/{server_id}/metadata/{key}")
 @documented(responses={204: responses.NO_BODY})
 async def delete_metadata_item(request: Request, server_id: str, key: str):
-    policy.enforce(rest.get_context(request), "os_compute_api:server-metadata:delete")
+    authorize(rest.get_context(request), "os_compute_api:server-metadata:delete")
     await request.app.state.compute_api.delete_metadata_item(rest.get_context(request), server_id, key)
     return Response(status_code=204)

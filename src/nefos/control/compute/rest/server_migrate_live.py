@@ -17,8 +17,9 @@ import copy
 from fastapi import Request
 from starlette.responses import Response
 
-from nefos import exceptions, policy
+from nefos import exceptions
 from nefos.control.compute.rest.validation import BOOLEAN, bool_from_string, one_action_schema, validate
+from nefos.control.compute.authorization import authorize
 
 _HOST = {"type": ["string", "null"], "minLength": 1, "maxLength": 255, "pattern": "^[a-zA-Z0-9-._]*$"}
 SCHEMA = one_action_schema("os-migrateLive", {"block_migration": BOOLEAN, "disk_over_commit": BOOLEAN,
@@ -54,9 +55,9 @@ async def migrate_live(request: Request, ctx, server_id: str, body: dict) -> Res
     compute_api = request.app.state.compute_api
     instance = await compute_api.get(ctx, server_id)  # 404 first, as Nova
     target = {"project_id": instance["project_id"]}
-    policy.enforce(ctx, "os_compute_api:os-migrate-server:migrate_live", target)
+    authorize(ctx, "os_compute_api:os-migrate-server:migrate_live", target)
     if host:
-        policy.enforce(ctx, "os_compute_api:os-migrate-server:migrate_live:host", target)
+        authorize(ctx, "os_compute_api:os-migrate-server:migrate_live:host", target)
     await compute_api.live_migrate(ctx, server_id, host or None, block_migration=block_migration, force=force,
                                    async_=version.matches("2.34"))
     return Response(status_code=202)

@@ -16,9 +16,9 @@ from __future__ import annotations
 from fastapi import Request
 from starlette.responses import JSONResponse, Response
 
-from nefos import policy
 from nefos.control.compute.rest.validation import validate
 from nefos.control.compute import rescue as rescue_api
+from nefos.control.compute.authorization import authorize
 
 RESCUE_SCHEMA = {"type": "object", "properties": {"rescue": {
     "type": ["object", "null"], "properties": {
@@ -39,8 +39,8 @@ async def rescue(request: Request, ctx, server_id: str, body: dict) -> Response:
     validate(body, RESCUE_SCHEMA)
     args = body["rescue"] or {}
     instance = await _compute_api(request).get(ctx, server_id)
-    policy.enforce(ctx, "os_compute_api:os-rescue",
-                   {"user_id": instance["user_id"], "project_id": instance["project_id"]})
+    authorize(ctx, "os_compute_api:os-rescue",
+              {"user_id": instance["user_id"], "project_id": instance["project_id"]})
     password = _admin_password(request, args)
     await rescue_api.request_rescue(_compute_api(request), ctx, server_id, password=password,
                                     rescue_image_ref=args.get("rescue_image_ref"))
@@ -52,7 +52,7 @@ async def rescue(request: Request, ctx, server_id: str, body: dict) -> Response:
 async def unrescue(request: Request, ctx, server_id: str, body: dict) -> Response:
     validate(body, UNRESCUE_SCHEMA)
     instance = await _compute_api(request).get(ctx, server_id)
-    policy.enforce(ctx, "os_compute_api:os-unrescue", {"project_id": instance["project_id"]})
+    authorize(ctx, "os_compute_api:os-unrescue", {"project_id": instance["project_id"]})
     await rescue_api.request_unrescue(_compute_api(request), ctx, server_id)
     return Response(status_code=202)
 

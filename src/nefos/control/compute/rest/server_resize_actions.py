@@ -14,9 +14,10 @@ from __future__ import annotations
 from fastapi import Request
 from starlette.responses import Response
 
-from nefos import exceptions, policy
+from nefos import exceptions
 from nefos.control.compute.rest.validation import validate
 from nefos.control.compute import disk_config
+from nefos.control.compute.authorization import authorize
 
 _RESIZE_SCHEMA = {"type": "object", "properties": {"resize": {
     "type": "object", "properties": {
@@ -41,7 +42,7 @@ async def _target(request: Request, ctx, server_id: str) -> dict:
 
 async def resize(request: Request, ctx, server_id: str, body: dict) -> Response:
     validate(body, _RESIZE_SCHEMA)
-    policy.enforce(ctx, "os_compute_api:servers:resize", await _target(request, ctx, server_id))
+    authorize(ctx, "os_compute_api:servers:resize", await _target(request, ctx, server_id))
     flavor_ref = str(body["resize"]["flavorRef"]).rstrip("/").rsplit("/", 1)[-1]
     auto_disk_config = disk_config.from_api(body["resize"].get("OS-DCF:diskConfig"))
     await _compute_api(request).resize(ctx, server_id, flavor_ref, auto_disk_config=auto_disk_config)
@@ -49,13 +50,13 @@ async def resize(request: Request, ctx, server_id: str, body: dict) -> Response:
 
 
 async def confirm_resize(request: Request, ctx, server_id: str, body: dict) -> Response:
-    policy.enforce(ctx, "os_compute_api:servers:confirm_resize", await _target(request, ctx, server_id))
+    authorize(ctx, "os_compute_api:servers:confirm_resize", await _target(request, ctx, server_id))
     await _compute_api(request).confirm_resize(ctx, server_id)
     return Response(status_code=204)
 
 
 async def revert_resize(request: Request, ctx, server_id: str, body: dict) -> Response:
-    policy.enforce(ctx, "os_compute_api:servers:revert_resize", await _target(request, ctx, server_id))
+    authorize(ctx, "os_compute_api:servers:revert_resize", await _target(request, ctx, server_id))
     await _compute_api(request).revert_resize(ctx, server_id)
     return Response(status_code=202)
 
@@ -65,10 +66,10 @@ async def migrate(request: Request, ctx, server_id: str, body: dict) -> Response
     if v256:  # before 2.56 Nova validates nothing in the body (Tempest sends {})
         validate(body, _MIGRATE_SCHEMA_256)
     target = await _target(request, ctx, server_id)
-    policy.enforce(ctx, "os_compute_api:os-migrate-server:migrate", target)
+    authorize(ctx, "os_compute_api:os-migrate-server:migrate", target)
     host = (body["migrate"] or {}).get("host") if v256 else None  # a host before 2.56 is ignored
     if host:
-        policy.enforce(ctx, "os_compute_api:os-migrate-server:migrate:host", target)
+        authorize(ctx, "os_compute_api:os-migrate-server:migrate:host", target)
     await _compute_api(request).migrate(ctx, server_id, host)
     return Response(status_code=202)
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from nefos import exceptions, policy, rest
+from nefos import exceptions, rest
 from nefos.control.compute.rest.common import base_url
 from nefos.control.compute.rest.servers import MAX_TAGS, _TAG
 from nefos.control.compute.rest.validation import validate
 from nefos.openapi import documented
 from nefos.control.compute.rest import response_schemas as responses
+from nefos.control.compute.authorization import authorize
 
 router = APIRouter()
 
@@ -23,7 +24,7 @@ def _context(request: Request, action: str):
     if not request.state.api_version.matches("2.26"):
         raise exceptions.NotFound("The resource could not be found.")
     ctx = rest.get_context(request)
-    policy.enforce(ctx, f"os_compute_api:os-server-tags:{action}")
+    authorize(ctx, f"os_compute_api:os-server-tags:{action}")
     return ctx
 
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from nefos import exceptions, policy, rest
+from nefos import exceptions, rest
 from nefos.control.compute.rest.validation import refuse_query_from_2102
 from nefos.control.compute.rest import response_schemas as responses
 from nefos.openapi import documented
+from nefos.control.compute.authorization import authorize
 
 router = APIRouter()
 
@@ -29,5 +30,5 @@ async def show_topology(request: Request, server_id: str):
     refuse_query_from_2102(request)
     ctx = rest.get_context(request)
     instance = await request.app.state.compute_api.get(ctx, server_id)
-    policy.enforce(ctx, "compute:server:topology:index", {"project_id": instance["project_id"]})
+    authorize(ctx, "compute:server:topology:index", {"project_id": instance["project_id"]})
     return {"nodes": [], "pagesize_kb": None}

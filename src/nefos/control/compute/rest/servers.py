@@ -38,6 +38,7 @@ from nefos.control.compute.services import COMPUTE_BINARY
 from nefos.model import states
 from nefos.openapi import documented
 from nefos.control.compute.rest import microversion
+from nefos.control.compute.authorization import authorize
 
 router = APIRouter()
 
@@ -227,7 +228,7 @@ async def rebuild_server(request: Request, ctx, server_id: str, body: dict) -> d
     # Nova injects the files given (none when none are) into the rebuilt guest.
     updates["injected_files"] = injected_files(args.get("personality"))
     if version.matches("2.63") and "trusted_image_certificates" in args:
-        policy.enforce(ctx, "os_compute_api:servers:rebuild:trusted_certs")
+        authorize(ctx, "os_compute_api:servers:rebuild:trusted_certs")
         updates["trusted_certs"] = args["trusted_image_certificates"]
     if version.matches("2.90") and "hostname" in args:
         updates["hostname"] = args["hostname"]
@@ -279,7 +280,7 @@ def _requested_networks(server: dict, version):
 @router.post("/v2.1/servers")
 @documented(request=lambda: create_schema(microversion.MIN), responses={202: responses.SERVER_CREATED})
 async def create_server(request: Request):
-    ctx = common.authorize(request, "os_compute_api:servers:create")
+    ctx = authorize(rest.get_context(request), "os_compute_api:servers:create")
     version = request.state.api_version
     body = await rest.json_body(request)
     validate(body, create_schema(version))
@@ -295,10 +296,10 @@ async def create_server(request: Request):
     hints = body.get("os:scheduler_hints") or body.get("OS-SCH-HNT:scheduler_hints") or {}
     trusted_certs = server.get("trusted_image_certificates")
     if trusted_certs:
-        policy.enforce(ctx, "os_compute_api:servers:create:trusted_certs")
+        authorize(ctx, "os_compute_api:servers:create:trusted_certs")
     requested_host, requested_node = server.get("host"), server.get("hypervisor_hostname")
     if requested_host or requested_node:
-        policy.enforce(ctx, "compute:servers:create:requested_destination")
+        authorize(ctx, "compute:servers:create:requested_destination")
         if ":" in (server.get("availability_zone") or ""):
             raise exceptions.ValidationError("One mechanism with host and/or hypervisor_hostname and another "
                                              "mechanism with zone:host:node are mutually exclusive.")
@@ -552,7 +553,7 @@ def _parse_list_query(request: Request, ctx, detailed: bool = False) -> tuple[di
     filters: dict = {}
     if "all_tenants" in params and (params["all_tenants"] == "" or bool_from_string(params["all_tenants"])):
         # As Nova: asking for every project's servers is a policy decision (403), not a dropped filter.
-        policy.enforce(ctx, "os_compute_api:servers:%s:get_all_tenants" % ("detail" if detailed else "index"))
+        authorize(ctx, "os_compute_api:servers:%s:get_all_tenants" % ("detail" if detailed else "index"))
     for key in _LIST_FILTERS:
         if key not in params:
             continue
@@ -621,7 +622,7 @@ async def _host_statuses(request: Request, instances: list[dict]) -> None:
 
 
 async def _list(request: Request, detailed: bool):
-    ctx = common.authorize(request, "os_compute_api:servers:%s" % ("detail" if detailed else "index"))
+    ctx = authorize(rest.get_context(request), "os_compute_api:servers:%s" % ("detail" if detailed else "index"))
     version = request.state.api_version
     filters, limit, marker = _parse_list_query(request, ctx, detailed)
     sort_keys, sort_dirs = _sort_params(request.query_params, version)
@@ -657,7 +658,7 @@ async def list_servers_detail(request: Request):
 
 
 async def show_view(request: Request, server_id: str) -> dict:
-    ctx = common.authorize(request, "os_compute_api:servers:show")
+    ctx = authorize(rest.get_context(request), "os_compute_api:servers:show")
     version = request.state.api_version
     instance = await _compute_api(request).get(ctx, server_id)
     if version.matches("2.16") and policy.check(ctx, "os_compute_api:servers:show:host_status"):
@@ -676,7 +677,7 @@ async def show_server(request: Request, server_id: str):
 @router.put("/v2.1/servers/{server_id}")
 @documented(request=lambda: update_schema(microversion.MIN), responses={200: responses.SERVER_UPDATED})
 async def update_server(request: Request, server_id: str):
-    ctx = common.authorize(request, "os_compute_api:servers:update")
+    ctx = authorize(rest.get_context(request), "os_compute_api:servers:update")
     version = request.state.api_version
     body = await rest.json_body(request)
     validate(body, update_schema(version))
@@ -703,6 +704,6 @@ async def update_server(request: Request, server_id: str):
 @router.delete("/v2.1/servers/{server_id}")
 @documented(responses={204: responses.NO_BODY})
 async def delete_server(request: Request, server_id: str):
-    ctx = common.authorize(request, "os_compute_api:servers:delete")
+    ctx = authorize(rest.get_context(request), "os_compute_api:servers:delete")
     await _compute_api(request).delete(ctx, server_id)
     return Response(status_code=204)

@@ -22,6 +22,7 @@ from nefos.control.compute.rest.validation import (BOOLEAN, HOSTNAME, bool_from_
 from nefos.control.compute import services as services_mod
 from nefos.openapi import documented
 from nefos.control.compute.rest import response_schemas as responses
+from nefos.control.compute.authorization import authorize
 
 router = APIRouter()
 
@@ -68,7 +69,7 @@ def view(request: Request, svc: dict) -> dict:
 @router.get("/v2.1/os-services")
 @documented(query=LIST_QUERY, responses={200: responses.SERVICES})
 async def list_services(request: Request):
-    common.require_admin(request, "os_compute_api:os-services:list")
+    authorize(rest.get_context(request), "os_compute_api:os-services:list")
     params = request.query_params
     validate_query(params, LIST_QUERY_V275 if request.state.api_version.matches("2.75") else LIST_QUERY)
     rt = _rt(request)
@@ -95,7 +96,7 @@ async def update_service(request: Request, action: str):
         actions.add("force-down")
     body = await rest.json_body(request)
     validate(body, UPDATE_V211 if version.matches("2.11") else UPDATE)
-    common.require_admin(request, "os_compute_api:os-services:update")
+    authorize(rest.get_context(request), "os_compute_api:os-services:update")
     if action not in actions:
         raise exceptions.NotFound("Unknown action")
     db = _rt(request).db
@@ -125,7 +126,7 @@ async def _update_v253(request: Request, service_id: str) -> dict:
     validate(body, UPDATE_V253)
     if not is_uuid_like(service_id):
         raise exceptions.ValidationError(f"Invalid uuid {service_id}")
-    common.require_admin(request, "os_compute_api:os-services:update")
+    authorize(rest.get_context(request), "os_compute_api:os-services:update")
     values: dict = {}
     if "status" in body:
         if body["status"] == "enabled":
@@ -147,7 +148,7 @@ async def _update_v253(request: Request, service_id: str) -> dict:
 @router.delete("/v2.1/os-services/{service_id}")
 @documented(responses={204: responses.NO_BODY})
 async def delete_service(request: Request, service_id: str):
-    common.require_admin(request, "os_compute_api:os-services:delete")
+    authorize(rest.get_context(request), "os_compute_api:os-services:delete")
     if request.state.api_version.matches("2.53"):
         if not is_uuid_like(service_id):
             raise exceptions.ValidationError(f"Invalid uuid {service_id}")

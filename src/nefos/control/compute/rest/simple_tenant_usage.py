@@ -13,12 +13,13 @@ import datetime as dt
 
 from fastapi import APIRouter, Request
 
-from nefos import exceptions
+from nefos import exceptions, rest
 from nefos.control.compute.rest import common, response_schemas as responses
 from nefos.control.compute.rest.validation import NON_NEGATIVE_INTEGER, query_schema, validate_query
 from nefos.control.compute import usage
 from nefos.db.models import utcnow
 from nefos.openapi import documented
+from nefos.control.compute.authorization import authorize
 
 router = APIRouter()
 
@@ -85,7 +86,7 @@ def _paging(request: Request) -> tuple[bool, int, str | None]:
 @documented(query=INDEX_QUERY_V240, responses={200: responses.TENANT_USAGES})
 async def list_usages(request: Request):
     validate_query(request.query_params, _query_schema(request, (INDEX_QUERY, INDEX_QUERY_V240, INDEX_QUERY_V275)))
-    common.authorize(request, "os_compute_api:os-simple-tenant-usage:list")
+    authorize(rest.get_context(request), "os_compute_api:os-simple-tenant-usage:list")
     start, stop = _period(request)
     detailed = _first(request, "detailed") == "1"
     links, limit, marker = _paging(request)
@@ -102,7 +103,7 @@ async def list_usages(request: Request):
 @documented(query=SHOW_QUERY_V240, responses={200: responses.TENANT_USAGE})
 async def show_usage(request: Request, tenant_id: str):
     validate_query(request.query_params, _query_schema(request, (SHOW_QUERY, SHOW_QUERY_V240, SHOW_QUERY_V275)))
-    common.authorize(request, "os_compute_api:os-simple-tenant-usage:show", {"project_id": tenant_id})
+    authorize(rest.get_context(request), "os_compute_api:os-simple-tenant-usage:show", {"project_id": tenant_id})
     start, stop = _period(request)
     links, limit, marker = _paging(request)
     summaries, server_usages = await usage.tenant_usages(request.app.state.rt.db, start, stop, tenant_id=tenant_id,

@@ -20,12 +20,13 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from nefos import exceptions, policy, rest
+from nefos import exceptions, rest
 from nefos.control.compute.rest import microversion
 from nefos.control.compute.rest import response_schemas as responses
 from nefos.control.compute.rest.validation import (BOOLEAN, DEVICE_TAG, NON_NEGATIVE_INTEGER, UUID, query_schema, validate,
                                   validate_query)
 from nefos.openapi import documented
+from nefos.control.compute.authorization import authorize
 
 router = APIRouter()
 
@@ -63,7 +64,7 @@ SNAPSHOT_CREATE = _wrapped("snapshot", {
 async def _server(request: Request, server_id: str, rule: str) -> dict:
     ctx = rest.get_context(request)
     instance = await request.app.state.compute_api.get(ctx, server_id)
-    policy.enforce(ctx, f"os_compute_api:os-volumes-attachments:{rule}", {"project_id": instance["project_id"]})
+    authorize(ctx, f"os_compute_api:os-volumes-attachments:{rule}", {"project_id": instance["project_id"]})
     return instance
 
 
@@ -112,7 +113,7 @@ async def update_attachment(request: Request, server_id: str, volume_id: str):
     validate(body, UPDATE)
     ctx = rest.get_context(request)
     await request.app.state.compute_api.get(ctx, server_id)
-    policy.enforce(ctx, "os_compute_api:os-volumes-attachments:swap", {})  # before 2.85 only a swap
+    authorize(ctx, "os_compute_api:os-volumes-attachments:swap", {})  # before 2.85 only a swap
     raise _volume_not_found(volume_id)
 
 
@@ -128,7 +129,7 @@ async def detach_volume(request: Request, server_id: str, volume_id: str):
 def _proxy(request: Request, rule: str):
     microversion.require_at_most(request, _PROXY_MAX)
     ctx = rest.get_context(request)
-    policy.enforce(ctx, f"os_compute_api:os-volumes:{rule}", {"project_id": ctx.project_id})
+    authorize(ctx, f"os_compute_api:os-volumes:{rule}", {"project_id": ctx.project_id})
     return ctx
 
 
