@@ -828,3 +828,9 @@ class MigrationNotFoundForInstance(NotFound):
 
 class LiveMigrationAborted(Error):
     message = "Live migration of instance %(instance_uuid)s was aborted."
+
+
+class InstanceFieldsNotHostWritable(Invalid):
+    """A compute host's instance save naming a field only the control plane writes (an instance's
+    owner, name, image...): refused whole, nothing written."""
+    message = "A compute host may not write the instance field(s) %(fields)s; nothing was saved."

@@ -14,7 +14,8 @@ from typing import Any, Awaitable, Callable
 
 from nefos import exceptions, metrics
 from nefos.context import RequestContext, current_context
-from nefos.bus.versioning import NO_PINS, RPCInterface, VersionCaps, check_message, check_notification_payload
+from nefos.bus.versioning import (NO_PINS, RPCInterface, VersionCaps, check_message, check_notification_payload,
+                                  primitive)
 
 LOG = logging.getLogger(__name__)
 
@@ -114,7 +115,10 @@ async def dispatch(endpoint: Endpoint, message: dict, *, answered: bool = False)
         # every call and cast each service ran for it.
         LOG.debug("%s.%s %s received (version %s)", endpoint.rpc_interface.topic, method, kind,
                   message.get("version"))
-        return await fn(ctx, **message.get("args", {}))
+        # The answer's typed payloads as this server's interface version carries them: a caller
+        # reads a newer payload without the fields it does not know (``Payload.from_primitive``).
+        interface = endpoint.rpc_interface
+        return primitive(await fn(ctx, **message.get("args", {})), interface, interface.version)
     finally:
         current_context.reset(token)
 

@@ -9,7 +9,12 @@ messages and rolling upgrades"):
   client pinned below 1.N leaves the argument out, so the server's method must give it a default
   that means what the older form meant (or the client method adapts by ``can_send_version``);
 * removing a method or an argument, or changing what one means: a new major version (2.0) — the
-  servers serve only one major version, so every client must be upgraded first.
+  servers serve only one major version, so every client must be upgraded first;
+* a new field of a typed payload (``nefos.bus.payloads``): the payload's next minor version, and
+  each interface carrying it a new minor version that carries it
+  (``payloads={"Instance": {"1.1": "1.0", "1.N": "1.1"}}``); a message sent as an older version
+  (a pinned caller's, or the answer to an older caller) carries the older payload, the new field
+  left out, so its receiver must give it the meaning it had before.
 
 History (newest last, one line per version):
 
@@ -19,7 +24,8 @@ compute     1.2: rebuild_instance(new_pass) (an evacuated guest's password)
 conductor   1.0  the surface of Nefos 0.9.0
 conductor   1.1: evacuate_instance; the compute hosts' database surface (host_surface,
                  migration_surface: instances, actions, allocations, services, compute nodes,
-                 event inbox, migrations), service_register with the service's RPC version
+                 event inbox, migrations), service_register with the service's RPC version;
+                 instances as the Instance payload 1.0
 conductor   1.2: host_deadline_candidates (a host's deadline pass in one call)
 conductor   1.3: instance_progress (a host's consecutive writes on one instance in one call),
                  build_started(block_devices)
@@ -104,6 +110,8 @@ COMPUTE = RPCInterface("compute", version="1.2", binary="nova-compute", args={
 CONDUCTOR = RPCInterface("conductor", version="1.5", binary="nova-conductor", args={
     "build_started": {"block_devices": "1.3"},
     "evacuate_instance": {"new_pass": "1.5"},
+}, payloads={
+    "Instance": {"1.1": "1.0"},
 }, methods={
     "build_instances": "1.0",
     "live_migrate_instance": "1.0",

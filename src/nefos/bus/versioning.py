@@ -58,13 +58,16 @@ class RPCInterface:
     """One topic's declared interface. ``methods``: method -> the version it was added in;
     ``args``: method -> {argument -> the version it was added in} for arguments added later than
     their method (a pinned client leaves them out). ``binary``: the services rows whose versions
-    the ``auto`` pin reads (None: the servers keep no services rows)."""
+    the ``auto`` pin reads (None: the servers keep no services rows). ``payloads``: each typed
+    payload (``nefos.bus.payloads``) the interface carries, by name -> {the interface version from
+    which on it carries a payload version -> that payload version}."""
 
     topic: str
     version: str
     methods: dict[str, str]
     args: dict[str, dict[str, str]] = field(default_factory=dict)
     binary: str | None = None
+    payloads: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def __post_init__(self):
         current = parse(self.version)
@@ -78,6 +81,20 @@ class RPCInterface:
                 if not parse(self.methods[method]) < parse(added) <= current:
                     raise ValueError(f"{self.topic}.{method}({arg}): added in {added}, outside "
                                      f"({self.methods[method]}, {self.version}]")
+        for name, carried in self.payloads.items():
+            for since in carried:
+                if not (parse(since)[0] == current[0] and parse(since) <= current):
+                    raise ValueError(f"{self.topic}: {name} carried from {since}, after {self.version}")
+
+    def payload_version(self, name: str, version: str | None) -> str:
+        """The version of payload ``name`` a message of this interface sent as ``version`` carries
+        (TypeError when the interface does not carry it then: a payload travels only where declared)."""
+        carried = self.payloads.get(name, {})
+        sent = parse(version or BASE_VERSION)
+        eligible = [since for since in carried if parse(since) <= sent]
+        if not eligible:
+            raise TypeError(f"{self.topic} {version or BASE_VERSION} carries no {name} payload")
+        return carried[max(eligible, key=parse)]
 
     def check(self, method: str, version: str | None) -> None:
         """Raise unless a server of this interface may run ``method`` sent as ``version``."""
@@ -98,6 +115,25 @@ class RPCInterface:
         if missing:
             raise TypeError(f"{type(endpoint).__name__} serves {self.topic} {self.version} but has "
                             f"no coroutine {', '.join(sorted(missing))}")
+
+
+def primitive(value: Any, interface: RPCInterface, version: str | None) -> Any:
+    """``value`` (a method's arguments or answer) with each typed payload in it as its primitive, in
+    the payload version ``interface`` sent as ``version`` carries."""
+    if not interface.payloads:
+        return value
+    return _primitive(value, interface, version)
+
+
+def _primitive(value: Any, interface: RPCInterface, version: str | None) -> Any:
+    to_primitive = getattr(value, "to_primitive", None)
+    if to_primitive is not None:
+        return to_primitive(interface.payload_version(value.NAME, version))
+    if isinstance(value, dict):
+        return {key: _primitive(item, interface, version) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_primitive(item, interface, version) for item in value]
+    return value
 
 
 def interface_of(endpoint: Any) -> RPCInterface | None:
@@ -198,7 +234,7 @@ class RPCClient:
         if cap is None:
             version = max([interface.methods[method], *(added_args[a] for a in kwargs if a in added_args)],
                           key=parse)
-            return version, kwargs
+            return version, primitive(kwargs, interface, version)
         limit = parse(cap)
         if parse(interface.methods[method]) > limit:
             raise UnsupportedVersion(version=cap, method=method)
@@ -215,7 +251,7 @@ class RPCClient:
         if dropped:
             LOG.debug("%s.%s sent as %s (pinned): %s left out", interface.topic, method, version,
                       ", ".join(dropped))
-        return version, sent
+        return version, primitive(sent, interface, version)
 
     async def call(self, ctx, method: str, *, host: str | None = None, timeout: float | None = None,
                    **kwargs) -> Any:

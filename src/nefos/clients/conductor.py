@@ -3,7 +3,8 @@ conductor (builds, unshelve, migrations) and everything a compute host reads or 
 database (``nefos.control.conductor.host_surface``, the server side, documents each method).
 
 This module imports nothing of the conductor's inside nor of the database: a compute host
-imports it, and it is all the host knows of the control plane's state.
+imports it, and it is all the host knows of the control plane's state. An instance comes back as
+the typed ``Instance`` payload (``nefos.bus.payloads.instance``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from tenacity import RetryCallState, retry_if_exception_type, wait_fixed
 
 from nefos import exceptions, waiting
 from nefos.bus import interfaces
+from nefos.bus.payloads.instance import Instance
 from nefos.bus.versioning import NoSuchMethod, RPCClient, UnsupportedVersion
 from nefos.context import admin_context, current_context
 from nefos.model.faults import fault_of
@@ -163,7 +165,8 @@ class ConductorAPI:
 
     async def instance_get(self, ctx, instance_uuid: str, read_deleted: bool = False) -> dict:
         """The instance (InstanceNotFound when deleted, unless ``read_deleted``)."""
-        return await self._call(ctx, "instance_get", instance_uuid=instance_uuid, read_deleted=read_deleted)
+        return Instance.from_primitive(await self._call(ctx, "instance_get", instance_uuid=instance_uuid,
+                                                        read_deleted=read_deleted))
 
     async def instance_task_state(self, ctx, instance_uuid: str) -> str | None:
         """Only the task state (InstanceNotFound once deleted)."""
@@ -172,13 +175,15 @@ class ConductorAPI:
     async def instance_save(self, ctx, instance_uuid: str, updates: dict, **expected) -> dict:
         """Write ``updates``; with ``expected_task_state`` / ``expected_vm_state`` only while the row
         still matches (compare-and-swap). Returns the new row."""
-        return await self._call(ctx, "instance_save", instance_uuid=instance_uuid, updates=updates, **expected)
+        return Instance.from_primitive(await self._call(ctx, "instance_save", instance_uuid=instance_uuid,
+                                                        updates=updates, **expected))
 
     async def instance_save_with_fault(self, ctx, instance_uuid: str, updates: dict, fault: dict,
                                        host_name: str | None, details: str | None = None, **expected) -> dict:
         """Save (usually to ERROR) and record ``fault`` ({code, message}) in one transaction."""
-        return await self._call(ctx, "instance_save_with_fault", instance_uuid=instance_uuid, updates=updates,
-                                fault=fault, host_name=host_name, details=details, **expected)
+        return Instance.from_primitive(await self._call(
+            ctx, "instance_save_with_fault", instance_uuid=instance_uuid, updates=updates, fault=fault,
+            host_name=host_name, details=details, **expected))
 
     async def instance_terminated(self, ctx, instance_uuid: str) -> None:
         """The host destroyed the guest: release its claim, soft-delete the instance (its quota
@@ -191,13 +196,17 @@ class ConductorAPI:
         allocation (its claim), block_device_mappings (missing from a conductor before 1.3)}.
         When the instance was deleted or its build given up meanwhile, its claim is released, the
         event finished as failed, and the save's error raised."""
+        started = None
         if await self.serves("1.3"):
             try:
-                return await self._call(ctx, "build_started", instance_uuid=instance_uuid, event=event,
-                                        host_name=host_name, block_devices=True)
+                started = await self._call(ctx, "build_started", instance_uuid=instance_uuid, event=event,
+                                           host_name=host_name, block_devices=True)
             except (UnsupportedVersion, NoSuchMethod) as exc:
                 self.refused("1.3", exc)
-        return await self._call(ctx, "build_started", instance_uuid=instance_uuid, event=event, host_name=host_name)
+        if started is None:
+            started = await self._call(ctx, "build_started", instance_uuid=instance_uuid, event=event,
+                                       host_name=host_name)
+        return {**started, "instance": Instance.from_primitive(started["instance"])}
 
     async def image_meta(self, ctx, image_id: str) -> dict:
         """An image's id, disk format and properties, looked up as ``ctx`` (its kernel and ramdisk too)."""
@@ -213,7 +222,7 @@ class ConductorAPI:
 
     async def host_instances(self, ctx, host_name: str) -> list[dict]:
         """Every live instance of ``host``, whole."""
-        return await self._call(ctx, "host_instances", host_name=host_name)
+        return Instance.list_from_primitive(await self._call(ctx, "host_instances", host_name=host_name))
 
     async def host_instance_states(self, ctx, host_name: str) -> list[dict]:
         """uuid, vm_state, task_state, power_state of every live instance of ``host``."""
@@ -221,11 +230,13 @@ class ConductorAPI:
 
     async def host_unchanged_operations(self, ctx, host_name: str, updated_before: str) -> list[dict]:
         """The host's instances with a task or build under way, unchanged since ``updated_before``."""
-        return await self._call(ctx, "host_unchanged_operations", host_name=host_name, updated_before=updated_before)
+        return Instance.list_from_primitive(await self._call(ctx, "host_unchanged_operations", host_name=host_name,
+                                                             updated_before=updated_before))
 
     async def unchanged_resized_instances(self, ctx, updated_before: str) -> list[dict]:
         """RESIZED instances with no task, unchanged since ``updated_before``."""
-        return await self._call(ctx, "unchanged_resized_instances", updated_before=updated_before)
+        return Instance.list_from_primitive(await self._call(ctx, "unchanged_resized_instances",
+                                                             updated_before=updated_before))
 
     async def host_builds_started_before(self, ctx, host_name: str, created_before: str) -> list[str]:
         """The uuids of the host's BUILDING instances created before ``created_before``."""
@@ -242,8 +253,10 @@ class ConductorAPI:
         off. A conductor before 1.3 is asked the four questions one by one (its ``resized`` holds
         every host's: the caller keeps its own)."""
         if await self.client.can_send_version("1.3"):
-            return await self._call(ctx, "host_deadline_candidates", host_name=host_name, lost_before=lost_before,
-                                    builds_before=builds_before, tasks_before=tasks_before)
+            found = await self._call(ctx, "host_deadline_candidates", host_name=host_name, lost_before=lost_before,
+                                     builds_before=builds_before, tasks_before=tasks_before)
+            return {**found, "lost": Instance.list_from_primitive(found["lost"]),
+                    "resized": Instance.list_from_primitive(found["resized"])}
         return {
             "lost": await self.host_unchanged_operations(ctx, host_name, lost_before) if lost_before else [],
             "resized": await self.unchanged_resized_instances(ctx, lost_before) if lost_before else [],
@@ -283,10 +296,11 @@ class ConductorAPI:
                                 inbox_operation: str | None) -> dict:
         """What a host did on one instance in a row, in one call (``nefos.host.compute.progress``
         sends it; the server side documents each part)."""
-        return await self._call(ctx, "instance_progress", instance_uuid=instance_uuid, host_name=host_name,
-                                finished=finished, recorded=recorded, processed=processed,
-                                begin_operation=begin_operation, saves=saves, start_event=start_event,
-                                finished_after=finished_after, inbox_operation=inbox_operation)
+        answer = await self._call(ctx, "instance_progress", instance_uuid=instance_uuid, host_name=host_name,
+                                  finished=finished, recorded=recorded, processed=processed,
+                                  begin_operation=begin_operation, saves=saves, start_event=start_event,
+                                  finished_after=finished_after, inbox_operation=inbox_operation)
+        return {**answer, "instance": Instance.from_primitive(answer["instance"])}
 
     async def action_finish(self, ctx, instance_uuid: str, message: str | None = None,
                             unless_finished: bool = False) -> None:
@@ -408,8 +422,9 @@ class ConductorAPI:
     async def migration_save(self, ctx, instance_uuid: str, updates: dict, migration_uuid: str, migration_status: str,
                              **expected) -> dict:
         """Save the instance (compare-and-swap) and set its migration's status, together."""
-        return await self._call(ctx, "migration_save", instance_uuid=instance_uuid, updates=updates,
-                                migration_uuid=migration_uuid, migration_status=migration_status, **expected)
+        return Instance.from_primitive(await self._call(
+            ctx, "migration_save", instance_uuid=instance_uuid, updates=updates, migration_uuid=migration_uuid,
+            migration_status=migration_status, **expected))
 
     async def migration_abort_before_move(self, ctx, instance_uuid: str, migration: dict, fault: dict | None = None,
                                           host_name: str | None = None, details: str | None = None) -> None:
@@ -421,8 +436,8 @@ class ConductorAPI:
     async def resize_confirmed(self, ctx, instance_uuid: str, updates: dict, migration: dict, **expected) -> dict:
         """On the source's confirm: save the instance, the destination's claim becomes its claim, the
         quota held beyond the new flavor is given back, the migration ``confirmed``."""
-        return await self._call(ctx, "resize_confirmed", instance_uuid=instance_uuid, updates=updates,
-                                migration=migration, **expected)
+        return Instance.from_primitive(await self._call(ctx, "resize_confirmed", instance_uuid=instance_uuid,
+                                                        updates=updates, migration=migration, **expected))
 
     async def resize_reverted_at_destination(self, ctx, instance_uuid: str, source_host: str, source_node: str,
                                              migration_uuid: str) -> None:
@@ -435,8 +450,9 @@ class ConductorAPI:
                                      **expected) -> dict:
         """On the source's finish of a revert: save the instance, give back the quota held beyond the
         old flavor, the migration ``reverted``."""
-        return await self._call(ctx, "resize_revert_finished", instance_uuid=instance_uuid, updates=updates,
-                                migration=migration, old_flavor=old_flavor, **expected)
+        return Instance.from_primitive(await self._call(
+            ctx, "resize_revert_finished", instance_uuid=instance_uuid, updates=updates, migration=migration,
+            old_flavor=old_flavor, **expected))
 
     async def live_migration_roll_back(self, ctx, instance_uuid: str, migration: dict, status: str,
                                        fault: dict | None = None, host_name: str | None = None,
@@ -450,15 +466,17 @@ class ConductorAPI:
                                        **expected) -> dict:
         """On the destination: save the instance (now this host's), the migration's claim becomes
         its claim (the source's released), the migration ``completed``."""
-        return await self._call(ctx, "live_migration_completed", instance_uuid=instance_uuid, updates=updates,
-                                migration_uuid=migration_uuid, **expected)
+        return Instance.from_primitive(await self._call(
+            ctx, "live_migration_completed", instance_uuid=instance_uuid, updates=updates,
+            migration_uuid=migration_uuid, **expected))
 
     async def evacuation_done(self, ctx, instance_uuid: str, updates: dict, migration_uuid: str,
                               **expected) -> dict:
         """On an evacuation's destination: save the instance (now this host's), the migration's claim
         becomes its claim (the source's released), the migration ``done``."""
-        return await self._call(ctx, "evacuation_done", instance_uuid=instance_uuid, updates=updates,
-                                migration_uuid=migration_uuid, **expected)
+        return Instance.from_primitive(await self._call(
+            ctx, "evacuation_done", instance_uuid=instance_uuid, updates=updates, migration_uuid=migration_uuid,
+            **expected))
 
     async def migrations_of_host(self, ctx, migration_type: str, statuses: list[str], *,
                                  source_compute: str | None = None, dest_compute: str | None = None) -> list[dict]:

@@ -7,7 +7,9 @@ methods, called over the bus (``nefos.clients.conductor.ConductorAPI``). Each ke
 semantics of the ``nefos.objects`` function it wraps — an instance save is still a
 compare-and-swap on ``expected_task_state`` / ``expected_vm_state`` and raises
 ``UnexpectedTaskStateError``, ``UnexpectedDeletingTaskStateError``, ``InstanceNotFound`` or
-``InstanceInvalidState``, which the bus raises again, by class, on the host. Times cross the bus
+``InstanceInvalidState``, which the bus raises again, by class, on the host. An instance goes to
+the host as the ``Instance`` payload, and a host's save names only the fields a host may write
+(``host_writable``; else ``InstanceFieldsNotHostWritable``, nothing written). Times cross the bus
 as ISO strings. Where a host did several writes in a row, one method does them (e.g.
 ``instance_terminated``).
 """
@@ -20,6 +22,7 @@ import datetime as dt
 from sqlalchemy import bindparam, select
 
 from nefos import exceptions
+from nefos.bus.payloads.instance import Instance, host_writable
 from nefos.db.models import BlockDeviceMapping
 from nefos.db.session import given_or
 from nefos.objects import (actions, allocations, build_requests, compute_nodes, console_auth_tokens, event_inbox,
@@ -34,6 +37,10 @@ _EXPECTED = ("expected_task_state", "expected_vm_state")
 
 def _time(value: str | None) -> dt.datetime | None:
     return None if value is None else dt.datetime.fromisoformat(value)
+
+
+def _instances(rows: list[dict]) -> list[Instance]:
+    return [Instance(row) for row in rows]
 
 
 def save_conditions(given: dict) -> dict:
@@ -63,7 +70,7 @@ class HostSurface:
     # Instances -----------------------------------------------------------------------------
     async def instance_get(self, ctx, instance_uuid: str, read_deleted: bool = False) -> dict:
         """The instance (InstanceNotFound when deleted, unless ``read_deleted``)."""
-        return await instance_obj.get(self.rt.db, instance_uuid, read_deleted=read_deleted)
+        return Instance(await instance_obj.get(self.rt.db, instance_uuid, read_deleted=read_deleted))
 
     async def instance_task_state(self, ctx, instance_uuid: str) -> str | None:
         """Only the task state (InstanceNotFound once deleted)."""
@@ -72,13 +79,15 @@ class HostSurface:
     async def instance_save(self, ctx, instance_uuid: str, updates: dict, **expected) -> dict:
         """Write ``updates``; with ``expected_task_state`` / ``expected_vm_state`` only while the row
         still matches (compare-and-swap). Returns the new row."""
-        return await instance_obj.save(self.rt.db, instance_uuid, updates, **save_conditions(expected))
+        return Instance(await instance_obj.save(self.rt.db, instance_uuid, host_writable(updates),
+                                                **save_conditions(expected)))
 
     async def instance_save_with_fault(self, ctx, instance_uuid: str, updates: dict, fault: dict,
                                        host_name: str | None, details: str | None = None, **expected) -> dict:
         """Save (usually to ERROR) and record ``fault`` ({code, message}) in one transaction."""
-        return await instance_obj.save_with_fault(self.rt.db, instance_uuid, updates, fault, host=host_name,
-                                                  details=details, **save_conditions(expected))
+        return Instance(await instance_obj.save_with_fault(self.rt.db, instance_uuid, host_writable(updates), fault,
+                                                           host=host_name, details=details,
+                                                           **save_conditions(expected)))
 
     async def instance_terminated(self, ctx, instance_uuid: str) -> None:
         """The host destroyed the guest: release its claim, soft-delete the instance (its quota
@@ -102,7 +111,7 @@ class HostSurface:
                 instance = await instance_obj.save(
                     db, instance_uuid, {"vm_state": states.BUILDING, "task_state": None}, session=s,
                     expected_task_state=[states.SCHEDULING, None], expected_vm_state=[states.BUILDING])
-                started = {"event_id": event_id, "instance": instance,
+                started = {"event_id": event_id, "instance": Instance(instance),
                            "allocation": await allocations.get(db, instance_uuid, session=s)}
                 if block_devices:
                     started["block_device_mappings"] = await self._block_device_mappings(instance_uuid, s)
@@ -141,7 +150,7 @@ class HostSurface:
     # A host's own instances ----------------------------------------------------------------
     async def host_instances(self, ctx, host_name: str) -> list[dict]:
         """Every live instance of ``host``, whole."""
-        return await host_instances.full(self.rt.db, host_name)
+        return _instances(await host_instances.full(self.rt.db, host_name))
 
     async def host_instance_states(self, ctx, host_name: str) -> list[dict]:
         """uuid, vm_state, task_state, power_state of every live instance of ``host``."""
@@ -149,11 +158,11 @@ class HostSurface:
 
     async def host_unchanged_operations(self, ctx, host_name: str, updated_before: str) -> list[dict]:
         """The host's instances with a task or build under way, unchanged since ``updated_before``."""
-        return await host_instances.unchanged_operations(self.rt.db, host_name, _time(updated_before))
+        return _instances(await host_instances.unchanged_operations(self.rt.db, host_name, _time(updated_before)))
 
     async def unchanged_resized_instances(self, ctx, updated_before: str) -> list[dict]:
         """RESIZED instances with no task, unchanged since ``updated_before``."""
-        return await host_instances.unchanged_resized(self.rt.db, _time(updated_before))
+        return _instances(await host_instances.unchanged_resized(self.rt.db, _time(updated_before)))
 
     async def host_builds_started_before(self, ctx, host_name: str, created_before: str) -> list[str]:
         """The uuids of the host's BUILDING instances created before ``created_before``."""
@@ -168,9 +177,10 @@ class HostSurface:
         """What one deadline pass of the host acts on, in one read (``lost``, ``resized``: whole
         instances; ``builds``: uuids; ``tasks``: [uuid, task_state, vm_state]); a cutoff of None
         turns its check off."""
-        return await host_instances.deadline_candidates(
+        candidates = await host_instances.deadline_candidates(
             self.rt.db, host_name, lost_before=_time(lost_before), builds_before=_time(builds_before),
             tasks_before=_time(tasks_before))
+        return {**candidates, "lost": _instances(candidates["lost"]), "resized": _instances(candidates["resized"])}
 
     async def unfinished_action(self, ctx, instance_uuid: str, action: str | None = None) -> dict | None:
         """Project, user and request id of the instance's newest unfinished ``action``, or None."""
@@ -219,7 +229,7 @@ class HostSurface:
         (``event_inbox_stored``). Returns {instance: the last save's row (None without saves),
         event_id: the started event's, stored_events}."""
         db = self.rt.db
-        saves = [(save["updates"], save_conditions({k: v for k, v in save.items() if k != "updates"}))
+        saves = [(host_writable(save["updates"]), save_conditions({k: v for k, v in save.items() if k != "updates"}))
                  for save in saves]
         answer = {"instance": None, "event_id": None, "stored_events": None}
 
@@ -234,7 +244,8 @@ class HostSurface:
 
         async def saved(s) -> None:
             for updates, expected in saves:
-                answer["instance"] = await instance_obj.save(db, instance_uuid, updates, session=s, **expected)
+                answer["instance"] = Instance(await instance_obj.save(db, instance_uuid, updates, session=s,
+                                                                      **expected))
             if start_event is not None:
                 answer["event_id"] = await actions.event_start(db, ctx, instance_uuid, start_event, host_name,
                                                                session=s)

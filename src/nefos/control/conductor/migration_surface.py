@@ -1,13 +1,15 @@
 """The conductor's methods for the compute hosts' steps of resizes and live migrations: each
 writes in ONE transaction what the host's step did in one before (the instance's compare-and-swap
 with its migration record, claims moved or released, the quota held by an upsize given back), so
-no one sees the server and its migration disagree. Errors cross the bus by class, as
+no one sees the server and its migration disagree. Errors cross the bus by class, the instance goes
+back as the ``Instance`` payload and a host's ``updates`` name only what a host may write, as
 ``nefos.control.conductor.host_surface``'s; ``fault`` is a host's ``faults.fault_of`` of its error."""
 
 from __future__ import annotations
 
 from sqlalchemy import update
 
+from nefos.bus.payloads.instance import Instance, host_writable
 from nefos.db.models import Allocation
 from nefos.db.retry import retried
 from nefos.objects import allocations, instance as instance_obj, migrations as migrations_obj, moves, quotas
@@ -41,7 +43,8 @@ class MigrationSurface:
         db = self.rt.db
 
         async def step(s):
-            instance = await instance_obj.save(db, instance_uuid, updates, session=s, **save_conditions(expected))
+            instance = Instance(await instance_obj.save(db, instance_uuid, host_writable(updates), session=s,
+                                                         **save_conditions(expected)))
             await migrations_obj.set_status(db, migration_uuid, migration_status, session=s)
             return instance
         return await _one_transaction(db, step)
@@ -59,7 +62,8 @@ class MigrationSurface:
         db = self.rt.db
 
         async def step(s):
-            instance = await instance_obj.save(db, instance_uuid, updates, session=s, **save_conditions(expected))
+            instance = Instance(await instance_obj.save(db, instance_uuid, host_writable(updates), session=s,
+                                                         **save_conditions(expected)))
             await _claim_becomes_instance(s, instance_uuid, migration["uuid"])
             await quotas.release(s, instance["project_id"], quota_back(migration, migration["new_flavor"]))
             await migrations_obj.set_status(db, migration["uuid"], "confirmed", session=s)
@@ -86,7 +90,8 @@ class MigrationSurface:
         db = self.rt.db
 
         async def step(s):
-            instance = await instance_obj.save(db, instance_uuid, updates, session=s, **save_conditions(expected))
+            instance = Instance(await instance_obj.save(db, instance_uuid, host_writable(updates), session=s,
+                                                         **save_conditions(expected)))
             await quotas.release(s, instance["project_id"], quota_back(migration, old_flavor))
             await migrations_obj.set_status(db, migration["uuid"], "reverted", session=s)
             return instance
@@ -118,7 +123,8 @@ class MigrationSurface:
         db = self.rt.db
 
         async def step(s):
-            instance = await instance_obj.save(db, instance_uuid, updates, session=s, **save_conditions(expected))
+            instance = Instance(await instance_obj.save(db, instance_uuid, host_writable(updates), session=s,
+                                                         **save_conditions(expected)))
             await _claim_becomes_instance(s, instance_uuid, migration_uuid)
             await migrations_obj.set_status(db, migration_uuid, migration_status, session=s)
             return instance
