@@ -10,8 +10,8 @@ import pytest
 
 from nefos import exceptions
 from nefos.bus.payloads.instance import HOST_WRITABLE, Instance
-from nefos.conductor.rpcapi import ConductorAPI
-from nefos.objects import states
+from nefos.clients.conductor import ConductorAPI
+from nefos.model import states
 from tests.compute.conftest import boot_active, db_instance
 
 
