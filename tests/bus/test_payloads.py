@@ -25,7 +25,7 @@ class Pet(Payload):
 
 # Version 1.2 of the interface carries Pet 1.1; 1.0 and 1.1 carried Pet 1.0.
 KENNEL = dict(version="1.2", methods={"adopt": "1.0", "describe": "1.0"}, args={"adopt": {"note": "1.2"}},
-              payloads={"Pet": {"1.0": "1.0", "1.2": "1.1"}})
+              payloads={"Pet": {"1.0": "1.0", "1.2": "1.1"}}, typed_args={"pet": Pet})
 
 
 class Kennel(Endpoint):
@@ -33,7 +33,8 @@ class Kennel(Endpoint):
         self.rpc_interface = interface
         self.received: list[dict] = []
 
-    async def adopt(self, ctx, pet: dict, note: str | None = None) -> None:
+    async def adopt(self, ctx, pet: Pet, note: str | None = None) -> None:
+        assert isinstance(pet, Pet)
         self.received.append(pet)
 
     async def describe(self, ctx) -> Pet:
@@ -110,7 +111,42 @@ async def test_a_pinned_caller_sends_the_payload_version_of_its_pin_and_reads_a_
     assert OldPet.from_primitive(answer) == {"name": "rex", "age": 3}
     assert kennel.received == [{"name": "rex", "age": 3, "tricks": ["sit"]}, {"name": "rex", "age": 3}]
 
+    # A typed argument given as a mapping is sent as its payload: what it does not declare is refused.
+    await RPCClient(bus, interface).call(ctx, "adopt", pet={"name": "fido", "age": 1})
+    assert kennel.received[-1] == {"name": "fido", "age": 1}
+    with pytest.raises(PayloadFieldError, match="Pet has no field 'owner'"):
+        await RPCClient(bus, interface).call(ctx, "adopt", pet={"name": "fido", "owner": "alice"})
+    assert len(kennel.received) == 3
+
+
+def test_moves_and_request_specs_travel_as_their_payloads_on_every_interface_that_carries_them():
+    from nefos.bus import interfaces
+    from nefos.bus.payloads.migration import Migration
+    from nefos.bus.payloads.request_spec import RequestSpec
+    for interface in (interfaces.COMPUTE, interfaces.CONDUCTOR):
+        sent = interface.typed({"migration": {"uuid": "m", "status": "accepted"}, "request_spec": {"num_instances": 1},
+                                "instance_uuid": "u"})
+        assert isinstance(sent["migration"], Migration) and isinstance(sent["request_spec"], RequestSpec)
+        assert type(sent["instance_uuid"]) is str
+        assert isinstance(interface.received({"migration": {"uuid": "m"}})["migration"], Migration)
+        with pytest.raises(PayloadFieldError, match="Migration has no field 'memory_total'"):
+            interface.typed({"migration": {"uuid": "m", "memory_total": 1}})
+    assert isinstance(interfaces.SCHEDULER.received({"request_spec": {}})["request_spec"], RequestSpec)
+
 
 def test_the_instance_payload_declares_every_column_a_host_is_told_of():
     from nefos.db.models import Instance as InstanceRow
     assert set(Instance.FIELDS) == {column.name for column in InstanceRow.__table__.columns}
+
+
+def test_an_instance_s_network_info_is_a_list_of_vifs_and_a_vif_holds_only_its_declared_fields():
+    from nefos.bus.payloads.network_info import VIF
+    vif = {"id": "p1", "address": "fa:16:3e:00:00:01", "type": "bridge", "devname": "tapp1", "active": True,
+           "network": {"id": "n1", "subnets": []}}
+    instance = Instance.from_primitive({"uuid": "u", "network_info": [vif]})
+    (read,) = instance.network_info
+    assert isinstance(read, VIF) and read == vif and read.devname == "tapp1"
+    with pytest.raises(PayloadFieldError, match="VIF has no field 'ovs_interfaceid'"):
+        Instance(uuid="u", network_info=[dict(vif, ovs_interfaceid="p1")])
+    with pytest.raises(PayloadFieldError, match="VIF.active takes bool, not str"):
+        VIF(vif, active="yes")

@@ -58,3 +58,13 @@ def test_what_a_host_may_write_is_a_field_of_the_instance_payload():
     assert HOST_WRITABLE <= set(Instance.FIELDS)
     assert not {"project_id", "user_id", "uuid", "display_name", "image_ref", "key_data", "user_data",
                 "locked", "deleted"} & HOST_WRITABLE
+
+
+def test_a_host_s_updates_are_read_as_instance_fields_of_their_types():
+    from nefos.bus.payloads.base import PayloadFieldError
+    from nefos.bus.payloads.instance import host_writable
+    from nefos.bus.payloads.network_info import VIF
+    updates = host_writable({"network_info": [{"id": "p1", "address": "fa:16:3e:00:00:01"}], "progress": 10})
+    assert isinstance(updates["network_info"][0], VIF)
+    with pytest.raises(PayloadFieldError, match="Instance.progress takes int, not str"):
+        host_writable({"progress": "ten"})

@@ -118,7 +118,7 @@ async def dispatch(endpoint: Endpoint, message: dict, *, answered: bool = False)
         # The answer's typed payloads as this server's interface version carries them: a caller
         # reads a newer payload without the fields it does not know (``Payload.from_primitive``).
         interface = endpoint.rpc_interface
-        return primitive(await fn(ctx, **message.get("args", {})), interface, interface.version)
+        return primitive(await fn(ctx, **interface.received(message.get("args", {}))), interface, interface.version)
     finally:
         current_context.reset(token)
 

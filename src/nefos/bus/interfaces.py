@@ -18,21 +18,22 @@ messages and rolling upgrades"):
 
 History (newest last, one line per version):
 
-compute     1.0  the surface of Nefos 0.9.0
+compute     1.0  the surface of Nefos 0.9.0 (moves as the Migration payload 1.0, request specs as
+                 the RequestSpec payload 1.0, an attached interface as the VIF payload 1.0)
 compute     1.1: rebuild_instance(migration) (evacuation onto this host)
 compute     1.2: rebuild_instance(new_pass) (an evacuated guest's password)
-conductor   1.0  the surface of Nefos 0.9.0
+conductor   1.0  the surface of Nefos 0.9.0 (Migration 1.0, RequestSpec 1.0)
 conductor   1.1: evacuate_instance; the compute hosts' database surface (host_surface,
                  migration_surface: instances, actions, allocations, services, compute nodes,
                  event inbox, migrations), service_register with the service's RPC version;
-                 instances as the Instance payload 1.0
+                 instances as the Instance payload 1.0, their network info as VIF 1.0
 conductor   1.2: host_deadline_candidates (a host's deadline pass in one call)
 conductor   1.3: instance_progress (a host's consecutive writes on one instance in one call),
                  build_started(block_devices)
 conductor   1.4: action_steps_interrupted (a restarted host ends the steps its killed process
                  left open)
 conductor   1.5: evacuate_instance(new_pass) (the evacuated guest's password)
-scheduler   1.0  the surface of Nefos 0.9.0
+scheduler   1.0  the surface of Nefos 0.9.0 (RequestSpec 1.0)
 scheduler   1.1: decision_stats
 network     1.0  the Networking API operations of Nefos 0.9.0
 network     1.1: networks_for_instance (a server create's networks, subnets, ports, fixed IPs
@@ -57,11 +58,20 @@ q-agent-notifier       1.1: port_update (a port's admin_state_up changed: its ho
 
 from __future__ import annotations
 
+from nefos.bus.payloads.migration import Migration
+from nefos.bus.payloads.request_spec import RequestSpec
 from nefos.bus.versioning import RPCInterface
+
+# The payload arguments, by the name every method gives them.
+_MOVES = {"migration": Migration, "request_spec": RequestSpec}
 
 COMPUTE = RPCInterface("compute", version="1.2", binary="nova-compute", args={
     "rebuild_instance": {"migration": "1.1", "new_pass": "1.2"},
-}, methods={
+}, payloads={
+    "Migration": {"1.0": "1.0"},
+    "RequestSpec": {"1.0": "1.0"},
+    "VIF": {"1.0": "1.0"},
+}, typed_args=_MOVES, methods={
     "attach_interface": "1.0",
     "backup_instance": "1.0",
     "build_and_run_instance": "1.0",
@@ -112,7 +122,10 @@ CONDUCTOR = RPCInterface("conductor", version="1.5", binary="nova-conductor", ar
     "evacuate_instance": {"new_pass": "1.5"},
 }, payloads={
     "Instance": {"1.1": "1.0"},
-}, methods={
+    "Migration": {"1.0": "1.0"},
+    "RequestSpec": {"1.0": "1.0"},
+    "VIF": {"1.1": "1.0"},
+}, typed_args=_MOVES, methods={
     "build_instances": "1.0",
     "live_migrate_instance": "1.0",
     "migrate_server": "1.0",
@@ -175,7 +188,9 @@ CONDUCTOR = RPCInterface("conductor", version="1.5", binary="nova-conductor", ar
     "migrations_of_host": "1.1",
 })
 
-SCHEDULER = RPCInterface("scheduler", version="1.1", binary="nova-scheduler", methods={
+SCHEDULER = RPCInterface("scheduler", version="1.1", binary="nova-scheduler", payloads={
+    "RequestSpec": {"1.0": "1.0"},
+}, typed_args={"request_spec": RequestSpec}, methods={
     "select_destinations": "1.0",
     "decision_stats": "1.1",
 })

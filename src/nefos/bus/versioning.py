@@ -60,7 +60,9 @@ class RPCInterface:
     their method (a pinned client leaves them out). ``binary``: the services rows whose versions
     the ``auto`` pin reads (None: the servers keep no services rows). ``payloads``: each typed
     payload (``nefos.bus.payloads``) the interface carries, by name -> {the interface version from
-    which on it carries a payload version -> that payload version}."""
+    which on it carries a payload version -> that payload version}; ``typed_args``: the arguments,
+    by name in every method, that are a payload (its class): a client sends them as it, a server
+    receives them as it."""
 
     topic: str
     version: str
@@ -68,6 +70,7 @@ class RPCInterface:
     args: dict[str, dict[str, str]] = field(default_factory=dict)
     binary: str | None = None
     payloads: dict[str, dict[str, str]] = field(default_factory=dict)
+    typed_args: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
         current = parse(self.version)
@@ -85,6 +88,25 @@ class RPCInterface:
             for since in carried:
                 if not (parse(since)[0] == current[0] and parse(since) <= current):
                     raise ValueError(f"{self.topic}: {name} carried from {since}, after {self.version}")
+        for arg, payload in self.typed_args.items():
+            if payload.NAME not in self.payloads:
+                raise ValueError(f"{self.topic}: argument {arg} is a {payload.NAME}, a payload it does not carry")
+
+    def typed(self, args: dict) -> dict:
+        """``args`` with each typed argument as its payload (a client's: refused with
+        ``PayloadFieldError`` when it holds what the payload does not declare)."""
+        if not self.typed_args:
+            return args
+        return {name: (self.typed_args[name](value) if name in self.typed_args and isinstance(value, dict)
+                       and not hasattr(value, "to_primitive") else value)
+                for name, value in args.items()}
+
+    def received(self, args: dict) -> dict:
+        """A message's ``args`` with each typed argument read as its payload (a server's)."""
+        if not self.typed_args:
+            return args
+        return {name: (self.typed_args[name].from_primitive(value) if name in self.typed_args else value)
+                for name, value in args.items()}
 
     def payload_version(self, name: str, version: str | None) -> str:
         """The version of payload ``name`` a message of this interface sent as ``version`` carries
@@ -234,7 +256,7 @@ class RPCClient:
         if cap is None:
             version = max([interface.methods[method], *(added_args[a] for a in kwargs if a in added_args)],
                           key=parse)
-            return version, primitive(kwargs, interface, version)
+            return version, primitive(interface.typed(kwargs), interface, version)
         limit = parse(cap)
         if parse(interface.methods[method]) > limit:
             raise UnsupportedVersion(version=cap, method=method)
@@ -251,7 +273,7 @@ class RPCClient:
         if dropped:
             LOG.debug("%s.%s sent as %s (pinned): %s left out", interface.topic, method, version,
                       ", ".join(dropped))
-        return version, primitive(sent, interface, version)
+        return version, primitive(interface.typed(sent), interface, version)
 
     async def call(self, ctx, method: str, *, host: str | None = None, timeout: float | None = None,
                    **kwargs) -> Any:

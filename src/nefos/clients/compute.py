@@ -2,12 +2,14 @@
 
 One method per declared method of the compute interface (``nefos.bus.interfaces.COMPUTE``, with
 its version history), as Nova's ``ComputeAPI``: each sends the form the host's pin
-(``[upgrade_levels] compute``) allows.
+(``[upgrade_levels] compute``) allows. Moves and request specs go as their typed payloads (the
+interface's ``typed_args``), an attached interface comes back as its VIF.
 """
 
 from __future__ import annotations
 
 from nefos.bus import interfaces
+from nefos.bus.payloads.network_info import VIF
 from nefos.bus.versioning import RPCClient, UnsupportedVersion
 
 POWER_ACTIONS = ("stop", "start", "reboot", "pause", "unpause", "suspend", "resume")
@@ -114,9 +116,9 @@ class ComputeRPCAPI:
                                port_id: str | None, fixed_ip: str | None, tag: str | None,
                                timeout: float) -> dict:
         """Attach a port (a call: the answer is its VIF); ``timeout`` covers the vif-plugged wait."""
-        return await self.client.call(ctx, "attach_interface", host=host, timeout=timeout,
-                                      instance_uuid=instance_uuid, network_id=network_id, port_id=port_id,
-                                      fixed_ip=fixed_ip, tag=tag)
+        return VIF.from_primitive(await self.client.call(ctx, "attach_interface", host=host, timeout=timeout,
+                                                         instance_uuid=instance_uuid, network_id=network_id,
+                                                         port_id=port_id, fixed_ip=fixed_ip, tag=tag))
 
     async def detach_interface(self, ctx, host: str, instance_uuid: str, port_id: str) -> None:
         await self.client.cast(ctx, "detach_interface", host=host, instance_uuid=instance_uuid,

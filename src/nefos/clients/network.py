@@ -20,6 +20,7 @@ from typing import Any
 
 from nefos import exceptions
 from nefos.bus import interfaces
+from nefos.bus.payloads.network_info import VIF
 from nefos.bus.versioning import NoSuchMethod, RPCClient, UnsupportedVersion
 from nefos.context import RequestContext
 
@@ -237,7 +238,7 @@ class NetworkAPI:
     async def _vifs(self, ctx: RequestContext, ports: list[dict], preserve: set[str],
                     tags: dict[str, str | None] | None = None, nets: dict[str, dict] | None = None,
                     known_subnets: list[dict] | None = None, floating_of: set[str] | None = None) -> list[dict]:
-        """Nova's network_info (a list of VIF dicts) for ``ports``, in their order (``nets`` by
+        """Nova's network_info (a list of VIF payloads) for ``ports``, in their order (``nets`` by
         id and ``known_subnets``: what the caller has already; ``floating_of``: the only ports
         that may have floating IPs, None: any)."""
         if not ports:
@@ -292,7 +293,7 @@ class NetworkAPI:
             }
             if tags and tags.get(port["id"]):
                 vif["tag"] = tags[port["id"]]
-            vifs.append(vif)
+            vifs.append(VIF(vif))
         return vifs
 
     async def _check_auto_allocation(self, ctx: RequestContext, project_id: str | None) -> None:

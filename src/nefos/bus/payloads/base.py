@@ -31,14 +31,16 @@ JSON_SCALARS = (str, int, float, bool)
 @dataclass(frozen=True)
 class Field:
     """A declared field: the types its value may take (None is always allowed: a column may be
-    NULL, a sender may not know the value) and the payload version it was added in."""
+    NULL, a sender may not know the value), the payload version it was added in, and for a list of
+    payloads their class (``items``: each item is read as one)."""
 
     types: tuple[type, ...]
     added: str = "1.0"
+    items: type | None = None
 
 
-def field(*types: type, added: str = "1.0") -> Field:
-    return Field(types, added)
+def field(*types: type, added: str = "1.0", items: type | None = None) -> Field:
+    return Field(types, added, items)
 
 
 class PayloadFieldError(TypeError):
@@ -71,6 +73,8 @@ class Payload(dict):
         if value is not None and not isinstance(value, declared.types):
             raise PayloadFieldError(f"{self.NAME}.{name} takes {_names(declared.types)}, not "
                                     f"{type(value).__name__}")
+        if declared.items is not None and value is not None:
+            value = [item if isinstance(item, declared.items) else declared.items(item) for item in value]
         super().__setitem__(name, value)
 
     def update(self, values: Any = (), /, **fields) -> None:

@@ -4,13 +4,14 @@ fields a host may write back.
 Version history (newest last):
 
 1.0  the instance as the conductor interface 1.1 first carried it (every column of the instance
-     row; times as ISO strings, metadata a mapping)
+     row; times as ISO strings, metadata a mapping, network_info a list of VIF 1.0)
 """
 
 from __future__ import annotations
 
 from nefos import exceptions
 from nefos.bus.payloads.base import Payload, field
+from nefos.bus.payloads.network_info import VIF
 
 _TEXT = field(str)
 _COUNT = field(int)
@@ -33,7 +34,7 @@ class Instance(Payload):
         "image_ref": _TEXT, "key_name": _TEXT, "key_data": _TEXT, "user_data": _TEXT,
         "config_drive": _TEXT, "auto_disk_config": _FLAG,
         "metadata": _MAPPING, "system_metadata": _MAPPING, "security_groups": _LIST,
-        "network_info": _LIST, "requested_networks": _LIST,
+        "network_info": field(list, items=VIF), "requested_networks": _LIST,
         "reservation_id": _TEXT, "launch_index": _COUNT, "access_ip_v4": _TEXT, "access_ip_v6": _TEXT,
         "locked": _FLAG, "locked_by": _TEXT, "locked_reason": _TEXT,
         "tags": _LIST, "trusted_certs": _LIST, "scheduler_hints": _MAPPING,
@@ -57,10 +58,11 @@ HOST_WRITABLE = frozenset({
 })
 
 
-def host_writable(updates: dict) -> dict:
-    """``updates`` of a compute host's instance save, refused (``InstanceFieldsNotHostWritable``)
-    when it names a field a host may not write."""
+def host_writable(updates: dict) -> Instance:
+    """``updates`` of a compute host's instance save as the fields of an instance (each of its
+    type, the network info as VIFs), refused (``InstanceFieldsNotHostWritable``) when it names a
+    field a host may not write."""
     refused = set(updates) - HOST_WRITABLE
     if refused:
         raise exceptions.InstanceFieldsNotHostWritable(fields=", ".join(sorted(refused)))
-    return updates
+    return Instance(updates)
