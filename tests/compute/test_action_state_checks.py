@@ -12,9 +12,10 @@ import types
 import pytest
 
 from nefos import exceptions
-from nefos.compute import evacuate_api, live_migration, quota_sets, rescue, resize
-from nefos.compute.api import ComputeAPI
-from nefos.objects import instance as instance_obj, states as s
+from nefos.control.compute import evacuate as evacuate_api, live_migration, quota_sets, rescue, resize
+from nefos.control.compute.api import ComputeAPI
+from nefos.objects import instance as instance_obj
+from nefos.model import states as s
 
 UUID = "11111111-2222-3333-4444-555555555555"
 VM_STATES = [s.ACTIVE, s.BUILDING, s.PAUSED, s.SUSPENDED, s.STOPPED, s.RESCUED, s.RESIZED, s.SOFT_DELETED,

@@ -21,7 +21,7 @@ import traceback
 
 from nefos import exceptions
 from nefos.objects import actions, allocations, instance as instance_obj, migrations as migrations_obj, quotas
-from nefos.model import states
+from nefos.model import state_machine, states
 from nefos.model.migration_state import migration_of, quota_back, with_migration
 
 
@@ -30,25 +30,26 @@ def _holds(instance: dict, migration: dict) -> dict | None:
     return current if current and current.get("uuid") == migration["uuid"] else None
 
 
-async def begin_move(db, ctx, instance: dict, migration: dict, *, task_state: str, vm_states: list[str],
-                     action: str, requested_host: str | None, refused_as: str | None = None) -> None:
-    """The API's step of any move, in one transaction: the server takes ``task_state`` and the
-    migration (compare-and-swap on no task and one of ``vm_states``; a server changed meanwhile is
-    InstanceInvalidState, naming ``refused_as`` or ``action``), the migration row (with the
-    requested destination, if any) and the instance action are written."""
+async def begin_move(db, ctx, instance: dict, migration: dict, *, operation: str,
+                     requested_host: str | None) -> None:
+    """The API's step of any move, in one transaction: the server takes the task_state the state
+    table's ``operation`` sets and the migration (compare-and-swap on the states it is allowed
+    from; a server changed meanwhile is InstanceInvalidState), the migration row (with the
+    requested destination, if any) and the operation's instance action are written."""
     uuid = instance["uuid"]
+    op = state_machine.operation(operation)
     async with db.transaction() as s:
         try:
-            await instance_obj.save(db, uuid, {"task_state": task_state,
+            await instance_obj.save(db, uuid, {"task_state": op.sets,
                                                "system_metadata": with_migration(instance, migration)},
-                                    expected_task_state=[None], expected_vm_state=vm_states, session=s)
+                                    **state_machine.allowed_from(operation), session=s)
         except (exceptions.UnexpectedTaskStateError, exceptions.InstanceInvalidState):
-            raise exceptions.InstanceInvalidState(action=refused_as or action, instance_uuid=uuid, attr="task_state",
+            raise exceptions.InstanceInvalidState(action=op.name, instance_uuid=uuid, attr="task_state",
                                                   state="changed") from None
         await migrations_obj.create(s, migration, instance, ctx)
         if requested_host is not None:
             await migrations_obj.update_record(None, migration["uuid"], session=s, dest_compute=requested_host)
-        await actions.record_action(db, ctx, uuid, action, session=s)
+        await actions.record_action(db, ctx, uuid, op.action, session=s)
 
 
 async def record_destination(db, uuid: str, migration: dict, selection: dict, event_id: int, *,

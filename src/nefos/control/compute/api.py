@@ -30,7 +30,7 @@ from nefos.db import listing
 from nefos.db.models import Instance, InstanceFault
 from nefos.db.retry import retried
 from nefos.objects import actions, build_requests, instance as instance_obj, quotas, server_groups
-from nefos.model import admin_password, states
+from nefos.model import admin_password, state_machine, states
 from nefos.control.compute.authorization import authorize
 
 LOG = logging.getLogger(__name__)
@@ -46,26 +46,7 @@ def _columns_of(updates: dict, *more: str) -> dict:
     columns = dict(_FIELD_COLUMNS, **{field: field for field in more})
     return {columns[field]: value for field, value in updates.items() if field in columns}
 
-# Which (vm_state, task_state) each action accepts, and the task_state it sets (Nova's rules).
-_ANY = object()
-ACTION_RULES = {
-    "stop": ([states.ACTIVE, states.ERROR], [None], states.POWERING_OFF),
-    "start": ([states.STOPPED], [None], states.POWERING_ON),
-    "reboot_soft": ([states.ACTIVE], [None], states.REBOOTING),
-    "reboot_hard": ([states.ACTIVE, states.STOPPED, states.PAUSED, states.SUSPENDED, states.ERROR],
-                    [None, states.REBOOTING, states.REBOOT_PENDING, states.REBOOT_STARTED,
-                     states.REBOOTING_HARD, states.REBOOT_PENDING_HARD, states.REBOOT_STARTED_HARD],
-                    states.REBOOTING_HARD),
-    "pause": ([states.ACTIVE], [None], states.PAUSING),
-    "unpause": ([states.PAUSED], [None], states.UNPAUSING),
-    "suspend": ([states.ACTIVE], [None], states.SUSPENDING),
-    "resume": ([states.SUSPENDED], [None], states.RESUMING),
-}
-ACTION_NAMES = {"stop": actions.STOP, "start": actions.START, "reboot_soft": actions.REBOOT,
-                "reboot_hard": actions.REBOOT, "pause": actions.PAUSE, "unpause": actions.UNPAUSE,
-                "suspend": actions.SUSPEND, "resume": actions.RESUME}
-# The vm_states a server can be snapshotted, backed up or shelved in (Nova's check_instance_state).
-_IMAGE_VM_STATES = [states.ACTIVE, states.STOPPED, states.PAUSED, states.SUSPENDED]
+_ANY = object()  # unshelve's availability zone, when none was given
 RPC_NAMES = {"stop": "stop", "start": "start", "reboot_soft": "reboot", "reboot_hard": "reboot",
              "pause": "pause", "unpause": "unpause", "suspend": "suspend", "resume": "resume"}
 
@@ -428,43 +409,38 @@ class ComputeAPI:
     # Actions ---------------------------------------------------------------------
     async def power_action(self, ctx, uuid: str, action: str) -> None:
         """stop, start, reboot_soft, reboot_hard, pause, unpause, suspend, resume."""
-        vm_ok, task_ok, new_task = ACTION_RULES[action]
         kwargs = {"reboot_type": "HARD" if action == "reboot_hard" else "SOFT"} if action.startswith("reboot") else {}
-        async with self.guarded_action(ctx, uuid, ACTION_NAMES[action], vm_ok, task_ok, new_task) as instance:
+        async with self.guarded_action(ctx, uuid, action) as instance:
             await self.compute_rpcapi.power_action(ctx, instance["host"], RPC_NAMES[action], uuid, **kwargs)
 
     @contextlib.asynccontextmanager
-    async def guarded_action(self, ctx, uuid: str, nova_action: str, vm_ok: list, task_ok: list, new_task: str):
+    async def guarded_action(self, ctx, uuid: str, operation: str):
         """``_begin_action``, then the block hands the work to a host: when the block fails the
         task_state goes back and the action is recorded as failed (Nova's ``reverts_task_state``),
         so no task_state outlives a request that never reached a host."""
-        instance = await self._begin_action(ctx, uuid, nova_action, vm_ok, task_ok, new_task)
+        instance = await self._begin_action(ctx, uuid, operation)
         try:
             yield instance
         except BaseException:
-            await self._revert_task_state(ctx, uuid, new_task)
+            await self._revert_task_state(ctx, uuid, state_machine.operation(operation).sets)
             raise
 
-    async def _begin_action(self, ctx, uuid: str, nova_action: str, vm_ok: list, task_ok: list,
-                            new_task: str) -> dict:
-        """Check that the server's states allow ``nova_action`` (409 otherwise), move its task_state
-        to ``new_task`` (compare-and-swap) and record the action; returns the server."""
+    async def _begin_action(self, ctx, uuid: str, operation: str) -> dict:
+        """Check that the server's states allow ``operation`` (the state table's; 409 otherwise),
+        move its task_state to the one the operation sets (compare-and-swap) and record the action;
+        returns the server."""
+        op = state_machine.operation(operation)
         instance = await self.get(ctx, uuid)
         self.check_lock(ctx, instance)
-        if instance["vm_state"] not in vm_ok:
-            raise exceptions.InstanceInvalidState(action=nova_action, instance_uuid=uuid,
-                                                  attr="vm_state", state=instance["vm_state"])
-        if instance["task_state"] not in task_ok:
-            raise exceptions.InstanceInvalidState(action=nova_action, instance_uuid=uuid,
-                                                  attr="task_state", state=instance["task_state"])
+        state_machine.check(operation, instance)
         try:
-            await instance_obj.save(self.rt.db, uuid, {"task_state": new_task},
-                                    expected_task_state=task_ok, expected_vm_state=vm_ok)
+            await instance_obj.save(self.rt.db, uuid, {"task_state": op.sets},
+                                    **state_machine.allowed_from(operation))
         except (exceptions.UnexpectedTaskStateError, exceptions.InstanceInvalidState):
             current = await instance_obj.get(self.rt.db, uuid)
-            raise exceptions.InstanceInvalidState(action=nova_action, instance_uuid=uuid,
+            raise exceptions.InstanceInvalidState(action=op.name, instance_uuid=uuid,
                                                   attr="task_state", state=current["task_state"])
-        await actions.record_action(self.rt.db, ctx, uuid, nova_action)
+        await actions.record_action(self.rt.db, ctx, uuid, op.action)
         return instance
 
     async def _revert_task_state(self, ctx, uuid: str, task_state: str) -> None:
@@ -477,9 +453,7 @@ class ComputeAPI:
                        backup_type: str | None = None, rotation: int | None = None) -> dict:
         """createImage, or createBackup with ``backup_type``: the image record now, its data from the host."""
         backup = backup_type is not None
-        task = states.IMAGE_BACKUP if backup else states.IMAGE_SNAPSHOT
-        async with self.guarded_action(ctx, uuid, actions.BACKUP if backup else actions.CREATE_IMAGE,
-                                _IMAGE_VM_STATES, [None], task) as instance:
+        async with self.guarded_action(ctx, uuid, actions.BACKUP if backup else actions.CREATE_IMAGE) as instance:
             extra = dict(metadata or {}, **({"backup_type": backup_type} if backup else {}))
             image = await self.image_api.create_snapshot(ctx, instance, name, "backup" if backup else "snapshot",
                                                          extra)
@@ -496,7 +470,7 @@ class ComputeAPI:
         return image
 
     async def shelve(self, ctx, uuid: str) -> None:
-        async with self.guarded_action(ctx, uuid, actions.SHELVE, _IMAGE_VM_STATES, [None], states.SHELVING) as instance:
+        async with self.guarded_action(ctx, uuid, actions.SHELVE) as instance:
             image = await self.image_api.create_snapshot(ctx, instance, f"{instance['display_name']}-shelved",
                                                          "snapshot")
             try:
@@ -507,8 +481,7 @@ class ComputeAPI:
                 raise
 
     async def shelve_offload(self, ctx, uuid: str) -> None:
-        async with self.guarded_action(ctx, uuid, actions.SHELVE_OFFLOAD, [states.SHELVED], [None],
-                                states.SHELVING_OFFLOADING) as instance:
+        async with self.guarded_action(ctx, uuid, actions.SHELVE_OFFLOAD) as instance:
             await self.compute_rpcapi.shelve_offload_instance(ctx, instance["host"], uuid)
 
     async def unshelve(self, ctx, uuid: str, new_az=_ANY, host: str | None = None) -> None:
@@ -519,9 +492,7 @@ class ComputeAPI:
         az_passed = new_az is not _ANY
         instance = await self.get(ctx, uuid)
         self.check_lock(ctx, instance)
-        if instance["vm_state"] not in (states.SHELVED, states.SHELVED_OFFLOADED):
-            raise exceptions.InstanceInvalidState(action=actions.UNSHELVE, instance_uuid=uuid, attr="vm_state",
-                                                  state=instance["vm_state"])
+        state_machine.check_vm_state(actions.UNSHELVE, instance)  # its task_state: once the image is read
         if (az_passed or host) and instance["vm_state"] != states.SHELVED_OFFLOADED:
             raise exceptions.UnshelveInstanceInvalidState(instance_uuid=uuid, state=instance["vm_state"])
         if az_passed and new_az:
@@ -546,8 +517,7 @@ class ComputeAPI:
             except exceptions.ImageNotFound as exc:
                 raise exceptions.Invalid(
                     f"Unshelve attempted but the image {exc.kwargs.get('image_id')} cannot be found.") from None
-        async with self.guarded_action(ctx, uuid, actions.UNSHELVE, [states.SHELVED, states.SHELVED_OFFLOADED], [None],
-                                states.UNSHELVING) as instance:
+        async with self.guarded_action(ctx, uuid, actions.UNSHELVE) as instance:
             if az_passed:
                 await instance_obj.save(self.rt.db, uuid, {"pinned_availability_zone": pinned})
             if instance["vm_state"] == states.SHELVED:
@@ -592,8 +562,7 @@ class ComputeAPI:
         auto_disk = disk_config.for_image(image, updates.get("auto_disk_config"))
         files = updates.get("injected_files") or []
         await quota_sets.check_injected_files(self.rt.db, self.rt.cfg, instance["project_id"], files)
-        async with self.guarded_action(ctx, uuid, actions.REBUILD, [states.ACTIVE, states.STOPPED, states.ERROR],
-                                [None], states.REBUILDING) as instance:
+        async with self.guarded_action(ctx, uuid, actions.REBUILD) as instance:
             # 2.98: the new image's properties replace the old one's in the system metadata.
             system_metadata = admin_password.kept(
                 image_properties.replaced(instance.get("system_metadata"), image, flavor), updates.get("admin_pass"))
@@ -604,7 +573,8 @@ class ComputeAPI:
             # 2.57, 2.63: user_data and trusted_certs replaced (None clears); 2.90: hostname.
             values.update(_columns_of(updates, "metadata", "user_data", "trusted_certs"))
             values["auto_disk_config"] = auto_disk  # the new image's unless asked (Nova's rebuild)
-            await instance_obj.save(self.rt.db, uuid, values, expected_task_state=[states.REBUILDING])
+            await instance_obj.save(self.rt.db, uuid, values,
+                                    expected_task_state=[state_machine.operation(actions.REBUILD).sets])
             await self.compute_rpcapi.rebuild_instance(ctx, instance["host"], uuid, image_ref,
                                                       was_stopped=instance["vm_state"] == states.STOPPED)
         return await self.get(ctx, uuid)
@@ -647,8 +617,7 @@ class ComputeAPI:
         await instance_obj.save(self.rt.db, uuid, {"security_groups": [*names, name] if add else names})
 
     async def set_admin_password(self, ctx, uuid: str, password: str) -> None:
-        async with self.guarded_action(ctx, uuid, actions.CHANGE_PASSWORD, [states.ACTIVE], [None],
-                                states.UPDATING_PASSWORD) as instance:
+        async with self.guarded_action(ctx, uuid, actions.CHANGE_PASSWORD) as instance:
             await self.compute_rpcapi.set_admin_password(ctx, instance["host"], uuid, password)
 
     async def get_console_output(self, ctx, uuid: str, tail_length: int | None = None) -> str:

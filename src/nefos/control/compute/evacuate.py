@@ -23,10 +23,8 @@ from nefos import exceptions, notifications
 from nefos.control.compute.services import COMPUTE_BINARY
 from nefos.db.models import Service
 from nefos.objects import migrations as migrations_obj, moves, service_rows
-from nefos.model import states
+from nefos.model import state_machine
 from nefos.model.migration_state import EVACUATE, EVACUATION, EVACUATION_IN_PROGRESS
-
-ALLOWED_VM_STATES = (states.ACTIVE, states.STOPPED, states.ERROR)
 
 
 class ComputeServiceInUse(exceptions.Invalid):
@@ -57,12 +55,7 @@ async def request(api, ctx, uuid: str, *, host: str | None, force: bool | None,
         raise exceptions.NotFound(f"Compute host {host} not found.")
     if instance.get("host") == host:
         raise exceptions.Invalid("The target host can't be the same one.")
-    if instance["vm_state"] not in ALLOWED_VM_STATES:
-        raise exceptions.InstanceInvalidState(action=EVACUATE, instance_uuid=uuid, attr="vm_state",
-                                              state=instance["vm_state"])
-    if instance["task_state"] is not None:
-        raise exceptions.InstanceInvalidState(action=EVACUATE, instance_uuid=uuid, attr="task_state",
-                                              state=instance["task_state"])
+    state_machine.check(EVACUATE, instance)
     source = instance.get("host")
     if source is None:  # never scheduled: there is nothing to evacuate (Nova finds no service)
         raise exceptions.InstanceInvalidState(action=EVACUATE, instance_uuid=uuid, attr="host", state=None)
@@ -75,8 +68,7 @@ async def request(api, ctx, uuid: str, *, host: str | None, force: bool | None,
         "old_flavor": flavor, "new_flavor": flavor, "old_vm_state": instance["vm_state"],
         "target_state": target_state,
     }
-    await moves.begin_move(rt.db, ctx, instance, migration, task_state=states.REBUILDING,
-                           vm_states=list(ALLOWED_VM_STATES), action=EVACUATE, requested_host=host)
+    await moves.begin_move(rt.db, ctx, instance, migration, operation=EVACUATE, requested_host=host)
     await notifications.notify_instance(rt.bus, ctx, instance, "instance.evacuate", host=rt.cfg.host,
                                         binary="nefos-api")
     # Before 2.29 a given host is taken as is; from 2.29 only when forced (Nova's force semantics).

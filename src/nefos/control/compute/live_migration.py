@@ -39,7 +39,7 @@ import uuid as uuidlib
 
 from nefos import exceptions
 from nefos.objects import actions, migrations as migrations_obj, moves
-from nefos.model import states
+from nefos.model import state_machine
 from nefos.model.migration_state import LIVE_MIGRATION
 
 LOG = logging.getLogger(__name__)
@@ -47,7 +47,6 @@ LOG = logging.getLogger(__name__)
 # Instance actions and events (Nova's names; the migration type LIVE_MIGRATION is migration_state's).
 LIVE_MIGRATION_CANCEL = "live_migration_cancel"
 LIVE_MIGRATION_FORCE_COMPLETE = "live_migration_force_complete"
-_ACTION = "os-migrateLive"
 
 
 # API layer ---------------------------------------------------------------------------------------
@@ -57,12 +56,7 @@ async def request(api, ctx, uuid: str, *, host: str | None, block_migration: boo
     rt = api.rt
     instance = await api.get(ctx, uuid)
     api.check_lock(ctx, instance)
-    if instance["vm_state"] not in (states.ACTIVE, states.PAUSED):
-        raise exceptions.InstanceInvalidState(action=_ACTION, instance_uuid=uuid, attr="vm_state",
-                                              state=instance["vm_state"])
-    if instance["task_state"] is not None:
-        raise exceptions.InstanceInvalidState(action=_ACTION, instance_uuid=uuid, attr="task_state",
-                                              state=instance["task_state"])
+    state_machine.check(LIVE_MIGRATION, instance)
     if host is not None:
         await api.host_zone(host)  # 400 when there is no such compute host (Nova's ComputeHostNotFound)
     flavor = instance.get("flavor") or {}
@@ -72,9 +66,7 @@ async def request(api, ctx, uuid: str, *, host: str | None, block_migration: boo
         "dest_node": None, "old_flavor": flavor, "new_flavor": flavor, "old_vm_state": instance["vm_state"],
         "block_migration": block_migration,
     }
-    await moves.begin_move(rt.db, ctx, instance, migration, task_state=states.MIGRATING,
-                           vm_states=[states.ACTIVE, states.PAUSED], action=LIVE_MIGRATION, requested_host=host,
-                           refused_as=_ACTION)
+    await moves.begin_move(rt.db, ctx, instance, migration, operation=LIVE_MIGRATION, requested_host=host)
     forced_host = host if host is not None and force is not False else None
     spec = {
         "flavor": flavor, "image": {"id": instance.get("image_ref"), "properties": {}},
@@ -99,13 +91,12 @@ async def request(api, ctx, uuid: str, *, host: str | None, block_migration: boo
         raise
 
 
-async def _in_progress(api, ctx, uuid: str, migration_id: str, method: str, allowed: tuple[str, ...],
+async def _in_progress(api, ctx, uuid: str, migration_id: str, operation: str, allowed: tuple[str, ...],
                        *, missing_is_bad_request: bool) -> tuple[dict, dict]:
     instance = await api.get(ctx, uuid)
     api.check_lock(ctx, instance)
-    if instance["task_state"] != states.MIGRATING:
-        raise exceptions.InstanceInvalidState(action=method, instance_uuid=uuid, attr="task_state",
-                                              state=instance["task_state"])
+    state_machine.check(operation, instance)
+    method = state_machine.operation(operation).name
     row = None
     if migration_id.isdigit() and int(migration_id) <= 2**31 - 1:
         row = await migrations_obj.get_by_id_and_instance(api.rt.db, int(migration_id), uuid)
@@ -120,7 +111,7 @@ async def _in_progress(api, ctx, uuid: str, migration_id: str, method: str, allo
 
 async def force_complete(api, ctx, uuid: str, migration_id: str) -> None:
     """Nova's live_migrate_force_complete: only a running live migration (else 400)."""
-    instance, row = await _in_progress(api, ctx, uuid, migration_id, "force complete", ("running",),
+    instance, row = await _in_progress(api, ctx, uuid, migration_id, LIVE_MIGRATION_FORCE_COMPLETE, ("running",),
                                        missing_is_bad_request=True)
     await actions.record_action(api.rt.db, ctx, uuid, LIVE_MIGRATION_FORCE_COMPLETE)
     await api.compute_rpcapi.live_migration_force_complete(ctx, row["source_compute"], uuid, row["uuid"])
@@ -130,7 +121,7 @@ async def force_complete(api, ctx, uuid: str, migration_id: str) -> None:
 async def abort(api, ctx, uuid: str, migration_id: str, *, queued_too: bool) -> None:
     """Nova's live_migrate_abort: a running live migration (from 2.65 a queued or preparing one too)."""
     allowed = ("running", "queued", "preparing") if queued_too else ("running",)
-    instance, row = await _in_progress(api, ctx, uuid, migration_id, "abort live migration", allowed,
+    instance, row = await _in_progress(api, ctx, uuid, migration_id, LIVE_MIGRATION_CANCEL, allowed,
                                        missing_is_bad_request=False)
     await actions.record_action(api.rt.db, ctx, uuid, LIVE_MIGRATION_CANCEL)
     await api.compute_rpcapi.live_migration_abort(ctx, row["source_compute"], uuid, row["uuid"])

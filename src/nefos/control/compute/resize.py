@@ -45,13 +45,13 @@ import datetime as dt
 import logging
 import uuid as uuidlib
 
-from sqlalchemy import update
+from sqlalchemy import or_, update
 
 from nefos import exceptions
 from nefos.control.compute import disk_config
 from nefos.db.models import utcnow
 from nefos.objects import actions, allocations, instance as instance_obj, migrations as migrations_obj, moves, quotas
-from nefos.model import states
+from nefos.model import state_machine
 from nefos.objects.instance import INSTANCES
 
 LOG = logging.getLogger(__name__)
@@ -75,12 +75,7 @@ async def request_resize(api, ctx, uuid: str, flavor_id: str | None = None, host
     instance = await api.get(ctx, uuid)
     action = RESIZE if flavor_id is not None else MIGRATE
     api.check_lock(ctx, instance)
-    if instance["vm_state"] not in (states.ACTIVE, states.STOPPED):
-        raise exceptions.InstanceInvalidState(action=action, instance_uuid=uuid, attr="vm_state",
-                                              state=instance["vm_state"])
-    if instance["task_state"] is not None:
-        raise exceptions.InstanceInvalidState(action=action, instance_uuid=uuid, attr="task_state",
-                                              state=instance["task_state"])
+    state_machine.check(action, instance)
     if not instance.get("host") or not await api.host_is_up(instance["host"], is_up):
         raise exceptions.ComputeServiceUnavailable(host=instance.get("host"))
     auto_disk_config = disk_config.for_resize(instance, auto_disk_config)
@@ -124,11 +119,10 @@ async def request_resize(api, ctx, uuid: str, flavor_id: str | None = None, host
         if any(upsize.values()):
             await quotas.consume(s, rt.cfg, instance["project_id"], upsize)
         try:
-            await instance_obj.save(rt.db, uuid, {"task_state": states.RESIZE_PREP, "progress": 0,
+            await instance_obj.save(rt.db, uuid, {"task_state": state_machine.operation(action).sets, "progress": 0,
                                                   "auto_disk_config": auto_disk_config,
                                                   "system_metadata": _with_migration(instance, migration)},
-                                    expected_task_state=[None], expected_vm_state=[states.ACTIVE, states.STOPPED],
-                                    session=s)
+                                    **state_machine.allowed_from(action), session=s)
         except (exceptions.UnexpectedTaskStateError, exceptions.InstanceInvalidState):
             raise exceptions.InstanceInvalidState(action=action, instance_uuid=uuid, attr="task_state",
                                                   state="changed") from None
@@ -155,10 +149,19 @@ async def request_resize(api, ctx, uuid: str, flavor_id: str | None = None, host
         raise
 
 
-async def _optimistic_save(db, instance: dict, values: dict) -> bool:
-    """Save ``values`` only if the server is still RESIZED with no task and unchanged since read."""
+def _one_of(column, values):
+    """SQL: ``column`` holds one of ``values`` (None: NULL)."""
+    given = [v for v in values if v is not None]
+    return or_(*([column.in_(given)] if given else []), *([column.is_(None)] if None in values else []))
+
+
+async def _optimistic_save(db, instance: dict, action: str, values: dict) -> bool:
+    """Save ``values`` only if the server is still in a state ``action`` is allowed from (RESIZED,
+    no task) and unchanged since read."""
+    op = state_machine.operation(action)
     q = (update(INSTANCES).where(INSTANCES.c.uuid == instance["uuid"], INSTANCES.c.deleted == 0,
-                                 INSTANCES.c.vm_state == states.RESIZED, INSTANCES.c.task_state.is_(None),
+                                 _one_of(INSTANCES.c.vm_state, op.vm_states),
+                                 _one_of(INSTANCES.c.task_state, op.task_states),
                                  INSTANCES.c.updated_at == dt.datetime.fromisoformat(instance["updated_at"]))
          .values(**values, updated_at=utcnow()))
     async with db.transaction() as s:
@@ -168,12 +171,7 @@ async def _optimistic_save(db, instance: dict, values: dict) -> bool:
 async def _resized_migration(api, ctx, uuid: str, action: str) -> tuple[dict, dict]:
     instance = await api.get(ctx, uuid)
     api.check_lock(ctx, instance)
-    if instance["vm_state"] != states.RESIZED:
-        raise exceptions.InstanceInvalidState(action=action, instance_uuid=uuid, attr="vm_state",
-                                              state=instance["vm_state"])
-    if instance["task_state"] is not None:
-        raise exceptions.InstanceInvalidState(action=action, instance_uuid=uuid, attr="task_state",
-                                              state=instance["task_state"])
+    state_machine.check(action, instance)
     migration = migration_of(instance)
     if not migration or migration.get("status") != "finished":
         raise exceptions.MigrationNotFoundByStatus()
@@ -183,7 +181,8 @@ async def _resized_migration(api, ctx, uuid: str, action: str) -> tuple[dict, di
 async def confirm(api, ctx, uuid: str) -> None:
     instance, migration = await _resized_migration(api, ctx, uuid, CONFIRM_RESIZE)
     migration = dict(migration, status="confirming")
-    if not await _optimistic_save(api.rt.db, instance, {"system_metadata": _with_migration(instance, migration)}):
+    if not await _optimistic_save(api.rt.db, instance, CONFIRM_RESIZE,
+                                  {"system_metadata": _with_migration(instance, migration)}):
         raise exceptions.InstanceInvalidState(action=CONFIRM_RESIZE, instance_uuid=uuid, attr="task_state",
                                               state="changed")
     await migrations_obj.set_status(api.rt.db, migration["uuid"], "confirming")
@@ -198,8 +197,9 @@ async def confirm(api, ctx, uuid: str) -> None:
 async def revert(api, ctx, uuid: str) -> None:
     instance, migration = await _resized_migration(api, ctx, uuid, REVERT_RESIZE)
     migration = dict(migration, status="reverting")
-    if not await _optimistic_save(api.rt.db, instance, {"task_state": states.RESIZE_REVERTING,
-                                                        "system_metadata": _with_migration(instance, migration)}):
+    reverting = state_machine.operation(REVERT_RESIZE).sets
+    if not await _optimistic_save(api.rt.db, instance, REVERT_RESIZE,
+                                  {"task_state": reverting, "system_metadata": _with_migration(instance, migration)}):
         raise exceptions.InstanceInvalidState(action=REVERT_RESIZE, instance_uuid=uuid, attr="task_state",
                                               state="changed")
     await migrations_obj.set_status(api.rt.db, migration["uuid"], "reverting")
@@ -207,7 +207,7 @@ async def revert(api, ctx, uuid: str) -> None:
     try:
         await api.compute_rpcapi.revert_resize(ctx, migration["dest_compute"], uuid, migration)
     except BaseException:
-        await _hand_off_failed(api, ctx, uuid, instance, states.RESIZE_REVERTING, migration["uuid"])
+        await _hand_off_failed(api, ctx, uuid, instance, reverting, migration["uuid"])
         raise
 
 
