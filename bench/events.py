@@ -110,7 +110,7 @@ async def run(args) -> dict:
         if after is not None and after["status"] == "ACTIVE" and (before or {}).get("status") != "ACTIVE":
             port = after["id"]
             after_commit(s, lambda: active_at.__setitem__(port, time.monotonic()))
-    network.manager.add_port_change_hook(hook)
+    network.manager.store.add_port_change_hook(hook)
     compute = httpx.AsyncClient(base_url=f"http://127.0.0.1:{cfg.compute_api_port}", timeout=60, headers=ADMIN)
     neutron = httpx.AsyncClient(base_url=f"http://127.0.0.1:{cfg.network_api_port}", timeout=60, headers=ADMIN)
     try:

@@ -38,8 +38,8 @@ async def test_simultaneous_l2_and_dhcp_acknowledgements_activate_every_port(db)
     ctx = admin_context()
     # Each port acknowledged by both components at once; the DHCP agent also in bulk.
     results = await asyncio.gather(
-        *[provisioning.complete(manager, ctx, [pid], provisioning.L2) for pid in ids],
-        provisioning.complete(manager, ctx, ids, provisioning.DHCP))
+        *[provisioning.complete(manager.ports, ctx, [pid], provisioning.L2) for pid in ids],
+        provisioning.complete(manager.ports, ctx, ids, provisioning.DHCP))
     activated = [pid for r in results for pid in r]
     assert sorted(set(activated)) == sorted(ids)
     for pid in ids:
@@ -49,7 +49,7 @@ async def test_simultaneous_l2_and_dhcp_acknowledgements_activate_every_port(db)
 
     # A DHCP acknowledgement alone never activates a port whose device was not reported up.
     (fresh,) = await _ports(manager, 1)
-    assert await provisioning.complete(manager, ctx, [fresh["id"]], provisioning.DHCP) == []
+    assert await provisioning.complete(manager.ports, ctx, [fresh["id"]], provisioning.DHCP) == []
     assert (await manager.get_port(ctx, fresh["id"]))["status"] == "DOWN"
     # Re-blocking an existing row and acknowledging it again work as upserts.
     async with db.transaction() as s:

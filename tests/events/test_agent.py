@@ -94,7 +94,7 @@ async def test_a_hard_reboot_reports_only_the_new_plug(cloud):
     async def watch(s, ctx, before, after):
         if after is not None and after["device_id"] == server_id and before["status"] != after["status"]:
             statuses.append((before["status"], after["status"]))
-    manager.add_port_change_hook(watch)
+    manager.store.add_port_change_hook(watch)
     await cloud.action(server_id, {"reboot": {"type": "HARD"}})
     await cloud.wait_status(server_id, "ACTIVE")
     # Unplugged and plugged again before the agent looked: re-wired (BUILD), then ACTIVE -> one plugged event.

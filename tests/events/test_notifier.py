@@ -95,7 +95,7 @@ async def _bound_port(cloud, device=None) -> dict:
 async def _set_status(cloud, port_id: str, status: str) -> None:
     manager = next(c.manager for c in cloud.cloud.components if getattr(c, "notifier", None) is not None)
     from nefos.context import admin_context
-    await manager.update_port_status(admin_context(), port_id, status)
+    await manager.ports.update_port_status(admin_context(), port_id, status)
 
 
 async def test_the_outbox_is_written_with_the_change_and_emptied_once_sent(tmp_path):

@@ -136,7 +136,7 @@ async def test_a_failed_vif_plug_is_fatal(tmp_path):
         await eventually(waiting)
         port = await port_of(cloud, server_id)
         network = next(c.manager for c in cloud.cloud.components if getattr(c, "notifier", None) is not None)
-        await network.update_port_status(admin_context(), port["id"], "ERROR")  # the agent failed to wire it
+        await network.ports.update_port_status(admin_context(), port["id"], "ERROR")  # the agent failed to wire it
         server = await cloud.wait_status(server_id, "ERROR", timeout=10)
         assert "VirtualInterfaceCreateException" in server["fault"]["message"]
         wait = [e for e in await action_events(cloud, server_id) if e["event"] == "compute_wait_for_vif_plugged"]

@@ -51,7 +51,7 @@ async def test_allocate_on_requested_network_returns_network_info(api, manager):
     assert subnet["ips"] == [{"address": port["fixed_ips"][0]["ip_address"], "type": "fixed", "version": 4}]
     assert subnet["dns"][0]["address"] == "10.0.0.53"
 
-    await manager.update_port_status(admin_context(), port["id"], "ACTIVE")
+    await manager.ports.update_port_status(admin_context(), port["id"], "ACTIVE")
     (info,) = await api.get_instance_nw_info(CTX, dict(inst, network_info=[vif]))
     assert info["active"] is True and info["id"] == vif["id"]
 

@@ -10,7 +10,7 @@ import pytest
 from nefos import exceptions
 from nefos.config import load_config
 from nefos.context import admin_context
-from nefos.control.network import manager as manager_module
+from nefos.control.network import ipam
 from nefos.clients.network import network_rpc
 from nefos.control.network.service import component
 from nefos.service import Runtime
@@ -57,7 +57,7 @@ async def test_candidate_taken_by_a_racer_is_retried(manager, h, monkeypatch):
     await h.subnet(net["id"], "10.8.0.0/29")
     first = await h.port(net["id"])
     taken = first["fixed_ips"][0]["ip_address"]
-    real = manager_module.ipam.candidates
+    real = ipam.candidates
     calls = []
 
     def stale_candidates(pools, _taken):
@@ -66,8 +66,8 @@ async def test_candidate_taken_by_a_racer_is_retried(manager, h, monkeypatch):
             # as if our read of the allocations happened before the racer's commit
             yield taken
         yield from real(pools, _taken)
-    monkeypatch.setattr(manager_module.ipam, "candidates", stale_candidates)
-    manager._last_ip.clear()  # no hint: the lowest-free scan (the hint path is the next test's)
+    monkeypatch.setattr(ipam, "candidates", stale_candidates)
+    manager.ports._last_ip.clear()  # no hint: the lowest-free scan (the hint path is the next test's)
     port = await manager.create_port(admin_context(), {"network_id": net["id"]})
     assert port["fixed_ips"][0]["ip_address"] not in (taken, "10.8.0.1")
     assert len(calls) == 2 and taken in calls[1]  # the failed insert was retried with another address
@@ -114,7 +114,7 @@ async def test_concurrent_quota_never_overshoots(h, client):
 
 async def test_default_security_group_is_created_once(manager):
     ctx = member_ctx("c" * 32)
-    ids = await asyncio.gather(*[manager.ensure_default_security_group(ctx) for _ in range(20)])
+    ids = await asyncio.gather(*[manager.security_groups.ensure_default_security_group(ctx) for _ in range(20)])
     assert len(set(ids)) == 1
     groups = await manager.list_security_groups(ctx)
     assert [g["name"] for g in groups] == ["default"]
@@ -166,12 +166,12 @@ async def test_allocations_running_at_once_in_one_process_take_the_next_addresse
         await manager.create_subnet(ctx, {"network_id": net["id"], "cidr": "10.66.0.0/24", "ip_version": 4})
         await manager.create_port(ctx, {"network_id": net["id"]})  # the hint: the last address handed out
         scans = []
-        real = manager_module.ipam.candidates
+        real = ipam.candidates
 
         def counted_candidates(pools, taken):
             scans.append(len(taken))
             return real(pools, taken)
-        monkeypatch.setattr(manager_module.ipam, "candidates", counted_candidates)
+        monkeypatch.setattr(ipam, "candidates", counted_candidates)
         ports = await asyncio.gather(*[manager.create_port(ctx, {"network_id": net["id"]}) for _ in range(50)])
         addresses = [p["fixed_ips"][0]["ip_address"] for p in ports]
         assert len(set(addresses)) == 50

@@ -46,7 +46,7 @@ async def test_changes_are_fanned_out_to_the_dhcp_agents_after_commit(rt, manage
     sub = await manager.create_subnet(ctx, {"network_id": net["id"], "cidr": "10.9.0.0/24", "ip_version": 4})
     port = await manager.create_port(ctx, {"network_id": net["id"]})
     await manager.update_port(ctx, port["id"], {"name": "renamed"})
-    await manager.update_port_status(ctx, port["id"], "ACTIVE")  # status only: nothing for DHCP
+    await manager.ports.update_port_status(ctx, port["id"], "ACTIVE")  # status only: nothing for DHCP
     await manager.delete_port(ctx, port["id"])
     await manager.update_subnet(ctx, sub["id"], {"name": "s"})
     await manager.update_network(ctx, net["id"], {"admin_state_up": False})
@@ -67,7 +67,7 @@ async def test_nothing_is_sent_for_a_change_that_did_not_commit(rt, manager):
     await manager.create_subnet(ctx, {"network_id": net["id"], "cidr": "10.9.1.0/30", "ip_version": 4})
     await _drain(rec, 1)
     with pytest.raises(exceptions.Error):  # the first takes the one free address, the second fails:
-        await manager.create_ports(ctx, [{"network_id": net["id"]}, {"network_id": net["id"]}])
+        await manager.ports.create_ports(ctx, [{"network_id": net["id"]}, {"network_id": net["id"]}])
     # All rolled back, the first port's change too: the next message is a later change's.
     await manager.update_network(ctx, net["id"], {"name": "later"})
     assert await _drain(rec, 1) == [("network_update_end", net["id"])]

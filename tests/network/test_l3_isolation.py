@@ -126,9 +126,9 @@ async def test_a_look_alike_port_is_no_part_of_the_router_it_names(h, client, ma
     net, _ = await tenant_network(h, "10.75.0.0/24", headers=ATTACKER)
     look_alike = await h.port(net["id"], headers=ADMIN, project_id=OTHER, device_owner="network:router_interface",
                               device_id=victims["id"])
-    [built] = await manager.routers_for_agent([victims["id"]])
+    [built] = await manager.routers.routers_for_agent([victims["id"]])
     assert [i["network_id"] for i in built["interfaces"]] == [vnet["id"]]
-    assert look_alike["id"] not in await manager.bind_router_ports("l3-host", [victims["id"]])
+    assert look_alike["id"] not in await manager.routers.bind_router_ports("l3-host", [victims["id"]])
     await put(h, f"/v2.0/routers/{victims['id']}/remove_router_interface", {"subnet_id": vsub["id"]}, VICTIM)
     assert (await client.delete(f"/v2.0/routers/{victims['id']}", headers=VICTIM)).status_code == 204
     # its router gone, the look-alike is an ordinary port again: its owner may delete it

@@ -33,12 +33,12 @@ async def test_a_change_whose_event_cannot_be_written_does_not_happen(rt, manage
     good = notifier_mod._INSERT_EVENT
     monkeypatch.setattr(notifier_mod, "_INSERT_EVENT", text("INSERT INTO no_such_table VALUES (1)"))
     with pytest.raises(Exception):
-        await manager.update_port_status(admin_context(), port["id"], "ACTIVE")
+        await manager.ports.update_port_status(admin_context(), port["id"], "ACTIVE")
     async with rt.db.reader() as s:
         status = (await s.execute(select(Port.status).where(Port.id == port["id"]))).scalar_one()
     assert status == "DOWN" and await _outbox(rt) == before  # neither the change nor an event
     monkeypatch.setattr(notifier_mod, "_INSERT_EVENT", good)
-    await manager.update_port_status(admin_context(), port["id"], "ACTIVE")  # the agent reports again
+    await manager.ports.update_port_status(admin_context(), port["id"], "ACTIVE")  # the agent reports again
     async with rt.db.reader() as s:
         status = (await s.execute(select(Port.status).where(Port.id == port["id"]))).scalar_one()
         names = (await s.execute(text("SELECT name FROM port_event_outbox"))).scalars().all()

@@ -113,9 +113,9 @@ async def test_port_shape_binding_and_status(h, client, manager):
 
     async def listener(ctx, doc, previous):
         seen.append((doc["id"], previous, doc["status"]))
-    manager.add_port_status_listener(listener)
+    manager.ports.add_port_status_listener(listener)
     from nefos.context import admin_context
-    doc = await manager.update_port_status(admin_context(), port["id"], "ACTIVE")
+    doc = await manager.ports.update_port_status(admin_context(), port["id"], "ACTIVE")
     assert doc["status"] == "ACTIVE" and seen == [(port["id"], "DOWN", "ACTIVE")]
 
     r = await client.put(f"/v2.0/ports/{port['id']}", json={"port": {"binding:host_id": ""}})

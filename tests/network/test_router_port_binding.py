@@ -40,7 +40,7 @@ class FdbRecorder(Endpoint):
 async def _topology(h, manager):
     """A tenant network with a VXLAN segment, a router on it (interface and gateway), a guest port
     bound to the compute host; both hosts' L2 agents reported their VTEPs."""
-    states = AgentStateCallbacks(manager)
+    states = AgentStateCallbacks(manager.store.db)
     for host, ip in VTEPS.items():
         await states.report_state(admin_context(), L2_AGENT, host, started=True, tunneling_ip=ip)
     public, _ = await external_network(h)
@@ -77,12 +77,12 @@ async def test_the_l3_agents_sync_binds_the_router_ports_to_its_host_and_l2pop_c
     await asyncio.gather(*network.l2pop_notifier._tasks)
     # A port not bound to the agent's host yet (added after the sync bound the others) is not in
     # its configuration: its device would appear to an L2 agent it is no port of.
-    unbound = (await manager.routers_for_agent([r["id"]], NETWORK_NODE))[0]
+    unbound = (await manager.routers.routers_for_agent([r["id"]], NETWORK_NODE))[0]
     assert unbound["interfaces"] == [] and unbound["gateway"] is None
     recorder = FdbRecorder()
     await rt.bus.serve(L2_AGENT_TOPIC, recorder, host=COMPUTE)
     try:
-        config = await L3PluginEndpoint(manager).sync_routers(admin_context(), NETWORK_NODE, [r["id"]])
+        config = await L3PluginEndpoint(manager.routers).sync_routers(admin_context(), NETWORK_NODE, [r["id"]])
         assert [c["id"] for c in config] == [r["id"]]
         assert [i["port_id"] for i in config[0]["interfaces"]] == [interface["id"]]
         assert config[0]["gateway"] is not None
@@ -101,13 +101,13 @@ async def test_the_l3_agents_sync_binds_the_router_ports_to_its_host_and_l2pop_c
 
     # A sync that finds them bound changes nothing (no fanout, no new revision).
     revisions = {p["id"]: p["revision_number"] for p in ports}
-    assert await manager.bind_router_ports(NETWORK_NODE, None) == []
+    assert await manager.routers.bind_router_ports(NETWORK_NODE, None) == []
     assert {p["id"]: p["revision_number"] for p in await _router_ports(h, r["id"])} == revisions
 
 
 async def test_the_router_ports_follow_the_l3_agent_to_another_host(h, manager, rt):
     net, r, _guest = await _topology(h, manager)
-    endpoint = L3PluginEndpoint(manager)
+    endpoint = L3PluginEndpoint(manager.routers)
     await endpoint.sync_routers(admin_context(), NETWORK_NODE, None)
     await endpoint.sync_routers(admin_context(), "netnode2", None)
     assert {p["binding:host_id"] for p in await _router_ports(h, r["id"])} == {"netnode2"}

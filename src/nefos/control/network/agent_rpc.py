@@ -29,7 +29,7 @@ the agent's client. Everything travels over the bus, so an agent works in the co
 process whatever process the network service runs in, with no database of its own. The same goes
 for the metadata proxy's question (``MetadataCallbacks``, topic ``q-metadata``) and every agent's
 heartbeat (``AgentStateCallbacks``, topic ``q-reports-plugin``, Neutron's ``report_state``).
-These are the agents' surfaces, apart from the API's ``NetworkManager`` (as Neutron keeps its
+These are the agents' surfaces, apart from the API's services (as Neutron keeps its
 plugin API and its agent RPC callbacks apart).
 """
 
@@ -60,14 +60,15 @@ class L2AgentCallbacks(Endpoint):
 
     rpc_interface = interfaces.PLUGIN
 
-    def __init__(self, manager):
-        self.manager = manager  # nefos.control.network.manager.NetworkManager
+    def __init__(self, rt, ports):
+        self.rt = rt
+        self.ports = ports  # nefos.control.network.ports.Ports
 
     async def dhcp_ready_on_ports(self, ctx: RequestContext, port_ids: list[str], agent_host: str) -> list[str]:
         """A 0.9.0 DHCP agent's report (q-plugin 1.0); today's DHCP agents say it on
         ``q-dhcp-plugin`` (``DhcpCallbacks.dhcp_ready_on_ports``)."""
         from nefos.control.network.dhcp_rpc import DhcpCallbacks
-        return await DhcpCallbacks(self.manager).dhcp_ready_on_ports(ctx, port_ids, agent_host)
+        return await DhcpCallbacks(self.rt.db, self.ports).dhcp_ready_on_ports(ctx, port_ids, agent_host)
 
     async def _port_id(self, device: str, host: str) -> str:
         """The port id of ``device``: a port id, or a tap name (``tap`` + the id's first 11
@@ -75,7 +76,7 @@ class L2AgentCallbacks(Endpoint):
         if not device.startswith(TAP_PREFIX):
             return device
         prefix = device[len(TAP_PREFIX):]
-        async with self.manager.rt.db.reader() as s:
+        async with self.rt.db.reader() as s:
             ids = (await s.execute(select(Port.id).where(Port.id.like(f"{prefix}%"),
                                                          Port.binding_host_id == host))).scalars().all()
         return ids[0] if len(ids) == 1 else device
@@ -97,13 +98,13 @@ class L2AgentCallbacks(Endpoint):
             return "BUILD" if row.admin_state_up else "DOWN"
 
         try:
-            port = await self.manager.change_port_status(ctx.elevated(), device, decide)
+            port = await self.ports.change_port_status(ctx.elevated(), device, decide)
         except exceptions.PortNotFound:
             LOG.debug("device %s requested by agent %s on %s not found", device, agent_id, host)
             return {"device": device}
         if port is None:
             return {"device": device}
-        async with self.manager.rt.db.reader() as s:
+        async with self.rt.db.reader() as s:
             segment = (await s.execute(select(Network.network_type, Network.segmentation_id, Network.mtu).where(
                 Network.id == port["network_id"]))).first()
         network_type, vni, mtu = segment if segment is not None else ("local", None, None)
@@ -132,7 +133,7 @@ class L2AgentCallbacks(Endpoint):
                      row.device_id or "-", agent_id, host)
             return True
 
-        row = await provisioning.device_up(self.manager, ctx, device, accept)
+        row = await provisioning.device_up(self.ports, ctx, device, accept)
         if row is None:
             return {"device": device, "exists": False}
         if bound_elsewhere:
@@ -143,7 +144,7 @@ class L2AgentCallbacks(Endpoint):
                                  agent_id: str | None = None) -> dict:
         """``device`` is gone from the host: the port goes DOWN."""
         host = agent_host
-        port = await self.manager.port_binding(device)
+        port = await self.ports.port_binding(device)
         if port is None:
             return {"device": device, "exists": False}
         if port["binding:host_id"] not in (host, ""):
@@ -152,10 +153,10 @@ class L2AgentCallbacks(Endpoint):
             return {"device": device, "exists": True, "bound_elsewhere": True}
         LOG.info("device %s (server %s) reported down by agent %s on host %s", device,
                  port["device_id"] or "-", agent_id, host)
-        async with self.manager.rt.db.transaction() as s:
+        async with self.rt.db.transaction() as s:
             await provisioning.block(s, port["id"], provisioning.L2)  # up again only when reported up
         if port["status"] != "DOWN":
-            await self.manager.update_port_status(ctx.elevated(), port["id"], "DOWN")
+            await self.ports.update_port_status(ctx.elevated(), port["id"], "DOWN")
         return {"device": device, "exists": True}
 
     async def get_devices_details_list(self, ctx: RequestContext, devices: list[str], agent_host: str,
@@ -165,14 +166,14 @@ class L2AgentCallbacks(Endpoint):
 
     async def get_devices_on_host(self, ctx: RequestContext, agent_host: str) -> list[str]:
         """The instance ports bound to ``agent_host`` that are ACTIVE or BUILD."""
-        async with self.manager.rt.db.reader() as s:
+        async with self.rt.db.reader() as s:
             return list((await s.execute(select(Port.id).where(
                 Port.binding_host_id == agent_host, Port.status.in_(("ACTIVE", "BUILD")),
                 Port.device_owner.like("compute:%")).order_by(Port.id))).scalars())
 
     async def get_devices_admin_state(self, ctx: RequestContext, agent_host: str) -> dict[str, bool]:
         """port id -> ``admin_state_up`` of the instance ports bound to ``agent_host``."""
-        async with self.manager.rt.db.reader() as s:
+        async with self.rt.db.reader() as s:
             return {pid: bool(up) for pid, up in (await s.execute(select(Port.id, Port.admin_state_up).where(
                 Port.binding_host_id == agent_host, Port.device_owner.like("compute:%")))).all()}
 
@@ -181,21 +182,21 @@ class L2AgentCallbacks(Endpoint):
         taps = [d for d in devices if d.startswith(TAP_PREFIX) and len(d) > len(TAP_PREFIX)]
         if not taps:
             return []
-        async with self.manager.rt.db.reader() as s:
+        async with self.rt.db.reader() as s:
             ids = (await s.execute(select(Port.id).where(
                 or_(*[Port.id.like(t[len(TAP_PREFIX):] + "%") for t in taps])))).scalars().all()
         return sorted({TAP_PREFIX + i[:11] for i in ids} & set(taps))
 
     async def get_network_ids(self, ctx: RequestContext, agent_host: str) -> list[str]:
         """Every network of the cloud."""
-        async with self.manager.rt.db.reader() as s:
+        async with self.rt.db.reader() as s:
             return list((await s.execute(select(Network.id).order_by(Network.id))).scalars())
 
     async def get_fdb_entries(self, ctx: RequestContext, agent_host: str,
                               network_ids: list[str] | None = None) -> dict:
         """L2 population for ``agent_host`` (``nefos.control.network.l2pop``)."""
         from nefos.control.network import l2pop
-        return await l2pop.fdb_entries(self.manager.rt, agent_host, network_ids)
+        return await l2pop.fdb_entries(self.rt, agent_host, network_ids)
 
 
 PluginEndpoint = L2AgentCallbacks
@@ -206,13 +207,13 @@ class MetadataCallbacks(Endpoint):
 
     rpc_interface = interfaces.METADATA_PLUGIN
 
-    def __init__(self, manager):
-        self.manager = manager
+    def __init__(self, db):
+        self.db = db
 
     async def get_instance_port(self, ctx: RequestContext, network_id: str, ip_address: str,
                                 agent_host: str) -> list[list[str]]:
         """(instance id, project id) of each instance port with ``ip_address`` on ``network_id``."""
-        async with self.manager.rt.db.reader() as s:
+        async with self.db.reader() as s:
             rows = (await s.execute(select(Port.device_id, Port.project_id).join(
                 IPAllocation, IPAllocation.port_id == Port.id).where(
                 Port.network_id == network_id, IPAllocation.ip_address == ip_address,
@@ -225,8 +226,8 @@ class AgentStateCallbacks(Endpoint):
 
     rpc_interface = interfaces.REPORTS_PLUGIN
 
-    def __init__(self, manager, on_vtep_changed=None):
-        self.manager = manager
+    def __init__(self, db, on_vtep_changed=None):
+        self.db = db
         self.on_vtep_changed = on_vtep_changed  # (ctx, host): an L2 agent's tunneling IP changed
 
     async def report_state(self, ctx: RequestContext, agent_type: str, agent_host: str,
@@ -240,10 +241,10 @@ class AgentStateCallbacks(Endpoint):
                 tunneling_ip = str(ipaddress.ip_address(tunneling_ip))
             except ValueError:
                 raise exceptions.BadRequest(resource="agent", msg=f"invalid tunneling IP {tunneling_ip!r}")
-        await provisioning.heartbeat(self.manager.rt.db, agent_type, agent_host, started=started)
+        await provisioning.heartbeat(self.db, agent_type, agent_host, started=started)
         if agent_type != L2_AGENT:
             return
-        async with self.manager.rt.db.transaction() as s:
+        async with self.db.transaction() as s:
             other = (NetworkAgent.tunneling_ip.is_not(None) if tunneling_ip is None else
                      or_(NetworkAgent.tunneling_ip.is_(None), NetworkAgent.tunneling_ip != tunneling_ip))
             changed = (await s.execute(update(NetworkAgent).where(
@@ -255,8 +256,8 @@ class AgentStateCallbacks(Endpoint):
 
 
 class DhcpAgentNotifier(AgentNotifier):
-    """The network service's side of ``dhcp_agent``: a network change listener of the manager
-    (``add_network_change_listener``), called after the change committed. Each change is fanned
+    """The network service's side of ``dhcp_agent``: a network change listener of the store
+    (``NetworkStore.add_network_change_listener``), called after the change committed. Each change is fanned
     out in a task of its own, so the change never waits for the bus nor fails with it."""
 
     interface = interfaces.DHCP_AGENT

@@ -1,5 +1,5 @@
-"""The auto-allocated topology (Neutron's ``auto-allocated-topology`` extension), a mixin of
-``NetworkManager``.
+"""The auto-allocated topology (Neutron's ``auto-allocated-topology`` extension), one service of
+the network manager, built of ``Networks`` and ``Routers``.
 
 ``GET /v2.0/auto-allocated-topology/{project_id}`` gives the project's network, building it on
 first use: a network ``auto_allocated_network`` with a subnet ``auto_allocated_subnet_v4`` and a
@@ -31,6 +31,9 @@ from sqlalchemy.exc import IntegrityError
 from nefos import exceptions
 from nefos.context import RequestContext
 from nefos.db.models import AutoAllocatedTopology, Network, Port, Subnet
+from nefos.control.network.networks import Networks
+from nefos.control.network.routers import Routers
+from nefos.control.network.store import NetworkStore
 
 LOG = logging.getLogger(__name__)
 
@@ -41,6 +44,14 @@ _TOPOLOGY_OWNERS = ("network:router_interface", "network:dhcp")
 
 class AutoAllocatedTopologies:
     """``get_auto_allocated_topology`` / ``delete_auto_allocated_topology`` (bus and REST)."""
+
+    def __init__(self, store: NetworkStore, cfg, networks: Networks, routers: Routers):
+        self.store = store
+        self.cfg = cfg
+        self.networks = networks
+        self.routers = routers
+        # One build at a time per project in this process; the primary key settles the rest.
+        self._locks: dict[str, asyncio.Lock] = {}
 
     async def get_auto_allocated_topology(self, ctx: RequestContext, project_id: str,
                                           fields: list[str] | None = None) -> dict:
@@ -55,9 +66,7 @@ class AutoAllocatedTopologies:
             raise exceptions.BadRequest(resource="auto_allocate", msg="Unrecognized field")
         network_id = await self._topology_network(project_id)
         if network_id is None:
-            # One build at a time per project in this process; the primary key settles the rest.
-            locks = self.__dict__.setdefault("_auto_allocate_locks", {})
-            async with locks.setdefault(project_id, asyncio.Lock()):
+            async with self._locks.setdefault(project_id, asyncio.Lock()):
                 network_id = await self._topology_network(project_id)
                 if network_id is None:
                     network_id = await self._build_topology(ctx, project_id)
@@ -67,7 +76,7 @@ class AutoAllocatedTopologies:
         """Remove the project's topology: the router's interfaces, the router, the network (409,
         and nothing removed, while guests still have ports on it)."""
         project_id = self.topology_project(ctx, project_id)
-        async with self.rt.db.reader() as s:
+        async with self.store.reader() as s:
             topology = (await s.execute(select(AutoAllocatedTopology).where(
                 AutoAllocatedTopology.project_id == project_id))).scalar_one_or_none()
             if topology is None:
@@ -85,9 +94,10 @@ class AutoAllocatedTopologies:
         admin = ctx.elevated()
         if router_id:
             for subnet_id in subnet_ids:
-                await _ignore_not_found(self.remove_router_interface(admin, router_id, {"subnet_id": subnet_id}))
-            await _ignore_not_found(self.delete_router(admin, router_id))
-        await _ignore_not_found(self.delete_network(admin, network_id))  # the topology row goes with it
+                await _ignore_not_found(self.routers.remove_router_interface(admin, router_id,
+                                                                             {"subnet_id": subnet_id}))
+            await _ignore_not_found(self.routers.delete_router(admin, router_id))
+        await _ignore_not_found(self.networks.delete_network(admin, network_id))  # the topology row goes with it
 
     # Helpers ------------------------------------------------------------------------------------
 
@@ -101,7 +111,7 @@ class AutoAllocatedTopologies:
         return project_id
 
     async def _topology_network(self, project_id: str) -> str | None:
-        async with self.rt.db.reader() as s:
+        async with self.store.reader() as s:
             return (await s.execute(select(AutoAllocatedTopology.network_id).where(
                 AutoAllocatedTopology.project_id == project_id))).scalar()
 
@@ -116,15 +126,15 @@ class AutoAllocatedTopologies:
 
     def _pool(self) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
         try:
-            pool = ipaddress.ip_network(self.rt.cfg.auto_allocated_subnet_pool)
-            if not pool.prefixlen <= self.rt.cfg.auto_allocated_subnet_prefixlen <= pool.max_prefixlen - 2:
+            pool = ipaddress.ip_network(self.cfg.auto_allocated_subnet_pool)
+            if not pool.prefixlen <= self.cfg.auto_allocated_subnet_prefixlen <= pool.max_prefixlen - 2:
                 raise ValueError
             return pool
         except ValueError:
             raise exceptions.AutoAllocationFailure(reason="No default subnetpools defined")
 
     async def _check_requirements(self) -> None:
-        async with self.rt.db.reader() as s:
+        async with self.store.reader() as s:
             await self._default_external_network(s)
         self._pool()
 
@@ -136,7 +146,7 @@ class AutoAllocatedTopologies:
                 Subnet.project_id == project_id, Network.project_id == project_id, Network.external.is_(True),
                 Network.id.in_(select(AutoAllocatedTopology.network_id)))))).scalars()]
         taken = [t for t in taken if t.version == pool.version and t.overlaps(pool)]
-        for candidate in pool.subnets(new_prefix=self.rt.cfg.auto_allocated_subnet_prefixlen):
+        for candidate in pool.subnets(new_prefix=self.cfg.auto_allocated_subnet_prefixlen):
             if not any(candidate.overlaps(t) for t in taken):
                 return str(candidate)
         raise exceptions.AutoAllocationFailure(reason="Unable to provide project private network")
@@ -145,19 +155,19 @@ class AutoAllocatedTopologies:
         """Network, subnet, router and the topology's row, all in one transaction."""
         admin = ctx.elevated()  # the plugin's own calls, as Neutron's: no policy, the project's resources
         try:
-            async with self.tx() as s:
+            async with self.store.transaction() as s:
                 external = await self._default_external_network(s)
-                network = await self._create_network(s, admin, {
+                network = await self.networks.create_network_in(s, admin, {
                     "name": "auto_allocated_network", "project_id": project_id, "shared": False,
                     "admin_state_up": True})
-                subnet = await self._create_subnet(s, admin, {
+                subnet = await self.networks.create_subnet_in(s, admin, {
                     "name": "auto_allocated_subnet_v4", "network_id": network["id"], "project_id": project_id,
                     "ip_version": self._pool().version, "cidr": await self._free_cidr(s, project_id)})
                 try:
-                    router = await self._create_router(s, admin, {
+                    router = await self.routers.create_router_in(s, admin, {
                         "name": "auto_allocated_router", "project_id": project_id, "admin_state_up": True,
                         "external_gateway_info": {"network_id": external}})
-                    await self._add_router_interface(s, admin, router["id"], subnet["id"], None)
+                    await self.routers.add_router_interface_in(s, admin, router["id"], subnet["id"], None)
                 except exceptions.Invalid as exc:  # no free gateway address, say
                     LOG.error("auto-allocated topology of project %s: no external connectivity (%s)",
                               project_id, exc)

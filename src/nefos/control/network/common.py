@@ -1,5 +1,6 @@
 """What the network service's modules share: Neutron's timestamps, ids, chunking, quota resource
-names, errors, and the caller's visibility and the id filter of the prebuilt Core statements."""
+names, errors, the owner checks, and the caller's visibility and the id filter of the prebuilt
+Core statements."""
 
 from __future__ import annotations
 
@@ -60,3 +61,17 @@ def where_filters(q, columns: dict[str, Any], keys: tuple):
     for i, field in enumerate(keys):
         q = q.where(columns[field].in_(bindparam(f"f{i}", expanding=True)))
     return q
+
+
+def project_for_create(ctx: RequestContext, body: dict) -> str | None:
+    """The project a new resource belongs to: the body's (an admin's to name) or the caller's."""
+    project = body.pop("project_id", None)
+    if project and project != ctx.project_id and not ctx.is_admin:
+        raise attrs.bad_request("Specifying 'project_id' or 'tenant_id' other than the authenticated "
+                                "project in request requires admin privileges")
+    return project or ctx.project_id
+
+
+def check_owner(ctx: RequestContext, project_id: str | None, action: str) -> None:
+    if not ctx.is_admin and project_id != ctx.project_id:
+        raise not_owner(action)

@@ -27,8 +27,9 @@ class DhcpCallbacks(Endpoint):
 
     rpc_interface = interfaces.DHCP_PLUGIN
 
-    def __init__(self, manager):
-        self.manager = manager  # nefos.control.network.manager.NetworkManager
+    def __init__(self, db, ports):
+        self.db = db
+        self.ports = ports  # nefos.control.network.ports.Ports
 
     async def get_active_networks_info(self, ctx: RequestContext, agent_host: str,
                                        network_ids: list[str] | None = None) -> list[dict]:
@@ -36,7 +37,7 @@ class DhcpCallbacks(Endpoint):
         subnet: ``network_id``, ``mtu``, ``subnets`` (id, cidr, gateway_ip, dns_nameservers),
         ``ports`` (id, mac_address, device_owner, fixed_ips: subnet_id, ip_address) and ``blocked``
         (the ports waiting for DHCP)."""
-        async with self.manager.rt.db.reader() as s:
+        async with self.db.reader() as s:
             q = select(Subnet, Network.mtu).join(Network, Network.id == Subnet.network_id).where(
                 Subnet.enable_dhcp.is_(True), Subnet.ip_version == 4, Network.admin_state_up.is_(True))
             if network_ids is not None:
@@ -79,18 +80,18 @@ class DhcpCallbacks(Endpoint):
         device_id = dhcp_device_id(agent_host, network_id)
         admin = ctx.elevated()
         # by its owner too: any project may name the agent's device_id, only an admin gives network:dhcp
-        found = await self.manager.list_ports(admin, filters={"network_id": [network_id], "device_id": [device_id],
+        found = await self.ports.list_ports(admin, filters={"network_id": [network_id], "device_id": [device_id],
                                                               "device_owner": [DHCP_OWNER]})
         if found:
             return found[0]
-        async with self.manager.rt.db.reader() as s:
+        async with self.db.reader() as s:
             project = (await s.execute(select(Network.project_id).where(
                 Network.id == network_id))).scalar_one_or_none()
         body = {"network_id": network_id, "device_owner": DHCP_OWNER, "device_id": device_id,
                 "name": f"dhcp-{agent_host}", "binding:host_id": agent_host}
         if project:
             body["project_id"] = project
-        port = await self.manager.create_port(admin, body)
+        port = await self.ports.create_port(admin, body)
         LOG.info("DHCP port %s of %s on network %s (%s)", port["id"], agent_host, network_id,
                  ", ".join(ip["ip_address"] for ip in port.get("fixed_ips") or []))
         return port
@@ -98,14 +99,14 @@ class DhcpCallbacks(Endpoint):
     async def release_dhcp_port(self, ctx: RequestContext, agent_host: str, network_id: str) -> None:
         """``agent_host`` no longer serves ``network_id``: its DHCP port there goes."""
         admin = ctx.elevated()
-        for port in await self.manager.list_ports(admin, filters={
+        for port in await self.ports.list_ports(admin, filters={
                 "network_id": [network_id], "device_id": [dhcp_device_id(agent_host, network_id)],
                 "device_owner": [DHCP_OWNER]}):
-            await self.manager.delete_port(admin, port["id"])
+            await self.ports.delete_port(admin, port["id"])
 
     async def dhcp_ready_on_ports(self, ctx: RequestContext, port_ids: list[str], agent_host: str) -> list[str]:
         """The DHCP agent on ``agent_host`` serves these ports' entries (dnsmasq re-read them): DHCP
         acknowledged. Returns the ports that went ACTIVE now."""
         LOG.info("DHCP agent on %s: entries in place for %d port(s): %s", agent_host, len(port_ids),
                  ", ".join(port_ids))
-        return await provisioning.complete(self.manager, ctx, list(port_ids), provisioning.DHCP)
+        return await provisioning.complete(self.ports, ctx, list(port_ids), provisioning.DHCP)

@@ -1,21 +1,21 @@
-"""Floating IPs (Neutron's ``floatingip`` of the ``router`` extension), the part of
-``NetworkManager`` that serves them.
+"""Floating IPs (Neutron's ``floatingip`` of the ``router`` extension), one service of the network
+manager.
 
-``FloatingIPs`` is a mixin of ``nefos.control.network.manager.NetworkManager`` like ``Ports``. A floating
-IP holds an address of the external network through a port of its own (``device_owner``
+``FloatingIPs`` serves their part of the bus and of the Networking API. A floating IP holds an
+address of the external network through a port of its own, made by ``Ports`` (``device_owner``
 ``network:floatingip``, ``device_id`` the floating IP, no project: the address is unique by
 the ``ipallocations`` primary key). Associated, it names a fixed address of a port and the
 router that reaches that port's subnet with a gateway on the floating IP's network (found when
 associating: ``ExternalGatewayForFloatingIPNotFound`` when there is none). A fixed address has
 at most one floating IP per external network (a unique key). It counts against the project's
-``floatingip`` quota. Deleting the fixed port disassociates it (``_disassociate_floatingips``).
+``floatingip`` quota. Deleting the fixed port disassociates it (``Ports.delete_port``).
 """
 
 from __future__ import annotations
 
 import ipaddress
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
 
 from nefos import exceptions
@@ -23,9 +23,12 @@ from nefos.context import RequestContext
 from nefos.db.models import FloatingIP, IPAllocation, Port, Router, RouterPort, utcnow
 from nefos.control.network import attributes as attrs
 from nefos.control.network import list_query, schemas
-from nefos.control.network.common import bulk as _bulk, iso, new_id
-from nefos.control.network.ports import FLOATINGIP_OWNER
+from nefos.control.network.common import bulk as _bulk, check_owner, iso, new_id, project_for_create
+from nefos.control.network.network_rows import network_brief
+from nefos.control.network.ports import FLOATINGIP_OWNER, Ports, delete_port_rows
+from nefos.control.network.quotas import NetworkQuotas
 from nefos.control.network.routers import service_context
+from nefos.control.network.store import NetworkStore
 
 FLOATINGIP_FIELDS = schemas.fields("floatingip")
 # The view's fields in SQL (``list_query``), as ``_fip_view`` shows them.
@@ -40,6 +43,13 @@ _FIP_COLUMNS = {
 
 
 class FloatingIPs:
+    """Floating IPs: their part of the bus and of the Networking API."""
+
+    def __init__(self, store: NetworkStore, quotas: NetworkQuotas, ports: Ports):
+        self.store = store
+        self.quotas = quotas
+        self.ports = ports
+
     @staticmethod
     def _fip_visible(ctx: RequestContext):
         if ctx.is_admin:
@@ -70,7 +80,7 @@ class FloatingIPs:
     async def _associate(self, s, ctx: RequestContext, row: FloatingIP, port_id: str, fixed_ip: str | None) -> None:
         """Point ``row`` at ``fixed_ip`` (or the only IPv4 address) of ``port_id`` through the router
         that connects that address's subnet to the floating IP's network."""
-        port = await self._port_row(s, ctx, port_id)
+        port = await self.ports.port_row(s, ctx, port_id)
         if not ctx.is_admin and port.project_id != row.project_id:
             raise exceptions.BadRequest(resource="floatingip", msg=(
                 f"Cannot create floating IP and bind it to Port {port.id}, since that port is owned by a "
@@ -119,11 +129,11 @@ class FloatingIPs:
             raise exceptions.FloatingIPPortAlreadyAssociated(
                 floating_ip_address=row.floating_ip_address, fip_id=row.id, port_id=port.id, fixed_ip=address,
                 net_id=row.floating_network_id) from None
-        self._router_changed(s, ctx, router_id)
+        self.store.router_changed(s, ctx, router_id)
         await self._floating_ips_changed(s, ctx, port, [], [row.floating_ip_address])
 
     async def _disassociate(self, s, ctx: RequestContext, row: FloatingIP) -> None:
-        self._router_changed(s, ctx, row.router_id)
+        self.store.router_changed(s, ctx, row.router_id)
         port = (await s.execute(select(Port).where(Port.id == row.fixed_port_id))).scalar_one_or_none()
         row.fixed_port_id = row.fixed_ip_address = row.router_id = None
         row.status = "DOWN"
@@ -133,23 +143,14 @@ class FloatingIPs:
                                     has: list[str]) -> None:
         """The port change hooks hear that ``port`` went from the floating addresses ``had`` to ``has``
         (its server's addresses changed: Neutron's ``network-changed`` to Nova)."""
-        view = None if port is None else await self._port_view_for_hooks(s, port)
+        view = None if port is None else await self.ports.view_for_hooks(s, port)
         if view is not None:
-            await self._port_changed(s, ctx, dict(view, floating_ips=had), dict(view, floating_ips=has))
-
-    async def _disassociate_floatingips(self, s, ctx: RequestContext, port_id: str) -> None:
-        """The port ``port_id`` goes: its floating IPs stay, unassociated (Neutron's behaviour)."""
-        for fid, router_id in (await s.execute(select(FloatingIP.id, FloatingIP.router_id)
-                                               .where(FloatingIP.fixed_port_id == port_id))).all():
-            self._router_changed(s, ctx, router_id)
-            await s.execute(update(FloatingIP).where(FloatingIP.id == fid).values(
-                fixed_port_id=None, fixed_ip_address=None, router_id=None, status="DOWN",
-                revision_number=FloatingIP.revision_number + 1, updated_at=utcnow()))
+            await self.store.port_changed(s, ctx, dict(view, floating_ips=had), dict(view, floating_ips=has))
 
     async def _create_floatingip(self, s, ctx: RequestContext, body: dict) -> dict:
         body = attrs.validate_body("floatingip", body, create=True, is_admin=ctx.is_admin)
-        project = self._project_for_create(ctx, body)
-        network = await self._network_brief(s, ctx, body["floating_network_id"])
+        project = project_for_create(ctx, body)
+        network = await network_brief(s, ctx, body["floating_network_id"])
         if not network.external:
             raise exceptions.BadRequest(resource="floatingip",
                                         msg=f"Network {network.id} is not a valid external network")
@@ -163,7 +164,7 @@ class FloatingIPs:
                      "port_security_enabled": False}
         if fixed:
             port_body["fixed_ips"] = [fixed]
-        port = await self._create_port(s, service_context(), port_body)
+        port = await self.ports.create_port_in(s, service_context(), port_body)
         v4 = [f for f in port["fixed_ips"] if ipaddress.ip_address(f["ip_address"]).version == 4]
         if not v4:
             raise exceptions.BadRequest(resource="floatingip",
@@ -175,21 +176,21 @@ class FloatingIPs:
                          updated_at=now)
         s.add(row)
         await s.flush()
-        await self._consume(s, project, floatingip=1)
+        await self.quotas.consume(s, project, floatingip=1)
         if body.get("port_id"):
             await self._associate(s, ctx, row, body["port_id"], body.get("fixed_ip_address"))
         return self._fip_view(row)
 
     async def create_floatingip(self, ctx: RequestContext, floatingip: dict) -> dict:
-        async with self.tx() as s:
+        async with self.store.transaction() as s:
             return await self._create_floatingip(s, ctx, floatingip)
 
     async def create_floatingips(self, ctx: RequestContext, floatingips: list[dict]) -> list[dict]:
-        async with self.tx() as s:
+        async with self.store.transaction() as s:
             return [await self._create_floatingip(s, ctx, f) for f in _bulk(floatingips)]
 
     async def get_floatingip(self, ctx: RequestContext, floatingip_id: str, fields: list[str] | None = None) -> dict:
-        async with self.rt.db.reader() as s:
+        async with self.store.reader() as s:
             return attrs.select_fields(self._fip_view(await self._fip_row(s, ctx, floatingip_id)), fields)
 
     async def list_floatingips(self, ctx: RequestContext, filters: dict | None = None,
@@ -203,15 +204,15 @@ class FloatingIPs:
         cond = self._fip_visible(ctx)
         if cond is not None:
             q = q.where(cond)
-        async with self.rt.db.reader() as s:
+        async with self.store.reader() as s:
             rows = plan.in_order((await s.execute(plan.statement(q))).scalars().all())
         return [attrs.select_fields(self._fip_view(r), fields) for r in rows]
 
     async def update_floatingip(self, ctx: RequestContext, floatingip_id: str, floatingip: dict) -> dict:
         body = attrs.validate_body("floatingip", floatingip, create=False, is_admin=ctx.is_admin)
-        async with self.tx() as s:
+        async with self.store.transaction() as s:
             row = await self._fip_row(s, ctx, floatingip_id)
-            self._check_owner(ctx, row.project_id, "update_floatingip")
+            check_owner(ctx, row.project_id, "update_floatingip")
             if "description" in body:
                 row.description = body["description"]
             if "port_id" in body or "fixed_ip_address" in body:
@@ -227,12 +228,12 @@ class FloatingIPs:
             return self._fip_view(row)
 
     async def delete_floatingip(self, ctx: RequestContext, floatingip_id: str) -> None:
-        async with self.tx() as s:
+        async with self.store.transaction() as s:
             row = await self._fip_row(s, ctx, floatingip_id)
-            self._check_owner(ctx, row.project_id, "delete_floatingip")
+            check_owner(ctx, row.project_id, "delete_floatingip")
             if row.router_id:
                 await self._disassociate(s, ctx, row)
-            await self._delete_port_rows(s, row.floating_port_id)
-            self._network_changed(s, ctx, "port_delete_end", row.floating_network_id)
+            await delete_port_rows(s, row.floating_port_id)
+            self.store.network_changed(s, ctx, "port_delete_end", row.floating_network_id)
             await s.execute(delete(FloatingIP).where(FloatingIP.id == row.id))
-            await self._release(s, row.project_id, floatingip=1)
+            await self.quotas.release(s, row.project_id, floatingip=1)

@@ -31,19 +31,19 @@ class L3PluginEndpoint(Endpoint):
 
     rpc_interface = interfaces.L3_PLUGIN
 
-    def __init__(self, manager):
-        self.manager = manager  # nefos.control.network.manager.NetworkManager
+    def __init__(self, routers):
+        self.routers = routers  # nefos.control.network.routers.Routers
 
     async def sync_routers(self, ctx: RequestContext, agent_host: str, router_ids: list[str] | None = None) -> list[dict]:
         """The L3 configuration of ``router_ids`` (None: every router), their ports bound to
         ``agent_host`` first (the agent plugs them there next; a port added meanwhile, not bound
         yet, comes with the next sync)."""
-        await self.manager.bind_router_ports(agent_host, router_ids)
-        return await self.manager.routers_for_agent(router_ids, agent_host)
+        await self.routers.bind_router_ports(agent_host, router_ids)
+        return await self.routers.routers_for_agent(router_ids, agent_host)
 
 
 class L3AgentNotifier(AgentNotifier):
-    """The network service's side of ``l3_agent``: a router change listener of the manager, each
+    """The network service's side of ``l3_agent``: a router change listener of the store, each
     change fanned out in a task of its own (the change never waits for the bus nor fails with it)."""
 
     interface = interfaces.L3_AGENT

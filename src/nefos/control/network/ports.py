@@ -1,12 +1,11 @@
-"""Ports (Neutron's), the part of ``NetworkManager`` that serves them.
+"""Ports (Neutron's), one service of the network manager.
 
-``Ports`` is a mixin of ``nefos.control.network.manager.NetworkManager``: its public methods are the
-network service's bus methods and the Networking API's, like the manager's own; it uses the
-manager's plumbing (``tx``, ``_list``, ``_network_brief``, ``_network_changed``, the port
-change hooks and status listeners, quotas) and the default security group
-(``SecurityGroups._ensure_default_group``). An IP address is unique per network by the
-``ipallocations`` primary key (pick a free candidate, insert it, and on a duplicate try the next
-one), a MAC is unique per network by a unique key.
+``Ports`` serves the ports' part of the bus and of the Networking API, and what the agents'
+callbacks and provisioning ask of a port (its status, its binding). It counts usage with
+``NetworkQuotas``, gives a new port its project's default group (``SecurityGroups``), and marks
+its changes in the ``NetworkStore`` transaction (the DHCP agents', the port change hooks'). An IP
+address is unique per network by the ``ipallocations`` primary key (pick a free candidate, insert
+it, and on a duplicate try the next one), a MAC is unique per network by a unique key.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ import ipaddress
 import json
 import logging
 import types
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from sqlalchemy import (and_, bindparam, case, delete, exists, func, insert, literal_column, null, or_, select, true,
                         union_all, update)
@@ -32,9 +31,13 @@ from nefos.db.session import insert_ignoring_duplicate
 from nefos.control.network import attributes as attrs
 from nefos.control.network import ipam, list_query, provisioning, schemas
 from nefos.control.network.common import (
-    bulk as _bulk, chunks as _chunks, iso, new_id, not_owner as _not_owner, owned as _owned,
+    bulk as _bulk, chunks as _chunks, iso, new_id, not_owner as _not_owner, owned as _owned, project_for_create,
     visibility as _visibility, where_filters as _where_filters,
 )
+from nefos.control.network.network_rows import network_brief
+from nefos.control.network.quotas import NetworkQuotas
+from nefos.control.network.security_groups import SecurityGroups
+from nefos.control.network.store import NetworkStore
 
 LOG = logging.getLogger(__name__)
 
@@ -48,7 +51,7 @@ IP_HINT_ATTEMPTS = 4
 MAX_MAC_ATTEMPTS = 16
 
 # Prebuilt Core statements of the port's hot paths (a server boot creates a port and changes its
-# status twice); see ``manager.py``.
+# status twice); see ``networks.py``.
 _N = Network.__table__
 _S = Subnet.__table__
 _P = Port.__table__
@@ -144,6 +147,7 @@ _SUBNETS_OF = select(_S).where(_S.c.network_id == bindparam("b_network")).order_
 _GROUP_PROJECT = select(_SG.c.project_id).where(_SG.c.id == bindparam("b_id"))
 _INSERT_PORT_GROUP = insert(_PSG)
 
+PortStatusListener = Callable[[RequestContext, dict, str], Awaitable[None]]
 
 
 def _check_guest_port_on_foreign_network(body: dict, action: str) -> None:
@@ -198,7 +202,47 @@ async def _check_floating_ips_kept(s, port_id: str) -> None:
             "associated to a floating ip"))
 
 
+async def delete_port_rows(s, port_id: str) -> None:
+    """The port's rows go: its addresses, groups, provisioning blocks, router attachment, itself."""
+    await s.execute(delete(IPAllocation).where(IPAllocation.port_id == port_id))
+    await s.execute(delete(PortSecurityGroup).where(PortSecurityGroup.port_id == port_id))
+    await provisioning.port_deleted(s, port_id)
+    await s.execute(delete(RouterPort).where(RouterPort.port_id == port_id))
+    await s.execute(delete(Port).where(Port.id == port_id))
+
+
+async def _unassociate_floating_ips(s, ctx: RequestContext, port_id: str) -> None:
+    """The port ``port_id`` goes: its floating IPs stay, unassociated (Neutron's behaviour)."""
+    for fid, router_id in (await s.execute(select(FloatingIP.id, FloatingIP.router_id)
+                                           .where(FloatingIP.fixed_port_id == port_id))).all():
+        NetworkStore.router_changed(s, ctx, router_id)
+        await s.execute(update(FloatingIP).where(FloatingIP.id == fid).values(
+            fixed_port_id=None, fixed_ip_address=None, router_id=None, status="DOWN",
+            revision_number=FloatingIP.revision_number + 1, updated_at=utcnow()))
+
+
 class Ports:
+    """Ports: their part of the bus and of the Networking API, their status and binding."""
+
+    def __init__(self, store: NetworkStore, quotas: NetworkQuotas, security_groups: SecurityGroups, cfg):
+        self.store = store
+        self.quotas = quotas
+        self.security_groups = security_groups
+        self.cfg = cfg
+        self._port_status_listeners: list[PortStatusListener] = []
+        # subnet id -> the address this process last handed out there (a hint, see _allocate_from_subnet)
+        self._last_ip: dict[str, str] = {}
+
+    def add_port_status_listener(self, listener: PortStatusListener) -> None:
+        """Call ``listener(ctx, port, previous_status)`` after a port's status changed (not over the bus)."""
+        self._port_status_listeners.append(listener)
+
+    async def view_for_hooks(self, s, row) -> dict | None:
+        """The admin's view of ``row`` for the port change hooks; None when there is no hook."""
+        if not self.store.has_port_hooks:
+            return None
+        return (await self._port_views(s, RequestContext(is_admin=True), [row]))[0]
+
     def _port_query(self, ctx: RequestContext):
         q = select(Port)
         if not ctx.is_admin:
@@ -206,7 +250,7 @@ class Ports:
                 Port.project_id == ctx.project_id, Network.project_id == ctx.project_id))
         return q
 
-    async def _port_row(self, s, ctx: RequestContext, port_id: str) -> Port:
+    async def port_row(self, s, ctx: RequestContext, port_id: str) -> Port:
         row = (await s.execute(self._port_query(ctx).where(Port.id == str(port_id)))).scalar_one_or_none()
         if row is None:
             raise exceptions.PortNotFound(port_id=port_id)
@@ -378,10 +422,10 @@ class Ports:
             out.append(gid)
         return out
 
-    async def _create_port(self, s, ctx: RequestContext, body: dict, binding_host_id: str | None = None) -> dict:
+    async def create_port_in(self, s, ctx: RequestContext, body: dict, binding_host_id: str | None = None) -> dict:
         body = attrs.validate_body("port", body, create=True, is_admin=ctx.is_admin)
-        network = await self._network_brief(s, ctx, body["network_id"])
-        project = self._project_for_create(ctx, body)
+        network = await network_brief(s, ctx, body["network_id"])
+        project = project_for_create(ctx, body)
         if not ctx.is_admin and network.project_id != ctx.project_id and not network.shared:
             # Neutron's create_port rule (the network's owner, or a shared network): what else a
             # project sees is an external network, whose addresses are for floating IPs and router
@@ -401,7 +445,7 @@ class Ports:
         if groups is None:
             groups = []
             if port_security and not body["device_owner"].startswith("network:") and project:
-                groups = [await self._ensure_default_group(s, project)]
+                groups = [await self.security_groups.ensure_default_group_in(s, project)]
         else:
             groups = await self._check_security_groups(s, ctx, project, groups)
         mac = body.get("mac_address")
@@ -433,13 +477,13 @@ class Ports:
             await _check_gateway_holder(s, port_id, body["device_owner"])
         for gid in groups:
             await s.execute(_INSERT_PORT_GROUP, {"port_id": port_id, "security_group_id": gid})
-        await self._consume(s, project, port=1)
+        await self.quotas.consume(s, project, port=1)
         by_id = {sn.id: sn for sn in subnets}
         on_dhcp_subnet = bool(network.admin_state_up) and any(
             by_id[a["subnet_id"]].enable_dhcp and by_id[a["subnet_id"]].ip_version == 4 for a in allocated)
-        components = await provisioning.port_created(s, self.rt.cfg, port_id, values["binding_host_id"],
+        components = await provisioning.port_created(s, self.cfg, port_id, values["binding_host_id"],
                                                      body["device_owner"], on_dhcp_subnet=on_dhcp_subnet)
-        self._network_changed(s, ctx, "port_create_end", network.id)
+        self.store.network_changed(s, ctx, "port_create_end", network.id)
         # The view from what was written (the row, its addresses, groups and blocks): nothing to read back.
         if values["binding_profile"]:
             values["binding_profile"] = json.loads(json.dumps(values["binding_profile"]))
@@ -456,15 +500,15 @@ class Ports:
         ``update_port`` of ``binding:host_id`` right after the create would bind it (Nova creates a
         server's port with the user's token and binds it with its admin client); the port as an admin
         sees it. None: only what ``port`` says, with ``ctx``'s authority."""
-        async with self.tx() as s:
-            return await self._create_port(s, ctx, port, binding_host_id)
+        async with self.store.transaction() as s:
+            return await self.create_port_in(s, ctx, port, binding_host_id)
 
     async def create_ports(self, ctx: RequestContext, ports: list[dict]) -> list[dict]:
-        async with self.tx() as s:
-            return [await self._create_port(s, ctx, p) for p in _bulk(ports)]
+        async with self.store.transaction() as s:
+            return [await self.create_port_in(s, ctx, p) for p in _bulk(ports)]
 
     async def get_port(self, ctx: RequestContext, port_id: str, fields: list[str] | None = None) -> dict:
-        async with self.rt.db.reader() as s:
+        async with self.store.reader() as s:
             rows = (await s.execute(_ports_statement(_visibility(ctx), ("id",)),
                                     {"f0": [str(port_id)], "b_project": ctx.project_id})).all()
             if not rows:
@@ -479,7 +523,7 @@ class Ports:
                                      filters=filters, sort_key=sort_key, sort_dir=sort_dir, limit=limit,
                                      marker=marker, page_reverse=page_reverse,
                                      get_marker=lambda m: self.get_port(ctx, m))
-        async with self.rt.db.reader() as s:
+        async with self.store.reader() as s:
             rows = (await s.execute(plan.statement(_ports_statement(_visibility(ctx), ())),
                                     {"b_project": ctx.project_id})).all()
             docs = await self._port_views(s, ctx, plan.in_order(rows))
@@ -489,14 +533,14 @@ class Ports:
                           expected_device_id: str | None = None) -> dict:
         """Update a port; with ``expected_device_id`` only if its device_id still is that (else PortInUse)."""
         body = attrs.validate_body("port", port, create=False, is_admin=ctx.is_admin)
-        async with self.tx() as s:
-            row = await self._port_row(s, ctx, port_id)
+        async with self.store.transaction() as s:
+            row = await self.port_row(s, ctx, port_id)
             network = (await s.execute(select(Network).where(Network.id == row.network_id))).scalar_one()
             if not ctx.is_admin and ctx.project_id != row.project_id:
                 # Neutron's update_port rule: the port's project. The network's owner sees the
                 # other projects' ports on it (and may delete them), not rewrite them.
                 raise _not_owner("update_port")
-            before = await self._port_view_for_hooks(s, row)
+            before = await self.view_for_hooks(s, row)
             if expected_device_id is not None:
                 new_device = body.get("device_id", row.device_id)
                 claimed = await s.execute(update(Port).where(
@@ -560,15 +604,15 @@ class Ports:
                 row.updated_at = utcnow()
             await s.flush()
             if host_changed or addresses_changed:
-                await provisioning.port_updated(s, self.rt.cfg, row.id, host_changed=host_changed,
+                await provisioning.port_updated(s, self.cfg, row.id, host_changed=host_changed,
                                                 host=row.binding_host_id or "",
                                                 addresses_changed=addresses_changed,
                                                 device_owner=row.device_owner or "")
-            self._network_changed(s, ctx, "port_update_end", row.network_id)
+            self.store.network_changed(s, ctx, "port_update_end", row.network_id)
             doc = (await self._port_views(s, ctx, [row]))[0]
             if before is not None:
-                await self._port_changed(s, ctx, before, doc if ctx.is_admin else
-                                         await self._port_view_for_hooks(s, row))
+                await self.store.port_changed(s, ctx, before, doc if ctx.is_admin else
+                                         await self.view_for_hooks(s, row))
             return doc
 
     @staticmethod
@@ -611,16 +655,9 @@ class Ports:
             await self._allocate_ips(s, row.network_id, row.id, row.mac_address, remaining)
         return bool(remaining) or bool(set(current) - keep)
 
-    async def _delete_port_rows(self, s, port_id: str) -> None:
-        await s.execute(delete(IPAllocation).where(IPAllocation.port_id == port_id))
-        await s.execute(delete(PortSecurityGroup).where(PortSecurityGroup.port_id == port_id))
-        await provisioning.port_deleted(s, port_id)
-        await s.execute(delete(RouterPort).where(RouterPort.port_id == port_id))
-        await s.execute(delete(Port).where(Port.id == port_id))
-
     async def delete_port(self, ctx: RequestContext, port_id: str) -> None:
-        async with self.tx() as s:
-            row = await self._port_row(s, ctx, port_id)
+        async with self.store.transaction() as s:
+            row = await self.port_row(s, ctx, port_id)
             if not ctx.is_admin and row.project_id != ctx.project_id:
                 network_owner = (await s.execute(select(Network.project_id)
                                                   .where(Network.id == row.network_id))).scalar_one()
@@ -629,13 +666,13 @@ class Ports:
             if await self._held_by_l3(s, row.id):  # Neutron's prevent_l3_port_deletion
                 raise exceptions.ServicePortInUse(port_id=row.id,
                                                   reason=f"has device owner {row.device_owner}")
-            before = await self._port_view_for_hooks(s, row)
-            await self._disassociate_floatingips(s, ctx, row.id)
-            await self._delete_port_rows(s, row.id)
-            self._network_changed(s, ctx, "port_delete_end", row.network_id)
+            before = await self.view_for_hooks(s, row)
+            await _unassociate_floating_ips(s, ctx, row.id)
+            await delete_port_rows(s, row.id)
+            self.store.network_changed(s, ctx, "port_delete_end", row.network_id)
             if before is not None:
-                await self._port_changed(s, ctx, before, None)
-            await self._release(s, row.project_id, port=1)
+                await self.store.port_changed(s, ctx, before, None)
+            await self.quotas.release(s, row.project_id, port=1)
 
     @staticmethod
     async def _held_by_l3(s, port_id: str) -> bool:
@@ -665,7 +702,7 @@ class Ports:
         blocks)`` (the port's row and its provisioning blocks, ``{component: satisfied}``, as read
         in this transaction) gives the status to set, or None to leave the port alone (and return
         None). Not over the bus (in-process callers: the agent protocol, provisioning)."""
-        async with self.tx() as s:
+        async with self.store.transaction() as s:
             row = await self.port_by_id(s, port_id)
             if row is None:
                 raise exceptions.PortNotFound(port_id=port_id)
@@ -699,7 +736,7 @@ class Ports:
                                                "b_now": values["updated_at"]})
         doc = self._port_doc(ctx.elevated(), types.SimpleNamespace(**values), ips[row.id], groups[row.id], views)
         if previous != status:
-            await self._port_changed(s, ctx, dict(doc, status=previous), doc)
+            await self.store.port_changed(s, ctx, dict(doc, status=previous), doc)
         return doc, previous
 
     async def tell_port_status(self, ctx: RequestContext, doc: dict, previous: str | None) -> None:
@@ -715,7 +752,7 @@ class Ports:
     async def port_binding(self, port_id: str) -> dict | None:
         """What an agent report needs of a port, in one row read (no view): id, status,
         admin_state_up, binding:host_id, device_id; None when there is no such port."""
-        async with self.rt.db.reader() as s:
+        async with self.store.reader() as s:
             return await self._port_binding_in(s, port_id)
 
     @staticmethod

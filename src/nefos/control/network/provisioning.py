@@ -166,14 +166,14 @@ async def views(s, port_ids: list[str]) -> dict[str, dict]:
 
 # Acknowledgements --------------------------------------------------------------------------------------
 
-async def complete(manager, ctx, port_ids: list[str], component: str) -> list[str]:
+async def complete(ports, ctx, port_ids: list[str], component: str) -> list[str]:
     """``component`` acknowledged ``port_ids``; the ports with no block left (and up to the L2
     agent) go ACTIVE. Returns the ids of the ports that went ACTIVE now."""
     if not port_ids:
         return []
-    async with manager.rt.db.transaction() as s:
+    async with ports.store.db.transaction() as s:
         await acknowledge(s, port_ids, component)
-    return await settle(manager, ctx, port_ids, component)
+    return await settle(ports, ctx, port_ids, component)
 
 
 async def acknowledge(s, port_ids: list[str], component: str) -> None:
@@ -189,19 +189,19 @@ async def acknowledge(s, port_ids: list[str], component: str) -> None:
                 await _set(s, pid, L2, True, now)
 
 
-async def settle(manager, ctx, port_ids: list[str], component: str) -> list[str]:
+async def settle(ports, ctx, port_ids: list[str], component: str) -> list[str]:
     """After ``component``'s acknowledgement committed: what is left is read afresh (a concurrent
     acknowledgement is visible now) and the ports with nothing left go ACTIVE; the ids of those."""
     if len(port_ids) == 1:  # the blocks read in the transaction that activates the port
-        return [port_ids[0]] if await _activate(manager, ctx, port_ids[0], component) else []
-    async with manager.rt.db.reader() as s:
+        return [port_ids[0]] if await _activate(ports, ctx, port_ids[0], component) else []
+    async with ports.store.reader() as s:
         rows = (await s.execute(_STATE, {"b_ids": list(port_ids)})).all()
     state: dict[str, dict[str, bool]] = {}
     for pid, comp, satisfied in rows:
         state.setdefault(pid, {})[comp] = bool(satisfied)
     activated = []
     for pid in port_ids:
-        if _ready(pid, component, state.get(pid, {})) and await _activate(manager, ctx, pid, component):
+        if _ready(pid, component, state.get(pid, {})) and await _activate(ports, ctx, pid, component):
             activated.append(pid)
     return activated
 
@@ -225,7 +225,7 @@ def writers_serialized(db) -> bool:
 
 
 def _decider(port_id: str, component: str):
-    """The ``decide`` of ``NetworkManager.change_port_status`` that activates a port: ACTIVE if
+    """The ``decide`` of ``Ports.change_port_status`` that activates a port: ACTIVE if
     nothing blocks it (and L2 acknowledged it) and it is up and bound, else no change."""
     def decide(row, blocks: dict[str, bool]) -> str | None:
         if not _ready(port_id, component, blocks):
@@ -243,14 +243,14 @@ def _activated(port_id: str, component: str, decide) -> None:
              ", ".join(decide.components), component)
 
 
-async def _activate(manager, ctx, port_id: str, component: str) -> bool:
+async def _activate(ports, ctx, port_id: str, component: str) -> bool:
     """ACTIVE if nothing blocks ``port_id`` (its blocks read again in the transaction that sets
     it, after the acknowledgement committed) and it is up and bound."""
     from nefos import exceptions
 
     decide = _decider(port_id, component)
     try:
-        port = await manager.change_port_status(ctx.elevated(), port_id, decide)
+        port = await ports.change_port_status(ctx.elevated(), port_id, decide)
     except exceptions.PortNotFound:
         return False
     if port is None:
@@ -259,25 +259,25 @@ async def _activate(manager, ctx, port_id: str, component: str) -> bool:
     return True
 
 
-async def device_up(manager, ctx, port_id: str, accept):
+async def device_up(ports, ctx, port_id: str, accept):
     """The L2 agent reported the device of ``port_id`` up: if ``accept(row)`` (the port's row read
     in the acknowledging transaction: e.g. bound to the reporting host), L2 acknowledged and the
     port ACTIVE when nothing else blocks it (as ``complete``). With serialized writers the
     activation shares the acknowledging transaction. Returns the row, None when there is no port."""
     admin = ctx.elevated()
-    serialized = writers_serialized(manager.rt.db)
+    serialized = writers_serialized(ports.store.db)
     decide = _decider(str(port_id), L2)
     doc = None
-    async with manager.tx() as s:
-        row = await manager.port_by_id(s, port_id)
+    async with ports.store.transaction() as s:
+        row = await ports.port_by_id(s, port_id)
         if row is None or not accept(row):
             return row
         await acknowledge(s, [row.id], L2)
         if serialized:
-            doc, previous = await manager.set_port_status_in(s, admin, row, decide)
+            doc, previous = await ports.set_port_status_in(s, admin, row, decide)
     if not serialized:
-        await settle(manager, ctx, [row.id], L2)
+        await settle(ports, ctx, [row.id], L2)
     elif doc is not None:
-        await manager.tell_port_status(admin, doc, previous)
+        await ports.tell_port_status(admin, doc, previous)
         _activated(row.id, L2, decide)
     return row

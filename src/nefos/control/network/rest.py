@@ -1,7 +1,7 @@
 """The Networking API v2.0 (the subset Nefos serves), Neutron-compatible on the wire.
 
 Errors use Neutron's body ``{"NeutronError": {"type", "message", "detail"}}``;
-every route calls the one ``NetworkManager`` implementation.
+every route calls the service of the network manager that owns the operation (``manager.py``).
 """
 
 from __future__ import annotations
@@ -25,6 +25,9 @@ COLLECTIONS = {
     "routers": ("router", "router", "routers"),
     "floatingips": ("floatingip", "floatingip", "floatingips"),
 }
+# collection -> the network manager's service that owns it
+OWNERS = {"networks": "networks", "subnets": "networks", "ports": "ports", "security-groups": "security_groups",
+          "security-group-rules": "security_groups", "routers": "routers", "floatingips": "floating_ips"}
 # The JSON key of a collection (Neutron uses underscores in bodies, dashes in URLs).
 BODY_KEYS = {"security-groups": "security_groups", "security-group-rules": "security_group_rules"}
 
@@ -197,7 +200,7 @@ def authorize(ctx, rule: str, project_id: str | None = None) -> None:
 
 
 def create_app(rt, manager):
-    """The Networking API over ``manager`` (a ``NetworkManager``)."""
+    """The Networking API over ``manager``'s services (a ``NetworkManager``)."""
     app = rest.make_app("Nefos Networking API", "network", neutron_error_body)
     app.add_middleware(JsonSuffixMiddleware)
     app.state.rt = rt
@@ -251,7 +254,7 @@ def create_app(rt, manager):
     @openapi.documented(responses={200: schemas.quotas})
     async def list_quotas(request: Request):
         authorize(ctx_of(request), "get_quota", "*")
-        return {"quotas": await manager.list_quotas(ctx_of(request))}
+        return {"quotas": await manager.quotas.list_quotas(ctx_of(request))}
 
     @app.get("/v2.0/quotas/{project_id}")
     @openapi.documented(responses={200: schemas.quota_or_tenant})
@@ -260,36 +263,36 @@ def create_app(rt, manager):
         if project_id == "tenant":
             return {"tenant": {"tenant_id": ctx.project_id}}
         authorize(ctx, "get_quota", project_id)
-        return {"quota": await manager.get_quota(ctx, project_id)}
+        return {"quota": await manager.quotas.get_quota(ctx, project_id)}
 
     @app.get("/v2.0/quotas/{project_id}/default")
     @openapi.documented(responses={200: schemas.quota})
     async def show_quota_default(request: Request, project_id: str):
-        return {"quota": await manager.get_quota_default(ctx_of(request), project_id)}
+        return {"quota": await manager.quotas.get_quota_default(ctx_of(request), project_id)}
 
     @app.get("/v2.0/quotas/{project_id}/details")
     @openapi.documented(responses={200: schemas.quota_details})
     async def show_quota_details(request: Request, project_id: str):
         authorize(ctx_of(request), "get_quota", project_id)
-        return {"quota": await manager.get_quota_details(ctx_of(request), project_id)}
+        return {"quota": await manager.quotas.get_quota_details(ctx_of(request), project_id)}
 
     @app.put("/v2.0/quotas/{project_id}")
     @openapi.documented(request=schemas.quota_update_request, responses={200: schemas.quota})
     async def update_quota(request: Request, project_id: str):
         body, _ = await _resource_body(request, "quota", "quotas", bulk_ok=False)
         authorize(ctx_of(request), "update_quota", project_id)
-        return {"quota": await manager.update_quota(ctx_of(request), project_id, body)}
+        return {"quota": await manager.quotas.update_quota(ctx_of(request), project_id, body)}
 
     @app.delete("/v2.0/quotas/{project_id}", status_code=204)
     async def delete_quota(request: Request, project_id: str):
         authorize(ctx_of(request), "delete_quota", project_id)
-        await manager.delete_quota(ctx_of(request), project_id)
+        await manager.quotas.delete_quota(ctx_of(request), project_id)
         return Response(status_code=204)
 
     # Resources ----------------------------------------------------------------------------
 
     for collection, (member, one, many) in COLLECTIONS.items():
-        _add_collection(app, manager, collection, member, one, many, ctx_of)
+        _add_collection(app, getattr(manager, OWNERS[collection]), collection, member, one, many, ctx_of)
 
     # Router interfaces (member actions of the router extension) ----------------------------
 
@@ -298,33 +301,35 @@ def create_app(rt, manager):
     async def add_router_interface(request: Request, router_id: str):
         body = await _interface_body(request)
         authorize(ctx_of(request), "add_router_interface")
-        return await manager.add_router_interface(ctx_of(request), router_id, body)
+        return await manager.routers.add_router_interface(ctx_of(request), router_id, body)
 
     @app.put("/v2.0/routers/{router_id}/remove_router_interface")
     @openapi.documented(request=schemas.ROUTER_INTERFACE_REQUEST, responses={200: schemas.ROUTER_INTERFACE})
     async def remove_router_interface(request: Request, router_id: str):
         body = await _interface_body(request)
         authorize(ctx_of(request), "remove_router_interface")
-        return await manager.remove_router_interface(ctx_of(request), router_id, body)
+        return await manager.routers.remove_router_interface(ctx_of(request), router_id, body)
 
     # Auto-allocated topology (the auto-allocated-topology extension) ---------------------------
+
+    topologies = manager.auto_allocated_topologies
 
     @app.get("/v2.0/auto-allocated-topology/{project_id}")
     @openapi.documented(responses={200: schemas.AUTO_ALLOCATED_TOPOLOGY}, query=schemas.AUTO_ALLOCATED_TOPOLOGY_QUERY)
     async def show_auto_allocated_topology(request: Request, project_id: str):
         ctx = ctx_of(request)
-        project_id = manager.topology_project(ctx, project_id)  # another project's: 403, as Neutron
+        project_id = topologies.topology_project(ctx, project_id)  # another project's: 403, as Neutron
         authorize(ctx, "get_auto_allocated_topology", project_id)
         fields = [f for v in request.query_params.getlist("fields") for f in v.split(",") if f]
-        return {"auto_allocated_topology": await manager.get_auto_allocated_topology(ctx, project_id, fields=fields)}
+        return {"auto_allocated_topology": await topologies.get_auto_allocated_topology(ctx, project_id, fields=fields)}
 
     @app.delete("/v2.0/auto-allocated-topology/{project_id}", status_code=204)
     @openapi.documented(responses={204: None})
     async def delete_auto_allocated_topology(request: Request, project_id: str):
         ctx = ctx_of(request)
-        project_id = manager.topology_project(ctx, project_id)
+        project_id = topologies.topology_project(ctx, project_id)
         authorize(ctx, "delete_auto_allocated_topology", project_id)
-        await manager.delete_auto_allocated_topology(ctx, project_id)
+        await topologies.delete_auto_allocated_topology(ctx, project_id)
         return Response(status_code=204)
 
     openapi.serve(app, "/v2.0/openapi.json", title="Nefos Networking API", version="2.0",
@@ -332,14 +337,14 @@ def create_app(rt, manager):
     return app
 
 
-def _add_collection(app, manager, collection: str, member: str, one: str, many: str, ctx_of) -> None:
+def _add_collection(app, service, collection: str, member: str, one: str, many: str, ctx_of) -> None:
     key = BODY_KEYS.get(collection, collection)
-    list_fn = getattr(manager, f"list_{many}")
-    get_fn = getattr(manager, f"get_{one}")
-    create_fn = getattr(manager, f"create_{one}")
-    bulk_fn = getattr(manager, f"create_{many}")
-    update_fn = getattr(manager, f"update_{one}")
-    delete_fn = getattr(manager, f"delete_{one}")
+    list_fn = getattr(service, f"list_{many}")
+    get_fn = getattr(service, f"get_{one}")
+    create_fn = getattr(service, f"create_{one}")
+    bulk_fn = getattr(service, f"create_{many}")
+    update_fn = getattr(service, f"update_{one}")
+    delete_fn = getattr(service, f"delete_{one}")
 
     async def list_items(request: Request):
         authorize(ctx_of(request), f"get_{one}")

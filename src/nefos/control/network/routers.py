@@ -1,7 +1,9 @@
-"""Routers (Neutron's ``router``, ``ext-gw-mode`` and ``extraroute``), the part of
-``NetworkManager`` that serves them.
+"""Routers (Neutron's ``router``, ``ext-gw-mode`` and ``extraroute``), one service of the network
+manager.
 
-``Routers`` is a mixin of ``nefos.control.network.manager.NetworkManager`` like ``Ports``. A router is a
+``Routers`` serves their part of the bus and of the Networking API, and the L3 agents' sync
+(``nefos.control.network.l3_rpc``); it makes and removes its ports through ``Ports`` and finds subnets
+through ``Networks``. A router is a
 row of ``routers``; everything it connects is a port: an interface is a port on a tenant subnet
 holding that subnet's gateway IP (``device_owner`` ``network:router_interface``, ``device_id``
 the router, the router's project), its gateway a port on an external network
@@ -11,7 +13,7 @@ two routers racing for one subnet, one of them gets ``IpAddressInUse``), and a r
 interfaces and gateway go with it or keep it (``RouterInUse``).
 
 Every change that alters what an L3 agent configures (``nefos.agents.l3_agent``) marks the
-router changed in its transaction (``_router_changed``); once committed, the router change
+router changed in its transaction (``NetworkStore.router_changed``); once committed, the router change
 listeners hear of it (``nefos.control.network.l3_rpc.L3AgentNotifier`` fans it out to the agents).
 """
 
@@ -27,8 +29,14 @@ from nefos.context import RequestContext
 from nefos.db.models import FloatingIP, IPAllocation, Network, Port, Router, RouterPort, Subnet, utcnow
 from nefos.control.network import attributes as attrs
 from nefos.control.network import ipam, list_query, schemas
-from nefos.control.network.common import bulk as _bulk, iso, new_id, not_owner as _not_owner
-from nefos.control.network.ports import ROUTER_GATEWAY_OWNER, ROUTER_INTERFACE_OWNER
+from nefos.control.network.common import (
+    bulk as _bulk, check_owner, iso, new_id, not_owner as _not_owner, project_for_create,
+)
+from nefos.control.network.network_rows import network_brief
+from nefos.control.network.networks import Networks
+from nefos.control.network.ports import ROUTER_GATEWAY_OWNER, ROUTER_INTERFACE_OWNER, Ports, delete_port_rows
+from nefos.control.network.quotas import NetworkQuotas
+from nefos.control.network.store import NetworkStore
 
 LOG = logging.getLogger(__name__)
 
@@ -65,6 +73,15 @@ def _one_of(body, action: str) -> tuple[str | None, str | None]:
 
 
 class Routers:
+    """Routers and their interfaces: their part of the bus and of the Networking API, and what
+    the L3 agents configure."""
+
+    def __init__(self, store: NetworkStore, quotas: NetworkQuotas, networks: Networks, ports: Ports):
+        self.store = store
+        self.quotas = quotas
+        self.networks = networks
+        self.ports = ports
+
     # Rows and views -----------------------------------------------------------------------------
 
     @staticmethod
@@ -136,12 +153,12 @@ class Routers:
             used = (await s.execute(select(FloatingIP.id).where(FloatingIP.router_id == row.id).limit(1))).first()
             if used is not None:
                 raise exceptions.RouterExternalGatewayInUseByFloatingIp(router_id=row.id, net_id=row.gw_network_id)
-            await self._delete_port_rows(s, row.gw_port_id)
-            self._network_changed(s, ctx, "port_delete_end", row.gw_network_id)
+            await delete_port_rows(s, row.gw_port_id)
+            self.store.network_changed(s, ctx, "port_delete_end", row.gw_network_id)
             row.gw_port_id, row.gw_network_id, row.enable_snat = None, None, True
         if info is None:
             return
-        network = await self._network_brief(s, ctx, info["network_id"])
+        network = await network_brief(s, ctx, info["network_id"])
         if not network.external:
             raise exceptions.BadRequest(resource="router",
                                         msg=f"Network {network.id} is not a valid external network")
@@ -149,7 +166,7 @@ class Routers:
                 "port_security_enabled": False}
         if info.get("external_fixed_ips"):
             body["fixed_ips"] = info["external_fixed_ips"]
-        port = await self._create_port(s, service_context(), body)
+        port = await self.ports.create_port_in(s, service_context(), body)
         if not port["fixed_ips"]:
             raise exceptions.BadRequest(resource="router",
                                         msg=f"No IPs available for external network {network.id}")
@@ -174,31 +191,31 @@ class Routers:
 
     # CRUD ------------------------------------------------------------------------------------------
 
-    async def _create_router(self, s, ctx: RequestContext, body: dict) -> dict:
+    async def create_router_in(self, s, ctx: RequestContext, body: dict) -> dict:
         body = attrs.validate_body("router", body, create=True, is_admin=ctx.is_admin)
-        project = self._project_for_create(ctx, body)
+        project = project_for_create(ctx, body)
         now = utcnow()
         row = Router(id=new_id(), project_id=project, name=body["name"], description=body["description"],
                      admin_state_up=body["admin_state_up"], status="ACTIVE", enable_snat=True, routes=[],
                      revision_number=0, created_at=now, updated_at=now)
         s.add(row)
         await s.flush()
-        await self._consume(s, project, router=1)
+        await self.quotas.consume(s, project, router=1)
         await self._set_gateway(s, ctx, row, body["external_gateway_info"], "create_router")
         await s.flush()
-        self._router_changed(s, ctx, row.id)
+        self.store.router_changed(s, ctx, row.id)
         return (await self._router_views(s, [row]))[0]
 
     async def create_router(self, ctx: RequestContext, router: dict) -> dict:
-        async with self.tx() as s:
-            return await self._create_router(s, ctx, router)
+        async with self.store.transaction() as s:
+            return await self.create_router_in(s, ctx, router)
 
     async def create_routers(self, ctx: RequestContext, routers: list[dict]) -> list[dict]:
-        async with self.tx() as s:
-            return [await self._create_router(s, ctx, r) for r in _bulk(routers)]
+        async with self.store.transaction() as s:
+            return [await self.create_router_in(s, ctx, r) for r in _bulk(routers)]
 
     async def get_router(self, ctx: RequestContext, router_id: str, fields: list[str] | None = None) -> dict:
-        async with self.rt.db.reader() as s:
+        async with self.store.reader() as s:
             row = await self._router_row(s, ctx, router_id)
             return attrs.select_fields((await self._router_views(s, [row]))[0], fields)
 
@@ -213,16 +230,16 @@ class Routers:
         cond = self._router_visible(ctx)
         if cond is not None:
             q = q.where(cond)
-        async with self.rt.db.reader() as s:
+        async with self.store.reader() as s:
             rows = plan.in_order((await s.execute(plan.statement(q))).scalars().all())
             docs = await self._router_views(s, rows)
         return [attrs.select_fields(d, fields) for d in docs]
 
     async def update_router(self, ctx: RequestContext, router_id: str, router: dict) -> dict:
         body = attrs.validate_body("router", router, create=False, is_admin=ctx.is_admin)
-        async with self.tx() as s:
+        async with self.store.transaction() as s:
             row = await self._router_row(s, ctx, router_id)
-            self._check_owner(ctx, row.project_id, "update_router")
+            check_owner(ctx, row.project_id, "update_router")
             if "external_gateway_info" in body:
                 await self._set_gateway(s, ctx, row, body.pop("external_gateway_info"), "update_router")
             if "routes" in body:
@@ -232,19 +249,19 @@ class Routers:
             row.revision_number = (row.revision_number or 0) + 1
             row.updated_at = utcnow()
             await s.flush()
-            self._router_changed(s, ctx, row.id)
+            self.store.router_changed(s, ctx, row.id)
             return (await self._router_views(s, [row]))[0]
 
     async def delete_router(self, ctx: RequestContext, router_id: str) -> None:
-        async with self.tx() as s:
+        async with self.store.transaction() as s:
             row = await self._router_row(s, ctx, router_id)
-            self._check_owner(ctx, row.project_id, "delete_router")
+            check_owner(ctx, row.project_id, "delete_router")
             if await self._router_interfaces(s, row.id):
                 raise exceptions.RouterInUse(router_id=row.id, reason="still has ports")
             await self._set_gateway(s, ctx, row, None, "delete_router")
             await s.execute(delete(Router).where(Router.id == row.id))
-            await self._release(s, row.project_id, router=1)
-            self._router_changed(s, ctx, row.id)
+            await self.quotas.release(s, row.project_id, router=1)
+            self.store.router_changed(s, ctx, row.id)
 
     # Interfaces ------------------------------------------------------------------------------------
 
@@ -277,17 +294,17 @@ class Routers:
 
     async def add_router_interface(self, ctx: RequestContext, router_id: str, interface_info: dict) -> dict:
         subnet_id, port_id = _one_of(interface_info, "add")
-        async with self.tx() as s:
-            return await self._add_router_interface(s, ctx, router_id, subnet_id, port_id)
+        async with self.store.transaction() as s:
+            return await self.add_router_interface_in(s, ctx, router_id, subnet_id, port_id)
 
-    async def _add_router_interface(self, s, ctx: RequestContext, router_id: str, subnet_id: str | None,
+    async def add_router_interface_in(self, s, ctx: RequestContext, router_id: str, subnet_id: str | None,
                                     port_id: str | None) -> dict:
         """Inside the caller's transaction (the auto-allocated topology builds in one)."""
         row = await self._router_row(s, ctx, router_id)
-        self._check_owner(ctx, row.project_id, "add_router_interface")
+        check_owner(ctx, row.project_id, "add_router_interface")
         existing = await self._router_interfaces(s, row.id)
         if port_id is not None:
-            port = await self._port_row(s, ctx, port_id)
+            port = await self.ports.port_row(s, ctx, port_id)
             if port.device_id or port.device_owner:
                 raise exceptions.PortInUse(
                     f"Unable to complete operation on port {port.id} for network {port.network_id}. "
@@ -308,9 +325,9 @@ class Routers:
                 device_id=row.id, device_owner=ROUTER_INTERFACE_OWNER, updated_at=utcnow(),
                 revision_number=Port.revision_number + 1))
             network_id, subnet_ids = port.network_id, [sid for sid, _, _ in subnets]
-            self._network_changed(s, ctx, "port_update_end", network_id)
+            self.store.network_changed(s, ctx, "port_update_end", network_id)
         else:
-            subnet = await self._subnet_row(s, ctx, subnet_id)
+            subnet = await self.networks.subnet_row(s, ctx, subnet_id)
             if not subnet.gateway_ip:
                 raise exceptions.BadRequest(resource="router",
                                             msg="Subnet for router interface must have a gateway IP")
@@ -321,7 +338,7 @@ class Routers:
                 raise exceptions.BadRequest(resource="router", msg=f"Subnet {subnet.id} is on an external "
                                                                     "network: it is a gateway, not an interface")
             self._check_overlaps(existing, [(subnet.id, subnet.cidr)])
-            port = await self._create_port(s, service_context(), {
+            port = await self.ports.create_port_in(s, service_context(), {
                 "network_id": subnet.network_id, "device_owner": ROUTER_INTERFACE_OWNER, "device_id": row.id,
                 "project_id": row.project_id, "port_security_enabled": False,
                 "fixed_ips": [{"subnet_id": subnet.id, "ip_address": subnet.gateway_ip}]})
@@ -329,14 +346,14 @@ class Routers:
         s.add(RouterPort(port_id=port_id, router_id=row.id, port_type=ROUTER_INTERFACE_OWNER))
         row.revision_number = (row.revision_number or 0) + 1
         row.updated_at = utcnow()
-        self._router_changed(s, ctx, row.id)
+        self.store.router_changed(s, ctx, row.id)
         return self._interface_info(row, port_id, network_id, subnet_ids)
 
     async def remove_router_interface(self, ctx: RequestContext, router_id: str, interface_info: dict) -> dict:
         subnet_id, port_id = _one_of(interface_info, "remove")
-        async with self.tx() as s:
+        async with self.store.transaction() as s:
             row = await self._router_row(s, ctx, router_id)
-            self._check_owner(ctx, row.project_id, "remove_router_interface")
+            check_owner(ctx, row.project_id, "remove_router_interface")
             interfaces = await self._router_interfaces(s, row.id)
             if port_id is not None:
                 mine = [i for i in interfaces if i["port_id"] == port_id]
@@ -345,7 +362,7 @@ class Routers:
                 if subnet_id is not None and not any(i["subnet_id"] == subnet_id for i in mine):
                     raise exceptions.SubnetNotFound(subnet_id=subnet_id)  # Neutron: the port is not on it
             else:
-                await self._subnet_row(s, ctx, subnet_id)  # 404 for a subnet the caller cannot see
+                await self.networks.subnet_row(s, ctx, subnet_id)  # 404 for a subnet the caller cannot see
                 on_subnet = {i["port_id"] for i in interfaces if i["subnet_id"] == subnet_id}
                 if not on_subnet:
                     raise exceptions.RouterInterfaceNotFoundForSubnet(router_id=row.id, subnet_id=subnet_id)
@@ -359,12 +376,12 @@ class Routers:
                 if used is not None:
                     raise exceptions.RouterInterfaceInUseByFloatingIP(router_id=row.id, subnet_id=i["subnet_id"])
             project = (await s.execute(select(Port.project_id).where(Port.id == port_id))).scalar_one()
-            await self._delete_port_rows(s, port_id)
-            await self._release(s, project, port=1)
-            self._network_changed(s, ctx, "port_delete_end", mine[0]["network_id"])
+            await delete_port_rows(s, port_id)
+            await self.quotas.release(s, project, port=1)
+            self.store.network_changed(s, ctx, "port_delete_end", mine[0]["network_id"])
             row.revision_number = (row.revision_number or 0) + 1
             row.updated_at = utcnow()
-            self._router_changed(s, ctx, row.id)
+            self.store.router_changed(s, ctx, row.id)
             return self._interface_info(row, port_id, mine[0]["network_id"], [i["subnet_id"] for i in mine])
 
     # For the L3 agents (served by nefos.control.network.l3_rpc, not on the network topic) --------------------
@@ -376,7 +393,7 @@ class Routers:
         forwarding and ARP entries of the router's MACs and addresses (and that host the guests').
         Every L3 agent serves every router, so the last to sync one holds its ports (a cloud
         runs one). Returns the ports bound now."""
-        async with self.rt.db.reader() as s:
+        async with self.store.reader() as s:
             # the routers' own ports (their interfaces and gateways), not look-alikes naming them
             held = union_all(select(RouterPort.port_id.label("port_id"), RouterPort.router_id.label("router_id")),
                              select(Router.gw_port_id, Router.id).where(Router.gw_port_id.is_not(None))).subquery()
@@ -388,7 +405,7 @@ class Routers:
         bound = []
         for port_id in port_ids:
             try:  # the port's own update: provisioning, port events and L2 population's fanout with it
-                await self.update_port(service_context(), port_id, {"binding:host_id": host})
+                await self.ports.update_port(service_context(), port_id, {"binding:host_id": host})
             except exceptions.PortNotFound:
                 continue  # the interface went meanwhile
             bound.append(port_id)
@@ -401,7 +418,7 @@ class Routers:
         a router asked for and not returned is gone). With ``host`` (the agent's), only the ports
         bound there: one added after ``bind_router_ports`` looked comes with the next sync, bound,
         so the host's L2 agent never sees the device of a port not bound to it."""
-        async with self.rt.db.reader() as s:
+        async with self.store.reader() as s:
             q = select(Router)
             if router_ids is not None:
                 q = q.where(Router.id.in_(list(router_ids)))

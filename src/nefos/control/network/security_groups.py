@@ -1,4 +1,4 @@
-"""Security groups and their rules (Neutron's), the part of ``NetworkManager`` that serves them.
+"""Security groups and their rules (Neutron's), one service of the network manager.
 
 ``SecurityGroups`` is a mixin of ``nefos.control.network.manager.NetworkManager``: its public methods are
 the network service's bus methods and the Networking API's, like the manager's own; it uses the
@@ -18,7 +18,11 @@ from nefos.context import RequestContext
 from nefos.db.models import DefaultSecurityGroup, PortSecurityGroup, SecurityGroup, SecurityGroupRule, utcnow
 from nefos.control.network import attributes as attrs
 from nefos.control.network import list_query, schemas
-from nefos.control.network.common import bulk as _bulk, chunks as _chunks, iso, new_id, not_owner as _not_owner
+from nefos.control.network.common import (
+    bulk as _bulk, check_owner, chunks as _chunks, iso, new_id, not_owner as _not_owner, project_for_create,
+)
+from nefos.control.network.quotas import NetworkQuotas
+from nefos.control.network.store import NetworkStore
 
 SECURITY_GROUP_FIELDS = schemas.fields("security_group")
 RULE_FIELDS = schemas.fields("security_group_rule")
@@ -49,9 +53,15 @@ _DEFAULT_GROUP = select(DefaultSecurityGroup.__table__.c.security_group_id).wher
 
 
 class SecurityGroups:
+    """Security groups and rules: their part of the bus and of the Networking API."""
+
+    def __init__(self, store: NetworkStore, quotas: NetworkQuotas):
+        self.store = store
+        self.quotas = quotas
+
     # Groups --------------------------------------------------------------------
 
-    async def _ensure_default_group(self, s, project_id: str) -> str:
+    async def ensure_default_group_in(self, s, project_id: str) -> str:
         """The project's ``default`` group, created on first need; racing creators agree on one."""
         found = (await s.execute(_DEFAULT_GROUP, {"b_project": project_id})).scalar_one_or_none()
         if found:
@@ -75,7 +85,7 @@ class SecurityGroups:
             if found is None:
                 raise
             return found
-        await self._force_usage(s, project_id, security_group=1, security_group_rule=4)
+        await self.quotas.force_usage(s, project_id, security_group=1, security_group_rule=4)
         return gid
 
     async def ensure_default_security_group(self, ctx: RequestContext, project_id: str | None = None) -> str:
@@ -83,12 +93,12 @@ class SecurityGroups:
         project = project_id or ctx.project_id
         if project != ctx.project_id and not ctx.is_admin:
             raise _not_owner("create_security_group")
-        async with self.rt.db.reader() as s:
+        async with self.store.reader() as s:
             found = (await s.execute(_DEFAULT_GROUP, {"b_project": project})).scalar_one_or_none()
         if found:
             return found
-        async with self.tx() as s:
-            return await self._ensure_default_group(s, project)
+        async with self.store.transaction() as s:
+            return await self.ensure_default_group_in(s, project)
 
     def _group_query(self, ctx: RequestContext):
         q = select(SecurityGroup)
@@ -132,9 +142,9 @@ class SecurityGroups:
 
     async def _create_security_group(self, s, ctx: RequestContext, body: dict) -> dict:
         body = attrs.validate_body("security_group", body, create=True, is_admin=ctx.is_admin)
-        project = self._project_for_create(ctx, body)
+        project = project_for_create(ctx, body)
         if project:
-            await self._ensure_default_group(s, project)
+            await self.ensure_default_group_in(s, project)
         if body["name"] == "default":
             raise exceptions.SecurityGroupDefaultAlreadyExists()
         now = utcnow()
@@ -148,20 +158,20 @@ class SecurityGroups:
                                     direction="egress", ethertype=ethertype, description="",
                                     revision_number=0, created_at=now, updated_at=now))
         await s.flush()
-        await self._consume(s, project, security_group=1, security_group_rule=2)
+        await self.quotas.consume(s, project, security_group=1, security_group_rule=2)
         return (await self._group_views(s, [row]))[0]
 
     async def create_security_group(self, ctx: RequestContext, security_group: dict) -> dict:
-        async with self.tx() as s:
+        async with self.store.transaction() as s:
             return await self._create_security_group(s, ctx, security_group)
 
     async def create_security_groups(self, ctx: RequestContext, security_groups: list[dict]) -> list[dict]:
-        async with self.tx() as s:
+        async with self.store.transaction() as s:
             return [await self._create_security_group(s, ctx, g) for g in _bulk(security_groups)]
 
     async def get_security_group(self, ctx: RequestContext, security_group_id: str,
                                  fields: list[str] | None = None) -> dict:
-        async with self.rt.db.reader() as s:
+        async with self.store.reader() as s:
             row = await self._group_row(s, ctx, security_group_id)
             return attrs.select_fields((await self._group_views(s, [row]))[0], fields)
 
@@ -178,7 +188,7 @@ class SecurityGroups:
         plan = await list_query.plan(SECURITY_GROUP_FIELDS, _GROUP_COLUMNS, filters=filters, sort_key=sort_key,
                                      sort_dir=sort_dir, limit=limit, marker=marker, page_reverse=page_reverse,
                                      get_marker=lambda m: self.get_security_group(ctx, m))
-        async with self.rt.db.reader() as s:
+        async with self.store.reader() as s:
             rows = plan.in_order((await s.execute(plan.statement(self._group_query(ctx)))).scalars().all())
             docs = await self._group_views(s, rows)
         return [attrs.select_fields(d, fields) for d in docs]
@@ -186,7 +196,7 @@ class SecurityGroups:
     async def update_security_group(self, ctx: RequestContext, security_group_id: str,
                                     security_group: dict) -> dict:
         body = attrs.validate_body("security_group", security_group, create=False, is_admin=ctx.is_admin)
-        async with self.tx() as s:
+        async with self.store.transaction() as s:
             row = await self._group_row(s, ctx, security_group_id)
             is_default = (await s.execute(select(DefaultSecurityGroup.project_id).where(
                 DefaultSecurityGroup.security_group_id == row.id))).first() is not None
@@ -203,7 +213,7 @@ class SecurityGroups:
             return (await self._group_views(s, [row]))[0]
 
     async def delete_security_group(self, ctx: RequestContext, security_group_id: str) -> None:
-        async with self.tx() as s:
+        async with self.store.transaction() as s:
             row = await self._group_row(s, ctx, security_group_id)
             is_default = (await s.execute(select(DefaultSecurityGroup.project_id).where(
                 DefaultSecurityGroup.security_group_id == row.id))).first() is not None
@@ -218,10 +228,10 @@ class SecurityGroups:
                 SecurityGroupRule.remote_group_id == row.id)))).all()
             for rid, project in rules:
                 await s.execute(delete(SecurityGroupRule).where(SecurityGroupRule.id == rid))
-                await self._release(s, project, security_group_rule=1)
+                await self.quotas.release(s, project, security_group_rule=1)
             await s.execute(delete(DefaultSecurityGroup).where(DefaultSecurityGroup.security_group_id == row.id))
             await s.execute(delete(SecurityGroup).where(SecurityGroup.id == row.id))
-            await self._release(s, row.project_id, security_group=1)
+            await self.quotas.release(s, row.project_id, security_group=1)
 
     # Security group rules -----------------------------------------------------------------
 
@@ -310,20 +320,20 @@ class SecurityGroups:
         group.revision_number = (group.revision_number or 0) + 1
         group.updated_at = now
         await s.flush()
-        await self._consume(s, project, security_group_rule=1)
+        await self.quotas.consume(s, project, security_group_rule=1)
         return self._rule_view(row)
 
     async def create_security_group_rule(self, ctx: RequestContext, security_group_rule: dict) -> dict:
-        async with self.tx() as s:
+        async with self.store.transaction() as s:
             return await self._create_rule(s, ctx, security_group_rule)
 
     async def create_security_group_rules(self, ctx: RequestContext, security_group_rules: list[dict]) -> list[dict]:
-        async with self.tx() as s:
+        async with self.store.transaction() as s:
             return [await self._create_rule(s, ctx, r) for r in _bulk(security_group_rules)]
 
     async def get_security_group_rule(self, ctx: RequestContext, security_group_rule_id: str,
                                       fields: list[str] | None = None) -> dict:
-        async with self.rt.db.reader() as s:
+        async with self.store.reader() as s:
             return attrs.select_fields(self._rule_view(await self._rule_row(s, ctx, security_group_rule_id)),
                                        fields)
 
@@ -334,7 +344,7 @@ class SecurityGroups:
         plan = await list_query.plan(RULE_FIELDS, _RULE_COLUMNS, filters=filters, sort_key=sort_key,
                                      sort_dir=sort_dir, limit=limit, marker=marker, page_reverse=page_reverse,
                                      get_marker=lambda m: self.get_security_group_rule(ctx, m))
-        async with self.rt.db.reader() as s:
+        async with self.store.reader() as s:
             rows = plan.in_order((await s.execute(plan.statement(self._rule_query(ctx)))).scalars().all())
         return [attrs.select_fields(self._rule_view(r), fields) for r in rows]
 
@@ -342,9 +352,9 @@ class SecurityGroups:
                                          security_group_rule: dict) -> dict:
         body = attrs.validate_body("security_group_rule", security_group_rule, create=False,
                                    is_admin=ctx.is_admin)
-        async with self.tx() as s:
+        async with self.store.transaction() as s:
             row = await self._rule_row(s, ctx, security_group_rule_id)
-            self._check_owner(ctx, row.project_id, "update_security_group_rule")
+            check_owner(ctx, row.project_id, "update_security_group_rule")
             for key, value in body.items():
                 setattr(row, key, value)
             if body:
@@ -354,10 +364,10 @@ class SecurityGroups:
             return self._rule_view(row)
 
     async def delete_security_group_rule(self, ctx: RequestContext, security_group_rule_id: str) -> None:
-        async with self.tx() as s:
+        async with self.store.transaction() as s:
             row = await self._rule_row(s, ctx, security_group_rule_id)
-            self._check_owner(ctx, row.project_id, "delete_security_group_rule")
+            check_owner(ctx, row.project_id, "delete_security_group_rule")
             await s.execute(delete(SecurityGroupRule).where(SecurityGroupRule.id == row.id))
             await s.execute(update(SecurityGroup).where(SecurityGroup.id == row.security_group_id).values(
                 revision_number=SecurityGroup.revision_number + 1, updated_at=utcnow()))
-            await self._release(s, row.project_id, security_group_rule=1)
+            await self.quotas.release(s, row.project_id, security_group_rule=1)

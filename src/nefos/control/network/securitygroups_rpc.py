@@ -18,13 +18,13 @@ class SecurityGroupCallbacks(Endpoint):
 
     rpc_interface = interfaces.SECURITY_GROUP_PLUGIN
 
-    def __init__(self, manager):
-        self.manager = manager  # nefos.control.network.manager.NetworkManager
+    def __init__(self, db):
+        self.db = db
 
     async def security_group_info_for_host(self, ctx: RequestContext, agent_host: str) -> list[dict]:
         """The filters (port id, tap, MAC, fixed IPs, rules with remote groups as addresses) of the
         protected instance ports bound to ``agent_host``."""
-        return await load_filters(self.manager.rt.db, agent_host)
+        return await load_filters(self.db, agent_host)
 
 
 async def load_filters(db, host: str) -> list[dict]:
