@@ -81,7 +81,7 @@ class DhcpCallbacks(Endpoint):
         admin = ctx.elevated()
         # by its owner too: any project may name the agent's device_id, only an admin gives network:dhcp
         found = await self.ports.list_ports(admin, filters={"network_id": [network_id], "device_id": [device_id],
-                                                              "device_owner": [DHCP_OWNER]})
+                                                            "device_owner": [DHCP_OWNER]})
         if found:
             return found[0]
         async with self.db.reader() as s:

@@ -251,6 +251,7 @@ class Ports:
         return q
 
     async def port_row(self, s, ctx: RequestContext, port_id: str) -> Port:
+        """The port as an ORM object, if ``ctx`` sees it (PortNotFound otherwise)."""
         row = (await s.execute(self._port_query(ctx).where(Port.id == str(port_id)))).scalar_one_or_none()
         if row is None:
             raise exceptions.PortNotFound(port_id=port_id)
@@ -423,6 +424,7 @@ class Ports:
         return out
 
     async def create_port_in(self, s, ctx: RequestContext, body: dict, binding_host_id: str | None = None) -> dict:
+        """``create_port`` inside the caller's transaction ``s`` (a router's or floating IP's port)."""
         body = attrs.validate_body("port", body, create=True, is_admin=ctx.is_admin)
         network = await network_brief(s, ctx, body["network_id"])
         project = project_for_create(ctx, body)
@@ -612,7 +614,7 @@ class Ports:
             doc = (await self._port_views(s, ctx, [row]))[0]
             if before is not None:
                 await self.store.port_changed(s, ctx, before, doc if ctx.is_admin else
-                                         await self.view_for_hooks(s, row))
+                                              await self.view_for_hooks(s, row))
             return doc
 
     @staticmethod

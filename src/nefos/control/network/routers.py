@@ -192,6 +192,7 @@ class Routers:
     # CRUD ------------------------------------------------------------------------------------------
 
     async def create_router_in(self, s, ctx: RequestContext, body: dict) -> dict:
+        """``create_router`` inside the caller's transaction ``s``."""
         body = attrs.validate_body("router", body, create=True, is_admin=ctx.is_admin)
         project = project_for_create(ctx, body)
         now = utcnow()
@@ -298,7 +299,7 @@ class Routers:
             return await self.add_router_interface_in(s, ctx, router_id, subnet_id, port_id)
 
     async def add_router_interface_in(self, s, ctx: RequestContext, router_id: str, subnet_id: str | None,
-                                    port_id: str | None) -> dict:
+                                      port_id: str | None) -> dict:
         """Inside the caller's transaction (the auto-allocated topology builds in one)."""
         row = await self._router_row(s, ctx, router_id)
         check_owner(ctx, row.project_id, "add_router_interface")

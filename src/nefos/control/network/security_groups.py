@@ -62,7 +62,8 @@ class SecurityGroups:
     # Groups --------------------------------------------------------------------
 
     async def ensure_default_group_in(self, s, project_id: str) -> str:
-        """The project's ``default`` group, created on first need; racing creators agree on one."""
+        """The project's ``default`` group, created on first need inside the caller's transaction
+        ``s``; racing creators agree on one."""
         found = (await s.execute(_DEFAULT_GROUP, {"b_project": project_id})).scalar_one_or_none()
         if found:
             return found
