@@ -366,7 +366,7 @@ def _add_collection(app, service, collection: str, member: str, one: str, many: 
     async def create_item(request: Request):
         single, bulk = await _resource_body(request, member, key, bulk_ok=True)
         ctx = ctx_of(request)
-        # The caller's own project is the target: naming another one is the manager's 400, as in Neutron.
+        # The caller's own project is the target: naming another one is the service's 400, as in Neutron.
         authorize(ctx, f"create_{one}")
         if bulk is not None:
             return JSONResponse({key: await bulk_fn(ctx, bulk)}, status_code=201)
