@@ -140,7 +140,7 @@ def test_every_operation_and_step_names_task_states_only():
         assert set(op.task_states or ()) <= _TASK_STATES | {None}, name
     for name, step in state_machine.STEPS.items():
         assert step.leaves in _TASK_STATES | {None, state_machine.UNCHANGED}, name
-        assert set(step.expects) <= _TASK_STATES | {None}, name
+        assert set(step.expects or ()) <= _TASK_STATES | {None}, name
 
 
 def _doc_diagrams() -> list[str]:
@@ -149,3 +149,28 @@ def _doc_diagrams() -> list[str]:
 
 def test_the_architecture_docs_state_diagrams_are_the_tables():
     assert _doc_diagrams() == [state_machine.vm_state_diagram(), state_machine.task_state_diagram()]
+
+
+_BY_STEP = ("step_save", "expects", "leaves")
+_BY_OPERATION = ("operation", "check", "check_vm_state", "refusal", "allowed_from")
+
+
+def test_every_step_and_operation_a_module_names_is_in_the_table():
+    unknown = []
+    for path in sorted(SRC.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call):
+                continue
+            if isinstance(node.func, ast.Attribute):  # state_machine.check(...)
+                func = node.func.attr if getattr(node.func.value, "id", None) == "state_machine" else None
+            else:  # expects(...), imported from the table's module
+                func = node.func.id if getattr(node.func, "id", None) in _BY_STEP else None
+            named = [(k.value, "step" if k.arg == "step" else "operation") for k in node.keywords
+                     if k.arg in ("step", "operation")]
+            if func in _BY_STEP + _BY_OPERATION and node.args:
+                named.append((node.args[0], "step" if func in _BY_STEP else "operation"))
+            for value, kind in named:
+                table = state_machine.STEPS if kind == "step" else state_machine.OPERATIONS
+                if isinstance(value, ast.Constant) and isinstance(value.value, str) and value.value not in table:
+                    unknown.append(f"{path.relative_to(SRC)}:{node.lineno} {value.value}")
+    assert not unknown, unknown

@@ -22,9 +22,9 @@ from nefos.model import action_names as act
 from nefos.model.migration_state import (CONFIRM_RESIZE, EVACUATE, LIVE_MIGRATION, MIGRATE, RESIZE,
                                            REVERT_RESIZE)
 from nefos.model.states import (
-    ACTIVE, BLOCK_DEVICE_MAPPING, BUILD_TASK_STATES, BUILDING, DELETED, DELETING, ERROR, IMAGE_BACKUP, IMAGE_PENDING_UPLOAD,
-    IMAGE_SNAPSHOT, IMAGE_UPLOADING, MIGRATING, NETWORKING, PAUSED, PAUSING, POWERING_OFF, POWERING_ON,
-    REBOOT_PENDING, REBOOT_PENDING_HARD, REBOOT_STARTED, REBOOT_STARTED_HARD, REBOOTING, REBOOTING_HARD,
+    ACTIVE, BLOCK_DEVICE_MAPPING, BUILD_TASK_STATES, BUILDING, DELETED, DELETING, ERROR, IMAGE_BACKUP,
+    IMAGE_PENDING_UPLOAD, IMAGE_SNAPSHOT, IMAGE_UPLOADING, MIGRATING, NETWORKING, PAUSED, PAUSING, POWERING_OFF,
+    POWERING_ON, REBOOT_PENDING, REBOOT_PENDING_HARD, REBOOT_STARTED, REBOOT_STARTED_HARD, REBOOTING, REBOOTING_HARD,
     REBUILD_BLOCK_DEVICE_MAPPING, REBUILD_SPAWNING, REBUILDING, RESCUED, RESCUING, RESIZE_FINISH, RESIZE_MIGRATED,
     RESIZE_MIGRATING, RESIZE_PREP, RESIZE_REVERTING, RESIZED, RESUMING, SCHEDULING, SHELVED, SHELVED_OFFLOADED,
     SHELVING, SHELVING_IMAGE_PENDING_UPLOAD, SHELVING_IMAGE_UPLOADING, SHELVING_OFFLOADING, SPAWNING, STOPPED,
@@ -56,16 +56,18 @@ class Operation:
 
 @dataclass(frozen=True)
 class Step:
-    """A host's (or the conductor's) step: the compare-and-swap on ``expects``, then ``leaves``."""
-    expects: tuple[str | None, ...]
+    """A host's (or the conductor's) step: the compare-and-swap on ``expects`` (ANY: the task_state
+    it found, whatever it is), then ``leaves``."""
+    expects: tuple[str | None, ...] | None
     leaves: str | None
 
 
 _NO_TASK = (None,)
 # The vm_states a server can be snapshotted, backed up or shelved in (Nova's check_instance_state).
 _IMAGE_VM_STATES = (ACTIVE, STOPPED, PAUSED, SUSPENDED)
-_REBOOT_TASK_STATES = (None, REBOOTING, REBOOT_PENDING, REBOOT_STARTED, REBOOTING_HARD, REBOOT_PENDING_HARD,
-                       REBOOT_STARTED_HARD)
+_SOFT_REBOOT_TASK_STATES = (REBOOTING, REBOOT_PENDING, REBOOT_STARTED)
+_HARD_REBOOT_TASK_STATES = (REBOOTING_HARD, REBOOT_PENDING_HARD, REBOOT_STARTED_HARD)
+_REBOOT_TASK_STATES = (None, *_SOFT_REBOOT_TASK_STATES, *_HARD_REBOOT_TASK_STATES)
 _REBUILD_TASK_STATES = (REBUILDING, REBUILD_BLOCK_DEVICE_MAPPING, REBUILD_SPAWNING)
 
 OPERATIONS: dict[str, Operation] = {
@@ -104,19 +106,21 @@ OPERATIONS: dict[str, Operation] = {
 
 STEPS: dict[str, Step] = {
     # A build: the conductor schedules it, the chosen host builds it; a failed build is rescheduled.
-    "build.scheduled": Step((SCHEDULING,), SCHEDULING),
+    "build.scheduled": Step((SCHEDULING,), UNCHANGED),
+    "build.no_valid_host": Step((SCHEDULING, None), None),
     "build.claimed": Step((SCHEDULING, None), None),
     "build.networking": Step((None,), NETWORKING),
     "build.block_device_mapping": Step((NETWORKING,), BLOCK_DEVICE_MAPPING),
     "build.spawning": Step((BLOCK_DEVICE_MAPPING,), SPAWNING),
+    "build.networked": Step((SPAWNING,), UNCHANGED),
     "build.spawned": Step((SPAWNING,), None),
     "build.rescheduled": Step(BUILD_TASK_STATES, SCHEDULING),
     "build.failed": Step(BUILD_TASK_STATES, None),
-    "build.not_scheduled": Step((SCHEDULING, None), None),
-    # Power operations, on the server's host.
+    # Power operations and the like, on the server's host (``ComputeManager.power_op``).
     "stop.done": Step((POWERING_OFF,), None),
     "start.done": Step((POWERING_ON,), None),
-    "reboot.done": Step((REBOOTING, REBOOTING_HARD), None),
+    "reboot_soft.done": Step(_SOFT_REBOOT_TASK_STATES, None),
+    "reboot_hard.done": Step(_HARD_REBOOT_TASK_STATES, None),
     "pause.done": Step((PAUSING,), None),
     "unpause.done": Step((UNPAUSING,), None),
     "suspend.done": Step((SUSPENDING,), None),
@@ -124,44 +128,69 @@ STEPS: dict[str, Step] = {
     "changePassword.done": Step((UPDATING_PASSWORD,), None),
     "rescue.done": Step((RESCUING,), None),
     "unrescue.done": Step((UNRESCUING,), None),
-    # A host's own: the power sync stops a guest found off, a power-update event powers it on or off.
+    # A host's own: the power sync records a guest's power state and stops a guest found off, a
+    # power-update event powers a guest on or off (then ``start.done`` / ``stop.done``).
+    "power_sync.power_state": Step((None,), UNCHANGED),
     "power_sync.stop": Step((None,), POWERING_OFF),
     "power_update.power_on": Step((None,), POWERING_ON),
     "power_update.power_off": Step((None,), POWERING_OFF),
-    # A restarting host: a reboot under way is redone as a hard one; an interrupted task is undone.
-    "init_host.reboot_again": Step(_REBOOT_TASK_STATES[1:], REBOOTING_HARD),
-    # Snapshots and backups, and the shelve's snapshot.
-    "snapshot.pending_upload": Step((IMAGE_SNAPSHOT, IMAGE_BACKUP), IMAGE_PENDING_UPLOAD),
-    "snapshot.uploading": Step((IMAGE_PENDING_UPLOAD,), IMAGE_UPLOADING),
-    "snapshot.done": Step((IMAGE_UPLOADING,), None),
+    # A restarting host finishes a soft reboot the guest did not take as a hard one, and clears
+    # (or sets to ERROR) any other task it finds; a task past ``task_state_timeout`` is an ERROR.
+    "init_host.reboot_hard": Step(_SOFT_REBOOT_TASK_STATES, REBOOTING_HARD),
+    "init_host.cleared": Step(ANY, None),
+    "init_host.guest_resumed": Step((None,), UNCHANGED),
+    "deadline.passed": Step(ANY, None),
+    # Snapshots and backups (then ``createImage.done``, ``createBackup.done``), and the shelve's.
+    "createImage.pending_upload": Step((IMAGE_SNAPSHOT,), IMAGE_PENDING_UPLOAD),
+    "createImage.uploading": Step((IMAGE_PENDING_UPLOAD,), IMAGE_UPLOADING),
+    "createImage.done": Step((IMAGE_UPLOADING,), None),
+    "createBackup.pending_upload": Step((IMAGE_BACKUP,), IMAGE_PENDING_UPLOAD),
+    "createBackup.uploading": Step((IMAGE_PENDING_UPLOAD,), IMAGE_UPLOADING),
+    "createBackup.done": Step((IMAGE_UPLOADING,), None),
     "shelve.pending_upload": Step((SHELVING,), SHELVING_IMAGE_PENDING_UPLOAD),
     "shelve.uploading": Step((SHELVING_IMAGE_PENDING_UPLOAD,), SHELVING_IMAGE_UPLOADING),
     "shelve.done": Step((SHELVING_IMAGE_UPLOADING,), None),
-    "shelve.offload": Step((SHELVING_IMAGE_UPLOADING, SHELVING_OFFLOADING), None),
-    "unshelve.scheduled": Step((UNSHELVING,), UNSHELVING),
+    # ``shelved_offload_time`` 0: SHELVED and offloading in one write.
+    "shelve.offloading_at_once": Step((SHELVING_IMAGE_UPLOADING,), SHELVING_OFFLOADING),
+    "shelveOffload.done": Step((SHELVING_OFFLOADING,), None),
+    "unshelve.scheduled": Step((UNSHELVING,), UNCHANGED),
+    "unshelve.no_valid_host": Step((UNSHELVING,), None),
+    "unshelve.networked": Step((UNSHELVING,), UNCHANGED),
     "unshelve.done": Step((UNSHELVING,), None),
-    # A rebuild, and an evacuation (a rebuild on another host).
+    "unshelve.failed": Step((UNSHELVING,), None),
+    # A rebuild, and an evacuation: a rebuild on the host the conductor scheduled.
+    "rebuild.image_set": Step((REBUILDING,), UNCHANGED),
+    "evacuate.scheduled": Step((REBUILDING,), UNCHANGED),
     "rebuild.block_device_mapping": Step((REBUILDING,), REBUILD_BLOCK_DEVICE_MAPPING),
     "rebuild.spawning": Step((REBUILD_BLOCK_DEVICE_MAPPING,), REBUILD_SPAWNING),
+    "rebuild.networked": Step((REBUILD_SPAWNING,), UNCHANGED),
     "rebuild.done": Step((REBUILD_SPAWNING,), None),
     "rebuild.failed": Step(_REBUILD_TASK_STATES, None),
+    "evacuate.not_scheduled": Step((REBUILDING,), None),
     # A resize or cold migration (nefos.control.compute.resize tells which host takes which step).
-    "resize.scheduled": Step((RESIZE_PREP,), RESIZE_PREP),
+    "resize.scheduled": Step((RESIZE_PREP,), UNCHANGED),
+    "resize.prep": Step((RESIZE_PREP,), UNCHANGED),
     "resize.migrating": Step((RESIZE_PREP,), RESIZE_MIGRATING),
     "resize.migrated": Step((RESIZE_MIGRATING,), RESIZE_MIGRATED),
+    "resize.not_moved": Step((RESIZE_PREP, RESIZE_MIGRATING), None),
     "resize.finish": Step((RESIZE_MIGRATED,), RESIZE_FINISH),
+    "resize.networked": Step((RESIZE_FINISH,), UNCHANGED),
     "resize.finished": Step((RESIZE_FINISH,), None),
     "resize.finish_failed": Step((RESIZE_FINISH, RESIZE_MIGRATED), None),
-    "resize.confirmed": Step((None,), None),
-    "resize.reverting": Step((RESIZE_REVERTING,), RESIZE_REVERTING),
-    "resize.reverted": Step((RESIZE_REVERTING,), None),
-    "resize.undone": Step((RESIZE_PREP, RESIZE_MIGRATING), None),
+    "confirmResize.done": Step((None,), None),
+    "confirmResize.failed": Step((None,), UNCHANGED),
+    "revertResize.at_destination": Step((RESIZE_REVERTING,), UNCHANGED),
+    "revertResize.at_source": Step((RESIZE_REVERTING,), UNCHANGED),
+    "revertResize.done": Step((RESIZE_REVERTING,), None),
+    "revertResize.failed": Step((RESIZE_REVERTING,), None),
+    "revertResize.not_sent": Step((RESIZE_REVERTING,), None),
     # A live migration.
-    "live-migration.scheduled": Step((MIGRATING,), MIGRATING),
+    "live-migration.scheduled": Step((MIGRATING,), UNCHANGED),
+    "live-migration.at_destination": Step((MIGRATING,), UNCHANGED),
     "live-migration.done": Step((MIGRATING,), None),
-    # An evacuation scheduled: the destination then rebuilds it (the rebuild's steps).
-    "evacuate.scheduled": Step((REBUILDING,), REBUILDING),
-    # A delete not accepted by the host gives the task_state back.
+    "live-migration.rolled_back": Step((MIGRATING,), None),
+    "live-migration.failed": Step((MIGRATING,), None),
+    # A delete its host did not accept gives the task_state back.
     "delete.not_accepted": Step((DELETING,), UNCHANGED),
 }
 
@@ -221,6 +250,14 @@ def leaves(step: str) -> str | None:
     return STEPS[step].leaves
 
 
+def step_save(step: str, **columns) -> dict:
+    """Step ``step``'s compare-and-swap save, as ``instance_save`` takes it: ``updates`` (the
+    ``columns`` and the task_state the step leaves) and ``expected_task_state``."""
+    leaving = STEPS[step].leaves
+    updates = columns if leaving is UNCHANGED else {**columns, "task_state": leaving}
+    return {"updates": updates, "expected_task_state": expects(step)}
+
+
 def transitions() -> set[tuple[str | None, str | None]]:
     """Every (task_state before, task_state after) the table allows, by operation or step (an
     operation allowed from any task_state is left out: it is no compare-and-swap)."""
@@ -229,7 +266,7 @@ def transitions() -> set[tuple[str | None, str | None]]:
         if op.sets is not UNCHANGED and op.task_states is not ANY:
             pairs |= {(before, op.sets) for before in op.task_states}
     for step in STEPS.values():
-        if step.leaves is not UNCHANGED:
+        if step.leaves is not UNCHANGED and step.expects is not ANY:
             pairs |= {(before, step.leaves) for before in step.expects}
     return pairs
 
@@ -242,7 +279,7 @@ def written() -> set[str | None]:
 def expected() -> set[str | None]:
     """Every task_state an operation is allowed from or a step expects."""
     allowed = {task for op in OPERATIONS.values() if op.task_states is not ANY for task in op.task_states}
-    return allowed | {task for step in STEPS.values() for task in step.expects}
+    return allowed | {task for step in STEPS.values() if step.expects is not ANY for task in step.expects}
 
 
 _VM_STATES = (BUILDING, ACTIVE, PAUSED, SUSPENDED, STOPPED, RESCUED, RESIZED, ERROR, SHELVED, SHELVED_OFFLOADED)
@@ -293,15 +330,16 @@ def vm_state_diagram() -> str:
 
 
 def task_state_diagram() -> str:
-    """The operations and steps as a Mermaid state diagram of task_states (``IDLE``: no task): an
-    arrow per operation (its name) and per step (``operation.step``) that changes the task_state."""
+    """The operations and steps as a Mermaid state diagram of task_states (``idle``: no task): an
+    arrow per operation (its name) and per step (``operation.step``) that changes the task_state
+    (the recoveries from any task_state, ``init_host.cleared`` and ``deadline.passed``, left out)."""
     edges: dict[tuple[str, str], list[str]] = {}
     for name, op in OPERATIONS.items():
         if op.sets is not UNCHANGED and op.task_states is not ANY:
             for before in op.task_states:
                 edges.setdefault((_node(before), _node(op.sets)), []).append(name)
     for name, step in STEPS.items():
-        if step.leaves is not UNCHANGED:
+        if step.leaves is not UNCHANGED and step.expects is not ANY:
             for before in step.expects:
                 if before != step.leaves:
                     edges.setdefault((_node(before), _node(step.leaves)), []).append(name)

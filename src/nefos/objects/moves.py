@@ -53,7 +53,7 @@ async def begin_move(db, ctx, instance: dict, migration: dict, *, operation: str
 
 
 async def record_destination(db, uuid: str, migration: dict, selection: dict, event_id: int, *,
-                             task_state: str) -> tuple[dict, dict] | None:
+                             step: str) -> tuple[dict, dict] | None:
     """The scheduler's ``selection`` recorded as ``migration``'s destination; (the migration, the
     instance) — or None when the server no longer holds this move (its claim released, the event
     ended with an error)."""
@@ -61,10 +61,10 @@ async def record_destination(db, uuid: str, migration: dict, selection: dict, ev
     try:
         instance = await instance_obj.get(db, uuid)
         if _holds(instance, migration) is None:
-            raise exceptions.UnexpectedTaskStateError(instance_uuid=uuid, expected=[task_state],
+            raise exceptions.UnexpectedTaskStateError(instance_uuid=uuid, expected=state_machine.expects(step),
                                                       actual=instance["task_state"])
-        await instance_obj.save(db, uuid, {"system_metadata": with_migration(instance, migration)},
-                                expected_task_state=[task_state])
+        await instance_obj.save(db, uuid, **state_machine.step_save(
+            step, system_metadata=with_migration(instance, migration)))
     except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
         await allocations.release(db, migration["uuid"])
         await actions.event_finish(db, event_id, result="Error", details="instance deleted meanwhile")
@@ -74,7 +74,7 @@ async def record_destination(db, uuid: str, migration: dict, selection: dict, ev
     return migration, instance
 
 
-async def undo_move(db, ctx, uuid: str, migration: dict, *, task_states: list[str], status: str,
+async def undo_move(db, ctx, uuid: str, migration: dict, *, step: str, status: str,
                     exc: BaseException | dict | None = None, host: str | None = None, details: str | None = None,
                     values: dict | None = None, give_back_upsize: bool = False) -> None:
     """Undo a move that never moved the guest (see the module's docstring). ``values``: more
@@ -92,9 +92,8 @@ async def undo_move(db, ctx, uuid: str, migration: dict, *, task_states: list[st
         return
     try:
         async with db.transaction() as s:
-            await instance_obj.save(db, uuid, {**(values or {}), "task_state": None,
-                                               "system_metadata": with_migration(instance, None)},
-                                    expected_task_state=task_states, session=s)
+            await instance_obj.save(db, uuid, **state_machine.step_save(
+                step, **(values or {}), system_metadata=with_migration(instance, None)), session=s)
             if give_back_upsize:
                 await quotas.release(s, instance["project_id"], quota_back(current, current["old_flavor"]))
             await migrations_obj.set_status(db, migration["uuid"], status, session=s)
@@ -109,7 +108,7 @@ async def undo_move(db, ctx, uuid: str, migration: dict, *, task_states: list[st
 async def abort_resize_before_move(db, ctx, uuid: str, migration: dict, exc: BaseException | dict | None = None, *,
                                    host: str | None = None, details: str | None = None) -> None:
     """A resize or cold migration undone before the guest moved; the migration ``error`` (Nova's)."""
-    await undo_move(db, ctx, uuid, migration, task_states=[states.RESIZE_PREP, states.RESIZE_MIGRATING],
+    await undo_move(db, ctx, uuid, migration, step="resize.not_moved",
                     status="error", exc=exc, host=host, details=details, give_back_upsize=True)
 
 
@@ -117,12 +116,12 @@ async def roll_back_live_migration(db, ctx, uuid: str, migration: dict, status: 
                                    exc: BaseException | dict | None = None, *, host: str | None = None,
                                    details: str | None = None) -> None:
     """A live migration undone before the guest moved; vm_state as it was, progress 0."""
-    await undo_move(db, ctx, uuid, migration, task_states=[states.MIGRATING], status=status, exc=exc, host=host,
+    await undo_move(db, ctx, uuid, migration, step="live-migration.rolled_back", status=status, exc=exc, host=host,
                     details=details, values={"progress": 0})
 
 
 async def give_up_evacuation(db, ctx, uuid: str, migration: dict, exc: BaseException, *, set_error: bool) -> None:
     """An evacuation that failed before any host acted: the server stays on its source (ERROR with
     the reason as its fault when ``set_error``, as Nova's conductor leaves it), the migration ``error``."""
-    await undo_move(db, ctx, uuid, migration, task_states=[states.REBUILDING], status="error",
+    await undo_move(db, ctx, uuid, migration, step="evacuate.not_scheduled", status="error",
                     exc=exc if set_error else None, values={"vm_state": states.ERROR} if set_error else None)

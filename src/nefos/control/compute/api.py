@@ -199,7 +199,8 @@ class ComputeAPI:
                     instance = await instance_obj.create(s, dict(
                         uuid=uuid, project_id=ctx.project_id, user_id=ctx.user_id, display_name=display_name,
                         display_description=description, hostname=hostname or _hostname(display_name),
-                        vm_state=states.BUILDING, task_state=states.SCHEDULING, power_state=states.NOSTATE,
+                        vm_state=states.BUILDING, task_state=state_machine.operation(actions.CREATE).sets,
+                        power_state=states.NOSTATE,
                         availability_zone=zone, instance_type_id=flavor["id"], flavor=flavor_snapshot,
                         vcpus=flavor["vcpus"], memory_mb=flavor["memory_mb"], root_gb=flavor["root_gb"],
                         ephemeral_gb=flavor["ephemeral_gb"], image_ref=image["id"], key_name=key_name,
@@ -573,8 +574,7 @@ class ComputeAPI:
             # 2.57, 2.63: user_data and trusted_certs replaced (None clears); 2.90: hostname.
             values.update(_columns_of(updates, "metadata", "user_data", "trusted_certs"))
             values["auto_disk_config"] = auto_disk  # the new image's unless asked (Nova's rebuild)
-            await instance_obj.save(self.rt.db, uuid, values,
-                                    expected_task_state=[state_machine.operation(actions.REBUILD).sets])
+            await instance_obj.save(self.rt.db, uuid, **state_machine.step_save("rebuild.image_set", **values))
             await self.compute_rpcapi.rebuild_instance(ctx, instance["host"], uuid, image_ref,
                                                       was_stopped=instance["vm_state"] == states.STOPPED)
         return await self.get(ctx, uuid)

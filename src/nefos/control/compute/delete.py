@@ -11,6 +11,7 @@ from nefos import exceptions, notifications
 from nefos.control.compute.services import is_up
 from nefos.objects import actions, allocations, instance as instance_obj
 from nefos.model import states
+from nefos.model import state_machine
 
 LOG = logging.getLogger(__name__)
 
@@ -28,7 +29,7 @@ async def delete(api, ctx, uuid: str, instance: dict) -> None:
     # Read before the write: a database lost here leaves the server as it was (a 503 changed nothing).
     host = instance["host"]
     host_up = await api.host_is_up(host, is_up)
-    instance = await instance_obj.save(api.rt.db, uuid, {"task_state": states.DELETING})
+    instance = await instance_obj.save(api.rt.db, uuid, {"task_state": state_machine.operation(actions.DELETE).sets})
     if instance.get("host") != host:
         # Its build went back unplaced meanwhile (its host never got it), or was placed again.
         host = instance.get("host")
@@ -45,7 +46,7 @@ async def delete(api, ctx, uuid: str, instance: dict) -> None:
     except BaseException:  # the host never heard of it: the server is as it was
         with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
             await instance_obj.save(api.rt.db, uuid, {"task_state": instance["task_state"]},
-                                    expected_task_state=[states.DELETING])
+                                    expected_task_state=state_machine.expects("delete.not_accepted"))
         raise
 
 

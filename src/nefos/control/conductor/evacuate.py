@@ -47,7 +47,7 @@ async def evacuate_instance(conductor, ctx, uuid: str, request_spec: dict, migra
         await actions.event_finish(db, event_id, result="Error", traceback="".join(traceback.format_exception(exc)))
         await give_up(db, ctx, uuid, migration, exc, set_error=True)
         raise
-    recorded = await record_destination(db, uuid, migration, selection, event_id, task_state=states.REBUILDING)
+    recorded = await record_destination(db, uuid, migration, selection, event_id, step="evacuate.scheduled")
     if recorded is None:
         return
     migration, instance = recorded

@@ -28,6 +28,7 @@ from nefos.db.session import given_or
 from nefos.objects import (actions, allocations, build_requests, compute_nodes, console_auth_tokens, event_inbox,
                            host_instances, instance as instance_obj, migrations as migrations_obj, service_rows)
 from nefos.model import states
+from nefos.model import state_machine
 
 _BDM = BlockDeviceMapping.__table__
 _BDMS_OF = select(_BDM.c.guest_format, _BDM.c.device_name, _BDM.c.volume_size, _BDM.c.source_type,
@@ -109,8 +110,8 @@ class HostSurface:
             async with self._single_writes(db) as s:
                 event_id = await actions.event_start(db, ctx, instance_uuid, event, host_name, session=s)
                 instance = await instance_obj.save(
-                    db, instance_uuid, {"vm_state": states.BUILDING, "task_state": None}, session=s,
-                    expected_task_state=[states.SCHEDULING, None], expected_vm_state=[states.BUILDING])
+                    db, instance_uuid, **state_machine.step_save("build.claimed", vm_state=states.BUILDING),
+                    session=s, expected_vm_state=[states.BUILDING])
                 started = {"event_id": event_id, "instance": Instance(instance),
                            "allocation": await allocations.get(db, instance_uuid, session=s)}
                 if block_devices:
@@ -316,9 +317,8 @@ class HostSurface:
             build_request = await build_requests.add(s, ctx, [instance_uuid], request_spec, build_args)
         try:
             await instance_obj.save(self.rt.db, instance_uuid,
-                                    {"host": None, "node": None, "task_state": states.SCHEDULING,
-                                     "vm_state": states.BUILDING, "network_info": [], "progress": 0},
-                                    expected_task_state=states.BUILD_TASK_STATES,
+                                    **state_machine.step_save("build.rescheduled", host=None, node=None,
+                                                              vm_state=states.BUILDING, network_info=[], progress=0),
                                     expected_vm_state=[states.BUILDING])
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError, exceptions.InstanceInvalidState):
             await build_requests.finish(self.rt.db, build_request)

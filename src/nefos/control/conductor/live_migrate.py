@@ -8,7 +8,6 @@ import traceback
 
 from nefos import exceptions
 from nefos.objects import actions
-from nefos.model import states
 from nefos.objects.moves import record_destination, roll_back_live_migration as roll_back
 from nefos.objects.service_rows import host_up
 
@@ -51,7 +50,7 @@ async def live_migrate(conductor, ctx, uuid: str, request_spec: dict, migration:
         await actions.event_finish(db, event_id, result="Error", traceback="".join(traceback.format_exception(exc)))
         await roll_back(db, ctx, uuid, migration, "error")
         raise
-    recorded = await record_destination(db, uuid, migration, selection, event_id, task_state=states.MIGRATING)
+    recorded = await record_destination(db, uuid, migration, selection, event_id, step="live-migration.scheduled")
     if recorded is None:
         return
     migration, _ = recorded

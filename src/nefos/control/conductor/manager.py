@@ -27,6 +27,7 @@ from nefos.objects import (actions, allocations, build_requests, event_inbox, ev
 from nefos.model import states
 from nefos.clients.compute import ComputeRPCAPI
 from nefos.clients.scheduler import SchedulerAPI
+from nefos.model import state_machine
 
 LOG = logging.getLogger(__name__)
 
@@ -48,9 +49,10 @@ class ConductorManager(HostSurface, MigrationSurface, Endpoint):
     async def _set_error(self, ctx, uuids: list[str], exc: BaseException) -> None:
         for uuid in uuids:
             try:
-                await instance_obj.save_with_fault(self.rt.db, uuid, {"vm_state": states.ERROR, "task_state": None},
-                                                   exc, host=None, details="".join(traceback.format_exception(exc)),
-                                                   expected_task_state=[states.SCHEDULING, None])
+                await instance_obj.save_with_fault(self.rt.db, uuid, exc=exc, host=None,
+                                                   details="".join(traceback.format_exception(exc)),
+                                                   **state_machine.step_save("build.no_valid_host",
+                                                                             vm_state=states.ERROR))
             except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
                 LOG.info("instance %s was deleted while scheduling", uuid)
 
@@ -170,11 +172,9 @@ class ConductorManager(HostSurface, MigrationSurface, Endpoint):
             return
         for uuid, selection in zip(instance_uuids, selections):
             try:
-                await instance_obj.save(self.rt.db, uuid,
-                                        {"host": selection["host"], "node": selection["node"],
-                                         "launched_on": selection["host"],
-                                         "availability_zone": selection["availability_zone"]},
-                                        expected_task_state=[states.SCHEDULING])
+                await instance_obj.save(self.rt.db, uuid, **state_machine.step_save(
+                    "build.scheduled", host=selection["host"], node=selection["node"],
+                    launched_on=selection["host"], availability_zone=selection["availability_zone"]))
             except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
                 LOG.info("instance %s deleted while scheduling; releasing its claim", uuid)
                 await allocations.release(self.rt.db, uuid)
@@ -197,8 +197,8 @@ class ConductorManager(HostSurface, MigrationSurface, Endpoint):
                 LOG.warning("instance %s: no server listens on compute host %s; it is scheduled again",
                             uuid, selection["host"])
                 with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
-                    await instance_obj.save(self.rt.db, uuid, {"host": None, "node": None, "launched_on": None},
-                                            expected_task_state=[states.SCHEDULING])
+                    await instance_obj.save(self.rt.db, uuid, **state_machine.step_save(
+                        "build.scheduled", host=None, node=None, launched_on=None))
                 await allocations.release(self.rt.db, uuid)
                 raise
 
@@ -214,15 +214,14 @@ class ConductorManager(HostSurface, MigrationSurface, Endpoint):
             await actions.event_finish(self.rt.db, event_id, result="Error",
                                        traceback="".join(traceback.format_exception(exc)))
             with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
-                await instance_obj.save_with_fault(self.rt.db, instance_uuid, {"task_state": None}, exc, host=None,
-                                                   expected_task_state=[states.UNSHELVING])
+                await instance_obj.save_with_fault(self.rt.db, instance_uuid, exc=exc, host=None,
+                                                   **state_machine.step_save("unshelve.no_valid_host"))
             await actions.finish_action(self.rt.db, ctx, instance_uuid, message="Error")
             return
         try:
-            await instance_obj.save(self.rt.db, instance_uuid,
-                                    {"host": selection["host"], "node": selection["node"],
-                                     "availability_zone": selection["availability_zone"]},
-                                    expected_task_state=[states.UNSHELVING])
+            await instance_obj.save(self.rt.db, instance_uuid, **state_machine.step_save(
+                "unshelve.scheduled", host=selection["host"], node=selection["node"],
+                availability_zone=selection["availability_zone"]))
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
             await allocations.release(self.rt.db, instance_uuid)
             await actions.event_finish(self.rt.db, event_id, result="Error", details="instance deleted meanwhile")

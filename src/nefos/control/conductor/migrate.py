@@ -7,7 +7,6 @@ import traceback
 
 from nefos import exceptions
 from nefos.objects import actions, allocations
-from nefos.model import states
 from nefos.objects.moves import abort_resize_before_move as abort_before_move, record_destination
 
 CONDUCTOR_EVENT = "conductor_migrate_server"
@@ -25,7 +24,7 @@ async def migrate_server(conductor, ctx, uuid: str, request_spec: dict, migratio
         await actions.event_finish(db, event_id, result="Error", traceback="".join(traceback.format_exception(exc)))
         await abort_before_move(db, ctx, uuid, migration, None)
         raise
-    recorded = await record_destination(db, uuid, migration, selection, event_id, task_state=states.RESIZE_PREP)
+    recorded = await record_destination(db, uuid, migration, selection, event_id, step="resize.scheduled")
     if recorded is None:
         return
     migration, _ = recorded

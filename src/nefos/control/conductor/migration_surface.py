@@ -15,6 +15,7 @@ from nefos.db.retry import retried
 from nefos.objects import allocations, instance as instance_obj, migrations as migrations_obj, moves, quotas
 from nefos.model.migration_state import quota_back
 from nefos.control.conductor.host_surface import save_conditions
+from nefos.model import state_machine
 
 
 async def _claim_becomes_instance(s, instance_uuid: str, migration_uuid: str) -> None:
@@ -74,12 +75,11 @@ class MigrationSurface:
                                              migration_uuid: str) -> None:
         """On the destination's revert: the server's host is the source again (compare-and-swap on
         ``resize_reverting``), the destination's claim is released."""
-        from nefos.model import states
         db = self.rt.db
 
         async def step(s):
-            await instance_obj.save(db, instance_uuid, {"host": source_host, "node": source_node},
-                                    expected_task_state=[states.RESIZE_REVERTING], session=s)
+            await instance_obj.save(db, instance_uuid, **state_machine.step_save(
+                "revertResize.at_destination", host=source_host, node=source_node), session=s)
             await allocations.release(db, migration_uuid, session=s)
         await _one_transaction(db, step)
 

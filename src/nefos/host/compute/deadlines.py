@@ -43,6 +43,7 @@ from nefos.host.compute.init_host import recover_instance
 from nefos.host.compute.unfinished_actions import action_context
 from nefos.context import admin_context
 from nefos.model import states
+from nefos.model.state_machine import expects, leaves
 from nefos.timeutils import utcnow
 
 LOG = logging.getLogger(__name__)
@@ -127,7 +128,7 @@ async def reap_stuck_builds(manager, uuids: list[str]) -> list[str]:
     reaped = []
     for uuid in uuids:
         error = exceptions.InstanceBuildTimeout(timeout=f"{timeout:g}")
-        if await _to_error(manager, uuid, error, expected_task_state=states.BUILD_TASK_STATES,
+        if await _to_error(manager, uuid, error, expected_task_state=expects("build.failed"),
                            expected_vm_state=[states.BUILDING]):
             reaped.append(uuid)
             await _notify(manager, uuid, "instance.create.error")
@@ -148,7 +149,8 @@ async def reap_stuck_tasks(manager, rows: list[list]) -> list[str]:
 
 async def _to_error(manager, uuid: str, error: Exception, **expected) -> bool:
     try:
-        await manager.conductor.save_with_fault(None, uuid, {"vm_state": states.ERROR, "task_state": None}, error,
+        await manager.conductor.save_with_fault(None, uuid, {"vm_state": states.ERROR,
+                                                             "task_state": leaves("deadline.passed")}, error,
                                                 host=manager.host, **expected)
     except _LOST_RACE:
         return False  # finished, failed or deleted meanwhile: that wins

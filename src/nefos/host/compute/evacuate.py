@@ -56,6 +56,7 @@ from nefos.context import admin_context
 from nefos.model import admin_password, states
 from nefos.model.migration_state import (EVACUATE, EVACUATION, EVACUATION_IN_PROGRESS, EVACUATION_TASK_STATES,
                                            evacuation_of, with_migration)
+from nefos.model.state_machine import expects, leaves, step_save
 from nefos.timeutils import utcnow
 
 LOG = logging.getLogger(__name__)
@@ -95,23 +96,21 @@ async def _rebuild(manager, ctx, instance: dict, image_id: str, stopped: bool, m
     conductor, uuid = manager.conductor, instance["uuid"]
     current = evacuation_of(instance)
     if current is None or current["uuid"] != migration["uuid"]:
-        raise exceptions.UnexpectedTaskStateError(instance_uuid=uuid, expected=list(EVACUATION_TASK_STATES),
+        raise exceptions.UnexpectedTaskStateError(instance_uuid=uuid, expected=expects("rebuild.failed"),
                                                   actual=instance["task_state"])
     await manager.resource_tracker.move_claim(migration)
     await conductor.migration_set_status(None, migration["uuid"], "pre-migrating")
     await manager.notify(ctx, instance, "instance.rebuild.start")
     image = await snapshots.image_meta(manager, ctx, image_id)
-    instance = await conductor.instance_save(None, uuid, {"task_state": states.REBUILD_BLOCK_DEVICE_MAPPING},
-                                             expected_task_state=[states.REBUILDING])
+    instance = await conductor.instance_save(None, uuid, **step_save("rebuild.block_device_mapping"))
     block_device_info = await manager.prep_block_device(instance)
-    instance = await conductor.instance_save(None, uuid, {"task_state": states.REBUILD_SPAWNING},
-                                             expected_task_state=[states.REBUILD_BLOCK_DEVICE_MAPPING])
+    instance = await conductor.instance_save(None, uuid, **step_save("rebuild.spawning"))
     # The same ports (and fixed IPs), bound to this host now (Nova's setup_instance_network_on_host).
     network_info = await manager.network_api.setup_instance_network_on_host(ctx, instance, manager.host)
     updates: dict = {"network_info": network_info}
     if new_pass is not None:  # the config drive spawned below and the metadata service serve it
         updates["system_metadata"] = admin_password.kept(instance.get("system_metadata"), new_pass)
-    instance = await conductor.instance_save(None, uuid, updates, expected_task_state=[states.REBUILD_SPAWNING])
+    instance = await conductor.instance_save(None, uuid, **step_save("rebuild.networked", **updates))
     if stopped:
         await manager.driver.spawn(ctx, instance, image, network_info, block_device_info, power_on=False)
     else:
@@ -123,10 +122,10 @@ async def _rebuild(manager, ctx, instance: dict, image_id: str, stopped: bool, m
     # claim here the server's, the migration done.
     instance = await conductor.evacuation_done(
         None, uuid, {"host": manager.host, "node": migration["dest_node"],
-                     "vm_state": states.STOPPED if stopped else states.ACTIVE, "task_state": None,
+                     "vm_state": states.STOPPED if stopped else states.ACTIVE, "task_state": leaves("rebuild.done"),
                      "power_state": power_state, "launched_at": utcnow().isoformat(),
                      "system_metadata": with_migration(instance, None)},
-        migration["uuid"], expected_task_state=[states.REBUILD_SPAWNING])
+        migration["uuid"], expected_task_state=expects("rebuild.done"))
     LOG.info("instance %s: evacuated from %s to %s", uuid, migration["source_compute"], manager.host)
     await manager.notify(ctx, instance, "instance.rebuild.end")
 
@@ -153,10 +152,8 @@ async def _fail(manager, ctx, instance: dict, migration: dict, exc: BaseExceptio
         return
     with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
         await manager.conductor.save_with_fault(
-            None, uuid, {"vm_state": states.ERROR, "task_state": None,
-                         "system_metadata": with_migration(current, None)}, exc,
-            host=manager.host, details="".join(traceback.format_exception(exc)),
-            expected_task_state=list(EVACUATION_TASK_STATES))
+            None, uuid, exc=exc, host=manager.host, details="".join(traceback.format_exception(exc)),
+            **step_save("rebuild.failed", vm_state=states.ERROR, system_metadata=with_migration(current, None)))
     await manager.notify(ctx, current, "instance.rebuild.error")
 
 

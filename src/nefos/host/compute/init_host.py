@@ -57,12 +57,13 @@ from nefos.host.compute.unfinished_actions import action_context
 from nefos.context import admin_context
 from nefos.model import action_names, states
 from nefos.model.faults import fault_of
+from nefos.model.state_machine import expects, leaves, step_save
 from nefos.timeutils import utcnow
 
 LOG = logging.getLogger(__name__)
 
-SOFT_REBOOT_STATES = (states.REBOOTING, states.REBOOT_PENDING, states.REBOOT_STARTED)
-HARD_REBOOT_STATES = (states.REBOOTING_HARD, states.REBOOT_PENDING_HARD, states.REBOOT_STARTED_HARD)
+SOFT_REBOOT_STATES = tuple(expects("reboot_soft.done"))
+HARD_REBOOT_STATES = tuple(expects("reboot_hard.done"))
 # task_state -> (power_state meaning the operation happened, vm_state it leads to, action name)
 SETTLED_BY_POWER_STATE = {
     states.PAUSING: (states.PAUSED_POWER, states.PAUSED, action_names.PAUSE),
@@ -211,7 +212,7 @@ async def recover_instance(manager, instance: dict, lost: bool = False) -> None:
         LOG.info("instance %s: finishing its reboot (%s)", uuid, "hard" if hard else "soft")
         if hard and task_state not in HARD_REBOOT_STATES:
             try:
-                await manager.conductor.instance_save(None, uuid, {"task_state": states.REBOOTING_HARD},
+                await manager.conductor.instance_save(None, uuid, {"task_state": leaves("init_host.reboot_hard")},
                                                       expected_task_state=[task_state])
             except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
                 return
@@ -259,8 +260,9 @@ async def _recover_resize(manager, ctx, instance: dict, lost: bool) -> None:
             return
         LOG.warning("instance %s: %s; setting it to ERROR", uuid, exc)
         try:
-            await manager.conductor.save_with_fault(None, uuid, {"vm_state": states.ERROR, "task_state": None}, exc,
-                                                    host=manager.host, expected_task_state=[task_state])
+            await manager.conductor.save_with_fault(
+                None, uuid, {"vm_state": states.ERROR, "task_state": leaves("init_host.cleared")}, exc,
+                host=manager.host, expected_task_state=[task_state])
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
             return
         if migration:
@@ -283,7 +285,7 @@ async def _clear_task_state(manager, ctx, uuid: str, task_state: str, power_stat
                             vm_state: str | None = None, failed: str | None = None) -> None:
     """Clear the task state (and set ``vm_state``); the action is finished, as failed with
     ``failed`` as the reason when given."""
-    values = {"task_state": None, "power_state": power_state}
+    values = {"task_state": leaves("init_host.cleared"), "power_state": power_state}
     if vm_state is not None:
         values["vm_state"] = vm_state
     LOG.info("instance %s: clearing task_state %s%s%s", uuid, task_state,
@@ -329,10 +331,9 @@ async def _fail_interrupted_build(manager, instance: dict, lost: bool = False) -
         await manager.cleanup_build(ctx, uuid, None)  # the build path's own cleanup: guest, ports, claim
         try:
             instance = await manager.conductor.save_with_fault(
-                ctx, uuid,
-                {"vm_state": states.ERROR, "task_state": None, "network_info": [], "power_state": states.NOSTATE},
-                exc, host=manager.host, details="".join(traceback.format_exception(exc)),
-                expected_task_state=states.BUILD_TASK_STATES, expected_vm_state=[states.BUILDING])
+                ctx, uuid, exc=exc, host=manager.host, details="".join(traceback.format_exception(exc)),
+                **step_save("build.failed", vm_state=states.ERROR, network_info=[], power_state=states.NOSTATE),
+                expected_vm_state=[states.BUILDING])
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError, exceptions.InstanceInvalidState):
             return  # deleted meanwhile: the delete finishes the job
         await manager.conductor.action_finish(ctx, uuid, message="Error")
@@ -357,5 +358,5 @@ async def _resume_guest(manager, uuid: str) -> None:
         await manager.driver.power_on(admin_context(), instance, instance.get("network_info") or [])
         power_state = await power_sync.driver_power_state(manager.driver, instance)
         with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
-            await manager.conductor.instance_save(None, uuid, {"power_state": power_state},
-                                                  expected_task_state=[None])
+            await manager.conductor.instance_save(None, uuid, **step_save("init_host.guest_resumed",
+                                                                          power_state=power_state))

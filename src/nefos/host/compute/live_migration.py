@@ -15,6 +15,7 @@ from nefos.clients.compute import ComputeRPCAPI
 from nefos.model import states
 from nefos.model.faults import fault_of
 from nefos.model.migration_state import live_migration_of as _live_migration_of, with_migration as _with_migration
+from nefos.model.state_machine import expects, leaves, step_save
 
 LOG = logging.getLogger(__name__)
 
@@ -88,9 +89,9 @@ async def _live_migrate(manager, ctx, uuid: str, migration: dict, control: LiveM
 async def _error_out(manager, ctx, uuid: str, migration: dict, exc: BaseException) -> None:
     with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError,
                              exceptions.InstanceInvalidState):
-        await manager.conductor.save_with_fault(None, uuid, {"vm_state": states.ERROR, "task_state": None}, exc,
-                                                host=manager.host, details="".join(traceback.format_exception(exc)),
-                                                expected_task_state=[states.MIGRATING])
+        await manager.conductor.save_with_fault(None, uuid, exc=exc, host=manager.host,
+                                                details="".join(traceback.format_exception(exc)),
+                                                **step_save("live-migration.failed", vm_state=states.ERROR))
     await manager.conductor.migration_set_status(None, migration["uuid"], "error")
     await manager.conductor.action_finish(ctx, uuid, message="Error")
 
@@ -99,8 +100,8 @@ async def pre_live_migration(manager, ctx, uuid: str, migration: dict) -> None:
     """On the destination (a call from the source): ready to receive the guest."""
     async with manager.conductor.step(ctx, uuid, "compute_pre_live_migration", manager.host):
         instance = await manager.conductor.instance_get(None, uuid)
-        if instance["task_state"] != states.MIGRATING:
-            raise exceptions.UnexpectedTaskStateError(instance_uuid=uuid, expected=[states.MIGRATING],
+        if instance["task_state"] not in (expected := expects("live-migration.at_destination")):
+            raise exceptions.UnexpectedTaskStateError(instance_uuid=uuid, expected=expected,
                                                       actual=instance["task_state"])
         try:
             await manager.resource_tracker.move_claim(migration)
@@ -136,10 +137,10 @@ async def post_live_migration_at_destination(manager, ctx, uuid: str, migration:
                 # The source's claim is given back; the migration's claim here becomes the server's.
                 instance = await manager.conductor.live_migration_completed(
                     ctx, uuid,
-                    {"host": manager.host, "node": migration["dest_node"], "task_state": None,
+                    {"host": manager.host, "node": migration["dest_node"], "task_state": leaves("live-migration.done"),
                      "power_state": power_state, "progress": 0, "network_info": network_info,
                      "system_metadata": _with_migration(instance, None)},
-                    migration["uuid"], expected_task_state=[states.MIGRATING])
+                    migration["uuid"], expected_task_state=expects("live-migration.done"))
                 await manager.notify(ctx, instance, "instance.live_migration_post.end")
         except (exceptions.InstanceNotFound, exceptions.UnexpectedDeletingTaskStateError):
             with contextlib.suppress(Exception):
@@ -165,13 +166,12 @@ async def recover(manager, ctx, instance: dict, why: str) -> None:
             current = await manager.conductor.instance_get(None, uuid)
         except exceptions.InstanceNotFound:
             return
-        if current["task_state"] != states.MIGRATING or current.get("host") != manager.host:
+        if current["task_state"] not in expects("live-migration.failed") or current.get("host") != manager.host:
             return
         LOG.warning("instance %s: %s; giving its live migration up", uuid, why)
         if migration is None:
             with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
-                await manager.conductor.instance_save(None, uuid, {"task_state": None},
-                                                      expected_task_state=[states.MIGRATING])
+                await manager.conductor.instance_save(None, uuid, **step_save("live-migration.rolled_back"))
             return
         if uuid in await manager.driver.list_instance_uuids():
             if migration.get("dest_compute"):

@@ -27,6 +27,7 @@ from nefos.clients.conductor import ConductorAPI
 from nefos.model import states
 from nefos.model.action_names import POWER_OFF, POWER_ON
 from nefos.model.server_group_rules import max_server_per_host
+from nefos.model.state_machine import expects, leaves, step_save
 from nefos.timeutils import utcnow
 from nefos.host.compute.resource_tracker import ResourceTracker
 from nefos.host.compute import live_migration, resize
@@ -193,9 +194,8 @@ class ComputeManager(Endpoint):
             # state networking and the network allocation's event started: one call.
             operation = self.instance_events.new_operation()
             saved = await progress.send(begin_operation=operation,
-                                        saves=({"updates": {"task_state": states.NETWORKING,
-                                                            "progress": BUILD_PROGRESS[states.NETWORKING]},
-                                                "expected_task_state": [None]},),
+                                        saves=(step_save("build.networking",
+                                                         progress=BUILD_PROGRESS[states.NETWORKING]),),
                                         start_event="compute_allocate_network")
             self.instance_events.operation_begun(uuid, operation)
             instance = saved["instance"]
@@ -203,14 +203,10 @@ class ComputeManager(Endpoint):
             network_task = asyncio.create_task(self._allocate_network(ctx, instance, args, progress,
                                                                       saved["event_id"]))
             async with progress.step("compute_prep_block_device", show_in_progress=False):
-                instance = (await progress.send(saves=({"updates": {
-                    "task_state": states.BLOCK_DEVICE_MAPPING,
-                    "progress": BUILD_PROGRESS[states.BLOCK_DEVICE_MAPPING]},
-                    "expected_task_state": [states.NETWORKING]},)))["instance"]
+                instance = (await progress.send(saves=(step_save(
+                    "build.block_device_mapping", progress=BUILD_PROGRESS[states.BLOCK_DEVICE_MAPPING]),)))["instance"]
                 block_device_info = await self.prep_block_device(instance, started.get("block_device_mappings"))
-            await progress.send(saves=({"updates": {"task_state": states.SPAWNING,
-                                                    "progress": BUILD_PROGRESS[states.SPAWNING]},
-                                        "expected_task_state": [states.BLOCK_DEVICE_MAPPING]},))
+            await progress.send(saves=(step_save("build.spawning", progress=BUILD_PROGRESS[states.SPAWNING]),))
             try:
                 network_info = await network_task
             except (exceptions.InstanceNotFound, exceptions.UnexpectedDeletingTaskStateError):
@@ -219,9 +215,8 @@ class ComputeManager(Endpoint):
                 raise exceptions.BuildAbortException(
                     instance_uuid=uuid,
                     reason=f"Failed to allocate the network(s), not rescheduling. ({exc})")
-            instance = (await progress.send(saves=({"updates": {"network_info": network_info,
-                                                                "progress": BUILD_PROGRESS["networked"]},
-                                                    "expected_task_state": [states.SPAWNING]},)))["instance"]
+            instance = (await progress.send(saves=(step_save(
+                "build.networked", network_info=network_info, progress=BUILD_PROGRESS["networked"]),)))["instance"]
             try:
                 image_trust.check_trusted_certs(instance)  # 2.63: before anything boots from the image
                 # Spawn paused, wait for network-vif-plugged, resume (compute/host/instance_events.py).
@@ -231,9 +226,8 @@ class ComputeManager(Endpoint):
                 raise exceptions.BuildAbortException(instance_uuid=uuid, reason=str(exc)) from None
             power_state = (await self.driver.get_info(instance))["power_state"]
             instance = (await progress.send(
-                saves=({"updates": {"vm_state": states.ACTIVE, "task_state": None, "power_state": power_state,
-                                    "launched_at": utcnow().isoformat(), "progress": 100},
-                        "expected_task_state": [states.SPAWNING]},),
+                saves=(step_save("build.spawned", vm_state=states.ACTIVE, power_state=power_state,
+                                 launched_at=utcnow().isoformat(), progress=100),),
                 finished_after=(build_event_id,)))["instance"]
         except (exceptions.InstanceNotFound, exceptions.UnexpectedDeletingTaskStateError) as exc:
             await progress.flush()
@@ -334,9 +328,8 @@ class ComputeManager(Endpoint):
         try:
             if isinstance(exc, exceptions.BuildAbortException):
                 instance = await self.conductor.save_with_fault(
-                    ctx, uuid,
-                    {"vm_state": states.ERROR, "task_state": None, "network_info": []}, exc, host=self.host,
-                    details="".join(traceback.format_exception(exc)), expected_task_state=states.BUILD_TASK_STATES,
+                    ctx, uuid, exc=exc, host=self.host, details="".join(traceback.format_exception(exc)),
+                    **step_save("build.failed", vm_state=states.ERROR, network_info=[]),
                     expected_vm_state=[states.BUILDING])
                 await self.notify(ctx, instance, "instance.create.error")
                 return
@@ -421,11 +414,10 @@ class ComputeManager(Endpoint):
                      instance["task_state"], states.POWER_STATE_NAMES.get(instance["power_state"]))
             return (f"no-op: vm_state {instance['vm_state']}, task_state {instance['task_state']}, power_state "
                     f"{states.POWER_STATE_NAMES.get(instance['power_state'], instance['power_state'])}")
-        task = states.POWERING_ON if power_on else states.POWERING_OFF
+        taking = step_save("power_update.power_on" if power_on else "power_update.power_off",
+                           **({} if power_on else {"progress": 0}))
         try:
-            await self.conductor.instance_save(None, instance_uuid,
-                                               {"task_state": task, **({} if power_on else {"progress": 0})},
-                                               expected_task_state=[None], expected_vm_state=[wanted[0]])
+            await self.conductor.instance_save(None, instance_uuid, **taking, expected_vm_state=[wanted[0]])
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError,
                 exceptions.InstanceInvalidState) as exc:
             LOG.info("instance %s: the power-update event was possibly preempted: %s", instance_uuid, exc)
@@ -439,7 +431,8 @@ class ComputeManager(Endpoint):
             elif not power_on and current not in (states.SHUTDOWN, states.NOSTATE, states.CRASHED):
                 await self.driver.power_off(i, self.rt.cfg.shutdown_timeout)
 
-        await self.power_op(ctx, instance_uuid, event="compute_power_update", expected=[task],
+        await self.power_op(ctx, instance_uuid, event="compute_power_update",
+                             step="start.done" if power_on else "stop.done",
                              final_vm_state=states.ACTIVE if power_on else states.STOPPED,
                              notification="power_on" if power_on else "power_off", op=op)
         return f"applied {POWER_ON if power_on else POWER_OFF} (see compute_power_update)"
@@ -469,15 +462,17 @@ class ComputeManager(Endpoint):
             await self.notify(ctx, instance, "instance.delete.end")
 
     # Power operations ----------------------------------------------------------
-    async def power_op(self, ctx, uuid: str, *, event: str, expected: list, final_vm_state: str | None,
+    async def power_op(self, ctx, uuid: str, *, event: str, step: str, final_vm_state: str | None,
                         notification: str, op, starts_in: list | None = None,
                         error_vm_state: str | None = None) -> None:
         """Run ``op(instance)`` under the instance's lock and action event, then save the final state
-        (``final_vm_state`` None: the vm_state stays) with compare-and-swap on ``expected``; ``op`` may
-        return more columns for that save. Nothing is done unless the task state is one of
-        ``starts_in`` (default ``expected``): a request that arrives after its operation was
-        recovered or given up (compute/host/deadlines.py) finds it gone. A failure clears the task state
-        (and sets ``error_vm_state`` when given) with a fault."""
+        (``final_vm_state`` None: the vm_state stays) as the state table's ``step`` does (its
+        compare-and-swap, the task_state it leaves); ``op`` may return more columns for that save.
+        Nothing is done unless the task state is one of ``starts_in`` (default: the ones ``step``
+        expects): a request that arrives after its operation was recovered or given up
+        (compute/host/deadlines.py) finds it gone. A failure clears the task state (and sets
+        ``error_vm_state`` when given) with a fault."""
+        expected = expects(step)
         async with self.instance_lock(uuid):
             try:
                 instance = await self.conductor.instance_get(None, uuid)
@@ -493,7 +488,7 @@ class ComputeManager(Endpoint):
                 async with self.conductor.step(ctx, uuid, event, self.host):
                     await self.notify(ctx, instance, f"instance.{notification}.start")
                     extra = await op(instance)
-                    updates = {"task_state": None,
+                    updates = {"task_state": leaves(step),
                                "power_state": await power_sync.driver_power_state(self.driver, instance)}
                     if final_vm_state is not None:
                         updates["vm_state"] = final_vm_state
@@ -515,22 +510,20 @@ class ComputeManager(Endpoint):
 
     async def stop_instance(self, ctx, instance_uuid: str) -> None:
         await self.power_op(ctx, instance_uuid, event="compute_stop_instance",
-                             expected=[states.POWERING_OFF], final_vm_state=states.STOPPED,
+                             step="stop.done", final_vm_state=states.STOPPED,
                              notification="power_off",
                              op=lambda i: self.driver.power_off(i, self.rt.cfg.shutdown_timeout))
 
     async def start_instance(self, ctx, instance_uuid: str) -> None:
         await self.power_op(ctx, instance_uuid, event="compute_start_instance",
-                             expected=[states.POWERING_ON], final_vm_state=states.ACTIVE,
+                             step="start.done", final_vm_state=states.ACTIVE,
                              notification="power_on",
                              op=lambda i: self.instance_events.replug(
                                  ctx, i, lambda nw: self.driver.power_on(ctx, i, nw), what="start"))
 
     async def reboot_instance(self, ctx, instance_uuid: str, reboot_type: str = "SOFT") -> None:
-        expected = ([states.REBOOTING_HARD, states.REBOOT_PENDING_HARD, states.REBOOT_STARTED_HARD]
-                    if reboot_type == "HARD" else
-                    [states.REBOOTING, states.REBOOT_PENDING, states.REBOOT_STARTED])
-        await self.power_op(ctx, instance_uuid, event="compute_reboot_instance", expected=expected,
+        step = "reboot_hard.done" if reboot_type == "HARD" else "reboot_soft.done"
+        await self.power_op(ctx, instance_uuid, event="compute_reboot_instance", step=step,
                              final_vm_state=states.ACTIVE, notification="reboot",
                              op=lambda i: self.instance_events.replug(
                                  ctx, i, lambda nw: self.driver.reboot(ctx, i, nw, reboot_type), what="hard reboot")
@@ -539,43 +532,42 @@ class ComputeManager(Endpoint):
 
     async def pause_instance(self, ctx, instance_uuid: str) -> None:
         await self.power_op(ctx, instance_uuid, event="compute_pause_instance",
-                             expected=[states.PAUSING], final_vm_state=states.PAUSED,
+                             step="pause.done", final_vm_state=states.PAUSED,
                              notification="pause", op=self.driver.pause)
 
     async def unpause_instance(self, ctx, instance_uuid: str) -> None:
         await self.power_op(ctx, instance_uuid, event="compute_unpause_instance",
-                             expected=[states.UNPAUSING], final_vm_state=states.ACTIVE,
+                             step="unpause.done", final_vm_state=states.ACTIVE,
                              notification="unpause", op=self.driver.unpause)
 
     async def suspend_instance(self, ctx, instance_uuid: str) -> None:
         await self.power_op(ctx, instance_uuid, event="compute_suspend_instance",
-                             expected=[states.SUSPENDING], final_vm_state=states.SUSPENDED,
+                             step="suspend.done", final_vm_state=states.SUSPENDED,
                              notification="suspend", op=lambda i: self.driver.suspend(ctx, i))
 
     async def resume_instance(self, ctx, instance_uuid: str) -> None:
         await self.power_op(ctx, instance_uuid, event="compute_resume_instance",
-                             expected=[states.RESUMING], final_vm_state=states.ACTIVE,
+                             step="resume.done", final_vm_state=states.ACTIVE,
                              notification="resume",
                              op=lambda i: self.driver.resume(ctx, i, i.get("network_info") or []))
 
     # Images (createImage, createBackup), shelve, passwords -----------------------------
     async def snapshot_instance(self, ctx, instance_uuid: str, image_id: str) -> None:
         await self.power_op(ctx, instance_uuid, event="compute_snapshot_instance",
-                             expected=[states.IMAGE_UPLOADING], final_vm_state=None, notification="snapshot",
-                             op=lambda i: snapshots.snapshot_to_image(self, ctx, i, image_id,
-                                                                      first_task_state=states.IMAGE_SNAPSHOT),
-                             starts_in=[states.IMAGE_SNAPSHOT])
+                             step="createImage.done", final_vm_state=None, notification="snapshot",
+                             op=lambda i: snapshots.snapshot_to_image(self, ctx, i, image_id, operation="createImage"),
+                             starts_in=expects("createImage.pending_upload"))
         await self._discard_unfinished_image(ctx, image_id)
 
     async def backup_instance(self, ctx, instance_uuid: str, image_id: str, backup_type: str,
                               rotation: int) -> None:
         async def op(instance):
-            await snapshots.snapshot_to_image(self, ctx, instance, image_id, first_task_state=states.IMAGE_BACKUP)
+            await snapshots.snapshot_to_image(self, ctx, instance, image_id, operation="createBackup")
             await snapshots.rotate_backups(self, ctx, instance, backup_type, rotation)
 
         await self.power_op(ctx, instance_uuid, event="compute_backup_instance",
-                             expected=[states.IMAGE_UPLOADING], final_vm_state=None, notification="snapshot",
-                             op=op, starts_in=[states.IMAGE_BACKUP])
+                             step="createBackup.done", final_vm_state=None, notification="snapshot",
+                             op=op, starts_in=expects("createBackup.pending_upload"))
         await self._discard_unfinished_image(ctx, image_id)
 
     async def _discard_unfinished_image(self, ctx, image_id: str) -> None:
@@ -685,6 +677,5 @@ class ComputeManager(Endpoint):
                         raise exceptions.SetAdminPasswdNotSupported() from None
             finally:
                 with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
-                    await self.conductor.instance_save(None, instance_uuid, {"task_state": None},
-                                                       expected_task_state=[states.UPDATING_PASSWORD])
+                    await self.conductor.instance_save(None, instance_uuid, **step_save("changePassword.done"))
                 await self.conductor.action_finish(ctx, instance_uuid)

@@ -28,6 +28,7 @@ import logging
 from nefos import exceptions
 from nefos.context import admin_context
 from nefos.model import action_names, states
+from nefos.model.state_machine import step_save
 
 LOG = logging.getLogger(__name__)
 
@@ -94,8 +95,8 @@ async def _apply_rules(manager, instance: dict, power_state: int, source: str):
     uuid = instance["uuid"]
     if instance["power_state"] != power_state:
         try:
-            instance = await manager.conductor.instance_save(None, uuid, {"power_state": power_state},
-                                                             expected_task_state=[None])
+            instance = await manager.conductor.instance_save(None, uuid, **step_save("power_sync.power_state",
+                                                                                     power_state=power_state))
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
             return None  # deleted or an operation started meanwhile: it wins
     vm_state = instance["vm_state"]
@@ -121,8 +122,8 @@ async def _request_stop(manager, uuid: str, vm_state: str):
     """What the API's stop does (task_state powering-off, a ``stop`` action), for the manager's
     ``stop_instance`` to finish. None when an operation or a delete got there first."""
     try:
-        instance = await manager.conductor.instance_save(None, uuid, {"task_state": states.POWERING_OFF},
-                                                         expected_task_state=[None], expected_vm_state=[vm_state])
+        instance = await manager.conductor.instance_save(None, uuid, **step_save("power_sync.stop"),
+                                                         expected_vm_state=[vm_state])
     except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError,
             exceptions.InstanceInvalidState):
         return None

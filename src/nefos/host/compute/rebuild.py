@@ -17,12 +17,10 @@ import traceback
 from nefos import exceptions
 from nefos.host.compute import image_trust, snapshots
 from nefos.model import states
+from nefos.model.state_machine import step_save
 from nefos.timeutils import utcnow
 
 LOG = logging.getLogger(__name__)
-
-REBUILD_TASK_STATES = (states.REBUILDING, states.REBUILD_BLOCK_DEVICE_MAPPING, states.REBUILD_SPAWNING)
-
 
 async def rebuild_instance(manager, ctx, uuid: str, image_id: str, was_stopped: bool) -> None:
     async with manager.instance_lock(uuid):
@@ -36,15 +34,11 @@ async def rebuild_instance(manager, ctx, uuid: str, image_id: str, was_stopped: 
                 image = await snapshots.image_meta(manager, ctx, image_id)
                 image_trust.check_trusted_certs(instance)
                 instance = await manager.conductor.instance_save(None, uuid,
-                                                                 {"task_state": states.REBUILD_BLOCK_DEVICE_MAPPING},
-                                                                 expected_task_state=[states.REBUILDING])
+                                                                 **step_save("rebuild.block_device_mapping"))
                 with contextlib.suppress(exceptions.InstanceNotFound):
                     await manager.driver.destroy(ctx, instance, instance.get("network_info"))
                 block_device_info = await manager.prep_block_device(instance)
-                instance = await manager.conductor.instance_save(
-                    None, uuid,
-                    {"task_state": states.REBUILD_SPAWNING},
-                    expected_task_state=[states.REBUILD_BLOCK_DEVICE_MAPPING])
+                instance = await manager.conductor.instance_save(None, uuid, **step_save("rebuild.spawning"))
                 if was_stopped:
                     await manager.driver.spawn(ctx, instance, image, instance.get("network_info") or [],
                                                block_device_info, power_on=False)
@@ -53,20 +47,17 @@ async def rebuild_instance(manager, ctx, uuid: str, image_id: str, was_stopped: 
                         ctx, instance, lambda nw: manager.driver.spawn(ctx, instance, image, nw, block_device_info),
                         what="rebuild")
                 power_state = (await manager.driver.get_info(instance))["power_state"]
-                instance = await manager.conductor.instance_save(
-                    None, uuid,
-                    {"vm_state": states.STOPPED if was_stopped else states.ACTIVE, "task_state": None,
-                     "power_state": power_state, "launched_at": utcnow().isoformat()},
-                    expected_task_state=[states.REBUILD_SPAWNING])
+                instance = await manager.conductor.instance_save(None, uuid, **step_save(
+                    "rebuild.done", vm_state=states.STOPPED if was_stopped else states.ACTIVE,
+                    power_state=power_state, launched_at=utcnow().isoformat()))
                 await manager.notify(ctx, instance, "instance.rebuild.end")
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
             return  # deleted meanwhile: the delete cleans up
         except Exception as exc:
             LOG.error("instance %s: rebuild failed: %s", uuid, exc)
             with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
-                await manager.conductor.save_with_fault(None, uuid, {"vm_state": states.ERROR, "task_state": None},
-                                                        exc, host=manager.host,
+                await manager.conductor.save_with_fault(None, uuid, exc=exc, host=manager.host,
                                                         details="".join(traceback.format_exception(exc)),
-                                                        expected_task_state=REBUILD_TASK_STATES)
+                                                        **step_save("rebuild.failed", vm_state=states.ERROR))
         finally:
             await manager.conductor.action_finish(ctx, uuid)

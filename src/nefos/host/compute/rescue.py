@@ -37,7 +37,7 @@ async def rescue_instance(manager, ctx, uuid: str, rescue_password: str | None, 
             raise InstanceNotRescuable(instance_id=uuid, reason=f"Driver Error: {exc}") from exc
         return {"launched_at": utcnow().isoformat()}
 
-    await manager.power_op(ctx, uuid, event="compute_rescue_instance", expected=[states.RESCUING],
+    await manager.power_op(ctx, uuid, event="compute_rescue_instance", step="rescue.done",
                             final_vm_state=states.RESCUED, notification="rescue", op=op,
                             error_vm_state=states.ERROR)
 
@@ -46,6 +46,6 @@ async def unrescue_instance(manager, ctx, uuid: str) -> None:
     async def op(instance):
         await manager.driver.unrescue(ctx, instance, instance.get("network_info") or [])
 
-    await manager.power_op(ctx, uuid, event="compute_unrescue_instance", expected=[states.UNRESCUING],
+    await manager.power_op(ctx, uuid, event="compute_unrescue_instance", step="unrescue.done",
                             final_vm_state=states.ACTIVE, notification="unrescue", op=op,
                             error_vm_state=states.ERROR)

@@ -18,6 +18,7 @@ from nefos.model import states
 from nefos.model.faults import fault_of
 from nefos.model.migration_state import (flavor_columns as _flavor_columns, migration_of,
                                            with_migration as _with_migration)
+from nefos.model.state_machine import expects, leaves, step_save
 from nefos.timeutils import utcnow
 
 LOG = logging.getLogger(__name__)
@@ -57,8 +58,8 @@ async def prep_resize(manager, ctx, uuid: str, migration: dict) -> None:
         async with manager.conductor.step(ctx, uuid, "compute_prep_resize", manager.host):
             check_can_migrate(manager)
             instance = await manager.conductor.instance_get(None, uuid)
-            if instance["task_state"] != states.RESIZE_PREP:
-                raise exceptions.UnexpectedTaskStateError(instance_uuid=uuid, expected=[states.RESIZE_PREP],
+            if instance["task_state"] not in expects("resize.prep"):
+                raise exceptions.UnexpectedTaskStateError(instance_uuid=uuid, expected=expects("resize.prep"),
                                                           actual=instance["task_state"])
             await manager.resource_tracker.move_claim(migration)
             await manager.notify(ctx, instance, "instance.resize_prep.start")
@@ -74,9 +75,9 @@ async def resize_instance(manager, ctx, uuid: str, migration: dict) -> None:
         moved = False
         try:
             async with manager.conductor.step(ctx, uuid, "compute_resize_instance", manager.host):
-                instance = await manager.conductor.migration_save(ctx, uuid, {"task_state": states.RESIZE_MIGRATING},
+                instance = await manager.conductor.migration_save(ctx, uuid, {"task_state": leaves("resize.migrating")},
                                                                   migration["uuid"], "migrating",
-                                                                  expected_task_state=[states.RESIZE_PREP])
+                                                                  expected_task_state=expects("resize.migrating"))
                 await manager.notify(ctx, instance, "instance.resize.start")
                 await manager.driver.migrate_disk_and_power_off(ctx, instance, migration["dest_compute"],
                                                                 migration["new_flavor"],
@@ -85,10 +86,10 @@ async def resize_instance(manager, ctx, uuid: str, migration: dict) -> None:
                 migration = dict(migration, status="post-migrating")
                 instance = await manager.conductor.migration_save(
                     ctx, uuid,
-                    {"task_state": states.RESIZE_MIGRATED, "host": migration["dest_compute"],
+                    {"task_state": leaves("resize.migrated"), "host": migration["dest_compute"],
                      "node": migration["dest_node"], "progress": 50,
                      "system_metadata": _with_migration(instance, migration)},
-                    migration["uuid"], "post-migrating", expected_task_state=[states.RESIZE_MIGRATING])
+                    migration["uuid"], "post-migrating", expected_task_state=expects("resize.migrated"))
                 await manager.notify(ctx, instance, "instance.resize.end")
         except (exceptions.InstanceNotFound, exceptions.UnexpectedDeletingTaskStateError):
             # Deleted meanwhile: the delete (queued behind this lock on this host) destroys the guest.
@@ -115,14 +116,12 @@ async def finish_resize(manager, ctx, uuid: str, migration: dict) -> None:
         try:
             async with manager.conductor.step(ctx, uuid, "compute_finish_resize", manager.host):
                 instance = await manager.conductor.instance_save(
-                    None, uuid,
-                    {"task_state": states.RESIZE_FINISH, **_flavor_columns(migration["new_flavor"])},
-                    expected_task_state=[states.RESIZE_MIGRATED])
+                    None, uuid, **step_save("resize.finish", **_flavor_columns(migration["new_flavor"])))
                 await manager.notify(ctx, instance, "instance.resize_finish.start")
                 await manager.instance_events.begin_operation(uuid)  # before the ports are bound here
                 network_info = await manager.network_api.setup_instance_network_on_host(ctx, instance, manager.host)
-                instance = await manager.conductor.instance_save(None, uuid, {"network_info": network_info},
-                                                                 expected_task_state=[states.RESIZE_FINISH])
+                instance = await manager.conductor.instance_save(None, uuid, **step_save("resize.networked",
+                                                                                         network_info=network_info))
                 block_device_info = await manager.prep_block_device(instance)
                 power_on = migration["old_vm_state"] != states.STOPPED
                 image_meta = {"id": instance.get("image_ref"), "properties": {}}
@@ -137,10 +136,11 @@ async def finish_resize(manager, ctx, uuid: str, migration: dict) -> None:
                 power_state = (await manager.driver.get_info(instance))["power_state"]
                 migration = dict(migration, status="finished")
                 instance = await manager.conductor.migration_save(
-                    ctx, uuid, {"vm_state": states.RESIZED, "task_state": None, "power_state": power_state,
-                                "progress": 100, "system_metadata": _with_migration(instance, migration),
+                    ctx, uuid, {"vm_state": states.RESIZED, "task_state": leaves("resize.finished"),
+                                "power_state": power_state, "progress": 100,
+                                "system_metadata": _with_migration(instance, migration),
                                 "launched_at": utcnow().isoformat()},  # Nova relaunches it here (usage)
-                    migration["uuid"], "finished", expected_task_state=[states.RESIZE_FINISH])
+                    migration["uuid"], "finished", expected_task_state=expects("resize.finished"))
                 await manager.notify(ctx, instance, "instance.resize_finish.end")
         except (exceptions.InstanceNotFound, exceptions.UnexpectedDeletingTaskStateError):
             with contextlib.suppress(Exception):
@@ -148,8 +148,8 @@ async def finish_resize(manager, ctx, uuid: str, migration: dict) -> None:
             await manager.conductor.allocation_release(None, migration["uuid"])
             return
         except Exception as exc:
-            await _error_out(manager, uuid, exc, "finishing the resize", {"vm_state": states.ERROR, "task_state": None},
-                             expected_task_state=[states.RESIZE_FINISH, states.RESIZE_MIGRATED])
+            await _error_out(manager, uuid, exc, "finishing the resize",
+                             **step_save("resize.finish_failed", vm_state=states.ERROR))
             await manager.conductor.migration_set_status(None, migration["uuid"],
                                                          "error")  # Nova's errors_out_migration
         finally:
@@ -163,7 +163,7 @@ async def confirm_resize(manager, ctx, uuid: str, migration: dict) -> None:
             return
         current = migration_of(instance) or {}
         try:
-            if (instance["vm_state"] != states.RESIZED or instance["task_state"] is not None
+            if (instance["vm_state"] != states.RESIZED or instance["task_state"] not in expects("confirmResize.done")
                     or current.get("uuid") != migration["uuid"] or current.get("status") != "confirming"):
                 return
             async with manager.conductor.step(ctx, uuid, "compute_confirm_resize", manager.host):
@@ -173,14 +173,16 @@ async def confirm_resize(manager, ctx, uuid: str, migration: dict) -> None:
                 vm_state = states.STOPPED if instance["power_state"] == states.SHUTDOWN else states.ACTIVE
                 instance = await manager.conductor.resize_confirmed(
                     ctx, uuid,
-                    {"vm_state": vm_state, "task_state": None, "system_metadata": _with_migration(instance, None)},
-                    current, expected_task_state=[None], expected_vm_state=[states.RESIZED])
+                    {"vm_state": vm_state, "task_state": leaves("confirmResize.done"),
+                     "system_metadata": _with_migration(instance, None)},
+                    current, expected_task_state=expects("confirmResize.done"), expected_vm_state=[states.RESIZED])
                 await manager.notify(ctx, instance, "instance.resize_confirm.end")
         except (exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError, exceptions.InstanceInvalidState):
             return  # deleted (or reverted) meanwhile: that operation has the claims
         except Exception as exc:
-            await _error_out(manager, uuid, exc, "confirming the resize", {"vm_state": states.ERROR},
-                             expected_task_state=[None], expected_vm_state=[states.RESIZED])
+            await _error_out(manager, uuid, exc, "confirming the resize",
+                             **step_save("confirmResize.failed", vm_state=states.ERROR),
+                             expected_vm_state=[states.RESIZED])
             await manager.conductor.migration_set_status(None, migration["uuid"], "error")
         finally:
             await manager.conductor.action_finish(ctx, uuid)
@@ -201,8 +203,8 @@ async def revert_resize(manager, ctx, uuid: str, migration: dict) -> None:
         except (exceptions.InstanceNotFound, exceptions.UnexpectedDeletingTaskStateError):
             return  # the delete cleans both hosts
         except Exception as exc:
-            await _error_out(manager, uuid, exc, "reverting the resize", {"vm_state": states.ERROR, "task_state": None},
-                             expected_task_state=[states.RESIZE_REVERTING])
+            await _error_out(manager, uuid, exc, "reverting the resize",
+                             **step_save("revertResize.failed", vm_state=states.ERROR))
             await manager.conductor.migration_set_status(None, migration["uuid"], "error")
             await manager.conductor.action_finish(ctx, uuid)
             return
@@ -217,12 +219,12 @@ async def finish_revert_resize(manager, ctx, uuid: str, migration: dict) -> None
         current = migration_of(instance) or migration
         try:
             async with manager.conductor.step(ctx, uuid, "compute_finish_revert_resize", manager.host):
-                instance = await manager.conductor.instance_save(None, uuid, _flavor_columns(migration["old_flavor"]),
-                                                                 expected_task_state=[states.RESIZE_REVERTING])
+                instance = await manager.conductor.instance_save(
+                    None, uuid, **step_save("revertResize.at_source", **_flavor_columns(migration["old_flavor"])))
                 await manager.instance_events.begin_operation(uuid)
                 network_info = await manager.network_api.setup_instance_network_on_host(ctx, instance, manager.host)
-                instance = await manager.conductor.instance_save(None, uuid, {"network_info": network_info},
-                                                                 expected_task_state=[states.RESIZE_REVERTING])
+                instance = await manager.conductor.instance_save(None, uuid, **step_save("revertResize.at_source",
+                                                                                         network_info=network_info))
                 power_on = migration["old_vm_state"] != states.STOPPED
 
                 async def restore(paused: bool):
@@ -235,17 +237,17 @@ async def finish_revert_resize(manager, ctx, uuid: str, migration: dict) -> None
                                                            replug=True)
                 power_state = (await manager.driver.get_info(instance))["power_state"]
                 instance = await manager.conductor.resize_revert_finished(
-                    ctx, uuid, {"vm_state": migration["old_vm_state"], "task_state": None,
+                    ctx, uuid, {"vm_state": migration["old_vm_state"], "task_state": leaves("revertResize.done"),
                                 "power_state": power_state, "progress": 0,
                                 "system_metadata": _with_migration(instance, None),
                                 "launched_at": utcnow().isoformat()},  # as Nova's finish_revert_resize
-                    current, migration["old_flavor"], expected_task_state=[states.RESIZE_REVERTING])
+                    current, migration["old_flavor"], expected_task_state=expects("revertResize.done"))
                 await manager.notify(ctx, instance, "instance.resize_revert.end")
         except (exceptions.InstanceNotFound, exceptions.UnexpectedDeletingTaskStateError):
             return  # the delete (on this host, behind this lock) destroys the guest
         except Exception as exc:
-            await _error_out(manager, uuid, exc, "finishing the revert", {"vm_state": states.ERROR, "task_state": None},
-                             expected_task_state=[states.RESIZE_REVERTING])
+            await _error_out(manager, uuid, exc, "finishing the revert",
+                             **step_save("revertResize.failed", vm_state=states.ERROR))
             await manager.conductor.migration_set_status(None, migration["uuid"], "error")
         finally:
             await manager.conductor.action_finish(ctx, uuid)

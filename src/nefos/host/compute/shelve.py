@@ -25,6 +25,7 @@ import traceback
 from nefos import exceptions
 from nefos.host.compute import snapshots
 from nefos.model import states
+from nefos.model.state_machine import expects, leaves, step_save
 from nefos.timeutils import utcnow
 
 LOG = logging.getLogger(__name__)
@@ -42,20 +43,19 @@ async def shelve_instance(manager, ctx, uuid: str, image_id: str) -> None:
     async def op(instance):
         if instance["power_state"] in (states.RUNNING, states.PAUSED_POWER, states.SUSPENDED_POWER):
             await manager.driver.power_off(instance, manager.rt.cfg.shutdown_timeout)
-        await snapshots.snapshot_to_image(manager, ctx, instance, image_id, first_task_state=states.SHELVING,
-                                          task_states=snapshots.SHELVE_TASK_STATES)
+        await snapshots.snapshot_to_image(manager, ctx, instance, image_id, operation="shelve")
         metadata = dict(instance.get("system_metadata") or {}, shelved_image_id=image_id,
                         shelved_at=utcnow().isoformat(), shelved_host=manager.host)
         updates = {"system_metadata": metadata}
         if offload_at_once:
             # SHELVED and already offloading in the same write, as Nova: no moment in which the
             # server looks SHELVED and idle while its host is about to offload it.
-            updates["task_state"] = states.SHELVING_OFFLOADING
+            updates["task_state"] = leaves("shelve.offloading_at_once")
         return updates
 
     await manager.power_op(ctx, uuid, event="compute_shelve_instance",
-                            expected=[states.SHELVING_IMAGE_UPLOADING], final_vm_state=states.SHELVED,
-                            notification="shelve", op=op, starts_in=[states.SHELVING])
+                            step="shelve.done", final_vm_state=states.SHELVED,
+                            notification="shelve", op=op, starts_in=expects("shelve.pending_upload"))
     if offload_at_once:
         # Does nothing unless the shelve above ended in SHELVING_OFFLOADING.
         await shelve_offload_instance(manager, ctx, uuid)
@@ -69,7 +69,7 @@ async def shelve_offload_instance(manager, ctx, uuid: str) -> None:
         return {"host": None, "node": None, "power_state": states.NOSTATE}
 
     await manager.power_op(ctx, uuid, event="compute_shelve_offload_instance",
-                            expected=[states.SHELVING_OFFLOADING], final_vm_state=states.SHELVED_OFFLOADED,
+                            step="shelveOffload.done", final_vm_state=states.SHELVED_OFFLOADED,
                             notification="shelve_offload", op=op)
 
 
@@ -82,7 +82,7 @@ async def unshelve_instance(manager, ctx, uuid: str, node: str | None = None) ->
             return {"system_metadata": without_shelve_keys(instance)}
 
         image_id = await _shelved_image_id(manager, uuid)
-        await manager.power_op(ctx, uuid, event="compute_unshelve_instance", expected=[states.UNSHELVING],
+        await manager.power_op(ctx, uuid, event="compute_unshelve_instance", step="unshelve.done",
                                 final_vm_state=states.ACTIVE, notification="unshelve", op=start)
         await _delete_shelved_image(manager, ctx, uuid, image_id)
         return
@@ -92,7 +92,7 @@ async def unshelve_instance(manager, ctx, uuid: str, node: str | None = None) ->
         except exceptions.InstanceNotFound:
             await manager.conductor.allocation_release(None, uuid)
             return
-        if instance["task_state"] != states.UNSHELVING:
+        if instance["task_state"] not in expects("unshelve.done"):
             # Done or given up meanwhile (compute/host/deadlines.py): the claim is not this request's.
             await manager.conductor.action_finish(ctx, uuid, message="Error", unless_finished=True)
             return
@@ -109,11 +109,9 @@ async def unshelve_instance(manager, ctx, uuid: str, node: str | None = None) ->
             await _undo_unshelve(manager, ctx, uuid)
             with contextlib.suppress(exceptions.InstanceNotFound, exceptions.UnexpectedTaskStateError):
                 await manager.conductor.save_with_fault(
-                    None, uuid,
-                    {"vm_state": states.SHELVED_OFFLOADED, "task_state": None, "host": None, "node": None,
-                     "network_info": []},
-                    exc, host=manager.host, details="".join(traceback.format_exception(exc)),
-                    expected_task_state=[states.UNSHELVING])
+                    None, uuid, exc=exc, host=manager.host, details="".join(traceback.format_exception(exc)),
+                    **step_save("unshelve.failed", vm_state=states.SHELVED_OFFLOADED, host=None, node=None,
+                                network_info=[]))
             return
         finally:
             await manager.conductor.action_finish(ctx, uuid)
@@ -128,16 +126,15 @@ async def _spawn_offloaded(manager, ctx, instance: dict, image_id: str | None, n
     image = await snapshots.image_meta(manager, ctx, image_id)
     await manager.instance_events.begin_operation(uuid)  # before the ports are bound
     network_info = await manager.network_api.setup_instance_network_on_host(ctx, instance, manager.host)
-    instance = await manager.conductor.instance_save(None, uuid, {"network_info": network_info},
-                                                     expected_task_state=[states.UNSHELVING])
+    instance = await manager.conductor.instance_save(None, uuid, **step_save("unshelve.networked",
+                                                                             network_info=network_info))
     block_device_info = await manager.prep_block_device(instance)
     await manager.instance_events.spawn(ctx, instance, image, network_info, block_device_info)
     power_state = (await manager.driver.get_info(instance))["power_state"]
-    instance = await manager.conductor.instance_save(
-        None, uuid, {"vm_state": states.ACTIVE, "task_state": None, "power_state": power_state,
-                     "system_metadata": without_shelve_keys(instance),
-                     "launched_at": utcnow().isoformat()},  # as Nova's _update_instance_after_spawn
-        expected_task_state=[states.UNSHELVING])
+    instance = await manager.conductor.instance_save(None, uuid, **step_save(
+        "unshelve.done", vm_state=states.ACTIVE, power_state=power_state,
+        system_metadata=without_shelve_keys(instance),
+        launched_at=utcnow().isoformat()))  # as Nova's _update_instance_after_spawn
     await manager.notify(ctx, instance, "instance.unshelve.end")
 
 

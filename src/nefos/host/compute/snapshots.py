@@ -24,32 +24,25 @@ from pathlib import Path
 from typing import Callable
 
 from nefos import exceptions, fileperms
-from nefos.model import states
+from nefos.model.state_machine import leaves, step_save
 
 LOG = logging.getLogger(__name__)
 
-# The task states a snapshot goes through: (pending upload, uploading) per kind of snapshot.
-SNAPSHOT_TASK_STATES = (states.IMAGE_PENDING_UPLOAD, states.IMAGE_UPLOADING)
-SHELVE_TASK_STATES = (states.SHELVING_IMAGE_PENDING_UPLOAD, states.SHELVING_IMAGE_UPLOADING)
-
-
-async def snapshot_to_image(manager, ctx, instance: dict, image_id: str, *, first_task_state: str,
-                            task_states: tuple[str, str] = SNAPSHOT_TASK_STATES) -> None:
+async def snapshot_to_image(manager, ctx, instance: dict, image_id: str, *, operation: str) -> None:
     """Write the guest's disk into the queued image ``image_id``; the instance's task state goes
-    ``first_task_state`` -> pending upload -> uploading (the caller clears it). On any failure the
-    image is deleted and the error raised."""
+    through ``operation``'s (createImage, createBackup, shelve) steps ``pending_upload`` and
+    ``uploading`` of the state table (the caller clears it). On any failure the image is deleted
+    and the error raised."""
     uuid = instance["uuid"]
-    pending, uploading = task_states
+    pending, uploading = leaves(f"{operation}.pending_upload"), leaves(f"{operation}.uploading")
     try:
-        instance = await manager.conductor.instance_save(None, uuid, {"task_state": pending},
-                                                         expected_task_state=[first_task_state])
+        instance = await manager.conductor.instance_save(None, uuid, **step_save(f"{operation}.pending_upload"))
         workdir = fileperms.private_dir(Path(manager.rt.cfg.state_dir) / "snapshots")
         with tempfile.TemporaryDirectory(dir=workdir) as tmp:
             target = Path(tmp) / "disk"
             async with reporting_progress(manager, uuid, pending, lambda: _size(target)):
                 disk_format = await manager.driver.snapshot(ctx, instance, target)
-            await manager.conductor.instance_save(None, uuid, {"task_state": uploading},
-                                                  expected_task_state=[pending])
+            await manager.conductor.instance_save(None, uuid, **step_save(f"{operation}.uploading"))
             sent = [0]
             async with reporting_progress(manager, uuid, uploading, lambda: sent[0]):
                 await manager.image_api.upload_file(ctx, image_id, target, disk_format,
