@@ -9,6 +9,7 @@ unreachable server fails.
 
 from __future__ import annotations
 
+
 import asyncio
 import uuid
 
@@ -17,6 +18,7 @@ from sqlalchemy import func, insert, select, text
 
 from nefos import exceptions
 from nefos.config import Config
+from nefos.db import listing
 from nefos.db.migrate import upgrade
 from nefos.db.models import Instance, QuotaUsage
 from nefos.db.retry import retrying
@@ -404,18 +406,18 @@ async def test_server_list_order_and_marker_paging_agree_with_nulls(db):
         order = instance_obj.list_sort_order(["key_name"], [direction])
         async with db.reader() as s:
             full = [names[u] for u in (await s.execute(
-                q.order_by(*instance_obj.order_by_clauses(order)))).scalars()]
+                q.order_by(*listing.order_by(order)))).scalars()]
         assert full == expected, direction
         walked, marker = [], None
         while True:
-            page = q.order_by(*instance_obj.order_by_clauses(order)).limit(1)
+            page = q.order_by(*listing.order_by(order)).limit(1)
             if marker is not None:
-                page = page.where(instance_obj.after_marker(order, marker))
+                page = page.where(listing.after(order, marker))
             async with db.reader() as s:
                 row = (await s.execute(page)).scalar_one_or_none()
                 if row is None:
                     break
-                marker = dict((await s.execute(select(*(c for c, _ in order)).where(
+                marker = dict((await s.execute(select(*(k.expression.label(k.name) for k in order)).where(
                     instance_obj.INSTANCES.c.uuid == row))).mappings().one())
             walked.append(names[row])
         assert walked == expected, direction
