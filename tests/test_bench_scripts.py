@@ -80,7 +80,7 @@ SMALLEST: dict[str, list[Run]] = {
     ],
     "lists.py": [
         Run(("--rows", "60", "--projects", "3", "--repeats", "1"),
-            (r'"images_member_page": 2[0-9],', rf'"ports_admin_page": {{"p50_ms": {NUMBER}',
+            (r'"images_member_page": 2[0-9],', rf'"ports_admin_page": {{\s*"p50_ms": {NUMBER}',
              r'"ports_by_device": 2\n')),
     ],
     "metadata_starvation.py": [

@@ -236,8 +236,9 @@ async def test_network_changed_refreshes_only_that_port(cloud):
     await cloud.wait_status(server_id, "ACTIVE")
     instance = await instance_obj.get(cloud.rt.db, server_id)
     first, second = instance["network_info"]
-    # Mark the second VIF in the cache: a refresh of all ports would overwrite the mark.
-    marked = dict(second, marker="untouched")
+    # Mark the second VIF in the cache (in its binding details, which a refresh rebuilds from the
+    # port): a refresh of all ports would overwrite the mark.
+    marked = dict(second, details={**(second.get("details") or {}), "marker": "untouched"})
     await instance_obj.save(cloud.rt.db, server_id, {"network_info": [first, marked]})
     r = await cloud.network.put(f"/v2.0/ports/{first['id']}", json={"port": {"fixed_ips": [
         {"subnet_id": (await port_of_id(cloud, first["id"]))["fixed_ips"][0]["subnet_id"],
