@@ -39,7 +39,7 @@ from prometheus_client import Counter  # noqa: E402
 from nefos.cmd.allinone import free_port  # noqa: E402
 from nefos.service import tune_gc_for_service  # noqa: E402
 from tests.noauth import ADMIN  # noqa: E402
-from tests.pipeline.conftest import start_cloud, stop_cloud  # noqa: E402
+from tests.clouds import start_cloud, stop_cloud  # noqa: E402
 
 
 async def made_up_methods(cfg, client: httpx.AsyncClient, count: int) -> None:

@@ -68,7 +68,7 @@ from tests.libvirt.conftest import (  # noqa: E402
     ensure_libvirtd, make_network, start_libvirt_cloud, stop_libvirt_cloud,
 )
 from tests.libvirt.test_guest_config import allow_ssh, import_keypair, keygen  # noqa: E402
-from tests.pipeline.conftest import ADMIN  # noqa: E402
+from tests.clouds import ADMIN  # noqa: E402
 
 STEPS = [("schedule", "conductor_schedule_and_build_instances"), ("network", "compute_allocate_network"),
          ("spawn", "compute_spawn"), ("vif wait", "compute_wait_for_vif_plugged")]

@@ -22,6 +22,11 @@ that hold several modules run one after another:
 Everything else a test starts (in-process clouds on fake hosts, databases with fresh names, the
 broker's exchanges under a control exchange of the cloud's own, the chaos run's own PostgreSQL and
 RabbitMQ) is its own.
+
+The fixtures every folder gets: ``cloud``, the in-process cloud of ``tests/clouds.py`` with two fake
+hosts (``tests/compute``, ``tests/events`` and ``tests/tempest`` have clouds of their own, as do
+the modules that define a ``cloud`` fixture), and ``pg_url``, a PostgreSQL database of the test's
+own.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import collections
 import pytest
 
 from nefos.cmd.allinone import free_port
+from tests.clouds import start_cloud, stop_cloud
 
 LIBVIRT_HOST = (
     "tests/libvirt/", "tests/multihost/", "tests/pipeline/test_readme.py",
@@ -85,3 +91,18 @@ def _metadata_port(monkeypatch):
     monkeypatch.setenv("NEFOS_METADATA_LISTEN_PORT", str(free_port()))
     monkeypatch.setenv("NEFOS_NOVNCPROXY_PORT", str(free_port()))
     monkeypatch.setenv("NEFOS_DASHBOARD_PORT", str(free_port()))
+
+
+@pytest.fixture
+async def cloud(tmp_path):
+    harness = await start_cloud(tmp_path, fake_hosts=2)
+    yield harness
+    await stop_cloud(harness)
+
+
+@pytest.fixture
+def pg_url():
+    """A new PostgreSQL database of the test's own (a process under test migrates it)."""
+    from tests.backends import fresh_database
+    with fresh_database("postgresql") as url:
+        yield url

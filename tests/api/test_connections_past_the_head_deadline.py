@@ -22,7 +22,7 @@ from nefos.cmd.allinone import free_port
 from nefos.config import Config
 from tests.api.test_request_line_limit import port_of
 from tests.noauth import ADMIN
-from tests.pipeline.conftest import member, start_cloud, stop_cloud
+from tests.clouds import member, start_cloud, stop_cloud
 from tests.pipeline.test_consoles import _handshake, _server, _vnc_url, _websocket_url
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.pipeline.conftest import ADMIN, cloud, start_cloud, stop_cloud  # noqa: F401 (the cloud fixture)
+from tests.clouds import ADMIN, start_cloud, stop_cloud
 
 
 async def _action(cloud, sid, body):

@@ -13,7 +13,7 @@ import pytest
 import pytest_asyncio
 
 from tests.noauth import ADMIN
-from tests.pipeline.conftest import start_cloud, stop_cloud
+from tests.clouds import start_cloud, stop_cloud
 
 FORGED = [
     "req-not-a-uuid",

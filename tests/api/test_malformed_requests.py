@@ -13,7 +13,7 @@ import pytest_asyncio
 
 from nefos.http_server import MAX_REQUEST_HEAD
 from tests.api.test_request_line_limit import exchange
-from tests.pipeline.conftest import start_cloud, stop_cloud
+from tests.clouds import start_cloud, stop_cloud
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -9,7 +9,7 @@ from nefos.control.compute.rest import microversion
 from tests.api.test_microversions_past_275 import cloud  # noqa: F401  (the fixture: two fake hosts, a network)
 from tests.api.test_microversions_past_289 import _active, _update
 from tests.api.test_microversions_servers import _h, _show
-from tests.pipeline.conftest import member
+from tests.clouds import member
 from tests.schemas import assert_schema
 
 
@@ -146,7 +146,7 @@ async def test_pin_is_scoped_to_the_project(cloud):
 # networks "auto" (2.37) through the whole cloud: the project's auto-allocated topology ------------
 
 async def test_auto_networks_boot_on_the_auto_allocated_topology(tmp_path):
-    from tests.pipeline.conftest import start_cloud, stop_cloud
+    from tests.clouds import start_cloud, stop_cloud
     cloud = await start_cloud(tmp_path, fake_hosts=2)
     try:
         headers = _h("2.37", member("a" * 32))

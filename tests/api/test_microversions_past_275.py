@@ -13,7 +13,7 @@ import pytest
 
 from nefos.control.compute.rest import microversion
 from tests.api.test_microversions_servers import _boot, _h, _show
-from tests.pipeline.conftest import member, start_cloud, stop_cloud
+from tests.clouds import member, start_cloud, stop_cloud
 from tests.schemas import assert_schema, resolve
 
 SERVICE = {"X-Project-Id": "service", "X-User-Id": "nefos", "X-Roles": "service"}

@@ -12,7 +12,7 @@ from tests.api.conftest import member as api_member, version
 from tests.api.test_keypairs import _md5_fingerprint, _ssh_public_key
 from tests.api.test_microversions_past_275 import cloud  # noqa: F401  (the fixture: two fake hosts, a network)
 from tests.api.test_microversions_servers import _boot, _h, _show
-from tests.pipeline.conftest import member
+from tests.clouds import member
 from tests.schemas import assert_schema, resolve
 
 

@@ -11,7 +11,7 @@ import datetime as dt
 
 import pytest
 
-from tests.pipeline.conftest import ADMIN, member, start_cloud, stop_cloud
+from tests.clouds import ADMIN, member, start_cloud, stop_cloud
 from tests.schemas import assert_schema
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import pytest_asyncio
 
-from tests.pipeline.conftest import ADMIN, start_cloud, stop_cloud
+from tests.clouds import ADMIN, start_cloud, stop_cloud
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

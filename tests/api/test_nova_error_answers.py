@@ -8,7 +8,7 @@ import pytest_asyncio
 
 from nefos.objects import instance as instance_obj
 from nefos.model import states
-from tests.pipeline.conftest import start_cloud, stop_cloud
+from tests.clouds import start_cloud, stop_cloud
 
 PROJECT = "a" * 32
 ADMIN = {"X-Project-Id": PROJECT, "X-User-Id": "b" * 32, "X-Roles": "admin,member,reader"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nefos.control.compute.rest.removed import REMOVED_ROUTES
-from tests.pipeline.conftest import start_cloud, stop_cloud
+from tests.clouds import start_cloud, stop_cloud
 
 ADMIN = {"X-Project-Id": "a" * 32, "X-User-Id": "b" * 32, "X-Roles": "admin,member,reader"}
 MEMBER = {"X-Project-Id": "a" * 32, "X-User-Id": "c" * 32, "X-Roles": "member,reader"}

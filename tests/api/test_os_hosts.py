@@ -6,7 +6,7 @@ import jsonschema
 
 from nefos.control.compute.rest import response_schemas as responses
 from tests.api.conftest import version
-from tests.pipeline.conftest import ADMIN, cloud, member  # noqa: F401 (the cloud fixture)
+from tests.clouds import ADMIN, member
 
 
 async def test_list_filters_by_zone_and_leaves_disabled_services_out(cloud):

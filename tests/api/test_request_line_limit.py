@@ -17,7 +17,7 @@ import pytest_asyncio
 from nefos.cmd.allinone import free_port
 from nefos.http_server import MAX_REQUEST_LINE
 from tests.noauth import ADMIN
-from tests.pipeline.conftest import start_cloud, stop_cloud
+from tests.clouds import start_cloud, stop_cloud
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

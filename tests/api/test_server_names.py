@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import pytest_asyncio
 
-from tests.pipeline.conftest import member, start_cloud, stop_cloud
+from tests.clouds import member, start_cloud, stop_cloud
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from nefos.model import server_password
 from nefos.objects import guest_passwords
-from tests.pipeline.conftest import ADMIN, cloud, member  # noqa: F401 (the cloud fixture)
+from tests.clouds import ADMIN, member
 
 
 async def _server(cloud, **extra):

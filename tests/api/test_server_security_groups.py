@@ -4,7 +4,7 @@ the dataplane enforces it) and into or out of the server's view."""
 from __future__ import annotations
 
 from tests.compute.conftest import boot_active
-from tests.pipeline.conftest import start_cloud, stop_cloud
+from tests.clouds import start_cloud, stop_cloud
 
 import pytest
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 
 from tests.api.conftest import version
-from tests.pipeline.conftest import ADMIN, cloud, member  # noqa: F401 (the cloud fixture)
+from tests.clouds import ADMIN, member
 
 
 async def test_attachments(cloud):

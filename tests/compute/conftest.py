@@ -6,7 +6,7 @@ import pytest
 
 from nefos.objects import instance as instance_obj
 from tests.eventually import eventually  # noqa: F401  (this package's tests import it from here)
-from tests.pipeline.conftest import CloudHarness, start_cloud, stop_cloud
+from tests.clouds import CloudHarness, start_cloud, stop_cloud
 
 # Every out-of-band change is acted on at once and nothing runs behind the tests' back.
 FAST = {"lifecycle_stopped_delay": 0.0, "sync_power_state_interval": -1}

@@ -7,7 +7,7 @@ import asyncio
 
 from nefos.objects import instance as instance_obj
 from tests.compute.conftest import boot_active
-from tests.pipeline.conftest import start_cloud, stop_cloud
+from tests.clouds import start_cloud, stop_cloud
 
 
 def record_progress(monkeypatch) -> dict[str, list[int]]:

@@ -13,7 +13,7 @@ from nefos.host.compute import deadlines
 from nefos.db.models import Instance, utcnow
 from nefos.model import states
 from tests.compute.conftest import boot_active, eventually
-from tests.pipeline.conftest import start_cloud, stop_cloud
+from tests.clouds import start_cloud, stop_cloud
 
 
 async def test_a_stuck_build_is_put_in_error_with_a_fault(tmp_path):

@@ -11,7 +11,7 @@ from nefos.objects import actions, allocations
 from nefos.model import states
 from nefos.host.virt.fake import FakeGuest
 from tests.compute.conftest import (boot_active, crash_compute, db_instance, set_instance, start_compute)
-from tests.pipeline.conftest import start_cloud, stop_cloud
+from tests.clouds import start_cloud, stop_cloud
 
 
 async def project_usage(cloud) -> dict:

@@ -21,7 +21,7 @@ from nefos.db.models import InstanceAction, InstanceActionEvent
 from nefos.model import states
 from tests.backends import fresh_database
 from tests.compute.conftest import eventually
-from tests.pipeline.conftest import start_cloud, stop_cloud
+from tests.clouds import start_cloud, stop_cloud
 from tests.pipeline.test_failures import _flavor_with_specs as _flavor
 from tests.pipeline.test_multiprocess import RABBIT_URL, Processes
 

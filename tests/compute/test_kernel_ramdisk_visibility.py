@@ -8,7 +8,7 @@ import pytest
 
 from nefos.context import RequestContext
 from nefos.control.image import images
-from tests.pipeline.conftest import member
+from tests.clouds import member
 
 OWNER = "a" * 32
 OTHER = "b" * 32

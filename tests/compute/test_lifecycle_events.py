@@ -12,7 +12,7 @@ from nefos.model import states
 from nefos.host.virt import event as virtevent
 from tests.compute.conftest import (FAST, action_names, boot_active, compute_component, db_instance,
                                     eventually, lifecycle_idle)
-from tests.pipeline.conftest import start_cloud, stop_cloud
+from tests.clouds import start_cloud, stop_cloud
 
 # Nefos's shipped defaults (Nova's 15 s lifecycle_stopped_delay among them), and the tuned ones.
 SHIPPED = {"sync_power_state_interval": -1}  # the periodic sync must not help

@@ -6,7 +6,7 @@ import pytest
 
 from nefos.model import states
 from tests.compute.conftest import action_names, boot_active, compute_component, db_instance, set_instance
-from tests.pipeline.conftest import start_cloud, stop_cloud
+from tests.clouds import start_cloud, stop_cloud
 
 
 @pytest.fixture

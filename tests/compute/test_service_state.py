@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from nefos.objects import service_rows as service_state
 from tests.compute.conftest import FAST, boot_active, crash_compute, eventually, start_compute
-from tests.pipeline.conftest import ADMIN, member
+from tests.clouds import ADMIN, member
 
 
 async def service(cloud, host: str) -> dict:
@@ -125,7 +125,7 @@ async def test_first_start_with_the_hypervisor_down_disables(tmp_path):
     """No service row exists while init_host runs on a fresh host: the state is applied once it does."""
     from nefos.host.compute.service import ComputeComponent
     from nefos.host.virt.fake import FakeDriver
-    from tests.pipeline.conftest import start_cloud, stop_cloud
+    from tests.clouds import start_cloud, stop_cloud
     harness = await start_cloud(tmp_path, fake_hosts=1, lifecycle_stopped_delay=0,
                                 sync_power_state_interval=-1)
     try:
@@ -174,7 +174,7 @@ async def _connection_is(cloud, state: str):
 
 
 async def test_vif_plugging_waits_are_published_so_a_slow_agent_is_visible(tmp_path):
-    from tests.pipeline.conftest import start_cloud, stop_cloud
+    from tests.clouds import start_cloud, stop_cloud
     cloud = await start_cloud(tmp_path, fake_hosts=1, fake_l2_agent_delay=0.4, **FAST)
     try:
         await boot_active(cloud, count=3)

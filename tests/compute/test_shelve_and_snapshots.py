@@ -10,7 +10,7 @@ import pytest
 from nefos.model import states
 from tests.compute.conftest import FAST, boot_active, eventually
 from tests.noauth import ADMIN
-from tests.pipeline.conftest import start_cloud, stop_cloud
+from tests.clouds import start_cloud, stop_cloud
 
 V245 = {"OpenStack-API-Version": "compute 2.45"}
 

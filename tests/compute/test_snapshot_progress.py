@@ -10,7 +10,7 @@ import pytest
 from nefos.control.image import images
 from nefos.context import admin_context
 from tests.compute.conftest import FAST, boot_active, compute_component
-from tests.pipeline.conftest import ADMIN, start_cloud, stop_cloud
+from tests.clouds import ADMIN, start_cloud, stop_cloud
 
 TIMEOUT = 3.0  # task_state_timeout here (a loaded machine may hold a conductor call 1 s); the upload below
 #                takes three times as long

@@ -12,7 +12,7 @@ import time
 import httpx
 
 from nefos.control.identity.bootstrap import bootstrap
-from tests.pipeline.conftest import start_cloud
+from tests.clouds import start_cloud
 
 
 async def console_cloud(tmp_path, **overrides):

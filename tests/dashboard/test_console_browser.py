@@ -19,7 +19,7 @@ from playwright.async_api import async_playwright, expect
 from nefos.config import Config
 from nefos.control.identity.bootstrap import bootstrap
 from tests.dashboard.console import stream_once_there_is_room
-from tests.pipeline.conftest import start_cloud, stop_cloud
+from tests.clouds import start_cloud, stop_cloud
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(os.environ.get("NEFOS_TEST_ARTIFACTS") or Path(__file__).resolve().parents[2] / "test-output")

@@ -14,7 +14,7 @@ import pytest
 
 from nefos.config import Config
 from tests.dashboard.console import client_of, console_cloud, csrf_of, second_member, sign_in, signed_in
-from tests.pipeline.conftest import stop_cloud
+from tests.clouds import stop_cloud
 
 
 @pytest.fixture

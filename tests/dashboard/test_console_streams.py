@@ -16,7 +16,7 @@ import pytest
 from nefos.config import Config
 from tests.dashboard.console import (client_of, console_cloud, identity_as, identity_as_admin, open_stream, second_member,
                                     sign_in, signed_in, stream_once_there_is_room)
-from tests.pipeline.conftest import stop_cloud
+from tests.clouds import stop_cloud
 
 UNBOUNDED = httpx.Limits(max_connections=None, max_keepalive_connections=None)
 

@@ -13,7 +13,7 @@ from sqlalchemy import select
 from nefos.db.models import InstanceAction, InstanceActionEvent
 from nefos.cmd.event_tail import read_stream
 from tests.eventually import eventually  # noqa: F401  (this package's tests import it from here)
-from tests.pipeline.conftest import ADMIN, CloudHarness, start_cloud, stop_cloud
+from tests.clouds import ADMIN, CloudHarness, start_cloud, stop_cloud
 
 # The noauth headers of the network service's own user (what its notifier sends).
 SERVICE = {"X-Project-Id": "service", "X-User-Id": "nefos", "X-Roles": "service"}

@@ -7,7 +7,7 @@ import pytest
 from nefos.objects import event_log
 from tests.compute.conftest import boot_active, crash_compute, eventually, start_compute
 from tests.events.conftest import listen
-from tests.pipeline.conftest import ADMIN, member, start_cloud, stop_cloud
+from tests.clouds import ADMIN, member, start_cloud, stop_cloud
 
 OTHER_PROJECT = "e" * 32
 

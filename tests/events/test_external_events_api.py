@@ -12,7 +12,7 @@ from sqlalchemy import select
 from nefos.db.models import InstanceExternalEvent
 from nefos.objects import instance as instance_obj
 from tests.events.conftest import QUICK, SERVICE, action_events, boot, eventually
-from tests.pipeline.conftest import member, start_cloud, stop_cloud
+from tests.clouds import member, start_cloud, stop_cloud
 from tests.schemas import assert_schema, resolve
 
 URL = "/v2.1/os-server-external-events"

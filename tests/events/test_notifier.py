@@ -11,7 +11,7 @@ import httpx
 import pytest
 from nefos.control.network.notifier import ComputeEventsClient, Notifier, pending_events, port_events
 from tests.events.conftest import QUICK, boot, eventually, network_net, notifier
-from tests.pipeline.conftest import start_cloud, stop_cloud
+from tests.clouds import start_cloud, stop_cloud
 
 CFG = SimpleNamespace(notify_nova_on_port_status_changes=True, notify_nova_on_port_data_changes=True)
 SERVER = str(uuid.uuid4())

@@ -18,7 +18,7 @@ import pytest
 
 from nefos.objects import instance as instance_obj
 from tests.events.conftest import QUICK, SERVICE, boot
-from tests.pipeline.conftest import start_cloud, stop_cloud
+from tests.clouds import start_cloud, stop_cloud
 
 AMQP_URL = os.environ.get("NEFOS_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
 REPETITIONS = 100

@@ -16,7 +16,7 @@ import pytest
 
 from nefos.control.identity.bootstrap import bootstrap
 from tests.events.conftest import eventually, listen
-from tests.pipeline.conftest import start_cloud, stop_cloud
+from tests.clouds import start_cloud, stop_cloud
 
 REAUTH = 0.5  # seconds between an open stream's checks of its caller (shipped: 60)
 

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from tests.events.conftest import eventually, listen
-from tests.pipeline.conftest import member, start_cloud, stop_cloud
+from tests.clouds import member, start_cloud, stop_cloud
 
 PER_USER, PER_PROCESS = 2, 3
 

@@ -11,7 +11,7 @@ import time
 
 from nefos.model import states
 from tests.events.conftest import QUICK, action_events, agent, boot, eventually, port_of
-from tests.pipeline.conftest import start_cloud, stop_cloud
+from tests.clouds import start_cloud, stop_cloud
 
 
 async def test_agent_stopped_not_fatal_then_started(tmp_path):

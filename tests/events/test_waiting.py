@@ -16,7 +16,7 @@ from nefos.db.models import InstanceFault
 from nefos.objects import instance as instance_obj
 from nefos.model import states
 from tests.events.conftest import QUICK, SERVICE, action_events, agent, boot, eventually, network_net, port_of
-from tests.pipeline.conftest import start_cloud, stop_cloud
+from tests.clouds import start_cloud, stop_cloud
 
 
 async def _active(cloud, **extra) -> tuple[str, dict]:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.pipeline.conftest import ADMIN, start_cloud, stop_cloud
+from tests.clouds import ADMIN, start_cloud, stop_cloud
 
 URI = "qemu:///system"
 HOST = "kvm-1"

@@ -15,7 +15,7 @@ import pytest
 from nefos.guest.init import CONFIG_SCRIPT
 from nefos.model.instance_metadata import InstanceMetadata
 from tests.libvirt.conftest import make_network, wait_console
-from tests.pipeline.conftest import ADMIN
+from tests.clouds import ADMIN
 
 pytestmark = pytest.mark.libvirt
 

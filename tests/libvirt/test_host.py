@@ -11,7 +11,7 @@ import time
 import pytest
 
 from tests.libvirt.conftest import HOST, avirsh, make_network, wait_console, wait_domstate
-from tests.pipeline.conftest import ADMIN
+from tests.clouds import ADMIN
 
 PIDFILE = "/run/libvirtd.pid"
 

@@ -19,7 +19,7 @@ import pytest
 from nefos.agents.dhcp_agent import DhcpAgent
 from nefos.agents.l2_agent import L2Agent
 from nefos.host.virt.libvirt.vif import ensure_bridge
-from tests.pipeline.conftest import ADMIN, start_cloud, stop_cloud
+from tests.clouds import ADMIN, start_cloud, stop_cloud
 
 pytestmark = pytest.mark.libvirt
 

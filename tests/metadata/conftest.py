@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from nefos.clients import metadata as identification
-from tests.pipeline.conftest import ADMIN, start_cloud, stop_cloud
+from tests.clouds import ADMIN, start_cloud, stop_cloud
 
 USER_DATA = b"#cloud-config\nruncmd:\n - [echo, \xc3\xa9t\xc3\xa9]\n"
 META = {"role": "web", "tier": "front"}

@@ -14,7 +14,7 @@ from sqlalchemy import select
 from nefos.db.models import StreamEvent
 from nefos.host.virt import configdrive
 from tests.metadata.conftest import Proxy, mdcloud, read_secret  # noqa: F401
-from tests.pipeline.conftest import ADMIN, start_cloud, stop_cloud
+from tests.clouds import ADMIN, start_cloud, stop_cloud
 
 HOST = "host-1"
 LATEST_ADMIN = {**ADMIN, "X-OpenStack-Nova-API-Version": "2.96"}

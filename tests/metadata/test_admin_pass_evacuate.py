@@ -14,7 +14,7 @@ import httpx
 from nefos.bus.versioning import UnsupportedVersion
 from nefos.host.virt import configdrive
 from tests.metadata.conftest import Proxy, read_secret
-from tests.pipeline.conftest import start_cloud, stop_cloud
+from tests.clouds import start_cloud, stop_cloud
 from tests.pipeline.test_evacuate import evacuate, version, wait_evacuated, wait_state
 
 

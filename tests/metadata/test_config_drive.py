@@ -13,7 +13,7 @@ import httpx
 from nefos.model.instance_metadata import OPENSTACK_VERSIONS
 from nefos.host.virt import configdrive
 from tests.metadata.conftest import META, USER_DATA, Proxy, boot_described, mdcloud, read_secret  # noqa: F401
-from tests.pipeline.conftest import start_cloud, stop_cloud
+from tests.clouds import start_cloud, stop_cloud
 
 HOST = "host-1"
 

@@ -9,7 +9,7 @@ import uuid
 
 from nefos.model.instance_metadata import EC2_VERSIONS, OPENSTACK_VERSIONS
 from tests.metadata.conftest import ADMIN_2_3, META, USER_DATA, boot_described, mdcloud  # noqa: F401
-from tests.pipeline.conftest import member
+from tests.clouds import member
 
 
 def _fixed_ip(server: dict) -> str:

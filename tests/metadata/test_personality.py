@@ -10,7 +10,7 @@ import json
 
 from nefos.host.virt import configdrive
 from tests.metadata.conftest import boot_described, mdcloud  # noqa: F401
-from tests.pipeline.conftest import ADMIN
+from tests.clouds import ADMIN
 
 HOST = "host-1"
 AT_256 = {**ADMIN, "OpenStack-API-Version": "compute 2.56"}

@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from nefos.cmd.allinone import free_port
 from nefos.config import load_config
 from tests.compute.conftest import boot_active
-from tests.pipeline.conftest import start_cloud, stop_cloud
+from tests.clouds import start_cloud, stop_cloud
 
 
 def samples(text: str) -> dict[tuple, float]:
@@ -142,7 +142,7 @@ async def test_hosts_up_down_and_disabled_show_in_the_metrics(cloud):
     """What os-services says of each service, at each scrape: up, disabled by an operator, disabled
     by itself (AUTO: its hypervisor connection lost) and back, forced down."""
     from tests.compute.test_service_state import put_service, wait_service
-    from tests.pipeline.conftest import ADMIN
+    from tests.clouds import ADMIN
     port = cloud.rt.cfg.metrics_port
 
     async def gauges() -> tuple[float, float, float]:

@@ -24,7 +24,7 @@ from prometheus_client.core import GaugeMetricFamily
 from nefos.cmd.allinone import free_port
 from tests.metrics.test_metrics import samples
 from tests.noauth import ADMIN
-from tests.pipeline.conftest import start_cloud, stop_cloud
+from tests.clouds import start_cloud, stop_cloud
 
 MADE_UP_METHODS = 300  # each one a series of its own before methods were bounded
 KNOWN_METHODS = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE"}

@@ -18,7 +18,7 @@ import pytest
 from nefos.cmd.allinone import free_port
 from tests.compute.conftest import boot_active
 from tests.metrics.test_metrics import scrape, total
-from tests.pipeline.conftest import start_cloud, stop_cloud
+from tests.clouds import start_cloud, stop_cloud
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 STEP = 'nefos_instance_step_duration_seconds_count{step="compute_spawn",result="Success"}'

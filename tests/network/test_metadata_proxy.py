@@ -259,7 +259,7 @@ async def fetch(ns: str, path: str, **headers) -> dict:
 async def dhcp_cloud(tmp_path):
     from nefos.agents.dhcp_agent import DhcpAgent
     from tests.metadata.conftest import read_secret
-    from tests.pipeline.conftest import start_cloud, stop_cloud
+    from tests.clouds import start_cloud, stop_cloud
     harness = await start_cloud(tmp_path, fake_hosts=1)
     harness.dhcp = DhcpAgent(harness.rt, "dhcp-md-test", interval=60.0)
     await harness.dhcp.start()

@@ -12,7 +12,7 @@ from sqlalchemy import select, update
 from nefos.context import RequestContext
 from nefos.db.models import InstanceAction, utcnow
 from nefos.objects import actions
-from tests.pipeline.conftest import ADMIN, start_cloud, stop_cloud
+from tests.clouds import ADMIN, start_cloud, stop_cloud
 
 
 async def _record(cloud, server_id: str, name: str, age: float) -> str:

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from tests.pipeline.conftest import member
+from tests.clouds import member
 
 AGG = "/v2.1/os-aggregates"
 

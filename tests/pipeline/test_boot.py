@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.pipeline.conftest import ADMIN, DEMO_PROJECT, member
+from tests.clouds import ADMIN, DEMO_PROJECT, member
 
 
 async def test_boot_show_list_delete(cloud):
@@ -169,7 +169,7 @@ async def test_multi_create_reservation_and_pagination(cloud):
 
 
 async def test_concurrent_boots_spread_and_never_overcommit(tmp_path):
-    from tests.pipeline.conftest import start_cloud, stop_cloud
+    from tests.clouds import start_cloud, stop_cloud
     # Two small hosts: 4 vCPUs each at ratio 1.0 fit exactly 8 one-vCPU servers.
     harness = await start_cloud(tmp_path, fake_hosts=2, fake_vcpus=4, cpu_allocation_ratio=1.0,
                                 quota_instances=-1, quota_cores=-1, quota_ram=-1)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import collections
 import datetime as dt
 
-from tests.pipeline.conftest import start_cloud, stop_cloud
+from tests.clouds import start_cloud, stop_cloud
 
 BUILD_STEPS = ["compute__do_build_and_run_instance", "compute_claim_resources", "compute_allocate_network",
                "compute_prep_block_device", "compute_spawn", "compute_wait_for_vif_plugged",

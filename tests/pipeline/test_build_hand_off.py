@@ -15,7 +15,7 @@ from sqlalchemy import func, select, update
 
 from nefos import exceptions
 from nefos.db.models import BuildRequest, utcnow
-from tests.pipeline.conftest import ADMIN, start_cloud, stop_cloud
+from tests.clouds import ADMIN, start_cloud, stop_cloud
 
 
 class Link:

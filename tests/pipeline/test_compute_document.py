@@ -1,11 +1,11 @@
 """A tour of the Compute API at 2.1 (no version header): every operation that documents a success
-answer with a body is called until it answers one, and the pipeline contract checks each answer
-against the Compute OpenAPI document (``tests.pipeline.contract``)."""
+answer with a body is called until it answers one, and the test cloud's contract hook checks each answer
+against the Compute OpenAPI document (``tests.contract``)."""
 
 from __future__ import annotations
 
-from tests.pipeline import contract
-from tests.pipeline.conftest import DEMO_PROJECT
+from tests import contract
+from tests.clouds import DEMO_PROJECT
 
 # Operations whose success answers only come past 2.1 (404 at 2.1, as in Nova).
 AFTER_21 = {("GET", "/v2.1/servers/{server_id}/tags"), ("PUT", "/v2.1/servers/{server_id}/tags"),

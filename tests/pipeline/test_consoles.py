@@ -18,7 +18,7 @@ from sqlalchemy import update
 
 from nefos.control.compute.rest import response_schemas
 from nefos.db.models import ConsoleAuthToken
-from tests.pipeline.conftest import ADMIN, cloud, member, start_cloud, stop_cloud  # noqa: F401 (the cloud fixture)
+from tests.clouds import ADMIN, member, start_cloud, stop_cloud
 
 websockets = pytest.importorskip("websockets")
 from websockets.asyncio.client import connect  # noqa: E402

@@ -8,7 +8,7 @@ import asyncio
 import time
 
 from nefos import exceptions
-from tests.pipeline.conftest import ADMIN, start_cloud, stop_cloud
+from tests.clouds import ADMIN, start_cloud, stop_cloud
 from tests.pipeline.test_heartbeats import DOWN_TIME, REPORT_INTERVAL, _wait_states, stop_heartbeat
 
 

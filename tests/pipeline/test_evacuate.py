@@ -11,7 +11,7 @@ import time
 from nefos.objects import allocations, instance as instance_obj
 from nefos.model import states
 from tests.compute.conftest import boot_active, crash_compute, set_instance, start_compute
-from tests.pipeline.conftest import start_cloud, stop_cloud
+from tests.clouds import start_cloud, stop_cloud
 
 FAST = {"lifecycle_stopped_delay": 0.0, "sync_power_state_interval": -1}
 REPORT_INTERVAL = 0.2

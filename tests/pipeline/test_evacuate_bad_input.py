@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid as uuidlib
 
 from tests.compute.conftest import boot_active, set_instance
-from tests.pipeline.conftest import member
+from tests.clouds import member
 
 def version(v: str, headers: dict | None = None) -> dict:
     return {**(headers or {}), "OpenStack-API-Version": f"compute {v}"}

@@ -9,7 +9,7 @@ import datetime as dt
 from sqlalchemy import insert, select
 
 from nefos.db.models import InstanceEventOperation, InstanceExternalEvent, utcnow
-from tests.pipeline.conftest import start_cloud, stop_cloud
+from tests.clouds import start_cloud, stop_cloud
 
 
 async def _rows(cloud) -> tuple[list, list]:

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from nefos.model import states
-from tests.pipeline.conftest import ADMIN
+from tests.clouds import ADMIN
 
 
 async def _flavor_with_specs(cloud, flavor_id: str, specs: dict) -> str:

@@ -10,7 +10,7 @@ import time
 
 from nefos.objects import instance as instance_obj
 from nefos.model.instance_metadata import InstanceMetadata
-from tests.pipeline.conftest import ADMIN
+from tests.clouds import ADMIN
 
 
 async def _addresses(cloud, server_id: str) -> list[tuple[str, str]]:

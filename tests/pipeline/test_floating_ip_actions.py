@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.pipeline.conftest import ADMIN, member, start_cloud, stop_cloud
+from tests.clouds import ADMIN, member, start_cloud, stop_cloud
 
 OTHER = member(project="b" * 32, user="v" * 32)
 READER = {**member(), "X-Roles": "reader"}

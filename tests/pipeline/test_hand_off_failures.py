@@ -10,7 +10,7 @@ import pytest
 from nefos import exceptions
 from nefos.context import admin_context
 from nefos.control.image import images
-from tests.pipeline.conftest import ADMIN, start_cloud, stop_cloud
+from tests.clouds import ADMIN, start_cloud, stop_cloud
 
 
 class BrokenLink:

@@ -11,7 +11,7 @@ import asyncio
 import time
 
 from nefos.service import PeriodicTask
-from tests.pipeline.conftest import start_cloud, stop_cloud
+from tests.clouds import start_cloud, stop_cloud
 
 REPORT_INTERVAL = 0.2
 # Fifteen report intervals: a loaded machine running the whole suite stalled a reporting host's beats

@@ -4,7 +4,7 @@ ACTIVE there, with its server; another project never sees it."""
 from __future__ import annotations
 
 from tests.compute.conftest import eventually
-from tests.pipeline.conftest import DEMO_PROJECT, member
+from tests.clouds import DEMO_PROJECT, member
 
 MEMBER = member()
 

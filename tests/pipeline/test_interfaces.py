@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.events.conftest import QUICK, action_events, agent, eventually
-from tests.pipeline.conftest import DEMO_PROJECT, member, start_cloud, stop_cloud
+from tests.clouds import DEMO_PROJECT, member, start_cloud, stop_cloud
 
 OTHER = member(project="b" * 32, user="v" * 32)
 

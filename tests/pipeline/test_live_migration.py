@@ -9,7 +9,7 @@ import time
 from sqlalchemy import select, update as sa_update
 
 from nefos.db.models import Allocation, Flavor, FlavorExtraSpec, Migration
-from tests.pipeline.conftest import ADMIN, member
+from tests.clouds import ADMIN, member
 
 MEMBER = member()
 

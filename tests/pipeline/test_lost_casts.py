@@ -18,7 +18,7 @@ from nefos.context import admin_context
 from nefos.db.models import Allocation, Image, Instance, InstanceAction, utcnow
 from nefos.model import states
 from tests.compute.conftest import eventually
-from tests.pipeline.conftest import ADMIN, DEMO_PROJECT, member, start_cloud, stop_cloud
+from tests.clouds import ADMIN, DEMO_PROJECT, member, start_cloud, stop_cloud
 from tests.pipeline.test_build_hand_off import Link
 
 MEMBER = member()

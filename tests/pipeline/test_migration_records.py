@@ -10,7 +10,7 @@ from sqlalchemy import select
 
 from nefos.host.compute import resize
 from nefos.db.models import Flavor, Migration
-from tests.pipeline.conftest import ADMIN, DEMO_PROJECT, member
+from tests.clouds import ADMIN, DEMO_PROJECT, member
 
 MEMBER = member()
 V280 = {**ADMIN, "OpenStack-API-Version": "compute 2.80"}

@@ -6,7 +6,7 @@ answers for the errors; the policy; 404 from 2.44."""
 from __future__ import annotations
 
 from tests.compute.conftest import eventually
-from tests.pipeline.conftest import ADMIN, member
+from tests.clouds import ADMIN, member
 from tests.pipeline.test_floating_ip_actions import OTHER, READER, _action, _server, cloud  # noqa: F401
 
 

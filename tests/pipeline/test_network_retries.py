@@ -15,7 +15,7 @@ import types
 import pytest
 
 from nefos import exceptions, waiting
-from tests.pipeline.conftest import start_cloud, stop_cloud
+from tests.clouds import start_cloud, stop_cloud
 
 
 @pytest.fixture

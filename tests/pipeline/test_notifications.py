@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from tests.pipeline.conftest import member
+from tests.clouds import member
 
 
 async def _wait_for(cloud, request_id: str, *event_types: str, timeout: float = 10) -> list[dict]:

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.pipeline.conftest import member, start_cloud, stop_cloud
+from tests.clouds import member, start_cloud, stop_cloud
 
 OTHER = member(project="b" * 32, user="v" * 32)
 

@@ -5,7 +5,7 @@ security group rules: a class value reaching the networking service made those f
 
 from __future__ import annotations
 
-from tests.pipeline.conftest import member
+from tests.clouds import member
 
 V21 = {"OpenStack-API-Version": "compute 2.1"}
 PROJECT = "c" * 32

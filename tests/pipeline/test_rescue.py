@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.pipeline.conftest import ADMIN, member
+from tests.clouds import ADMIN, member
 
 MEMBER = member()
 OTHER = member(project="f" * 32, user="e" * 32)

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests.pipeline.conftest import ADMIN, DEMO_PROJECT, member, start_cloud, stop_cloud
+from tests.clouds import ADMIN, DEMO_PROJECT, member, start_cloud, stop_cloud
 
 MEMBER = member()
 

@@ -15,7 +15,7 @@ import time
 from sqlalchemy import func, select
 
 from nefos.db.models import Allocation, ComputeNode
-from tests.pipeline.conftest import member, start_cloud, stop_cloud
+from tests.clouds import member, start_cloud, stop_cloud
 
 SERVERS = 200
 HOSTS = 10

@@ -9,7 +9,7 @@ import copy
 
 import pytest
 
-from tests.pipeline.conftest import start_cloud, stop_cloud
+from tests.clouds import start_cloud, stop_cloud
 
 
 async def make_group(cloud, policy: str) -> str:

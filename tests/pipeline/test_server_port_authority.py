@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.pipeline.conftest import ADMIN, member
+from tests.clouds import ADMIN, member
 
 OWNER = member(project="a" * 32, user="w" * 32)  # owns the shared network
 TENANT = member(project="b" * 32, user="v" * 32)  # another project, using it

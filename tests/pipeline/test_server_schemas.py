@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.pipeline.conftest import ADMIN, member
+from tests.clouds import ADMIN, member
 from tests.schemas import assert_schema
 
 VERSIONS = ["2.1", "2.19", "2.37", "2.47", "2.75", "2.89", "2.100"]

@@ -7,7 +7,7 @@ from sqlalchemy import select
 
 from nefos.config import Config
 from nefos.db.models import IdentityUser
-from tests.pipeline.conftest import start_cloud, stop_cloud
+from tests.clouds import start_cloud, stop_cloud
 
 
 async def test_a_cloud_with_the_shipped_password_cost_boots_a_server(tmp_path):

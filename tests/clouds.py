@@ -1,4 +1,11 @@
-"""A whole cloud in the test's event loop: every service, real HTTP, the in-process bus, SQLite."""
+"""A whole cloud in the test's event loop: every service, real HTTP, the in-process bus, SQLite.
+
+``start_cloud`` starts one (fake compute hosts, or hosts of other drivers) and answers its
+``CloudHarness``, the cloud plus helpers that speak to it only through its APIs; ``stop_cloud``
+stops it. The ``cloud`` fixture of ``tests/conftest.py`` is one with two fake hosts (a folder or a
+module that needs another defines its own). Every Compute API response the harness's client gets is
+checked against the API's contract (``tests/contract.py``).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +13,6 @@ import asyncio
 import time
 
 import httpx
-import pytest
 
 from nefos.cmd.allinone import Cloud, all_in_one_components, free_port
 from nefos.config import Config, load_config
@@ -166,7 +172,7 @@ async def start_cloud(tmp_path, *, fake_hosts: int = 1, drivers: dict[str, str] 
         await rt.close()
         raise
     # Every Compute API response the suite gets is checked against the published contract.
-    from tests.pipeline.contract import response_hook
+    from tests.contract import response_hook
     compute = httpx.AsyncClient(base_url=f"http://127.0.0.1:{cfg.compute_api_port}", timeout=30,
                                 headers=ADMIN, event_hooks={"response": [response_hook]})
     network = httpx.AsyncClient(base_url=f"http://127.0.0.1:{cfg.network_api_port}", timeout=30,
@@ -185,17 +191,3 @@ async def stop_cloud(harness: CloudHarness) -> None:
     await harness.cloud.stop()
     await harness.rt.close()
 
-
-@pytest.fixture
-async def cloud(tmp_path):
-    harness = await start_cloud(tmp_path, fake_hosts=2)
-    yield harness
-    await stop_cloud(harness)
-
-
-@pytest.fixture
-def pg_url():
-    """A new PostgreSQL database of the test's own (a process under test migrates it)."""
-    from tests.backends import fresh_database
-    with fresh_database("postgresql") as url:
-        yield url

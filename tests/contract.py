@@ -1,4 +1,4 @@
-"""The Compute API contract, checked on every response the pipeline suite gets.
+"""The Compute API contract, checked on every response a test cloud's client gets.
 
 ``check(response)`` validates a servers / server actions / server metadata /
 os-instance-actions response against Tempest's schema for the microversion it
@@ -6,9 +6,9 @@ echoes (``tests.schemas.assert_schema``), every success answer at 2.1 (what a
 request without a version header gets) against the Compute API's own OpenAPI
 document (the schema its operation documents for the status, or no body), an
 error against Nova's error body (``{"<kind>": {"code": N, "message": "..."}}``),
-and every response's request id and version headers. The pipeline harness runs
-it as an httpx response hook, so each test that drives servers also checks the
-contract.
+and every response's request id and version headers. The harness of
+``tests/clouds.py`` runs it as an httpx response hook, so each test that drives
+servers also checks the contract.
 """
 
 from __future__ import annotations
