@@ -39,7 +39,7 @@ from nefos.cmd.allinone import free_port
 from tests.clouds import start_cloud, stop_cloud
 
 LIBVIRT_HOST = (
-    "tests/libvirt/", "tests/multihost/", "tests/pipeline/test_readme.py",
+    "tests/libvirt/", "tests/multihost/", "tests/deployment/test_readme.py",
     "tests/network/test_antispoofing.py", "tests/network/test_fencing.py", "tests/network/test_l3_agent.py",
     "tests/network/test_metadata_proxy.py", "tests/network/test_rule_revocation.py",
     "tests/network/test_vxlan.py", "tests/network/test_dnsmasq_user.py",

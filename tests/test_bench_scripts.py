@@ -10,7 +10,7 @@ a broken scale invariant, the profiled script's own failure) and print its figur
 of its entry).
 
 Two long runs have their short version in other modules and are not run again here, only started
-with ``--help`` (their imports still resolve): ``bench/chaos.py`` (``tests/pipeline/test_chaos.py``
+with ``--help`` (their imports still resolve): ``bench/chaos.py`` (``tests/deployment/test_chaos.py``
 runs it with 200 operations) and ``bench/fuzz.py`` (a wrapper that runs
 ``tests/fuzz/test_openapi_fuzz.py`` with more examples; that module runs in every suite run);
 ``test_the_long_runs_have_their_short_version_elsewhere`` checks that those modules still run them.
@@ -129,7 +129,7 @@ ON_THE_HOST: dict[str, list[Run]] = {
 
 # The module that runs each one's short version, and what it must say to be running it.
 COVERED_ELSEWHERE: dict[str, tuple[str, tuple[str, ...]]] = {
-    "chaos.py": ("tests/pipeline/test_chaos.py", ('"bench" / "chaos.py"', "subprocess.run")),
+    "chaos.py": ("tests/deployment/test_chaos.py", ('"bench" / "chaos.py"', "subprocess.run")),
     "fuzz.py": ("tests/fuzz/test_openapi_fuzz.py",
                 ('os.environ.get("NEFOS_FUZZ_EXAMPLES"', 'os.environ.get("NEFOS_FUZZ_SEED")',
                  'os.environ.get("NEFOS_FUZZ_SERVICES"')),

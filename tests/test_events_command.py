@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 
-from tests.pipeline.test_up_command import _env, start_up
+from tests.deployment.test_up_command import _env, start_up
 from tests.test_status_command import boot_as_demo
 
 

@@ -11,7 +11,7 @@ import sys
 import httpx
 
 from tests.logs.test_logs import _token, _wait_for
-from tests.pipeline.test_up_command import _env, start_up
+from tests.deployment.test_up_command import _env, start_up
 
 
 def _status(state, env=None) -> subprocess.CompletedProcess:

@@ -9,7 +9,7 @@ import signal
 import time
 
 from nefos import task_report
-from tests.pipeline.test_up_command import start_up
+from tests.deployment.test_up_command import start_up
 
 
 async def test_the_report_names_each_task_and_where_it_waits():

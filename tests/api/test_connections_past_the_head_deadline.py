@@ -23,7 +23,7 @@ from nefos.config import Config
 from tests.api.test_request_line_limit import port_of
 from tests.noauth import ADMIN
 from tests.clouds import member, start_cloud, stop_cloud
-from tests.pipeline.test_consoles import _handshake, _server, _vnc_url, _websocket_url
+from tests.servers.test_consoles import _handshake, _server, _vnc_url, _websocket_url
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

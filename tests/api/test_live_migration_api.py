@@ -1,6 +1,6 @@
 """os-migrateLive and a server migration's abort and force-complete: the answers Nova gives before
 anything reaches a compute host (states, microversions, missing migrations). The flows between
-hosts are in tests/pipeline/test_live_migration.py."""
+hosts are in tests/moves/test_live_migration.py."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Remote consoles' microversion limits and the admin's console auth token view (the whole path,
-through the proxy to a guest's VNC server, is tests/pipeline/test_consoles.py)."""
+through the proxy to a guest's VNC server, is tests/servers/test_consoles.py)."""
 
 from __future__ import annotations
 

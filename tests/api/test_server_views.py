@@ -1,6 +1,6 @@
 """The server views against Tempest's response schemas, state by state, without a cloud.
 
-The pipeline suite checks real responses (tests/pipeline/test_server_schemas.py
+The in-process cloud's tests check real responses (tests/servers/test_server_schemas.py
 and the contract hook); this covers the states that are awkward to reach there
 (no image, a fault with and without details, DELETED, a server on a host whose
 compute service is down) at each microversion, for admins and for members.

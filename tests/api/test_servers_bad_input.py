@@ -5,7 +5,7 @@ runs here without a compute API layer behind it, so a request that got past
 validation would answer 500): 400 with Nova's ``badRequest`` body, the message
 naming the offending field. The cases that need a running cloud (unknown
 flavor/image/network, 404, 409, quota, ...) are in
-``tests/pipeline/test_servers_bad_input.py``.
+``tests/servers/test_servers_bad_input.py``.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ import pytest
 
 from nefos.config import Config
 from nefos.http_server import MAX_LINGERING
-from tests.pipeline.test_up_command import _env, start_up
+from tests.deployment.test_up_command import _env, start_up
 
 SHIPPED = Config()
 ATTACKER = "127.0.0.2"  # the attacking client's address (every 127/8 address is the loopback's)

@@ -59,7 +59,7 @@ async def test_a_slow_spawn_shows_its_progress_to_the_user(tmp_path):
 
 
 async def test_a_rescheduled_build_starts_again_from_zero(tmp_path, monkeypatch):
-    from tests.pipeline.test_failures import _flavor_with_specs
+    from tests.servers.test_failures import _flavor_with_specs
     written = record_progress(monkeypatch)
     cloud = await start_cloud(tmp_path, fake_hosts=1, drivers={"host-2": "fake"})
     try:

@@ -22,8 +22,8 @@ from nefos.model import states
 from tests.backends import fresh_database
 from tests.compute.conftest import eventually
 from tests.clouds import start_cloud, stop_cloud
-from tests.pipeline.test_failures import _flavor_with_specs as _flavor
-from tests.pipeline.test_multiprocess import RABBIT_URL, Processes
+from tests.servers.test_failures import _flavor_with_specs as _flavor
+from tests.deployment.test_multiprocess import RABBIT_URL, Processes
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rabbit]
 

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from tests.libvirt.conftest import qemu_reachable_dir, remove_domains_under, virsh
-from tests.pipeline.test_openstack_clients import run_json, run_openstack
+from tests.deployment.test_openstack_clients import run_json, run_openstack
 from tests.isolation.helpers import start_nefos, stop_nefos
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.cli]

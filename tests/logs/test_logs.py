@@ -13,7 +13,7 @@ import uuid
 import httpx
 import yaml
 
-from tests.pipeline.test_up_command import start_up
+from tests.deployment.test_up_command import start_up
 
 FIELDS = {"time", "level", "logger", "message", "request_id", "global_request_id", "user_id", "project_id"}
 

@@ -15,7 +15,7 @@ from nefos.bus.versioning import UnsupportedVersion
 from nefos.host.virt import configdrive
 from tests.metadata.conftest import Proxy, read_secret
 from tests.clouds import start_cloud, stop_cloud
-from tests.pipeline.test_evacuate import evacuate, version, wait_evacuated, wait_state
+from tests.moves.test_evacuate import evacuate, version, wait_evacuated, wait_state
 
 
 async def _cloud_with_a_lost_host(tmp_path):

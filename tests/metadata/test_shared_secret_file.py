@@ -17,7 +17,7 @@ from nefos.config import ConfigError, load_config
 from nefos.clients import metadata as identification
 from nefos.control.metadata.service import component as metadata_component
 from nefos.agents.dhcp_agent import DhcpAgent
-from tests.pipeline.test_up_command import _env
+from tests.deployment.test_up_command import _env
 from tests.schema import open_runtime
 
 

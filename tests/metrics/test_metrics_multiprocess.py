@@ -12,8 +12,8 @@ import pytest
 from nefos.cmd.allinone import free_port
 from nefos.control.image.bootstrap import DEFAULT_IMAGE_ID
 from tests.metrics.test_metrics import samples, total
-from tests.pipeline.test_dbless_compute import CONTROL_PLANE, _host_env
-from tests.pipeline.test_multiprocess import _wait, running_cloud
+from tests.deployment.test_dbless_compute import CONTROL_PLANE, _host_env
+from tests.deployment.test_multiprocess import _wait, running_cloud
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rabbit]
 

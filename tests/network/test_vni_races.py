@@ -10,7 +10,7 @@ import asyncio
 import httpx
 
 from tests.noauth import ADMIN
-from tests.pipeline.test_multiprocess_races import two_network_services  # noqa: F401 (a fixture)
+from tests.deployment.test_multiprocess_races import two_network_services  # noqa: F401 (a fixture)
 
 
 async def test_networks_created_at_once_get_distinct_vnis(two_network_services):  # noqa: F811

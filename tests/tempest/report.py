@@ -32,7 +32,7 @@ SKIP_WHY = [
     ("Validation should be enabled", "needs SSH validation inside guests (the test logs in before it "
                                      "hot-plugs NICs): fake guests have no network stack "
                                      "(validation.run_validation = false); os-interface itself is served, "
-                                     "see tests/pipeline/test_interfaces.py and, on a real guest, "
+                                     "see tests/servers/test_interfaces.py and, on a real guest, "
                                      "tests/libvirt/test_interfaces_real_guest.py"),
     ("Console output not supported", "console output is not configured for Tempest "
                                      "(compute-feature-enabled.console_output = false)"),

@@ -13,8 +13,8 @@ import time
 import pytest
 
 from nefos.control.image.bootstrap import DEFAULT_IMAGE_ID
-from tests.pipeline.test_dbless_compute import CONTROL_PLANE, _host_env
-from tests.pipeline.test_multiprocess import _wait, running_cloud
+from tests.deployment.test_dbless_compute import CONTROL_PLANE, _host_env
+from tests.deployment.test_multiprocess import _wait, running_cloud
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rabbit]
 

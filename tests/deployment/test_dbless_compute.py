@@ -12,7 +12,7 @@ import time
 import pytest
 
 from nefos.control.image.bootstrap import DEFAULT_IMAGE_ID
-from tests.pipeline.test_multiprocess import _wait, running_cloud
+from tests.deployment.test_multiprocess import _wait, running_cloud
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rabbit]
 

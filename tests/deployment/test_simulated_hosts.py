@@ -20,7 +20,7 @@ import pytest
 from nefos.config import Config
 from nefos.db.connection_budget import deployment_budget
 from tests.database_servers import OwnPostgres
-from tests.pipeline.test_multiprocess import running_cloud
+from tests.deployment.test_multiprocess import running_cloud
 
 HOSTS = 50
 VCPUS_PER_HOST = 4  # with cpu_allocation_ratio 1: 200 m1.nano servers fill every host

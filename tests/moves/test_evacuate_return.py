@@ -18,7 +18,7 @@ from nefos.host.compute import init_host as host_init
 from nefos.config import Config
 from tests.compute.conftest import boot_active, compute_component
 from tests.clouds import start_cloud, stop_cloud
-from tests.pipeline.test_evacuate import (DOWN_TIME, FAST, REPORT_INTERVAL, evacuate, evacuations, fixed_ips,
+from tests.moves.test_evacuate import (DOWN_TIME, FAST, REPORT_INTERVAL, evacuate, evacuations, fixed_ips,
                                           wait_evacuated, wait_state)
 
 

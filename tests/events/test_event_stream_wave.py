@@ -13,7 +13,7 @@ import httpx
 from nefos.cmd.event_tail import read_stream
 from nefos.control.image.bootstrap import DEFAULT_IMAGE_ID
 from tests.noauth import ADMIN
-from tests.pipeline.test_multiprocess import SERVER_BACKENDS, running_cloud
+from tests.deployment.test_multiprocess import SERVER_BACKENDS, running_cloud
 
 import pytest
 

@@ -9,7 +9,7 @@ import time
 
 from nefos import exceptions
 from tests.clouds import ADMIN, start_cloud, stop_cloud
-from tests.pipeline.test_heartbeats import DOWN_TIME, REPORT_INTERVAL, _wait_states, stop_heartbeat
+from tests.deployment.test_heartbeats import DOWN_TIME, REPORT_INTERVAL, _wait_states, stop_heartbeat
 
 
 def _conductor(cloud):

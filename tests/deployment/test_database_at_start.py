@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from nefos.cmd.allinone import free_port
-from tests.pipeline.test_broker_at_start import serves_once_forwarded, stops_on_sigterm_while
-from tests.pipeline.test_multiprocess import BIN, RABBIT_URL
+from tests.deployment.test_broker_at_start import serves_once_forwarded, stops_on_sigterm_while
+from tests.deployment.test_multiprocess import BIN, RABBIT_URL
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rabbit]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from tests.compute.conftest import eventually
 from tests.clouds import ADMIN, member
-from tests.pipeline.test_floating_ip_actions import OTHER, READER, _action, _server, cloud  # noqa: F401
+from tests.servers.test_floating_ip_actions import OTHER, READER, _action, _server, cloud  # noqa: F401
 
 
 async def _addresses(cloud, sid: str) -> list[str]:

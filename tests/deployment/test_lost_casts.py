@@ -19,7 +19,7 @@ from nefos.db.models import Allocation, Image, Instance, InstanceAction, utcnow
 from nefos.model import states
 from tests.compute.conftest import eventually
 from tests.clouds import ADMIN, DEMO_PROJECT, member, start_cloud, stop_cloud
-from tests.pipeline.test_build_hand_off import Link
+from tests.servers.test_build_hand_off import Link
 
 MEMBER = member()
 TUNED = {"rpc_response_timeout": 3.0}

@@ -15,8 +15,8 @@ import pytest
 from nefos.cmd.allinone import free_port
 from nefos.control.image.bootstrap import DEFAULT_IMAGE_ID
 from tests.noauth import ADMIN
-from tests.pipeline.test_multiprocess import SERVER_BACKENDS, running_cloud
-from tests.pipeline.test_multiprocess_races import (_FIVE_TINY_SERVERS, _TWO_SCHEDULERS_TWO_CONDUCTORS, _query,
+from tests.deployment.test_multiprocess import SERVER_BACKENDS, running_cloud
+from tests.deployment.test_multiprocess_races import (_FIVE_TINY_SERVERS, _TWO_SCHEDULERS_TWO_CONDUCTORS, _query,
                                                      _steady_servers, _wait_answering)
 
 

@@ -20,7 +20,7 @@ import pytest
 from nefos.cmd.allinone import free_port
 from tests.compute.conftest import eventually
 from tests.multihost.underlay import TcpForwarder
-from tests.pipeline.test_multiprocess import BIN, RABBIT_URL
+from tests.deployment.test_multiprocess import BIN, RABBIT_URL
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rabbit]
 

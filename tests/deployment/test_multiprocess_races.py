@@ -35,8 +35,8 @@ from nefos.db.session import normalise_url
 from tests.backends import fresh_database
 from tests.noauth import ADMIN
 from nefos.control.image.bootstrap import DEFAULT_IMAGE_ID
-from tests.pipeline.test_multiprocess import SERVER_BACKENDS, SERVICES, Processes, running_cloud
-from tests.pipeline.test_multiprocess import multiprocess_cloud  # noqa: F401 (a fixture)
+from tests.deployment.test_multiprocess import SERVER_BACKENDS, SERVICES, Processes, running_cloud
+from tests.deployment.test_multiprocess import multiprocess_cloud  # noqa: F401 (a fixture)
 
 
 def _wait_answering(procs: Processes, url: str, timeout: float = 60) -> None:
