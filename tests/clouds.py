@@ -140,8 +140,8 @@ async def start_cloud(tmp_path, *, fake_hosts: int = 1, drivers: dict[str, str] 
     driver name, e.g. ``{"kvm-1": "libvirt"}``), compute hosts with other drivers."""
     overrides.setdefault("report_interval", 1.0)
     # These clouds are noauth: the identity bootstrap hashes its accounts' passwords but nothing ever
-    # logs in with them. At the shipped scrypt cost (2^15, six KDF runs in low-priority threads) that
-    # made each start take seconds, tens of them on a busy machine; the cheapest allowed cost keeps it
+    # logs in with them. The shipped scrypt cost (2^15, six KDF runs in low-priority threads) makes
+    # each start take seconds, tens of them on a busy machine; the cheapest allowed cost keeps it
     # short. The shipped cost is what tests/identity, the `nefos up` tests and
     # test_shipped_password_cost.py start with.
     overrides.setdefault("password_hash_rounds", 10)
@@ -152,8 +152,8 @@ async def start_cloud(tmp_path, *, fake_hosts: int = 1, drivers: dict[str, str] 
                       novncproxy_port=free_port(), dashboard_port=free_port(), **overrides)
     rt = await open_runtime(cfg)
     # A test shortens rpc_response_timeout for the age after which a host takes a request for lost;
-    # each bus call still gets the shipped time to answer. Else the start-up calls of a loaded
-    # machine, which outlasted 1, 2 and 3 s, failed the cloud's start.
+    # each bus call still gets the shipped time to answer, which the start-up calls of a loaded
+    # machine may need (they can outlast 1, 2 or 3 s).
     rt.bus.default_timeout = max(cfg.rpc_response_timeout, Config.model_fields["rpc_response_timeout"].default)
     hosts = [f"host-{i + 1}" for i in range(fake_hosts)]
     cfg.host = "controller"

@@ -1,7 +1,8 @@
 """Nova's quota class holds Nova's own numbers for the network resources: setting them through the
 Compute API changes what the Compute API shows, never what the networking service enforces (as a
 Nova beside Neutron). Tempest's quota-class tests write the class back while other projects create
-security group rules: a class value reaching the networking service made those fail."""
+security group rules, and those creates succeed: the class value never reaches the networking
+service."""
 
 from __future__ import annotations
 

@@ -150,8 +150,8 @@ async def test_call_returns_result(make_bus, topic):
 
 
 async def test_a_message_without_a_context_is_refused_and_runs_nothing(make_bus, topic):
-    """Every message names whose authority it carries; one without a context (which used to act
-    as an admin) is refused before its method runs, a call with NotAuthorized."""
+    """Every message names whose authority it carries; one without a context acts as nobody: it is
+    refused before its method runs, a call with NotAuthorized."""
     server_bus, client = await make_bus(), await make_bus()
     server = Server()
     await server_bus.serve(topic, server, host="h1")

@@ -225,8 +225,8 @@ async def test_quota_consume_under_concurrency_never_overshoots(db):
 
 async def test_quota_consume_where_some_usage_rows_are_new_never_deadlocks(db):
     """A project that already uses one resource (its row exists) asks for two it has never used:
-    every request must lock the rows in one order. Creating the missing rows after the existing
-    one was locked made PostgreSQL report deadlocks (seen as 500s on server creates)."""
+    every request locks the rows in one order. Creating the missing rows after locking the
+    existing one would let PostgreSQL report deadlocks (500s on server creates)."""
     for _ in range(10):
         project = f"p-{uuid.uuid4().hex}"
         cfg = Config(quota_instances=10, quota_cores=40, quota_ram=-1)

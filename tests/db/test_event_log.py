@@ -128,7 +128,7 @@ async def _wait(predicate, timeout=10.0):
 @pytest.mark.parametrize("backend", SERVER_BACKENDS)
 async def test_the_reader_waits_for_an_earlier_id_committed_later(urls, backend):
     """Transaction A takes id N and commits after B took and committed N+1: the reader delivers N,
-    then N+1, never N+1 alone (with no wait for the missing id, N is lost: seen failing)."""
+    then N+1, never N+1 alone (a reader that did not wait for the missing id would lose N)."""
     async with migrated(urls[backend]) as db:
         hub = EventHub(db, _cfg(gap_timeout=30.0))
         collector = _Collector()

@@ -1,7 +1,7 @@
 """A service started while its database is unreachable (restarting, or not up yet) waits for it, as
 Nova's services retry their database at start (oslo.db), each failure logged, and serves once it
-is there; a SIGTERM while it waits stops it cleanly. Before, its first transaction failed and the
-process exited with status 1, to come back only through a supervisor's restart.
+is there; a SIGTERM while it waits stops it cleanly. Its process does not exit for a database that
+is away, so no supervisor's restart is needed to bring it back.
 
 The database is the test's PostgreSQL behind a loopback port of the test's own: nothing listens
 there until the test forwards it."""

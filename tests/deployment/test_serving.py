@@ -24,7 +24,7 @@ def _ephemeral_low() -> int:
 
 def test_picked_ports_are_free_distinct_and_outside_the_ephemeral_range():
     """A port from the kernel's ephemeral range can be taken by an outgoing connection (to the
-    database, the broker) between being picked and being bound: such a race failed a CI run."""
+    database, the broker) between being picked and being bound, so no picked port is from it."""
     ports = [free_port() for _ in range(200)]
     assert len(set(ports)) == len(ports)
     assert all(1024 <= p < _ephemeral_low() for p in ports), [p for p in ports if p >= _ephemeral_low()]

@@ -1,6 +1,5 @@
-"""`nefos up`'s options mean what they say: ``--fake-hosts N`` starts N fake compute hosts even
-where libvirt is usable (it used to boot real guests on one libvirt host and say N was ignored),
-and cannot be combined with another driver."""
+"""`nefos up`'s options mean what they say: ``--fake-hosts N`` starts N fake compute hosts, and only
+those, even where libvirt is usable, and cannot be combined with another driver."""
 
 from __future__ import annotations
 

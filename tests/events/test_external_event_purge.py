@@ -1,6 +1,6 @@
 """External events and event operations are kept an hour: a conductor purges the older ones once a
-minute, for the whole cloud (compute hosts no longer each purge as they start an operation — a
-thousand hosts purged the same tables a thousand times a minute)."""
+minute, for the whole cloud; a compute host purges nothing as it starts an operation (a thousand
+hosts would purge the same tables a thousand times a minute)."""
 
 from __future__ import annotations
 

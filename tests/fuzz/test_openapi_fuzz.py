@@ -27,7 +27,7 @@ from schemathesis.specs.openapi.checks import (
 from tests.isolation.helpers import image_id, make_tenancy, start_nefos, stop_nefos, wait_server
 
 # Examples per operation and caller: 5 in CI (about 4 000 requests); `python bench/fuzz.py
-# --examples N` runs the long version (40, the earlier CI run: about 13 000 requests).
+# --examples N` runs the long version (40: about 13 000 requests).
 EXAMPLES = int(os.environ.get("NEFOS_FUZZ_EXAMPLES", "5"))
 # Which examples are drawn: the same all day (a failure reproduces with NEFOS_FUZZ_SEED=<printed
 # value>), other ones the next day, so the short CI run still covers more inputs over time.

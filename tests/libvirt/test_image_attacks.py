@@ -58,7 +58,8 @@ async def test_hostile_images_never_boot_and_an_honest_one_shows_only_its_bytes(
     cloud = lvcloud
     driver = cloud.driver(HOST)
     hostile = {
-        # The old hole: a qcow2 declared raw was probed by its magic and its backing file followed.
+        # A qcow2 declared raw is refused for the mismatch: never probed by its magic, its backing
+        # file never followed.
         "qcow2 backed by /etc/passwd, declared raw": (
             "raw", crafted_images.qcow2_backed_by(tmp_path), True, "does not match disk_format"),
         "qcow2 backed by /etc/passwd": (

@@ -26,7 +26,7 @@ from tests.metrics.test_metrics import samples
 from tests.noauth import ADMIN
 from tests.clouds import start_cloud, stop_cloud
 
-MADE_UP_METHODS = 300  # each one a series of its own before methods were bounded
+MADE_UP_METHODS = 300  # each one would be a series of its own if methods were not bounded
 KNOWN_METHODS = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE"}
 
 

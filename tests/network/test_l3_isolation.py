@@ -170,9 +170,9 @@ def empty_database_url(request, tmp_path):
 
 
 async def test_an_upgrade_keeps_the_interfaces_the_router_api_made_and_no_look_alike(empty_database_url):
-    """Before ``routerports``, a router's interfaces were the ports naming it: upgraded, those its
-    own project holds (what the router API made) stay its interfaces; another project's port
-    naming it does not become one."""
+    """In a database older than ``routerports`` a router's interfaces are the ports naming it:
+    upgraded, those its own project holds (what the router API made) stay its interfaces; another
+    project's port naming it does not become one."""
     db = Database(empty_database_url)
     try:
         await upgrade(db, "0018")

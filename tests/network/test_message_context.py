@@ -1,5 +1,5 @@
 """A bus message acts with the authority its sender's context names, never more: a message without a
-context is refused before anything runs (it used to run as an admin), and a context missing the
+context is refused before anything runs (it never acts as an admin), and a context missing the
 fields that carry privileges (``is_admin``, ``roles``) has none. The services' own work that is no
 one's request (a compute host's start-up and periodic calls to the conductor) sends an admin context
 built on purpose.

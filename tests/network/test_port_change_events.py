@@ -1,6 +1,6 @@
 """A port change and its events for the compute host are one: when the events cannot be written
-to the outbox, the change fails too (before, the failure was logged, the change committed and
-its event was lost for good); tried again, both are written."""
+to the outbox, the change fails too (it is never committed with its events lost); tried again,
+both are written."""
 
 from __future__ import annotations
 

@@ -201,8 +201,9 @@ async def test_a_port_naming_another_projects_server_is_no_part_of_it(cloud, sha
     """Any project may give its port any ``device_id`` (Neutron's default), so a server's ports are
     those naming it *and of its project* (Nova lists them with ``tenant_id``): the owner of a
     shared network, who sees the servers' ids on its ports there, plants a port of its own naming
-    the tenant's server on its private network. Before, the server's interfaces listed it, a move
-    bound it to the server's host and plugged it into the server, and the server's delete deleted it."""
+    the tenant's server on its private network. The server's interfaces do not list it, a move
+    neither binds it to the server's host nor plugs it into the server, and the server's delete
+    leaves it alone."""
     server_id = await _active_server(cloud, TENANT, [{"uuid": shared["id"]}], name="victim")
     (own,) = await cloud.ports(device_id=server_id)
     r = await cloud.network.get("/v2.0/ports", params={"network_id": shared["id"]}, headers=OWNER)
