@@ -16,6 +16,7 @@ import httpx
 
 from nefos.cmd.allinone import Cloud, all_in_one_components, free_port
 from nefos.config import Config, load_config
+from nefos.http_client import verified_tls
 
 from tests.noauth import ADMIN  # noqa: E402  (the default clients send it)
 from tests.schema import open_runtime
@@ -174,9 +175,9 @@ async def start_cloud(tmp_path, *, fake_hosts: int = 1, drivers: dict[str, str] 
     # Every Compute API response the suite gets is checked against the published contract.
     from tests.contract import response_hook
     compute = httpx.AsyncClient(base_url=f"http://127.0.0.1:{cfg.compute_api_port}", timeout=30,
-                                headers=ADMIN, event_hooks={"response": [response_hook]})
+                                headers=ADMIN, event_hooks={"response": [response_hook]}, verify=verified_tls())
     network = httpx.AsyncClient(base_url=f"http://127.0.0.1:{cfg.network_api_port}", timeout=30,
-                                headers=ADMIN)
+                                headers=ADMIN, verify=verified_tls())
     harness = CloudHarness(cloud, compute, network)
 
     async def collect(notification):

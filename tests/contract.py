@@ -21,7 +21,7 @@ import jsonschema
 from fastapi.routing import iter_route_contexts
 from starlette.routing import Match
 
-from tests.schemas import assert_schema
+from tests.schemas import assert_schema, validator_for
 
 _ID = r"[^/]+"
 # (method, path regex, status) -> Tempest schema name; None: no Tempest schema (checked by hand).
@@ -141,8 +141,8 @@ def check_documented_success(response) -> None:
         assert not response.content, f"{request.method} {request.url.path}: a body where none is documented"
         return
     assert response.headers.get("content-type", "").startswith("application/json"), response.headers
-    validator = jsonschema.Draft202012Validator(content["schema"],
-                                                format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    validator = validator_for(content["schema"], jsonschema.Draft202012Validator,
+                              jsonschema.Draft202012Validator.FORMAT_CHECKER)
     errors = sorted(validator.iter_errors(response.json()), key=lambda e: list(e.absolute_path))
     assert not errors, (f"{request.method} {request.url.path} {response.status_code}: "
                         + "; ".join(f"{list(e.absolute_path)}: {e.message}" for e in errors[:5]))

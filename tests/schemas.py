@@ -84,9 +84,24 @@ def assert_schema(schema: str | dict, response, version: str | None = None):
         assert not response.content, f"expected no body, got {response.text!r}"
         return None
     body = response.json()
-    try:
-        jsonschema.validate(body, body_schema, cls=JSONSCHEMA_VALIDATOR, format_checker=FORMAT_CHECKER)
-    except jsonschema.ValidationError as exc:
-        raise AssertionError(f"response body does not match the schema: {exc.message} at "
-                             f"{list(exc.absolute_path)}\nbody: {body}") from None
+    error = jsonschema.exceptions.best_match(validator_for(body_schema).iter_errors(body))
+    if error is not None:
+        raise AssertionError(f"response body does not match the schema: {error.message} at "
+                             f"{list(error.absolute_path)}\nbody: {body}")
     return body
+
+
+_validators: dict[tuple[int, type], tuple[dict, object]] = {}
+
+
+def validator_for(schema: dict, cls: type = JSONSCHEMA_VALIDATOR, format_checker=FORMAT_CHECKER):
+    """The validator of ``schema`` (Tempest's draft and format checker unless told), the schema
+    itself checked once: what ``jsonschema.validate`` does on each call, done once per schema.
+    The schemas are module constants (Tempest's, the suite's), so one per object is kept."""
+    key = (id(schema), cls)
+    held = _validators.get(key)
+    if held is None or held[0] is not schema:
+        cls.check_schema(schema)
+        held = (schema, cls(schema, format_checker=format_checker))
+        _validators[key] = held
+    return held[1]

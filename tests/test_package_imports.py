@@ -27,7 +27,7 @@ SRC = Path(nefos.__file__).parent
 LAYERS = [
     # Plumbing: knows no service.
     ("timeutils", "exceptions", "context", "component", "waiting", "fileperms", "openapi", "task_report",
-     "logs", "admission", "metrics", "policy", "validation"),
+     "logs", "admission", "metrics", "policy", "validation", "http_client"),
     # What the control plane, the hosts and the agents share without the database; the tiny guest's
     # builder (a command and a libvirt host's probe build it).
     ("model", "guest"),

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from nefos.clients import metadata as identification
+from nefos.http_client import verified_tls
 from tests.clouds import ADMIN, start_cloud, stop_cloud
 
 USER_DATA = b"#cloud-config\nruncmd:\n - [echo, \xc3\xa9t\xc3\xa9]\n"
@@ -54,7 +55,7 @@ def read_secret(state_dir) -> str:
 async def mdcloud(tmp_path):
     harness = await start_cloud(tmp_path, fake_hosts=1)
     harness.proxy = Proxy(httpx.AsyncClient(base_url=f"http://127.0.0.1:{harness.rt.cfg.metadata_listen_port}",
-                                            timeout=30), read_secret(tmp_path))
+                                            timeout=30, verify=verified_tls()), read_secret(tmp_path))
     yield harness
     await harness.proxy.client.aclose()
     await stop_cloud(harness)

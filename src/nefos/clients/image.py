@@ -28,6 +28,7 @@ import httpx
 from nefos import exceptions
 from nefos.context import RequestContext
 from nefos.clients.identity.service_auth import ServiceAuth
+from nefos.http_client import verified_tls
 
 LOG = logging.getLogger(__name__)
 
@@ -82,7 +83,8 @@ class ImageHTTPClient:
     @property
     def http(self) -> httpx.AsyncClient:
         if self._http is None:
-            self._http = httpx.AsyncClient(timeout=HTTP_TIMEOUT, transport=self._transport)
+            self._http = httpx.AsyncClient(timeout=HTTP_TIMEOUT, transport=self._transport,
+                                           verify=verified_tls())
         return self._http
 
     async def close(self) -> None:

@@ -17,6 +17,7 @@ from nefos.control.dashboard import infrastructure, live, pages
 from nefos.control.dashboard.api_client import ApiError, SignInRefused, sign_in
 from nefos.control.dashboard.sessions import COOKIE, SIGN_IN_COOKIE, SessionStore, SignInTokens, StoreFull
 from nefos.control.dashboard.web import HERE, BadForm, CrossSiteForm, SignInNeeded, form_of, render
+from nefos.http_client import verified_tls
 
 _HEADERS = {
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; "
@@ -34,7 +35,7 @@ def create_app(cfg, identity_url: str) -> FastAPI:
     app.state.identity_url = identity_url
     app.state.sessions = SessionStore(cfg.dashboard_max_sessions, cfg.dashboard_max_sessions_per_user)
     app.state.sign_in_tokens = SignInTokens()
-    app.state.http = httpx.AsyncClient(timeout=30)  # the pages' API calls; the streams have their own
+    app.state.http = httpx.AsyncClient(timeout=30, verify=verified_tls())  # the pages' API calls; the streams have their own
     live.set_up(app, cfg)
 
     # Each request counted, timed and written as an access line, as every API's.

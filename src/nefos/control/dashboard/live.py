@@ -22,6 +22,7 @@ from starlette.responses import Response, StreamingResponse
 from nefos.control.dashboard.sessions import COOKIE
 from nefos.control.dashboard.web import cloud_of, is_uuid
 from nefos.waiting import cancel_and_wait
+from nefos.http_client import verified_tls
 
 router = APIRouter()
 
@@ -62,7 +63,7 @@ def set_up(app, cfg) -> None:
                                            cfg.dashboard_max_streams_per_user, cfg.dashboard_max_streams)
     # The budget is checked first: a relay never waits for a connection of this pool.
     app.state.relay_http = httpx.AsyncClient(
-        timeout=httpx.Timeout(30.0, read=None),
+        verify=verified_tls(), timeout=httpx.Timeout(30.0, read=None),
         limits=httpx.Limits(max_connections=cfg.dashboard_max_streams, max_keepalive_connections=20))
 
 

@@ -62,6 +62,7 @@ from nefos.db.models import PortEventOutbox, utcnow
 from nefos.db.session import after_commit
 from nefos.clients.identity.service_auth import ServiceAuth
 from nefos.waiting import event_set_within
+from nefos.http_client import verified_tls
 
 LOG = logging.getLogger(__name__)
 
@@ -135,7 +136,7 @@ class ComputeEventsClient:
     @property
     def http(self) -> httpx.AsyncClient:
         if self._http is None:
-            self._http = httpx.AsyncClient(timeout=HTTP_TIMEOUT)
+            self._http = httpx.AsyncClient(timeout=HTTP_TIMEOUT, verify=verified_tls())
         return self._http
 
     def forget_token(self) -> None:
