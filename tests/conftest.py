@@ -16,8 +16,10 @@ that hold several modules run one after another:
   ``./.nefos`` of a README-literal ``nefos up``, root network namespaces, the firewall of real
   bridges (a module, a folder, or one test of a module whose other tests run apart: the real-guest
   benchmark's run in ``tests/test_bench_scripts.py``);
-* ``tempest``: the Tempest runs and the CLI flows, which share one cloud and whose pass rate counts
-  both runs (its real-guest run has an external bridge and range of its own).
+* ``tempest``: the Tempest runs, whose pass rate counts both runs (its real-guest run has an
+  external bridge and range of its own);
+* ``tempest-cli``: the ``openstack`` CLI flows of ``tests/tempest``, on a cloud of their own (the
+  folder's package fixture, set up once in the process that runs them).
 
 Everything else a test starts (in-process clouds on fake hosts, databases with fresh names, the
 broker's exchanges under a control exchange of the cloud's own, the chaos run's own PostgreSQL and
@@ -53,12 +55,14 @@ def unit_of_work(nodeid: str) -> str:
     module = nodeid.split("::", 1)[0]
     if nodeid.startswith(LIBVIRT_HOST):  # a module or folder, or a test of a module whose others run apart
         return "libvirt-host"
+    if module.startswith("tests/tempest/test_cli_"):
+        return "tempest-cli"
     if module.startswith("tests/tempest/"):
         return "tempest"
     return module
 
 
-LONGEST_FIRST = ("libvirt-host", "tempest")  # started first, so that neither is the last to finish
+LONGEST_FIRST = ("libvirt-host", "tempest", "tempest-cli")  # started first, so that neither is the last to finish
 
 
 class _LongestFirst(collections.OrderedDict):
