@@ -27,6 +27,9 @@ def member(project: str = DEMO_PROJECT, user: str = "u" * 32) -> dict:
     return {"X-Project-Id": project, "X-User-Id": user, "X-Roles": "member,reader"}
 
 
+_LOOK_EVERY = 0.05
+
+
 class CloudHarness:
     """The running cloud plus helpers that speak to it only through its APIs."""
 
@@ -36,6 +39,25 @@ class CloudHarness:
         self.compute = compute
         self.network = network
         self.notifications: list[dict] = []
+        self._waiters: set[asyncio.Event] = set()
+
+    def notified(self, notification: dict) -> None:
+        self.notifications.append(notification)
+        for waiter in self._waiters:
+            waiter.set()
+
+    async def _next_look(self) -> None:
+        """Until the cloud sends its next notification (an operation started or ended), at most
+        ``_LOOK_EVERY`` seconds: what a wait looks at changes mostly then, and a wait that polled
+        at a fixed short interval spent much of a test's CPU asking."""
+        waiter = asyncio.Event()
+        self._waiters.add(waiter)
+        try:
+            await asyncio.wait_for(waiter.wait(), _LOOK_EVERY)
+        except TimeoutError:
+            pass
+        finally:
+            self._waiters.discard(waiter)
 
     def driver(self, host: str):
         for c in self.cloud.components:
@@ -95,7 +117,7 @@ class CloudHarness:
             if time.monotonic() > deadline:
                 raise AssertionError(f"server {server_id} is {server['status']}/"
                                      f"{server['OS-EXT-STS:task_state']}, not {wanted}")
-            await asyncio.sleep(0.02)
+            await self._next_look()
 
     async def wait_gone(self, server_id: str, timeout: float = 15, headers=None) -> None:
         deadline = time.monotonic() + timeout
@@ -105,7 +127,7 @@ class CloudHarness:
                 return
             if time.monotonic() > deadline:
                 raise AssertionError(f"server {server_id} still exists: {r.json()['server']['status']}")
-            await asyncio.sleep(0.02)
+            await self._next_look()
 
     async def action(self, server_id: str, body: dict, expect=202, headers=None) -> httpx.Response:
         r = await self.compute.post(f"/v2.1/servers/{server_id}/action", json=body,
@@ -181,7 +203,7 @@ async def start_cloud(tmp_path, *, fake_hosts: int = 1, drivers: dict[str, str] 
     harness = CloudHarness(cloud, compute, network)
 
     async def collect(notification):
-        harness.notifications.append(notification)
+        harness.notified(notification)
     await rt.bus.listen_notifications(collect)
     return harness
 

@@ -102,9 +102,10 @@ class Attack:
         self._trickling: asyncio.Task | None = None
 
     async def __aenter__(self) -> "Attack":
-        for source, count in self.sources.items():
-            for _ in range(count):
-                await self._open(source)
+        # All at once, so that every connection is open well within the head deadline however busy
+        # the machine: a held connection that reaches it frees its place.
+        await asyncio.gather(*(self._open(source) for source, count in self.sources.items()
+                               for _ in range(count)))
         if self.trickle:
             self._trickling = asyncio.create_task(self._trickle())
         return self

@@ -101,23 +101,35 @@ def running_cloud(backend: str, state: Path, services: list[list[str]] = SERVICE
                 procs.start(args)
             compute = httpx.Client(base_url=f"http://127.0.0.1:{ports['COMPUTE']}", timeout=30, headers=ADMIN)
             network = httpx.Client(base_url=f"http://127.0.0.1:{ports['NETWORK']}", timeout=30, headers=ADMIN)
+            # The image service registers the default image after it starts: a boot before that
+            # is refused ("Can not find requested image").
+            images = (httpx.Client(base_url=f"http://127.0.0.1:{ports['IMAGE']}", timeout=30, headers=ADMIN)
+                      if ["image"] in services else None)
             deadline = time.monotonic() + 90
-            while True:  # ready when the API answers and the computes reported their nodes
+            while True:  # ready when the APIs answer, the computes reported their nodes, the image is there
                 procs.check_alive()
                 try:
                     r = compute.get("/v2.1/os-hypervisors")
                     if r.status_code == 200 and hypervisors in (None, len(r.json()["hypervisors"])):
                         network.get("/v2.0/networks").raise_for_status()
-                        break
+                        if images is None or _default_image_active(images):
+                            break
                 except httpx.HTTPError:
                     pass
                 assert time.monotonic() < deadline, f"cloud did not come up:\n{procs.logs()}"
                 time.sleep(0.5)
+            if images is not None:
+                images.close()
             yield compute, network, procs
             compute.close()
             network.close()
         finally:
             procs.stop()
+
+
+def _default_image_active(images: httpx.Client) -> bool:
+    r = images.get(f"/v2/images/{DEFAULT_IMAGE_ID}")
+    return r.status_code == 200 and r.json()["status"] == "active"
 
 
 SERVER_BACKENDS = [pytest.param("postgresql", marks=[pytest.mark.postgres, pytest.mark.rabbit]),

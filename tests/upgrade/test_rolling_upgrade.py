@@ -40,6 +40,7 @@ from nefos.cmd.allinone import free_port
 from nefos.bus import interfaces
 from nefos.control.image.bootstrap import DEFAULT_IMAGE_ID
 from tests.backends import fresh_database
+from tests.deployment.test_multiprocess import _default_image_active
 from tests.noauth import ADMIN
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rabbit]
@@ -153,11 +154,6 @@ def _boot(compute, name: str, net_id: str) -> str:
         "name": name, "imageRef": DEFAULT_IMAGE_ID, "flavorRef": "1", "networks": [{"uuid": net_id}]}})
     assert r.status_code == 202, r.text
     return r.json()["server"]["id"]
-
-
-def _default_image_active(images: httpx.Client) -> bool:
-    r = images.get(f"/v2/images/{DEFAULT_IMAGE_ID}")
-    return r.status_code == 200 and r.json()["status"] == "active"
 
 
 def _compute_service(compute) -> dict | None:
