@@ -7,7 +7,7 @@ import inspect
 import time
 
 
-async def eventually(predicate, timeout: float = 10.0, interval: float = 0.02):
+async def eventually(predicate, timeout: float = 10.0, interval: float = 0.05):
     """Wait until ``predicate()`` (awaited when it is a coroutine) is truthy; return its value.
     AssertionError after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
