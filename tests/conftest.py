@@ -8,7 +8,7 @@ started in the test's process or in a ``nefos up`` it spawns never binds the fix
 8800 another test's cloud may be using.
 
 The suite runs in several processes (pytest-xdist; ``scripts/run-tests.sh``). Each test module is
-one unit of work, so its module- and package-scoped fixtures are set up once, except for two units
+one unit of work, so its module- and package-scoped fixtures are set up once, except for three units
 that hold several modules run one after another:
 
 * ``libvirt-host``: what uses what the machine has only one of: libvirt's QEMU guests and their
