@@ -80,20 +80,6 @@ class ConductorAPI:
                 return await ask()
 
     # Builds and moves (the Compute API) -------------------------------------------------------
-    async def hand_off_build(self, db, ctx, instance_uuids: list[str], request_spec: dict, build_args: dict,
-                             build_request_id: str) -> None:
-        """Cast a build whose build request is written; a conductor that cannot be reached takes it
-        from the build requests later, so the build is accepted all the same (``db``: the
-        caller's, a control-plane service's)."""
-        try:
-            await self.build_instances(ctx, instance_uuids, request_spec, build_args,
-                                       build_request_id=build_request_id)
-        except exceptions.ServiceUnavailable as exc:
-            LOG.warning("servers %s: the conductor was not reached (%s); the build is taken from the "
-                        "build requests when one is", instance_uuids, exc)
-            from nefos.objects import build_requests
-            await build_requests.mark_undispatched(db, build_request_id)
-
     async def build_instances(self, ctx, instance_uuids: list[str], request_spec: dict,
                               build_args: dict, build_request_id: str | None = None) -> None:
         await self.client.cast(ctx, "build_instances", instance_uuids=instance_uuids,

@@ -15,13 +15,17 @@ waiting out the dead one's lease.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 import uuid as uuidlib
 
 from sqlalchemy import and_, delete, or_, select, update
 
+from nefos import exceptions
 from nefos.bus.base import decode, encode
 from nefos.db.models import BuildRequest, utcnow
+
+LOG = logging.getLogger(__name__)
 
 _NOT_STORED = ("admin_password",)  # travels with the first cast only, never written down
 _PROCESS_TOKEN = uuidlib.uuid4().hex[:12]  # tells this process from an earlier one with the same pid
@@ -79,6 +83,19 @@ async def mark_undispatched(db, request_id: str) -> None:
     """The API could not reach a conductor: any conductor may take it at once."""
     async with db.transaction() as s:
         await s.execute(update(BuildRequest).where(BuildRequest.id == request_id).values(dispatched=False))
+
+
+async def hand_off(db, conductor, ctx, instance_uuids: list[str], request_spec: dict, build_args: dict,
+                   request_id: str) -> None:
+    """Cast the build of the written request ``request_id`` to a conductor (``conductor``: its
+    client); a conductor that cannot be reached takes it from the build requests later, so the
+    build is accepted all the same."""
+    try:
+        await conductor.build_instances(ctx, instance_uuids, request_spec, build_args, build_request_id=request_id)
+    except exceptions.ServiceUnavailable as exc:
+        LOG.warning("servers %s: the conductor was not reached (%s); the build is taken from the "
+                    "build requests when one is", instance_uuids, exc)
+        await mark_undispatched(db, request_id)
 
 
 async def claim(db, request_id: str, lease: float, claimer: str) -> bool | None:

@@ -224,7 +224,7 @@ class ComputeAPI:
 
         # One transaction; a deadlock between concurrent creates runs it again.
         created, build_request = await retried(create_all)
-        await self.conductor.hand_off_build(self.rt.db, ctx, uuids, request_spec, build_args, build_request)
+        await build_requests.hand_off(self.rt.db, self.conductor, ctx, uuids, request_spec, build_args, build_request)
         return created, reservation_id
 
     async def _key_pair(self, ctx, key_name: str | None) -> tuple[str | None, str | None]:

@@ -324,8 +324,8 @@ class HostSurface:
             await build_requests.finish(self.rt.db, build_request)
             raise
         from nefos.clients.conductor import ConductorAPI
-        await ConductorAPI(self.rt.bus).hand_off_build(self.rt.db, ctx, [instance_uuid], request_spec, build_args,
-                                                       build_request)
+        await build_requests.hand_off(self.rt.db, ConductorAPI(self.rt.bus), ctx, [instance_uuid], request_spec,
+                                      build_args, build_request)
 
     # Consoles ------------------------------------------------------------------------------
     async def console_authorize(self, ctx, instance_uuid: str, console_type: str, console_host: str, port: int,
