@@ -30,6 +30,26 @@ def _holds(instance: dict, migration: dict) -> dict | None:
     return current if current and current.get("uuid") == migration["uuid"] else None
 
 
+def request_spec(instance: dict, flavor: dict, *, host: str | None, force: bool | None) -> dict:
+    """What the scheduler is asked for a server's move off its host (an evacuation, a live
+    migration) to ``host`` (None: the scheduler's choice). A given host is taken as is when
+    ``force`` is not False (None: a request older than the microversion that added ``force``), else
+    it is the requested destination the filters check (Nova's force semantics). The source host is
+    never a candidate (Nova's ignore_hosts, as a first attempt's retry record)."""
+    forced_host = host if host is not None and force is not False else None
+    spec = {
+        "flavor": flavor, "image": {"id": instance.get("image_ref"), "properties": {}},
+        "project_id": instance["project_id"], "user_id": instance["user_id"],
+        "availability_zone": instance.get("pinned_availability_zone"),
+        "force_hosts": [forced_host] if forced_host else [], "scheduler_hints": {}, "instance_group": None,
+        "num_instances": 1,
+        "retry": {"num_attempts": 0, "hosts": [[instance.get("host"), instance.get("node")]]},
+    }
+    if host is not None and not forced_host:
+        spec["requested_destination"] = {"host": host, "node": None}
+    return spec
+
+
 async def begin_move(db, ctx, instance: dict, migration: dict, *, operation: str,
                      requested_host: str | None) -> None:
     """The API's step of any move, in one transaction: the server takes the task_state the state

@@ -71,19 +71,7 @@ async def request(api, ctx, uuid: str, *, host: str | None, force: bool | None,
     await moves.begin_move(rt.db, ctx, instance, migration, operation=EVACUATE, requested_host=host)
     await notifications.notify_instance(rt.bus, ctx, instance, "instance.evacuate", host=rt.cfg.host,
                                         binary="nefos-api")
-    # Before 2.29 a given host is taken as is; from 2.29 only when forced (Nova's force semantics).
-    forced_host = host if host is not None and force is not False else None
-    spec = {
-        "flavor": flavor, "image": {"id": instance.get("image_ref"), "properties": {}},
-        "project_id": instance["project_id"], "user_id": instance["user_id"],
-        "availability_zone": instance.get("pinned_availability_zone"),
-        "force_hosts": [forced_host] if forced_host else [], "scheduler_hints": {}, "instance_group": None,
-        "num_instances": 1,
-        # As Nova's ignore_hosts for an evacuation: the failed host is never a candidate.
-        "retry": {"num_attempts": 0, "hosts": [[source, instance.get("node")]]},
-    }
-    if host is not None and not forced_host:
-        spec["requested_destination"] = {"host": host, "node": None}
+    spec = moves.request_spec(instance, flavor, host=host, force=force)
     try:
         await api.conductor.evacuate_instance(ctx, uuid, spec, migration, new_pass=admin_password)
     except BaseException as exc:

@@ -67,18 +67,8 @@ async def request(api, ctx, uuid: str, *, host: str | None, block_migration: boo
         "block_migration": block_migration,
     }
     await moves.begin_move(rt.db, ctx, instance, migration, operation=LIVE_MIGRATION, requested_host=host)
-    forced_host = host if host is not None and force is not False else None
-    spec = {
-        "flavor": flavor, "image": {"id": instance.get("image_ref"), "properties": {}},
-        "project_id": instance["project_id"], "user_id": instance["user_id"],
-        "availability_zone": instance.get("pinned_availability_zone"),
-        "force_hosts": [forced_host] if forced_host else [], "scheduler_hints": {}, "instance_group": None,
-        "num_instances": 1,
-        # As Nova's ignore_hosts: the source is never a candidate.
-        "retry": {"num_attempts": 0, "hosts": [[instance["host"], instance["node"]]]},
-    }
-    if host is not None and not forced_host:
-        spec["requested_destination"] = {"host": host, "node": None}
+    spec = moves.request_spec(instance, flavor, host=host, force=force)
+    forced_host = spec["force_hosts"][0] if spec["force_hosts"] else None
     try:
         await api.conductor.live_migrate_instance(ctx, uuid, spec, migration, forced_host, async_=async_)
     except (exceptions.NoValidHost, exceptions.ComputeServiceUnavailable, exceptions.HypervisorUnavailable) as exc:
