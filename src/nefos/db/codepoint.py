@@ -2,9 +2,9 @@
 
 SQLite compares text by code point already. PostgreSQL orders by the database's collation
 (equality is exact: its default collations are deterministic); MySQL's default collation orders
-and matches without case. The lists that used to filter and sort in Python use these, so their
-order and matches stay the same whichever database holds the rows; equality keeps the plain
-comparison first, so an index on the column still finds the rows.
+and matches without case. The lists filter and sort with these, so their order and matches are
+the same whichever database holds the rows, and as Python would give them; equality keeps the
+plain comparison first, so an index on the column still finds the rows.
 """
 
 from __future__ import annotations

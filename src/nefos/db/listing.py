@@ -4,7 +4,7 @@ A list's order is a sequence of ``SortKey`` (a name, the SQL expression whose va
 a direction). The caller closes it with the row's id, so each row has exactly one place and a page
 boundary never splits or repeats rows that tie on the other keys. NULL sorts lowest on every
 backend (first ascending, last descending), as Python sorts a missing value before any other.
-Text the lists used to sort in Python is ordered by code point (``nefos.db.codepoint``).
+Text is ordered by code point, as Python orders strings (``nefos.db.codepoint``), on every backend.
 
 A page after a marker is a keyset condition: the rows strictly after the marker row's values in
 that order. The marker row itself need not pass the filters (Glance and Neutron page after a
