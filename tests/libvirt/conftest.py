@@ -157,11 +157,22 @@ async def console(harness, server_id: str, length=None) -> str:
     return r.json()["output"]
 
 
+def shown_whole(out: str, text: str, count: int = 1) -> bool:
+    """``text`` is on the console ``count`` times, the line holding the last of them complete: a
+    console read while the guest writes can end in the middle of a line ("... answe")."""
+    if out.count(text) < count:
+        return False
+    at = -1
+    for _ in range(count):
+        at = out.index(text, at + 1)
+    return "\n" in out[at + len(text):]
+
+
 async def wait_console(harness, server_id: str, text: str, timeout: float = 60, count: int = 1) -> str:
     deadline = time.monotonic() + timeout
     while True:
         out = await console(harness, server_id)
-        if out.count(text) >= count:
+        if shown_whole(out, text, count):
             return out
         if time.monotonic() > deadline:
             raise AssertionError(f"{text!r} (x{count}) not on the console of {server_id} within {timeout} s; "

@@ -44,6 +44,7 @@ import httpx
 
 from nefos.cmd.allinone import free_port
 from tests.backends import fresh_database
+from tests.libvirt.conftest import shown_whole
 from tests.multihost.underlay import TcpForwarder, Underlay, run
 from tests.noauth import ADMIN
 
@@ -350,7 +351,7 @@ class MultiHostCloud:
         deadline = time.monotonic() + timeout
         while True:
             out = self.console(server_id)
-            if text in out:
+            if shown_whole(out, text):
                 return out
             assert time.monotonic() < deadline, (
                 f"{text!r} not on the console of {server_id} within {timeout} s; it ends with:\n{out[-1500:]}\n"
