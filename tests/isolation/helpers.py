@@ -16,6 +16,7 @@ import httpx
 import yaml
 
 from nefos.cmd.allinone import free_port
+from nefos.http_client import verified_tls
 
 BIN = Path(sys.executable).parent
 
@@ -30,7 +31,7 @@ class Api:
         self.catalog = catalog
         self.user_id = user_id
         self.project_id = project_id
-        self.http = httpx.Client(timeout=60)
+        self.http = httpx.Client(timeout=60, verify=verified_tls())
 
     def url(self, service: str, path: str) -> str:
         base = self.auth_url if service == "identity" else self.catalog[service]
@@ -66,7 +67,8 @@ def password_body(user: str, password: str, project: str | None = None, domain: 
 
 
 def login(auth_url: str, user: str, password: str, project: str | None) -> Api:
-    r = httpx.post(f"{auth_url}/auth/tokens", json=password_body(user, password, project), timeout=60)
+    r = httpx.post(f"{auth_url}/auth/tokens", json=password_body(user, password, project), timeout=60,
+                   verify=verified_tls())
     assert r.status_code == 201, r.text
     tok = r.json()["token"]
     catalog = {svc["type"]: next(e["url"] for e in svc["endpoints"] if e["interface"] == "public")

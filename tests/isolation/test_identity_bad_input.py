@@ -12,6 +12,8 @@ import uuid
 
 import httpx
 
+from nefos.http_client import verified_tls
+
 from .helpers import Tenancy, password_body
 
 KEYSTONE_TITLES = {400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 413: "Request Entity Too Large",
@@ -62,7 +64,7 @@ REPLACEMENTS = [None, 0, -1, 1.5, True, "", "x" * 5000, "\u202e\u0000\ud7ff", []
 def test_every_mutation_of_an_auth_body_is_4xx(tenancy: Tenancy):
     """Replace or drop every node of valid password- and token-auth bodies: 400 or 401, never 5xx."""
     name, pw, project = tenancy.passwords["a"]
-    http = httpx.Client(timeout=60)
+    http = httpx.Client(timeout=60, verify=verified_tls())
     url = f"{tenancy.auth_url}/auth/tokens"
     bodies = [password_body(name, pw, project),
               {"auth": {"identity": {"methods": ["token"], "token": {"id": tenancy.a.token}},
@@ -87,7 +89,7 @@ def test_every_mutation_of_an_auth_body_is_4xx(tenancy: Tenancy):
 
 
 def test_malformed_requests(tenancy: Tenancy):
-    http = httpx.Client(timeout=60)
+    http = httpx.Client(timeout=60, verify=verified_tls())
     url = f"{tenancy.auth_url}/auth/tokens"
     for content, ctype in ((b"", "application/json"), (b"{", "application/json"), (b"null", "application/json"),
                            (b"\xff\xfe\x00garbage", "application/json"), (b"[1,2,3]", "application/json"),
@@ -111,7 +113,7 @@ def test_wrong_credentials_and_scopes_are_401(tenancy: Tenancy):
     name, pw, project = tenancy.passwords["a"]
     b_name, b_pw, b_project = tenancy.passwords["b"]
     url = f"{tenancy.auth_url}/auth/tokens"
-    http = httpx.Client(timeout=60)
+    http = httpx.Client(timeout=60, verify=verified_tls())
     cases = [
         password_body(name, "wrong-password", project),
         password_body(name, pw.upper(), project),
@@ -173,7 +175,7 @@ def test_burst_of_failed_logins_keeps_the_service_responsive(tenancy: Tenancy):
         assert r.status_code == 200, r.text
         return elapsed
 
-    probe_http = httpx.Client(timeout=60)
+    probe_http = httpx.Client(timeout=60, verify=verified_tls())
     for _ in range(5):
         probe(probe_http)  # warm up
     before = [probe(probe_http) for _ in range(90)]
@@ -185,7 +187,7 @@ def test_burst_of_failed_logins_keeps_the_service_responsive(tenancy: Tenancy):
     codes: dict[int, int] = {}
 
     def fail(body) -> int:
-        with httpx.Client(timeout=120) as c:
+        with httpx.Client(timeout=120, verify=verified_tls()) as c:
             return c.post(url, json=body).status_code
 
     during: list[float] = []
@@ -211,5 +213,5 @@ def test_burst_of_failed_logins_keeps_the_service_responsive(tenancy: Tenancy):
     assert p50_after < max(2 * p50_before, p50_before + 10), (p50_before, p50_after)
     # And logging in still works, at once, for everyone but the user who was hammered.
     a_name, a_pw, _ = tenancy.passwords["a"]
-    r = httpx.post(url, json=password_body(a_name, a_pw, project), timeout=60)
+    r = httpx.post(url, json=password_body(a_name, a_pw, project), timeout=60, verify=verified_tls())
     assert r.status_code == 201, r.text

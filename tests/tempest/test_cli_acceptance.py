@@ -6,6 +6,7 @@ delete --wait — and the new member sees nothing of the demo project's and cann
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -26,7 +27,10 @@ def osc(cloud: dict, *args: str, name: str = "nefos", fmt: bool = True, check: b
     if not check:
         return r
     assert r.returncode == 0, f"openstack {' '.join(args)} failed:\n{r.stdout}\n{r.stderr}"
-    return json.loads(r.stdout) if fmt and r.stdout.strip() else r.stdout
+    # `--wait` writes the server's progress ("\rProgress: 25") to stdout ahead of the result whenever
+    # a look finds the build between its steps.
+    out = re.sub(r"\A(\s*Progress: \d+)*", "", r.stdout) if "--wait" in args else r.stdout
+    return json.loads(out) if fmt and out.strip() else out
 
 
 def test_openstack_cli_acceptance_flow(cloud):
