@@ -7,6 +7,6 @@ def load_driver(name: str, cfg, host: str):
         from nefos.host.virt.fake import FakeDriver
         return FakeDriver(cfg, host)
     if name == "libvirt":
-        from nefos.host.virt.libvirt import LibvirtDriver
+        from nefos.host.virt.libvirt.driver import LibvirtDriver
         return LibvirtDriver(cfg, host)
     raise ValueError(f"unknown compute_driver {name!r}")
