@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from nefos.cmd.allinone import free_port  # noqa: E402
 from nefos.config import Config  # noqa: E402
+from nefos.http_client import verified_tls
 
 BIN = Path(sys.executable).parent
 SERVICES = [["identity"], ["image"], ["network"], ["scheduler"], ["conductor"], ["api"]]
@@ -258,7 +259,7 @@ def beside(cloud: Cloud) -> dict[str, list[int]]:
 
 async def boot(args, cloud: Cloud) -> dict:
     limits = httpx.Limits(max_connections=args.concurrency * 2)
-    async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+    async with httpx.AsyncClient(verify=verified_tls(), timeout=120, limits=limits) as client:
         token = await admin_token(cloud, client)
         headers = {"X-Auth-Token": token}
         await wait_ready(cloud, client, headers, args.hosts)
@@ -374,7 +375,7 @@ def stream_worker(compute_url: str, token: str, count: int) -> None:
     async def run() -> None:
         stop = asyncio.Event()
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-        async with httpx.AsyncClient(limits=httpx.Limits(max_connections=count + 1)) as client:
+        async with httpx.AsyncClient(verify=verified_tls(), limits=httpx.Limits(max_connections=count + 1)) as client:
             connected = [asyncio.Event() for _ in range(count)]
             tasks = [asyncio.create_task(follow(i, connected[i], client)) for i in range(count)]
             await asyncio.gather(*(c.wait() for c in connected))
@@ -402,7 +403,7 @@ async def list_10k(args, cloud: Cloud) -> dict:
     from nefos.db.models import Instance
     from nefos.db.session import Database
     db = Database(cloud.db_url)
-    async with httpx.AsyncClient(timeout=120) as client:
+    async with httpx.AsyncClient(verify=verified_tls(), timeout=120) as client:
         token = await admin_token(cloud, client)
         headers = {"X-Auth-Token": token}
         r = await client.get(cloud.url("COMPUTE") + "/v2.1/servers/detail", headers=headers, params={"limit": 1})

@@ -52,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nefos.cmd.allinone import free_port  # noqa: E402
 from nefos.control.image.bootstrap import DEFAULT_IMAGE_ID as IMAGE  # noqa: E402
+from nefos.http_client import verified_tls
 from tests.database_servers import OwnMariaDB, OwnPostgres  # noqa: E402
 
 BIN = Path(sys.executable).parent
@@ -169,9 +170,9 @@ class Client:
         self.project = f"{index:04d}" + uuid.uuid4().hex[4:]
         headers = {"X-Project-Id": self.project, "X-User-Id": uuid.uuid4().hex, "X-Roles": "member,reader"}
         # Longer than any wait of the cloud's own (rpc_response_timeout, 60 s): an answer is seen, not lost.
-        self.http = httpx.AsyncClient(base_url=api, headers=dict(headers, **{
+        self.http = httpx.AsyncClient(verify=verified_tls(), base_url=api, headers=dict(headers, **{
             "OpenStack-API-Version": "compute 2.37"}), timeout=180)
-        self.network_http = httpx.AsyncClient(base_url=network_api, headers=headers, timeout=180)
+        self.network_http = httpx.AsyncClient(verify=verified_tls(), base_url=network_api, headers=headers, timeout=180)
         self.rng = rng
         self.network_id = ""
         self.servers: set[str] = set()
@@ -263,7 +264,7 @@ class Client:
 
 async def wait_api(api: str, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
-    async with httpx.AsyncClient(base_url=api, timeout=5, headers={
+    async with httpx.AsyncClient(verify=verified_tls(), base_url=api, timeout=5, headers={
             "X-Project-Id": "a" * 32, "X-User-Id": "b" * 32, "X-Roles": "admin,member,reader"}) as c:
         while True:
             try:
@@ -308,7 +309,7 @@ async def settle(api: str, db_url: str, clients: list[Client], timeout: float) -
     not when the time is up."""
     accepted = set().union(*(c.accepted_requests for c in clients))
     started = time.monotonic()
-    admin = httpx.AsyncClient(base_url=api, timeout=30, headers={
+    admin = httpx.AsyncClient(verify=verified_tls(), base_url=api, timeout=30, headers={
         "X-Project-Id": "a" * 32, "X-User-Id": "b" * 32, "X-Roles": "admin,member,reader"})
     try:
         while True:

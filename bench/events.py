@@ -65,6 +65,7 @@ from nefos.host.compute import instance_events  # noqa: E402
 from nefos.config import load_config  # noqa: E402
 from nefos.db.session import after_commit  # noqa: E402
 from nefos.service import Runtime, tune_gc_for_service  # noqa: E402
+from nefos.http_client import verified_tls
 from tests.noauth import ADMIN  # noqa: E402  (the identity a noauth cloud takes from the headers)
 
 
@@ -111,8 +112,10 @@ async def run(args) -> dict:
             port = after["id"]
             after_commit(s, lambda: active_at.__setitem__(port, time.monotonic()))
     network.manager.store.add_port_change_hook(hook)
-    compute = httpx.AsyncClient(base_url=f"http://127.0.0.1:{cfg.compute_api_port}", timeout=60, headers=ADMIN)
-    neutron = httpx.AsyncClient(base_url=f"http://127.0.0.1:{cfg.network_api_port}", timeout=60, headers=ADMIN)
+    compute = httpx.AsyncClient(verify=verified_tls(),
+                                base_url=f"http://127.0.0.1:{cfg.compute_api_port}", timeout=60, headers=ADMIN)
+    neutron = httpx.AsyncClient(verify=verified_tls(),
+                                base_url=f"http://127.0.0.1:{cfg.network_api_port}", timeout=60, headers=ADMIN)
     try:
         r = await neutron.post("/v2.0/networks", json={"network": {"name": "bench"}})
         net = r.json()["network"]

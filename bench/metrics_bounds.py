@@ -38,6 +38,7 @@ from prometheus_client import Counter  # noqa: E402
 
 from nefos.cmd.allinone import free_port  # noqa: E402
 from nefos.service import tune_gc_for_service  # noqa: E402
+from nefos.http_client import verified_tls
 from tests.noauth import ADMIN  # noqa: E402
 from tests.clouds import start_cloud, stop_cloud  # noqa: E402
 
@@ -108,7 +109,7 @@ async def main(args) -> None:
             tune_gc_for_service()  # as every `nefos` process does once its services started
         cfg = cloud.rt.cfg
         try:
-            async with httpx.AsyncClient(timeout=600) as client:
+            async with httpx.AsyncClient(verify=verified_tls(), timeout=600) as client:
                 url = f"http://127.0.0.1:{cfg.metrics_port}/metrics"
                 await made_up_methods(cfg, client, 4)
                 before = await scrape(client, url)

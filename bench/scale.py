@@ -49,6 +49,7 @@ from boot import (  # noqa: E402
     admin_token, broker_pids, percentile, postgres_pids, process_cpu_seconds, reference_timeit)
 from nefos.cmd.allinone import free_port  # noqa: E402
 from nefos.db.connection_budget import deployment_budget  # noqa: E402
+from nefos.http_client import verified_tls
 
 BIN = Path(sys.executable).parent
 AMQP = os.environ.get("NEFOS_BENCH_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
@@ -354,7 +355,8 @@ def broken_invariants(found: dict, servers: int) -> list[str]:
 
 async def run(args, cloud: ScaleCloud) -> dict:
     result: dict = {}
-    async with httpx.AsyncClient(timeout=300, limits=httpx.Limits(max_connections=args.concurrency * 2)) as client:
+    async with httpx.AsyncClient(verify=verified_tls(),
+                                 timeout=300, limits=httpx.Limits(max_connections=args.concurrency * 2)) as client:
         token = await admin_token(cloud, client)
         headers = {"X-Auth-Token": token}
         with Sampler(cloud) as sampler:

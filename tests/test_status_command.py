@@ -12,6 +12,7 @@ import httpx
 
 from tests.logs.test_logs import _token, _wait_for
 from tests.deployment.test_up_command import _env, start_up
+from nefos.http_client import verified_tls
 
 
 def _status(state, env=None) -> subprocess.CompletedProcess:
@@ -24,12 +25,13 @@ def boot_as_demo(state, name: str) -> tuple[str, str]:
     its id and the Compute API's URL."""
     token, _project, compute = _token(state)
     headers = {"X-Auth-Token": token, "OpenStack-API-Version": "compute 2.37"}
-    images = httpx.get(f"{compute}/images", headers={"X-Auth-Token": token}, timeout=30).json()["images"]
+    images = httpx.get(f"{compute}/images", headers={"X-Auth-Token": token}, timeout=30,
+                       verify=verified_tls()).json()["images"]
     r = httpx.post(f"{compute}/servers", headers=headers, timeout=30, json={"server": {
-        "name": name, "imageRef": images[0]["id"], "flavorRef": "42", "networks": "none"}})
+        "name": name, "imageRef": images[0]["id"], "flavorRef": "42", "networks": "none"}}, verify=verified_tls())
     assert r.status_code == 202, r.text
     server_id = r.json()["server"]["id"]
-    _wait_for(lambda: httpx.get(f"{compute}/servers/{server_id}", headers=headers, timeout=30)
+    _wait_for(lambda: httpx.get(f"{compute}/servers/{server_id}", headers=headers, timeout=30, verify=verified_tls())
               .json()["server"]["status"] == "ACTIVE", "the server to be ACTIVE")
     return server_id, compute
 
@@ -44,7 +46,8 @@ def test_status_shows_hosts_services_and_servers(tmp_path):
         text = result.stdout
         assert compute in text  # the endpoints, from the catalog
         console_url = re.search(r"Web console: (http://\S+/)", text).group(1)
-        assert httpx.get(console_url + "login", timeout=30).status_code == 200, text  # it answers there
+        answer = httpx.get(console_url + "login", timeout=30, verify=verified_tls())
+        assert answer.status_code == 200, text  # it answers there
         host_lines = [line for line in text.splitlines() if "-1 " in line or "-2 " in line]
         assert len(host_lines) == 2 and all(" up " in line and " enabled " in line for line in host_lines), text
         assert any(" 1/" in line for line in host_lines), text  # the server's vCPU on one of them

@@ -20,6 +20,7 @@ from websockets.asyncio.client import connect
 
 from nefos.cmd.allinone import free_port
 from nefos.config import Config
+from nefos.http_client import verified_tls
 from tests.api.test_request_line_limit import port_of
 from tests.noauth import ADMIN
 from tests.clouds import member, start_cloud, stop_cloud
@@ -116,7 +117,7 @@ async def test_a_console_websocket_held_past_the_head_deadline_still_carries_the
 
 async def test_an_event_stream_held_past_the_head_deadline_still_delivers_events(cloud):
     net = await cloud.make_network(name="stream-net", headers=member())
-    async with httpx.AsyncClient(timeout=httpx.Timeout(30, read=30)) as client:
+    async with httpx.AsyncClient(verify=verified_tls(), timeout=httpx.Timeout(30, read=30)) as client:
         async with client.stream("GET", f"http://127.0.0.1:{cloud.rt.cfg.compute_api_port}/v2.1/nefos-events",
                                  headers=ADMIN) as stream:
             assert stream.status_code == 200

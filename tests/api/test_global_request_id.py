@@ -14,6 +14,7 @@ import pytest_asyncio
 
 from tests.noauth import ADMIN
 from tests.clouds import start_cloud, stop_cloud
+from nefos.http_client import verified_tls
 
 FORGED = [
     "req-not-a-uuid",
@@ -51,7 +52,7 @@ def access_line(caplog, request_id: str) -> logging.LogRecord:
 @pytest.mark.parametrize("api", ["compute", "network", "image", "identity"])
 async def test_a_global_request_id_in_another_form_is_ignored(cloud, caplog, api):
     caplog.set_level(logging.INFO, logger="nefos.access")
-    async with httpx.AsyncClient(timeout=30) as client:
+    async with httpx.AsyncClient(verify=verified_tls(), timeout=30) as client:
         for forged in FORGED:
             r = await client.get(api_urls(cloud.rt.cfg)[api], headers={**ADMIN, "X-OpenStack-Request-ID": forged})
             assert r.status_code < 500, r.text
@@ -67,7 +68,7 @@ async def test_a_global_request_id_in_another_form_is_ignored(cloud, caplog, api
 async def test_a_global_request_id_in_oslo_form_is_taken(cloud, caplog):
     caplog.set_level(logging.INFO, logger="nefos.access")
     global_id = f"req-{uuid.uuid4()}"
-    async with httpx.AsyncClient(timeout=30) as client:
+    async with httpx.AsyncClient(verify=verified_tls(), timeout=30) as client:
         r = await client.get(api_urls(cloud.rt.cfg)["compute"], headers={**ADMIN, "X-OpenStack-Request-ID": global_id})
     assert r.status_code == 200
     assert r.headers["x-openstack-request-id"] != global_id
@@ -77,7 +78,7 @@ async def test_a_global_request_id_in_oslo_form_is_taken(cloud, caplog):
 async def test_an_unauthenticated_request_with_a_forged_global_request_id_logs_none(cloud, caplog):
     caplog.set_level(logging.INFO, logger="nefos.access")
     forged = f"req-{uuid.uuid4()} forged"
-    async with httpx.AsyncClient(timeout=30) as client:
+    async with httpx.AsyncClient(verify=verified_tls(), timeout=30) as client:
         r = await client.get(api_urls(cloud.rt.cfg)["compute"], headers={"X-OpenStack-Request-ID": forged})
     assert r.status_code == 401
     assert getattr(access_line(caplog, r.headers["x-openstack-request-id"]), "global_request_id", None) in (None, "-")

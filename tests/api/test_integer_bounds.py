@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from tests.noauth import ADMIN
+from nefos.http_client import verified_tls
 
 HUGE = "99999999999999999999999"
 JUST_OVER = str(2 ** 63)
@@ -21,7 +22,8 @@ IMAGE_QUERIES = ["/v2/images?limit={n}", "/v2/images?size_min={n}", "/v2/images?
 
 @pytest.mark.parametrize("number", [HUGE, JUST_OVER, "-" + HUGE])
 async def test_query_integers_beyond_64_bits_are_400(cloud, number):
-    images = httpx.AsyncClient(base_url=f"http://127.0.0.1:{cloud.rt.cfg.image_api_port}", headers=ADMIN)
+    images = httpx.AsyncClient(verify=verified_tls(),
+                               base_url=f"http://127.0.0.1:{cloud.rt.cfg.image_api_port}", headers=ADMIN)
     try:
         for client, paths in ((cloud.compute, COMPUTE_QUERIES), (cloud.network, NETWORK_QUERIES),
                               (images, IMAGE_QUERIES)):
@@ -52,7 +54,8 @@ async def test_body_integers_beyond_their_columns_are_400(cloud):
         assert r.status_code == 400, (path, r.status_code, r.text[:200])
     r = await cloud.network.post("/v2.0/networks", json={"network": {"name": "n", "mtu": big}})
     assert r.status_code == 400 and "NeutronError" in r.json()
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{cloud.rt.cfg.image_api_port}", headers=ADMIN) as images:
+    async with httpx.AsyncClient(verify=verified_tls(),
+                                 base_url=f"http://127.0.0.1:{cloud.rt.cfg.image_api_port}", headers=ADMIN) as images:
         for body in ({"name": "i", "min_ram": big}, {"name": "i", "min_disk": 2 ** 31}):
             r = await images.post("/v2/images", json=body)
             assert r.status_code == 400, (body, r.status_code, r.text[:200])

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 
 from nefos.control.compute.rest import microversion
+from nefos.http_client import verified_tls
 from tests.api.conftest import member as api_member, version
 from tests.api.test_keypairs import _md5_fingerprint, _ssh_public_key
 from tests.api.test_microversions_past_275 import cloud  # noqa: F401  (the fixture: two fake hosts, a network)
@@ -266,7 +267,8 @@ async def test_scheduler_hints(cloud):
     grouped = r.json()["server"]["id"]
     await cloud.wait_status(grouped, "ACTIVE")
     import httpx
-    async with httpx.AsyncClient(base_url=str(cloud.compute.base_url), timeout=30) as raw:  # no Tempest hook
+    async with httpx.AsyncClient(verify=verified_tls(),
+                                 base_url=str(cloud.compute.base_url), timeout=30) as raw:  # no Tempest hook
         r = await raw.get(f"/v2.1/servers/{grouped}", headers=_h("2.100"))
     assert assert_schema(_v2100_as_nova_shows("servers.get_server"), r)["server"]["scheduler_hints"] == {
         "group": [group], "cidr": ["/24"]}

@@ -16,6 +16,7 @@ import pytest_asyncio
 
 from nefos.cmd.allinone import free_port
 from nefos.http_server import MAX_REQUEST_LINE
+from nefos.http_client import verified_tls
 from tests.noauth import ADMIN
 from tests.clouds import start_cloud, stop_cloud
 
@@ -119,7 +120,7 @@ async def test_a_request_line_at_the_limit_is_served(cloud, listener):
 
 async def test_an_http_client_reads_414_for_a_url_too_long(cloud):
     url = f"http://127.0.0.1:{cloud.rt.cfg.network_api_port}/v2.0/ports"
-    async with httpx.AsyncClient(timeout=30) as client:
+    async with httpx.AsyncClient(verify=verified_tls(), timeout=30) as client:
         r = await client.get(url, params=[("id", f"{i:032x}") for i in range(300)], headers=ADMIN)
         assert r.status_code == 414
         assert r.json()["NeutronError"]["type"] == "RequestURITooLong"

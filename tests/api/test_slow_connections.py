@@ -26,6 +26,7 @@ import pytest
 
 from nefos.config import Config
 from nefos.http_server import MAX_LINGERING
+from nefos.http_client import verified_tls
 from tests.deployment.test_up_command import _env, start_up
 
 SHIPPED = Config()
@@ -83,7 +84,7 @@ async def slowest_answer(url: str, requests: int = 5, status: int = 200) -> floa
     for _ in range(requests):
         started = time.perf_counter()
         try:
-            async with httpx.AsyncClient(timeout=5) as client:
+            async with httpx.AsyncClient(verify=verified_tls(), timeout=5) as client:
                 assert (await client.get(url)).status_code == status
         except httpx.TimeoutException:
             return float("inf")

@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from nefos.model import states
+from nefos.http_client import verified_tls
 from tests.compute.conftest import FAST, boot_active, eventually
 from tests.noauth import ADMIN
 from tests.clouds import start_cloud, stop_cloud
@@ -18,7 +19,8 @@ V245 = {"OpenStack-API-Version": "compute 2.45"}
 @pytest.fixture
 async def cloud(tmp_path):
     harness = await start_cloud(tmp_path, fake_hosts=2, **FAST)
-    harness.images = httpx.AsyncClient(base_url=f"http://127.0.0.1:{harness.rt.cfg.image_api_port}", timeout=30,
+    harness.images = httpx.AsyncClient(verify=verified_tls(),
+                                       base_url=f"http://127.0.0.1:{harness.rt.cfg.image_api_port}", timeout=30,
                                        headers=ADMIN)
     yield harness
     await harness.images.aclose()

@@ -12,6 +12,7 @@ import time
 import httpx
 
 from nefos.control.identity.bootstrap import bootstrap
+from nefos.http_client import verified_tls
 from tests.clouds import start_cloud
 
 
@@ -29,7 +30,7 @@ def csrf_of(html: str) -> str:
 def client_of(cloud, **kwargs) -> httpx.AsyncClient:
     """A browser-less client of the console; like a browser it says where its forms come from."""
     kwargs.setdefault("timeout", 30)
-    return httpx.AsyncClient(base_url=cloud.console, headers={"Origin": cloud.console}, **kwargs)
+    return httpx.AsyncClient(verify=verified_tls(), base_url=cloud.console, headers={"Origin": cloud.console}, **kwargs)
 
 
 async def sign_in(client: httpx.AsyncClient, account: dict) -> httpx.Response:
@@ -51,7 +52,7 @@ async def signed_in(cloud, who: str | dict = "demo", **kwargs) -> httpx.AsyncCli
 async def identity_as(cloud, account: dict):
     """The Identity API (``/v3``), with a token of ``account``'s (its ``X-Auth-Token`` header)."""
     base = f"http://127.0.0.1:{cloud.rt.cfg.identity_api_port}/v3"
-    async with httpx.AsyncClient(base_url=base, timeout=30) as identity:
+    async with httpx.AsyncClient(verify=verified_tls(), base_url=base, timeout=30) as identity:
         r = await identity.post("/auth/tokens", json={"auth": {"identity": {"methods": ["password"], "password": {
             "user": {"name": account["username"], "password": account["password"], "domain": {"name": "Default"}}}},
             "scope": {"project": {"name": account["project_name"], "domain": {"name": "Default"}}}}})

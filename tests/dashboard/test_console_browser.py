@@ -18,6 +18,7 @@ from playwright.async_api import async_playwright, expect
 
 from nefos.config import Config
 from nefos.control.identity.bootstrap import bootstrap
+from nefos.http_client import verified_tls
 from tests.dashboard.console import stream_once_there_is_room
 from tests.clouds import start_cloud, stop_cloud
 
@@ -55,7 +56,7 @@ async def _member_network(cloud) -> None:
     """The demo project's network, made through the Networking API with the member's own token."""
     demo = cloud.accounts["demo"]
     identity = f"http://127.0.0.1:{cloud.rt.cfg.identity_api_port}/v3/auth/tokens"
-    async with httpx.AsyncClient(timeout=30) as client:
+    async with httpx.AsyncClient(verify=verified_tls(), timeout=30) as client:
         r = await client.post(identity, json={"auth": {"identity": {"methods": ["password"], "password": {"user": {
             "name": demo["username"], "password": demo["password"], "domain": {"name": "Default"}}}},
             "scope": {"project": {"name": demo["project_name"], "domain": {"name": "Default"}}}}})
@@ -157,7 +158,8 @@ async def test_a_page_refused_its_live_stream_asks_again_later_and_follows_once_
     # The session's other live pages (here: streams opened with its cookie) take its whole budget,
     # once the servers' page has given its stream back.
     [session] = [c for c in await page.context.cookies() if c["name"] == "nefos_session"]
-    held = httpx.AsyncClient(base_url=f"http://127.0.0.1:{cloud.rt.cfg.dashboard_port}", timeout=30,
+    held = httpx.AsyncClient(verify=verified_tls(),
+                             base_url=f"http://127.0.0.1:{cloud.rt.cfg.dashboard_port}", timeout=30,
                              cookies={"nefos_session": session["value"]})
     streams = [await stream_once_there_is_room(held)
                for _ in range(Config.model_fields["dashboard_max_streams_per_session"].default)]

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from nefos.config import Config
+from nefos.http_client import verified_tls
 from tests.dashboard.console import client_of, console_cloud, csrf_of, second_member, sign_in, signed_in
 from tests.clouds import stop_cloud
 
@@ -87,7 +88,7 @@ async def test_sign_in_needs_the_forms_token_and_this_sites_origin(cloud):
     credentials = {"username": attacker_account["username"], "password": attacker_account["password"]}
     async with client_of(cloud) as attacker:
         attackers_token = csrf_of((await attacker.get("/login")).text)
-    async with httpx.AsyncClient(base_url=cloud.console, timeout=30) as victim:
+    async with httpx.AsyncClient(verify=verified_tls(), base_url=cloud.console, timeout=30) as victim:
         for data, origin in ((credentials, "https://evil.example"),  # another site's form, as it is
                              (credentials, None),  # no Origin (an older browser): still no token
                              (credentials, cloud.console),  # a token-less post claiming this origin
@@ -200,7 +201,7 @@ async def test_the_session_ends_with_sign_out(cloud):
     cookie = client.cookies["nefos_session"]
     r = await client.post("/logout", data={"csrf": token})
     assert r.status_code == 303
-    async with httpx.AsyncClient(base_url=cloud.console) as replay:
+    async with httpx.AsyncClient(verify=verified_tls(), base_url=cloud.console) as replay:
         r = await replay.get("/servers", cookies={"nefos_session": cookie})
         assert r.status_code == 303 and r.headers["location"].startswith("/login")
     await client.aclose()

@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from nefos.config import Config
+from nefos.http_client import verified_tls
 from tests.dashboard.console import (client_of, console_cloud, identity_as, identity_as_admin, open_stream, second_member,
                                     sign_in, signed_in, stream_once_there_is_room)
 from tests.clouds import stop_cloud
@@ -110,7 +111,8 @@ async def test_the_apis_refusal_of_a_stream_reaches_the_page_as_429_with_the_api
     account = cloud.accounts["demo"]
     async with identity_as(cloud, account) as identity:
         token = identity.headers["X-Auth-Token"]
-    api = httpx.AsyncClient(base_url=f"http://127.0.0.1:{cloud.rt.cfg.compute_api_port}", timeout=30,
+    api = httpx.AsyncClient(verify=verified_tls(),
+                            base_url=f"http://127.0.0.1:{cloud.rt.cfg.compute_api_port}", timeout=30,
                             headers={"X-Auth-Token": token}, limits=UNBOUNDED)
     held = []
     while (stream := await open_stream(api, "/v2.1/nefos-events")).status_code == 200:

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from nefos.control.image.bootstrap import DEFAULT_IMAGE_ID
+from nefos.http_client import verified_tls
 from tests.deployment.test_dbless_compute import CONTROL_PLANE, _host_env
 from tests.deployment.test_multiprocess import ADMIN, _wait, running_cloud
 
@@ -19,7 +20,8 @@ pytestmark = [pytest.mark.postgres, pytest.mark.rabbit]
 
 
 def _image_api(procs) -> httpx.Client:
-    return httpx.Client(base_url=f"http://127.0.0.1:{procs.env['NEFOS_IMAGE_API_PORT']}", timeout=30,
+    return httpx.Client(verify=verified_tls(),
+                        base_url=f"http://127.0.0.1:{procs.env['NEFOS_IMAGE_API_PORT']}", timeout=30,
                         headers=ADMIN)
 
 

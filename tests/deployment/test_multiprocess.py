@@ -16,6 +16,7 @@ import pytest
 
 from nefos.cmd.allinone import free_port
 from nefos.control.image.bootstrap import DEFAULT_IMAGE_ID
+from nefos.http_client import verified_tls
 from tests.backends import fresh_database
 from tests.noauth import ADMIN
 
@@ -99,11 +100,14 @@ def running_cloud(backend: str, state: Path, services: list[list[str]] = SERVICE
         try:
             for args in services:
                 procs.start(args)
-            compute = httpx.Client(base_url=f"http://127.0.0.1:{ports['COMPUTE']}", timeout=30, headers=ADMIN)
-            network = httpx.Client(base_url=f"http://127.0.0.1:{ports['NETWORK']}", timeout=30, headers=ADMIN)
+            compute = httpx.Client(verify=verified_tls(),
+                                   base_url=f"http://127.0.0.1:{ports['COMPUTE']}", timeout=30, headers=ADMIN)
+            network = httpx.Client(verify=verified_tls(),
+                                   base_url=f"http://127.0.0.1:{ports['NETWORK']}", timeout=30, headers=ADMIN)
             # The image service registers the default image after it starts: a boot before that
             # is refused ("Can not find requested image").
-            images = (httpx.Client(base_url=f"http://127.0.0.1:{ports['IMAGE']}", timeout=30, headers=ADMIN)
+            images = (httpx.Client(verify=verified_tls(),
+                                   base_url=f"http://127.0.0.1:{ports['IMAGE']}", timeout=30, headers=ADMIN)
                       if ["image"] in services else None)
             deadline = time.monotonic() + 90
             while True:  # ready when the APIs answer, the computes reported their nodes, the image is there

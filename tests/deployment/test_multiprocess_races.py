@@ -36,6 +36,7 @@ from nefos.db.session import normalise_url
 from tests.backends import fresh_database
 from tests.noauth import ADMIN
 from nefos.control.image.bootstrap import DEFAULT_IMAGE_ID
+from nefos.http_client import verified_tls
 from tests.deployment.test_multiprocess import SERVER_BACKENDS, SERVICES, Processes, running_cloud
 from tests.deployment.test_multiprocess import multiprocess_cloud  # noqa: F401 (a fixture)
 
@@ -46,7 +47,7 @@ def _wait_answering(procs: Processes, url: str, timeout: float = 60) -> None:
     while True:
         procs.check_alive()
         try:
-            if httpx.get(url, headers=ADMIN, timeout=5).status_code == 200:
+            if httpx.get(url, headers=ADMIN, timeout=5, verify=verified_tls()).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
@@ -78,7 +79,7 @@ def two_network_services(request, tmp_path):
 
 async def _create_ports(urls: list[str], network_id: str, count: int, db_url: str) -> tuple[list, int]:
     """The answers, and the most connections the processes held on the database meanwhile."""
-    clients = [httpx.AsyncClient(base_url=url, headers=ADMIN, timeout=120,
+    clients = [httpx.AsyncClient(verify=verified_tls(), base_url=url, headers=ADMIN, timeout=120,
                                  limits=httpx.Limits(max_connections=count)) for url in urls]
     watcher = create_async_engine(normalise_url(db_url), poolclass=NullPool)
     most = 0
@@ -109,11 +110,11 @@ async def _create_ports(urls: list[str], network_id: str, count: int, db_url: st
 
 def test_100_ports_at_once_through_two_processes_all_get_an_address(two_network_services):
     urls, db_url, procs = two_network_services
-    r = httpx.post(f"{urls[0]}/v2.0/networks", json={"network": {"name": "race"}}, headers=ADMIN)
+    r = httpx.post(f"{urls[0]}/v2.0/networks", json={"network": {"name": "race"}}, headers=ADMIN, verify=verified_tls())
     assert r.status_code == 201, r.text
     net = r.json()["network"]["id"]
     r = httpx.post(f"{urls[0]}/v2.0/subnets", headers=ADMIN, json={"subnet": {
-        "network_id": net, "cidr": "10.88.0.0/24", "ip_version": 4}})
+        "network_id": net, "cidr": "10.88.0.0/24", "ip_version": 4}}, verify=verified_tls())
     assert r.status_code == 201, r.text
     answers, most = asyncio.run(_create_ports(urls, net, 100, db_url))
     failed = [(a.status_code, a.text[:200]) for a in answers if a.status_code != 201]
@@ -127,7 +128,7 @@ def test_100_ports_at_once_through_two_processes_all_get_an_address(two_network_
 
 async def _create_servers(urls: list[str], count: int) -> list[httpx.Response]:
     headers = {**ADMIN, "OpenStack-API-Version": "compute 2.37"}
-    clients = [httpx.AsyncClient(base_url=url, headers=headers, timeout=120,
+    clients = [httpx.AsyncClient(verify=verified_tls(), base_url=url, headers=headers, timeout=120,
                                  limits=httpx.Limits(max_connections=count)) for url in urls]
     try:
         return await asyncio.gather(*[clients[i % len(clients)].post("/v2.1/servers", json={"server": {
@@ -224,17 +225,18 @@ def test_a_new_projects_first_20_requests_at_once_make_one_default_group(two_net
     project's unique default-group row names the group: a group looked up by name would be made
     several times over on PostgreSQL and answer 500 on MariaDB."""
     urls, _db_url, procs = two_network_services
-    r = httpx.post(f"{urls[0]}/v2.0/networks", json={"network": {"name": "shared", "shared": True}}, headers=ADMIN)
+    r = httpx.post(f"{urls[0]}/v2.0/networks", json={"network": {"name": "shared", "shared": True}}, headers=ADMIN,
+                   verify=verified_tls())
     assert r.status_code == 201, r.text
     net = r.json()["network"]["id"]
     r = httpx.post(f"{urls[0]}/v2.0/subnets", headers=ADMIN, json={"subnet": {
-        "network_id": net, "cidr": "10.89.0.0/24", "ip_version": 4}})
+        "network_id": net, "cidr": "10.89.0.0/24", "ip_version": 4}}, verify=verified_tls())
     assert r.status_code == 201, r.text
     project = uuid.uuid4().hex
     member = {"X-Project-Id": project, "X-User-Id": uuid.uuid4().hex, "X-Roles": "member,reader"}
 
     async def first_requests() -> list[httpx.Response]:
-        clients = [httpx.AsyncClient(base_url=url, headers=member, timeout=120) for url in urls]
+        clients = [httpx.AsyncClient(verify=verified_tls(), base_url=url, headers=member, timeout=120) for url in urls]
         try:
             return await asyncio.gather(*[
                 clients[i % 2].get("/v2.0/security-groups") if i % 4 < 2 else
@@ -245,7 +247,8 @@ def test_a_new_projects_first_20_requests_at_once_make_one_default_group(two_net
     answers = asyncio.run(first_requests())
     failed = [(a.status_code, a.text[:200]) for a in answers if a.status_code not in (200, 201)]
     assert failed == [], f"{len(failed)} of 20 failed, first: {failed[:3]}\n{procs.logs()[-2000:]}"
-    groups = httpx.get(f"{urls[0]}/v2.0/security-groups", params={"project_id": project}, headers=ADMIN).json()
+    groups = httpx.get(f"{urls[0]}/v2.0/security-groups", params={"project_id": project}, headers=ADMIN,
+                       verify=verified_tls()).json()
     defaults = [g for g in groups["security_groups"] if g["name"] == "default"]
     assert len(defaults) == 1, [g["id"] for g in defaults]
     (default,) = defaults

@@ -19,6 +19,7 @@ import pytest
 
 from nefos.config import Config
 from nefos.db.connection_budget import deployment_budget
+from nefos.http_client import verified_tls
 from tests.database_servers import OwnPostgres
 from tests.deployment.test_multiprocess import running_cloud
 
@@ -117,7 +118,8 @@ async def _create_all(procs, net_id: str) -> list[str]:
     from tests.noauth import ADMIN
     port = procs.env["NEFOS_COMPUTE_API_PORT"]
     sem = asyncio.Semaphore(30)
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=ADMIN, timeout=120) as client:
+    async with httpx.AsyncClient(verify=verified_tls(),
+                                 base_url=f"http://127.0.0.1:{port}", headers=ADMIN, timeout=120) as client:
         async def create(i: int) -> str:
             async with sem:
                 r = await client.post("/v2.1/servers", json={"server": {

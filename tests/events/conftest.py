@@ -12,6 +12,7 @@ from sqlalchemy import select
 
 from nefos.db.models import InstanceAction, InstanceActionEvent
 from nefos.cmd.event_tail import read_stream
+from nefos.http_client import verified_tls
 from tests.eventually import eventually  # noqa: F401  (this package's tests import it from here)
 from tests.clouds import ADMIN, CloudHarness, start_cloud, stop_cloud
 
@@ -81,7 +82,7 @@ class Listener:
         self.messages: list[dict] = []
         self.closing: dict | None = None
         self.connected = asyncio.Event()
-        self._client = httpx.AsyncClient(base_url=cloud.compute.base_url)
+        self._client = httpx.AsyncClient(verify=verified_tls(), base_url=cloud.compute.base_url)
         self._task = asyncio.create_task(self._read(headers, params, last_event_id))
 
     async def _read(self, headers, params, last_event_id):

@@ -12,6 +12,7 @@ import httpx
 
 from nefos.cmd.event_tail import read_stream
 from nefos.control.image.bootstrap import DEFAULT_IMAGE_ID
+from nefos.http_client import verified_tls
 from tests.noauth import ADMIN
 from tests.deployment.test_multiprocess import SERVER_BACKENDS, running_cloud
 
@@ -33,7 +34,7 @@ def _restart_api(procs) -> None:
 
 async def _collect(base_url: str, into: list[dict], connected: asyncio.Event | None = None, **kwargs) -> None:
     """Every event of the stream into ``into``; ``connected`` set at each (re)connection."""
-    async with httpx.AsyncClient(base_url=base_url) as client:
+    async with httpx.AsyncClient(verify=verified_tls(), base_url=base_url) as client:
         async for message in read_stream(client, "/v2.1/nefos-events", headers=ADMIN, reconnect_delay=0.2,
                                          **kwargs):
             if message["event"] == "stream.connected":
@@ -61,7 +62,7 @@ async def _wave(compute, network, procs) -> None:
     connected = asyncio.Event()
     reader = asyncio.create_task(_collect(base, live, connected, params={"type": "server"}))
     await asyncio.wait_for(connected.wait(), 30)  # the live client is in before the first create
-    async with httpx.AsyncClient(base_url=base, headers=ADMIN, timeout=120) as client:
+    async with httpx.AsyncClient(verify=verified_tls(), base_url=base, headers=ADMIN, timeout=120) as client:
         body = {"imageRef": DEFAULT_IMAGE_ID, "flavorRef": "1", "networks": [{"uuid": net_id}]}
         limit = asyncio.Semaphore(40)
 

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import httpx
 import pytest
 from nefos.control.network.notifier import ComputeEventsClient, Notifier, pending_events, port_events
+from nefos.http_client import verified_tls
 from tests.events.conftest import QUICK, boot, eventually, network_net, notifier
 from tests.clouds import start_cloud, stop_cloud
 
@@ -304,7 +305,8 @@ async def test_notifier_posts_as_the_service_user_with_keystone(tmp_path):
 async def _admin_token(cloud) -> str:
     from nefos.control.identity.bootstrap import _load_passwords
     password = _load_passwords(cloud.rt.cfg)["admin"]
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{cloud.rt.cfg.identity_api_port}") as c:
+    async with httpx.AsyncClient(verify=verified_tls(),
+                                 base_url=f"http://127.0.0.1:{cloud.rt.cfg.identity_api_port}") as c:
         r = await c.post("/v3/auth/tokens", json={"auth": {"identity": {"methods": ["password"], "password": {
             "user": {"name": "admin", "domain": {"name": "Default"}, "password": password}}},
             "scope": {"project": {"name": "admin", "domain": {"name": "Default"}}}}})

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from nefos.control.identity.bootstrap import bootstrap
+from nefos.http_client import verified_tls
 from tests.events.conftest import eventually, listen
 from tests.clouds import start_cloud, stop_cloud
 
@@ -25,7 +26,8 @@ class Identity:
     """The cloud's Identity API as its admin: projects, members, tokens."""
 
     def __init__(self, cloud):
-        self.http = httpx.AsyncClient(base_url=f"http://127.0.0.1:{cloud.rt.cfg.identity_api_port}", timeout=30)
+        self.http = httpx.AsyncClient(verify=verified_tls(),
+                                      base_url=f"http://127.0.0.1:{cloud.rt.cfg.identity_api_port}", timeout=30)
         self.accounts = cloud.accounts
         self.admin_token = ""
 
@@ -141,7 +143,7 @@ async def test_a_members_stream_ends_with_stream_closed_once_its_authority_is_go
     assert stream.closing["reason"] == "unauthorized" and stream.closing["message"], stream.closing
     # Nothing after the end, and no new stream with that token (a 401 from authentication, which
     # answers before the microversion is negotiated, as keystonemiddleware does in front of Nova).
-    async with httpx.AsyncClient(base_url=cloud.compute.base_url) as plain:
+    async with httpx.AsyncClient(verify=verified_tls(), base_url=cloud.compute.base_url) as plain:
         r = await plain.get("/v2.1/nefos-events", headers=auth(mallory), params={"timeout": "0"})
     assert r.status_code == 401, r.text
     await stream.close()

@@ -18,6 +18,7 @@ import pytest
 
 from nefos.config import Config
 from nefos.cmd.event_tail import read_stream
+from nefos.http_client import verified_tls
 from tests.isolation.helpers import Api, login, make_tenancy, start_nefos, stop_nefos
 
 SHIPPED = {name: Config.model_fields[name].default
@@ -56,7 +57,7 @@ class Streams:
     """Many streams of the event stream at once, each held open (its first message read) or refused."""
 
     def __init__(self):
-        self.client = httpx.AsyncClient(timeout=httpx.Timeout(60.0, read=None),
+        self.client = httpx.AsyncClient(verify=verified_tls(), timeout=httpx.Timeout(60.0, read=None),
                                         limits=httpx.Limits(max_connections=None, max_keepalive_connections=0))
         # Each served stream with its line iterator: a partly read iterator that is dropped closes its connection.
         self.open: list[tuple[httpx.Response, object]] = []
@@ -156,7 +157,7 @@ async def test_a_members_stream_ends_within_the_shipped_interval_after_its_token
     connected = {"revoked": asyncio.Event(), "unassigned": asyncio.Event()}
 
     async def follow(key: str, who: Api) -> None:
-        async with httpx.AsyncClient() as client:
+        async with httpx.AsyncClient(verify=verified_tls()) as client:
             async for message in read_stream(client, who.url("compute", "/nefos-events"),
                                              headers={"X-Auth-Token": who.token}):
                 if message["event"] == "stream.connected":

@@ -13,6 +13,7 @@ import pytest
 
 from tests.events.conftest import eventually, listen
 from tests.clouds import member, start_cloud, stop_cloud
+from nefos.http_client import verified_tls
 
 PER_USER, PER_PROCESS = 2, 3
 
@@ -72,7 +73,7 @@ async def test_a_process_beyond_its_stream_cap_gets_429_for_every_user(cloud):
 async def test_streams_cut_by_their_clients_give_their_places_back(cloud):
     # Clients that vanish without reading: the server notices each cut and frees its place.
     for _round in range(3):
-        async with httpx.AsyncClient(base_url=cloud.compute.base_url) as client:
+        async with httpx.AsyncClient(verify=verified_tls(), base_url=cloud.compute.base_url) as client:
             responses = await asyncio.gather(*(client.send(client.build_request(
                 "GET", "/v2.1/nefos-events", headers=user(1)), stream=True) for _ in range(PER_USER)))
             assert [r.status_code for r in responses] == [200] * PER_USER

@@ -14,6 +14,7 @@ import pytest
 from nefos.cmd.allinone import Cloud, free_port
 from nefos.control.compute.rest.app import create_app
 from nefos.config import Config, ConfigError, check_serving, load_config
+from nefos.http_client import verified_tls
 from tests.schema import open_runtime
 
 
@@ -66,7 +67,7 @@ async def test_a_noauth_cloud_on_a_wildcard_address_does_not_start(tmp_path):
         with pytest.raises(ConfigError):
             await cloud.start()
         with pytest.raises(httpx.ConnectError):  # nothing listens
-            httpx.get(f"http://127.0.0.1:{cfg.compute_api_port}/", timeout=2)
+            httpx.get(f"http://127.0.0.1:{cfg.compute_api_port}/", timeout=2, verify=verified_tls())
     finally:
         await cloud.stop()
         await rt.close()

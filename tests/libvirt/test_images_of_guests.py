@@ -11,13 +11,15 @@ import pytest
 
 from tests.libvirt.conftest import HOST, avirsh, make_network, wait_console, wait_domstate
 from tests.noauth import ADMIN
+from nefos.http_client import verified_tls
 
 pytestmark = pytest.mark.libvirt
 V245 = {"OpenStack-API-Version": "compute 2.45"}
 
 
 async def _active_image(cloud, image_id: str, timeout: float = 120) -> dict:
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{cloud.rt.cfg.image_api_port}", headers=ADMIN) as images:
+    async with httpx.AsyncClient(verify=verified_tls(),
+                                 base_url=f"http://127.0.0.1:{cloud.rt.cfg.image_api_port}", headers=ADMIN) as images:
         deadline = time.monotonic() + timeout
         while True:
             image = (await images.get(f"/v2/images/{image_id}")).json()

@@ -14,6 +14,7 @@ import httpx
 import yaml
 
 from tests.deployment.test_up_command import start_up
+from nefos.http_client import verified_tls
 
 FIELDS = {"time", "level", "logger", "message", "request_id", "global_request_id", "user_id", "project_id"}
 
@@ -30,7 +31,7 @@ def _token(state) -> tuple[str, str, str]:
         "domain": {"name": auth.get("user_domain_name", "Default")}}}},
         "scope": {"project": {"name": auth["project_name"],
                               "domain": {"name": auth.get("project_domain_name", "Default")}}}}}
-    r = httpx.post(auth["auth_url"].rstrip("/") + "/auth/tokens", json=body, timeout=30)
+    r = httpx.post(auth["auth_url"].rstrip("/") + "/auth/tokens", json=body, timeout=30, verify=verified_tls())
     assert r.status_code == 201, r.text
     compute = next(e["url"] for s in r.json()["token"]["catalog"] if s["type"] == "compute"
                    for e in s["endpoints"] if e["interface"] == "public")
@@ -54,21 +55,22 @@ def test_json_log_file_with_access_lines_and_the_global_request_id(tmp_path):
         token, project, compute = _token(tmp_path / "state")
         headers = {"X-Auth-Token": token}
         # A refused request has its access line, under the request id it was answered with.
-        anonymous = httpx.get(f"{compute}/servers", timeout=30)
+        anonymous = httpx.get(f"{compute}/servers", timeout=30, verify=verified_tls())
         assert anonymous.status_code == 401
         # A create under a global request id of the caller's own.
         global_id = f"req-{uuid.uuid4()}"
-        images = httpx.get(f"{compute}/images", headers=headers, timeout=30).json()["images"]
+        images = httpx.get(f"{compute}/images", headers=headers, timeout=30, verify=verified_tls()).json()["images"]
         r = httpx.post(f"{compute}/servers", timeout=30,
                        headers={**headers, "X-OpenStack-Request-Id": global_id, "OpenStack-API-Version": "compute 2.37"},
                        json={"server": {"name": "logged", "imageRef": images[0]["id"], "flavorRef": "42",
-                                        "networks": "none"}})
+                                        "networks": "none"}}, verify=verified_tls())
         assert r.status_code == 202, r.text
         create_id = r.headers["x-openstack-request-id"]
         server_id = r.json()["server"]["id"]
 
         def active():
-            got = httpx.get(f"{compute}/servers/{server_id}", headers=headers, timeout=30).json()["server"]
+            got = httpx.get(f"{compute}/servers/{server_id}", headers=headers, timeout=30,
+                            verify=verified_tls()).json()["server"]
             assert got["status"] != "ERROR", got
             return got["status"] == "ACTIVE"
         _wait_for(active, "the server to be ACTIVE")
@@ -108,9 +110,10 @@ def test_text_access_lines_on_standard_error_by_default(tmp_path):
     proc, out = start_up(tmp_path, "--fake-hosts", "1")
     try:
         token, project, compute = _token(tmp_path / "state")
-        r = httpx.get(f"{compute}/servers", headers={"X-Auth-Token": token}, timeout=30)
+        r = httpx.get(f"{compute}/servers", headers={"X-Auth-Token": token}, timeout=30, verify=verified_tls())
         assert r.status_code == 200
-        forged = httpx.get(f"{compute}/servers%0A2026-01-01 INFO nefos.access forged", timeout=30)
+        forged = httpx.get(f"{compute}/servers%0A2026-01-01 INFO nefos.access forged", timeout=30,
+                           verify=verified_tls())
         assert forged.status_code in (401, 404)
         line = re.compile(r"INFO nefos\.access \[- " + re.escape(r.headers["x-openstack-request-id"]) +
                           r" [0-9a-f]{32} " + project + r'\] 127\.0\.0\.1 "GET /v2\.1/servers" status: 200 '

@@ -13,6 +13,7 @@ from sqlalchemy import select
 
 from nefos.db.models import StreamEvent
 from nefos.host.virt import configdrive
+from nefos.http_client import verified_tls
 from tests.metadata.conftest import Proxy, mdcloud, read_secret  # noqa: F401
 from tests.clouds import ADMIN, start_cloud, stop_cloud
 
@@ -88,7 +89,8 @@ async def test_with_enable_instance_password_off_no_password_is_answered_or_gene
     cloud = await start_cloud(tmp_path, fake_hosts=1, enable_instance_password=False)
     try:
         import httpx
-        cloud.proxy = Proxy(httpx.AsyncClient(base_url=f"http://127.0.0.1:{cloud.rt.cfg.metadata_listen_port}"),
+        cloud.proxy = Proxy(httpx.AsyncClient(verify=verified_tls(),
+                                              base_url=f"http://127.0.0.1:{cloud.rt.cfg.metadata_listen_port}"),
                             read_secret(tmp_path))
         created, server = await _boot(cloud, "nopw-vm")
         assert "adminPass" not in created

@@ -13,6 +13,7 @@ import httpx
 
 from nefos.bus.versioning import UnsupportedVersion
 from nefos.host.virt import configdrive
+from nefos.http_client import verified_tls
 from tests.metadata.conftest import Proxy, read_secret
 from tests.clouds import start_cloud, stop_cloud
 from tests.moves.test_evacuate import evacuate, version, wait_evacuated, wait_state
@@ -21,7 +22,8 @@ from tests.moves.test_evacuate import evacuate, version, wait_evacuated, wait_st
 async def _cloud_with_a_lost_host(tmp_path):
     """Two fake hosts on the shipped liveness options; host-1 forced down (as an operator does)."""
     cloud = await start_cloud(tmp_path, fake_hosts=2)
-    cloud.proxy = Proxy(httpx.AsyncClient(base_url=f"http://127.0.0.1:{cloud.rt.cfg.metadata_listen_port}",
+    cloud.proxy = Proxy(httpx.AsyncClient(verify=verified_tls(),
+                                          base_url=f"http://127.0.0.1:{cloud.rt.cfg.metadata_listen_port}",
                                           timeout=30), read_secret(tmp_path))
     return cloud
 

@@ -12,6 +12,7 @@ import httpx
 
 from nefos.model.instance_metadata import OPENSTACK_VERSIONS
 from nefos.host.virt import configdrive
+from nefos.http_client import verified_tls
 from tests.metadata.conftest import META, USER_DATA, Proxy, boot_described, mdcloud, read_secret  # noqa: F401
 from tests.clouds import start_cloud, stop_cloud
 
@@ -85,7 +86,8 @@ async def test_force_config_drive_gives_every_guest_one(tmp_path):
         assert json.loads(files["openstack/latest/meta_data.json"])["uuid"] == server["id"]
         assert "openstack/latest/user_data" not in files and "ec2/latest/user-data" not in files
         # The same content as the metadata service's.
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{cloud.rt.cfg.metadata_listen_port}") as c:
+        async with httpx.AsyncClient(verify=verified_tls(),
+                                     base_url=f"http://127.0.0.1:{cloud.rt.cfg.metadata_listen_port}") as c:
             proxy = Proxy(c, read_secret(tmp_path))
             served = (await proxy.fetch(server, "/openstack/latest/meta_data.json")).json()
         served.pop("random_seed")

@@ -12,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from nefos.cmd.allinone import free_port
 from nefos.config import load_config
+from nefos.http_client import verified_tls
 from tests.compute.conftest import boot_active
 from tests.clouds import start_cloud, stop_cloud
 
@@ -32,7 +33,7 @@ def total(found: dict, metric: str, /, **labels) -> float:
 
 
 async def scrape(port: int) -> dict:
-    async with httpx.AsyncClient() as client:
+    async with httpx.AsyncClient(verify=verified_tls()) as client:
         r = await client.get(f"http://127.0.0.1:{port}/metrics")
     assert r.status_code == 200, r.text
     assert r.headers["content-type"].startswith("text/plain")
@@ -99,7 +100,7 @@ async def test_a_refused_request_counts_under_no_path_of_its_own(cloud):
 async def test_metrics_are_on_the_operator_listener_only(cloud):
     """Not on the APIs' ports, which tenants reach: the figures name hosts and routes."""
     cfg = cloud.rt.cfg
-    async with httpx.AsyncClient() as client:
+    async with httpx.AsyncClient(verify=verified_tls()) as client:
         for port in (cfg.compute_api_port, cfg.network_api_port, cfg.image_api_port, cfg.identity_api_port):
             r = await client.get(f"http://127.0.0.1:{port}/metrics")
             assert r.status_code in (401, 404), (port, r.status_code)
@@ -111,7 +112,7 @@ async def test_healthcheck_on_every_api_and_the_operator_listener(cloud, tmp_pat
     cfg = cloud.rt.cfg
     ports = (cfg.compute_api_port, cfg.network_api_port, cfg.image_api_port, cfg.identity_api_port,
              cfg.metrics_port)
-    async with httpx.AsyncClient() as client:  # no token, no noauth headers
+    async with httpx.AsyncClient(verify=verified_tls()) as client:  # no token, no noauth headers
         for port in ports:
             r = await client.get(f"http://127.0.0.1:{port}/healthcheck")
             assert (r.status_code, r.text) == (200, "OK"), port

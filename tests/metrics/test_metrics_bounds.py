@@ -22,6 +22,7 @@ from prometheus_client import REGISTRY
 from prometheus_client.core import GaugeMetricFamily
 
 from nefos.cmd.allinone import free_port
+from nefos.http_client import verified_tls
 from tests.metrics.test_metrics import samples
 from tests.noauth import ADMIN
 from tests.clouds import start_cloud, stop_cloud
@@ -50,7 +51,7 @@ def series_in_registry() -> set[tuple]:
 async def send_made_up_methods(cfg, count: int) -> None:
     """``count`` requests with methods no server knows, without a token, spread over the APIs."""
     ports = list(api_ports(cfg).values())
-    async with httpx.AsyncClient(timeout=30) as client:
+    async with httpx.AsyncClient(verify=verified_tls(), timeout=30) as client:
         for i in range(count):
             method = "X" + uuid.uuid4().hex.upper()
             r = await client.request(method, f"http://127.0.0.1:{ports[i % len(ports)]}/v2.1/servers")
@@ -67,7 +68,7 @@ def api_series_by_method(found) -> dict[str, set]:
 
 async def test_made_up_methods_add_no_series_to_the_metrics_page(cloud):
     port = cloud.rt.cfg.metrics_port
-    async with httpx.AsyncClient(timeout=60) as client:
+    async with httpx.AsyncClient(verify=verified_tls(), timeout=60) as client:
         await send_made_up_methods(cloud.rt.cfg, 4)  # the OTHER series exist from here on
         before = (await client.get(f"http://127.0.0.1:{port}/metrics")).text
         await send_made_up_methods(cloud.rt.cfg, MADE_UP_METHODS)
@@ -99,7 +100,7 @@ async def test_made_up_methods_add_no_series_with_the_shipped_defaults(tmp_path)
 
 
 async def test_known_methods_keep_their_own_label(cloud):
-    async with httpx.AsyncClient(timeout=30) as client:
+    async with httpx.AsyncClient(verify=verified_tls(), timeout=30) as client:
         r = await client.request("PATCH", f"http://127.0.0.1:{cloud.rt.cfg.compute_api_port}/v2.1/servers",
                                  headers=ADMIN)
         assert r.status_code == 405
@@ -133,7 +134,7 @@ async def test_an_api_answers_while_a_scrape_is_under_way(cloud):
     held = HeldCollector(hold_at_most=20)
     REGISTRY.register(held)
     try:
-        async with httpx.AsyncClient(timeout=60) as client:
+        async with httpx.AsyncClient(verify=verified_tls(), timeout=60) as client:
             scrape_began = time.monotonic()
             scrape = asyncio.create_task(client.get(f"http://127.0.0.1:{cfg.metrics_port}/metrics"))
             # Wait (off the loop) until the scrape is reading the held figure.

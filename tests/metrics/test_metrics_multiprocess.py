@@ -11,6 +11,7 @@ import pytest
 
 from nefos.cmd.allinone import free_port
 from nefos.control.image.bootstrap import DEFAULT_IMAGE_ID
+from nefos.http_client import verified_tls
 from tests.metrics.test_metrics import samples, total
 from tests.deployment.test_dbless_compute import CONTROL_PLANE, _host_env
 from tests.deployment.test_multiprocess import _wait, running_cloud
@@ -19,7 +20,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.rabbit]
 
 
 def _scrape(port: int) -> dict:
-    r = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10)
+    r = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10, verify=verified_tls())
     assert r.status_code == 200, r.text
     return samples(r.text)
 
@@ -35,7 +36,7 @@ def _until(check, what: str, procs, timeout: float = 60):
 
 def _answers(port: int) -> bool:
     try:
-        return httpx.get(f"http://127.0.0.1:{port}/healthcheck", timeout=2).text == "OK"
+        return httpx.get(f"http://127.0.0.1:{port}/healthcheck", timeout=2, verify=verified_tls()).text == "OK"
     except httpx.TransportError:
         return False
 

@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from nefos.cmd.allinone import free_port
+from nefos.http_client import verified_tls
 from tests.compute.conftest import boot_active
 from tests.metrics.test_metrics import scrape, total
 from tests.clouds import start_cloud, stop_cloud
@@ -97,7 +98,7 @@ async def test_prometheus_sees_a_boot_in_the_histograms(cloud, prometheus, tmp_p
                            method="POST", route="/v2.1/servers")
     await boot_active(cloud)
     deadline = time.monotonic() + 90
-    async with httpx.AsyncClient(timeout=10) as client:
+    async with httpx.AsyncClient(verify=verified_tls(), timeout=10) as client:
         while True:
             up = await _query(client, url, 'up{job="nefos"}')
             steps = await _query(client, url, STEP)

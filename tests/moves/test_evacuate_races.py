@@ -14,6 +14,7 @@ import pytest
 
 from nefos.cmd.allinone import free_port
 from nefos.control.image.bootstrap import DEFAULT_IMAGE_ID
+from nefos.http_client import verified_tls
 from tests.noauth import ADMIN
 from tests.deployment.test_multiprocess import SERVER_BACKENDS, running_cloud
 from tests.deployment.test_multiprocess_races import (_FIVE_TINY_SERVERS, _TWO_SCHEDULERS_TWO_CONDUCTORS, _query,
@@ -39,7 +40,7 @@ def _boot_on(compute: httpx.Client, host: str, count: int) -> list[str]:
 
 async def _evacuate(urls: list[str], server_ids: list[str]) -> list[httpx.Response]:
     headers = {**ADMIN, "OpenStack-API-Version": "compute 2.14"}
-    clients = [httpx.AsyncClient(base_url=url, headers=headers, timeout=120) for url in urls]
+    clients = [httpx.AsyncClient(verify=verified_tls(), base_url=url, headers=headers, timeout=120) for url in urls]
     try:
         return await asyncio.gather(*[
             clients[i % len(clients)].post(f"/v2.1/servers/{server_id}/action", json={"evacuate": {}})

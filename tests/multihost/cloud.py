@@ -43,6 +43,7 @@ from pathlib import Path
 import httpx
 
 from nefos.cmd.allinone import free_port
+from nefos.http_client import verified_tls
 from tests.backends import fresh_database
 from tests.libvirt.conftest import shown_whole
 from tests.multihost.underlay import TcpForwarder, Underlay, run
@@ -183,8 +184,10 @@ class MultiHostCloud:
             self.guest_image = asyncio.run(self._register_guest_image(control, db_url))
         for service in CONTROL_PLANE:
             self._spawn(service, [service], self.control_env, control)
-        self.compute = httpx.Client(base_url=self.endpoints["compute"], timeout=30, headers=ADMIN)
-        self.network = httpx.Client(base_url=self.endpoints["network"], timeout=30, headers=ADMIN)
+        self.compute = httpx.Client(verify=verified_tls(),
+                                    base_url=self.endpoints["compute"], timeout=30, headers=ADMIN)
+        self.network = httpx.Client(verify=verified_tls(),
+                                    base_url=self.endpoints["network"], timeout=30, headers=ADMIN)
         stack.callback(self.compute.close)
         stack.callback(self.network.close)
         self._wait_control_plane()  # the agents' first reports need the network service listening

@@ -14,6 +14,7 @@ from nefos.control.network import ipam
 from nefos.clients.network import network_rpc
 from nefos.control.network.service import component
 from nefos.service import Runtime
+from nefos.http_client import verified_tls
 from tests.backends import BACKENDS, fresh_database, migrated
 from tests.network.conftest import ADMIN, PROJECT, member, member_ctx
 
@@ -131,7 +132,7 @@ async def test_http_over_real_socket(network, tmp_path):
     try:
         while not server.started:
             await asyncio.sleep(0.01)
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=ADMIN) as c:
+        async with httpx.AsyncClient(verify=verified_tls(), base_url=f"http://127.0.0.1:{port}", headers=ADMIN) as c:
             r = await c.post("/v2.0/networks", json={"network": {"name": "wire"}})
             assert r.status_code == 201
             r = await c.get("/v2.0/networks", params={"name": "wire"})

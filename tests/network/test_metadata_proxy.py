@@ -28,6 +28,7 @@ from starlette.routing import Route
 from nefos.context import admin_context
 from nefos.clients import metadata as identification
 from nefos.agents import metadata_proxy as mp
+from nefos.http_client import verified_tls
 from tests.network.conftest import PROJECT
 
 SECRET = "s3cret"
@@ -74,7 +75,7 @@ async def proxied():
     upstream = httpx.AsyncClient(transport=httpx.ASGITransport(app=service.app), base_url="http://metadata")
     proxy = mp.NetworkProxy("net-1", upstream, SECRET, lookup)
     port = await serve_on_loopback(proxy)
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", trust_env=False) as client:
+    async with httpx.AsyncClient(verify=verified_tls(), base_url=f"http://127.0.0.1:{port}", trust_env=False) as client:
         yield {"client": client, "service": service, "port": port, "lookups": lookups, "proxy": proxy}
     await proxy.close()
     await upstream.aclose()
@@ -188,7 +189,8 @@ async def test_a_post_is_forwarded_with_its_body_and_a_get_s_body_is_not(proxied
 async def test_an_unreachable_service_is_502():
     dead = socket.socket()
     dead.bind(("127.0.0.1", 0))  # bound, never listening: connections refused
-    upstream = httpx.AsyncClient(base_url=f"http://127.0.0.1:{dead.getsockname()[1]}", trust_env=False)
+    upstream = httpx.AsyncClient(verify=verified_tls(),
+                                 base_url=f"http://127.0.0.1:{dead.getsockname()[1]}", trust_env=False)
 
     async def lookup(network_id, ip):
         return INSTANCE, TENANT

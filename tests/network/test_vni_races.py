@@ -11,11 +11,12 @@ import httpx
 
 from tests.noauth import ADMIN
 from tests.deployment.test_multiprocess_races import two_network_services  # noqa: F401 (a fixture)
+from nefos.http_client import verified_tls
 
 
 async def test_networks_created_at_once_get_distinct_vnis(two_network_services):  # noqa: F811
     urls, _db_url, _procs = two_network_services
-    clients = [httpx.AsyncClient(base_url=url, headers=ADMIN, timeout=120) for url in urls]
+    clients = [httpx.AsyncClient(verify=verified_tls(), base_url=url, headers=ADMIN, timeout=120) for url in urls]
     try:
         answers = await asyncio.gather(*[
             clients[i % 2].post("/v2.0/networks", json={"network": {"name": f"race-{i}"}}) for i in range(30)])

@@ -18,6 +18,7 @@ from sqlalchemy import update
 
 from nefos.control.compute.rest import response_schemas
 from nefos.db.models import ConsoleAuthToken
+from nefos.http_client import verified_tls
 from tests.clouds import ADMIN, member, start_cloud, stop_cloud
 
 websockets = pytest.importorskip("websockets")
@@ -83,7 +84,7 @@ async def test_a_console_url_leads_to_the_guests_vnc_server(cloud):
     url = await _vnc_url(cloud, sid)
     base = f"http://127.0.0.1:{cloud.rt.cfg.novncproxy_port}/vnc_auto.html"
     assert url.startswith(f"{base}?path=%3Ftoken%3D")
-    async with httpx.AsyncClient() as http:  # the page the browser loads first
+    async with httpx.AsyncClient(verify=verified_tls()) as http:  # the page the browser loads first
         page = await http.get(url)
     assert page.status_code == 200 and "noVNC" in page.text and "<script" in page.text
 

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import httpx
 import yaml
+from nefos.http_client import verified_tls
 
 HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
@@ -58,7 +59,7 @@ class Admin:
             "domain": {"name": auth["user_domain_name"]}}}},
             "scope": {"project": {"name": auth["project_name"],
                                   "domain": {"name": auth["project_domain_name"]}}}}}
-        self.http = httpx.Client(timeout=60)
+        self.http = httpx.Client(verify=verified_tls(), timeout=60)
         r = self.http.post(f"{self.auth_url}/auth/tokens", json=body)
         r.raise_for_status()
         self.token = r.headers["x-subject-token"]

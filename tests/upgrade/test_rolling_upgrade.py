@@ -39,6 +39,7 @@ import pytest
 from nefos.cmd.allinone import free_port
 from nefos.bus import interfaces
 from nefos.control.image.bootstrap import DEFAULT_IMAGE_ID
+from nefos.http_client import verified_tls
 from tests.backends import fresh_database
 from tests.deployment.test_multiprocess import _default_image_active
 from tests.noauth import ADMIN
@@ -206,9 +207,12 @@ def test_a_0_9_compute_host_under_the_current_control_plane_then_upgraded_in_pla
         host_env = dict(env, NEFOS_HOST=HOST, NEFOS_COMPUTE_ID_PATH=str(state / f"compute_id.{HOST}"),
                         NEFOS_FAKE_HYPERVISOR_DIR=str(state / "fake-hypervisor"))
         procs = Processes(state, env)
-        compute = httpx.Client(base_url=f"http://127.0.0.1:{ports['COMPUTE']}", timeout=30, headers=ADMIN)
-        network = httpx.Client(base_url=f"http://127.0.0.1:{ports['NETWORK']}", timeout=30, headers=ADMIN)
-        images = httpx.Client(base_url=f"http://127.0.0.1:{ports['IMAGE']}", timeout=30, headers=ADMIN)
+        compute = httpx.Client(verify=verified_tls(),
+                               base_url=f"http://127.0.0.1:{ports['COMPUTE']}", timeout=30, headers=ADMIN)
+        network = httpx.Client(verify=verified_tls(),
+                               base_url=f"http://127.0.0.1:{ports['NETWORK']}", timeout=30, headers=ADMIN)
+        images = httpx.Client(verify=verified_tls(),
+                              base_url=f"http://127.0.0.1:{ports['IMAGE']}", timeout=30, headers=ADMIN)
         try:
             for service in CONTROL_PLANE:
                 procs.start(service, [str(BIN / "nefos"), service])

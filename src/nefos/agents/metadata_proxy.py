@@ -49,6 +49,7 @@ import httpx
 from nefos import admission
 from nefos.config import Config
 from nefos.clients import metadata as identification
+from nefos.http_client import verified_tls
 
 LOG = logging.getLogger(__name__)
 
@@ -446,7 +447,7 @@ class MetadataProxies:
     def _client(self) -> httpx.AsyncClient:
         if self._upstream is None:
             self._upstream = httpx.AsyncClient(base_url=upstream_url(self.rt.cfg), timeout=UPSTREAM_TIMEOUT,
-                                               trust_env=False, follow_redirects=False)
+                                               trust_env=False, follow_redirects=False, verify=verified_tls())
         return self._upstream
 
     async def ensure(self, network_id: str, netns: str) -> None:

@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from nefos.cmd.status import ADMIN_CLOUD, StatusError, cloud_auth, login
+from nefos.http_client import verified_tls
 
 _STYLES = {"server.created": "cyan", "server.updated": "bold", "server.deleted": "magenta",
            "server.step.started": "dim", "server.step.finished": "green", "server.event.received": "blue",
@@ -106,7 +107,7 @@ async def tail(clouds_file: Path, *, cloud: str = ADMIN_CLOUD, params: dict, las
     """Print the stream's events until ``count`` were printed or the stream ends; how many."""
     auth = cloud_auth(clouds_file, cloud)
     shown = 0
-    async with httpx.AsyncClient(timeout=30.0) as client:
+    async with httpx.AsyncClient(timeout=30.0, verify=verified_tls()) as client:
         try:
             while True:
                 token, urls = await asyncio.to_thread(_login, auth)
@@ -142,7 +143,7 @@ async def tail(clouds_file: Path, *, cloud: str = ADMIN_CLOUD, params: dict, las
 
 
 def _login(auth: dict) -> tuple[str, dict[str, str]]:
-    with httpx.Client(timeout=30.0) as client:
+    with httpx.Client(timeout=30.0, verify=verified_tls()) as client:
         try:
             return login(auth, client)
         except httpx.TransportError as exc:

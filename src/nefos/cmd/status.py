@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from nefos.clients.identity.service_auth import catalog_urls
+from nefos.http_client import verified_tls
 
 ADMIN_CLOUD = "nefos-admin"
 
@@ -62,7 +63,7 @@ def cloud_auth(clouds_file: Path, cloud: str = ADMIN_CLOUD) -> dict:
 def gather(clouds_file: Path, timeout: float = 10.0) -> dict:
     """The cloud's state, as the admin of ``clouds_file`` reads it."""
     auth = cloud_auth(clouds_file)
-    with httpx.Client(timeout=timeout) as client:
+    with httpx.Client(timeout=timeout, verify=verified_tls()) as client:
         try:
             token, urls = login(auth, client)
             headers = {"X-Auth-Token": token, "OpenStack-API-Version": "compute 2.53"}
