@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from pathlib import Path
 
@@ -12,80 +11,38 @@ import pytest
 from tests.libvirt.conftest import (HOST, avirsh, make_network, start_libvirt_cloud, stop_libvirt_cloud,
                                     wait_console, wait_domstate)
 from tests.clouds import ADMIN
+from tests.eventually import eventually
+from tests.relay import Relay
 
 pytestmark = pytest.mark.libvirt
 
 LIBVIRTD_SOCKET = "/run/libvirt/libvirt-sock"
 
 
-class LibvirtdRelay:
+class LibvirtdRelay(Relay):
     """A Unix socket in front of libvirtd's that the test can cut and restore.
 
     The host's libvirtd serves other units' real guests at the same time (the Tempest run with
     validation), and a compute host that loses libvirtd disables itself: stopping the daemon would
     make their boots "No valid host". Cut here, the compute host sees what a stopped libvirtd
     gives it (its connection closed, new connections refused) and nobody else notices.
-    The relay runs its own event loop in a thread, so a libvirt call that blocks the test's loop
-    cannot block its own traffic.
     """
 
     def __init__(self, path: Path):
+        super().__init__(lambda: asyncio.open_unix_connection(LIBVIRTD_SOCKET), name="libvirtd-relay")
         self.path = path
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._thread.start()
-        self._server = None
-        self._writers: set[asyncio.StreamWriter] = set()
 
     @property
     def uri(self) -> str:
         return f"qemu+unix:///system?socket={self.path}"
 
-    def _call(self, coro):
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=30)
-
-    async def _pump(self, reader, writer) -> None:
-        try:
-            while data := await reader.read(65536):
-                writer.write(data)
-                await writer.drain()
-        except (ConnectionError, OSError):
-            pass
-        finally:
-            writer.close()
-
-    async def _relay(self, client_reader, client_writer) -> None:
-        try:
-            daemon_reader, daemon_writer = await asyncio.open_unix_connection(LIBVIRTD_SOCKET)
-        except OSError:
-            client_writer.close()
-            return
-        self._writers |= {client_writer, daemon_writer}
-        await asyncio.gather(self._pump(client_reader, daemon_writer), self._pump(daemon_reader, client_writer))
-        self._writers -= {client_writer, daemon_writer}
-
-    async def _open(self) -> None:
-        self._server = await asyncio.start_unix_server(self._relay, path=str(self.path))
-
-    async def _cut(self) -> None:
-        self._server.close()
-        for writer in list(self._writers):
-            writer.close()
-        await self._server.wait_closed()
-        self.path.unlink(missing_ok=True)
-
     def open(self) -> None:
-        self._call(self._open())
+        self.call(self.serve(asyncio.start_unix_server, path=str(self.path)))
 
     def cut(self) -> None:
-        """As libvirtd stopping: the connections through the relay close, new ones are refused."""
-        self._call(self._cut())
-
-    def close(self) -> None:
-        if self._server is not None and self._server.is_serving():
-            self.cut()
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
+        """As libvirtd stopping: the connections through the relay close, its socket goes."""
+        super().cut()
+        self.path.unlink(missing_ok=True)
 
 
 @pytest.fixture
@@ -147,19 +104,12 @@ async def test_libvirtd_lost_disables_the_host_and_back_enables_it(relayed_cloud
     driver = cloud.driver(HOST)
     try:
         await asyncio.to_thread(cloud.relay.cut)
-        deadline = time.monotonic() + 5
-        while driver._host.connected:
-            assert time.monotonic() < deadline, "the driver did not see the connection go"
-            await asyncio.sleep(0.05)
+        await eventually(lambda: not driver._host.connected, timeout=5)
         svc = await service(cloud)
         assert (svc["status"], svc["disabled_reason"]) == ("disabled", "maintenance")
     finally:
         await asyncio.to_thread(cloud.relay.open)
-    driver = cloud.driver(HOST)
-    deadline = time.monotonic() + 20
-    while not driver._host.connected:
-        assert time.monotonic() < deadline, "the driver did not reconnect"
-        await asyncio.sleep(0.1)
+    await eventually(lambda: driver._host.connected, timeout=20)
     await asyncio.sleep(0.5)
     svc = await service(cloud)
     assert (svc["status"], svc["disabled_reason"]) == ("disabled", "maintenance")

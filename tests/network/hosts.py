@@ -17,10 +17,8 @@ import asyncio
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import uuid
 from pathlib import Path
 
@@ -28,6 +26,7 @@ from nefos.config import load_config
 from nefos.agents.metadata_proxy import listen_in_namespace
 from nefos.control.network.service import component
 from nefos.service import Runtime
+from tests.relay import Relay
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -43,52 +42,17 @@ def in_ns(ns: str, *argv: str, check: bool = True) -> str:
     return sh("ip", "netns", "exec", ns, *argv, check=check)
 
 
-class BusRelay:
+class BusRelay(Relay):
     """Listens on 127.0.0.1:5672 inside namespaces; each connection is carried to the broker on the
-    machine's loopback. Its own thread and event loop: the test's blocking commands never stall it."""
+    machine's loopback."""
 
     def __init__(self, upstream_port: int = 5672):
+        super().__init__(lambda: asyncio.open_connection("127.0.0.1", upstream_port), name="bus-relay")
         self.upstream_port = upstream_port
-        self.loop = asyncio.new_event_loop()
-        self.servers: list = []
-        self.thread = threading.Thread(target=self.loop.run_forever, name="bus-relay", daemon=True)
-        self.thread.start()
 
     async def add(self, netns: str) -> None:
         sock = await listen_in_namespace(netns, "127.0.0.1", self.upstream_port)
-        asyncio.run_coroutine_threadsafe(self._serve(sock), self.loop).result(10)
-
-    async def _serve(self, sock: socket.socket) -> None:
-        self.servers.append(await asyncio.start_server(self._carry, sock=sock))
-
-    async def _carry(self, reader, writer) -> None:
-        try:
-            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
-        except OSError:
-            writer.close()
-            return
-
-        async def pipe(r, w):
-            try:
-                while data := await r.read(65536):
-                    w.write(data)
-                    await w.drain()
-            except (ConnectionError, OSError):
-                pass
-            finally:
-                w.close()
-        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
-
-    def close(self) -> None:
-        async def stop():
-            for server in self.servers:
-                server.close()
-            for task in asyncio.all_tasks():
-                if task is not asyncio.current_task():
-                    task.cancel()
-        asyncio.run_coroutine_threadsafe(stop(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
+        self.call(self.serve(asyncio.start_server, sock=sock), timeout=10)
 
 
 class Lab:
