@@ -67,7 +67,12 @@ def test_every_process_serves_its_own_metrics(tmp_path):
             "availability_zone": "nova:metered-1"}})
         assert r.status_code == 202, r.text
         _wait(compute, r.json()["server"]["id"], "ACTIVE", procs)
-        after = _scrape(host_port)
+        # The host counts the build once its last steps after ACTIVE (its resource tracker, the
+        # create.end notification) are done.
+        def counted() -> dict | None:
+            scraped = _scrape(host_port)
+            return scraped if total(scraped, "nefos_builds_total") > total(before, "nefos_builds_total") else None
+        after = _until(counted, "the host to count its build", procs)
 
         def grew(metric: str, /, **labels) -> float:
             return total(after, metric, **labels) - total(before, metric, **labels)
